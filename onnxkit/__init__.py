@@ -1,0 +1,32 @@
+"""onnxkit: a Python implementation of the ONNX core specification (Part 1, IR version 14).
+
+The host is small: the IR (:mod:`onnxkit.ir`), element types (:mod:`onnxkit.dtypes`), the
+binary codec (:mod:`onnxkit.wire`), the plugin contract (:mod:`onnxkit.hookspecs`) and the
+registry that loads plugins (:mod:`onnxkit.registry`).  Operator sets, kernels and backends
+come from plugins.
+"""
+
+from __future__ import annotations
+
+from .hookspecs import hookimpl
+from .errors import (
+    DecodeError, EvaluationError, ExternalDataError, LimitExceeded, OnnxkitError, PluginError,
+    UnsupportedOperatorError, ValidationError,
+)
+from .dtypes import DataType
+from .limits import DEFAULT_LIMITS, Limits
+from .registry import get_registry, register_plugin, unregister_plugin
+
+__version__ = "0.1.0"
+
+#: The IR version this edition of onnxkit writes and checks against (Clause 14.1.2).
+IR_VERSION = 14
+
+
+def __getattr__(name):
+    # The codec API is imported on first use so that `import onnxkit` stays light.
+    if name in ("load", "save", "load_value", "canonical_bytes", "model_hash", "save_value"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'onnxkit' has no attribute {name!r}")

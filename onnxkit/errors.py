@@ -1,0 +1,91 @@
+"""The one exception hierarchy of onnxkit.
+
+Every error onnxkit raises on bad input derives from :class:`OnnxkitError` and says
+what is wrong and where (a byte offset and message path, a graph path, a node, a plugin).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence
+
+
+class OnnxkitError(Exception):
+    """Base class of every error onnxkit raises on purpose."""
+
+
+class OnnxkitTypeError(OnnxkitError, TypeError):
+    """A value, element type or type is not one Clause 6 admits."""
+
+
+class DecodeError(OnnxkitError, ValueError):
+    """The bytes are not a valid encoding (Clause 12).
+
+    ``offset`` is the byte offset in the input at which the fault was found, ``path`` the
+    message path to the field being read, e.g. ``ModelProto.graph.node[3].attribute[0].t``.
+    """
+
+    def __init__(self, message: str, offset: Optional[int] = None, path: str = ""):
+        self.reason = message
+        self.offset = offset
+        self.path = path
+        where = []
+        if path:
+            where.append(path)
+        if offset is not None:
+            where.append(f"byte {offset}")
+        super().__init__(f"{message} (at {', '.join(where)})" if where else message)
+
+
+class LimitExceeded(OnnxkitError):
+    """A documented resource limit (Clause 12.5, 15.4) was exceeded; ``limit`` names it."""
+
+    def __init__(self, message: str, limit: str, value=None, maximum=None, path: str = "", offset=None):
+        self.limit = limit
+        self.value = value
+        self.maximum = maximum
+        self.path = path
+        self.offset = offset
+        super().__init__(message)
+
+
+class ExternalDataError(OnnxkitError):
+    """An external data reference (Clause 13) cannot be resolved or is refused (Clause 15.3)."""
+
+
+class PluginError(OnnxkitError):
+    """A plugin is broken: it failed to import, returned the wrong shape, or conflicts with another."""
+
+    def __init__(self, plugin: str, message: str):
+        self.plugin = plugin
+        super().__init__(f"plugin {plugin!r}: {message}")
+
+
+class UnsupportedOperatorError(OnnxkitError):
+    """The model uses operators no installed plugin can evaluate (Clause 4.4, 16.1).
+
+    ``operators`` lists every one, each as ``(domain, op_type, opset_version, reason)``.
+    """
+
+    def __init__(self, operators: Sequence[tuple]):
+        self.operators = list(operators)
+        lines = [f"  {d or 'ai.onnx'}::{op} (opset {v}): {why}" for d, op, v, why in self.operators]
+        super().__init__(f"{len(self.operators)} unsupported operator(s):\n" + "\n".join(lines))
+
+
+class ValidationError(OnnxkitError):
+    """The model does not conform (Clause 10); ``diagnostics`` carries every finding."""
+
+    def __init__(self, diagnostics: Iterable, message: str = "model is not valid"):
+        self.diagnostics = list(diagnostics)
+        shown = "\n".join(f"  {d}" for d in self.diagnostics[:20])
+        more = f"\n  ... and {len(self.diagnostics) - 20} more" if len(self.diagnostics) > 20 else ""
+        super().__init__(f"{message}:\n{shown}{more}" if shown else message)
+
+
+class EvaluationError(OnnxkitError):
+    """Evaluating a node failed; names the node, its operator and why."""
+
+    def __init__(self, message: str, node: str = "", op_type: str = ""):
+        self.node = node
+        self.op_type = op_type
+        super().__init__(message)

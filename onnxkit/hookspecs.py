@@ -1,0 +1,89 @@
+"""The whole plugin contract of onnxkit: six pluggy hooks, project name ``onnxkit``.
+
+Every hook returns a *table* and is called exactly once per plugin when a
+:class:`onnxkit.registry.Registry` is built (never per model, never per node).  A plugin
+implements any subset of them with ``@onnxkit.hookimpl``.  What every hook shares:
+
+* It must not import a model, touch the network, start threads or mutate its arguments.
+* It must be quick: the registry is built on first use of onnxkit in a process.
+* What it returns is checked by the host.  A wrong shape, an exception, or a claim that
+  another plugin already made is reported against the plugin by name
+  (:attr:`Registry.faults`, ``onnxkit plugins``) and that contribution is left out; the
+  other plugins keep working.
+
+Keys are ``(domain, op_type, since_version)`` triples, ``domain`` '' for ai.onnx (the
+host also accepts 'ai.onnx' and normalises it), per Clause 14.3 which identifies an
+operator definition by that triple.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("onnxkit")
+hookimpl = pluggy.HookimplMarker("onnxkit")
+
+
+@hookspec
+def onnxkit_operator_sets():
+    """Operator sets this plugin defines (Part 2 definitions; Clause 5.3.2, 14.3).
+
+    Return an iterable of :class:`onnxkit.schema.OperatorSet`, one per (domain, version).
+    Each carries the *complete* inventory of that version: every operator definition in
+    force there (those introduced at earlier versions included), as
+    :class:`onnxkit.schema.OpSchema` objects.  A (domain, version) pair may be defined by
+    one plugin only.
+    """
+
+
+@hookspec
+def onnxkit_opaque_types():
+    """Opaque types (Clause 6.8.4) this plugin's domains introduce.
+
+    Return an iterable of :class:`onnxkit.registry.OpaqueTypeDef` (domain, name,
+    python_type, description).  Values of that type are instances of ``python_type``;
+    the host treats them as unanalysable beyond their identity.
+    """
+
+
+@hookspec
+def onnxkit_inference_functions():
+    """Shape and type inference functions (Clause 9.2).
+
+    Return a mapping ``{(domain, op_type, since_version): fn}``.  ``fn(ctx)`` receives an
+    inference context (input types, constant inputs where known, attributes) and returns
+    the output types; it must yield unknown rather than guess (9.4) and must never equate
+    two distinct dimension variables (9.3).
+    """
+
+
+@hookspec
+def onnxkit_backends():
+    """Backends (devices) this plugin provides.
+
+    Return an iterable of :class:`onnxkit.registry.Backend`.  A backend name ('cpu', 'gpu')
+    may be provided by one plugin only.  Kernels for a backend may come from any plugin
+    (a domain package carries its own CPU kernels, for example).
+    """
+
+
+@hookspec
+def onnxkit_kernels(backend):
+    """Kernels this plugin provides for the backend named ``backend``.
+
+    Called once for each backend known to the registry.  Return a mapping
+    ``{(domain, op_type, since_version): kernel}`` for that backend (empty or None for
+    backends this plugin has no kernels for).  The triple is the definition the kernel
+    implements exactly: a node bound to another definition never gets this kernel
+    (Clause 4.4 forbids substituting another version's behaviour).
+    """
+
+
+@hookspec
+def onnxkit_storage():
+    """Storages through which external data locations are opened (Clause 13, 15.3).
+
+    Return an iterable of :class:`onnxkit.storage.Storage`.  A storage name ('file',
+    'zip', ...) may be provided by one plugin only.  The host's own local-filesystem
+    storage is registered through this same hook.
+    """

@@ -1,0 +1,70 @@
+"""What every IR object carries beside its content: how it came off the wire.
+
+Clause 12.4 lets a consumer keep the octets of fields it does not recognise; onnxkit does,
+and writes them back unchanged on save.  An object decoded from bytes also remembers which
+scalar fields were present with their default value (proto2 presence), so that
+``save(load(b)) == b`` for every model written in tag order.  Objects built in Python have
+no wire record; the writer then writes every mandatory field and every non-default one.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+import numpy as np
+
+
+@attrs.define(eq=False)
+class WireInfo:
+    """Codec bookkeeping of one decoded message; never part of equality.
+
+    ``unknown``: encoded fields (key and payload) the schema does not define, or that are
+    deprecated (Annex B.1: read and ignored), in order of appearance.
+    ``explicit``: names of scalar fields present in the input with their default value.
+    ``absent``: names of mandatory fields absent from the input (so a re-encode keeps them absent).
+    """
+
+    unknown: list = attrs.field(factory=list)
+    explicit: frozenset = frozenset()
+    absent: frozenset = frozenset()
+
+
+def wire_field():
+    """The ``_wire`` attrs field every IR class has (init keyword ``_wire``)."""
+    return attrs.field(default=None, eq=False, repr=False, alias="_wire")
+
+
+def _array_eq(a, b) -> bool:
+    return np.array_equal(np.asarray(a), np.asarray(b))
+
+
+def array_field(dtype):
+    """An attrs field holding a 1-D numpy array (packed TensorProto data), compared by value."""
+    return attrs.field(
+        factory=lambda: np.zeros(0, dtype=dtype),
+        converter=lambda v: v if isinstance(v, np.ndarray) and v.dtype == dtype else np.asarray(v, dtype=dtype).reshape(-1),
+        eq=attrs.cmp_using(eq=_array_eq),
+        repr=lambda a: f"array(len={a.size})",
+    )
+
+
+def _bytes_eq(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return bytes(a) == bytes(b) if len(a) < 64 else memoryview(a).cast("B") == memoryview(b).cast("B")
+
+
+def bytes_field(optional: bool = True):
+    """An attrs field holding octets (bytes or a zero-copy memoryview), compared by content."""
+    return attrs.field(
+        default=None if optional else b"",
+        eq=attrs.cmp_using(eq=_bytes_eq),
+        repr=lambda v: "None" if v is None else f"<{len(v)} octets>",
+    )
+
+
+def unknown_fields(obj) -> list:
+    """The retained unknown fields of ``obj`` (empty for objects built in Python)."""
+    w: Optional[WireInfo] = getattr(obj, "_wire", None)
+    return w.unknown if w is not None else []

@@ -1,0 +1,222 @@
+"""Model, graph, node, function and the smaller messages around them (Clauses 5, 7, 8.4; Annex B.2-B.3).
+
+Field names are those of Annex B, so that anyone who knows ONNX finds them: ``graph.node``,
+``graph.initializer``, ``model.opset_import``, ``node.attribute``.  Repeated fields are lists.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+
+from .base import wire_field
+
+
+@attrs.define
+class OperatorSetId:
+    """An operator set import (Clause 5.3.2): ``domain`` ('' = ai.onnx) and ``version``."""
+
+    domain: str = ""
+    version: int = 0
+    _wire: object = wire_field()
+
+
+@attrs.define
+class ValueInfo:
+    """Name and type of a value (ValueInfoProto); ``type`` None when not declared."""
+
+    name: str = ""
+    type: Optional[object] = None
+    doc_string: str = ""
+    metadata_props: list = attrs.field(factory=list)
+    _wire: object = wire_field()
+
+
+@attrs.define
+class IntIntListEntry:
+    key: int = 0
+    value: list = attrs.field(factory=list)
+    _wire: object = wire_field()
+
+
+@attrs.define
+class SimpleShardedDim:
+    """One of ``dim_value`` / ``dim_param`` (B.2.9) and ``num_shards``."""
+
+    dim_value: Optional[int] = None
+    dim_param: Optional[str] = None
+    num_shards: int = 0
+    _wire: object = wire_field()
+
+
+@attrs.define
+class ShardedDim:
+    axis: int = 0
+    simple_sharding: list = attrs.field(factory=list)
+    _wire: object = wire_field()
+
+
+@attrs.define
+class ShardingSpec:
+    tensor_name: str = ""
+    device: list = attrs.field(factory=list)
+    index_to_device_group_map: list = attrs.field(factory=list)
+    sharded_dim: list = attrs.field(factory=list)
+    _wire: object = wire_field()
+
+
+@attrs.define
+class NodeDeviceConfiguration:
+    configuration_id: str = ""
+    sharding_spec: list = attrs.field(factory=list)
+    pipeline_stage: int = 0
+    _wire: object = wire_field()
+
+
+@attrs.define
+class DeviceConfiguration:
+    name: str = ""
+    num_devices: int = 0
+    device: list = attrs.field(factory=list)
+    _wire: object = wire_field()
+
+
+@attrs.define
+class TensorAnnotation:
+    tensor_name: str = ""
+    quant_parameter_tensor_names: list = attrs.field(factory=list)
+    _wire: object = wire_field()
+
+
+@attrs.define
+class Node:
+    """One invocation of an operator (Clause 7.3).  ``''`` in ``input``/``output`` = unsupplied (7.3.3)."""
+
+    input: list = attrs.field(factory=list)
+    output: list = attrs.field(factory=list)
+    name: str = ""
+    op_type: str = ""
+    domain: str = ""
+    overload: str = ""
+    attribute: list = attrs.field(factory=list)
+    doc_string: str = ""
+    metadata_props: list = attrs.field(factory=list)
+    device_configurations: list = attrs.field(factory=list)
+    _wire: object = wire_field()
+
+    def attr(self, name: str, default=None):
+        """The value of attribute ``name``, or ``default`` when the node has none of that name."""
+        for a in self.attribute:
+            if a.name == name:
+                return a.value
+        return default
+
+    @property
+    def attributes(self) -> dict:
+        """Attributes by name (the last one wins where names repeat; the checker reports that)."""
+        return {a.name: a for a in self.attribute}
+
+
+@attrs.define
+class Graph:
+    """A graph (Clause 7): nodes in order, inputs, outputs, initializers, value_info."""
+
+    node: list = attrs.field(factory=list)
+    name: str = ""
+    initializer: list = attrs.field(factory=list)
+    sparse_initializer: list = attrs.field(factory=list)
+    doc_string: str = ""
+    input: list = attrs.field(factory=list)
+    output: list = attrs.field(factory=list)
+    value_info: list = attrs.field(factory=list)
+    quantization_annotation: list = attrs.field(factory=list)
+    metadata_props: list = attrs.field(factory=list)
+    _wire: object = wire_field()
+
+
+@attrs.define
+class TrainingInfo:
+    initialization: Optional[Graph] = None
+    algorithm: Optional[Graph] = None
+    initialization_binding: list = attrs.field(factory=list)
+    update_binding: list = attrs.field(factory=list)
+    _wire: object = wire_field()
+
+
+@attrs.define
+class Function:
+    """A model-local function (Clause 8.4), identified by (domain, name, overload).
+
+    ``attribute`` lists attribute parameters without defaults, ``attribute_proto`` those with one.
+    """
+
+    name: str = ""
+    input: list = attrs.field(factory=list)
+    output: list = attrs.field(factory=list)
+    attribute: list = attrs.field(factory=list)
+    attribute_proto: list = attrs.field(factory=list)
+    node: list = attrs.field(factory=list)
+    doc_string: str = ""
+    opset_import: list = attrs.field(factory=list)
+    domain: str = ""
+    overload: str = ""
+    value_info: list = attrs.field(factory=list)
+    metadata_props: list = attrs.field(factory=list)
+    _wire: object = wire_field()
+
+
+@attrs.define
+class Model:
+    """A model (Clause 5.3): IR version, operator set imports, the top-level graph and the rest."""
+
+    ir_version: int = 0
+    opset_import: list = attrs.field(factory=list)
+    producer_name: str = ""
+    producer_version: str = ""
+    domain: str = ""
+    model_version: int = 0
+    doc_string: str = ""
+    graph: Optional[Graph] = None
+    metadata_props: list = attrs.field(factory=list)
+    training_info: list = attrs.field(factory=list)
+    functions: list = attrs.field(factory=list)
+    configuration: list = attrs.field(factory=list)
+    _wire: object = wire_field()
+    #: Directory the model was loaded from; external data resolves against it (13.2 NOTE).
+    base_dir: Optional[str] = attrs.field(default=None, eq=False, repr=False, kw_only=True)
+
+    def opset_version(self, domain: str) -> Optional[int]:
+        """The imported version of ``domain`` ('' and 'ai.onnx' are the default domain), or None."""
+        want = "" if domain == "ai.onnx" else domain
+        for o in self.opset_import:
+            if ("" if o.domain == "ai.onnx" else o.domain) == want:
+                return o.version
+        return None
+
+
+@attrs.define
+class OperatorInfo:
+    """OperatorProto (B.3.1): an entry of a serialized operator set."""
+
+    op_type: str = ""
+    since_version: int = 0
+    status: int = 0
+    doc_string: str = ""
+    _wire: object = wire_field()
+
+
+@attrs.define
+class OperatorSetInfo:
+    """OperatorSetProto (B.3.2): a serialized operator set."""
+
+    magic: str = ""
+    ir_version: int = 0
+    ir_version_prerelease: str = ""
+    ir_build_metadata: str = ""
+    domain: str = ""
+    opset_version: int = 0
+    doc_string: str = ""
+    operator: list = attrs.field(factory=list)
+    functions: list = attrs.field(factory=list)
+    _wire: object = wire_field()

@@ -1,0 +1,123 @@
+"""Tensors as carried in a model (TensorProto, SparseTensorProto; Clauses 6.3.4, 13).
+
+A :class:`Tensor` keeps its storage exactly as it came off the wire (raw octets, or one
+typed field, or an external reference) so that a re-encode is byte-exact and nothing is
+copied on load: ``raw_data`` is a view of the input buffer.  :meth:`Tensor.numpy` turns
+the storage into a numpy array (read-only view where the layout allows);
+:meth:`Tensor.from_numpy` builds a tensor from an array.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+import numpy as np
+
+from .base import array_field, bytes_field, wire_field
+
+
+@attrs.define
+class StringStringEntry:
+    """A key/value pair (StringStringEntryProto): metadata and external data references."""
+
+    key: str = ""
+    value: str = ""
+    _wire: object = wire_field()
+
+
+@attrs.define
+class Segment:
+    """TensorProto.Segment: the slice of a large tensor this TensorProto holds."""
+
+    begin: int = 0
+    end: int = 0
+    _wire: object = wire_field()
+
+
+class DataLocation:
+    """Table B.20."""
+
+    DEFAULT = 0
+    EXTERNAL = 1
+
+
+@attrs.define
+class Tensor:
+    """A dense tensor (TensorProto).  Fields are those of Annex B.2.16.
+
+    Exactly one storage is used: ``raw_data`` (octets, Clause 6.3.4 raw storage), one typed
+    field (``float_data``, ``int32_data``, ``string_data``, ``int64_data``, ``double_data``,
+    ``uint64_data``), or external data (``data_location == EXTERNAL``, Clause 13).
+    """
+
+    dims: list = attrs.field(factory=list)
+    data_type: int = 0
+    segment: Optional[Segment] = None
+    float_data: np.ndarray = array_field(np.float32)
+    int32_data: np.ndarray = array_field(np.int32)
+    string_data: list = attrs.field(factory=list)
+    int64_data: np.ndarray = array_field(np.int64)
+    name: str = ""
+    doc_string: str = ""
+    raw_data: Optional[object] = bytes_field()
+    external_data: list = attrs.field(factory=list)
+    data_location: int = 0
+    double_data: np.ndarray = array_field(np.float64)
+    uint64_data: np.ndarray = array_field(np.uint64)
+    metadata_props: list = attrs.field(factory=list)
+    _wire: object = wire_field()
+    #: Where external data is resolved from (set by :func:`onnxkit.load`; not part of the model, 13.2 NOTE).
+    base_dir: Optional[str] = attrs.field(default=None, eq=False, repr=False, kw_only=True)
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(int(d) for d in self.dims)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.dims:
+            n *= int(d)
+        return n
+
+    @property
+    def is_external(self) -> bool:
+        return self.data_location == DataLocation.EXTERNAL
+
+    def numpy(self) -> np.ndarray:
+        """The contents as a numpy array of this tensor's dtype (Clause 6.2 table).
+
+        Raw storage gives a read-only view of the loaded bytes (no copy); typed storage is
+        converted per Table 7.  External contents are read through the storage the tensor
+        was loaded with (Clause 13); see :mod:`onnxkit.external`.
+        """
+        from ..tensor_data import tensor_to_numpy
+
+        return tensor_to_numpy(self)
+
+    @classmethod
+    def from_numpy(cls, array, name: str = "", data_type: Optional[int] = None) -> "Tensor":
+        """A tensor holding ``array``: raw storage, or ``string_data`` for STRING."""
+        from ..tensor_data import numpy_to_tensor
+
+        return numpy_to_tensor(array, name=name, data_type=data_type)
+
+
+@attrs.define
+class SparseTensor:
+    """A sparse tensor (SparseTensorProto): ``values`` (1-D), ``indices`` and the dense ``dims``.
+
+    ``indices`` is either [NNZ] linearized indices or [NNZ, rank] coordinates.
+    """
+
+    values: Optional[Tensor] = None
+    indices: Optional[Tensor] = None
+    dims: list = attrs.field(factory=list)
+    _wire: object = wire_field()
+
+    def to_dense(self) -> np.ndarray:
+        """The dense array this sparse tensor denotes."""
+        from ..tensor_data import sparse_to_dense
+
+        return sparse_to_dense(self)

@@ -1,0 +1,43 @@
+"""Documented resource limits (Clause 12.5, 15.4).
+
+One :class:`Limits` object carries every limit onnxkit enforces; the defaults are
+:data:`DEFAULT_LIMITS` and the README lists them.  Exceeding a limit raises
+:class:`onnxkit.errors.LimitExceeded` naming the limit, never a MemoryError or a hang.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from .errors import LimitExceeded
+
+GiB = 1 << 30
+
+
+@attrs.frozen
+class Limits:
+    #: Largest encoded model, and largest single embedded message, in octets (12.5).
+    max_message_bytes: int = 2 * GiB
+    #: Deepest nesting of embedded messages the decoder follows (12.5, 15.4).
+    max_nesting_depth: int = 100
+    #: Largest tensor a declared shape may describe, in octets (15.4).
+    max_tensor_bytes: int = 16 * GiB
+    #: Largest extent of one dimension (15.4).
+    max_dim_extent: int = 1 << 40
+    #: Deepest nesting of subgraphs (15.4).
+    max_subgraph_depth: int = 32
+    #: Most iterations one Loop node may run (15.4).
+    max_loop_iterations: int = 10_000_000
+    #: Largest external data file (15.4).
+    max_external_file_bytes: int = 1 << 40
+
+    def check(self, name: str, value: int, where: str = "") -> None:
+        """Raise :class:`LimitExceeded` if ``value`` exceeds the limit ``name``."""
+        maximum = getattr(self, name)
+        if value > maximum:
+            at = f" at {where}" if where else ""
+            raise LimitExceeded(f"{name} exceeded{at}: {value} > {maximum} (Clause 15.4; see onnxkit.limits)",
+                                limit=name, value=value, maximum=maximum, path=where)
+
+
+DEFAULT_LIMITS = Limits()

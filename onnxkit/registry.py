@@ -1,0 +1,368 @@
+"""The plugin manager: finds plugins, calls each hook once, and keeps the tables they return.
+
+Plugins come from entry points in the group ``onnxkit`` (found with importlib-metadata)
+and from :func:`register_plugin` (tests, notebooks).  Two environment variables help:
+
+* ``ONNXKIT_PLUGINS=onnxkit-default-domain,onnxkit-cpu`` loads only the named plugins
+  (distribution names or entry-point names), so "not installed" is testable in place.
+* ``ONNXKIT_TRACE=1`` prints every hook call, which plugin answered and what it returned.
+
+A broken plugin never takes the others down: an import error, an exception in a hook,
+a result of the wrong shape, or a claim another plugin already made becomes a
+:class:`PluginFault` naming the plugin; that contribution is left out and the rest load.
+Plugins are consulted in a fixed order (registered name), so the first claim of a key wins.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Optional
+
+import attrs
+import pluggy
+
+from . import hookspecs
+
+ENTRY_POINT_GROUP = "onnxkit"
+
+
+def normalize_domain(domain: Optional[str]) -> str:
+    """'' for the default domain, whether written '' or 'ai.onnx' (Clause 5.3.2)."""
+    return "" if domain in (None, "", "ai.onnx") else domain
+
+
+def display_domain(domain: str) -> str:
+    return domain or "ai.onnx"
+
+
+@attrs.define
+class Backend:
+    """A place kernels run.  ``asarray`` turns a numpy array into a backend value, ``to_numpy`` back."""
+
+    name: str
+    device: str = "cpu"
+    description: str = ""
+    asarray: Optional[Callable] = None
+    to_numpy: Optional[Callable] = None
+
+
+@attrs.define
+class OpaqueTypeDef:
+    """An opaque type of a domain (Clause 6.8.4); values are instances of ``python_type``."""
+
+    domain: str
+    name: str
+    python_type: type = object
+    description: str = ""
+
+
+@attrs.define
+class PluginInfo:
+    """One loaded plugin: its name, the distribution and version it came from, its module."""
+
+    name: str
+    distribution: Optional[str] = None
+    version: Optional[str] = None
+    module: Any = None
+
+
+@attrs.define
+class PluginFault:
+    """A fault of one plugin, reported instead of raised."""
+
+    plugin: str
+    hook: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"plugin {self.plugin!r} ({self.hook}): {self.message}"
+
+
+_registered: list[tuple[str, Any]] = []
+_default: Optional["Registry"] = None
+_lock = threading.Lock()
+
+
+def register_plugin(plugin: Any, name: Optional[str] = None) -> None:
+    """Register an in-process plugin (a module or object with hookimpls) for every later registry."""
+    global _default
+    with _lock:
+        _registered.append((name or getattr(plugin, "__name__", repr(plugin)), plugin))
+        _default = None
+
+
+def unregister_plugin(name: str) -> None:
+    """Undo :func:`register_plugin`."""
+    global _default
+    with _lock:
+        _registered[:] = [(n, p) for n, p in _registered if n != name]
+        _default = None
+
+
+def get_registry() -> "Registry":
+    """The registry of this process, built on first use from every installed plugin."""
+    global _default
+    with _lock:
+        if _default is None:
+            _default = build_registry()
+        return _default
+
+
+def reset_registry() -> None:
+    """Forget the cached registry (the next :func:`get_registry` rebuilds it)."""
+    global _default
+    with _lock:
+        _default = None
+
+
+def _wanted() -> Optional[set]:
+    env = os.environ.get("ONNXKIT_PLUGINS")
+    if env is None:
+        return None
+    return {s.strip() for s in env.split(",") if s.strip()}
+
+
+def _entry_points():
+    try:
+        from importlib_metadata import entry_points
+    except ImportError:  # pragma: no cover - importlib-metadata is a dependency
+        from importlib.metadata import entry_points
+    return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+
+
+def build_registry(
+    include: Optional[Iterable[str]] = None,
+    exclude: Iterable[str] = (),
+    extra: Iterable[tuple[str, Any]] = (),
+    entry_points: bool = True,
+) -> "Registry":
+    """Build a registry.
+
+    ``include``: only these plugins (distribution or entry-point names; default: all, or
+    ``$ONNXKIT_PLUGINS``).  ``exclude``: leave these out.  ``extra``: more ``(name, plugin)``
+    pairs besides those of :func:`register_plugin`.  ``entry_points=False`` skips discovery.
+    """
+    wanted = set(include) if include is not None else _wanted()
+    excluded = set(exclude)
+    faults: list[PluginFault] = []
+    infos: list[PluginInfo] = []
+
+    def keep(*names) -> bool:
+        names = {n for n in names if n}
+        if names & excluded:
+            return False
+        return wanted is None or bool(names & wanted)
+
+    if entry_points:
+        for ep in _entry_points():
+            dist = getattr(ep, "dist", None)
+            dist_name = dist.metadata["Name"] if dist is not None else None
+            version = dist.version if dist is not None else None
+            if not keep(ep.name, dist_name):
+                continue
+            try:
+                module = ep.load()
+            except Exception as exc:  # a broken plugin is reported, not raised
+                faults.append(PluginFault(dist_name or ep.name, "import", f"cannot load entry point {ep.value!r}: {type(exc).__name__}: {exc}"))
+                continue
+            infos.append(PluginInfo(ep.name, dist_name, version, module))
+    for name, plugin in [*_registered, *extra]:
+        if keep(name):
+            infos.append(PluginInfo(name, None, None, plugin))
+    return Registry(infos, faults)
+
+
+class Registry:
+    """Tables built from the plugins' hooks.  Read-only after construction.
+
+    ``operator_sets[(domain, version)]`` -> OperatorSet;  ``inference[(domain, op, since)]`` -> fn;
+    ``backends[name]`` -> Backend;  ``kernels[backend][(domain, op, since)]`` -> kernel;
+    ``storages[name]`` -> Storage;  ``opaque_types[(domain, name)]`` -> OpaqueTypeDef;
+    ``owner[...]`` names the plugin that provided each entry.
+    """
+
+    def __init__(self, plugins: list[PluginInfo], faults: Optional[list[PluginFault]] = None):
+        self.plugins = plugins
+        self.faults: list[PluginFault] = list(faults or [])
+        self.operator_sets: dict = {}
+        self.inference: dict = {}
+        self.backends: dict = {}
+        self.kernels: dict = {}
+        self.storages: dict = {}
+        self.opaque_types: dict = {}
+        self.owner: dict = {}
+        self._trace = bool(os.environ.get("ONNXKIT_TRACE"))
+        self._pm = pluggy.PluginManager("onnxkit")
+        self._pm.add_hookspecs(hookspecs)
+        for info in plugins:
+            try:
+                self._pm.register(info.module, name=info.name)
+            except Exception as exc:
+                self.faults.append(PluginFault(info.name, "register", f"{type(exc).__name__}: {exc}"))
+        self._load()
+
+    # -- calling hooks, one plugin at a time --------------------------------------------
+    def _call(self, hook: str, **kwargs):
+        for impl in getattr(self._pm.hook, hook).get_hookimpls():
+            name = impl.plugin_name
+            try:
+                result = impl.function(**{k: kwargs[k] for k in impl.argnames})
+            except Exception as exc:
+                self._fault(name, hook, f"raised {type(exc).__name__}: {exc}")
+                continue
+            if self._trace:
+                print(f"[onnxkit trace] {hook}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) <- {name}: {_summary(result)}", file=sys.stderr)
+            if result is not None:
+                yield name, result
+
+    def _fault(self, plugin: str, hook: str, message: str) -> None:
+        self.faults.append(PluginFault(plugin, hook, message))
+        if self._trace:
+            print(f"[onnxkit trace] FAULT {plugin} {hook}: {message}", file=sys.stderr)
+
+    def _claim(self, table: dict, key, value, plugin: str, hook: str, what: str) -> None:
+        if key in table:
+            self._fault(plugin, hook, f"{what} is already provided by plugin {self.owner[(hook, key)]!r}; ignored")
+            return
+        table[key] = value
+        self.owner[(hook, key)] = plugin
+
+    def _load(self) -> None:
+        for plugin, result in self._call("onnxkit_operator_sets"):
+            for opset in _iterable(result, plugin, "onnxkit_operator_sets", self):
+                problem = _check_opset(opset)
+                if problem:
+                    self._fault(plugin, "onnxkit_operator_sets", problem)
+                    continue
+                key = (normalize_domain(opset.domain), int(opset.version))
+                self._claim(self.operator_sets, key, opset, plugin, "onnxkit_operator_sets",
+                            f"operator set {display_domain(key[0])} v{key[1]}")
+        for plugin, result in self._call("onnxkit_opaque_types"):
+            for t in _iterable(result, plugin, "onnxkit_opaque_types", self):
+                if not (isinstance(getattr(t, "name", None), str) and t.name and isinstance(getattr(t, "domain", None), str)):
+                    self._fault(plugin, "onnxkit_opaque_types", f"not an OpaqueTypeDef with a name: {t!r}")
+                    continue
+                self._claim(self.opaque_types, (normalize_domain(t.domain), t.name), t, plugin,
+                            "onnxkit_opaque_types", f"opaque type {t.domain}::{t.name}")
+        for plugin, result in self._call("onnxkit_inference_functions"):
+            for key, fn in _triples(result, plugin, "onnxkit_inference_functions", self):
+                self._claim(self.inference, key, fn, plugin, "onnxkit_inference_functions", f"inference function for {_fmt(key)}")
+        for plugin, result in self._call("onnxkit_backends"):
+            for b in _iterable(result, plugin, "onnxkit_backends", self):
+                if not isinstance(getattr(b, "name", None), str) or not b.name:
+                    self._fault(plugin, "onnxkit_backends", f"not a Backend with a name: {b!r}")
+                    continue
+                self._claim(self.backends, b.name, b, plugin, "onnxkit_backends", f"backend {b.name!r}")
+        for backend in list(self.backends):
+            table = self.kernels.setdefault(backend, {})
+            for plugin, result in self._call("onnxkit_kernels", backend=backend):
+                for key, kernel in _triples(result, plugin, "onnxkit_kernels", self):
+                    self._claim(table, key, kernel, plugin, "onnxkit_kernels", f"{backend} kernel for {_fmt(key)}")
+        for plugin, result in self._call("onnxkit_storage"):
+            for s in _iterable(result, plugin, "onnxkit_storage", self):
+                if not isinstance(getattr(s, "name", None), str) or not s.name:
+                    self._fault(plugin, "onnxkit_storage", f"not a Storage with a name: {s!r}")
+                    continue
+                self._claim(self.storages, s.name, s, plugin, "onnxkit_storage", f"storage {s.name!r}")
+
+    # -- questions ------------------------------------------------------------------------
+    def domains(self) -> dict:
+        """``{domain: sorted versions}`` of every operator set known."""
+        out: dict = {}
+        for d, v in self.operator_sets:
+            out.setdefault(d, []).append(v)
+        return {d: sorted(vs) for d, vs in sorted(out.items())}
+
+    def operator_set(self, domain: str, version: int):
+        """The operator set (domain, version), or None."""
+        return self.operator_sets.get((normalize_domain(domain), int(version)))
+
+    def bind(self, domain: str, op_type: str, opset_version: int):
+        """The definition a node binds to (Clause 5.3.2, 14.3): greatest since_version <= the import.
+
+        Returns the OpSchema, or None when the operator set or the operator is unknown.
+        """
+        opset = self.operator_set(domain, opset_version)
+        if opset is None:
+            return None
+        return opset.get(op_type)
+
+    def kernel(self, backend: str, domain: str, op_type: str, since_version: int):
+        """The kernel for exactly this definition on ``backend``, or None."""
+        return self.kernels.get(backend, {}).get((normalize_domain(domain), op_type, int(since_version)))
+
+    def provided_by(self, plugin: str) -> dict:
+        """What one plugin contributed: ``{'operator_sets': [...], 'backends': [...], 'kernels': {backend: n}, ...}``."""
+        out: dict = {"operator_sets": [], "backends": [], "kernels": {}, "inference": 0, "storages": [], "opaque_types": []}
+        for (hook, key), owner in self.owner.items():
+            if owner != plugin:
+                continue
+            if hook == "onnxkit_operator_sets":
+                out["operator_sets"].append(key)
+            elif hook == "onnxkit_backends":
+                out["backends"].append(key)
+            elif hook == "onnxkit_inference_functions":
+                out["inference"] += 1
+            elif hook == "onnxkit_storage":
+                out["storages"].append(key)
+            elif hook == "onnxkit_opaque_types":
+                out["opaque_types"].append(key)
+        for backend, table in self.kernels.items():
+            n = sum(1 for k in table if self.owner.get(("onnxkit_kernels", k)) == plugin)
+            if n:
+                out["kernels"][backend] = n
+        out["operator_sets"].sort()
+        return out
+
+
+def _fmt(key) -> str:
+    d, op, v = key
+    return f"{display_domain(d)}::{op}-{v}"
+
+
+def _summary(result) -> str:
+    if isinstance(result, Mapping):
+        return f"mapping of {len(result)}"
+    if isinstance(result, (list, tuple)):
+        return f"{type(result).__name__} of {len(result)}"
+    return type(result).__name__
+
+
+def _iterable(result, plugin, hook, reg):
+    if isinstance(result, (str, bytes, Mapping)) or not isinstance(result, Iterable):
+        reg._fault(plugin, hook, f"must return an iterable, returned {type(result).__name__}")
+        return []
+    try:
+        return list(result)
+    except Exception as exc:
+        reg._fault(plugin, hook, f"iterating the result raised {type(exc).__name__}: {exc}")
+        return []
+
+
+def _triples(result, plugin, hook, reg):
+    if not isinstance(result, Mapping):
+        reg._fault(plugin, hook, f"must return a mapping {{(domain, op_type, since_version): ...}}, returned {type(result).__name__}")
+        return []
+    out = []
+    for key, value in result.items():
+        if not (isinstance(key, tuple) and len(key) == 3 and isinstance(key[0], str) and isinstance(key[1], str)
+                and isinstance(key[2], int) and key[2] > 0):
+            reg._fault(plugin, hook, f"key {key!r} is not a (domain, op_type, since_version) triple")
+            continue
+        if not callable(value):
+            reg._fault(plugin, hook, f"value for {_fmt(key)} is not callable")
+            continue
+        out.append(((normalize_domain(key[0]), key[1], key[2]), value))
+    return out
+
+
+def _check_opset(opset) -> Optional[str]:
+    for attr in ("domain", "version", "get"):
+        if not hasattr(opset, attr):
+            return f"not an OperatorSet (no {attr!r}): {opset!r}"
+    if not isinstance(opset.domain, str) or not isinstance(opset.version, int) or opset.version < 1:
+        return f"operator set has a bad domain or version: {opset.domain!r} v{opset.version!r}"
+    return None

@@ -1,0 +1,1 @@
+"""onnxkit-cpu: the ``cpu`` backend (numpy + ml_dtypes) and its ai.onnx kernels."""

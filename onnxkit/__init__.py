@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .hookspecs import hookimpl
 from .errors import (
-    DecodeError, EvaluationError, ExternalDataError, LimitExceeded, OnnxkitError, PluginError,
+    DecodeError, EncodeError, EvaluationError, ExternalDataError, LimitExceeded, OnnxkitError, PluginError,
     UnsupportedOperatorError, ValidationError,
 )
 from .dtypes import DataType

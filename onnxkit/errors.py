@@ -36,6 +36,10 @@ class DecodeError(OnnxkitError, ValueError):
         super().__init__(f"{message} (at {', '.join(where)})" if where else message)
 
 
+class EncodeError(OnnxkitError, ValueError):
+    """The IR cannot be written as Annex B bytes (e.g. it needs a deprecated field)."""
+
+
 class LimitExceeded(OnnxkitError):
     """A documented resource limit (Clause 12.5, 15.4) was exceeded; ``limit`` names it."""
 

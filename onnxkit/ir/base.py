@@ -19,8 +19,9 @@ import numpy as np
 class WireInfo:
     """Codec bookkeeping of one decoded message; never part of equality.
 
-    ``unknown``: encoded fields (key and payload) the schema does not define, or that are
-    deprecated (Annex B.1: read and ignored), in order of appearance.
+    ``unknown``: ``(tag, octets)`` of each field (key and payload) the schema does not define,
+    or that is deprecated (Annex B.1), in order of appearance.  The writer puts them back
+    among the known fields in tag order.
     ``explicit``: names of scalar fields present in the input with their default value.
     ``absent``: names of mandatory fields absent from the input (so a re-encode keeps them absent).
     """

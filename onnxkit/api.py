@@ -1,0 +1,212 @@
+"""The public load / save API (Clause 12, 13).
+
+``load`` memory-maps a file and decodes it with onnxkit's own codec: tensor contents stay
+views of the mapped file until someone writes to them.  ``save`` writes the model in tag
+order, retained unknown fields included (12.4).  External data (Clause 13) is resolved
+through :mod:`onnxkit.external`: lazily by default, never outside the model's directory
+unless asked (15.3, 15.5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from . import ir
+from .errors import DecodeError, OnnxkitError
+from .limits import DEFAULT_LIMITS, Limits
+from .wire import decode_message, encode
+
+Source = Union[str, os.PathLike, bytes, bytearray, memoryview, Any]
+
+#: External data modes of :func:`load`: resolve when first read, all at load, or not at all.
+EXTERNAL_MODES = ("lazy", "eager", "never")
+
+
+def _buffer(src: Source):
+    """(buffer, base directory or None) for a path, octets or a binary file object."""
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        return memoryview(src), None
+    if isinstance(src, (str, os.PathLike)):
+        path = os.fspath(src)
+        try:
+            with open(path, "rb") as fh:
+                return _map(fh), os.path.dirname(os.path.abspath(path))
+        except FileNotFoundError:
+            raise OnnxkitError(f"no such model file: {path}") from None
+        except IsADirectoryError:
+            raise OnnxkitError(f"{path} is a directory, not a model file") from None
+        except PermissionError as exc:
+            raise OnnxkitError(f"cannot read {path}: {exc.strerror}") from None
+    if hasattr(src, "read"):
+        name = getattr(src, "name", None)
+        base = os.path.dirname(os.path.abspath(name)) if isinstance(name, str) and os.path.exists(name) else None
+        try:
+            src.fileno()
+            if src.seekable() and src.tell() == 0:
+                return _map(src), base
+        except (OSError, AttributeError, ValueError):
+            pass
+        data = src.read()
+        if not isinstance(data, (bytes, bytearray)):
+            raise OnnxkitError("load() needs a binary file object (open the file with 'rb')")
+        return memoryview(data), base
+    raise OnnxkitError(f"load() takes a path, bytes or a binary file object, not {type(src).__name__}")
+
+
+def _map(fh) -> memoryview:
+    size = os.fstat(fh.fileno()).st_size
+    if size == 0:
+        return memoryview(b"")
+    return memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+
+
+def load(src: Source, *, external_data: str = "lazy", allow_outside: bool = False,
+         limits: Limits = DEFAULT_LIMITS, base_dir: Optional[str] = None) -> ir.Model:
+    """Read a model (ModelProto) from a path, octets or a binary file object.
+
+    ``external_data``: ``'lazy'`` (default: references are checked now and files opened when a
+    tensor is first read), ``'eager'`` (every file opened and verified now) or ``'never'``
+    (references kept, reading them refused) — Clause 15.5.  ``allow_outside`` lets a
+    reference resolve outside the model's directory; it is never the default (15.3).
+    ``base_dir`` sets the directory references resolve against (default: the file's).
+    Raises :class:`DecodeError` for malformed octets, :class:`LimitExceeded` past a limit.
+    """
+    if external_data not in EXTERNAL_MODES:
+        raise OnnxkitError(f"external_data must be one of {EXTERNAL_MODES}, not {external_data!r}")
+    buf, found_dir = _buffer(src)
+    model = decode_message(buf, "ModelProto", limits)
+    model.base_dir = base_dir or found_dir
+    from . import external
+
+    external.attach(model, model.base_dir, external.ExternalDataOptions(mode=external_data, allow_outside=allow_outside,
+                                                                        limits=limits))
+    return model
+
+
+def save(model: ir.Model, path: Union[str, os.PathLike], *, external_data: bool = False,
+         size_threshold: int = 1024, location: Optional[str] = None, checksum: bool = False) -> None:
+    """Write ``model`` to ``path``.
+
+    With ``external_data=True`` every tensor of at least ``size_threshold`` octets goes to
+    one data file beside the model (``location``, default ``<file name>.data``), at
+    page-aligned offsets (13.2), optionally with a SHA-1 ``checksum`` (13.3).
+    """
+    path = os.fspath(path)
+    if external_data:
+        from . import external
+
+        model = external.externalize(model, path, size_threshold=size_threshold, location=location, checksum=checksum)
+    chunks = encode(model, "ModelProto")
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        fh.writelines(chunks)
+    os.replace(tmp, path)
+
+
+def to_bytes(model: ir.Model) -> bytes:
+    """``model`` as octets (what :func:`save` writes, without external data)."""
+    return b"".join(encode(model, "ModelProto"))
+
+
+def canonical_bytes(model: Union[ir.Model, Source]) -> bytes:
+    """onnxkit's canonical form (README, "Canonical form"): equal for encodings that differ only
+    in field order, packed vs unpacked form, duplicate fields merged, or non-minimal varints."""
+    if not isinstance(model, ir.Model):
+        model = decode_message(_buffer(model)[0], "ModelProto")
+    return b"".join(encode(model, "ModelProto", canonical=True))
+
+
+def model_hash(model: Union[ir.Model, Source]) -> str:
+    """SHA-256 of :func:`canonical_bytes`, as hex (``onnxkit hash``)."""
+    return hashlib.sha256(canonical_bytes(model)).hexdigest()
+
+
+# -- value files of the ONNX 1-3 test package (input_N.pb / output_N.pb) ---------------------
+
+_VALUE_MESSAGES = ("TensorProto", "SequenceProto", "MapProto", "OptionalProto")
+_KIND_MESSAGE = {"tensor": "TensorProto", "sparse_tensor": "SparseTensorProto", "sequence": "SequenceProto",
+                 "map": "MapProto", "optional": "OptionalProto"}
+
+
+def load_value(src: Source, type: Optional[ir.Type] = None, message: Optional[str] = None):
+    """Read a value file: a TensorProto, SequenceProto, MapProto or OptionalProto.
+
+    Returns a numpy array, a list, a dict or None (an absent optional).  Which message the
+    file holds is taken from ``message``, else from ``type`` (the model's declared type of the
+    value), else guessed: the first of the four that decodes without stray fields and makes sense.
+    """
+    buf, base = _buffer(src)
+    if message is None and type is not None:
+        message = _KIND_MESSAGE.get(type.kind())
+    if message is not None:
+        return value_of(decode_message(buf, message))
+    last = None
+    for msg in _VALUE_MESSAGES:
+        try:
+            obj = decode_message(buf, msg)
+        except OnnxkitError as exc:
+            last = exc
+            continue
+        if _plausible(obj):
+            return value_of(obj)
+    raise DecodeError(f"not a TensorProto, SequenceProto, MapProto or OptionalProto ({last})" if last else
+                      "not a TensorProto, SequenceProto, MapProto or OptionalProto")
+
+
+def _no_unknown(obj) -> bool:
+    return not ir.unknown_fields(obj)
+
+
+def _plausible(obj) -> bool:
+    from .dtypes import is_valid_tag
+
+    if not _no_unknown(obj):
+        return False
+    if isinstance(obj, ir.Tensor):
+        if not is_valid_tag(obj.data_type):
+            return False
+        try:
+            value_of(obj)
+        except OnnxkitError:
+            return False
+        return True
+    if isinstance(obj, ir.SequenceData):
+        return 1 <= obj.elem_type <= 5 or not (obj.tensor_values or obj.sequence_values or obj.map_values)
+    if isinstance(obj, ir.MapData):
+        return is_valid_tag(obj.key_type) and obj.values is not None
+    if isinstance(obj, ir.OptionalData):
+        return 0 <= obj.elem_type <= 5
+    return True
+
+
+def value_of(obj):
+    """A decoded value message as numpy / list / dict / None."""
+    if isinstance(obj, ir.Tensor):
+        return obj.numpy()
+    if isinstance(obj, ir.SparseTensor):
+        return obj
+    if isinstance(obj, ir.SequenceData):
+        kind = obj.elem_type
+        items = {1: obj.tensor_values, 2: obj.sparse_tensor_values, 3: obj.sequence_values, 4: obj.map_values,
+                 5: obj.optional_values}.get(kind)
+        if items is None:
+            items = obj.tensor_values or obj.sequence_values or obj.map_values or obj.optional_values or obj.sparse_tensor_values
+        return [value_of(v) for v in items]
+    if isinstance(obj, ir.MapData):
+        keys = [k.decode("utf-8", "surrogateescape") for k in obj.string_keys] if obj.key_type == 8 else list(obj.keys)
+        values = value_of(obj.values) if obj.values is not None else []
+        if len(keys) != len(values):
+            raise DecodeError(f"MapProto has {len(keys)} keys but {len(values)} values")
+        return dict(zip(keys, values))
+    if isinstance(obj, ir.OptionalData):
+        for v in (obj.tensor_value, obj.sparse_tensor_value, obj.sequence_value, obj.map_value, obj.optional_value):
+            if v is not None:
+                return value_of(v)
+        return None
+    raise OnnxkitError(f"not a value message: {type(obj).__name__}")
+

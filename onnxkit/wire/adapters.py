@@ -1,0 +1,142 @@
+"""Between decoded fields and IR objects, in both directions.
+
+Most messages map one to one onto an IR class whose attribute names are the field names
+(:func:`build` calls ``cls(**fields)``).  Two are adapted:
+
+* ``TypeProto``: its one-of group becomes a family of classes (``TensorType``, ...), the
+  group member's own message giving the object and ``denotation`` / the outer wire record
+  being attached to it.
+* ``AttributeProto``: the value fields become ``(type, value)``.  An IR version 1 attribute
+  has no ``type``; it is taken from the value field present (onnx-proto-ir3.txt).  Value
+  fields that do not belong to the type are kept, encoded, as retained fields.
+"""
+
+from __future__ import annotations
+
+from .. import ir
+from ..ir.attribute import FIELD_TYPE, VALUE_FIELD, AttributeType
+from ..ir.base import WireInfo
+from .schema import MESSAGES
+
+_TYPE_MEMBER = {
+    "tensor_type": ir.TensorType, "sequence_type": ir.SequenceType, "map_type": ir.MapType,
+    "optional_type": ir.OptionalType, "sparse_tensor_type": ir.SparseTensorType, "opaque_type": ir.OpaqueType,
+}
+_MEMBER_OF_CLASS = {cls: name for name, cls in _TYPE_MEMBER.items()}
+_ATTR_VALUE_FIELDS = [f for f in VALUE_FIELD.values() if f != "tp"]
+_ATTR_ORDER = ["f", "i", "s", "t", "g", "sparse_tensor", "floats", "ints", "strings", "tensors", "graphs",
+               "sparse_tensors", "type_protos"]
+
+
+def _classes() -> dict:
+    return {name: getattr(ir, spec.ir_class) for name, spec in MESSAGES.items() if hasattr(ir, spec.ir_class)}
+
+
+IR_CLASS = _classes()
+MESSAGE_OF_CLASS = {cls: name for name, cls in IR_CLASS.items()}
+MESSAGE_OF_CLASS.update({cls: "TypeProto" for cls in _TYPE_MEMBER.values()})
+MESSAGE_OF_CLASS[ir.UndefinedType] = "TypeProto"
+
+
+def build(message: str, fields: dict, wire):
+    """The IR object for a decoded message."""
+    if message == "TypeProto":
+        return _build_type(fields, wire)
+    if message == "AttributeProto":
+        return _build_attribute(fields, wire)
+    return IR_CLASS[message](**fields, _wire=wire)
+
+
+def _build_type(fields: dict, wire):
+    denotation = fields.pop("denotation", "")
+    obj = None
+    for name in _TYPE_MEMBER:
+        if name in fields:
+            obj = fields[name]
+    if obj is None:
+        obj = ir.UndefinedType()
+    obj.denotation = denotation
+    obj._outer_wire = wire
+    return obj
+
+
+def _build_attribute(fields: dict, wire):
+    from .writer import encode_field
+
+    present = [f for f in _ATTR_ORDER if f in fields]
+    if "type" in fields:
+        atype = fields["type"]
+    elif present:  # IR version 1: no type field; the value field present says it (onnx-proto-ir3.txt)
+        atype = FIELD_TYPE[present[0]]
+    else:
+        atype = AttributeType.UNDEFINED
+    try:
+        atype = AttributeType(atype)
+    except ValueError:
+        pass
+    vfield = VALUE_FIELD.get(atype)
+    value = fields.get(vfield) if vfield else None
+    extra = [f for f in present if f != vfield]
+    if extra or (vfield and vfield != "tp" and vfield not in fields and "ref_attr_name" not in fields):
+        wire = wire or WireInfo()
+        spec = MESSAGES["AttributeProto"]
+        # fields that do not belong to the type are retained, as unknown fields are (12.4)
+        wire.unknown = sorted([(spec.by_name[f].tag, encode_field(spec.by_name[f], fields[f])) for f in extra] + wire.unknown,
+                              key=lambda t: t[0])
+        if vfield and vfield not in fields and "ref_attr_name" not in fields and vfield != "tp":
+            wire.absent = wire.absent | {vfield}
+    if value is None and vfield in ("floats", "ints", "strings", "tensors", "graphs", "sparse_tensors", "type_protos") \
+            and "ref_attr_name" not in fields:
+        value = []
+    elif value is None and vfield in ("f", "i", "s") and "ref_attr_name" not in fields:
+        value = {"f": 0.0, "i": 0, "s": b""}[vfield]
+    return ir.Attribute(name=fields.get("name", ""), type=atype, value=value,
+                        ref_attr_name=fields.get("ref_attr_name", ""), doc_string=fields.get("doc_string", ""),
+                        _wire=wire)
+
+
+def wire_of(message: str, obj):
+    """The wire record that belongs to ``obj`` as an encoding of ``message``."""
+    if message == "TypeProto":
+        return getattr(obj, "_outer_wire", None)
+    return getattr(obj, "_wire", None)
+
+
+def getter(message: str, obj):
+    """A function ``name -> value`` reading the fields of ``message`` from ``obj``."""
+    if message == "TypeProto":
+        member = _MEMBER_OF_CLASS.get(type(obj))
+
+        def get_type(name):
+            if name == "denotation":
+                return obj.denotation
+            return obj if name == member else None
+
+        return get_type
+    if message == "AttributeProto":
+        vfield = VALUE_FIELD.get(obj.type)
+
+        def get_attr(name):
+            if name in _ATTR_VALUE_FIELDS or name == "tp":
+                return obj.value if name == vfield else None
+            return getattr(obj, name)
+
+        return get_attr
+    return lambda name: getattr(obj, name)
+
+
+def always_written(message: str, obj) -> frozenset:
+    """Scalar fields the writer writes even at their default value (unless the input lacked them)."""
+    if message == "AttributeProto":
+        vfield = VALUE_FIELD.get(obj.type)
+        out = {"name", "type"}
+        if vfield in ("f", "i", "s") and not obj.ref_attr_name:
+            out.add(vfield)
+        return frozenset(out)
+    return MANDATORY_SCALARS[message]
+
+
+MANDATORY_SCALARS = {
+    name: frozenset(f.name for f in spec.fields if f.label == "mandatory" and f.kind != "message")
+    for name, spec in MESSAGES.items()
+}

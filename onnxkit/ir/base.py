@@ -41,10 +41,13 @@ def _array_eq(a, b) -> bool:
 
 
 def array_field(dtype):
-    """An attrs field holding a 1-D numpy array (packed TensorProto data), compared by value."""
+    """An attrs field holding a 1-D numpy array (packed TensorProto data), compared by value.
+
+    A list is accepted too (the writer converts); the reader always gives arrays."""
+    empty = np.zeros(0, dtype=dtype)
+    empty.flags.writeable = False  # shared by every default: never written in place
     return attrs.field(
-        factory=lambda: np.zeros(0, dtype=dtype),
-        converter=lambda v: v if isinstance(v, np.ndarray) and v.dtype == dtype else np.asarray(v, dtype=dtype).reshape(-1),
+        default=empty,
         eq=attrs.cmp_using(eq=_array_eq),
         repr=lambda a: f"array(len={a.size})",
     )

@@ -47,6 +47,16 @@ def build(message: str, fields: dict, wire):
     return IR_CLASS[message](**fields, _wire=wire)
 
 
+def builder_for(message: str):
+    """A function ``(fields, wire) -> IR object`` for ``message`` (what :func:`build` does, bound once)."""
+    if message == "TypeProto":
+        return _build_type
+    if message == "AttributeProto":
+        return _build_attribute
+    cls = IR_CLASS[message]
+    return lambda fields, wire: cls(**fields, _wire=wire)
+
+
 def _build_type(fields: dict, wire):
     denotation = fields.pop("denotation", "")
     obj = None
@@ -60,7 +70,23 @@ def _build_type(fields: dict, wire):
     return obj
 
 
+_ATTR_META = frozenset({"name", "type", "ref_attr_name", "doc_string"})
+_ATYPE = {int(t): t for t in AttributeType}
+
+
 def _build_attribute(fields: dict, wire):
+    atype = fields.get("type")
+    vfield = VALUE_FIELD.get(atype)
+    if vfield is not None and vfield in fields:
+        meta = sum(1 for k in _ATTR_META if k in fields)
+        if len(fields) == meta + 1:  # the common case: type and its one value field
+            return ir.Attribute(name=fields.get("name", ""), type=_ATYPE[atype], value=fields[vfield],
+                                ref_attr_name=fields.get("ref_attr_name", ""),
+                                doc_string=fields.get("doc_string", ""), _wire=wire)
+    return _build_attribute_slow(fields, wire)
+
+
+def _build_attribute_slow(fields: dict, wire):
     from .writer import encode_field
 
     present = [f for f in _ATTR_ORDER if f in fields]

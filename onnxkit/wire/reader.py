@@ -20,6 +20,7 @@ TensorProto are numpy views of it.
 
 from __future__ import annotations
 
+import math
 import struct
 
 import numpy as np
@@ -27,8 +28,8 @@ import numpy as np
 from ..errors import DecodeError, LimitExceeded
 from ..ir.base import WireInfo
 from ..limits import DEFAULT_LIMITS, Limits
-from .adapters import MANDATORY_SCALARS, build
-from .schema import DEFAULTS, DEPRECATED, MESSAGES, ONEOF
+from .adapters import MANDATORY_SCALARS, builder_for
+from .schema import DEPRECATED, MESSAGES
 from .varint import decode_varints
 
 _unpack_f = struct.Struct("<f").unpack_from
@@ -40,21 +41,48 @@ _ARRAY_DTYPE = {"<f4": np.dtype("<f4"), "<f8": np.dtype("<f8"), "int32": np.dtyp
 _ZERO_COPY = {("TensorProto", "raw_data")}
 
 
-class _Path:
-    """A lazily formatted message path: built only when an error names it."""
+_VARINT, _UINT64, _INT32, _FLOAT, _DOUBLE, _MESSAGE, _STRING, _BYTES, _VIEW, _PACKED, _DEPRECATED = range(11)
 
-    __slots__ = ("parent", "name", "index")
 
-    def __init__(self, parent, name, index=None):
-        self.parent, self.name, self.index = parent, name, index
+def _plan(spec):
+    """``{field key: (action, name, repeated, arg)}`` for one message: the reader's dispatch table."""
+    plan = {}
+    for f in spec.fields:
+        key = (f.tag << 3) | f.wire_type
+        if f.label == DEPRECATED:
+            plan[key] = (_DEPRECATED, f.name, False, f.msg)
+            continue
+        group = tuple(o.name for o in spec.fields if o.group == f.group and o.name != f.name) if f.group else None
+        if f.kind == "message":
+            plan[key] = (_MESSAGE, f.name, f.repeated, f.msg)
+        elif f.kind == "string":
+            plan[key] = (_STRING, f.name, f.repeated, group)
+        elif f.kind == "bytes":
+            plan[key] = (_VIEW if (spec.name, f.name) in _ZERO_COPY else _BYTES, f.name, f.repeated, group)
+        elif f.kind == "float":
+            plan[key] = (_FLOAT, f.name, f.repeated, group)
+        elif f.kind == "double":
+            plan[key] = (_DOUBLE, f.name, f.repeated, group)
+        else:
+            code = {"int64": _VARINT, "uint64": _UINT64, "int32": _INT32, "enum": _INT32}[f.kind]
+            plan[key] = (code, f.name, f.repeated, group)
+        if f.packable:
+            plan[(f.tag << 3) | 2] = (_PACKED, f.name, True, f)
+    return plan
 
-    def __str__(self) -> str:
-        parts = []
-        node = self
-        while node is not None:
-            parts.append(node.name if node.index is None else f"{node.name}[{node.index}]")
-            node = node.parent
-        return ".".join(reversed(parts))
+
+def _Path(parent, name, index=None):
+    """A message path, kept as nested tuples and formatted only when an error names it."""
+    return (parent, name, index)
+
+
+def path_str(path) -> str:
+    parts = []
+    while path is not None:
+        parent, name, index = path
+        parts.append(name if index is None else f"{name}[{index}]")
+        path = parent
+    return ".".join(reversed(parts))
 
 
 class Reader:
@@ -63,9 +91,10 @@ class Reader:
     def __init__(self, buf, limits: Limits = DEFAULT_LIMITS):
         self.buf = buf
         self.limits = limits
+        self.max_depth = limits.max_nesting_depth
 
     def fail(self, message, offset, path):
-        raise DecodeError(message, offset, str(path) if path is not None else "")
+        raise DecodeError(message, offset, path_str(path))
 
     def varint(self, pos, end, path):
         buf = self.buf
@@ -88,16 +117,16 @@ class Reader:
 
     def message(self, name, pos, end, depth, path):
         """Decode the message ``name`` from ``buf[pos:end]``; returns the IR object."""
-        if depth > self.limits.max_nesting_depth:
+        if depth > self.max_depth:
             raise LimitExceeded(
-                f"messages nest deeper than max_nesting_depth={self.limits.max_nesting_depth} at {path} (Clause 12.5, 15.4)",
-                limit="max_nesting_depth", value=depth, maximum=self.limits.max_nesting_depth, path=str(path), offset=pos)
-        spec = MESSAGES[name]
-        by_tag = spec.by_tag
+                f"messages nest deeper than max_nesting_depth={self.limits.max_nesting_depth} at {path_str(path)} (Clause 12.5, 15.4)",
+                limit="max_nesting_depth", value=depth, maximum=self.limits.max_nesting_depth, path=path_str(path), offset=pos)
+        plan = _PLANS[name]
         buf = self.buf
         fields: dict = {}
         unknown = None
         spans = None
+        explicit = None
         while pos < end:
             start = pos
             b = buf[pos]
@@ -106,143 +135,140 @@ class Reader:
                 pos += 1
             else:
                 key, pos = self.varint(pos, end, path)
-            tag = key >> 3
-            wt = key & 7
-            if tag == 0:
-                self.fail("field tag 0 is not a valid tag (12.3.1)", start, path)
-            f = by_tag.get(tag)
-            if f is not None and f.label == DEPRECATED and wt == f.wire_type:
-                # Annex B.1: a deprecated field is read and otherwise ignored.  Its octets are
-                # retained (12.4) and its value kept, since Part 2 operators (Optional's TYPE_PROTO
-                # attribute) have no other field to carry it.
-                n, p2 = self.varint(pos, end, path)
-                if n > end - p2:
-                    self.fail(f"length {n} of field {f.name} runs past the end of its message (12.2.5)", start, path)
-                fields[f.name] = self.message(f.msg, p2, p2 + n, depth + 1, _Path(path, f.name))
-                pos = p2 + n
+            act = plan.get(key)
+            if act is None:
+                pos = self._skip(key, start, pos, end, path)
                 if unknown is None:
                     unknown = []
-                unknown.append((tag, bytes(buf[start:pos])))
+                unknown.append((key >> 3, bytes(buf[start:pos])))
                 continue
-            if f is not None and f.label != DEPRECATED and (wt == f.wire_type or (wt == 2 and f.packable)):
-                fname = f.name
-                kind = f.kind
-                if wt == 0:
-                    if pos < end and buf[pos] < 0x80:
-                        v = buf[pos]
-                        pos += 1
-                    else:
-                        v, pos = self.varint(pos, end, _Path(path, fname))
-                    if kind == "int64":
-                        if v >= 1 << 63:
-                            v -= 1 << 64
-                    elif kind in ("int32", "enum"):
-                        if v >= 1 << 63:
-                            v -= 1 << 64
-                        if v < _INT32_MIN or v > _INT32_MAX:
-                            self.fail(f"value {v} of int32 field {fname} is out of range (12.2.3)", start, _Path(path, fname))
-                elif wt == 2:
-                    n, pos = (buf[pos], pos + 1) if pos < end and buf[pos] < 0x80 else self.varint(pos, end, _Path(path, fname))
-                    if n > end - pos:
-                        if n > self.limits.max_message_bytes:
-                            raise LimitExceeded(f"field {fname} declares {n} octets, more than max_message_bytes (12.5)",
-                                                limit="max_message_bytes", value=n, maximum=self.limits.max_message_bytes,
-                                                path=str(_Path(path, fname)), offset=start)
-                        self.fail(f"length {n} of field {fname} runs past the end of its message (12.2.5)", start, _Path(path, fname))
-                    stop = pos + n
-                    if kind == "message":
-                        if f.repeated:
-                            lst = fields.get(fname)
-                            if lst is None:
-                                lst = fields[fname] = []
-                            v = self.message(f.msg, pos, stop, depth + 1, _Path(path, fname, len(lst)))
-                            lst.append(v)
-                            pos = stop
-                            continue
-                        if fname in fields:  # 12.3.2: merge with the earlier occurrences
-                            spans = spans or {}
-                            spans.setdefault(fname, []).append((pos, stop))
-                            v = self._merged(f.msg, spans[fname], depth, _Path(path, fname))
-                        else:
-                            spans = spans or {}
-                            spans[fname] = [(pos, stop)]
-                            v = self.message(f.msg, pos, stop, depth + 1, _Path(path, fname))
-                    elif kind == "string":
-                        v = bytes(buf[pos:stop]).decode("utf-8", "surrogateescape")
-                    elif kind == "bytes":
-                        v = buf[pos:stop] if (name, fname) in _ZERO_COPY else bytes(buf[pos:stop])
-                    else:  # packed repeated scalars (12.3.3)
-                        v = self._packed(f, pos, stop, path)
-                        if f.array is None:
-                            fields.setdefault(fname, []).extend(v.tolist() if isinstance(v, np.ndarray) else v)
-                        else:
-                            fields.setdefault(fname, []).append(v)
-                        pos = stop
-                        continue
-                    pos = stop
-                elif wt == 5:
-                    if end - pos < 4:
-                        self.fail(f"truncated 32-bit value of field {fname}", start, _Path(path, fname))
-                    v = _unpack_f(buf, pos)[0]
-                    if v != v:  # keep a NaN's exact bits (12.2.4): a Python float may lose them
-                        v = np.frombuffer(buf, dtype="<f4", count=1, offset=pos)[0]
-                    pos += 4
-                else:  # wt == 1
-                    if end - pos < 8:
-                        self.fail(f"truncated 64-bit value of field {fname}", start, _Path(path, fname))
-                    v = _unpack_d(buf, pos)[0]
-                    pos += 8
-                if f.repeated:
-                    if f.array is None:
+            code, fname, repeated, arg = act
+            if code <= _INT32:  # varint scalars
+                if pos < end and buf[pos] < 0x80:
+                    v = buf[pos]
+                    pos += 1
+                else:
+                    v, pos = self.varint(pos, end, _Path(path, fname))
+                if code != _UINT64 and v >= 1 << 63:
+                    v -= 1 << 64
+                if code == _INT32 and (v < _INT32_MIN or v > _INT32_MAX):
+                    self.fail(f"value {v} of int32 field {fname} is out of range (12.2.3)", start, _Path(path, fname))
+                if v == 0 and not repeated and arg is None:
+                    explicit = (explicit or set()) | {fname}
+            elif code == _FLOAT:
+                if end - pos < 4:
+                    self.fail(f"truncated 32-bit value of field {fname}", start, _Path(path, fname))
+                v = _unpack_f(buf, pos)[0]
+                if v != v:  # keep a NaN's exact bits (12.2.4): a Python float may lose them
+                    v = np.frombuffer(buf, dtype="<f4", count=1, offset=pos)[0]
+                elif v == 0 and not repeated and arg is None and math.copysign(1.0, v) > 0:
+                    explicit = (explicit or set()) | {fname}
+                pos += 4
+            elif code == _DOUBLE:
+                if end - pos < 8:
+                    self.fail(f"truncated 64-bit value of field {fname}", start, _Path(path, fname))
+                v = _unpack_d(buf, pos)[0]
+                if v == 0 and not repeated and arg is None and math.copysign(1.0, v) > 0:
+                    explicit = (explicit or set()) | {fname}
+                pos += 8
+            else:  # length-delimited
+                if pos < end and buf[pos] < 0x80:
+                    n = buf[pos]
+                    pos += 1
+                else:
+                    n, pos = self.varint(pos, end, _Path(path, fname))
+                if n > end - pos:
+                    if n > self.limits.max_message_bytes:
+                        raise LimitExceeded(f"field {fname} declares {n} octets, more than max_message_bytes (12.5)",
+                                            limit="max_message_bytes", value=n, maximum=self.limits.max_message_bytes,
+                                            path=path_str(_Path(path, fname)), offset=start)
+                    self.fail(f"length {n} of field {fname} runs past the end of its message (12.2.5)", start, _Path(path, fname))
+                stop = pos + n
+                if n == 0 and code <= _VIEW and code >= _STRING and not repeated and arg is None:
+                    explicit = (explicit or set()) | {fname}
+                if code == _MESSAGE:
+                    if repeated:
                         lst = fields.get(fname)
                         if lst is None:
-                            fields[fname] = [v]
-                        else:
-                            lst.append(v)
+                            lst = fields[fname] = []
+                        lst.append(self.message(arg, pos, stop, depth + 1, (path, fname, len(lst))))
+                        pos = stop
+                        continue
+                    spans = spans or {}
+                    if fname in fields:  # 12.3.2: merge with the earlier occurrences
+                        spans[fname].append((pos, stop))
+                        v = self._merged(arg, spans[fname], depth, _Path(path, fname))
                     else:
-                        fields.setdefault(fname, []).append(np.asarray([v], dtype=_ARRAY_DTYPE[f.array]))
+                        spans[fname] = [(pos, stop)]
+                        v = self.message(arg, pos, stop, depth + 1, (path, fname, None))
+                elif code == _STRING:
+                    v = bytes(buf[pos:stop]).decode("utf-8", "surrogateescape")
+                elif code == _BYTES:
+                    v = bytes(buf[pos:stop])
+                elif code == _VIEW:
+                    v = buf[pos:stop]
+                elif code == _PACKED:  # packed repeated scalars (12.3.3)
+                    v = self._packed(arg, pos, stop, path)
+                    if arg.array is None:
+                        fields.setdefault(fname, []).extend(v.tolist() if isinstance(v, np.ndarray) else v)
+                    else:
+                        fields.setdefault(fname, []).append(v)
+                    pos = stop
+                    continue
+                else:  # _DEPRECATED: Annex B.1 - read, retained (12.4), value kept for Part 2's sake
+                    v = self.message(arg, pos, stop, depth + 1, (path, fname, None))
+                    if unknown is None:
+                        unknown = []
+                    unknown.append((key >> 3, bytes(buf[start:stop])))
+                pos = stop
+            if repeated:
+                lst = fields.get(fname)
+                if lst is None:
+                    fields[fname] = [v]
                 else:
-                    if f.label == ONEOF:  # setting one member of a group clears the others
-                        for other in spec.fields:
-                            if other.group == f.group and other.name != fname:
-                                fields.pop(other.name, None)
-                    fields[fname] = v
-                continue
-            # unknown (or deprecated, or of an unexpected wire type): skip by wire type, keep the octets (12.4)
-            if wt == 0:
-                _, pos = self.varint(pos, end, path)
-            elif wt == 1:
-                pos += 8
-            elif wt == 5:
-                pos += 4
-            elif wt == 2:
-                n, pos = self.varint(pos, end, path)
-                pos += n
+                    lst.append(v)
             else:
-                self.fail(f"wire type {wt} (field tag {tag}) is not allowed (12.2.1)", start, path)
-            if pos > end:
-                self.fail(f"unknown field {tag} runs past the end of its message (12.2.5)", start, path)
-            if unknown is None:
-                unknown = []
-            unknown.append((tag, bytes(buf[start:pos])))
-        return self._finish(name, spec, fields, unknown)
-
-    def _finish(self, name, spec, fields, unknown):
-        explicit = None
-        for fname, v in fields.items():
-            f = spec.by_name[fname]
-            if f.array is not None:
-                fields[fname] = v[0] if len(v) == 1 else np.concatenate(v)
-            elif not f.repeated and f.kind != "message" and f.label != ONEOF and v == DEFAULTS[f.kind] \
-                    and not (isinstance(v, float) and str(v) != str(DEFAULTS[f.kind])):
-                explicit = (explicit or set())
-                explicit.add(fname)
-        mandatory = MANDATORY_SCALARS[name]
-        absent = frozenset(m for m in mandatory if m not in fields) if mandatory else frozenset()
-        wire = None
+                if arg is not None and code != _MESSAGE and code != _DEPRECATED:  # one-of: clear the others
+                    for other in arg:
+                        fields.pop(other, None)
+                fields[fname] = v
+        arrays, mandatory, builder = _FINISH[name]
+        if arrays:
+            for fname in arrays:
+                v = fields.get(fname)
+                if v is not None:
+                    if len(v) == 1 and isinstance(v[0], np.ndarray):
+                        fields[fname] = v[0]
+                    else:  # unpacked elements, or both forms mixed (12.3.3): concatenate in order
+                        fields[fname] = np.concatenate([np.asarray(x, dtype=arrays[fname]).reshape(-1) for x in v])
+        absent = None
+        if mandatory:
+            for m in mandatory:
+                if m not in fields:
+                    absent = (absent or set()) | {m}
         if unknown or explicit or absent:
-            wire = WireInfo(unknown or [], frozenset(explicit or ()), absent)
-        return build(name, fields, wire)
+            return builder(fields, WireInfo(unknown or [], frozenset(explicit or ()), frozenset(absent or ())))
+        return builder(fields, None)
+
+    def _skip(self, key, start, pos, end, path):
+        """Skip an unknown field by its wire type alone (12.4)."""
+        wt = key & 7
+        if key >> 3 == 0:
+            self.fail("field tag 0 is not a valid tag (12.3.1)", start, path)
+        if wt == 0:
+            _, pos = self.varint(pos, end, path)
+        elif wt == 1:
+            pos += 8
+        elif wt == 5:
+            pos += 4
+        elif wt == 2:
+            n, pos = self.varint(pos, end, path)
+            pos += n
+        else:
+            self.fail(f"wire type {wt} (field tag {key >> 3}) is not allowed (12.2.1)", start, path)
+        if pos > end:
+            self.fail(f"unknown field {key >> 3} runs past the end of its message (12.2.5)", start, path)
+        return pos
 
     def _packed(self, f, pos, stop, path):
         buf = self.buf
@@ -252,7 +278,7 @@ class Reader:
                 self.fail(f"packed field {f.name} holds {stop - pos} octets, not a multiple of {size}", pos, _Path(path, f.name))
             arr = np.frombuffer(buf, dtype=_ARRAY_DTYPE["<f4" if size == 4 else "<f8"], count=(stop - pos) // size, offset=pos)
             return arr if f.array else [float(x) if x == x else x for x in arr]
-        raw = decode_varints(buf[pos:stop], pos, str(_Path(path, f.name)))
+        raw = decode_varints(buf[pos:stop], pos, path_str(_Path(path, f.name)))
         if f.kind == "uint64":
             return raw
         signed = raw.view(np.int64)
@@ -266,6 +292,18 @@ class Reader:
         joined = b"".join(bytes(self.buf[a:b]) for a, b in spans)
         sub = Reader(memoryview(joined), self.limits)
         return sub.message(msg, 0, len(joined), depth + 1, path)
+
+
+_PLANS = {name: _plan(spec) for name, spec in MESSAGES.items()}
+_FINISH = {
+    name: (
+        {f.name: _ARRAY_DTYPE[f.array] for f in spec.fields if f.array},
+        # mandatory scalars whose absence is remembered; an attribute's value field is the adapter's
+        tuple(MANDATORY_SCALARS[name] - ({"f"} if name == "AttributeProto" else set())),
+        builder_for(name),
+    )
+    for name, spec in MESSAGES.items()
+}
 
 
 def decode_message(data, message: str = "ModelProto", limits: Limits = DEFAULT_LIMITS):

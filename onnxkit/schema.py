@@ -1,0 +1,416 @@
+"""Operator definitions and operator sets: the host's form of an ONNX 1-2 definition.
+
+Part 1 defines no operator (Clause 4.6); it fixes the *form* an operator definition takes
+and how a model binds to one.  That form is here:
+
+* :class:`OpSchema` - one definition, identified by ``(domain, name, since_version)``
+  (Clause 14.3): its formal inputs and outputs (7.3), attributes (7.4), type constraints,
+  deprecation (14.5) and, where ONNX 1-2 defines the operator as a function (8.4), its
+  function body.
+* :class:`OperatorSet` - the complete inventory of one ``(domain, version)`` (5.3.2):
+  for every operator, the definition with the greatest ``since_version <= version``.
+  Deprecated definitions stay in the inventory (14.5).
+
+The plugins that carry ONNX 1-2 (``onnxkit-default-domain``, ``onnxkit-ml``) ship their
+definitions as generated data (gzip'd JSON, see :func:`load_schema_data`); the generators
+read ``onnx.defs`` at build time, onnxkit never imports ``onnx`` at run time.
+
+Conventions: ``domain`` is '' for ai.onnx everywhere.  Type strings are those of ONNX 1-2:
+``'tensor(float)'``, ``'seq(tensor(int64))'``, ``'optional(tensor(float))'``,
+``'map(int64, tensor(float))'``, ``'sparse_tensor(float)'``.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Optional
+
+import attrs
+
+from .ir.attribute import Attribute, AttributeType
+
+#: The format tag :func:`load_schema_data` accepts.
+DATA_FORMAT = "onnxkit-schemas/1"
+
+#: ``max_input`` / ``max_output`` of a definition whose last parameter is variadic.
+UNBOUNDED = 2**31 - 1
+
+OPTIONS = ("single", "optional", "variadic")
+
+
+@attrs.frozen
+class FormalParameter:
+    """One formal input or output of an operator (Clause 7.3).
+
+    ``type_str`` is a type parameter of the definition (``'T'``, bound by a
+    :class:`TypeConstraint`) or a fixed type string (``'tensor(int64)'``).
+    ``option``: ``'single'`` (exactly one), ``'optional'`` (may be left unsupplied,
+    7.3.3) or ``'variadic'`` (the last parameter only; ``min_arity`` or more values, 7.3.2).
+    ``is_homogeneous`` (variadic only): every value in that position has the same type.
+    """
+
+    name: str
+    type_str: str
+    option: str = "single"
+    is_homogeneous: bool = True
+    min_arity: int = 1
+
+    @property
+    def is_optional(self) -> bool:
+        return self.option == "optional"
+
+    @property
+    def is_variadic(self) -> bool:
+        return self.option == "variadic"
+
+
+@attrs.frozen
+class AttributeDef:
+    """One attribute of an operator (Clause 7.4).
+
+    ``type`` is an :class:`~onnxkit.ir.AttributeType`.  ``default_value`` is ``None`` when
+    the definition gives no default (always so for a ``required`` attribute); otherwise the
+    value in the convention of :class:`onnxkit.ir.Attribute`: ``float`` / ``int`` /
+    ``bytes`` for FLOAT / INT / STRING, lists of those for the plural types, IR objects
+    (Tensor, Graph, ...) for the message kinds.
+    """
+
+    name: str
+    type: AttributeType
+    required: bool = False
+    default_value: Any = attrs.field(default=None, hash=False)
+
+    @property
+    def has_default(self) -> bool:
+        return self.default_value is not None
+
+    def default_attribute(self) -> Optional[Attribute]:
+        """The default as an IR :class:`~onnxkit.ir.Attribute` (what a node without it means), or None."""
+        if self.default_value is None:
+            return None
+        value = list(self.default_value) if isinstance(self.default_value, tuple) else self.default_value
+        return Attribute(name=self.name, type=int(self.type), value=value)
+
+
+@attrs.frozen
+class TypeConstraint:
+    """The types a type parameter may be bound to: ``allowed_types`` are type strings."""
+
+    type_param: str
+    allowed_types: tuple = ()
+
+
+@attrs.frozen
+class OpSchema:
+    """One operator definition of ONNX 1-2, identified by ``(domain, name, since_version)`` (14.3).
+
+    ``inputs`` / ``outputs``: :class:`FormalParameter` tuples in positional order.
+    ``min_input`` .. ``max_input`` (and the same for outputs) bound the number of values a
+    node may supply in those positions, :data:`UNBOUNDED` where the last one is variadic.
+    ``attributes``: ``{name: AttributeDef}``.  ``type_constraints``: :class:`TypeConstraint`
+    tuple.  ``deprecated``: marked deprecated at ``since_version``; still evaluated (14.5).
+    ``support_level``: 'common' or 'experimental'.
+
+    Function bodies (Clause 8.4): ``function_bodies`` holds ``(opset_version, octets)``
+    pairs, each an encoded FunctionProto (doc strings removed) usable from that version of
+    the definition's domain on; :meth:`function_body_for` picks the right one and decodes it.
+    ``has_context_dependent_function``: the body depends on the node (attribute values,
+    input types) and is built per call site; onnxkit records the fact only, the bodies are
+    not carried (ONNX 1-2 builds them in code).
+    """
+
+    domain: str
+    name: str
+    since_version: int
+    deprecated: bool = False
+    inputs: tuple = ()
+    outputs: tuple = ()
+    attributes: Mapping = attrs.field(factory=dict, hash=False)
+    type_constraints: tuple = ()
+    min_input: int = 0
+    max_input: int = 0
+    min_output: int = 0
+    max_output: int = 0
+    support_level: str = "common"
+    function_bodies: tuple = attrs.field(default=(), hash=False, repr=False)
+    has_context_dependent_function: bool = False
+    context_dependent_function_versions: tuple = ()
+    _decoded: dict = attrs.field(factory=dict, init=False, eq=False, hash=False, repr=False, alias="_decoded")
+
+    # -- identity -----------------------------------------------------------------------
+    @property
+    def op_type(self) -> str:
+        return self.name
+
+    @property
+    def key(self) -> tuple:
+        """``(domain, name, since_version)``, the key of the registry's tables."""
+        return (self.domain, self.name, self.since_version)
+
+    def __str__(self) -> str:
+        return f"{self.domain or 'ai.onnx'}::{self.name}-{self.since_version}"
+
+    # -- signature ----------------------------------------------------------------------
+    def attribute(self, name: str) -> Optional[AttributeDef]:
+        return self.attributes.get(name)
+
+    def type_constraint(self, type_param: str) -> Optional[TypeConstraint]:
+        for tc in self.type_constraints:
+            if tc.type_param == type_param:
+                return tc
+        return None
+
+    def allowed_types(self, param: FormalParameter) -> tuple:
+        """The type strings ``param`` admits: its constraint's, or its own fixed type string."""
+        tc = self.type_constraint(param.type_str)
+        return tc.allowed_types if tc is not None else (param.type_str,)
+
+    def input_at(self, index: int) -> Optional[FormalParameter]:
+        """The formal input a node's input at ``index`` binds to (a variadic last one absorbs the rest)."""
+        return _param_at(self.inputs, index)
+
+    def output_at(self, index: int) -> Optional[FormalParameter]:
+        return _param_at(self.outputs, index)
+
+    # -- function bodies ----------------------------------------------------------------
+    @property
+    def has_function(self) -> bool:
+        """True where ONNX 1-2 gives a (context-independent) function body."""
+        return bool(self.function_bodies)
+
+    @property
+    def function_opset_versions(self) -> tuple:
+        """The domain versions from which each stored body applies, ascending."""
+        return tuple(v for v, _ in self.function_bodies)
+
+    def function_body_bytes(self, opset_version: Optional[int] = None) -> Optional[bytes]:
+        """The encoded body for a model importing ``opset_version`` of the domain.
+
+        The body with the greatest version <= ``opset_version`` (all bodies when None: the
+        latest).  None when no body applies: a body written with operators of a later
+        version is not usable at an earlier one.
+        """
+        best = None
+        for v, data in self.function_bodies:
+            if opset_version is None or v <= opset_version:
+                best = data
+        return best
+
+    def function_body_for(self, opset_version: Optional[int] = None):
+        """:meth:`function_body_bytes` decoded to an IR :class:`~onnxkit.ir.Function` (cached), or None."""
+        best_v = None
+        for v, _ in self.function_bodies:
+            if opset_version is None or v <= opset_version:
+                best_v = v
+        if best_v is None:
+            return None
+        fn = self._decoded.get(best_v)
+        if fn is None:
+            from .wire import decode_message  # the codec is imported on first use
+
+            fn = decode_message(dict(self.function_bodies)[best_v], "FunctionProto")
+            self._decoded[best_v] = fn
+        return fn
+
+    @property
+    def function_body(self):
+        """The latest function body as an IR :class:`~onnxkit.ir.Function`, or None (as ``onnx``'s ``function_body``)."""
+        return self.function_body_for(None)
+
+
+def _param_at(params: tuple, index: int) -> Optional[FormalParameter]:
+    if index < 0:
+        return None
+    if index < len(params):
+        return params[index]
+    if params and params[-1].option == "variadic":
+        return params[-1]
+    return None
+
+
+class OperatorSet:
+    """The inventory of one operator set ``(domain, version)`` (Clause 5.3.2, 14.3).
+
+    ``schemas`` maps each op_type to the definition in force at ``version``: the one with
+    the greatest ``since_version <= version``.  Iteration yields the :class:`OpSchema`
+    objects sorted by op_type.  ``schemas`` may also be a zero-argument callable returning
+    that mapping; it is then built on first use.
+    """
+
+    __slots__ = ("domain", "version", "_schemas", "_factory")
+
+    def __init__(self, domain: str, version: int, schemas=None):
+        self.domain = "" if domain in (None, "ai.onnx") else domain
+        self.version = int(version)
+        if callable(schemas) and not isinstance(schemas, Mapping):
+            self._schemas, self._factory = None, schemas
+        else:
+            self._schemas, self._factory = dict(schemas or {}), None
+
+    @property
+    def schemas(self) -> dict:
+        if self._schemas is None:
+            self._schemas = dict(self._factory())
+            self._factory = None
+        return self._schemas
+
+    def get(self, op_type: str) -> Optional[OpSchema]:
+        """The definition ``op_type`` binds to in this operator set, or None."""
+        return self.schemas.get(op_type)
+
+    def __getitem__(self, op_type: str) -> OpSchema:
+        return self.schemas[op_type]
+
+    def __contains__(self, op_type) -> bool:
+        return op_type in self.schemas
+
+    def __iter__(self) -> Iterator[OpSchema]:
+        s = self.schemas
+        return iter([s[k] for k in sorted(s)])
+
+    def __len__(self) -> int:
+        return len(self.schemas)
+
+    def op_types(self) -> list:
+        return sorted(self.schemas)
+
+    def introduced(self) -> list:
+        """Definitions new at this version (``since_version == version``), sorted by op_type."""
+        return [s for s in self if s.since_version == self.version]
+
+    def __repr__(self) -> str:
+        n = "?" if self._schemas is None else len(self._schemas)
+        return f"OperatorSet({self.domain or 'ai.onnx'!s} v{self.version}, {n} operators)"
+
+
+def build_operator_sets(definitions: Iterable[OpSchema], versions: Mapping[str, tuple]) -> list:
+    """Every operator set of every domain: ``versions`` maps domain -> ``(first, last)``.
+
+    The inventory of version v holds, per operator, its definition with the greatest
+    ``since_version <= v``; a version that introduces nothing has the inventory of the one
+    before it.  Deprecated definitions stay (Clause 14.5).
+    """
+    by_domain: dict = {}
+    for d in definitions:
+        by_domain.setdefault(d.domain, {}).setdefault(d.since_version, []).append(d)
+    out = []
+    for domain, (first, last) in sorted(versions.items()):
+        introduced = by_domain.get(domain, {})
+        unknown = [v for v in introduced if v > last]
+        if unknown:
+            raise ValueError(f"domain {domain or 'ai.onnx'!r}: definitions at versions {sorted(unknown)} beyond its last version {last}")
+        current: dict = {}
+        for v in sorted(introduced):
+            if v < first:
+                for s in introduced[v]:
+                    current[s.name] = s
+        for v in range(first, last + 1):
+            for s in introduced.get(v, ()):
+                current[s.name] = s
+            out.append(OperatorSet(domain, v, dict(current)))
+    return out
+
+
+# -- the generated data ----------------------------------------------------------------
+@attrs.frozen
+class SchemaData:
+    """What :func:`load_schema_data` read: the definitions and each domain's version range."""
+
+    definitions: tuple
+    versions: Mapping = attrs.field(hash=False)
+    source: str = ""
+
+    def operator_sets(self) -> list:
+        return build_operator_sets(self.definitions, self.versions)
+
+
+def load_schema_data(data: bytes) -> SchemaData:
+    """Decode the gzip'd JSON written by the plugins' ``tools/generate_schemas.py``.
+
+    Layout (``format`` = :data:`DATA_FORMAT`)::
+
+        {"format": ..., "source": "onnx 1.23.2", "domains": {"": [1, 28], ...},
+         "definitions": [{"domain", "name", "since_version", "deprecated", "support_level",
+                          "inputs"/"outputs": [[name, type_str, option, is_homogeneous, min_arity]],
+                          "min_input", "max_input", "min_output", "max_output",
+                          "attributes": [[name, type, required(, default)]],
+                          "type_constraints": [[param, [type, ...]]],
+                          "function_bodies": {version: base64 FunctionProto},
+                          "has_context_dependent_function", "context_dependent_function_versions"}]}
+
+    Attribute defaults are plain JSON: numbers, latin-1 strings for STRING octets, lists,
+    and ``{"message": "TensorProto", "b64": ...}`` for message-valued ones.
+    """
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    doc = json.loads(data)
+    if doc.get("format") != DATA_FORMAT:
+        raise ValueError(f"schema data has format {doc.get('format')!r}, expected {DATA_FORMAT!r}")
+    types_cache: dict = {}
+
+    def tup(lst):  # share equal tuples of type strings between definitions
+        t = tuple(lst)
+        return types_cache.setdefault(t, t)
+
+    params_cache: dict = {}
+
+    def params(rows):
+        out = []
+        for row in rows:
+            key = tuple(row)
+            p = params_cache.get(key)
+            if p is None:
+                p = params_cache[key] = FormalParameter(row[0], row[1], row[2], bool(row[3]), int(row[4]))
+            out.append(p)
+        return tuple(out)
+
+    defs = []
+    for e in doc["definitions"]:
+        attributes = {}
+        for row in e.get("attributes", ()):
+            atype = AttributeType(row[1])
+            default = _default_from_json(atype, row[3]) if len(row) > 3 else None
+            attributes[row[0]] = AttributeDef(row[0], atype, bool(row[2]), default)
+        defs.append(OpSchema(
+            domain=e["domain"], name=e["name"], since_version=int(e["since_version"]),
+            deprecated=bool(e.get("deprecated", False)),
+            inputs=params(e.get("inputs", ())), outputs=params(e.get("outputs", ())),
+            attributes=attributes,
+            type_constraints=tuple(TypeConstraint(p, tup(ts)) for p, ts in e.get("type_constraints", ())),
+            min_input=e.get("min_input", 0), max_input=e.get("max_input", 0),
+            min_output=e.get("min_output", 0), max_output=e.get("max_output", 0),
+            support_level=e.get("support_level", "common"),
+            function_bodies=tuple(sorted((int(v), base64.b64decode(b)) for v, b in e.get("function_bodies", {}).items())),
+            has_context_dependent_function=bool(e.get("has_context_dependent_function", False)),
+            context_dependent_function_versions=tuple(e.get("context_dependent_function_versions", ())),
+        ))
+    versions = {d: (int(r[0]), int(r[1])) for d, r in doc["domains"].items()}
+    return SchemaData(tuple(defs), versions, doc.get("source", ""))
+
+
+_SCALAR_DEFAULT = {AttributeType.FLOAT: float, AttributeType.INT: int,
+                   AttributeType.STRING: lambda s: s.encode("latin-1")}
+_LIST_DEFAULT = {AttributeType.FLOATS: float, AttributeType.INTS: int,
+                 AttributeType.STRINGS: lambda s: s.encode("latin-1")}
+
+
+def _default_from_json(atype: AttributeType, value):
+    if atype in _SCALAR_DEFAULT:
+        return _SCALAR_DEFAULT[atype](value)
+    if atype in _LIST_DEFAULT:
+        conv = _LIST_DEFAULT[atype]
+        return tuple(conv(v) for v in value)
+    if isinstance(value, list):
+        return tuple(_message(v) for v in value)
+    return _message(value)
+
+
+def _message(value):
+    if isinstance(value, dict) and "b64" in value:
+        from .wire import decode_message  # message-valued defaults are rare; decode on load
+
+        return decode_message(base64.b64decode(value["b64"]), value["message"])
+    raise ValueError(f"cannot read attribute default {value!r}")

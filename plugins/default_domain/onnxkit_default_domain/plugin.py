@@ -1,0 +1,13 @@
+"""Hook implementations of onnxkit-default-domain (entry point ``default_domain`` in group ``onnxkit``)."""
+
+from __future__ import annotations
+
+from onnxkit import hookimpl
+
+
+@hookimpl
+def onnxkit_operator_sets():
+    """ai.onnx 1..28, ai.onnx.preview.training 1, ai.onnx.preview 1 (Clause 5.3.2, 14.3)."""
+    from .schemas import operator_sets
+
+    return operator_sets()

@@ -1,0 +1,38 @@
+"""The ONNX 1-2 definitions of ai.onnx (operator sets 1..28), ai.onnx.preview.training and
+ai.onnx.preview, read from the generated ``schemas_data.json.gz``.
+
+The data is produced by ``plugins/default_domain/tools/generate_schemas.py`` from
+``onnx.defs`` at build time; nothing here imports ``onnx``.  It is read once per process,
+on first use.
+"""
+
+from __future__ import annotations
+
+import threading
+from importlib import resources
+
+from onnxkit.schema import SchemaData, load_schema_data
+
+DATA_FILE = "schemas_data.json.gz"
+
+_lock = threading.Lock()
+_data: SchemaData | None = None
+
+
+def schema_data() -> SchemaData:
+    """All definitions and each domain's version range (read once, then cached)."""
+    global _data
+    with _lock:
+        if _data is None:
+            _data = load_schema_data(resources.files(__package__).joinpath(DATA_FILE).read_bytes())
+        return _data
+
+
+def definitions() -> tuple:
+    """Every definition (one :class:`~onnxkit.schema.OpSchema` per (domain, name, since_version))."""
+    return schema_data().definitions
+
+
+def operator_sets() -> list:
+    """One :class:`~onnxkit.schema.OperatorSet` per (domain, version) of the data's domains."""
+    return schema_data().operator_sets()

@@ -1,0 +1,71 @@
+"""Findings of the validator (Clause 10) and of inference (Clause 9.4).
+
+A :class:`Diagnostic` is one condition found: its severity (10.5: an *error* means the
+model does not conform; a *warning* that it conforms but relies on behaviour the spec leaves
+open), a stable ``code`` (kebab-case, listed in the README), the clause it comes from, a
+message, and where: a location such as ``graph 'main' / node 3 'conv1' (Conv) / input 1 'W'``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import attrs
+
+ERROR = "error"
+WARNING = "warning"
+
+
+@attrs.frozen
+class Diagnostic:
+    severity: str
+    code: str
+    clause: str
+    message: str
+    location: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.location}: " if self.location else ""
+        return f"{where}{self.severity}: {self.message} [{self.code}, Clause {self.clause}]"
+
+    def to_json(self) -> dict:
+        return {"severity": self.severity, "code": self.code, "clause": self.clause,
+                "message": self.message, "location": self.location}
+
+
+def error(code: str, clause: str, message: str, location: str = "") -> Diagnostic:
+    return Diagnostic(ERROR, code, clause, message, location)
+
+
+def warning(code: str, clause: str, message: str, location: str = "") -> Diagnostic:
+    return Diagnostic(WARNING, code, clause, message, location)
+
+
+@attrs.define
+class Report:
+    """Every diagnostic found, in the order found (10.5: all conditions, not the first)."""
+
+    diagnostics: list = attrs.field(factory=list)
+
+    @property
+    def errors(self) -> list:
+        return [d for d in self.diagnostics if d.severity == ERROR]
+
+    @property
+    def warnings(self) -> list:
+        return [d for d in self.diagnostics if d.severity == WARNING]
+
+    @property
+    def ok(self) -> bool:
+        """True when the model conforms (warnings allowed)."""
+        return not self.errors
+
+    def codes(self) -> set:
+        return {d.code for d in self.diagnostics}
+
+    def extend(self, items: Iterable[Diagnostic]) -> None:
+        self.diagnostics.extend(items)
+
+    def to_json(self) -> dict:
+        return {"errors": len(self.errors), "warnings": len(self.warnings),
+                "diagnostics": [d.to_json() for d in self.diagnostics]}

@@ -79,12 +79,13 @@ def load(src: Source, *, external_data: str = "lazy", allow_outside: bool = Fals
     if external_data not in EXTERNAL_MODES:
         raise OnnxkitError(f"external_data must be one of {EXTERNAL_MODES}, not {external_data!r}")
     buf, found_dir = _buffer(src)
-    model = decode_message(buf, "ModelProto", limits)
+    tensors: list = []
+    model = decode_message(buf, "ModelProto", limits, tensors=tensors)
     model.base_dir = base_dir or found_dir
     from . import external
 
     external.attach(model, model.base_dir, external.ExternalDataOptions(mode=external_data, allow_outside=allow_outside,
-                                                                        limits=limits))
+                                                                        limits=limits), tensors=tensors)
     return model
 
 

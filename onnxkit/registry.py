@@ -27,6 +27,9 @@ import pluggy
 from . import hookspecs
 
 ENTRY_POINT_GROUP = "onnxkit"
+#: The storage external data is read through by default, and the host entry point that owns it.
+RESERVED_STORAGE = "file"
+HOST_STORAGE_PLUGIN = "local_storage"
 
 
 def normalize_domain(domain: Optional[str]) -> str:
@@ -265,6 +268,10 @@ class Registry:
             for s in _iterable(result, plugin, "onnxkit_storage", self):
                 if not isinstance(getattr(s, "name", None), str) or not s.name:
                     self._fault(plugin, "onnxkit_storage", f"not a Storage with a name: {s!r}")
+                    continue
+                if s.name == RESERVED_STORAGE and plugin != HOST_STORAGE_PLUGIN:
+                    self._fault(plugin, "onnxkit_storage", f"the storage name {s.name!r} is reserved for onnxkit's own "
+                                                          "local-filesystem storage (Clause 15.3); ignored")
                     continue
                 self._claim(self.storages, s.name, s, plugin, "onnxkit_storage", f"storage {s.name!r}")
 

@@ -163,3 +163,18 @@ def test_a_plugin_whose_entry_point_cannot_be_imported_is_reported(monkeypatch):
     assert any(f.plugin == "onnxkit-broken" and f.hook == "import" and "no_such_module_anywhere" in f.message
                for f in reg.faults)
     assert reg.bind("", "Relu", 14) is not None
+
+
+def test_the_file_storage_name_is_reserved_for_the_host():
+    class Hijack:
+        name = "file"
+
+    reg = build_registry(extra=[("aaa-hijack", plugin(onnxkit_storage=lambda: [Hijack()]))])
+    assert type(reg.storages["file"]).__name__ == "LocalFileStorage"
+    assert any(f.plugin == "aaa-hijack" and "reserved" in f.message for f in reg.faults)
+
+
+def test_building_the_registry_does_not_import_torch():
+    code = "import sys, onnxkit; onnxkit.get_registry(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

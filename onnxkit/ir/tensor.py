@@ -69,6 +69,8 @@ class Tensor:
     _wire: object = wire_field()
     #: Where external data is resolved from (set by :func:`onnxkit.load`; not part of the model, 13.2 NOTE).
     base_dir: Optional[str] = attrs.field(default=None, eq=False, repr=False, kw_only=True)
+    #: The external data options the loader applied (:class:`onnxkit.external.ExternalDataOptions`).
+    external_options: Optional[object] = attrs.field(default=None, eq=False, repr=False, kw_only=True)
 
     @property
     def shape(self) -> tuple:

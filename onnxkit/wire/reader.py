@@ -92,6 +92,8 @@ class Reader:
         self.buf = buf
         self.limits = limits
         self.max_depth = limits.max_nesting_depth
+        #: Every Tensor decoded, in order (external data is attached to them by the loader).
+        self.tensors: list = []
 
     def fail(self, message, offset, path):
         raise DecodeError(message, offset, path_str(path))
@@ -247,8 +249,12 @@ class Reader:
                 if m not in fields:
                     absent = (absent or set()) | {m}
         if unknown or explicit or absent:
-            return builder(fields, WireInfo(unknown or [], frozenset(explicit or ()), frozenset(absent or ())))
-        return builder(fields, None)
+            obj = builder(fields, WireInfo(unknown or [], frozenset(explicit or ()), frozenset(absent or ())))
+        else:
+            obj = builder(fields, None)
+        if arrays:  # a TensorProto: remember it, so the loader need not walk the model for them
+            self.tensors.append(obj)
+        return obj
 
     def _skip(self, key, start, pos, end, path):
         """Skip an unknown field by its wire type alone (12.4)."""
@@ -306,8 +312,10 @@ _FINISH = {
 }
 
 
-def decode_message(data, message: str = "ModelProto", limits: Limits = DEFAULT_LIMITS):
-    """Decode ``data`` (bytes, bytearray, memoryview, mmap) as the Annex B message ``message``."""
+def decode_message(data, message: str = "ModelProto", limits: Limits = DEFAULT_LIMITS, tensors: list = None):
+    """Decode ``data`` (bytes, bytearray, memoryview, mmap) as the Annex B message ``message``.
+
+    If ``tensors`` is a list, every Tensor decoded is appended to it."""
     if message not in MESSAGES:
         raise ValueError(f"{message!r} is not a message of Annex B")
     view = data if isinstance(data, memoryview) else memoryview(data)
@@ -317,6 +325,8 @@ def decode_message(data, message: str = "ModelProto", limits: Limits = DEFAULT_L
         raise LimitExceeded(f"{message} of {view.nbytes} octets exceeds max_message_bytes={limits.max_message_bytes} (Clause 12.5)",
                             limit="max_message_bytes", value=view.nbytes, maximum=limits.max_message_bytes)
     reader = Reader(view, limits)
+    if tensors is not None:
+        reader.tensors = tensors
     try:
         return reader.message(message, 0, len(view), 1, _Path(None, message))
     except (DecodeError, LimitExceeded):

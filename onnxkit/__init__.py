@@ -29,4 +29,12 @@ def __getattr__(name):
         from . import api
 
         return getattr(api, name)
+    if name in ("InferenceSession", "run_model"):
+        from .runtime import session
+
+        return getattr(session, name)
+    if name == "check_model":
+        from .checker import check_model
+
+        return check_model
     raise AttributeError(f"module 'onnxkit' has no attribute {name!r}")

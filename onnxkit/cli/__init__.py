@@ -18,6 +18,9 @@ COMMANDS = [
     "onnxkit.cli.plugins_cmd",
     "onnxkit.cli.opsets_cmd",
     "onnxkit.cli.hash_cmd",
+    "onnxkit.cli.run_cmd",
+    "onnxkit.cli.unsupported_cmd",
+    "onnxkit.cli.conformance_cmd",
 ]
 
 

@@ -1,19 +1,27 @@
-"""CPU kernels of ai.onnx, one module per operator family (elementwise, reduction, shape, nn, ...).
+"""CPU kernels of ai.onnx and the preview domains, one module per operator family.
 
-Each family module exposes ``KERNELS: dict[(domain, op_type, since_version), kernel]``;
-:func:`all_kernels` merges them.  No kernels exist yet (evaluation is issue #5): every
-ai.onnx operator is reported unsupported on ``cpu`` until its family lands.
+Each family module (``elementwise.py``, ``reduction.py``, ``shape.py``, ``nn_conv.py``, ...)
+exposes ``KERNELS``, an :class:`onnxkit.runtime.KernelTable` keyed by
+``(domain, op_type, since_version)``; :func:`all_kernels` merges every module of this
+package.  To find the kernel of an operator: ``grep -rn '"OpName"' plugins/cpu_backend``.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
-FAMILIES: tuple[str, ...] = ()
+
+def family_modules() -> list:
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
 def all_kernels() -> dict:
     table: dict = {}
-    for family in FAMILIES:
-        table.update(importlib.import_module(f"{__name__}.{family}").KERNELS)
+    for family in family_modules():
+        module = importlib.import_module(f"{__name__}.{family}")
+        for key, factory in module.KERNELS.items():
+            if key in table:
+                raise RuntimeError(f"kernel {key} is defined in two families ({family} and another)")
+            table[key] = factory
     return table

@@ -1,0 +1,41 @@
+"""``onnxkit conformance run DIR [--backend NAME] [--report FILE.json] [-k SUBSTRING]``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def add_parser(sub):
+    p = sub.add_parser("conformance", help="run ONNX 1-3 test vectors")
+    csub = p.add_subparsers(dest="action", metavar="ACTION")
+    csub.required = True
+    r = csub.add_parser("run", help="run every case under DIR")
+    r.add_argument("dir", metavar="DIR")
+    r.add_argument("--backend", default="cpu")
+    r.add_argument("--report", metavar="FILE.json", help="write a JSON report")
+    r.add_argument("-k", dest="filter", action="append", default=[], help="only cases whose name contains this")
+    r.add_argument("--no-progress", action="store_true")
+    r.add_argument("-v", "--verbose", action="store_true", help="print each case that does not pass")
+    return p
+
+
+def run(args) -> int:
+    from ..conformance import discover, run_all, summary, write_report
+
+    root = Path(args.dir)
+    if not root.is_dir():
+        print(f"onnxkit conformance: error: {root} is not a folder", file=sys.stderr)
+        return 2
+    cases = [c for c in discover(root) if not args.filter or any(f in c.name for f in args.filter)]
+    outcomes = run_all(cases, args.backend, progress=not args.no_progress and sys.stderr.isatty())
+    counts = summary(outcomes)
+    if args.verbose:
+        for o in outcomes:
+            if o.status != "pass":
+                print(f"{o.status:12s} {o.name}: {o.message[:300]}")
+    if args.report:
+        write_report(args.report, outcomes, args.backend)
+    print(f"{len(outcomes)} cases on {args.backend}: {counts['pass']} passed, {counts['fail']} failed, "
+          f"{counts['unsupported']} unsupported, {counts['error']} errors")
+    return 0 if counts["fail"] == counts["error"] == counts["unsupported"] == 0 else 1

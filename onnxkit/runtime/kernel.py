@@ -1,0 +1,144 @@
+"""The kernel contract: what a backend plugin provides for one operator definition.
+
+A *kernel* is a factory.  The runtime calls it once per node when a session is planned,
+with a :class:`NodeContext`; it parses the attributes it needs and returns the function
+that computes the node::
+
+    KERNELS = KernelTable()
+
+    @KERNELS.register("LeakyRelu", 1, 6, 16)          # the since_versions it implements
+    def leaky_relu(ctx):
+        alpha = ctx.attr("alpha")                     # default of the schema applied
+        return lambda x: np.where(x < 0, x * alpha, x)
+
+The returned function takes one positional argument per node input (``None`` for an
+unsupplied optional input, Clause 7.3.3) and returns the outputs: a ``tuple`` in positional
+order (it may be shorter than the node's outputs when trailing optional outputs are not
+computed), or, for a single output, the value itself (anything but a tuple).  Values are
+backend arrays (numpy on ``cpu``), lists (sequences — never tuples), dicts (maps), ``None``
+(an absent optional) or opaque objects.
+
+A kernel for a node carrying subgraphs (If, Loop, Scan, ...) marks its function with
+:func:`needs_scope`; it is then called as ``fn(scope, *inputs)`` and evaluates a subgraph
+with ``ctx.subgraph('body').run(inputs, scope)``.
+
+Kernels must not keep state between calls other than what they parsed from the node
+(Clause 8.1: a model is a stateless function), except the random operators, whose state
+comes from the ``seed`` attribute or the session's seed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import attrs
+import numpy as np
+
+from ..registry import normalize_domain
+
+
+class KernelTable(dict):
+    """``{(domain, op_type, since_version): factory}`` with a registering decorator."""
+
+    def register(self, op_type: str, *since_versions: int, domain: str = ""):
+        if not since_versions:
+            raise ValueError(f"register({op_type!r}) needs at least one since_version")
+
+        def deco(factory):
+            for v in since_versions:
+                self[(normalize_domain(domain), op_type, int(v))] = factory
+            return factory
+
+        return deco
+
+
+def needs_scope(fn: Callable) -> Callable:
+    """Mark a node function as taking the enclosing scope first (for subgraph evaluation)."""
+    fn.needs_scope = True
+    return fn
+
+
+@attrs.define(eq=False)
+class NodeContext:
+    """Everything a kernel factory may know about its node, fixed when the session is planned.
+
+    ``attributes``: ``{name: value}`` with the schema's defaults filled in for attributes the
+    node does not carry (IR values: ``float``/``int``/``bytes``/lists/``Tensor``/``Graph``/...).
+    ``input_types`` / ``output_types``: declared or inferred types where known, else None.
+    ``opset_version``: the version of the node's domain the model imports; ``since_version``:
+    the definition it is bound to (Clause 5.3.2).
+    """
+
+    node: Any
+    domain: str
+    op_type: str
+    since_version: int
+    opset_version: int
+    schema: Any
+    attributes: dict
+    backend: Any
+    input_types: list = attrs.field(factory=list)
+    output_types: list = attrs.field(factory=list)
+    seed: Optional[int] = None
+    limits: Any = None
+    _subgraphs: dict = attrs.field(factory=dict, alias="_subgraphs")
+    _rng: Any = attrs.field(default=None, alias="_rng")
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.node.input)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.node.output)
+
+    def output_requested(self, i: int) -> bool:
+        """True if the node names output ``i`` (an unnamed optional output may be skipped, 7.3.3)."""
+        return i < len(self.node.output) and bool(self.node.output[i])
+
+    def has_attr(self, name: str) -> bool:
+        """True if the node itself carries attribute ``name`` (not only the schema default)."""
+        return any(a.name == name for a in self.node.attribute)
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        """The attribute's value: the node's, else the schema default, else ``default``."""
+        v = self.attributes.get(name)
+        return default if v is None else v
+
+    def attr_str(self, name: str, default: Optional[str] = None) -> Optional[str]:
+        """A STRING attribute decoded as UTF-8."""
+        v = self.attr(name)
+        if v is None:
+            return default
+        return v.decode("utf-8", "surrogateescape") if isinstance(v, (bytes, bytearray)) else str(v)
+
+    def attr_tensor(self, name: str) -> Optional[np.ndarray]:
+        """A TENSOR attribute as a numpy array."""
+        v = self.attr(name)
+        return None if v is None else v.numpy()
+
+    def subgraph(self, name: str):
+        """The compiled subgraph of GRAPH attribute ``name`` (a :class:`~onnxkit.runtime.plan.GraphPlan`)."""
+        try:
+            return self._subgraphs[name]
+        except KeyError:
+            raise KeyError(f"node {self.node.name!r} ({self.op_type}) has no subgraph attribute {name!r}") from None
+
+    def rng(self) -> np.random.Generator:
+        """A generator seeded from the ``seed`` attribute if present, else the session's seed."""
+        if self._rng is None:
+            seed = self.attr("seed")
+            seed = self.seed if seed is None else int(np.float32(seed).view(np.uint32))
+            self._rng = np.random.default_rng(seed)
+        return self._rng
+
+    def fail(self, message: str):
+        """Raise an evaluation error naming this node."""
+        from ..errors import EvaluationError
+
+        raise EvaluationError(f"node {self.node.name!r} ({self.op_type}): {message}", node=self.node.name,
+                              op_type=self.op_type)

@@ -1,0 +1,338 @@
+"""Planning: bind every node to a definition and a kernel once, and lay out the run loop.
+
+Binding (Clause 5.3.2, 14.3, 14.4, 8.4, 4.4) of a node, in order:
+
+1. a model-local function with the node's (domain, op_type, overload) is evaluated as a
+   nested plan of its body (attribute references replaced by the call site's values);
+2. otherwise the node binds to the definition with the greatest since_version not above
+   the imported version of its domain (:meth:`Registry.bind`);
+3. the backend's kernel for exactly that (domain, op_type, since_version) computes it;
+4. without one, a Part 2 function body for that version is evaluated as a nested plan;
+5. without either, the operator is *unsupported*: every such operator of the model,
+   subgraphs and function bodies included, is collected and reported together
+   (:class:`UnsupportedOperatorError`) before anything runs.  No other version's kernel
+   is ever substituted.
+
+A :class:`GraphPlan` is a list of steps with precomputed input/output names and the values
+to free after each step (their last use; a subgraph's free variables count as uses by the
+node that carries it).  The run loop does no registry look-ups and no attribute parsing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .. import ir
+from ..errors import EvaluationError, OnnxkitError
+from ..ir.attribute import AttributeType
+from ..registry import normalize_domain
+from .kernel import NodeContext
+
+GRAPH_TYPES = (AttributeType.GRAPH, AttributeType.GRAPHS)
+
+
+class Unsupported(OnnxkitError):
+    pass
+
+
+class Step:
+    __slots__ = ("fn", "inputs", "outputs", "free", "scope", "node", "op", "_uses")
+
+    def __init__(self, fn, inputs, outputs, node, scope):
+        self.fn = fn
+        self.inputs = inputs
+        self.outputs = outputs
+        self.node = node
+        self.scope = scope
+        self.free = ()
+        self._uses = ()
+        self.op = f"{node.domain + '::' if node.domain else ''}{node.op_type}"
+
+
+class GraphPlan:
+    """A compiled graph (or function body).  ``run(inputs, scope)`` -> list of output values.
+
+    ``inputs``: values for ``input_names`` by position (None = not supplied: an initializer
+    default is used where there is one).  ``scope``: the enclosing graph's values by name
+    (subgraphs see them, Clause 5.4.3).
+    """
+
+    def __init__(self, name, input_names, output_names, constants, steps, free_vars, defaults):
+        self.name = name
+        self.input_names = input_names
+        self.output_names = output_names
+        self.constants = constants      # name -> value: initializers that are not inputs
+        self.defaults = defaults        # name -> value: initializers that are also inputs (7.2)
+        self.steps = steps
+        self.free_vars = free_vars      # names this graph reads from the enclosing scope
+
+    def run(self, inputs, scope: Optional[dict] = None) -> list:
+        env = dict(self.constants)
+        if scope is not None:
+            for n in self.free_vars:
+                if n in scope:
+                    env[n] = scope[n]
+        for i, name in enumerate(self.input_names):
+            v = inputs[i] if i < len(inputs) else None
+            if v is None and name in self.defaults:
+                v = self.defaults[name]
+            env[name] = v
+        for step in self.steps:
+            try:
+                args = [env[n] if n else None for n in step.inputs]
+            except KeyError as exc:
+                raise EvaluationError(f"{self.name}: node {step.node.name!r} ({step.op}) reads {exc.args[0]!r}, "
+                                      "which has no value (Clause 7.5)", step.node.name, step.op) from None
+            try:
+                out = step.fn(env, *args) if step.scope else step.fn(*args)
+            except OnnxkitError:
+                raise
+            except Exception as exc:
+                raise EvaluationError(f"{self.name}: node {step.node.name!r} ({step.op}) failed: "
+                                      f"{type(exc).__name__}: {exc}", step.node.name, step.op) from exc
+            outs = step.outputs
+            if type(out) is not tuple:
+                if outs and outs[0]:
+                    env[outs[0]] = out
+            else:
+                for name, v in zip(outs, out):
+                    if name:
+                        env[name] = v
+            for n in step.free:
+                env.pop(n, None)
+        try:
+            return [env[n] for n in self.output_names]
+        except KeyError as exc:
+            raise EvaluationError(f"{self.name}: graph output {exc.args[0]!r} was not computed") from None
+
+
+class Planner:
+    """Binds and compiles a model for one backend.  Collects every unsupported operator."""
+
+    def __init__(self, model: ir.Model, registry, backend: str, seed=None, limits=None):
+        self.model = model
+        self.registry = registry
+        self.backend_name = backend
+        self.backend = registry.backends[backend]
+        self.seed = seed
+        self.limits = limits
+        self.opsets = {normalize_domain(o.domain): int(o.version) for o in model.opset_import}
+        self.functions = {(f.domain, f.name, f.overload): f for f in model.functions}
+        self.unsupported: list = []
+        self._seen_unsupported: set = set()
+        self.depth = 0
+
+    # -- public -------------------------------------------------------------------------------
+    def compile_model(self) -> GraphPlan:
+        plan = self.compile_graph(self.model.graph, self.opsets, outer=frozenset(), top=True)
+        if self.unsupported:
+            from ..errors import UnsupportedOperatorError
+
+            raise UnsupportedOperatorError(self.unsupported)
+        return plan
+
+    # -- graphs -------------------------------------------------------------------------------
+    def compile_graph(self, graph: ir.Graph, opsets: dict, outer: frozenset, top: bool = False,
+                      name: Optional[str] = None) -> GraphPlan:
+        if self.limits is not None:
+            self.limits.check("max_subgraph_depth", self.depth, where=f"graph {graph.name!r}")
+        input_names = [vi.name for vi in graph.input]
+        inits = {t.name: t for t in graph.initializer}
+        for sp in graph.sparse_initializer:
+            if sp.values is not None:
+                inits[sp.values.name] = sp
+        defaults, constants = {}, {}
+        for n, t in inits.items():
+            value = self._initializer_value(t)
+            (defaults if n in input_names else constants)[n] = value
+        defined = set(input_names) | set(inits)
+        steps = []
+        free = set()
+        for node in graph.node:
+            step, node_free = self.compile_node(node, opsets, outer | defined)
+            free |= {n for n in node_free if n not in defined}
+            for n in node.input:
+                if n and n not in defined:
+                    free.add(n)
+            defined |= {n for n in node.output if n}
+            if step is not None:
+                steps.append(step)
+        output_names = [vi.name for vi in graph.output]
+        free |= {n for n in output_names if n not in defined}
+        self._lifetimes(steps, set(output_names))
+        return GraphPlan(name or graph.name or "graph", input_names, output_names, constants, steps,
+                         frozenset(free), defaults)
+
+    def _initializer_value(self, t):
+        to_backend = self.backend.asarray or (lambda a: a)
+        if isinstance(t, ir.SparseTensor):
+            return to_backend(t.to_dense())
+        return to_backend(t.numpy())
+
+    @staticmethod
+    def _lifetimes(steps, keep: set) -> None:
+        last = {}
+        for i, s in enumerate(steps):
+            for n in s.inputs:
+                if n:
+                    last[n] = i
+            for n in s._uses:
+                last[n] = i
+        for i, s in enumerate(steps):
+            for n in s.outputs:
+                if n and n not in last and n not in keep:
+                    last[n] = i  # produced and never read: drop at once
+        frees: dict = {}
+        for n, i in last.items():
+            if n not in keep:
+                frees.setdefault(i, []).append(n)
+        for i, s in enumerate(steps):
+            s.free = tuple(frees.get(i, ()))
+
+    # -- nodes --------------------------------------------------------------------------------
+    def compile_node(self, node: ir.Node, opsets: dict, visible: frozenset):
+        """A :class:`Step` for ``node`` (None if unsupported) and the outer names its subgraphs read."""
+        domain = normalize_domain(node.domain)
+        version = opsets.get(domain)
+        local = self.functions.get((node.domain, node.op_type, node.overload))
+        if local is not None:
+            fn, free = self._function_call(node, local, self._local_opsets(local, opsets), None, visible)
+            return Step(fn, list(node.input), list(node.output), node, False), free
+        if version is None:
+            self._unsupported(domain, node.op_type, None, "the model does not import this domain (Clause 5.3.2)")
+            return None, self._subgraph_free(node, opsets, visible)
+        schema = self.registry.bind(domain, node.op_type, version)
+        if schema is None:
+            if self.registry.operator_set(domain, version) is None:
+                why = "no installed plugin provides this operator set"
+            else:
+                why = "no definition at this operator set version"
+            self._unsupported(domain, node.op_type, version, why)
+            return None, self._subgraph_free(node, opsets, visible)
+        factory = self.registry.kernel(self.backend_name, domain, node.op_type, schema.since_version)
+        if factory is None:
+            body = schema.function_body_for(version) if schema.has_function else None
+            if body is None:
+                why = f"no kernel for {schema} on backend '{self.backend_name}'"
+                if schema.has_context_dependent_function:
+                    why += " (its context-dependent function body is not carried)"
+                self._unsupported(domain, node.op_type, version, why)
+                return None, self._subgraph_free(node, opsets, visible)
+            fn, free = self._function_call(node, body, self._local_opsets(body, opsets), schema, visible)
+            return Step(fn, list(node.input), list(node.output), node, False), free
+        ctx = self._context(node, domain, version, schema)
+        free = set()
+        for a in node.attribute:
+            if a.type in GRAPH_TYPES and a.value is not None:
+                graphs = a.value if isinstance(a.value, list) else [a.value]
+                plans = []
+                self.depth += 1
+                try:
+                    for g in graphs:
+                        p = self.compile_graph(g, opsets, visible, name=f"{node.op_type}.{a.name}")
+                        plans.append(p)
+                        free |= p.free_vars
+                finally:
+                    self.depth -= 1
+                ctx._subgraphs[a.name] = plans if isinstance(a.value, list) else plans[0]
+        try:
+            fn = factory(ctx)
+        except OnnxkitError:
+            raise
+        except Exception as exc:
+            raise EvaluationError(f"node {node.name!r} ({node.op_type}): cannot be prepared: {type(exc).__name__}: {exc}",
+                                  node.name, node.op_type) from exc
+        step = Step(fn, list(node.input), list(node.output), node, bool(getattr(fn, "needs_scope", False)))
+        if free:
+            step._uses = tuple(free)  # outer values a subgraph reads stay alive until this node ran
+        return step, free
+
+    def _context(self, node, domain, version, schema) -> NodeContext:
+        attributes = {}
+        for name, adef in (schema.attributes or {}).items():
+            if adef.default_value is not None:
+                d = adef.default_value
+                attributes[name] = list(d) if isinstance(d, tuple) else d
+        for a in node.attribute:
+            attributes[a.name] = a.value
+        return NodeContext(node=node, domain=domain, op_type=node.op_type, since_version=schema.since_version,
+                           opset_version=version, schema=schema, attributes=attributes, backend=self.backend,
+                           seed=self.seed, limits=self.limits)
+
+    def _unsupported(self, domain, op_type, version, why):
+        key = (domain, op_type, version, why)
+        if key not in self._seen_unsupported:
+            self._seen_unsupported.add(key)
+            self.unsupported.append(key)
+
+    def _subgraph_free(self, node, opsets, visible):
+        """Walk the subgraphs of an unsupported node anyway, so their operators are reported too."""
+        free = set()
+        for a in node.attribute:
+            if a.type in GRAPH_TYPES and a.value is not None:
+                for g in a.value if isinstance(a.value, list) else [a.value]:
+                    self.depth += 1
+                    try:
+                        free |= self.compile_graph(g, opsets, visible).free_vars
+                    finally:
+                        self.depth -= 1
+        return free
+
+    def _local_opsets(self, fn: ir.Function, outer: dict) -> dict:
+        opsets = dict(outer)
+        for o in fn.opset_import:
+            opsets[normalize_domain(o.domain)] = int(o.version)
+        return opsets
+
+    # -- functions (Clause 8.4) ----------------------------------------------------------------
+    def _function_call(self, node, fn: ir.Function, opsets, schema, visible):
+        """A node function evaluating ``fn``'s body with the call site's attributes."""
+        values = {}
+        if schema is not None:
+            for name, adef in (schema.attributes or {}).items():
+                if adef.default_value is not None:
+                    d = adef.default_value
+                    values[name] = ir.Attribute(name=name, type=int(adef.type), value=list(d) if isinstance(d, tuple) else d)
+        for a in fn.attribute_proto:  # attribute parameters with defaults
+            values[a.name] = a
+        for a in node.attribute:
+            values[a.name] = a
+        body_nodes = [_substitute(n, values) for n in fn.node]
+        graph = ir.Graph(node=body_nodes, name=f"{fn.domain + '::' if fn.domain else ''}{fn.name}",
+                         input=[ir.ValueInfo(n) for n in fn.input], output=[ir.ValueInfo(n) for n in fn.output])
+        self.depth += 1
+        try:
+            plan = self.compile_graph(graph, opsets, frozenset())
+        finally:
+            self.depth -= 1
+        n_out = len(node.output)
+
+        def call(*args):
+            outs = plan.run(list(args))
+            return tuple(outs[:n_out])
+
+        return call, frozenset()
+
+
+def _substitute(node: ir.Node, values: dict) -> ir.Node:
+    """A copy of a body node with attribute references replaced (8.4): the call site's value,
+    else the parameter's default, else the attribute is omitted."""
+    if not any(a.ref_attr_name or a.type in GRAPH_TYPES for a in node.attribute):
+        return node
+    attrs_out = []
+    for a in node.attribute:
+        if a.ref_attr_name:
+            src = values.get(a.ref_attr_name)
+            if src is None:
+                continue
+            attrs_out.append(ir.Attribute(name=a.name, type=src.type, value=src.value))
+        elif a.type in GRAPH_TYPES and a.value is not None:
+            graphs = a.value if isinstance(a.value, list) else [a.value]
+            subs = [ir.Graph(node=[_substitute(n, values) for n in g.node], name=g.name, initializer=g.initializer,
+                             sparse_initializer=g.sparse_initializer, input=g.input, output=g.output,
+                             value_info=g.value_info) for g in graphs]
+            attrs_out.append(ir.Attribute(name=a.name, type=a.type, value=subs if isinstance(a.value, list) else subs[0]))
+        else:
+            attrs_out.append(a)
+    return ir.Node(input=node.input, output=node.output, name=node.name, op_type=node.op_type, domain=node.domain,
+                   overload=node.overload, attribute=attrs_out)

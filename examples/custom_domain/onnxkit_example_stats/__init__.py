@@ -1,0 +1,14 @@
+"""An example domain package for onnxkit (README, "Writing your own domain package").
+
+Domain ``org.onnxkit.example.stats``, operator set version 1, two operators:
+
+* ``MakeHistogram(x: tensor(float)) -> h: opaque(org.onnxkit.example.stats, Histogram)``,
+  attribute ``bins`` (int, default 10): the histogram of all elements of ``x``;
+* ``HistogramQuantile(h: opaque(...Histogram), q: tensor(float)) -> tensor(float)``: the
+  quantiles ``q`` (in [0, 1]) estimated from the histogram, same shape as ``q``.
+
+The histogram passes between them as a value of an opaque type of this domain
+(Clause 6.8.4): onnxkit carries it as a :class:`Histogram` object and ascribes no meaning to it.
+"""
+
+DOMAIN = "org.onnxkit.example.stats"

@@ -1,0 +1,73 @@
+"""The example domain package (examples/custom_domain): registered in-process, evaluated end to end."""
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from onnxkit import ir
+from onnxkit.cli.unsupported_cmd import unsupported_operators
+from onnxkit.errors import UnsupportedOperatorError
+from onnxkit.registry import build_registry
+from onnxkit.runtime import InferenceSession
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "custom_domain"
+DOMAIN = "org.onnxkit.example.stats"
+
+
+@pytest.fixture(scope="module")
+def stats_plugin():
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        yield importlib.import_module("onnxkit_example_stats.plugin")
+    finally:
+        sys.path.remove(str(EXAMPLE))
+
+
+def stats_model() -> ir.Model:
+    A = ir.Attribute.make
+    graph = ir.Graph(
+        node=[ir.Node(["x"], ["h"], name="hist", op_type="MakeHistogram", domain=DOMAIN, attribute=[A("bins", 4)]),
+              ir.Node(["h", "q"], ["y"], name="quant", op_type="HistogramQuantile", domain=DOMAIN)],
+        name="stats",
+        input=[ir.ValueInfo("x", ir.tensor_type(1, ["N"])), ir.ValueInfo("q", ir.tensor_type(1, [3]))],
+        output=[ir.ValueInfo("y", ir.tensor_type(1, [3]))],
+        value_info=[ir.ValueInfo("h", ir.OpaqueType(DOMAIN, "Histogram"))],
+    )
+    return ir.Model(ir_version=10, opset_import=[ir.OperatorSetId("", 21), ir.OperatorSetId(DOMAIN, 1)], graph=graph)
+
+
+def test_a_registered_domain_package_evaluates_its_operators(stats_plugin):
+    reg = build_registry(extra=[("example_stats", stats_plugin)])
+    assert not reg.faults
+    assert (DOMAIN, "Histogram") in reg.opaque_types
+    sess = InferenceSession(stats_model(), registry=reg)
+    x = np.array([0, 1, 2, 3, 4, 5, 6, 7], dtype=np.float32)
+    (y,) = sess.run(None, {"x": x, "q": np.array([0.0, 0.5, 1.0], dtype=np.float32)})
+    # 4 equal bins over [0, 7], two values each: the median is the middle edge, 3.5
+    np.testing.assert_allclose(y, [0.0, 3.5, 7.0])
+    assert y.dtype == np.float32
+
+
+def test_without_the_package_its_operators_are_unsupported_and_listed_once():
+    model = stats_model()
+    model.graph.node.append(ir.Node(["y"], ["z"], name="again", op_type="HistogramQuantile", domain=DOMAIN))
+    with pytest.raises(UnsupportedOperatorError) as info:
+        InferenceSession(model, registry=build_registry(), validate=False)
+    listed = [(d, op) for d, op, _, _ in info.value.operators]
+    assert sorted(listed) == [(DOMAIN, "HistogramQuantile"), (DOMAIN, "MakeHistogram")]
+    assert all("no installed plugin provides this operator set" in why for *_, why in info.value.operators)
+    assert len(unsupported_operators(model, registry=build_registry())) == 2
+
+
+def test_onnxkit_unsupported_cli_exits_1_and_lists_them(tmp_path):
+    import onnxkit
+
+    path = tmp_path / "stats.onnx"
+    onnxkit.save(stats_model(), path)
+    out = subprocess.run([sys.executable, "-m", "onnxkit", "unsupported", str(path)], capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "MakeHistogram" in out.stdout and "HistogramQuantile" in out.stdout and DOMAIN in out.stdout

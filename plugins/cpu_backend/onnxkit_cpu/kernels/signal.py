@@ -1,0 +1,224 @@
+"""Signal-processing kernels of ai.onnx.
+
+Operators and the definitions (since_versions) implemented:
+
+* DFT 17 (``axis`` attribute, default 1) and 20 (``axis`` input, default -2): forward, inverse,
+  one-sided forward (RFFT) and one-sided inverse (IRFFT), with ``dft_length`` cropping or
+  zero-padding.
+* STFT 17.
+* HannWindow 17, HammingWindow 17, BlackmanWindow 17 (``periodic``, ``output_datatype``).
+* MelWeightMatrix 17.
+
+Transforms run in the input's precision (double for DOUBLE, single otherwise: numpy's
+pocketfft) and are cast to the input's element type.  Choices where the specification is silent: a one-sided forward DFT/STFT of a
+complex input returns the first ``n//2+1`` bins of the full transform (as the ONNX reference
+implementation does); a symmetric window of size 1 is ``[1]`` (the limit of the formula, as
+numpy's window functions give); a window cast to an integer type truncates toward zero.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxkit.dtypes import element_type
+from onnxkit.runtime import KernelTable
+
+KERNELS = KernelTable()
+
+
+def _scalar_int(ctx, v, name: str) -> int:
+    a = np.asarray(v)
+    if a.size != 1:
+        ctx.fail(f"{name} must be a scalar, got shape {list(a.shape)}")
+    if a.dtype.kind not in "iu":
+        ctx.fail(f"{name} must be an integer, got {a.dtype}")
+    return int(a.reshape(-1)[0])
+
+
+def _complex_signal(ctx, x):
+    """The complex (or real) signal of an input whose last dimension is 1 (real) or 2 (complex)."""
+    if x.ndim < 2 or x.shape[-1] not in (1, 2):
+        ctx.fail(f"the input's last dimension must be 1 (real) or 2 (complex), got shape {list(x.shape)}")
+    xf = x.astype(_work_dtype(x.dtype), copy=False)
+    if x.shape[-1] == 1:
+        return xf[..., 0], False
+    y = np.empty(xf.shape[:-1], dtype=np.complex128 if xf.dtype == np.float64 else np.complex64)
+    y.real = xf[..., 0]
+    y.imag = xf[..., 1]
+    return y, True
+
+
+def _work_dtype(dtype):
+    """float64 for double inputs, else float32 (numpy's FFT then runs in single precision)."""
+    return np.float64 if np.dtype(dtype) == np.float64 else np.float32
+
+
+def _pack(y, dtype):
+    """Complex (or real) result -> the [..., 2] (or [..., 1]) real representation."""
+    if np.iscomplexobj(y):
+        out = np.stack([y.real, y.imag], axis=-1)
+    else:
+        out = y[..., np.newaxis]
+    return out.astype(dtype, copy=False)
+
+
+# ------------------------------------------------------------------------------------ DFT
+
+@KERNELS.register("DFT", 17, 20)
+def dft(ctx):
+    inverse = bool(ctx.attr("inverse", 0))
+    onesided = bool(ctx.attr("onesided", 0))
+    attr_axis = int(ctx.attr("axis", 1)) if ctx.since_version < 20 else None
+
+    def fn(x, dft_length=None, axis=None):
+        r = x.ndim
+        if attr_axis is not None:
+            ax = attr_axis
+        else:
+            ax = -2 if axis is None else _scalar_int(ctx, axis, "axis")
+        if not (-r <= ax <= -2 or 0 <= ax <= r - 2):
+            ctx.fail(f"axis {ax} is out of range for an input of rank {r} (accepted: [-r, -2] and [0, r-2])")
+        ax = ax % r
+        sig, is_complex = _complex_signal(ctx, x)
+        dim = sig.shape[ax]
+        if dft_length is not None:
+            n = _scalar_int(ctx, dft_length, "dft_length")
+        elif inverse and onesided:
+            n = 2 * (dim - 1)
+        else:
+            n = dim
+        if n <= 0:
+            ctx.fail(f"dft_length must be positive, got {n}")
+        if inverse:
+            if onesided:
+                y = np.fft.irfft(sig, n=n, axis=ax)
+            else:
+                y = np.fft.ifft(sig, n=n, axis=ax)
+        elif onesided and not is_complex:
+            y = np.fft.rfft(sig, n=n, axis=ax)
+        else:
+            y = np.fft.fft(sig, n=n, axis=ax)
+            if onesided:
+                y = np.take(y, np.arange(n // 2 + 1), axis=ax)
+        return _pack(y, x.dtype)
+
+    return fn
+
+
+# ------------------------------------------------------------------------------------ STFT
+
+@KERNELS.register("STFT", 17)
+def stft(ctx):
+    onesided = bool(ctx.attr("onesided", 1))
+
+    def fn(signal, frame_step, window=None, frame_length=None):
+        if signal.ndim != 3:
+            ctx.fail(f"signal must have rank 3 [batch, length, 1 or 2], got shape {list(signal.shape)}")
+        sig, is_complex = _complex_signal(ctx, signal)
+        length = sig.shape[1]
+        step = _scalar_int(ctx, frame_step, "frame_step")
+        if step <= 0:
+            ctx.fail(f"frame_step must be positive, got {step}")
+        if window is not None and window.ndim != 1:
+            ctx.fail(f"window must be 1-D, got shape {list(window.shape)}")
+        if frame_length is not None:
+            fl = _scalar_int(ctx, frame_length, "frame_length")
+            if window is not None and window.shape[0] != fl:
+                ctx.fail(f"window length {window.shape[0]} differs from frame_length {fl}")
+        else:
+            fl = window.shape[0] if window is not None else length
+        if fl <= 0 or fl > length:
+            ctx.fail(f"frame length {fl} must be in [1, signal length {length}]")
+        frames = (length - fl) // step + 1
+        idx = np.arange(frames)[:, None] * step + np.arange(fl)[None, :]
+        framed = sig[:, idx]                                   # (batch, frames, fl)
+        if window is not None:
+            framed = framed * window.astype(framed.real.dtype)
+        if onesided and not is_complex:
+            y = np.fft.rfft(framed, n=fl, axis=-1)
+        else:
+            y = np.fft.fft(framed, n=fl, axis=-1)
+            if onesided:
+                y = y[..., : fl // 2 + 1]
+        return _pack(y, signal.dtype)
+
+    return fn
+
+
+# --------------------------------------------------------------------------------- windows
+
+def _window(ctx, a0: float, a1: float, a2: float):
+    periodic = bool(ctx.attr("periodic", 1))
+    out_dtype = element_type(int(ctx.attr("output_datatype", 1))).dtype
+
+    def fn(size):
+        n = _scalar_int(ctx, size, "size")
+        if n < 0:
+            ctx.fail(f"size must be >= 0, got {n}")
+        denom = n if periodic else n - 1
+        if denom <= 0:
+            w = np.ones(n, dtype=np.float64)
+        else:
+            ang = 2.0 * np.pi * np.arange(n, dtype=np.float64) / denom
+            w = a0 - a1 * np.cos(ang) + a2 * np.cos(2.0 * ang)
+        return w.astype(out_dtype)
+
+    return fn
+
+
+@KERNELS.register("HannWindow", 17)
+def hann_window(ctx):
+    return _window(ctx, 0.5, 0.5, 0.0)
+
+
+@KERNELS.register("HammingWindow", 17)
+def hamming_window(ctx):
+    alpha = 25.0 / 46.0
+    return _window(ctx, alpha, 1.0 - alpha, 0.0)
+
+
+@KERNELS.register("BlackmanWindow", 17)
+def blackman_window(ctx):
+    return _window(ctx, 0.42, 0.5, 0.08)
+
+
+# ------------------------------------------------------------------------- MelWeightMatrix
+
+@KERNELS.register("MelWeightMatrix", 17)
+def mel_weight_matrix(ctx):
+    out_dtype = element_type(int(ctx.attr("output_datatype", 1))).dtype
+
+    def fn(num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz):
+        n_mel = _scalar_int(ctx, num_mel_bins, "num_mel_bins")
+        n_dft = _scalar_int(ctx, dft_length, "dft_length")
+        rate = _scalar_int(ctx, sample_rate, "sample_rate")
+        lo = float(np.asarray(lower_edge_hertz, dtype=np.float64).reshape(-1)[0])
+        hi = float(np.asarray(upper_edge_hertz, dtype=np.float64).reshape(-1)[0])
+        if n_mel <= 0 or n_dft <= 0 or rate <= 0:
+            ctx.fail("num_mel_bins, dft_length and sample_rate must be positive")
+        n_spec = n_dft // 2 + 1
+        lo_mel = 2595.0 * np.log10(1.0 + lo / 700.0)
+        hi_mel = 2595.0 * np.log10(1.0 + hi / 700.0)
+        step = (hi_mel - lo_mel) / (n_mel + 2)
+        mels = np.arange(n_mel + 2, dtype=np.float64) * step + lo_mel
+        hz = 700.0 * (10.0 ** (mels / 2595.0) - 1.0)
+        bins = np.floor((n_dft + 1) * hz / rate).astype(np.int64)
+        if bins.min() < 0 or bins.max() > n_spec:
+            ctx.fail(f"the frequency range [{lo}, {hi}] Hz maps outside the {n_spec} spectrogram bins")
+        out = np.zeros((n_spec, n_mel), dtype=np.float64)
+        j = np.arange(n_spec)
+        for i in range(n_mel):  # one triangle (output column) at a time
+            left, center, right = bins[i], bins[i + 1], bins[i + 2]
+            if center >= n_spec:
+                ctx.fail(f"mel bin {i} centre {center} lies outside the {n_spec} spectrogram bins")
+            if center == left:
+                out[center, i] = 1.0
+            else:
+                up = (j >= left) & (j <= center)
+                out[up, i] = (j[up] - left) / (center - left)
+            if right > center:
+                down = (j >= center) & (j < right)
+                out[down, i] = (right - j[down]) / (right - center)
+        return out.astype(out_dtype)
+
+    return fn

@@ -1,0 +1,365 @@
+"""String and text kernels of ai.onnx.
+
+Operators and the definitions (since_versions) implemented:
+
+* StringNormalizer 10, StringConcat 20, StringSplit 20, RegexFullMatch 20.
+* TfIdfVectorizer 9 (string or integer n-grams, skips, TF / IDF / TFIDF weighting).
+
+STRING tensors are object arrays; inputs may hold ``bytes`` (UTF-8) or ``str``; outputs hold
+``bytes`` (what the tensor files hold).  Text is decoded as UTF-8 (``surrogateescape``, so
+invalid bytes survive a round trip).
+
+Documented choices:
+
+* StringNormalizer removes *elements* equal to a stop word (the specification's wording; the
+  ONNX reference implementation instead removes words inside elements and strips accents).
+  Case mapping is Unicode's default mapping (Python ``str.lower``/``str.upper``) whatever the
+  ``locale`` attribute says; empty strings are kept.
+* RegexFullMatch: ONNX specifies RE2 syntax; onnxkit evaluates with Python ``re`` after a
+  translation.  Matching RE2: ``\\d \\w \\s \\b`` are ASCII-only (``re.ASCII``), ``\\z`` is end of
+  text, ``\\Q...\\E`` quotes, ``\\x{...}`` hex escapes, ``(?<name>...)`` groups and ASCII POSIX
+  classes (``[[:alpha:]]``) are understood.  Constructs RE2 rejects (back-references,
+  look-around, atomic groups, possessive quantifiers) are rejected; RE2 features Python
+  lacks (``\\p{...}`` Unicode classes, ``\\C``, ungreedy flag ``U``, flags after the start)
+  are rejected as unsupported.  Known remaining differences: case-insensitive matching
+  ``(?i)`` folds ASCII letters only, and ``\\s`` also matches ``\\v``.
+* TfIdfVectorizer: in IDF/TFIDF modes ``weights[j]`` scales output coordinate ``j`` (what the
+  ONNX reference implementation and onnxruntime do; it equals the specification's "weight of
+  the i-th pool n-gram" whenever ``ngram_indexes`` is the identity).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from onnxkit.runtime import KernelTable
+
+KERNELS = KernelTable()
+
+
+def _text(v) -> str:
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).decode("utf-8", "surrogateescape")
+    return str(v)
+
+
+def _raw(v) -> bytes:
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v)
+    return str(v).encode("utf-8", "surrogateescape")
+
+
+def _check_strings(ctx, x, name="X"):
+    if x.dtype != object and x.dtype.kind not in "SU":
+        ctx.fail(f"{name} must be a string tensor, got {x.dtype}")
+
+
+def _object_array(items, shape) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out.reshape(shape)
+
+
+# ------------------------------------------------------------------------ StringNormalizer
+
+@KERNELS.register("StringNormalizer", 10)
+def string_normalizer(ctx):
+    action = ctx.attr_str("case_change_action", "NONE")
+    if action not in ("NONE", "LOWER", "UPPER"):
+        ctx.fail(f"case_change_action must be NONE, LOWER or UPPER, got {action!r}")
+    sensitive = bool(ctx.attr("is_case_sensitive", 0))
+    stops = [_text(s) for s in (ctx.attr("stopwords") or [])]
+    stopset = set(stops) if sensitive else {s.lower() for s in stops}
+    change = {"LOWER": str.lower, "UPPER": str.upper}.get(action)
+
+    def fn(x):
+        _check_strings(ctx, x)
+        if not (x.ndim == 1 or (x.ndim == 2 and x.shape[0] == 1)):
+            ctx.fail(f"X must have shape [C] or [1, C], got {list(x.shape)}")
+        words = [_text(v) for v in x.reshape(-1)]
+        if stopset:
+            words = [w for w in words if (w if sensitive else w.lower()) not in stopset]
+        if change is not None:
+            words = [change(w) for w in words]
+        if not words:
+            words = [""]
+        shape = (len(words),) if x.ndim == 1 else (1, len(words))
+        return _object_array([_raw(w) for w in words], shape)
+
+    return fn
+
+
+# ---------------------------------------------------------------------------- StringConcat
+
+_concat = np.frompyfunc(lambda a, b: _raw(a) + _raw(b), 2, 1)
+
+
+@KERNELS.register("StringConcat", 20)
+def string_concat(ctx):
+    def fn(x, y):
+        _check_strings(ctx, x, "X")
+        _check_strings(ctx, y, "Y")
+        try:
+            shape = np.broadcast_shapes(x.shape, y.shape)
+        except ValueError:
+            ctx.fail(f"shapes {list(x.shape)} and {list(y.shape)} do not broadcast")
+        out = np.empty(shape, dtype=object)
+        if out.size:
+            out[...] = _concat(x.astype(object), y.astype(object))
+        return out
+
+    return fn
+
+
+# ----------------------------------------------------------------------------- StringSplit
+
+@KERNELS.register("StringSplit", 20)
+def string_split(ctx):
+    delim = ctx.attr_str("delimiter", "") or None
+    maxsplit = ctx.attr("maxsplit")
+    maxsplit = -1 if maxsplit is None else int(maxsplit)
+    if maxsplit < -1:
+        ctx.fail(f"maxsplit must be non-negative, got {maxsplit}")
+
+    def fn(x):
+        _check_strings(ctx, x)
+        parts = [_text(v).split(delim, maxsplit) for v in x.reshape(-1)]
+        counts = np.array([len(p) for p in parts], dtype=np.int64).reshape(x.shape)
+        width = max((len(p) for p in parts), default=0)
+        y = np.empty((len(parts), width), dtype=object)
+        y[...] = b""
+        for i, p in enumerate(parts):
+            y[i, : len(p)] = [_raw(s) for s in p]
+        return y.reshape(x.shape + (width,)), counts
+
+    return fn
+
+
+# -------------------------------------------------------------------------- RegexFullMatch
+
+_POSIX = {
+    "alnum": "0-9A-Za-z", "alpha": "A-Za-z", "ascii": "\\x00-\\x7f", "blank": "\\t ",
+    "cntrl": "\\x00-\\x1f\\x7f", "digit": "0-9", "graph": "!-~", "lower": "a-z", "print": " -~",
+    "punct": "!-/:-@\\[-`{-~", "space": "\\t\\n\\v\\f\\r ", "upper": "A-Z", "word": "0-9A-Za-z_",
+    "xdigit": "0-9A-Fa-f",
+}
+
+
+def translate_re2(pattern: str) -> str:
+    """Python ``re`` syntax for an RE2 pattern; raises ValueError for constructs not supported."""
+    out = []
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 >= n:
+                raise ValueError("trailing backslash")
+            d = pattern[i + 1]
+            if d == "Q":
+                end = pattern.find("\\E", i + 2)
+                lit = pattern[i + 2:] if end < 0 else pattern[i + 2:end]
+                out.append(re.escape(lit))
+                i = n if end < 0 else end + 2
+                continue
+            if d == "z" and not in_class:
+                out.append("\\Z")
+            elif d == "x" and i + 2 < n and pattern[i + 2] == "{":
+                end = pattern.find("}", i + 3)
+                if end < 0:
+                    raise ValueError("unterminated \\x{...} escape")
+                out.append("\\U%08x" % int(pattern[i + 3:end], 16))
+                i = end + 1
+                continue
+            elif d in "pPC":
+                raise ValueError(f"\\{d} (Unicode classes / any byte) is not supported")
+            elif d.isdigit() and d != "0" and not in_class:
+                raise ValueError("back-references are not RE2 syntax")
+            else:
+                out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            if pattern.startswith("[:", i):
+                end = pattern.find(":]", i + 2)
+                name = pattern[i + 2:end] if end > 0 else ""
+                if name.startswith("^"):
+                    raise ValueError("negated POSIX classes are not supported")
+                if name not in _POSIX:
+                    raise ValueError(f"unknown POSIX class [:{name}:]")
+                out.append(_POSIX[name])
+                i = end + 2
+                continue
+            if c == "]":
+                in_class = False
+            elif c == "[":
+                out.append("\\[")
+                i += 1
+                continue
+            out.append(c)
+            i += 1
+            continue
+        if c == "[":
+            in_class = True
+            out.append(c)
+            i += 1
+            if i < n and pattern[i] == "^":
+                out.append("^")
+                i += 1
+            if i < n and pattern[i] == "]":  # a leading ']' is literal
+                out.append("\\]")
+                i += 1
+            continue
+        if c == "(" and pattern.startswith("(?", i):
+            rest = pattern[i + 2:i + 4]
+            if rest[:1] in ("=", "!") or rest in ("<=", "<!"):
+                raise ValueError("look-around assertions are not RE2 syntax")
+            if rest[:1] == ">":
+                raise ValueError("atomic groups are not RE2 syntax")
+            if rest[:1] == "<":
+                out.append("(?P<")
+                i += 3
+                continue
+            m = re.match(r"\(\?([a-zA-Z-]*)([:)])", pattern[i:])
+            if m and "U" in m.group(1):
+                raise ValueError("the ungreedy flag U is not supported")
+        if c in "*+?}" and i + 1 < n and pattern[i + 1] == "+":
+            raise ValueError("possessive quantifiers are not RE2 syntax")
+        out.append(c)
+        i += 1
+    if in_class:
+        raise ValueError("missing ]")
+    return "".join(out)
+
+
+@KERNELS.register("RegexFullMatch", 20)
+def regex_full_match(ctx):
+    pattern = ctx.attr_str("pattern")
+    if pattern is None:
+        ctx.fail("the pattern attribute is required")
+    try:
+        regex = re.compile(translate_re2(pattern), re.ASCII)
+    except (ValueError, re.error) as exc:
+        ctx.fail(f"invalid or unsupported RE2 pattern {pattern!r}: {exc}")
+    match = np.frompyfunc(lambda s: regex.fullmatch(_text(s)) is not None, 1, 1)
+
+    def fn(x):
+        _check_strings(ctx, x)
+        if x.size == 0:
+            return np.zeros(x.shape, dtype=np.bool_)
+        return np.asarray(match(x.astype(object)), dtype=np.bool_).reshape(x.shape)
+
+    return fn
+
+
+# -------------------------------------------------------------------------- TfIdfVectorizer
+
+def _code(grams, radix: int):
+    """Integer code of n-grams of token ids along the last axis (mixed radix)."""
+    code = np.zeros(grams.shape[:-1], dtype=np.int64)
+    for k in range(grams.shape[-1] - 1, -1, -1):
+        code = code * radix + grams[..., k]
+    return code
+
+
+@KERNELS.register("TfIdfVectorizer", 9)
+def tfidf_vectorizer(ctx):
+    mode = ctx.attr_str("mode")
+    if mode not in ("TF", "IDF", "TFIDF"):
+        ctx.fail(f"mode must be TF, IDF or TFIDF, got {mode!r}")
+    min_n = int(ctx.attr("min_gram_length", 0))
+    max_n = int(ctx.attr("max_gram_length", 0))
+    max_skip = int(ctx.attr("max_skip_count", 0))
+    if min_n < 1 or max_n < min_n or max_skip < 0:
+        ctx.fail(f"need 1 <= min_gram_length <= max_gram_length and max_skip_count >= 0 "
+                 f"(got {min_n}, {max_n}, {max_skip})")
+    counts = [int(c) for c in (ctx.attr("ngram_counts") or [])]
+    indexes = [int(c) for c in (ctx.attr("ngram_indexes") or [])]
+    pool_i = ctx.attr("pool_int64s")
+    pool_s = ctx.attr("pool_strings")
+    if (pool_i is None) == (pool_s is None):
+        ctx.fail("exactly one of pool_int64s and pool_strings must be set")
+    strings = pool_s is not None
+    pool = [_text(s) for s in pool_s] if strings else [int(v) for v in pool_i]
+    if not indexes:
+        ctx.fail("ngram_indexes must not be empty")
+    out_size = max(indexes) + 1
+    weights = ctx.attr("weights")
+    weights = None if not weights else np.asarray(weights, dtype=np.float32)
+    if weights is not None and weights.size < out_size:
+        ctx.fail(f"weights has {weights.size} values but the output has {out_size} coordinates")
+
+    # n-gram (tuple of tokens) -> output coordinate, for the sizes in [min_n, max_n] only
+    table: dict = {}
+    pool_pos = 0
+    for level, start in enumerate(counts):
+        n = level + 1
+        end = counts[level + 1] if level + 1 < len(counts) else len(pool)
+        items = pool[start:end]
+        for k in range(len(items) // n):
+            gram = tuple(items[k * n:(k + 1) * n])
+            if pool_pos >= len(indexes):
+                ctx.fail("ngram_indexes is shorter than the number of n-grams in the pool")
+            if min_n <= n <= max_n:
+                table[gram] = indexes[pool_pos]
+            pool_pos += 1
+    vocab: dict = {}
+    for gram in table:
+        for tok in gram:
+            vocab.setdefault(tok, len(vocab))
+    radix = len(vocab) + 1
+    # per n-gram size: the sorted integer codes of the pool's n-grams and their output coordinates
+    by_size: dict = {}
+    for gram, col in table.items():
+        by_size.setdefault(len(gram), []).append(([vocab[t] for t in gram], col))
+    coded = {}
+    for n, grams in by_size.items():
+        if radix ** n >= 2 ** 62:
+            ctx.fail(f"{n}-grams over a vocabulary of {radix - 1} tokens are too many to index")
+        codes = np.array([_code(np.array(g, dtype=np.int64), radix) for g, _ in grams], dtype=np.int64)
+        cols = np.array([c for _, c in grams], dtype=np.int64)
+        order = np.argsort(codes, kind="stable")
+        coded[n] = (codes[order], cols[order])
+
+    def fn(x):
+        if strings:
+            _check_strings(ctx, x)
+            toks = [_text(v) for v in x.reshape(-1)]
+        else:
+            if x.dtype.kind not in "iu":
+                ctx.fail(f"X must be int32/int64 with pool_int64s, got {x.dtype}")
+            toks = x.reshape(-1).tolist()
+        if x.ndim > 2:
+            ctx.fail(f"X must have rank 1 or 2, got shape {list(x.shape)}")
+        rows, width = (1, x.size) if x.ndim < 2 else x.shape
+        ids = np.array([vocab.get(t, -1) for t in toks], dtype=np.int64).reshape(rows, width)
+        freq = np.zeros((rows, out_size), dtype=np.int64)
+        for n, (codes, cols) in coded.items():
+            for skip in ([0] if n == 1 else range(max_skip + 1)):
+                span = (n - 1) * (skip + 1)
+                if span >= width:
+                    continue
+                starts = width - span
+                grams = np.stack([ids[:, k * (skip + 1): k * (skip + 1) + starts] for k in range(n)], axis=-1)
+                valid = (grams >= 0).all(axis=-1)
+                code = _code(grams, radix)
+                pos = np.minimum(np.searchsorted(codes, code), len(codes) - 1)
+                hit = valid & (codes[pos] == code)
+                r_idx, s_idx = np.nonzero(hit)
+                np.add.at(freq, (r_idx, cols[pos[r_idx, s_idx]]), 1)
+        if mode == "TF":
+            y = freq.astype(np.float32)
+        elif mode == "IDF":
+            y = (freq > 0).astype(np.float32)
+            if weights is not None:
+                y = y * weights[:out_size]
+        else:
+            y = freq.astype(np.float32)
+            if weights is not None:
+                y = y * weights[:out_size]
+        y = y.astype(np.float32)
+        return y.reshape(out_size) if x.ndim < 2 else y
+
+    return fn

@@ -22,7 +22,9 @@ A kernel for a node carrying subgraphs (If, Loop, Scan, ...) marks its function 
 :func:`needs_scope`; it is then called as ``fn(scope, *inputs)`` and evaluates a subgraph
 with ``ctx.subgraph('body').run(inputs, scope)``.
 
-Kernels must not keep state between calls other than what they parsed from the node
+Kernels never write into their inputs: an input may be a view of another value, of a
+constant, or of the mapped model file (outputs may be views of inputs).  Kernels must not
+keep state between calls other than what they parsed from the node
 (Clause 8.1: a model is a stateless function), except the random operators, whose state
 comes from the ``seed`` attribute or the session's seed.
 """

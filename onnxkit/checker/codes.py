@@ -1,0 +1,165 @@
+"""The catalogue of diagnostic codes of the validator (Clause 10.5): one row per code.
+
+Each code is stable, kebab-case, and has exactly one severity and one clause: an *error*
+means the model does not conform to Part 1; a *warning* that it conforms but relies on
+behaviour the document leaves open (or that the consumer cannot check, e.g. a domain no
+plugin provides).  :func:`emit` in :mod:`onnxkit.checker.context` takes the severity and
+clause from here, so a code never changes meaning between call sites.
+
+The README's table of codes is generated from :data:`CODES`: ``python -c "from
+onnxkit.checker.codes import markdown; print(markdown())"`` prints it as Markdown.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+E, W = "error", "warning"
+
+
+@attrs.frozen
+class Code:
+    code: str
+    clause: str
+    severity: str
+    meaning: str
+
+
+def _c(code, clause, severity, meaning):
+    return Code(code, clause, severity, meaning)
+
+
+_ROWS = [
+    # -- encoding and the model record (Clauses 12, 14, Annex B) --------------------------
+    _c("decode-error", "12", E, "the octets are not a valid encoding of a ModelProto (offset and message path given)"),
+    _c("limit-exceeded", "12.5, 15.4", E, "a documented resource limit of onnxkit.limits is exceeded (the model is refused)"),
+    _c("ir-version-missing", "5.3.1, 14.1", E, "ModelProto.ir_version is absent; the model is checked against IR version 14"),
+    _c("ir-version-invalid", "14.2", E, "ir_version is 0 (_START_VERSION) or negative, not an IR version"),
+    _c("ir-version-newer", "14.1.2", W, "ir_version is newer than 14, the newest this validator knows; checked against 14"),
+    _c("ir-version-feature", "14.1.2, 14.2", W, "the model uses a field or element type introduced after its declared IR version"),
+    _c("graph-missing", "5.3.1", E, "the model has no top-level graph"),
+    _c("mandatory-field-missing", "Annex B.1", E, "a field Annex B marks mandatory (at the model's IR version) is absent"),
+    _c("deprecated-field", "Annex B.1", W, "a field Annex B marks deprecated is present (a consumer ignores it)"),
+    _c("reserved-field", "12.6", E, "a tag Annex B records as reserved is used"),
+    # -- operator set imports (5.3.2, 10.4) -------------------------------------------------
+    _c("opset-import-missing", "5.3.1, 5.3.2", E, "the model (IR version >= 3) declares no operator set import"),
+    _c("duplicate-opset-import", "5.3.2", E, "one domain is imported more than once ('' and 'ai.onnx' are the same domain)"),
+    _c("invalid-opset-version", "5.3.2", E, "an operator set version is not a positive integer"),
+    _c("unknown-domain", "5.3.2, 16.1", W, "no installed plugin provides this domain: its nodes cannot be checked"),
+    _c("unknown-opset-version", "5.3.2, 14.4", W, "no installed plugin provides this version of a known domain: its nodes cannot be checked"),
+    _c("domain-not-imported", "5.3.2, 10.4", E, "a node (or function) uses a domain the model does not import"),
+    _c("unknown-operator", "10.2, 10.4", E, "the operator is not present in the imported version of its domain"),
+    _c("deprecated-operator", "14.5", W, "the operator is deprecated at the imported version (still to be evaluated)"),
+    _c("empty-op-type", "7.3.1", E, "a node does not name the operator it invokes"),
+    # -- attributes (7.4, 10.4, Annex B.2.2) -------------------------------------------------
+    _c("duplicate-attribute", "7.4", E, "two attributes of one node (or function) have the same name"),
+    _c("unknown-attribute", "10.4", E, "an attribute that is not defined for the operator"),
+    _c("missing-required-attribute", "10.4", E, "a required attribute of the operator is absent"),
+    _c("attribute-wrong-type", "7.3.1", E, "the attribute's type is not the type the operator definition gives it"),
+    _c("attribute-type-mismatch", "Annex B.2.2", E, "the attribute's type field does not match the value field present, or several value fields are present"),
+    _c("attribute-value-missing", "Annex B.2.2", E, "the attribute's type is given but the field carrying that type's value is absent"),
+    _c("attribute-type-invalid", "Annex B.2.2", E, "the attribute's type is UNDEFINED or not a value of Table B.4"),
+    _c("ref-attr-outside-function", "8.4, Annex B.2.2", E, "ref_attr_name is used outside a function body"),
+    _c("unresolved-attribute-reference", "8.4", E, "ref_attr_name names no attribute parameter of the enclosing function"),
+    # -- node signature (7.3) ---------------------------------------------------------------
+    _c("input-arity", "7.3.1, 7.3.2", E, "the node has more or fewer inputs than the operator admits"),
+    _c("output-arity", "7.3.1, 7.3.2", E, "the node has more or fewer outputs than the operator admits"),
+    _c("required-input-unsupplied", "7.3.3", E, "an empty input name in a position the operator does not mark optional"),
+    _c("required-output-unsupplied", "7.3.3", E, "an empty output name in a position the operator does not mark optional"),
+    # -- graph structure (5.4, 7, 10.2) ------------------------------------------------------
+    _c("graph-name-missing", "7.1", E, "a graph has no name"),
+    _c("empty-name", "5.4.1", E, "an empty name where a name is required (not an unsupplied operator input or output)"),
+    _c("undefined-value", "5.4.2, 7.5, 10.2", E, "a value is used but defined nowhere (graph, enclosing scopes)"),
+    _c("duplicate-definition", "5.4.2, 7.5, 10.2", E, "a value is defined more than once in one graph (SSA)"),
+    _c("duplicate-initializer", "5.4.1", E, "two initializers of one graph have the same name"),
+    _c("duplicate-node-name", "5.4.1", E, "two nodes of one graph have the same (non-empty) name"),
+    _c("duplicate-value-info", "5.4.1", E, "two value_info entries of one graph have the same name"),
+    _c("graph-cycle", "7.5, 10.2", E, "the nodes of a graph form a cycle"),
+    _c("not-topologically-sorted", "7.5", E, "a node uses a value produced by a later node"),
+    _c("undefined-output", "7.1, 5.4.2", E, "a graph output names a value the graph does not define"),
+    _c("shadowed-name", "5.4.3", E, "a subgraph defines a name already visible from an enclosing graph"),
+    _c("subgraph-input-initializer", "7.2", E, "(IR >= 4) a subgraph name is both an input the operator supplies and an initializer"),
+    _c("initializer-not-input", "7.2, Annex B (IR <= 3)", E, "(IR <= 3) an initializer is not also a graph input"),
+    # -- types (Clause 6) ---------------------------------------------------------------------
+    _c("missing-type", "6.5.1, 7.1", E, "an input or output of the top-level graph has no type"),
+    _c("missing-shape", "6.5.1, 7.1", E, "a tensor input or output of the top-level graph has no shape (rank unknown)"),
+    _c("type-kind-missing", "6.1, Annex B.2.21", E, "a TypeProto sets none of tensor/sequence/map/optional/sparse/opaque"),
+    _c("invalid-elem-type", "6.2", E, "an element type tag is 0 (UNDEFINED) or not listed in Table 5"),
+    _c("invalid-map-key", "6.8.2", E, "a map key type is not an integral type or STRING"),
+    _c("invalid-optional-elem", "6.8.3", E, "an optional type's element is not a tensor, sparse tensor, sequence or map type"),
+    _c("opaque-name-missing", "6.8.4", E, "an opaque type has no name"),
+    _c("negative-extent", "6.5.1", E, "a dimension or tensor dims entry is negative"),
+    _c("type-mismatch", "7.1, 9.4", E, "two statements of one value's type disagree (kind or element type)"),
+    _c("shape-mismatch", "6.5, 9.4, 10.3", E, "two static extents (or ranks) that must be equal are not"),
+    _c("broadcast-mismatch", "6.6, 10.3", E, "the static shapes of an elementwise operator's inputs do not broadcast"),
+    _c("type-constraint-violation", "10.3", E, "an input or output type is not admitted by the operator's type constraint"),
+    _c("type-variable-mismatch", "10.3", E, "one type variable of the operator is bound to two different types in one node"),
+    # -- tensors (6.3.4, Annex B.2.16, B.2.18) -------------------------------------------------
+    _c("tensor-storage-conflict", "6.3.4", E, "a tensor has both raw and typed storage (or two typed fields)"),
+    _c("string-raw-data", "6.3.4, Annex B.2.16", E, "a STRING tensor carries raw_data"),
+    _c("tensor-wrong-field", "Annex B.2.16", E, "typed storage in a field that does not carry the tensor's element type"),
+    _c("tensor-size-mismatch", "6.3.4", E, "the amount of stored data does not match dims and the element type"),
+    _c("nonzero-padding", "6.3.4", E, "padding bits of narrow-type storage are not zero"),
+    _c("invalid-data-location", "13.1, Annex B.2.16", E, "data_location is neither DEFAULT (0) nor EXTERNAL (1)"),
+    _c("tensor-segment", "Annex B.2.16", W, "a tensor is segmented (TensorProto.segment); reassembly is left open"),
+    _c("sparse-tensor-invalid", "Annex B.2.18", E, "a sparse tensor lacks values/indices or their shapes are inconsistent"),
+    _c("sparse-index-out-of-range", "Annex B.2.18", E, "a sparse tensor index lies outside its dims"),
+    # -- external data (13, 15.3) ----------------------------------------------------------------
+    _c("external-with-embedded-data", "13.1", E, "an EXTERNAL tensor also carries contents in the model file"),
+    _c("external-data-not-external", "13.1", E, "a tensor has external_data entries but its data_location is DEFAULT"),
+    _c("external-unknown-key", "13.2", E, "an external reference carries a key not in Table 11"),
+    _c("external-duplicate-key", "13.2", E, "an external reference repeats a key"),
+    _c("external-missing-location", "13.2", E, "an external reference has no location"),
+    _c("external-invalid-location", "13.2", E, "the location is malformed (NUL, names no file)"),
+    _c("external-absolute-path", "13.2, 15.3", E, "the location is an absolute path"),
+    _c("external-path-traversal", "13.2, 15.3", E, "the location contains a parent-directory component"),
+    _c("external-bad-offset", "13.2", E, "offset is not a non-negative decimal integer"),
+    _c("external-bad-length", "13.2", E, "length is not a non-negative decimal integer"),
+    _c("external-bad-checksum", "13.3", E, "checksum is not a SHA-1 digest"),
+    _c("external-unsupported-type", "13.1", E, "a STRING (or undefined) tensor cannot be stored externally"),
+    _c("external-size-mismatch", "6.3.4, 13.1", E, "length (or the file) does not match the octets dims need"),
+    _c("external-unresolved", "13.2, 15.3", E, "(open_external) the reference cannot be resolved; message gives onnxkit.storage's reason code"),
+    _c("external-short-file", "13.2", E, "(open_external) the file is shorter than offset + length"),
+    _c("external-checksum-mismatch", "13.3", E, "(open_external) the file's SHA-1 does not match the checksum"),
+    # -- functions (8.4) ----------------------------------------------------------------------------
+    _c("duplicate-function", "8.4", E, "two model-local functions have the same (domain, name, overload)"),
+    _c("function-recursion", "8.4", E, "a model-local function calls itself, directly or through other functions"),
+    _c("function-domain-not-imported", "8.4, 5.3.2", E, "a model-local function's domain is not imported by the model"),
+    _c("function-opset-mismatch", "8.4", W, "a function imports a domain at a version other than the model's"),
+    # -- metadata, devices, annotations (5.5, Annex B) ---------------------------------------------
+    _c("duplicate-metadata-key", "5.5", E, "two metadata_props entries of one message have the same key"),
+    _c("invalid-metadata-value", "5.5", W, "an Image.* metadata value is not one of those Table 4 lists"),
+    _c("duplicate-device-configuration", "Annex B.2.12", W, "two device configurations of the model have the same name"),
+    _c("device-count-mismatch", "Annex B.2.12", W, "num_devices differs from the number of devices listed"),
+    _c("unknown-device-configuration", "Annex B.2.6", W, "a node's device configuration names no configuration of the model"),
+    _c("unknown-sharding-tensor", "Annex B.2.7", W, "a sharding spec names a value that is not an input or output of its node"),
+    _c("unknown-annotation-tensor", "Annex B.2.14", W, "a quantization annotation names a value the graph does not define"),
+    _c("training-binding-invalid", "Annex B.2.10", W, "a training_info binding names no initializer or no output of its graph"),
+]
+
+#: code -> :class:`Code`.
+CODES: dict[str, Code] = {r.code: r for r in _ROWS}
+assert len(CODES) == len(_ROWS), "duplicate code in the catalogue"
+
+#: ExternalRefError codes of onnxkit.external / onnxkit.storage that keep their own checker code.
+EXTERNAL_OWN = {"unknown-key", "duplicate-key", "missing-location", "invalid-location", "absolute-path",
+                "path-traversal", "bad-offset", "bad-length", "bad-checksum", "unsupported-type", "size-mismatch",
+                "short-file", "checksum-mismatch", "embedded-and-external"}
+
+
+def external_code(ref_code: str) -> str:
+    """The checker code for an :class:`onnxkit.storage.ExternalRefError` code."""
+    if ref_code == "embedded-and-external":
+        return "external-with-embedded-data"
+    if ref_code == "bad-dims":
+        return "negative-extent"
+    if ref_code in EXTERNAL_OWN:
+        return f"external-{ref_code}"
+    return "external-unresolved"
+
+
+def markdown() -> str:
+    """The catalogue as a Markdown table (for the README)."""
+    lines = ["| code | clause | severity | meaning |", "|---|---|---|---|"]
+    lines += [f"| `{r.code}` | {r.clause} | {r.severity} | {r.meaning} |" for r in _ROWS]
+    return "\n".join(lines)

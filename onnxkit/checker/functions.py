@@ -1,0 +1,124 @@
+"""Model-local functions (Clause 8.4).
+
+:func:`index_functions` records every function by identity (domain, name, overload) and
+detects ``duplicate-function`` (8.4: a function is identified by that triple) and
+``empty-name`` for a function without a name.
+
+:func:`check_functions` checks each function:
+
+* ``function-domain-not-imported`` (8.4, 5.3.2): the function's version is that of its
+  domain as imported by the model, so the model SHALL import the domain;
+* ``duplicate-opset-import`` / ``invalid-opset-version`` in the function's own imports, and
+  ``function-opset-mismatch`` (warning) where the function imports a domain at a version
+  other than the model's: which of the two a body node binds to is left open by 8.4;
+* ``duplicate-attribute`` / ``empty-name`` among its attribute parameters;
+* the body as a graph (:func:`onnxkit.checker.structure.check_graph`, kind 'function'):
+  names, SSA, definitions before use, topological order, outputs defined, every node's
+  operator checks - with references (``ref_attr_name``) resolved against the function's
+  attribute parameters (``unresolved-attribute-reference``) - and no types required (a
+  function MAY be polymorphic);
+* ``function-recursion`` (8.4): a function that calls itself, directly or through other
+  model-local functions (including calls from subgraphs inside a body), once per cycle.
+"""
+
+from __future__ import annotations
+
+from .. import ir
+from ..registry import display_domain, normalize_domain
+from .context import Context, function_key, function_label, join, q
+from .structure import Env, _subgraphs, check_graph
+
+
+def index_functions(ctx: Context, model: ir.Model) -> None:
+    for i, fn in enumerate(model.functions):
+        loc = function_label(fn)
+        if not fn.name:
+            ctx.emit("empty-name", f"model-local function {i} has no name", loc)
+            continue
+        key = function_key(fn.domain, fn.name, fn.overload)
+        if key in ctx.functions:
+            ctx.emit("duplicate-function", f"another model-local function has the identity (domain "
+                     f"{display_domain(key[0])!r}, name {fn.name!r}, overload {fn.overload!r})", loc)
+            continue
+        ctx.functions[key] = fn
+
+
+def _function_opsets(ctx: Context, fn: ir.Function, loc: str) -> dict:
+    opsets = dict(ctx.opsets)
+    seen = set()
+    for i, o in enumerate(fn.opset_import):
+        d = normalize_domain(o.domain)
+        where = join(loc, f"opset_import {i} {q(o.domain)}")
+        if d in seen:
+            ctx.emit("duplicate-opset-import", f"the function imports {display_domain(d)!r} more than once", where)
+            continue
+        seen.add(d)
+        if o.version < 1:
+            ctx.emit("invalid-opset-version", f"version {o.version} of {display_domain(d)!r} is not a positive integer",
+                     where)
+            continue
+        if d in ctx.opsets and ctx.opsets[d] != o.version:
+            ctx.emit("function-opset-mismatch", f"the function imports {display_domain(d)} version {o.version}, the "
+                     f"model version {ctx.opsets[d]}", where)
+        opsets[d] = o.version
+    return opsets
+
+
+def check_functions(ctx: Context, model: ir.Model) -> None:
+    for fn in model.functions:
+        if not fn.name:
+            continue
+        loc = function_label(fn)
+        if normalize_domain(fn.domain) not in ctx.opsets:
+            ctx.emit("function-domain-not-imported", f"the function's domain {display_domain(normalize_domain(fn.domain))!r} "
+                     "is not imported by the model, so the function has no version", loc)
+        params: set = set()
+        for name in [*fn.attribute, *(a.name for a in fn.attribute_proto)]:
+            if not name:
+                ctx.emit("empty-name", "an attribute parameter has an empty name", loc)
+            elif name in params:
+                ctx.emit("duplicate-attribute", f"attribute parameter {q(name)} is declared more than once", loc)
+            params.add(name)
+        body = ir.Graph(node=fn.node, name=fn.name, input=[ir.ValueInfo(name=n) for n in fn.input],
+                        output=[ir.ValueInfo(name=n) for n in fn.output], value_info=fn.value_info)
+        check_graph(ctx, body, loc, Env({}, fn, _function_opsets(ctx, fn, loc)), "function")
+    _check_recursion(ctx)
+
+
+def _calls(ctx: Context, nodes, out: set) -> set:
+    for n in nodes:
+        key = function_key(n.domain, n.op_type, n.overload)
+        if key in ctx.functions:
+            out.add(key)
+        for _, _, sub in _subgraphs(n):
+            _calls(ctx, sub.node, out)
+    return out
+
+
+def _check_recursion(ctx: Context) -> None:
+    graph = {key: sorted(_calls(ctx, fn.node, set())) for key, fn in ctx.functions.items()}
+    state: dict = {}  # key -> 1 on the path, 2 done
+    reported = set()
+    for root in graph:
+        if state.get(root):
+            continue
+        path, work = [root], [iter(graph[root])]
+        state[root] = 1
+        while work:
+            nxt = next(work[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                work.pop()
+                continue
+            if state.get(nxt) == 1:
+                cycle = tuple(path[path.index(nxt):])
+                canon = frozenset(cycle)
+                if canon not in reported:
+                    reported.add(canon)
+                    names = " -> ".join(function_label(ctx.functions[k]) for k in (*cycle, nxt))
+                    ctx.emit("function-recursion", f"model-local functions call themselves: {names}",
+                             function_label(ctx.functions[nxt]))
+            elif not state.get(nxt):
+                state[nxt] = 1
+                path.append(nxt)
+                work.append(iter(graph[nxt]))

@@ -1,0 +1,108 @@
+"""A walk over every IR object of a model, each with its location.
+
+:func:`walk` visits the model depth-first, in field order, and returns ``(obj, location,
+parent, field)`` for every IR object (every attrs class of :mod:`onnxkit.ir`): graphs,
+nodes, attributes, tensors, types, dimensions, metadata entries, device configurations,
+functions, training information.  The message-local checks (Annex B obligations, types,
+tensor contents, external references, metadata) run on this walk; the checks that need a
+graph's scope run on the graph walk of :mod:`onnxkit.checker.structure`.
+
+Iterative, so a deeply nested model cannot exhaust the stack.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from .. import ir
+from .context import function_label, graph_label, node_label, q
+
+_SKIP = frozenset({"_wire", "_outer_wire", "base_dir", "external_options", "_decoded"})
+_FIELDS: dict = {}
+
+
+def _fields(cls):
+    f = _FIELDS.get(cls)
+    if f is None:
+        f = _FIELDS[cls] = tuple(a.name for a in attrs.fields(cls) if a.name not in _SKIP) if attrs.has(cls) else ()
+    return f
+
+
+def label(parent, field: str, index, obj) -> str:
+    """The location component of ``obj``, found at ``parent.field[index]``."""
+    if isinstance(obj, ir.Graph):
+        if isinstance(parent, ir.Attribute):
+            return f"graph {index} {q(obj.name)}" if index is not None else graph_label(obj)
+        if isinstance(parent, ir.TrainingInfo):
+            return f"{field} {graph_label(obj)}"
+        return graph_label(obj)
+    if isinstance(obj, ir.Node):
+        return node_label(index, obj)
+    if isinstance(obj, ir.Attribute):
+        return f"attribute {q(obj.name)}"
+    if isinstance(obj, ir.ValueInfo):
+        if field in ("input", "output"):
+            return f"{field} {index} {q(obj.name)}"
+        return f"{field} {q(obj.name)}"
+    if isinstance(obj, ir.Tensor):
+        if field == "initializer":
+            return f"initializer {q(obj.name)}"
+        if field in ("values", "indices"):
+            return field
+        return f"tensor {index}" if index is not None else "tensor"
+    if isinstance(obj, ir.SparseTensor):
+        if field == "sparse_initializer":
+            name = obj.values.name if obj.values is not None else ""
+            return f"sparse_initializer {q(name)}"
+        return f"sparse_tensor {index}" if index is not None else "sparse_tensor"
+    if isinstance(obj, ir.Type):
+        if isinstance(parent, ir.ValueInfo):
+            return "type"
+        if isinstance(parent, ir.Attribute):
+            return f"type_proto {index}" if index is not None else "type_proto"
+        return field
+    if isinstance(obj, ir.Shape):
+        return "shape"
+    if isinstance(obj, ir.Dim):
+        return f"dim {index}"
+    if isinstance(obj, ir.StringStringEntry):
+        if field == "external_data":
+            return f"external_data {q(obj.key)}"
+        return f"{field} {index} {q(obj.key)}"
+    if isinstance(obj, ir.Function):
+        return function_label(obj)
+    if isinstance(obj, ir.OperatorSetId):
+        return f"opset_import {index} {q(obj.domain)}"
+    if isinstance(obj, ir.NodeDeviceConfiguration):
+        return f"device_configuration {index} {q(obj.configuration_id)}"
+    if isinstance(obj, ir.DeviceConfiguration):
+        return f"configuration {index} {q(obj.name)}"
+    return f"{field} {index}" if index is not None else field
+
+
+def walk(root, root_location: str = "") -> list:
+    """Every IR object under ``root`` as ``(obj, location, parent, field)``, depth-first in field order."""
+    out = []
+    stack = [(root, root_location, None, "")]
+    while stack:
+        obj, loc, parent, field = stack.pop()
+        out.append((obj, loc, parent, field))
+        children = []
+        for name in _fields(type(obj)):
+            v = getattr(obj, name)
+            if v is None or isinstance(v, (str, bytes, int, float, memoryview)):
+                continue
+            # children of the model other than its graph and functions are located under "model"
+            base = "model" if isinstance(obj, ir.Model) and name not in ("graph", "functions") else loc
+            if isinstance(v, list):
+                for i, item in enumerate(v):
+                    if attrs.has(type(item)):
+                        children.append((item, _join(base, label(obj, name, i, item)), obj, name))
+            elif attrs.has(type(v)):
+                children.append((v, _join(base, label(obj, name, None, v)), obj, name))
+        stack.extend(reversed(children))
+    return out
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a} / {b}" if a and b else (a or b)

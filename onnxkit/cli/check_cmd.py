@@ -1,0 +1,62 @@
+"""``onnxkit check PATH [--format text|json] [--open-external]``: validate a model (Clause 10).
+
+Every condition found is reported (10.5), one per line in the text form, like a compiler::
+
+    model.onnx: graph 'main' / node 3 'conv1' (Conv) / attribute 'pads': error: ... [unknown-attribute, Clause 10.4]
+    model.onnx: 1 error, 0 warnings
+
+``--format json`` prints one object: ``{"errors": N, "warnings": N, "diagnostics":
+[{"severity", "code", "clause", "message", "location"}, ...]}``.  ``--open-external``
+also resolves external data references and verifies the files (off by default, 15.5).
+
+Exit status: 0 the model conforms (warnings allowed), 1 it does not (at least one error),
+2 usage or I/O problem (no such file, unreadable).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from ..errors import OnnxkitError
+
+
+def add_parser(sub):
+    p = sub.add_parser("check", help="validate a model (Clause 10) and report every condition found",
+                       description=__doc__.split("\n\n")[0].strip("`"))
+    p.add_argument("path", metavar="PATH", help="the model file (.onnx)")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output form (default: text)")
+    p.add_argument("--open-external", action="store_true",
+                   help="resolve external data references and verify the files (Clause 13, 15.3)")
+    return p
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def run(args, out=None, err=None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    from ..checker import check_model
+
+    path = args.path
+    if not os.path.isfile(path):
+        why = "is a directory, not a model file" if os.path.isdir(path) else "does not exist"
+        print(f"onnxkit check: error: {path} {why}", file=err)
+        return 2
+    try:
+        report = check_model(path, open_external=args.open_external)
+    except OnnxkitError as exc:
+        print(f"onnxkit check: error: {exc}", file=err)
+        return 2
+    if args.format == "json":
+        json.dump(report.to_json(), out, indent=2)
+        out.write("\n")
+    else:
+        for d in report.diagnostics:
+            where = f"{d.location}: " if d.location else ""
+            print(f"{path}: {where}{d.severity}: {d.message} [{d.code}, Clause {d.clause}]", file=out)
+        print(f"{path}: {_plural(len(report.errors), 'error')}, {_plural(len(report.warnings), 'warning')}", file=out)
+    return 0 if report.ok else 1

@@ -83,6 +83,8 @@ class NodeContext:
     output_types: list = attrs.field(factory=list)
     seed: Optional[int] = None
     limits: Any = None
+    #: The graph holding the node (operators such as Gradient read the rest of the graph).
+    graph: Any = None
     _subgraphs: dict = attrs.field(factory=dict, alias="_subgraphs")
     _rng: Any = attrs.field(default=None, alias="_rng")
 

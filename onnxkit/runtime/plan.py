@@ -149,7 +149,7 @@ class Planner:
         steps = []
         free = set()
         for node in graph.node:
-            step, node_free = self.compile_node(node, opsets, outer | defined)
+            step, node_free = self.compile_node(node, opsets, outer | defined, graph)
             free |= {n for n in node_free if n not in defined}
             for n in node.input:
                 if n and n not in defined:
@@ -190,7 +190,7 @@ class Planner:
             s.free = tuple(frees.get(i, ()))
 
     # -- nodes --------------------------------------------------------------------------------
-    def compile_node(self, node: ir.Node, opsets: dict, visible: frozenset):
+    def compile_node(self, node: ir.Node, opsets: dict, visible: frozenset, graph: Optional[ir.Graph] = None):
         """A :class:`Step` for ``node`` (None if unsupported) and the outer names its subgraphs read."""
         domain = normalize_domain(node.domain)
         version = opsets.get(domain)
@@ -221,6 +221,7 @@ class Planner:
             fn, free = self._function_call(node, body, self._local_opsets(body, opsets), schema, visible)
             return Step(fn, list(node.input), list(node.output), node, False), free
         ctx = self._context(node, domain, version, schema)
+        ctx.graph = graph
         free = set()
         for a in node.attribute:
             if a.type in GRAPH_TYPES and a.value is not None:

@@ -63,7 +63,7 @@ def bytes_field(optional: bool = True):
     """An attrs field holding octets (bytes or a zero-copy memoryview), compared by content."""
     return attrs.field(
         default=None if optional else b"",
-        eq=attrs.cmp_using(eq=_bytes_eq),
+        eq=attrs.cmp_using(eq=_bytes_eq, require_same_type=False),
         repr=lambda v: "None" if v is None else f"<{len(v)} octets>",
     )
 

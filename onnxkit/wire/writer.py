@@ -144,8 +144,10 @@ def encode(obj, message: str = None, canonical: bool = False) -> list:
             continue
         name = f.name
         if not (name in explicit or (name in forced and name not in absent)) and is_default(v, kind) \
-                and f.group is None:
-            continue
+                and f.group is None and not (kind == "bytes" and not canonical and name not in absent):
+            continue  # (an octet field the IR holds, even empty, is present: None is its absence)
+        if name in absent and message == "AttributeProto" and name == "type" and _type_implied(obj):
+            continue  # IR version 1 (no `type` on the wire): the value field written implies it; keep it absent
         if kind == "bytes":
             buf += _key(f, 2) + encode_varint(len(v))
             if len(v) >= _BIG:
@@ -159,6 +161,14 @@ def encode(obj, message: str = None, canonical: bool = False) -> list:
     for _, raw in retained[r:]:
         buf += raw
     return chunks
+
+
+def _type_implied(attr) -> bool:
+    """True if an attribute's value field is written, so that a reader infers its type from it."""
+    v = attr.value
+    if attr.ref_attr_name or v is None or attr.type == 13:  # TYPE_PROTO: `tp` is never written anew
+        return False
+    return not isinstance(v, list) or len(v) > 0
 
 
 def _retained(message, obj, canonical):

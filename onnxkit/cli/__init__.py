@@ -21,6 +21,8 @@ COMMANDS = [
     "onnxkit.cli.run_cmd",
     "onnxkit.cli.unsupported_cmd",
     "onnxkit.cli.conformance_cmd",
+    "onnxkit.cli.infer_cmd",
+    "onnxkit.cli.check_cmd",
 ]
 
 

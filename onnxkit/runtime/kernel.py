@@ -83,8 +83,11 @@ class NodeContext:
     output_types: list = attrs.field(factory=list)
     seed: Optional[int] = None
     limits: Any = None
-    #: The graph holding the node (operators such as Gradient read the rest of the graph).
+    #: The graph holding the node, the planner compiling it and the operator set imports in
+    #: force there: operators such as Gradient compile part of the graph themselves.
     graph: Any = None
+    planner: Any = None
+    opsets: Optional[dict] = None
     _subgraphs: dict = attrs.field(factory=dict, alias="_subgraphs")
     _rng: Any = attrs.field(default=None, alias="_rng")
 

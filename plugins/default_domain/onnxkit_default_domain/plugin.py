@@ -11,3 +11,11 @@ def onnxkit_operator_sets():
     from .schemas import operator_sets
 
     return operator_sets()
+
+
+@hookimpl
+def onnxkit_inference_functions():
+    """Shape and type inference functions of ai.onnx and the preview domains (Clause 9.2)."""
+    from .inference import functions
+
+    return functions()

@@ -6,8 +6,7 @@ Operators and the definitions (since_versions) implemented:
   tensors at once: inputs ``R, T, X1..Xn, G1..Gn, <state>1..n``, outputs the new values of
   ``X`` and of each state, grouped the same way.
 
-Not implemented: **Gradient 1** (it needs automatic differentiation of the graph it is part
-of, for every operator that may occur there); a model using it is reported unsupported.
+Gradient 1 (reverse-mode differentiation of the enclosing graph) is in ``gradient.py``.
 
 Updates are computed in double precision and rounded to each tensor's own element type.
 """

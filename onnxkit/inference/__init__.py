@@ -1,0 +1,150 @@
+"""Shape and type inference (Clause 9).
+
+``infer_model(model)`` infers the type of every value of every graph of ``model`` and
+returns an :class:`InferenceResult`: the types by ``(graph path, value name)`` and the
+diagnostics (contradictions with declared types are errors, 9.4; operators without an
+inference function are warnings, 9.2).  ``infer_shapes(model)`` returns a copy of the model
+with every inferred intermediate value in its graph's ``value_info`` (subgraphs too).
+
+Graph paths: ``''`` is the top-level graph; a subgraph is ``'<node>.<attribute>'`` under
+its enclosing graph's path, joined with ``'/'`` (``'loop1.body/if3.then_branch'``), where
+``<node>`` is the node's name or ``<op_type>#<index>`` for an unnamed node, and a GRAPHS
+attribute's entries are ``'<attribute>[k]'``.
+
+Inference functions come from plugins (hook ``onnxkit_inference_functions``); they receive
+an :class:`InferenceContext`; reusable helpers for writing them are in
+:mod:`onnxkit.inference.common`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+
+from .. import ir
+from ..diagnostics import ERROR, WARNING
+from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError
+from .engine import GRAPH_TYPES, Engine, merge_types
+
+__all__ = ["infer_shapes", "infer_model", "InferenceResult", "InferenceContext", "InferenceError",
+           "MAX_CONSTANT_ELEMENTS", "merge_types"]
+
+
+@attrs.define
+class InferenceResult:
+    """``types[(graph_path, name)]`` -> Type (None = unknown); ``diagnostics`` in the order found."""
+
+    types: dict = attrs.field(factory=dict)
+    diagnostics: list = attrs.field(factory=list)
+
+    @property
+    def errors(self) -> list:
+        return [d for d in self.diagnostics if d.severity == ERROR]
+
+    @property
+    def warnings(self) -> list:
+        return [d for d in self.diagnostics if d.severity == WARNING]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def type_of(self, name: str, path: str = "") -> Optional[ir.Type]:
+        """The inferred type of ``name`` in the graph at ``path`` ('' = the top-level graph)."""
+        return self.types.get((path, name))
+
+    def graph(self, path: str = "") -> dict:
+        """``{name: Type}`` of one graph."""
+        return {n: t for (p, n), t in self.types.items() if p == path}
+
+    def paths(self) -> list:
+        return sorted({p for p, _ in self.types})
+
+
+def _engine(model: ir.Model, registry) -> Engine:
+    if registry is None:
+        from ..registry import get_registry
+
+        registry = get_registry()
+    engine = Engine(model, registry)
+    engine.run()
+    return engine
+
+
+def infer_model(model: ir.Model, registry=None) -> InferenceResult:
+    """Infer every value's type in ``model`` (the model is not changed)."""
+    engine = _engine(model, registry)
+    return InferenceResult(dict(engine.types), list(engine.diagnostics))
+
+
+def _worth_writing(t) -> bool:
+    if t is None or isinstance(t, ir.UndefinedType):
+        return False
+    if isinstance(t, (ir.TensorType, ir.SparseTensorType)):
+        return bool(t.elem_type)
+    if isinstance(t, (ir.SequenceType, ir.OptionalType)):
+        return _worth_writing(t.elem_type)
+    if isinstance(t, ir.MapType):
+        return bool(t.key_type) and _worth_writing(t.value_type)
+    return True
+
+
+def _annotate_graph(graph: ir.Graph, engine: Engine) -> ir.Graph:
+    types = engine.graph_types.get(id(graph), {})
+    nodes = [_annotate_node(n, engine) for n in graph.node]
+    inputs = {vi.name for vi in graph.input}
+    outputs = {vi.name for vi in graph.output}
+    inits = {t.name for t in graph.initializer} | {sp.values.name for sp in graph.sparse_initializer if sp.values is not None}
+    value_info, listed = [], set()
+    for vi in graph.value_info:
+        t = types.get(vi.name)
+        listed.add(vi.name)
+        value_info.append(attrs.evolve(vi, type=t) if _worth_writing(t) and t != vi.type else vi)
+    for name, t in types.items():
+        if name in listed or name in inputs or name in outputs or name in inits or not _worth_writing(t):
+            continue
+        listed.add(name)
+        value_info.append(ir.ValueInfo(name=name, type=t))
+    output = []
+    for vi in graph.output:
+        t = types.get(vi.name)
+        output.append(attrs.evolve(vi, type=t) if _worth_writing(t) and t != vi.type else vi)
+    return attrs.evolve(graph, node=nodes, value_info=value_info, output=output)
+
+
+def _annotate_node(node: ir.Node, engine: Engine) -> ir.Node:
+    if not any(a.type in GRAPH_TYPES and a.value is not None for a in node.attribute):
+        return node
+    out = []
+    for a in node.attribute:
+        if a.type in GRAPH_TYPES and a.value is not None:
+            if isinstance(a.value, list):
+                a = attrs.evolve(a, value=[_annotate_graph(g, engine) for g in a.value])
+            else:
+                a = attrs.evolve(a, value=_annotate_graph(a.value, engine))
+        out.append(a)
+    return attrs.evolve(node, attribute=out)
+
+
+def infer_shapes(model: ir.Model, registry=None, strict: bool = False) -> ir.Model:
+    """A copy of ``model`` with every inferred intermediate in ``graph.value_info`` (subgraphs too).
+
+    Declared types are refined where inference knows more.  The copy is shallow where nothing
+    changes: tensors, nodes without subgraphs and functions are shared with ``model``, which
+    is itself left unchanged.  ``strict``: raise
+    :class:`onnxkit.errors.ValidationError` when inference finds a contradiction (an error
+    diagnostic); unknown types are never an error (9.4).
+    """
+    engine = _engine(model, registry)
+    if strict:
+        errors = [d for d in engine.diagnostics if d.severity == ERROR]
+        if errors:
+            from ..errors import ValidationError
+
+            raise ValidationError(errors, "shape inference found contradictions")
+    if model.graph is None:
+        return attrs.evolve(model)
+    out = attrs.evolve(model, graph=_annotate_graph(model.graph, engine))
+    out.base_dir = model.base_dir
+    return out

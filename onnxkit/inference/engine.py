@@ -1,0 +1,491 @@
+"""The inference engine (Clause 9): walks a model's graphs in order and infers every value.
+
+* Graph inputs take their declared types; an initializer that is not an input gives its own
+  type and, when small, its value (a constant propagated through the graph).
+* Each node is bound as at run time (Clause 5.3.2, 14.3): a model-local function first (8.4),
+  else the definition of its domain's imported version.  The definition's inference function
+  (hook ``onnxkit_inference_functions``) is called with an :class:`InferenceContext`; a
+  definition without one but with a function body is inferred by inferring the body with the
+  call's input types (functions are polymorphic, 8.4); one with neither leaves its outputs
+  unknown and is reported as a warning (``no-inference-function``, 9.2).
+* Subgraphs (If/Loop/Scan, ...) are inferred with the enclosing scope's types visible (5.4.3);
+  dimension variables are model-scoped (6.5.2), so an ``N`` inside is the ``N`` outside.
+* A declared type (value_info, graph outputs, subgraph inputs) contradicting the inferred one
+  is an error (9.4, Clause 10): ``inferred-type-mismatch`` / ``inferred-shape-mismatch``.
+  Declarations are constraints on the value (7.1), so they also refine what is inferred.
+* Unknown is never a failure (9.4).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from .. import ir
+from ..diagnostics import Diagnostic, error, warning
+from ..dtypes import ELEMENT_TYPES
+from ..ir.attribute import AttributeType
+from ..registry import normalize_domain
+from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is_symbolic
+
+GRAPH_TYPES = (AttributeType.GRAPH, AttributeType.GRAPHS)
+#: Deepest nesting of function bodies and subgraphs inferred.
+MAX_DEPTH = 48
+
+
+class Scope:
+    """Types and known values of the names visible in one graph (and, through ``parent``, outside it)."""
+
+    __slots__ = ("parent", "types", "values", "declared")
+
+    def __init__(self, parent: Optional["Scope"] = None, declared: Optional[dict] = None):
+        self.parent = parent
+        self.types: dict = {}
+        self.values: dict = {}
+        self.declared: dict = declared or {}
+
+    def type(self, name: str):
+        s = self
+        while s is not None:
+            if name in s.types:
+                return s.types[name]
+            s = s.parent
+        return None
+
+    def value(self, name: str):
+        s = self
+        while s is not None:
+            if name in s.types:
+                return s.values.get(name)
+            s = s.parent
+        return None
+
+
+# -- types: merging an inferred type with a declared one ------------------------------------------
+
+def _is_unknown(t) -> bool:
+    return t is None or isinstance(t, ir.UndefinedType)
+
+
+def merge_types(inferred, declared, problems: list, fresh=frozenset()):
+    """The most specific type both entail; contradictions are appended to ``problems`` as (code, text).
+
+    Where the two contradict, the inferred part is kept (what the operator produces from its
+    inputs), so that one contradiction is reported once rather than again downstream."""
+    if _is_unknown(inferred):
+        return None if _is_unknown(declared) else declared
+    if _is_unknown(declared):
+        return inferred
+    if type(inferred) is not type(declared):
+        problems.append(("inferred-type-mismatch", f"inferred type {inferred} but the model declares {declared}"))
+        return inferred
+    if isinstance(inferred, (ir.TensorType, ir.SparseTensorType)):
+        ea, eb = inferred.elem_type, declared.elem_type
+        if ea and eb and ea != eb:
+            problems.append(("inferred-type-mismatch", f"inferred type {inferred} but the model declares {declared}"))
+            return inferred
+        shape = _merge_shapes(inferred, declared, problems, fresh)
+        return type(inferred)(ea or eb, shape, denotation=declared.denotation or inferred.denotation)
+    if isinstance(inferred, (ir.SequenceType, ir.OptionalType)):
+        elem = merge_types(inferred.elem_type, declared.elem_type, problems, fresh)
+        return type(inferred)(elem, denotation=declared.denotation or inferred.denotation)
+    if isinstance(inferred, ir.MapType):
+        if inferred.key_type and declared.key_type and inferred.key_type != declared.key_type:
+            problems.append(("inferred-type-mismatch", f"inferred type {inferred} but the model declares {declared}"))
+            return inferred
+        value = merge_types(inferred.value_type, declared.value_type, problems, fresh)
+        return ir.MapType(inferred.key_type or declared.key_type, value, denotation=declared.denotation)
+    if isinstance(inferred, ir.OpaqueType):
+        if (inferred.domain, inferred.name) != (declared.domain, declared.name):
+            problems.append(("inferred-type-mismatch", f"inferred type {inferred} but the model declares {declared}"))
+        return declared
+    return declared
+
+
+def _merge_shapes(a, b, problems, fresh):
+    sa, sb = a.shape, b.shape
+    if sa is None:
+        return sb
+    if sb is None:
+        return sa
+    if len(sa) != len(sb):
+        problems.append(("inferred-shape-mismatch", f"inferred shape {sa} (rank {len(sa)}) but the model declares "
+                                                    f"{sb} (rank {len(sb)})"))
+        return sa
+    out, bad = [], []
+    for k, (da, db) in enumerate(zip(sa.dim, sb.dim)):
+        va, vb = da.value, db.value
+        if isinstance(va, int) and isinstance(vb, int):
+            if va != vb:
+                bad.append(k)
+            out.append(da)
+        elif isinstance(va, int):
+            out.append(da if not db.denotation else ir.Dim(dim_value=va, denotation=db.denotation))
+        elif isinstance(vb, int) or va is None:
+            out.append(db)
+        elif vb is None:
+            out.append(da if not db.denotation else ir.Dim(dim_param=va, denotation=db.denotation))
+        else:
+            out.append(db if (va in fresh and vb not in fresh) else da)
+    if bad:
+        problems.append(("inferred-shape-mismatch", f"inferred shape {sa} but the model declares {sb} "
+                                                    f"(axis {', '.join(map(str, bad))})"))
+    return ir.Shape(out)
+
+
+def tensor_type_of(t) -> Optional[ir.TensorType]:
+    """The type of an initializer (dense or sparse)."""
+    if isinstance(t, ir.SparseTensor):
+        vt = t.values
+        return ir.SparseTensorType(vt.data_type if vt is not None else 0, [int(d) for d in t.dims])
+    return ir.TensorType(int(t.data_type), [int(d) for d in t.dims])
+
+
+def _initializer_value(t) -> Optional[np.ndarray]:
+    if not isinstance(t, ir.Tensor) or t.size > MAX_CONSTANT_ELEMENTS or t.data_type == 8:
+        return None
+    try:
+        return np.asarray(t.numpy())
+    except Exception:  # unreadable (external data refused, malformed): simply not known
+        return None
+
+
+def _dim_params(model: ir.Model) -> set:
+    names = set()
+
+    def walk_type(t):
+        if isinstance(t, (ir.TensorType, ir.SparseTensorType)):
+            if t.shape is not None:
+                for d in t.shape.dim:
+                    if d.dim_param:
+                        names.add(d.dim_param)
+        elif isinstance(t, (ir.SequenceType, ir.OptionalType)):
+            walk_type(t.elem_type)
+        elif isinstance(t, ir.MapType):
+            walk_type(t.value_type)
+
+    def walk_graph(g):
+        for vi in [*g.input, *g.output, *g.value_info]:
+            walk_type(vi.type)
+        for n in g.node:
+            walk_nodes(n)
+
+    def walk_nodes(n):
+        for a in n.attribute:
+            if a.type in GRAPH_TYPES and a.value is not None:
+                for sg in a.value if isinstance(a.value, list) else [a.value]:
+                    walk_graph(sg)
+            elif a.type == AttributeType.TYPE_PROTO:
+                walk_type(a.value)
+
+    if model.graph is not None:
+        walk_graph(model.graph)
+    for f in model.functions:
+        for vi in f.value_info:
+            walk_type(vi.type)
+        for n in f.node:
+            walk_nodes(n)
+    return names
+
+
+class Engine:
+    """One inference run over one model."""
+
+    def __init__(self, model: ir.Model, registry):
+        self.model = model
+        self.registry = registry
+        self.opsets = {normalize_domain(o.domain): int(o.version) for o in model.opset_import}
+        self.functions = {(f.domain, f.name, f.overload): f for f in model.functions}
+        self.types: dict = {}          # (graph path, name) -> Type
+        self.graph_types: dict = {}    # id(graph) -> {name: Type}
+        self.diagnostics: list = []
+        self._seen: set = set()
+        self._used = _dim_params(model)
+        self._counter = 0
+        self.fresh: set = set()
+        self.depth = 0
+        self.last_subgraph_values: list = []
+
+    # -- services for the context ------------------------------------------------------------
+    def fresh_dim(self) -> str:
+        while True:
+            self._counter += 1
+            name = f"unk__{self._counter}"
+            if name not in self._used:
+                self._used.add(name)
+                self.fresh.add(name)
+                return name
+
+    def _report(self, d: Diagnostic) -> None:
+        key = (d.severity, d.code, d.message, d.location)
+        if key not in self._seen:
+            self._seen.add(key)
+            self.diagnostics.append(d)
+
+    def note_warning(self, code, clause, message, location=""):
+        self._report(warning(code, clause, message, location))
+
+    @staticmethod
+    def node_label(node: ir.Node, idx: int) -> str:
+        return node.name or f"{node.op_type}#{idx}"
+
+    def node_location(self, path: str, node: ir.Node, idx: Optional[int] = None) -> str:
+        where = f"graph {path!r}" if path else "main graph"
+        n = f"node {idx} " if idx is not None else "node "
+        return f"{where} / {n}{node.name!r} ({node.domain + '::' if node.domain else ''}{node.op_type})"
+
+    def subgraph_path(self, path: str, node: ir.Node, idx: int, label: str) -> str:
+        seg = f"{self.node_label(node, idx)}.{label}"
+        return f"{path}/{seg}" if path else seg
+
+    # -- model ----------------------------------------------------------------------------------
+    def run(self) -> None:
+        if self.model.graph is not None:
+            self.infer_graph(self.model.graph, self.opsets, None, "", None, None, True)
+
+    # -- graphs ---------------------------------------------------------------------------------
+    def infer_graph(self, graph: ir.Graph, opsets: dict, parent: Optional[Scope], path: str,
+                    input_types: Optional[list], input_values: Optional[list], record: bool) -> list:
+        declared: dict = {}
+        for vi in [*graph.value_info, *graph.output]:
+            if not _is_unknown(vi.type):
+                declared.setdefault(vi.name, []).append(vi.type)
+        scope = Scope(parent, declared)
+        inits = {t.name: t for t in graph.initializer}
+        for sp in graph.sparse_initializer:
+            if sp.values is not None:
+                inits[sp.values.name] = sp
+        input_names = set()
+        for k, vi in enumerate(graph.input):
+            input_names.add(vi.name)
+            t = None if _is_unknown(vi.type) else vi.type
+            v = None
+            if input_types is not None and k < len(input_types):
+                problems: list = []
+                t = merge_types(input_types[k], t, problems, self.fresh)
+                self._problems(problems, f"{path or 'main graph'} / input {k} {vi.name!r}")
+                if input_values is not None and k < len(input_values):
+                    v = input_values[k]
+            elif t is None and vi.name in inits:
+                t = tensor_type_of(inits[vi.name])
+            self.define(scope, vi.name, t, v, f"{path or 'main graph'} / input {vi.name!r}")
+        for name, init in inits.items():
+            if name in input_names:
+                continue
+            self.define(scope, name, tensor_type_of(init), _initializer_value(init),
+                        f"{path or 'main graph'} / initializer {name!r}")
+        for idx, node in enumerate(graph.node):
+            self.infer_node(node, idx, opsets, scope, path, record)
+        if record:
+            for name, t in scope.types.items():
+                self.types[(path, name)] = t
+            self.graph_types[id(graph)] = dict(scope.types)
+        self.last_subgraph_values = [scope.value(vi.name) for vi in graph.output]
+        return [scope.type(vi.name) for vi in graph.output]
+
+    def infer_subgraph(self, graph, opsets, scope, path, input_types, input_values, record) -> list:
+        if self.depth >= MAX_DEPTH:
+            self.last_subgraph_values = [None] * len(graph.output)
+            return [None] * len(graph.output)
+        self.depth += 1
+        try:
+            return self.infer_graph(graph, opsets, scope, path, input_types, input_values, record)
+        finally:
+            self.depth -= 1
+
+    def _problems(self, problems, where):
+        for code, text in problems:
+            self._report(error(code, "9.4", text, where))
+
+    def define(self, scope: Scope, name: str, t, value, where: str) -> None:
+        for d in scope.declared.get(name, ()):
+            problems: list = []
+            t = merge_types(t, d, problems, self.fresh)
+            self._problems(problems, f"{where} / value {name!r}")
+        scope.types[name] = t
+        value = self._normalize_value(t, value)
+        if value is not None:
+            scope.values[name] = value
+        elif name in scope.values:
+            del scope.values[name]
+
+    @staticmethod
+    def _normalize_value(t, value):
+        if value is None:
+            return None
+        if not isinstance(t, ir.TensorType) and t is not None:
+            return None
+        value = np.asarray(value)
+        if value.size > MAX_CONSTANT_ELEMENTS:
+            return None
+        elem = t.elem_type if t is not None else 0
+        row = ELEMENT_TYPES.get(elem)
+        if t is not None and t.shape is not None:
+            vs = t.shape.values
+            if len(vs) != value.ndim or any(isinstance(e, int) and e != s for e, s in zip(vs, value.shape)):
+                return None  # disagrees with the type: do not trust it
+        if is_symbolic(value):
+            if row is not None and not (row.dtype.kind in "iu"):
+                return None
+            flat = value.reshape(-1)
+            if all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in flat):
+                dt = row.dtype if row is not None else np.dtype(np.int64)
+                return np.array([int(x) for x in flat], dtype=dt).reshape(value.shape)
+            return value
+        if value.dtype == object or value.dtype.kind in "USO":
+            return None
+        if row is not None and value.dtype != row.dtype:
+            try:
+                value = value.astype(row.dtype)
+            except (TypeError, ValueError):
+                return None
+        return value
+
+    # -- nodes ----------------------------------------------------------------------------------
+    def infer_node(self, node: ir.Node, idx: int, opsets: dict, scope: Scope, path: str, record: bool) -> None:
+        domain = normalize_domain(node.domain)
+        in_types = [scope.type(n) if n else None for n in node.input]
+        in_values = [scope.value(n) if n else None for n in node.input]
+        where = self.node_location(path, node, idx)
+        n_out = len(node.output)
+        out_types: list = [None] * n_out
+        out_values: list = [None] * n_out
+        visited: set = set()
+        local = self.functions.get((node.domain, node.op_type, node.overload))
+        try:
+            if local is not None:
+                out_types, out_values = self.infer_function(node, local, self._function_opsets(local, opsets), None,
+                                                            in_types, in_values, where)
+            else:
+                version = opsets.get(domain)
+                schema = self.registry.bind(domain, node.op_type, version) if version is not None else None
+                if schema is None:
+                    self.note_warning("unknown-operator", "9.2",
+                                      f"no definition of {domain or 'ai.onnx'}::{node.op_type} is known at the imported "
+                                      "version; its outputs are unknown", where)
+                else:
+                    fn = self.registry.inference.get(schema.key)
+                    if fn is not None:
+                        ctx = InferenceContext(self, node, schema, domain, version, in_types, in_values, opsets, scope,
+                                               path, record)
+                        ctx.node_index = idx
+                        ret = fn(ctx)
+                        if isinstance(ret, (list, tuple)):
+                            for i, t in enumerate(ret[:n_out]):
+                                ctx.output_types[i] = t
+                        out_types, out_values, visited = ctx.output_types, ctx.output_values, ctx.visited_subgraphs
+                    else:
+                        body = schema.function_body_for(version) if schema.has_function else None
+                        if body is not None:
+                            out_types, out_values = self.infer_function(node, body, self._function_opsets(body, opsets),
+                                                                        schema, in_types, in_values, where)
+                        else:
+                            self.note_warning("no-inference-function", "9.2",
+                                              f"{schema} has no inference function; its outputs are unknown", where)
+        except InferenceError as exc:
+            self._report(error("inference-error", "9.4", str(exc), where))
+            out_types, out_values = [None] * n_out, [None] * n_out
+        except RecursionError:
+            raise
+        except Exception as exc:  # a fault of an inference function: unknown, reported
+            self._report(warning("inference-function-failed", "9.4",
+                                 f"inference of {node.op_type} raised {type(exc).__name__}: {exc}; its outputs are unknown",
+                                 where))
+            out_types, out_values = [None] * n_out, [None] * n_out
+        # subgraphs the inference function did not look at are still inferred (their inputs unknown)
+        for a in node.attribute:
+            if a.type in GRAPH_TYPES and a.value is not None and a.name not in visited:
+                graphs = a.value if isinstance(a.value, list) else [a.value]
+                for k, g in enumerate(graphs):
+                    label = f"{a.name}[{k}]" if isinstance(a.value, list) else a.name
+                    self.infer_subgraph(g, opsets, scope, self.subgraph_path(path, node, idx, label), [], [], record)
+        for i, name in enumerate(node.output):
+            if name:
+                t = out_types[i] if i < len(out_types) else None
+                v = out_values[i] if i < len(out_values) else None
+                if t is None and v is not None and not is_symbolic(v):
+                    try:
+                        from ..dtypes import from_numpy_dtype
+                        t = ir.TensorType(int(from_numpy_dtype(v.dtype).tag), list(np.shape(v)))
+                    except Exception:
+                        t = None
+                self.define(scope, name, t, v, where)
+
+    # -- functions (Clause 8.4) ------------------------------------------------------------------
+    @staticmethod
+    def _function_opsets(fn: ir.Function, outer: dict) -> dict:
+        opsets = dict(outer)
+        for o in fn.opset_import:
+            opsets[normalize_domain(o.domain)] = int(o.version)
+        return opsets
+
+    def infer_function(self, node, fn: ir.Function, opsets, schema, in_types, in_values, where):
+        """Infer a call of ``fn`` by inferring its body with the call's input types."""
+        n_out = len(node.output)
+        if self.depth >= MAX_DEPTH:
+            return [None] * n_out, [None] * n_out
+        values = {}
+        if schema is not None:
+            for name, adef in (schema.attributes or {}).items():
+                if adef.default_value is not None:
+                    d = adef.default_value
+                    values[name] = ir.Attribute(name=name, type=int(adef.type), value=list(d) if isinstance(d, tuple) else d)
+        for a in fn.attribute_proto:
+            values[a.name] = a
+        for a in node.attribute:
+            values[a.name] = a
+        missing = {formal for k, formal in enumerate(fn.input) if k >= len(node.input) or not node.input[k]}
+        body = [_substitute(n, values, missing) for n in fn.node]
+        declared = {}
+        for vi in fn.value_info:
+            if not _is_unknown(vi.type):
+                declared.setdefault(vi.name, []).append(vi.type)
+        scope = Scope(None, declared)
+        for k, formal in enumerate(fn.input):
+            if formal not in missing:
+                scope.types[formal] = in_types[k] if k < len(in_types) else None
+                v = in_values[k] if k < len(in_values) else None
+                if v is not None:
+                    scope.values[formal] = v
+        label = f"{where} / body of {fn.domain + '::' if fn.domain else ''}{fn.name}"
+        self.depth += 1
+        try:
+            for idx, n in enumerate(body):
+                self.infer_node(n, idx, opsets, scope, label, False)
+        finally:
+            self.depth -= 1
+        types, vals = [], []
+        for k in range(n_out):
+            if k < len(fn.output) and node.output[k]:
+                types.append(scope.type(fn.output[k]))
+                vals.append(scope.value(fn.output[k]))
+            else:
+                types.append(None)
+                vals.append(None)
+        return types, vals
+
+
+def _substitute(node: ir.Node, values: dict, missing: set) -> ir.Node:
+    """A body node with attribute references replaced (8.4) and unsupplied formals made absent."""
+    needs = missing and any(n in missing for n in node.input)
+    if not needs and not any(a.ref_attr_name or a.type in GRAPH_TYPES for a in node.attribute):
+        return node
+    attrs_out = []
+    for a in node.attribute:
+        if a.ref_attr_name:
+            src = values.get(a.ref_attr_name)
+            if src is None:
+                continue
+            attrs_out.append(ir.Attribute(name=a.name, type=src.type, value=src.value))
+        elif a.type in GRAPH_TYPES and a.value is not None:
+            graphs = a.value if isinstance(a.value, list) else [a.value]
+            subs = [ir.Graph(node=[_substitute(n, values, missing) for n in g.node], name=g.name,
+                             initializer=g.initializer, sparse_initializer=g.sparse_initializer, input=g.input,
+                             output=g.output, value_info=g.value_info) for g in graphs]
+            attrs_out.append(ir.Attribute(name=a.name, type=a.type, value=subs if isinstance(a.value, list) else subs[0]))
+        else:
+            attrs_out.append(a)
+    inputs = ["" if n in missing else n for n in node.input] if needs else node.input
+    return ir.Node(input=inputs, output=node.output, name=node.name, op_type=node.op_type, domain=node.domain,
+                   overload=node.overload, attribute=attrs_out)

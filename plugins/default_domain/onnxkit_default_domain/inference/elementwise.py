@@ -1,0 +1,162 @@
+"""Elementwise operators: arithmetic, comparison, logic, bitwise, unary math, Where, Clip, Cast."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxkit.inference.common import (
+    BOOL, cast_rule, dims_of, elem_of, elementwise, elementwise_rule, fold_binary, same_as_input, tensor,
+)
+
+from ._util import register, rule
+
+FUNCTIONS: dict = {}
+
+# Before opset 7 the binary operators broadcast B to A only with broadcast=1 (unidirectionally,
+# from ``axis``): the output has A's shape.  From 7 on they broadcast multidirectionally (6.6.2).
+
+
+def _legacy_binary(elem=None):
+    def rule_(ctx):
+        a = ctx.input_type(0)
+        e = elem if elem is not None else (elem_of(a) or elem_of(ctx.input_type(1)))
+        if not ctx.attr("broadcast", 0) and a is not None and ctx.input_type(1) is not None:
+            return [elementwise(ctx, e)]
+        return [tensor(e, dims_of(a))]
+    return rule_
+
+
+for _op in ("Add", "Sub", "Mul", "Div"):
+    register(FUNCTIONS, _op, _legacy_binary(), 1, 6)
+    register(FUNCTIONS, _op, elementwise_rule(fold=_op), 7)
+register(FUNCTIONS, "Pow", _legacy_binary(), 1, 1)
+register(FUNCTIONS, "Mod", elementwise_rule(fold="Mod"))
+register(FUNCTIONS, "BitShift BitwiseAnd BitwiseOr BitwiseXor", elementwise_rule())
+
+
+@rule(FUNCTIONS, "Pow", 7)
+def _pow(ctx):
+    t = elementwise(ctx, elem_of(ctx.input_type(0)))
+    return [t]
+
+
+for _op in ("And", "Or", "Xor"):
+    register(FUNCTIONS, _op, _legacy_binary(BOOL), 1, 1)
+    register(FUNCTIONS, _op, elementwise_rule(BOOL, fold=_op), 7)
+for _op in ("Equal", "Less", "Greater"):
+    register(FUNCTIONS, _op, _legacy_binary(BOOL), 1, 6)
+    register(FUNCTIONS, _op, elementwise_rule(BOOL, fold=_op), 7)
+
+
+def _symbolic_equal(a, b):
+    """Equal over extents: decided where both are ints, or where one is a variable (an extent, so
+    never negative) and the other a negative int; otherwise undecided (None)."""
+    if a is None or b is None:
+        return None
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        return None
+    fa, fb = np.broadcast_to(a, shape).reshape(-1), np.broadcast_to(b, shape).reshape(-1)
+    out = []
+    for x, y in zip(fa, fb):
+        if isinstance(x, int) and isinstance(y, int):
+            out.append(x == y)
+        elif isinstance(x, str) and isinstance(y, int) and y < 0 or isinstance(y, str) and isinstance(x, int) and x < 0:
+            out.append(False)
+        else:
+            return None
+    return np.array(out, dtype=bool).reshape(shape)
+
+
+@rule(FUNCTIONS, "Equal", 7)
+def _equal(ctx):
+    elementwise_rule(BOOL, fold="Equal")(ctx)
+    if ctx.output_values[0] is None:
+        ctx.set_value(0, _symbolic_equal(ctx.symbolic(0), ctx.symbolic(1)))
+register(FUNCTIONS, "LessOrEqual", elementwise_rule(BOOL, fold="LessOrEqual"))
+register(FUNCTIONS, "GreaterOrEqual", elementwise_rule(BOOL, fold="GreaterOrEqual"))
+
+
+@rule(FUNCTIONS, "Max Min Sum Mean")
+def _variadic(ctx):
+    t = elementwise(ctx)
+    value = None
+    if ctx.op_type in ("Max", "Min", "Sum") and ctx.num_inputs >= 1:
+        cs = [ctx.constant(i) for i in range(ctx.num_inputs)]
+        if all(c is not None for c in cs):
+            op = {"Sum": "Add"}.get(ctx.op_type, ctx.op_type)
+            value = cs[0]
+            for c in cs[1:]:
+                value = fold_binary(op, value, c)
+                if value is None:
+                    break
+    ctx.set_output(0, t, value)
+
+
+@rule(FUNCTIONS, "Where")
+def _where(ctx):
+    t = elementwise(ctx, elem_of(ctx.input_type(1)) or elem_of(ctx.input_type(2)))
+    value = None
+    c, x, y = ctx.constant(0), ctx.constant(1), ctx.constant(2)
+    if c is not None and x is not None and y is not None and x.dtype.kind in "iub" and y.dtype.kind in "iub":
+        value = np.where(c.astype(bool), x, y)
+    elif c is not None:
+        sx, sy = ctx.symbolic(1), ctx.symbolic(2)
+        if sx is not None and sy is not None:
+            try:
+                value = np.where(c.astype(bool), sx, sy).astype(object)
+            except ValueError:
+                value = None
+    ctx.set_output(0, t, value)
+
+
+_UNARY_SAME = """Abs Neg Ceil Floor Round Sqrt Exp Log Reciprocal Sign Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh
+Atanh Erf Not BitwiseNot""".split()
+register(FUNCTIONS, _UNARY_SAME, same_as_input(0))
+
+
+@rule(FUNCTIONS, "Neg Abs", 6)
+def _neg_abs(ctx):
+    t = ctx.input_type(0)
+    c = ctx.constant(0)
+    value = None
+    if c is not None and c.dtype.kind in "iu":
+        value = -c if ctx.op_type == "Neg" else np.abs(c)
+    ctx.set_output(0, t, value)
+
+
+@rule(FUNCTIONS, "IsNaN IsInf")
+def _is_class(ctx):
+    return [tensor(BOOL, dims_of(ctx.input_type(0)))]
+
+
+register(FUNCTIONS, "Clip", same_as_input(0))
+register(FUNCTIONS, "Cast", cast_rule("to"))
+
+
+@rule(FUNCTIONS, "CastLike")
+def _cast_like(ctx):
+    target = elem_of(ctx.input_type(1))
+    t = ctx.input_type(0)
+    from onnxkit.dtypes import ELEMENT_TYPES
+
+    value = None
+    c = ctx.constant(0)
+    row = ELEMENT_TYPES.get(target)
+    if c is not None and row is not None and row.dtype.kind in "iub" and c.dtype.kind in "iub":
+        value = c.astype(row.dtype)
+    elif row is not None and row.dtype.kind in "iu" and elem_of(t) and ELEMENT_TYPES[elem_of(t)].dtype.kind in "iu":
+        value = ctx.symbolic(0)
+    ctx.set_output(0, tensor(target, dims_of(t)), value)
+
+
+@rule(FUNCTIONS, "Identity")
+def _identity(ctx):
+    v = ctx.symbolic(0)
+    c = ctx.constant(0)
+    ctx.set_output(0, ctx.input_type(0), c if c is not None else v)
+
+
+# SwiGLU(A, B) = Swish(A) * B, broadcasting multidirectionally as Mul does
+register(FUNCTIONS, "SwiGLU", elementwise_rule())

@@ -1,0 +1,130 @@
+"""Indexing: Gather*, Scatter*, Compress, OneHot, NonZero, TopK, Unique, TensorScatter."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxkit.inference.common import (
+    INT64, dims_of, elem_of, normalize_axis, same_as_input, scalar, tensor,
+)
+
+from ._util import register, rule
+
+FUNCTIONS: dict = {}
+
+
+@rule(FUNCTIONS, "Gather")
+def _gather(ctx):
+    dt, it = ctx.input_type(0), ctx.input_type(1)
+    elem = elem_of(dt)
+    d, i = dims_of(dt), dims_of(it)
+    if d is None or i is None:
+        return [tensor(elem, None)]
+    r = len(d)
+    if r == 0:
+        ctx.fail("Gather: data must have rank >= 1")
+    axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), r)
+    out = d[:axis] + i + d[axis + 1:]
+    value = None
+    s, idx = ctx.symbolic(0), ctx.constant(1)
+    if s is not None and idx is not None and idx.dtype.kind in "iu":
+        n = s.shape[axis]
+        if np.all((idx >= -n) & (idx < n)):
+            value = np.asarray(np.take(s, np.where(idx < 0, idx + n, idx).astype(np.int64), axis=axis), dtype=object)
+    ctx.set_output(0, tensor(elem, out), value)
+
+
+@rule(FUNCTIONS, "GatherElements")
+def _gather_elements(ctx):
+    return [tensor(elem_of(ctx.input_type(0)), dims_of(ctx.input_type(1)))]
+
+
+@rule(FUNCTIONS, "GatherND")
+def _gather_nd(ctx):
+    d, i = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))
+    elem = elem_of(ctx.input_type(0))
+    if d is None or i is None or not i or not isinstance(i[-1], int):
+        return [tensor(elem, None)]
+    b = int(ctx.attr("batch_dims", 0))
+    last = i[-1]
+    if b + last > len(d):
+        ctx.fail(f"GatherND: last indices extent {last} + batch_dims {b} exceeds the data rank {len(d)}")
+    return [tensor(elem, i[:-1] + d[b + last:])]
+
+
+register(FUNCTIONS, "Scatter ScatterElements ScatterND TensorScatter", same_as_input(0))
+
+
+@rule(FUNCTIONS, "Compress")
+def _compress(ctx):
+    t = ctx.input_type(0)
+    d = dims_of(t)
+    axis = ctx.attr("axis")
+    if axis is None:
+        return [tensor(elem_of(t), [None])]
+    if d is None:
+        return [tensor(elem_of(t), None)]
+    a = normalize_axis(ctx, int(axis), len(d))
+    out = list(d)
+    out[a] = None
+    return [tensor(elem_of(t), out)]
+
+
+@rule(FUNCTIONS, "OneHot")
+def _one_hot(ctx):
+    i = dims_of(ctx.input_type(0))
+    elem = elem_of(ctx.input_type(2))
+    if i is None:
+        return [tensor(elem, None)]
+    depth = scalar(ctx, 1)
+    r = len(i) + 1
+    axis = normalize_axis(ctx, int(ctx.attr("axis", -1)), r)
+    extent = None
+    if depth is not None:
+        extent = int(depth)
+    out = i[:axis] + [extent] + i[axis:]
+    return [tensor(elem, out)]
+
+
+@rule(FUNCTIONS, "NonZero")
+def _non_zero(ctx):
+    d = dims_of(ctx.input_type(0))
+    return [tensor(INT64, [None if d is None else len(d), None])]
+
+
+@rule(FUNCTIONS, "TopK")
+def _top_k(ctx):
+    t = ctx.input_type(0)
+    d = dims_of(t)
+    if d is None:
+        return [tensor(elem_of(t), None), tensor(INT64, None)]
+    axis = normalize_axis(ctx, int(ctx.attr("axis", -1)), len(d))
+    if ctx.since_version >= 10:
+        k = scalar(ctx, 1)
+        k = None if k is None else int(k)
+    else:
+        k = int(ctx.attr("k"))
+    out = list(d)
+    out[axis] = k
+    return [tensor(elem_of(t), out), tensor(INT64, out)]
+
+
+@rule(FUNCTIONS, "Unique")
+def _unique(ctx):
+    t = ctx.input_type(0)
+    d = dims_of(t)
+    axis = ctx.attr("axis")
+    if axis is None:
+        y = tensor(elem_of(t), [None])
+    elif d is None:
+        y = tensor(elem_of(t), None)
+    else:
+        a = normalize_axis(ctx, int(axis), len(d))
+        y = tensor(elem_of(t), [None if k == a else e for k, e in enumerate(d)])
+    n = tensor(INT64, [None])
+    inv = tensor(INT64, [None])
+    if axis is None and d is not None and all(isinstance(e, int) for e in d):
+        inv = tensor(INT64, [int(np.prod(d))])
+    elif axis is not None and d is not None:
+        inv = tensor(INT64, [d[normalize_axis(ctx, int(axis), len(d))]])
+    return [y, n, inv, n]

@@ -1,0 +1,63 @@
+"""Reductions: Reduce* (axes as attribute, later as input), ArgMax / ArgMin."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxkit.inference.common import INT64, axes_of, dims_of, normalize_axis, reduction_rule, tensor
+
+from ._util import register, rule
+
+FUNCTIONS: dict = {}
+
+for _op in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
+            "ReduceProd", "ReduceSumSquare"):
+    register(FUNCTIONS, _op, reduction_rule(None), 1, 17)
+    register(FUNCTIONS, _op, reduction_rule(1), 18)
+register(FUNCTIONS, "ReduceSum", reduction_rule(None), 1, 12)
+register(FUNCTIONS, "ReduceSum", reduction_rule(1), 13)
+
+_FOLD = {"ReduceSum": np.sum, "ReduceProd": np.prod, "ReduceMax": np.max, "ReduceMin": np.min}
+
+
+def _folding(axes_input):
+    """A reduction rule that also folds small integer constants (sizes computed from shapes)."""
+    base = reduction_rule(axes_input)
+
+    def rule_(ctx):
+        base(ctx)
+        c = ctx.constant(0)
+        if c is None or c.dtype.kind not in "iu" or c.size == 0:
+            return
+        axes, known = axes_of(ctx, axes_input if axes_input is not None and ctx.has_input(axes_input) else None)
+        if not known:
+            return
+        if not axes:
+            if ctx.attr("noop_with_empty_axes", 0):
+                ctx.set_value(0, c)
+                return
+            axes = list(range(c.ndim))
+        axes = tuple(normalize_axis(ctx, a, c.ndim) for a in axes)
+        ctx.set_value(0, np.asarray(_FOLD[ctx.op_type](c, axis=axes, keepdims=bool(ctx.attr("keepdims", 1)))))
+
+    return rule_
+
+
+for _op in _FOLD:
+    if _op == "ReduceSum":
+        register(FUNCTIONS, _op, _folding(None), 1, 12)
+        register(FUNCTIONS, _op, _folding(1), 13)
+    else:
+        register(FUNCTIONS, _op, _folding(None), 1, 17)
+        register(FUNCTIONS, _op, _folding(1), 18)
+
+
+@rule(FUNCTIONS, "ArgMax ArgMin")
+def _arg(ctx):
+    dims = dims_of(ctx.input_type(0))
+    if dims is None:
+        return [tensor(INT64, None)]
+    axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), len(dims))
+    keep = bool(ctx.attr("keepdims", 1))
+    out = [(1 if keep else None) if k == axis else d for k, d in enumerate(dims)]
+    return [tensor(INT64, [d for k, d in enumerate(out) if not (k == axis and not keep)])]

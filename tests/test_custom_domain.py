@@ -71,3 +71,27 @@ def test_onnxkit_unsupported_cli_exits_1_and_lists_them(tmp_path):
     out = subprocess.run([sys.executable, "-m", "onnxkit", "unsupported", str(path)], capture_output=True, text=True)
     assert out.returncode == 1
     assert "MakeHistogram" in out.stdout and "HistogramQuantile" in out.stdout and DOMAIN in out.stdout
+
+
+def test_the_domain_package_infers_its_types(stats_plugin):
+    from onnxkit.inference import infer_shapes
+
+    reg = build_registry(extra=[("example_stats", stats_plugin)])
+    model = stats_model()
+    model.graph.value_info.clear()
+    inferred = infer_shapes(model, registry=reg)
+    types = {vi.name: vi.type for vi in inferred.graph.value_info}
+    assert types["h"] == ir.OpaqueType(DOMAIN, "Histogram")
+
+
+def test_the_package_is_pip_installable_and_listed_by_onnxkit_plugins(tmp_path):
+    # build the distribution's metadata the way pip does, without touching the environment
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(EXAMPLE)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    wheel = next(tmp_path.glob("onnxkit_example_stats-*.whl"))
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as z:
+        eps = z.read(next(n for n in z.namelist() if n.endswith("entry_points.txt"))).decode()
+    assert "[onnxkit]" in eps and "example_stats = onnxkit_example_stats.plugin" in eps

@@ -1,4 +1,4 @@
-"""The hook implementations: operator set, opaque type, CPU kernels."""
+"""The hook implementations: operator set, opaque type, inference functions, CPU kernels."""
 
 from __future__ import annotations
 
@@ -63,3 +63,10 @@ def histogram_quantile(ctx):
 def onnxkit_kernels(backend):
     return KERNELS if backend == "cpu" else None
 
+
+
+@hookimpl
+def onnxkit_inference_functions():
+    from .inference import FUNCTIONS
+
+    return FUNCTIONS

@@ -86,7 +86,11 @@ def test_the_domain_package_infers_its_types(stats_plugin):
 
 def test_the_package_is_pip_installable_and_listed_by_onnxkit_plugins(tmp_path):
     # build the distribution's metadata the way pip does, without touching the environment
-    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(EXAMPLE)],
+    import shutil
+
+    source = tmp_path / "src"  # a copy: building leaves metadata beside the sources
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     wheel = next(tmp_path.glob("onnxkit_example_stats-*.whl"))

@@ -47,6 +47,8 @@ def main() -> int:
     import onnx.reference
     import onnxruntime as ort
 
+    ort.set_default_logger_severity(3)
+
     import onnxkit
     from onnxkit.conformance import dummy_input
     from onnxkit.runtime import InferenceSession

@@ -29,6 +29,9 @@ from ..registry import normalize_domain
 from .kernel import NodeContext
 
 GRAPH_TYPES = (AttributeType.GRAPH, AttributeType.GRAPHS)
+#: Operators whose result may differ between evaluations (Clause 8.5): never folded at planning.
+NON_DETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                               "Multinomial", "Bernoulli", "Dropout"})
 
 
 class Unsupported(OnnxkitError):
@@ -159,6 +162,7 @@ class Planner:
                 steps.append(step)
         output_names = [vi.name for vi in graph.output]
         free |= {n for n in output_names if n not in defined}
+        steps = self._fold_constants(steps, constants, set(output_names))
         self._lifetimes(steps, set(output_names))
         return GraphPlan(name or graph.name or "graph", input_names, output_names, constants, steps,
                          frozenset(free), defaults)
@@ -168,6 +172,34 @@ class Planner:
         if isinstance(t, ir.SparseTensor):
             return to_backend(t.to_dense())
         return to_backend(t.numpy())
+
+    @staticmethod
+    def _fold_constants(steps, constants: dict, keep: set) -> list:
+        """Evaluate, once at planning, every deterministic node whose inputs are all constants
+        (Clause 8.2 lets an implementation evaluate in any order; weights built by
+        ConstantOfShape, Constant chains, shape arithmetic on initializers).  Their outputs
+        join ``constants``; a node that fails here is left to fail at run time, by name."""
+        remaining = []
+        for step in steps:
+            node = step.node
+            if step.scope or node.op_type in NON_DETERMINISTIC or node.domain not in ("", "ai.onnx") \
+                    or not all((not n) or n in constants for n in step.inputs):
+                remaining.append(step)
+                continue
+            try:
+                out = step.fn(*[constants[n] if n else None for n in step.inputs])
+            except Exception:
+                remaining.append(step)
+                continue
+            outs = out if type(out) is tuple else (out,)
+            for name, value in zip(step.outputs, outs):
+                if name:
+                    constants[name] = value
+        if len(remaining) < len(steps):  # drop constants nothing reads any more
+            used = {n for s in remaining for n in (*s.inputs, *s._uses)} | keep
+            for name in [n for n in constants if n not in used]:
+                del constants[name]
+        return remaining
 
     @staticmethod
     def _lifetimes(steps, keep: set) -> None:

@@ -757,3 +757,26 @@ def test_canonical_form_of_unknown_fields():
     b = ld(98, b"x") + BASE + key(99, 0) + b"\x81\x80\x00"  # reordered, non-minimal
     assert api.canonical_bytes(a) == api.canonical_bytes(b)
     assert api.canonical_bytes(a) != api.canonical_bytes(BASE + vi(99, 2) + ld(98, b"x"))
+
+
+@pytest.mark.parametrize("n", [31, 32, 33, 100, 70000])
+def test_long_unpacked_runs_decode_like_short_ones(n):
+    """Unpacked repeated scalars past the vectorised threshold: same values, exact bytes back."""
+    import onnx
+
+    rng = np.random.default_rng(n)
+    ints = rng.integers(-(1 << 40), 1 << 40, size=n).tolist()
+    floats = rng.standard_normal(n).astype(np.float32)
+    floats[::7] = np.float32("nan")
+    node = onnx.helper.make_node("X", [], ["y"], ints=ints, floats=floats.tolist())
+    data = node.SerializeToString()
+    back = decode_message(data, "NodeProto")
+    attrs_ = {a.name: a.value for a in back.attribute}
+    assert attrs_["ints"] == ints
+    got = np.array(attrs_["floats"], dtype=np.float32)
+    assert got.tobytes() == floats.tobytes()
+    assert encode_message(back) == data
+    # a run that stops in the middle: the same key resumes after another field
+    t = onnx.TensorProto(dims=list(range(40)), data_type=1, name="t")
+    t.dims.extend(range(40, 80))
+    assert decode_message(t.SerializeToString(), "TensorProto").dims == list(range(80))

@@ -43,7 +43,8 @@ _ROWS = [
     _c("reserved-field", "12.6", E, "a tag Annex B records as reserved is used"),
     # -- operator set imports (5.3.2, 10.4) -------------------------------------------------
     _c("opset-import-missing", "5.3.1, 5.3.2", E, "the model (IR version >= 3) declares no operator set import"),
-    _c("duplicate-opset-import", "5.3.2", E, "one domain is imported more than once ('' and 'ai.onnx' are the same domain)"),
+    _c("duplicate-opset-import", "5.3.2", E, "one domain is imported at two different versions ('' and 'ai.onnx' are the same domain)"),
+    _c("repeated-opset-import", "5.3.2", W, "one domain is imported twice at the same version (harmless; written by some exporters)"),
     _c("invalid-opset-version", "5.3.2", E, "an operator set version is not a positive integer"),
     _c("unknown-domain", "5.3.2, 16.1", W, "no installed plugin provides this domain: its nodes cannot be checked"),
     _c("unknown-opset-version", "5.3.2, 14.4", W, "no installed plugin provides this version of a known domain: its nodes cannot be checked"),

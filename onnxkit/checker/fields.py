@@ -35,6 +35,8 @@ Detects, for every message of the model (see :func:`check_object`):
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import ir
 from ..ir.attribute import VALUE_FIELD, AttributeType
 from ..wire.adapters import MESSAGE_OF_CLASS
@@ -55,7 +57,7 @@ _VALUE_TAGS = {_ATTR_SPEC.by_name[f].tag: f for f in VALUE_FIELD.values() if f !
 _SCALAR_OR_MESSAGE = {"f", "i", "s", "t", "g", "sparse_tensor"}
 #: Python value kinds by attribute type, for attributes built in Python (no wire record).
 _KIND = {
-    AttributeType.FLOAT: (float, int), AttributeType.INT: (int,), AttributeType.STRING: (bytes, str),
+    AttributeType.FLOAT: (float, int, np.floating), AttributeType.INT: (int, np.integer), AttributeType.STRING: (bytes, str),
     AttributeType.TENSOR: (ir.Tensor,), AttributeType.GRAPH: (ir.Graph,), AttributeType.SPARSE_TENSOR: (ir.SparseTensor,),
     AttributeType.TYPE_PROTO: (ir.Type,),
 }
@@ -143,7 +145,10 @@ def _check_attribute(ctx: Context, a: ir.Attribute, loc: str) -> None:
 def _value_matches(atype: AttributeType, value) -> bool:
     element = _LIST_OF.get(atype)
     if element is not None:
-        return isinstance(value, list) and all(isinstance(v, _KIND[element]) for v in value)
+        if not isinstance(value, list):
+            return False
+        kinds = _KIND[element]  # the distinct element types, found at C speed (lists can be huge)
+        return all(issubclass(t, kinds) and not (element != AttributeType.INT and t is bool) for t in set(map(type, value)))
     kinds = _KIND[atype]
     return isinstance(value, kinds) and not (atype != AttributeType.INT and isinstance(value, bool))
 

@@ -45,14 +45,19 @@ def index_functions(ctx: Context, model: ir.Model) -> None:
 
 def _function_opsets(ctx: Context, fn: ir.Function, loc: str) -> dict:
     opsets = dict(ctx.opsets)
-    seen = set()
+    seen: dict = {}
     for i, o in enumerate(fn.opset_import):
         d = normalize_domain(o.domain)
         where = join(loc, f"opset_import {i} {q(o.domain)}")
         if d in seen:
-            ctx.emit("duplicate-opset-import", f"the function imports {display_domain(d)!r} more than once", where)
+            if seen[d] == o.version:
+                ctx.emit("repeated-opset-import", f"the function imports {display_domain(d)!r} twice at version "
+                         f"{o.version}", where)
+            else:
+                ctx.emit("duplicate-opset-import", f"the function imports {display_domain(d)!r} at two versions "
+                         f"({seen[d]} and {o.version})", where)
             continue
-        seen.add(d)
+        seen[d] = o.version
         if o.version < 1:
             ctx.emit("invalid-opset-version", f"version {o.version} of {display_domain(d)!r} is not a positive integer",
                      where)

@@ -52,8 +52,12 @@ def check_imports(ctx: Context, model: ir.Model) -> None:
         d = normalize_domain(o.domain)
         loc = f"model / opset_import {i} {q(o.domain)}"
         if d in opsets:
-            ctx.emit("duplicate-opset-import", f"domain {display_domain(d)!r} is imported more than once "
-                     f"(versions {opsets[d]} and {o.version})", loc)
+            if opsets[d] == o.version:
+                ctx.emit("repeated-opset-import", f"domain {display_domain(d)!r} is imported twice at version "
+                         f"{o.version}", loc)
+            else:
+                ctx.emit("duplicate-opset-import", f"domain {display_domain(d)!r} is imported at two versions "
+                         f"({opsets[d]} and {o.version})", loc)
             continue
         if o.version < 1:
             ctx.emit("invalid-opset-version", f"version {o.version} of {display_domain(d)!r} is not a positive integer",

@@ -80,6 +80,16 @@ def label(parent, field: str, index, obj) -> str:
     return f"{field} {index}" if index is not None else field
 
 
+_IS_IR: dict = {}
+
+
+def _is_ir(cls) -> bool:
+    r = _IS_IR.get(cls)
+    if r is None:
+        r = _IS_IR[cls] = attrs.has(cls)
+    return r
+
+
 def walk(root, root_location: str = "") -> list:
     """Every IR object under ``root`` as ``(obj, location, parent, field)``, depth-first in field order."""
     out = []
@@ -95,10 +105,12 @@ def walk(root, root_location: str = "") -> list:
             # children of the model other than its graph and functions are located under "model"
             base = "model" if isinstance(obj, ir.Model) and name not in ("graph", "functions") else loc
             if isinstance(v, list):
+                if not v or not _is_ir(type(v[0])) and not _is_ir(type(v[-1])):
+                    continue  # a list of scalars (ints, floats, strings): nothing to walk
                 for i, item in enumerate(v):
-                    if attrs.has(type(item)):
+                    if _is_ir(type(item)):
                         children.append((item, _join(base, label(obj, name, i, item)), obj, name))
-            elif attrs.has(type(v)):
+            elif _is_ir(type(v)):
                 children.append((v, _join(base, label(obj, name, None, v)), obj, name))
         stack.extend(reversed(children))
     return out

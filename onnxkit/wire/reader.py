@@ -30,7 +30,7 @@ from ..ir.base import WireInfo
 from ..limits import DEFAULT_LIMITS, Limits
 from .adapters import MANDATORY_SCALARS, builder_for
 from .schema import DEPRECATED, MESSAGES
-from .varint import decode_varints
+from .varint import decode_varints, encode_varint
 
 _unpack_f = struct.Struct("<f").unpack_from
 _unpack_d = struct.Struct("<d").unpack_from
@@ -42,6 +42,8 @@ _ZERO_COPY = {("TensorProto", "raw_data")}
 
 
 _VARINT, _UINT64, _INT32, _FLOAT, _DOUBLE, _MESSAGE, _STRING, _BYTES, _VIEW, _PACKED, _DEPRECATED = range(11)
+_RUN_AFTER = 32          # elements of one unpacked field read one by one before switching to numpy
+_RUN_WINDOW = 1 << 16    # octets examined per vectorised step
 
 
 def _plan(spec):
@@ -229,6 +231,18 @@ class Reader:
                     fields[fname] = [v]
                 else:
                     lst.append(v)
+                    if len(lst) == _RUN_AFTER and code != _STRING and code != _BYTES and code != _VIEW:
+                        # a long unpacked run (key, value, key, value, ...): decode the rest with numpy
+                        more, pos = self._run(key, code, pos, end, path, fname)
+                        if more is not None:
+                            if _FINISH[name][0].get(fname) is not None:
+                                lst.append(more)
+                            else:
+                                values = more.tolist()
+                                if code == _FLOAT:  # a NaN keeps its exact bits (12.2.4), as one by one
+                                    for i in np.flatnonzero(np.isnan(more)).tolist():
+                                        values[i] = more[i]
+                                lst.extend(values)
             else:
                 if arg is not None and code != _MESSAGE and code != _DEPRECATED:  # one-of: clear the others
                     for other in arg:
@@ -255,6 +269,63 @@ class Reader:
         if arrays:  # a TensorProto: remember it, so the loader need not walk the model for them
             self.tensors.append(obj)
         return obj
+
+    def _run(self, key, code, pos, end, path, fname):
+        """Decode the consecutive fields with key ``key`` from ``pos`` on, as one numpy array.
+
+        Unpacked repeated scalars (proto2's default, e.g. attribute ``ints``/``floats`` of
+        large ML models) are millions of (key, value) pairs; this reads them vectorised.
+        Returns ``(values or None, new position)``.
+        """
+        buf = self.buf
+        keyb = encode_varint(key)
+        k = len(keyb)
+        out = []
+        while True:
+            window = min(end, pos + _RUN_WINDOW)
+            b = np.frombuffer(buf, dtype=np.uint8, count=window - pos, offset=pos)
+            if code == _FLOAT or code == _DOUBLE:
+                stride = k + (4 if code == _FLOAT else 8)
+                n = b.size // stride
+                if n == 0:
+                    break
+                rows = b[:n * stride].reshape(n, stride)
+                ok = np.all(rows[:, :k] == np.frombuffer(keyb, dtype=np.uint8), axis=1)
+                n = int(np.argmin(ok)) if not ok.all() else n
+                if n == 0:
+                    break
+                vals = np.ascontiguousarray(rows[:n, k:]).view("<f4" if code == _FLOAT else "<f8").reshape(-1)
+                out.append(vals if code == _DOUBLE else vals)
+                pos += n * stride
+            else:
+                ends = np.flatnonzero(b < 0x80)
+                if ends.size < 2:
+                    break
+                complete = ends[-1] + 1
+                starts = np.empty_like(ends)
+                starts[0] = 0
+                starts[1:] = ends[:-1] + 1
+                lengths = ends - starts + 1
+                if lengths.max() > 10:
+                    break  # leave the fault to the scalar path, which names it
+                vals = decode_varints(b[:complete], pos, "")
+                npairs = vals.size // 2
+                keys_ok = (vals[0:2 * npairs:2] == key) & (lengths[0:2 * npairs:2] == k)
+                n = int(np.argmin(keys_ok)) if not keys_ok.all() else npairs
+                if n == 0:
+                    break
+                v = vals[1:2 * n:2]
+                if code != _UINT64:
+                    v = v.view(np.int64)
+                    if code == _INT32 and v.size and (v.min() < _INT32_MIN or v.max() > _INT32_MAX):
+                        self.fail(f"a value of int32 field {fname} is out of range (12.2.3)", pos, (path, fname, None))
+                out.append(v)
+                pos += int(ends[2 * n - 1]) + 1
+            if window == end or pos < window - _RUN_WINDOW // 2:
+                break  # the run ended inside this window
+        if not out:
+            return None, pos
+        return (out[0] if len(out) == 1 else np.concatenate(out)), pos
 
     def _skip(self, key, start, pos, end, path):
         """Skip an unknown field by its wire type alone (12.4)."""

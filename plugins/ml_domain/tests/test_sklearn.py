@@ -1,6 +1,6 @@
 """scikit-learn models exported with skl2onnx: onnxkit's outputs against onnxruntime's.
 
-Test-only dependencies: scikit-learn, skl2onnx, onnxruntime (skipped when absent).  Labels
+Test-only dependencies: scikit-learn, skl2onnx, onnxruntime, pandas (the `test` extra).  Labels
 must be equal; scores and probabilities within rtol 1e-5 (atol 1e-6 for values near 0).
 
 Both runtimes get the exported bytes as they are (skl2onnx 1.20 imports the default domain
@@ -14,9 +14,7 @@ import warnings
 import numpy as np
 import pytest
 
-pytest.importorskip("sklearn")
-pytest.importorskip("skl2onnx")
-ort = pytest.importorskip("onnxruntime")
+import onnxruntime as ort  # noqa: E402  (test dependencies: pyproject's `test` extra)
 
 from sklearn.compose import ColumnTransformer  # noqa: E402
 from sklearn.datasets import make_classification, make_regression  # noqa: E402
@@ -188,7 +186,7 @@ def test_pipeline_column_transformer_mixed_columns():
     color = RNG.choice(["red", "green", "blue"], size=(n, 1)).astype(object)
     size = RNG.choice(["S", "M", "L", "XL"], size=(n, 1)).astype(object)
     y = ((np.nan_to_num(num[:, 0]) > 0) ^ (color[:, 0] == "red")).astype(np.int64)
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
 
     df = pd.DataFrame({"a": num[:, 0], "b": num[:, 1], "c": num[:, 2], "color": color[:, 0], "size": size[:, 0]})
     pre = ColumnTransformer([

@@ -11,3 +11,17 @@ def onnxkit_operator_sets():
     from .schemas import operator_sets
 
     return operator_sets()
+
+
+@hookimpl
+def onnxkit_kernels(backend):
+    """CPU kernels of every ai.onnx.ml definition (numpy), for the ``cpu`` backend only."""
+    from .kernels import all_kernels
+
+    return all_kernels() if backend == "cpu" else None
+
+
+@hookimpl
+def onnxkit_inference_functions():
+    from .inference import functions
+    return functions()

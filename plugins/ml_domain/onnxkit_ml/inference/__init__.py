@@ -1,0 +1,30 @@
+"""Shape and type inference functions of ai.onnx.ml (Clause 9.2), one module per family.
+
+Every module of this package whose name does not start with ``_`` defines ``FUNCTIONS``:
+``{('ai.onnx.ml', op_type, since_version): fn}``; :func:`functions` merges them, and the
+plugin's ``onnxkit_inference_functions`` hook returns the result.  Every definition of
+ai.onnx.ml operator sets 1..5 has a function (25 in all).
+
+The rules are those of the operators' definitions (onnx/defs/traditionalml), completed where
+the definition is explicit about a shape that ONNX's own functions leave open (a batch of
+``N`` rows gives ``N`` labels and ``[N, E]`` scores; a 1-D input is one row, ``N = 1``).
+Where the definition and the runtimes disagree (CastMap's and DictVectorizer's rank, a 1-D
+input of FeatureVectorizer), the shape is left unknown rather than guessed (9.4).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+
+def functions() -> dict:
+    """Every inference function of every family module."""
+    out: dict = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for key, fn in getattr(module, "FUNCTIONS", {}).items():
+            out.setdefault(key, fn)
+    return out

@@ -141,7 +141,33 @@ def check_model(model: Union[ir.Model, str, os.PathLike, bytes, bytearray, memor
         ctx.emit("limit-exceeded", "graphs nest too deeply to be checked (Clause 15.4)", "model")
     metadata.check_configurations(ctx, model)
     metadata.check_training(ctx, model)
+    if model.graph is not None and not ctx.report.errors:
+        _check_inference(ctx, model, registry)
     return ctx.report
+
+
+#: What the inference engine reports that belongs in a Clause 10 report.
+INFERENCE_CODES = ("inferred-type-mismatch", "inferred-shape-mismatch", "inference-error", "no-inference-function",
+                   "inference-function-failed")
+
+
+def _check_inference(ctx: Context, model: ir.Model, registry) -> None:
+    """Clause 9.4: an inferred type or shape contradicting a declared one is reported (Clause 10).
+
+    Run on structurally valid models only: on a broken graph what inference derives is noise."""
+    from ..inference import infer_model
+
+    try:
+        result = infer_model(model, registry=registry)
+    except RecursionError:
+        ctx.emit("limit-exceeded", "graphs nest too deeply to be inferred (Clause 15.4)", "model")
+        return
+    except Exception as exc:  # a fault in inference must not hide the rest of the report
+        ctx.emit("inference-function-failed", f"inference stopped: {type(exc).__name__}: {exc}", "model")
+        return
+    for d in result.diagnostics:
+        if d.code in INFERENCE_CODES:
+            ctx.emit(d.code, d.message, d.location)
 
 
 def _check_training(ctx: Context, model: ir.Model) -> None:

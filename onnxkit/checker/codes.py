@@ -92,6 +92,12 @@ _ROWS = [
     _c("negative-extent", "6.5.1", E, "a dimension or tensor dims entry is negative"),
     _c("type-mismatch", "7.1, 9.4", E, "two statements of one value's type disagree (kind or element type)"),
     _c("shape-mismatch", "6.5, 9.4, 10.3", E, "two static extents (or ranks) that must be equal are not"),
+    # -- inference (Clause 9), run on a structurally valid model ------------------------------
+    _c("inferred-type-mismatch", "9.4", E, "the type inference derives contradicts the type the model declares"),
+    _c("inferred-shape-mismatch", "9.4", E, "the shape inference derives contradicts the shape the model declares"),
+    _c("inference-error", "9.4", E, "a node's input types or shapes contradict its operator's definition"),
+    _c("no-inference-function", "9.2", W, "a bound definition has no inference function: its outputs stay unknown"),
+    _c("inference-function-failed", "9.4", W, "an inference function failed; its outputs stay unknown"),
     _c("broadcast-mismatch", "6.6, 10.3", E, "the static shapes of an elementwise operator's inputs do not broadcast"),
     _c("type-constraint-violation", "10.3", E, "an input or output type is not admitted by the operator's type constraint"),
     _c("type-variable-mismatch", "10.3", E, "one type variable of the operator is bound to two different types in one node"),

@@ -44,6 +44,7 @@ class Case:
     open_external: bool = False
     oracle: bool = False  # valid case that onnx.checker must accept too
     encode: bool = True  # False: checked as the IR object itself, not its octets
+    registry: object = None  # None: the installed plugins
 
 
 INVALID: list = []
@@ -656,6 +657,69 @@ def add_float_and_int64():
 @bad("type-variable-mismatch")
 def relu_output_type_differs():
     return model(graph([node("Relu", ["X"], ["Y"])], [vi("X")], [vi("Y", DataType.DOUBLE)]))
+
+
+# ================================================================== INVALID: inference (Clause 9.4)
+
+@bad("inferred-type-mismatch")
+def cast_declared_as_another_type():
+    # Cast's output may be int32 by its constraint, but `to` says FLOAT: inference contradicts the declaration
+    return model(graph([node("Cast", ["X"], ["Y"], to=int(F))], [vi("X", I64)], [vi("Y", DataType.INT32)]))
+
+
+@bad("inferred-shape-mismatch")
+def relu_declared_with_another_shape():
+    return model(graph([node("Relu", ["X"], ["Y"])], [vi("X", F, (2, 3))], [vi("Y", F, (3, 2))]))
+
+
+@bad("inference-error")
+def matmul_inner_extents_differ():
+    return model(graph([node("MatMul", ["A", "B"], ["Y"])], [vi("A", F, (2, 3)), vi("B", F, (4, 5))],
+                       [vi("Y", F, (2, 5))]))
+
+
+def _registry_with_custom_domain(infer=None):
+    """The installed plugins plus a domain 'com.example.infer' whose op may lack inference."""
+    import types
+
+    from onnxkit import hookimpl
+    from onnxkit.registry import build_registry
+    from onnxkit.schema import FormalParameter, OperatorSet, OpSchema
+
+    schema = OpSchema(domain="com.example.infer", name="Thing", since_version=1,
+                      inputs=(FormalParameter("x", "tensor(float)"),), outputs=(FormalParameter("y", "tensor(float)"),),
+                      min_input=1, max_input=1, min_output=1, max_output=1)
+    plugin = types.SimpleNamespace()
+
+    def onnxkit_operator_sets():
+        return [OperatorSet("com.example.infer", 1, {"Thing": schema})]
+
+    plugin.onnxkit_operator_sets = hookimpl(onnxkit_operator_sets)
+    if infer is not None:
+        def onnxkit_inference_functions():
+            return {("com.example.infer", "Thing", 1): infer}
+
+        plugin.onnxkit_inference_functions = hookimpl(onnxkit_inference_functions)
+    return build_registry(extra=[("example-infer", plugin)])
+
+
+def _thing_model():
+    return model(graph([node("Thing", ["X"], ["Y"], domain="com.example.infer")], [vi("X")], [vi("Y")]),
+                 opsets=(("", 17), ("com.example.infer", 1)))
+
+
+@bad("no-inference-function", registry=_registry_with_custom_domain())
+def custom_op_without_inference():
+    return _thing_model()
+
+
+def _broken_inference(ctx):
+    raise RuntimeError("this inference function is broken")
+
+
+@bad("inference-function-failed", registry=_registry_with_custom_domain(_broken_inference))
+def custom_op_with_failing_inference():
+    return _thing_model()
 
 
 # ================================================================== INVALID: tensors

@@ -27,15 +27,15 @@ from onnxkit.checker.codes import CODES  # noqa: E402
 def run(case, tmp_path):
     obj = case.build()
     if not case.encode:
-        return check_model(obj, limits=case.limits, open_external=case.open_external)
+        return check_model(obj, limits=case.limits, open_external=case.open_external, registry=case.registry)
     data = obj if isinstance(obj, bytes) else to_bytes(obj)
     if case.files or case.path:
         for name, content in case.files.items():
             (tmp_path / name).write_bytes(content)
         path = tmp_path / "model.onnx"
         path.write_bytes(data)
-        return check_model(str(path), limits=case.limits, open_external=case.open_external)
-    return check_model(data, limits=case.limits, open_external=case.open_external)
+        return check_model(str(path), limits=case.limits, open_external=case.open_external, registry=case.registry)
+    return check_model(data, limits=case.limits, open_external=case.open_external, registry=case.registry)
 
 
 def test_catalogue_size():

@@ -1,0 +1,129 @@
+"""Resizing and sampling: Resize, Upsample, GridSample, AffineGrid, Col2Im."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from onnxkit.dtypes import DataType
+from onnxkit.inference.common import dims_of, elem_of, int_list, normalize_axis, tensor, unify
+
+from ._util import rule
+
+FUNCTIONS: dict = {}
+INT32, UINT8 = int(DataType.INT32), int(DataType.UINT8)
+
+
+# -- resizing, sampling ---------------------------------------------------------------------------
+
+def _scaled(dims, scales):
+    return [int(math.floor(d * s)) if isinstance(d, int) else (d if s == 1 else None) for d, s in zip(dims, scales)]
+
+
+@rule(FUNCTIONS, "Resize", 10, 10)
+def _resize_10(ctx):
+    x = ctx.input_type(0)
+    xd = dims_of(x)
+    scales = ctx.constant(1)
+    if xd is None or scales is None or scales.size != len(xd):
+        return [tensor(elem_of(x), None if xd is None else [None] * len(xd))]
+    return [tensor(elem_of(x), _scaled(xd, [float(s) for s in scales.reshape(-1)]))]
+
+
+@rule(FUNCTIONS, "Resize", 11)
+def _resize(ctx):
+    x = ctx.input_type(0)
+    xd = dims_of(x)
+    elem = elem_of(x)
+    if xd is None:
+        return [tensor(elem, None)]
+    r = len(xd)
+    axes = ctx.attr("axes")
+    axes = list(range(r)) if not axes else [normalize_axis(ctx, a, r) for a in axes]
+    unknown = tensor(elem, [xd[k] if k not in axes else None for k in range(r)])
+    sizes = int_list(ctx, 3) if ctx.has_input(3) else None
+    scales_c = ctx.constant(2) if ctx.has_input(2) else None
+    if scales_c is not None and scales_c.size == 0:
+        scales_c = None
+    if ctx.has_input(3) and sizes is None and (scales_c is None):
+        return [unknown]
+    out = list(xd)
+    if sizes is not None and len(sizes) == len(axes):
+        policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+        if policy == "stretch":
+            for a, s in zip(axes, sizes):
+                out[a] = s
+        else:
+            if not all(isinstance(xd[a], int) and xd[a] > 0 for a in axes):
+                return [unknown]
+            ratios = [s / xd[a] for a, s in zip(axes, sizes)]
+            scale = min(ratios) if policy == "not_larger" else max(ratios)
+            for a in axes:
+                out[a] = int(math.floor(scale * xd[a] + 0.5))
+        return [tensor(elem, out)]
+    if scales_c is not None and scales_c.size == len(axes):
+        for a, s in zip(axes, scales_c.reshape(-1).tolist()):
+            d = xd[a]
+            out[a] = int(math.floor(d * s)) if isinstance(d, int) else (d if s == 1 else None)
+        return [tensor(elem, out)]
+    return [unknown]
+
+
+@rule(FUNCTIONS, "Upsample")
+def _upsample(ctx):
+    x = ctx.input_type(0)
+    xd = dims_of(x)
+    if xd is None:
+        return [tensor(elem_of(x), None)]
+    if ctx.since_version >= 9:
+        c = ctx.constant(1)
+        scales = None if c is None else [float(s) for s in c.reshape(-1)]
+    elif ctx.since_version >= 7:
+        scales = ctx.attr("scales")
+    else:
+        scales = [1.0, 1.0, float(ctx.attr("height_scale")), float(ctx.attr("width_scale"))] if len(xd) == 4 else None
+    if scales is None or len(scales) != len(xd):
+        return [tensor(elem_of(x), [None] * len(xd))]
+    return [tensor(elem_of(x), _scaled(xd, scales))]
+
+
+@rule(FUNCTIONS, "GridSample")
+def _grid_sample(ctx):
+    xd, gd = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))
+    elem = elem_of(ctx.input_type(0))
+    if xd is None and gd is None:
+        return [tensor(elem, None)]
+    n = unify(xd[0] if xd else None, gd[0] if gd else None)
+    c = xd[1] if xd is not None and len(xd) > 1 else None
+    sp = gd[1:-1] if gd is not None else [None] * (len(xd) - 2)
+    return [tensor(elem, [n, c] + sp)]
+
+
+@rule(FUNCTIONS, "AffineGrid")
+def _affine_grid(ctx):
+    elem = elem_of(ctx.input_type(0))
+    size = int_list(ctx, 1)
+    if size is None:
+        sd = dims_of(ctx.input_type(1))
+        if sd is not None and sd[0] in (4, 5):
+            return [tensor(elem, [None] * (sd[0]))]
+        return [tensor(elem, None)]
+    sp = size[2:]
+    return [tensor(elem, [size[0]] + sp + [len(sp)])]
+
+
+@rule(FUNCTIONS, "Col2Im")
+def _col2im(ctx):
+    xd = dims_of(ctx.input_type(0))
+    elem = elem_of(ctx.input_type(0))
+    image, block = int_list(ctx, 1), int_list(ctx, 2)
+    n = xd[0] if xd else None
+    c = None
+    if xd is not None and len(xd) == 3 and isinstance(xd[1], int) and block and all(b > 0 for b in block):
+        p = int(np.prod(block))
+        c = xd[1] // p if xd[1] % p == 0 else None
+    if image is None:
+        rd = dims_of(ctx.input_type(1))
+        return [tensor(elem, None if rd is None or not isinstance(rd[0], int) else [n, c] + [None] * rd[0])]
+    return [tensor(elem, [n, c] + image)]

@@ -1,0 +1,116 @@
+"""Signal and miscellaneous operators: DFT, STFT, Det, NonMaxSuppression, TfIdfVectorizer,
+ImageDecoder, BitCast."""
+
+from __future__ import annotations
+
+from onnxkit.dtypes import DataType
+from onnxkit.inference.common import FLOAT, INT64, dims_of, elem_of, normalize_axis, scalar, tensor
+
+from ._util import rule
+
+FUNCTIONS: dict = {}
+INT32, UINT8 = int(DataType.INT32), int(DataType.UINT8)
+
+
+# -- signal, misc ---------------------------------------------------------------------------------
+
+@rule(FUNCTIONS, "DFT")
+def _dft(ctx):
+    x = ctx.input_type(0)
+    xd = dims_of(x)
+    elem = elem_of(x)
+    if xd is None:
+        return [tensor(elem, None)]
+    r = len(xd)
+    onesided, inverse = bool(ctx.attr("onesided", 0)), bool(ctx.attr("inverse", 0))
+    last = 1 if (onesided and inverse) else 2
+    length = None
+    if ctx.has_input(1):
+        length = scalar(ctx, 1)
+        if length is None:
+            return [tensor(elem, [None] * (r - 1) + [last])]
+        length = int(length)
+    axis = None
+    if ctx.since_version >= 20:
+        if ctx.has_input(2):
+            a = scalar(ctx, 2)
+            axis = None if a is None else int(a)
+        else:
+            axis = -2
+    else:
+        axis = int(ctx.attr("axis", 1))
+    if axis is None:
+        if not onesided and length is None:
+            return [tensor(elem, xd[:-1] + [2])]  # every axis keeps its extent
+        return [tensor(elem, [None] * (r - 1) + [last])]
+    axis = normalize_axis(ctx, axis, r)
+    if axis == r - 1:
+        ctx.fail("DFT: the axis cannot be the last one")
+    out = list(xd)
+    out[-1] = last
+    n = xd[axis] if length is None else length
+    if onesided and inverse:
+        n = length if length is not None else (2 * (xd[axis] - 1) if isinstance(xd[axis], int) else None)
+    elif onesided:
+        n = n // 2 + 1 if isinstance(n, int) else None
+    out[axis] = n
+    return [tensor(elem, out)]
+
+
+@rule(FUNCTIONS, "STFT")
+def _stft(ctx):
+    x = ctx.input_type(0)
+    xd = dims_of(x)
+    elem = elem_of(x)
+    step = scalar(ctx, 1)
+    length = scalar(ctx, 3) if ctx.has_input(3) else None
+    if length is None and ctx.has_input(2):
+        wd = dims_of(ctx.input_type(2))
+        length = wd[0] if wd is not None and len(wd) == 1 and isinstance(wd[0], int) else None
+    batch = xd[0] if xd else None
+    frames = bins = None
+    if xd is not None and len(xd) >= 2 and isinstance(xd[1], int) and step is not None and length is not None:
+        frames = (xd[1] - int(length)) // int(step) + 1
+    if length is not None:
+        bins = int(length) // 2 + 1 if ctx.attr("onesided", 1) else int(length)
+    return [tensor(elem, [batch, frames, bins, 2])]
+
+
+@rule(FUNCTIONS, "Det")
+def _det(ctx):
+    x = ctx.input_type(0)
+    xd = dims_of(x)
+    return [tensor(elem_of(x), None if xd is None else xd[:-2])]
+
+
+@rule(FUNCTIONS, "NonMaxSuppression")
+def _nms(ctx):
+    return [tensor(INT64, [None, 3])]
+
+
+@rule(FUNCTIONS, "TfIdfVectorizer")
+def _tfidf(ctx):
+    xd = dims_of(ctx.input_type(0))
+    idx = ctx.attr("ngram_indexes")
+    n = max(idx) + 1 if idx else None
+    if xd is None:
+        return [tensor(FLOAT, None)]
+    return [tensor(FLOAT, [n] if len(xd) <= 1 else [xd[0], n])]
+
+
+@rule(FUNCTIONS, "ImageDecoder")
+def _image_decoder(ctx):
+    fmt = ctx.attr("pixel_format", "RGB")
+    return [tensor(UINT8, [None, None, 1 if fmt == "Grayscale" else 3])]
+
+
+@rule(FUNCTIONS, "BitCast")
+def _bitcast(ctx):
+    from onnxkit.dtypes import ELEMENT_TYPES
+
+    x = ctx.input_type(0)
+    to = int(ctx.attr("to"))
+    a, b = ELEMENT_TYPES.get(elem_of(x)), ELEMENT_TYPES.get(to)
+    if a is not None and b is not None and a.bits != b.bits:
+        ctx.fail(f"BitCast: {a.name} has {a.bits} bits, {b.name} {b.bits}; the widths must be equal")
+    return [tensor(to, dims_of(x))]  # the same shape as the input

@@ -19,13 +19,20 @@ from .registry import get_registry, register_plugin, unregister_plugin
 
 __version__ = "0.1.0"
 
+__all__ = [
+    "hookimpl", "DecodeError", "EncodeError", "EvaluationError", "ExternalDataError", "LimitExceeded", "OnnxkitError",
+    "PluginError", "UnsupportedOperatorError", "ValidationError", "DataType", "DEFAULT_LIMITS", "Limits",
+    "get_registry", "register_plugin", "unregister_plugin", "IR_VERSION", "load", "save", "load_value",
+    "canonical_bytes", "model_hash", "InferenceSession", "run_model", "check_model", "infer_shapes",
+]
+
 #: The IR version this edition of onnxkit writes and checks against (Clause 14.1.2).
 IR_VERSION = 14
 
 
 def __getattr__(name):
     # The codec API is imported on first use so that `import onnxkit` stays light.
-    if name in ("load", "save", "load_value", "canonical_bytes", "model_hash", "save_value"):
+    if name in ("load", "save", "load_value", "canonical_bytes", "model_hash", "to_bytes"):
         from . import api
 
         return getattr(api, name)
@@ -37,4 +44,8 @@ def __getattr__(name):
         from .checker import check_model
 
         return check_model
+    if name == "infer_shapes":
+        from .inference import infer_shapes
+
+        return infer_shapes
     raise AttributeError(f"module 'onnxkit' has no attribute {name!r}")

@@ -14,7 +14,6 @@ import mmap
 import os
 from typing import Any, Optional, Union
 
-import numpy as np
 
 from . import ir
 from .errors import DecodeError, OnnxkitError

@@ -14,7 +14,6 @@ operator, Clause 4.4) and ``error`` (anything else: the message is kept).
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Iterable, Optional

@@ -20,7 +20,7 @@ node that carries it).  The run loop does no registry look-ups and no attribute 
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from .. import ir
 from ..errors import EvaluationError, OnnxkitError

@@ -23,6 +23,7 @@ Conventions: ``domain`` is '' for ai.onnx everywhere.  Type strings are those of
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import json
 from collections.abc import Iterable, Iterator, Mapping
@@ -325,6 +326,14 @@ class SchemaData:
 
     def operator_sets(self) -> list:
         return build_operator_sets(self.definitions, self.versions)
+
+
+@functools.lru_cache(maxsize=None)
+def packaged_schema_data(package: str, filename: str = "schemas_data.json.gz") -> SchemaData:
+    """The schema data file ``filename`` of ``package``, read once per process."""
+    from importlib import resources
+
+    return load_schema_data(resources.files(package).joinpath(filename).read_bytes())
 
 
 def load_schema_data(data: bytes) -> SchemaData:

@@ -26,10 +26,10 @@ from .. import ir
 from ..diagnostics import Diagnostic, error, warning
 from ..dtypes import ELEMENT_TYPES
 from ..ir.attribute import AttributeType
+from ..functions import GRAPH_TYPES, call_attributes, substitute
 from ..registry import normalize_domain
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is_symbolic
 
-GRAPH_TYPES = (AttributeType.GRAPH, AttributeType.GRAPHS)
 #: Deepest nesting of function bodies and subgraphs inferred.
 MAX_DEPTH = 48
 
@@ -425,18 +425,9 @@ class Engine:
         n_out = len(node.output)
         if self.depth >= MAX_DEPTH:
             return [None] * n_out, [None] * n_out
-        values = {}
-        if schema is not None:
-            for name, adef in (schema.attributes or {}).items():
-                if adef.default_value is not None:
-                    d = adef.default_value
-                    values[name] = ir.Attribute(name=name, type=int(adef.type), value=list(d) if isinstance(d, tuple) else d)
-        for a in fn.attribute_proto:
-            values[a.name] = a
-        for a in node.attribute:
-            values[a.name] = a
+        values = call_attributes(schema, fn, node)
         missing = {formal for k, formal in enumerate(fn.input) if k >= len(node.input) or not node.input[k]}
-        body = [_substitute(n, values, missing) for n in fn.node]
+        body = [substitute(n, values, missing) for n in fn.node]
         declared = {}
         for vi in fn.value_info:
             if not _is_unknown(vi.type):
@@ -466,26 +457,3 @@ class Engine:
         return types, vals
 
 
-def _substitute(node: ir.Node, values: dict, missing: set) -> ir.Node:
-    """A body node with attribute references replaced (8.4) and unsupplied formals made absent."""
-    needs = missing and any(n in missing for n in node.input)
-    if not needs and not any(a.ref_attr_name or a.type in GRAPH_TYPES for a in node.attribute):
-        return node
-    attrs_out = []
-    for a in node.attribute:
-        if a.ref_attr_name:
-            src = values.get(a.ref_attr_name)
-            if src is None:
-                continue
-            attrs_out.append(ir.Attribute(name=a.name, type=src.type, value=src.value))
-        elif a.type in GRAPH_TYPES and a.value is not None:
-            graphs = a.value if isinstance(a.value, list) else [a.value]
-            subs = [ir.Graph(node=[_substitute(n, values, missing) for n in g.node], name=g.name,
-                             initializer=g.initializer, sparse_initializer=g.sparse_initializer, input=g.input,
-                             output=g.output, value_info=g.value_info) for g in graphs]
-            attrs_out.append(ir.Attribute(name=a.name, type=a.type, value=subs if isinstance(a.value, list) else subs[0]))
-        else:
-            attrs_out.append(a)
-    inputs = ["" if n in missing else n for n in node.input] if needs else node.input
-    return ir.Node(input=inputs, output=node.output, name=node.name, op_type=node.op_type, domain=node.domain,
-                   overload=node.overload, attribute=attrs_out)

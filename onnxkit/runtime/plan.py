@@ -24,11 +24,10 @@ from typing import Optional
 
 from .. import ir
 from ..errors import EvaluationError, OnnxkitError
-from ..ir.attribute import AttributeType
+from ..functions import GRAPH_TYPES, call_attributes, node_attributes, substitute
 from ..registry import normalize_domain
 from .kernel import NodeContext
 
-GRAPH_TYPES = (AttributeType.GRAPH, AttributeType.GRAPHS)
 #: Operators whose result may differ between evaluations (Clause 8.5): never folded at planning.
 NON_DETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                                "Multinomial", "Bernoulli", "Dropout"})
@@ -281,13 +280,7 @@ class Planner:
         return step, free
 
     def _context(self, node, domain, version, schema) -> NodeContext:
-        attributes = {}
-        for name, adef in (schema.attributes or {}).items():
-            if adef.default_value is not None:
-                d = adef.default_value
-                attributes[name] = list(d) if isinstance(d, tuple) else d
-        for a in node.attribute:
-            attributes[a.name] = a.value
+        attributes = node_attributes(schema, node)
         return NodeContext(node=node, domain=domain, op_type=node.op_type, since_version=schema.since_version,
                            opset_version=version, schema=schema, attributes=attributes, backend=self.backend,
                            seed=self.seed, limits=self.limits)
@@ -320,17 +313,8 @@ class Planner:
     # -- functions (Clause 8.4) ----------------------------------------------------------------
     def _function_call(self, node, fn: ir.Function, opsets, schema, visible):
         """A node function evaluating ``fn``'s body with the call site's attributes."""
-        values = {}
-        if schema is not None:
-            for name, adef in (schema.attributes or {}).items():
-                if adef.default_value is not None:
-                    d = adef.default_value
-                    values[name] = ir.Attribute(name=name, type=int(adef.type), value=list(d) if isinstance(d, tuple) else d)
-        for a in fn.attribute_proto:  # attribute parameters with defaults
-            values[a.name] = a
-        for a in node.attribute:
-            values[a.name] = a
-        body_nodes = [_substitute(n, values) for n in fn.node]
+        values = call_attributes(schema, fn, node)
+        body_nodes = [substitute(n, values) for n in fn.node]
         graph = ir.Graph(node=body_nodes, name=f"{fn.domain + '::' if fn.domain else ''}{fn.name}",
                          input=[ir.ValueInfo(n) for n in fn.input], output=[ir.ValueInfo(n) for n in fn.output])
         self.depth += 1
@@ -345,27 +329,3 @@ class Planner:
             return tuple(outs[:n_out])
 
         return call, frozenset()
-
-
-def _substitute(node: ir.Node, values: dict) -> ir.Node:
-    """A copy of a body node with attribute references replaced (8.4): the call site's value,
-    else the parameter's default, else the attribute is omitted."""
-    if not any(a.ref_attr_name or a.type in GRAPH_TYPES for a in node.attribute):
-        return node
-    attrs_out = []
-    for a in node.attribute:
-        if a.ref_attr_name:
-            src = values.get(a.ref_attr_name)
-            if src is None:
-                continue
-            attrs_out.append(ir.Attribute(name=a.name, type=src.type, value=src.value))
-        elif a.type in GRAPH_TYPES and a.value is not None:
-            graphs = a.value if isinstance(a.value, list) else [a.value]
-            subs = [ir.Graph(node=[_substitute(n, values) for n in g.node], name=g.name, initializer=g.initializer,
-                             sparse_initializer=g.sparse_initializer, input=g.input, output=g.output,
-                             value_info=g.value_info) for g in graphs]
-            attrs_out.append(ir.Attribute(name=a.name, type=a.type, value=subs if isinstance(a.value, list) else subs[0]))
-        else:
-            attrs_out.append(a)
-    return ir.Node(input=node.input, output=node.output, name=node.name, op_type=node.op_type, domain=node.domain,
-                   overload=node.overload, attribute=attrs_out)

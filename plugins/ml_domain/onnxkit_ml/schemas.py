@@ -7,24 +7,12 @@ on first use.
 
 from __future__ import annotations
 
-import threading
-from importlib import resources
-
-from onnxkit.schema import SchemaData, load_schema_data
-
-DATA_FILE = "schemas_data.json.gz"
-
-_lock = threading.Lock()
-_data: SchemaData | None = None
+from onnxkit.schema import SchemaData, packaged_schema_data
 
 
 def schema_data() -> SchemaData:
     """All definitions and each domain's version range (read once, then cached)."""
-    global _data
-    with _lock:
-        if _data is None:
-            _data = load_schema_data(resources.files(__package__).joinpath(DATA_FILE).read_bytes())
-        return _data
+    return packaged_schema_data(__package__)
 
 
 def definitions() -> tuple:

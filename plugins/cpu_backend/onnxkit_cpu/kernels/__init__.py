@@ -8,20 +8,9 @@ package.  To find the kernel of an operator: ``grep -rn '"OpName"' plugins/cpu_b
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
-
-def family_modules() -> list:
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+from onnxkit.plugin_tools import merge_family_tables
 
 
 def all_kernels() -> dict:
-    table: dict = {}
-    for family in family_modules():
-        module = importlib.import_module(f"{__name__}.{family}")
-        for key, factory in module.KERNELS.items():
-            if key in table:
-                raise RuntimeError(f"kernel {key} is defined in two families ({family} and another)")
-            table[key] = factory
-    return table
+    """Every kernel of every family module of this package."""
+    return merge_family_tables(__name__, __path__, "KERNELS")

@@ -42,6 +42,7 @@ import ml_dtypes
 import numpy as np
 
 from onnxkit import ir
+from onnxkit.functions import node_attributes
 from onnxkit.ir.attribute import AttributeType
 from onnxkit.registry import normalize_domain
 from onnxkit.runtime import KernelTable
@@ -428,17 +429,6 @@ def _planning(ctx):
     return ctx.planner, dict(ctx.opsets)
 
 
-def _attributes(schema, node) -> dict:
-    out = {}
-    for name, adef in (schema.attributes or {}).items():
-        if adef.default_value is not None:
-            d = adef.default_value
-            out[name] = list(d) if isinstance(d, tuple) else d
-    for a in node.attribute:
-        out[a.name] = a.value
-    return out
-
-
 def _strs(value) -> list:
     if value is None:
         return []
@@ -531,7 +521,7 @@ def gradient(ctx):
                 ctx.fail(f"{what}: input {i} ({node.input[i]!r}) depends on xs but is not differentiable")
         if len([o for o in node.output if o]) > 1:
             ctx.fail(f"no gradient rule for {what} with more than one output")
-        steps.append(_Step(node, schema.since_version, _attributes(schema, node), hit, rule))
+        steps.append(_Step(node, schema.since_version, node_attributes(schema, node), hit, rule))
         active.update(o for o in node.output if o)
 
     keep = [y] + [n for s in steps for n in s.inputs + [s.output] if n]

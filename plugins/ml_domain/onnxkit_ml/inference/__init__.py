@@ -14,17 +14,9 @@ input of FeatureVectorizer), the shape is left unknown rather than guessed (9.4)
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+from onnxkit.plugin_tools import merge_family_tables
 
 
 def functions() -> dict:
-    """Every inference function of every family module."""
-    out: dict = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        for key, fn in getattr(module, "FUNCTIONS", {}).items():
-            out.setdefault(key, fn)
-    return out
+    """Every inference function of every family module of this package."""
+    return merge_family_tables(__name__, __path__, "FUNCTIONS")

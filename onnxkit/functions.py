@@ -1,0 +1,76 @@
+"""Functions (Clause 8.4): what evaluation and inference share about a function call.
+
+A call of a function (a model-local one, or a Part 2 definition's body) evaluates the body
+with the call site's attributes: where a body node refers to an attribute parameter
+(``ref_attr_name``), the reference is replaced by the call site's value, else by the
+parameter's default, else the attribute is omitted.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from . import ir
+from .ir.attribute import AttributeType
+
+GRAPH_TYPES = (AttributeType.GRAPH, AttributeType.GRAPHS)
+
+
+def schema_defaults(schema) -> dict:
+    """``{name: value}`` of every attribute of ``schema`` that has a default (IR value convention)."""
+    out = {}
+    for name, adef in (getattr(schema, "attributes", None) or {}).items():
+        if adef.default_value is not None:
+            d = adef.default_value
+            out[name] = list(d) if isinstance(d, tuple) else d
+    return out
+
+
+def node_attributes(schema, node: ir.Node) -> dict:
+    """``{name: value}``: the schema's defaults overlaid with the node's own attributes."""
+    out = schema_defaults(schema)
+    for a in node.attribute:
+        out[a.name] = a.value
+    return out
+
+
+def call_attributes(schema, fn: ir.Function, node: ir.Node) -> dict:
+    """``{name: Attribute}`` a call of ``fn`` at ``node`` binds: the definition's defaults, then
+    the function's own attribute defaults (``attribute_proto``), then the call site's."""
+    values = {}
+    if schema is not None:
+        for name, adef in (schema.attributes or {}).items():
+            if adef.default_value is not None:
+                d = adef.default_value
+                values[name] = ir.Attribute(name=name, type=int(adef.type), value=list(d) if isinstance(d, tuple) else d)
+    for a in fn.attribute_proto:
+        values[a.name] = a
+    for a in node.attribute:
+        values[a.name] = a
+    return values
+
+
+def substitute(node: ir.Node, values: dict, missing: Optional[set] = None) -> ir.Node:
+    """A body node with attribute references replaced (8.4), subgraphs included; inputs named in
+    ``missing`` (formal inputs the call leaves unsupplied) become empty names (7.3.3)."""
+    needs = bool(missing) and any(n in missing for n in node.input)
+    if not needs and not any(a.ref_attr_name or a.type in GRAPH_TYPES for a in node.attribute):
+        return node
+    attrs_out = []
+    for a in node.attribute:
+        if a.ref_attr_name:
+            src = values.get(a.ref_attr_name)
+            if src is None:
+                continue
+            attrs_out.append(ir.Attribute(name=a.name, type=src.type, value=src.value))
+        elif a.type in GRAPH_TYPES and a.value is not None:
+            graphs = a.value if isinstance(a.value, list) else [a.value]
+            subs = [ir.Graph(node=[substitute(n, values, missing) for n in g.node], name=g.name,
+                             initializer=g.initializer, sparse_initializer=g.sparse_initializer, input=g.input,
+                             output=g.output, value_info=g.value_info) for g in graphs]
+            attrs_out.append(ir.Attribute(name=a.name, type=a.type, value=subs if isinstance(a.value, list) else subs[0]))
+        else:
+            attrs_out.append(a)
+    inputs = ["" if n in missing else n for n in node.input] if needs else node.input
+    return ir.Node(input=inputs, output=node.output, name=node.name, op_type=node.op_type, domain=node.domain,
+                   overload=node.overload, attribute=attrs_out)

@@ -178,3 +178,12 @@ def test_building_the_registry_does_not_import_torch():
     code = "import sys, onnxkit; onnxkit.get_registry(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_every_definition_has_a_cpu_kernel_and_an_inference_function():
+    """Clause 4.4 / 9.2: nothing of the four installed domains is left unsupported on cpu or uninferable."""
+    reg = build_registry()
+    keys = {(s.domain, s.name, s.since_version) for opset in reg.operator_sets.values() for s in opset}
+    assert len(keys) >= 629 + 25
+    assert not sorted(k for k in keys if k not in reg.kernels["cpu"])
+    assert not sorted(k for k in keys if k not in reg.inference)

@@ -121,3 +121,12 @@ def test_console_script(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["diagnostics"][0]["code"] == "input-arity"
+
+
+def test_the_documented_code_table_is_the_catalogue():
+    from pathlib import Path
+
+    from onnxkit.checker.codes import markdown
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "diagnostics.md").read_text()
+    assert markdown().strip() in doc

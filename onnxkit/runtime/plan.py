@@ -48,6 +48,11 @@ class Step:
         self.scope = scope
         self.free = ()
         self._uses = ()
+
+    def copy(self) -> "Step":
+        step = Step(self.fn, self.inputs, self.outputs, self.node, self.scope)
+        step._uses = self._uses
+        return step
         self.op = f"{node.domain + '::' if node.domain else ''}{node.op_type}"
 
 
@@ -67,9 +72,18 @@ class GraphPlan:
         self.defaults = defaults        # name -> value: initializers that are also inputs (7.2)
         self.steps = steps
         self.free_vars = free_vars      # names this graph reads from the enclosing scope
+        #: (constants, steps) of a plan that also folded the defaults, used while none is overridden
+        self.folded = None
+        self.default_positions = [i for i, n in enumerate(input_names) if n in defaults]
 
     def run(self, inputs, scope: Optional[dict] = None) -> list:
-        env = dict(self.constants)
+        steps = self.steps
+        if self.folded is not None and not any(
+                i < len(inputs) and inputs[i] is not None for i in self.default_positions):
+            constants, steps = self.folded  # no default overridden: the plan that folded them
+            env = dict(constants)
+        else:
+            env = dict(self.constants)
         if scope is not None:
             for n in self.free_vars:
                 if n in scope:
@@ -79,7 +93,7 @@ class GraphPlan:
             if v is None and name in self.defaults:
                 v = self.defaults[name]
             env[name] = v
-        for step in self.steps:
+        for step in steps:
             try:
                 args = [env[n] if n else None for n in step.inputs]
             except KeyError as exc:
@@ -161,10 +175,22 @@ class Planner:
                 steps.append(step)
         output_names = [vi.name for vi in graph.output]
         free |= {n for n in output_names if n not in defined}
-        steps = self._fold_constants(steps, constants, set(output_names))
-        self._lifetimes(steps, set(output_names))
-        return GraphPlan(name or graph.name or "graph", input_names, output_names, constants, steps,
+        keep = set(output_names)
+        plan_with_defaults = None
+        if defaults:
+            # Initializers that are also inputs are defaults a caller may override (7.2): they are
+            # not constants.  A second plan folds them too; it serves every run that feeds none.
+            folded_constants = {**constants, **defaults}
+            folded = self._fold_constants([s.copy() for s in steps], folded_constants, keep | set(defaults))
+            if len(folded) < len(steps):
+                self._lifetimes(folded, keep)
+                plan_with_defaults = (folded_constants, folded)
+        steps = self._fold_constants(steps, constants, keep)
+        self._lifetimes(steps, keep)
+        plan = GraphPlan(name or graph.name or "graph", input_names, output_names, constants, steps,
                          frozenset(free), defaults)
+        plan.folded = plan_with_defaults
+        return plan
 
     def _initializer_value(self, t):
         to_backend = self.backend.asarray or (lambda a: a)

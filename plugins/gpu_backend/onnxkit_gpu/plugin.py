@@ -3,35 +3,18 @@
 torch is imported when the backend is first used, not when the registry is built (building
 the registry must stay cheap for every onnxkit user).  The device is CUDA where torch sees
 one, else torch's CPU device (CI has no GPU); ``ONNXKIT_GPU_DEVICE`` overrides, e.g. ``cpu``
-or ``cuda:1``.
+or ``cuda:1``.  Kernels live in ``onnxkit_gpu/kernels/<family>.py``; an operator without one
+is reported unsupported on ``gpu`` (Clause 4.4), never run elsewhere behind the user's back.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib.util
-import os
 
 from onnxkit import hookimpl
 from onnxkit.registry import Backend
 
-
-@functools.lru_cache(maxsize=None)
-def device() -> str:
-    """The torch device kernels run on (decided on first use)."""
-    import torch
-
-    return os.environ.get("ONNXKIT_GPU_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def asarray(a):
-    import torch
-
-    return torch.as_tensor(a, device=device())
-
-
-def to_numpy(t):
-    return t.detach().cpu().numpy()
+from .device import asarray, to_numpy
 
 
 @hookimpl
@@ -47,4 +30,6 @@ def onnxkit_backends():
 def onnxkit_kernels(backend):
     if backend != "gpu":
         return None
-    return {}
+    from .kernels import all_kernels
+
+    return all_kernels()

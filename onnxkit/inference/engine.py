@@ -230,10 +230,16 @@ class Engine:
     def node_label(node: ir.Node, idx: int) -> str:
         return node.name or f"{node.op_type}#{idx}"
 
+    def graph_location(self, path: str) -> str:
+        """``graph 'main'`` for the top graph, else the subgraph's path: the checker's style (Clause 10)."""
+        if path:
+            return f"graph {path!r}"
+        return f"graph {self.model.graph.name!r}" if self.model.graph is not None else "graph"
+
     def node_location(self, path: str, node: ir.Node, idx: Optional[int] = None) -> str:
-        where = f"graph {path!r}" if path else "main graph"
-        n = f"node {idx} " if idx is not None else "node "
-        return f"{where} / {n}{node.name!r} ({node.domain + '::' if node.domain else ''}{node.op_type})"
+        n = f"node {idx}" if idx is not None else "node"
+        name = f" {node.name!r}" if node.name else ""
+        return f"{self.graph_location(path)} / {n}{name} ({node.domain + '::' if node.domain else ''}{node.op_type})"
 
     def subgraph_path(self, path: str, node: ir.Node, idx: int, label: str) -> str:
         seg = f"{self.node_label(node, idx)}.{label}"
@@ -264,17 +270,17 @@ class Engine:
             if input_types is not None and k < len(input_types):
                 problems: list = []
                 t = merge_types(input_types[k], t, problems, self.fresh)
-                self._problems(problems, f"{path or 'main graph'} / input {k} {vi.name!r}")
+                self._problems(problems, f"{self.graph_location(path)} / input {k} {vi.name!r}")
                 if input_values is not None and k < len(input_values):
                     v = input_values[k]
             elif t is None and vi.name in inits:
                 t = tensor_type_of(inits[vi.name])
-            self.define(scope, vi.name, t, v, f"{path or 'main graph'} / input {vi.name!r}")
+            self.define(scope, vi.name, t, v, f"{self.graph_location(path)} / input {vi.name!r}")
         for name, init in inits.items():
             if name in input_names:
                 continue
             self.define(scope, name, tensor_type_of(init), _initializer_value(init),
-                        f"{path or 'main graph'} / initializer {name!r}")
+                        f"{self.graph_location(path)} / initializer {name!r}")
         for idx, node in enumerate(graph.node):
             self.infer_node(node, idx, opsets, scope, path, record)
         if record:

@@ -21,6 +21,7 @@ TensorProto are numpy views of it.
 from __future__ import annotations
 
 import math
+import mmap
 import struct
 
 import numpy as np
@@ -92,6 +93,10 @@ class Reader:
 
     def __init__(self, buf, limits: Limits = DEFAULT_LIMITS):
         self.buf = buf
+        # For indexing and for slices that are copied anyway (strings, small octet fields) the
+        # object under the view is faster than the view when it is bytes or an mmap.
+        base = getattr(buf, "obj", None)
+        self.raw = base if isinstance(base, (bytes, mmap.mmap)) and len(base) == buf.nbytes else buf
         self.limits = limits
         self.max_depth = limits.max_nesting_depth
         #: Every Tensor decoded, in order (external data is attached to them by the loader).
@@ -101,7 +106,7 @@ class Reader:
         raise DecodeError(message, offset, path_str(path))
 
     def varint(self, pos, end, path):
-        buf = self.buf
+        buf = self.raw
         result = 0
         shift = 0
         start = pos
@@ -126,7 +131,8 @@ class Reader:
                 f"messages nest deeper than max_nesting_depth={self.limits.max_nesting_depth} at {path_str(path)} (Clause 12.5, 15.4)",
                 limit="max_nesting_depth", value=depth, maximum=self.limits.max_nesting_depth, path=path_str(path), offset=pos)
         plan = _PLANS[name]
-        buf = self.buf
+        buf = self.raw
+        view = self.buf
         fields: dict = {}
         unknown = None
         spans = None
@@ -147,35 +153,7 @@ class Reader:
                 unknown.append((key >> 3, bytes(buf[start:pos])))
                 continue
             code, fname, repeated, arg = act
-            if code <= _INT32:  # varint scalars
-                if pos < end and buf[pos] < 0x80:
-                    v = buf[pos]
-                    pos += 1
-                else:
-                    v, pos = self.varint(pos, end, _Path(path, fname))
-                if code != _UINT64 and v >= 1 << 63:
-                    v -= 1 << 64
-                if code == _INT32 and (v < _INT32_MIN or v > _INT32_MAX):
-                    self.fail(f"value {v} of int32 field {fname} is out of range (12.2.3)", start, _Path(path, fname))
-                if v == 0 and not repeated and arg is None:
-                    explicit = (explicit or set()) | {fname}
-            elif code == _FLOAT:
-                if end - pos < 4:
-                    self.fail(f"truncated 32-bit value of field {fname}", start, _Path(path, fname))
-                v = _unpack_f(buf, pos)[0]
-                if v != v:  # keep a NaN's exact bits (12.2.4): a Python float may lose them
-                    v = np.frombuffer(buf, dtype="<f4", count=1, offset=pos)[0]
-                elif v == 0 and not repeated and arg is None and math.copysign(1.0, v) > 0:
-                    explicit = (explicit or set()) | {fname}
-                pos += 4
-            elif code == _DOUBLE:
-                if end - pos < 8:
-                    self.fail(f"truncated 64-bit value of field {fname}", start, _Path(path, fname))
-                v = _unpack_d(buf, pos)[0]
-                if v == 0 and not repeated and arg is None and math.copysign(1.0, v) > 0:
-                    explicit = (explicit or set()) | {fname}
-                pos += 8
-            else:  # length-delimited
+            if code >= _MESSAGE:  # length-delimited: names, messages, octets (the common case first)
                 if pos < end and buf[pos] < 0x80:
                     n = buf[pos]
                     pos += 1
@@ -206,11 +184,12 @@ class Reader:
                         spans[fname] = [(pos, stop)]
                         v = self.message(arg, pos, stop, depth + 1, (path, fname, None))
                 elif code == _STRING:
-                    v = bytes(buf[pos:stop]).decode("utf-8", "surrogateescape")
+                    v = buf[pos:stop].decode("utf-8", "surrogateescape") if buf is not view else \
+                        bytes(view[pos:stop]).decode("utf-8", "surrogateescape")
                 elif code == _BYTES:
                     v = bytes(buf[pos:stop])
                 elif code == _VIEW:
-                    v = buf[pos:stop]
+                    v = view[pos:stop]
                 elif code == _PACKED:  # packed repeated scalars (12.3.3)
                     v = self._packed(arg, pos, stop, path)
                     if arg.array is None:
@@ -225,6 +204,34 @@ class Reader:
                         unknown = []
                     unknown.append((key >> 3, bytes(buf[start:stop])))
                 pos = stop
+            elif code <= _INT32:  # varint scalars
+                if pos < end and buf[pos] < 0x80:
+                    v = buf[pos]
+                    pos += 1
+                else:
+                    v, pos = self.varint(pos, end, _Path(path, fname))
+                if code != _UINT64 and v >= 1 << 63:
+                    v -= 1 << 64
+                if code == _INT32 and (v < _INT32_MIN or v > _INT32_MAX):
+                    self.fail(f"value {v} of int32 field {fname} is out of range (12.2.3)", start, _Path(path, fname))
+                if v == 0 and not repeated and arg is None:
+                    explicit = (explicit or set()) | {fname}
+            elif code == _FLOAT:
+                if end - pos < 4:
+                    self.fail(f"truncated 32-bit value of field {fname}", start, _Path(path, fname))
+                v = _unpack_f(buf, pos)[0]
+                if v != v:  # keep a NaN's exact bits (12.2.4): a Python float may lose them
+                    v = np.frombuffer(buf, dtype="<f4", count=1, offset=pos)[0]
+                elif v == 0 and not repeated and arg is None and math.copysign(1.0, v) > 0:
+                    explicit = (explicit or set()) | {fname}
+                pos += 4
+            elif code == _DOUBLE:
+                if end - pos < 8:
+                    self.fail(f"truncated 64-bit value of field {fname}", start, _Path(path, fname))
+                v = _unpack_d(buf, pos)[0]
+                if v == 0 and not repeated and arg is None and math.copysign(1.0, v) > 0:
+                    explicit = (explicit or set()) | {fname}
+                pos += 8
             if repeated:
                 lst = fields.get(fname)
                 if lst is None:

@@ -23,7 +23,7 @@ from typing import Optional
 import attrs
 
 from .. import ir
-from ..diagnostics import ERROR, WARNING
+from ..diagnostics import ERROR, Report
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError
 from .engine import GRAPH_TYPES, Engine, merge_types
 
@@ -32,23 +32,11 @@ __all__ = ["infer_shapes", "infer_model", "InferenceResult", "InferenceContext",
 
 
 @attrs.define
-class InferenceResult:
-    """``types[(graph_path, name)]`` -> Type (None = unknown); ``diagnostics`` in the order found."""
+class InferenceResult(Report):
+    """``types[(graph_path, name)]`` -> Type (None = unknown); ``diagnostics`` in the order found
+    (a :class:`~onnxkit.diagnostics.Report`: ``errors``, ``warnings``, ``ok``)."""
 
-    types: dict = attrs.field(factory=dict)
-    diagnostics: list = attrs.field(factory=list)
-
-    @property
-    def errors(self) -> list:
-        return [d for d in self.diagnostics if d.severity == ERROR]
-
-    @property
-    def warnings(self) -> list:
-        return [d for d in self.diagnostics if d.severity == WARNING]
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
+    types: dict = attrs.field(factory=dict, kw_only=True)
 
     def type_of(self, name: str, path: str = "") -> Optional[ir.Type]:
         """The inferred type of ``name`` in the graph at ``path`` ('' = the top-level graph)."""
@@ -75,7 +63,7 @@ def _engine(model: ir.Model, registry) -> Engine:
 def infer_model(model: ir.Model, registry=None) -> InferenceResult:
     """Infer every value's type in ``model`` (the model is not changed)."""
     engine = _engine(model, registry)
-    return InferenceResult(dict(engine.types), list(engine.diagnostics))
+    return InferenceResult(list(engine.diagnostics), types=dict(engine.types))
 
 
 def _worth_writing(t) -> bool:

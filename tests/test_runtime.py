@@ -95,3 +95,15 @@ def test_a_part2_function_body_is_evaluated_when_the_backend_has_no_kernel():
     gamma = 1.0507009873554804934193349852946  # Selu's default gamma; alpha from the node
     expected = np.where(x > 0, gamma * x, gamma * (2.0 * np.exp(x) - 2.0))
     np.testing.assert_allclose(sess.run(None, {"X": x})[0], expected, rtol=1e-6)
+
+
+def test_a_kernel_failing_at_run_time_is_an_evaluation_error_naming_the_node():
+    from onnxkit.errors import EvaluationError
+
+    g = ir.Graph(node=[ir.Node(["X", "I"], ["Y"], name="pick", op_type="Gather")], name="g",
+                 input=[ir.ValueInfo("X", ir.tensor_type(1, [3])), ir.ValueInfo("I", ir.tensor_type(7, [1]))],
+                 output=[ir.ValueInfo("Y", ir.tensor_type(1, [1]))])
+    sess = InferenceSession(ir.Model(ir_version=8, opset_import=[ir.OperatorSetId("", 13)], graph=g))
+    with pytest.raises(EvaluationError) as info:
+        sess.run(None, {"X": np.zeros(3, np.float32), "I": np.array([7], np.int64)})
+    assert "pick" in str(info.value) and "Gather" in str(info.value)

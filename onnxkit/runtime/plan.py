@@ -48,12 +48,12 @@ class Step:
         self.scope = scope
         self.free = ()
         self._uses = ()
+        self.op = f"{node.domain + '::' if node.domain else ''}{node.op_type}"
 
     def copy(self) -> "Step":
         step = Step(self.fn, self.inputs, self.outputs, self.node, self.scope)
         step._uses = self._uses
         return step
-        self.op = f"{node.domain + '::' if node.domain else ''}{node.op_type}"
 
 
 class GraphPlan:

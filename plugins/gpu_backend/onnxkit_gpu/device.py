@@ -59,9 +59,14 @@ def to_numpy(t):
 
     if not isinstance(t, torch.Tensor):
         return t
+    on_host = t.device.type == "cpu"
     t = t.detach().cpu()
     if t.dtype == torch.bfloat16:
         import ml_dtypes
 
-        return t.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
-    return t.numpy()
+        arr = t.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
+    else:
+        arr = t.numpy()
+    # on torch's CPU device the array would share the tensor's memory (a folded constant's,
+    # for instance): the caller gets its own copy, as a device-to-host transfer would give
+    return arr.copy() if on_host else arr

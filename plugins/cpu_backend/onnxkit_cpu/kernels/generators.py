@@ -53,8 +53,9 @@ _CONSTANT_FORMS = {
 }
 
 
-@KERNELS.register("Constant", 1, 9, 11, 12, 13, 19, 21, 23, 24, 25)
-def constant(ctx):
+def constant_array(ctx) -> np.ndarray:
+    """The value of a Constant node as a host array (STRING ones of dtype object); ctx.fail
+    for a missing, doubled or not yet defined attribute.  The gpu backend uses it too."""
     given = [name for name in _CONSTANT_FORMS if ctx.has_attr(name)]
     if len(given) != 1:
         ctx.fail(f"exactly one of value, sparse_value or value_* must be given, not {given or 'none'}")
@@ -65,31 +66,59 @@ def constant(ctx):
     value = ctx.attr(name)
     if value is None:
         ctx.fail(f"attribute '{name}' holds no value")
-    array = np.asarray(make(value))
+    return np.asarray(make(value))
+
+
+@KERNELS.register("Constant", 1, 9, 11, 12, 13, 19, 21, 23, 24, 25)
+def constant(ctx):
+    array = constant_array(ctx)
     array.flags.writeable = False   # the same array is every run's output: nobody may change it
     return lambda: array
 
 
 # -- ConstantOfShape ---------------------------------------------------------------------------
-@KERNELS.register("ConstantOfShape", 9, 20, 21, 23, 24, 25)
-def constant_of_shape(ctx):
+def fill_value(ctx) -> np.ndarray:
+    """ConstantOfShape's ``value`` attribute as a 0-d host array (float32 0 when absent)."""
     value = ctx.attr_tensor("value")
     if value is None:
         value = np.zeros((), dtype=np.float32)
     if value.size != 1:
         ctx.fail(f"'value' must hold exactly one element, got {value.size}")
-    fill = np.asarray(value).reshape(())
+    return np.asarray(value).reshape(())
+
+
+def check_extents(ctx, dims: list) -> list:
+    """``dims`` (the ``shape`` input as a list of ints); ctx.fail if one is negative."""
+    if any(d < 0 for d in dims):
+        ctx.fail(f"shape {dims} holds a negative extent")
+    return dims
+
+
+@KERNELS.register("ConstantOfShape", 9, 20, 21, 23, 24, 25)
+def constant_of_shape(ctx):
+    fill = fill_value(ctx)
 
     def fn(shape):
-        dims = int_list(shape)
-        if any(d < 0 for d in dims):
-            ctx.fail(f"shape {dims} holds a negative extent")
+        dims = check_extents(ctx, int_list(shape))
         return np.broadcast_to(fill, dims).copy()
 
     return fn
 
 
 # -- Range -------------------------------------------------------------------------------------
+def range_length(ctx, s, l, d) -> int:
+    """How many elements Range(start=s, limit=l, delta=d) has: exact for Python ints, by
+    ceil((l - s) / d) for floats (which must be finite); ctx.fail for a delta of 0.
+    Host-side arithmetic only: the gpu backend uses it too."""
+    if d == 0:
+        ctx.fail("delta must not be 0")
+    if isinstance(s, int) and isinstance(l, int) and isinstance(d, int):
+        return max(-((s - l) // d), 0)   # ceil((l - s) / d), exactly
+    if not np.isfinite([s, l, d]).all():
+        ctx.fail(f"start {s}, limit {l} and delta {d} must be finite")
+    return max(int(np.ceil((l - s) / d)), 0)
+
+
 def _range(ctx, start, limit, delta, compute=None):
     start, limit, delta = (np.asarray(v) for v in (start, limit, delta))
     for what, v in (("start", start), ("limit", limit), ("delta", delta)):
@@ -98,9 +127,7 @@ def _range(ctx, start, limit, delta, compute=None):
     dtype = start.dtype
     if dtype.kind in "iu":
         s, l, d = int(start.reshape(())), int(limit.reshape(())), int(delta.reshape(()))
-        if d == 0:
-            ctx.fail("delta must not be 0")
-        n = max(-((s - l) // d), 0)   # ceil((l - s) / d), exactly
+        n = range_length(ctx, s, l, d)
         out = np.arange(n, dtype=dtype)
         if d != 1:
             out *= dtype.type(d)
@@ -108,11 +135,7 @@ def _range(ctx, start, limit, delta, compute=None):
             out += dtype.type(s)
         return out
     s, l, d = (float(v.reshape(()).astype(np.float64)) for v in (start, limit, delta))
-    if d == 0:
-        ctx.fail("delta must not be 0")
-    if not np.isfinite([s, l, d]).all():
-        ctx.fail(f"start {s}, limit {l} and delta {d} must be finite")
-    n = max(int(np.ceil((l - s) / d)), 0)
+    n = range_length(ctx, s, l, d)
     work = np.dtype(np.float64 if compute is None else compute)
     out = np.arange(n, dtype=work)
     out *= np.array(d).astype(dtype).astype(work)

@@ -49,27 +49,43 @@ def _sort_key(x: np.ndarray) -> np.ndarray:
 
 
 # -- Slice -------------------------------------------------------------------------------------
-def slice_array(ctx, x, starts, ends, axes=None, steps=None) -> np.ndarray:
-    starts, ends = int_list(starts), int_list(ends)
+def slice_plan(ctx, in_shape, starts: list, ends: list, axes=None, steps=None) -> list:
+    """Slice's ``starts``/``ends``/``axes``/``steps`` (lists of ints; axes and steps may be
+    None) for an input of extents ``in_shape``, as ``(axis, start, end, step)`` per sliced axis
+    with start and end clamped: to [0, d] for a positive step, to [-1, d-1] for a negative one
+    (-1: before the first element).  Host-side arithmetic only: the gpu backend uses it too."""
+    in_shape = list(in_shape)
+    rank = len(in_shape)
     n = len(starts)
-    axes = list(range(n)) if axes is None else norm_axes(ctx, int_list(axes), x.ndim)
-    steps = [1] * n if steps is None else int_list(steps)
+    axes = list(range(n)) if axes is None else norm_axes(ctx, axes, rank)
+    steps = [1] * n if steps is None else steps
     if not (len(ends) == len(axes) == len(steps) == n):
         ctx.fail(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} must have the same length")
-    if n > x.ndim:
-        ctx.fail(f"{n} slices for a tensor of rank {x.ndim}")
-    index = [slice(None)] * x.ndim
+    if n > rank:
+        ctx.fail(f"{n} slices for a tensor of rank {rank}")
+    plan = []
     for a, s, e, st in zip(axes, starts, ends, steps):
-        d = x.shape[a]
+        d = in_shape[a]
         if st == 0:
             ctx.fail("a step of 0 is not allowed")
         s = s + d if s < 0 else s
         e = e + d if e < 0 else e
         if st > 0:
             s, e = min(max(s, 0), d), min(max(e, 0), d)
-            index[a] = slice(s, e, st)
         else:
             s, e = min(max(s, -1), d - 1), min(max(e, -1), d - 1)
+        plan.append((a, s, e, st))
+    return plan
+
+
+def slice_array(ctx, x, starts, ends, axes=None, steps=None) -> np.ndarray:
+    plan = slice_plan(ctx, x.shape, int_list(starts), int_list(ends),
+                      None if axes is None else int_list(axes), None if steps is None else int_list(steps))
+    index = [slice(None)] * x.ndim
+    for a, s, e, st in plan:
+        if st > 0:
+            index[a] = slice(s, e, st)
+        else:
             index[a] = slice(0, 0) if s < 0 else slice(s, None if e < 0 else e, st)
     return x[tuple(index)]
 

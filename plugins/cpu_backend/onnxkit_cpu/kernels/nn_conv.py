@@ -253,6 +253,45 @@ def col2im_add(cols, kernel, strides, dil, in_shape, full_shape):
     return out
 
 
+def conv_transpose_geometry(ctx, in_shape, kernel, strides, dil, pads, auto_pad, out_pad_attr, out_shape_attr):
+    """``(output_padding, effective kernel extents, begin, end, output extents)`` of a
+    ConvTranspose over spatial extents ``in_shape``.  Host-side arithmetic only: the gpu
+    backend uses it too."""
+    nd = len(in_shape)
+    in_shape = list(in_shape)
+    out_pad = list(out_pad_attr) if out_pad_attr else [0] * nd
+    if len(out_pad) != nd:
+        ctx.fail(f"output_padding must have {nd} values, got {out_pad}")
+    eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
+    natural = [s * (i - 1) + op + e for s, i, op, e in zip(strides, in_shape, out_pad, eff)]
+    if out_shape_attr:
+        target = list(out_shape_attr)[-nd:]
+        if len(target) != nd:
+            ctx.fail(f"output_shape must have {nd} spatial values, got {list(out_shape_attr)}")
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = [i * s for i, s in zip(in_shape, strides)]
+    else:
+        target = None
+    if target is not None:
+        begin, end = [], []
+        for i in range(nd):
+            total = natural[i] - target[i]
+            small, big = total // 2, total - total // 2
+            bb, ee = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
+            begin.append(bb)
+            end.append(ee)
+    elif pads is not None and auto_pad == "NOTSET":
+        if len(pads) != 2 * nd:
+            ctx.fail(f"pads must have {2 * nd} values, got {pads}")
+        begin, end = list(pads[:nd]), list(pads[nd:])
+    else:
+        begin, end = [0] * nd, [0] * nd
+    final = [natural[i] - begin[i] - end[i] for i in range(nd)]
+    if any(f < 0 for f in final):
+        ctx.fail(f"the output shape {final} would be negative")
+    return out_pad, eff, begin, end, final
+
+
 @KERNELS.register("ConvTranspose", 1, 11, 22)
 def conv_transpose(ctx):
     group = int(ctx.attr("group", 1))
@@ -271,37 +310,8 @@ def conv_transpose(ctx):
         cg, mg = c // group, w.shape[1]
         m = mg * group
         in_shape = list(x.shape[2:])
-        out_pad = list(out_pad_attr) if out_pad_attr else [0] * nd
-        if len(out_pad) != nd:
-            ctx.fail(f"output_padding must have {nd} values, got {out_pad}")
-        eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
-        natural = [s * (i - 1) + op + e for s, i, op, e in zip(strides, in_shape, out_pad, eff)]
-        if out_shape_attr:
-            target = list(out_shape_attr)[-nd:]
-            if len(target) != nd:
-                ctx.fail(f"output_shape must have {nd} spatial values, got {list(out_shape_attr)}")
-        elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            target = [i * s for i, s in zip(in_shape, strides)]
-        else:
-            target = None
-        if target is not None:
-            begin, end = [], []
-            for i in range(nd):
-                total = natural[i] - target[i]
-                small, big = total // 2, total - total // 2
-                bb, ee = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
-                begin.append(bb)
-                end.append(ee)
-        else:
-            if pads is not None and auto_pad == "NOTSET":
-                if len(pads) != 2 * nd:
-                    ctx.fail(f"pads must have {2 * nd} values, got {pads}")
-                begin, end = list(pads[:nd]), list(pads[nd:])
-            else:
-                begin, end = [0] * nd, [0] * nd
-        final = [natural[i] - begin[i] - end[i] for i in range(nd)]
-        if any(f < 0 for f in final):
-            ctx.fail(f"the output shape {final} would be negative")
+        out_pad, eff, begin, end, final = conv_transpose_geometry(ctx, in_shape, kernel, strides, dil, pads, auto_pad,
+                                                                  out_pad_attr, out_shape_attr)
         ct = compute_dtype(x.dtype)
         xc = x.astype(ct, copy=False).reshape(n, group, cg, -1)
         wc = w.astype(ct, copy=False).reshape(group, cg, -1)

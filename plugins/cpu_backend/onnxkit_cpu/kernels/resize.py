@@ -31,6 +31,7 @@ rounded half to even and saturated.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -47,6 +48,7 @@ COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "alig
 
 # -- per-axis coefficient rules -----------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)   # one rule object per mode: hashable, cacheable
 def _nearest_rule(mode):
     def coeffs(r, scale):
         r = r[:, None]
@@ -82,6 +84,7 @@ def _cubic_kernel(x, a):
     return np.where(x <= 1, near, np.where(x < 2, far, 0.0))
 
 
+@functools.lru_cache(maxsize=None)
 def _cubic_rule(a):
     def coeffs(r, scale):
         return _cubic_kernel(np.stack([r + 1, r, 1 - r, 2 - r], axis=1), a)
@@ -97,6 +100,7 @@ def _linear_aa(r, scale):
     return c / c.sum(axis=1, keepdims=True)
 
 
+@functools.lru_cache(maxsize=None)
 def _cubic_aa_rule(a):
     def coeffs(r, scale):
         s = min(scale, 1.0)
@@ -135,12 +139,12 @@ def _source_coords(mode, out_len, in_len, scale, roi):
     return x, extrap
 
 
-def _resize_axis(data, axis, scale, out_len, rule, coord_mode, roi, exclude_outside, extrapolation):
-    in_len = data.shape[axis]
-    if out_len == 0:
-        shape = list(data.shape)
-        shape[axis] = 0
-        return np.empty(shape, dtype=data.dtype)
+def axis_taps(rule, coord_mode, in_len, out_len, scale, roi, exclude_outside):
+    """How one axis of ``in_len`` is resampled to ``out_len`` (> 0): ``(pick, idx, coeffs,
+    extrap)``, ``pick`` (out_len,) the one source index per output of a nearest-like rule (else
+    None), else ``idx``/``coeffs`` (out_len, taps) the source taps and their weights;
+    ``extrap``: the outputs to set to the extrapolation value (tf_crop_and_resize), or None.
+    Host-side numpy on the shapes and scales alone: the gpu backend uses it too."""
     x, extrap = _source_coords(coord_mode, out_len, in_len, scale, roi)
     base = np.floor(x)
     exact = x == base
@@ -159,38 +163,55 @@ def _resize_axis(data, axis, scale, out_len, rule, coord_mode, roi, exclude_outs
         total = coeffs.sum(axis=1, keepdims=True)
         coeffs = coeffs / np.where(total == 0, 1.0, total)
     idx = np.clip(idx, 0, in_len - 1)
-    moved = np.moveaxis(data, axis, -1)
     if n == 2 and np.all(coeffs[:, 0] * coeffs[:, 1] == 0):
         # nearest: one tap per output position
-        pick = np.where(coeffs[:, 0] != 0, idx[:, 0], idx[:, 1])
+        return np.where(coeffs[:, 0] != 0, idx[:, 0], idx[:, 1]), None, None, extrap
+    return None, idx, coeffs, extrap
+
+
+def _resize_axis(data, axis, scale, out_len, rule, coord_mode, roi, exclude_outside, extrapolation):
+    in_len = data.shape[axis]
+    if out_len == 0:
+        shape = list(data.shape)
+        shape[axis] = 0
+        return np.empty(shape, dtype=data.dtype)
+    pick, idx, coeffs, extrap = axis_taps(rule, coord_mode, in_len, out_len, scale, roi, exclude_outside)
+    moved = np.moveaxis(data, axis, -1)
+    if pick is not None:
         res = moved[..., pick].astype(data.dtype, copy=False)
     else:
         res = np.zeros(moved.shape[:-1] + (out_len,), dtype=data.dtype)
-        for t in range(n):
+        for t in range(idx.shape[1]):
             res += moved[..., idx[:, t]] * coeffs[:, t].astype(data.dtype)
     if extrap is not None and extrap.any():
         res[..., extrap] = extrapolation
     return np.moveaxis(res, -1, axis)
 
 
-def interpolate(ctx, x, scales, sizes, *, mode, coord_mode="half_pixel", nearest_mode="round_prefer_floor",
-                cubic_a=-0.75, exclude_outside=False, extrapolation=0.0, antialias=False, roi=None,
-                policy="stretch", axes=None):
-    """Resize ``x`` to ``sizes`` or by ``scales`` (both full-rank lists, one of them None);
-    ``axes``: the axes ``keep_aspect_ratio_policy`` applies to (default all)."""
-    r = x.ndim
+def resize_extents(ctx, shape, scales, sizes, policy="stretch", axes=None):
+    """``(scales, sizes)``, both full-rank, of Resize of an input of extents ``shape`` given
+    ``sizes`` or ``scales`` (one of them None) and ``keep_aspect_ratio_policy`` over ``axes``;
+    ctx.fail unless every scale is positive.  Host-side: the gpu backend uses it too."""
+    shape = list(shape)
+    r = len(shape)
     if sizes is not None:
-        scales = [sizes[i] / x.shape[i] if x.shape[i] else 1.0 for i in range(r)]
+        scales = [sizes[i] / shape[i] if shape[i] else 1.0 for i in range(r)]
         if policy != "stretch":
             axes = list(range(r)) if axes is None else axes
             pick = min if policy == "not_larger" else max
             s = pick(scales[i] for i in axes)
             scales = [s if i in axes else 1.0 for i in range(r)]
-            sizes = [int(s * x.shape[i] + 0.5) if i in axes else x.shape[i] for i in range(r)]
+            sizes = [int(s * shape[i] + 0.5) if i in axes else shape[i] for i in range(r)]
     else:
-        sizes = [int(np.floor(np.float64(s) * n)) for s, n in zip(scales, x.shape)]
+        sizes = [int(np.floor(np.float64(s) * n)) for s, n in zip(scales, shape)]
     if any(s <= 0 for s in scales):
         ctx.fail(f"scales must be positive, got {list(scales)}")
+    return scales, sizes
+
+
+def resize_rule(ctx, mode, coord_mode, nearest_mode, cubic_a, antialias):
+    """The per-axis weight rule of ``mode`` (a hashable function of (ratios, scale)); ctx.fail
+    for an unknown mode or coordinate_transformation_mode."""
     if mode == "nearest":
         rule = _nearest_rule(nearest_mode)
     elif mode == "linear":
@@ -201,19 +222,35 @@ def interpolate(ctx, x, scales, sizes, *, mode, coord_mode="half_pixel", nearest
         ctx.fail(f"unknown mode {mode!r}")
     if coord_mode not in COORD_MODES:
         ctx.fail(f"unknown coordinate_transformation_mode {coord_mode!r}")
-    if x.dtype.kind in "iu" or x.dtype == np.bool_:
-        data = x.astype(np.float64)
-    else:
-        data = x.astype(compute_dtype(x.dtype), copy=False)
+    return rule
+
+
+def resize_steps(ctx, shape, scales, sizes, coord_mode, roi):
+    """``(axis, scale, size, axis_roi)`` of each axis that Resize changes, in order."""
+    r = len(shape)
     for axis in range(r):
         axis_roi = None if roi is None else (float(roi[axis]), float(roi[r + axis]))
-        if sizes[axis] == x.shape[axis] and np.isclose(scales[axis], 1.0) and \
+        if sizes[axis] == shape[axis] and np.isclose(scales[axis], 1.0) and \
                 (axis_roi is None or coord_mode != "tf_crop_and_resize" or axis_roi == (0.0, 1.0)):
             continue
         if coord_mode == "tf_crop_and_resize" and axis_roi is None:
             ctx.fail("tf_crop_and_resize needs roi")
-        data = _resize_axis(data, axis, float(scales[axis]), int(sizes[axis]), rule, coord_mode, axis_roi,
-                            exclude_outside, extrapolation)
+        yield axis, float(scales[axis]), int(sizes[axis]), axis_roi
+
+
+def interpolate(ctx, x, scales, sizes, *, mode, coord_mode="half_pixel", nearest_mode="round_prefer_floor",
+                cubic_a=-0.75, exclude_outside=False, extrapolation=0.0, antialias=False, roi=None,
+                policy="stretch", axes=None):
+    """Resize ``x`` to ``sizes`` or by ``scales`` (both full-rank lists, one of them None);
+    ``axes``: the axes ``keep_aspect_ratio_policy`` applies to (default all)."""
+    scales, sizes = resize_extents(ctx, x.shape, scales, sizes, policy, axes)
+    rule = resize_rule(ctx, mode, coord_mode, nearest_mode, cubic_a, antialias)
+    if x.dtype.kind in "iu" or x.dtype == np.bool_:
+        data = x.astype(np.float64)
+    else:
+        data = x.astype(compute_dtype(x.dtype), copy=False)
+    for axis, scale, size, axis_roi in resize_steps(ctx, x.shape, scales, sizes, coord_mode, roi):
+        data = _resize_axis(data, axis, scale, size, rule, coord_mode, axis_roi, exclude_outside, extrapolation)
     if x.dtype.kind in "iu":
         info = np.iinfo(x.dtype)
         return np.clip(np.rint(data), info.min, info.max).astype(x.dtype)

@@ -66,16 +66,20 @@ def zero_of(x: np.ndarray):
 
 
 # -- Reshape -----------------------------------------------------------------------------------
-def reshape_to(ctx, x: np.ndarray, shape, allowzero: bool) -> np.ndarray:
-    shape = int_list(shape)
+def reshape_extents(ctx, in_shape, size: int, shape: list, allowzero: bool) -> list:
+    """The output extents of Reshape of an input of extents ``in_shape`` (``size`` elements)
+    to the ``shape`` input (a list of ints): 0 copies, -1 infers; ctx.fail when impossible.
+    Host-side arithmetic only: the gpu backend uses it too."""
+    in_shape = list(in_shape)
+    rank = len(in_shape)
     out = list(shape)
     for i, s in enumerate(shape):
         if s < -1:
             ctx.fail(f"shape {shape} holds an invalid extent {s}")
         if s == 0 and not allowzero:
-            if i >= x.ndim:
-                ctx.fail(f"shape {shape}: 0 at position {i} copies an extent the input (rank {x.ndim}) lacks")
-            out[i] = x.shape[i]
+            if i >= rank:
+                ctx.fail(f"shape {shape}: 0 at position {i} copies an extent the input (rank {rank}) lacks")
+            out[i] = in_shape[i]
     infer = [i for i, s in enumerate(out) if s == -1]
     if len(infer) > 1:
         ctx.fail(f"shape {shape} holds more than one -1")
@@ -83,12 +87,16 @@ def reshape_to(ctx, x: np.ndarray, shape, allowzero: bool) -> np.ndarray:
         if allowzero and 0 in shape:
             ctx.fail(f"shape {shape}: allowzero=1 forbids a 0 together with a -1")
         known = int(np.prod([s for s in out if s != -1], dtype=np.int64))
-        if known == 0 or x.size % known:
-            ctx.fail(f"cannot reshape {list(x.shape)} to {shape}")
-        out[infer[0]] = x.size // known
-    if int(np.prod(out, dtype=np.int64)) != x.size:
-        ctx.fail(f"cannot reshape {list(x.shape)} ({x.size} elements) to {shape}")
-    return x.reshape(out)
+        if known == 0 or size % known:
+            ctx.fail(f"cannot reshape {in_shape} to {shape}")
+        out[infer[0]] = size // known
+    if int(np.prod(out, dtype=np.int64)) != size:
+        ctx.fail(f"cannot reshape {in_shape} ({size} elements) to {shape}")
+    return out
+
+
+def reshape_to(ctx, x: np.ndarray, shape, allowzero: bool) -> np.ndarray:
+    return x.reshape(reshape_extents(ctx, x.shape, x.size, int_list(shape), allowzero))
 
 
 @KERNELS.register("Reshape", 1)
@@ -292,22 +300,33 @@ def tile(ctx):
 
 
 # -- Pad ---------------------------------------------------------------------------------------
-def pad_array(ctx, x, pads, mode: str, value, axes=None) -> np.ndarray:
-    rank = x.ndim
-    pads = int_list(pads)
-    axes = list(range(rank)) if axes is None else norm_axes(ctx, int_list(axes), rank)
+def pad_plan(ctx, in_shape, pads: list, axes):
+    """Pad's ``pads`` (a list of ints) over ``axes`` (None: all; a list of ints) of an input of
+    extents ``in_shape`` as ``(crop, begin, end)``: ``crop`` (a tuple of slices, or None) first
+    removes what negative pads remove, then ``begin``/``end`` (non-negative, one per axis) pad.
+    Host-side arithmetic only: the gpu backend uses it too."""
+    in_shape = list(in_shape)
+    rank = len(in_shape)
+    axes = list(range(rank)) if axes is None else norm_axes(ctx, axes, rank)
     n = len(axes)
     if len(pads) != 2 * n:
         ctx.fail(f"pads {pads} must hold 2 x {n} values")
     begin, end = [0] * rank, [0] * rank
     for i, a in enumerate(axes):
         begin[a], end[a] = pads[i], pads[n + i]
+    crop = None
     if any(b < 0 or e < 0 for b, e in zip(begin, end)):        # negative pads remove elements
-        crop = tuple(slice(-b if b < 0 else 0, d + e if e < 0 else d) for b, e, d in zip(begin, end, x.shape))
+        crop = tuple(slice(-b if b < 0 else 0, d + e if e < 0 else d) for b, e, d in zip(begin, end, in_shape))
         if any(s.stop < s.start for s in crop):
-            ctx.fail(f"pads {pads} remove more than the extents {list(x.shape)}")
-        x = x[crop]
+            ctx.fail(f"pads {pads} remove more than the extents {in_shape}")
         begin, end = [max(b, 0) for b in begin], [max(e, 0) for e in end]
+    return crop, begin, end
+
+
+def pad_array(ctx, x, pads, mode: str, value, axes=None) -> np.ndarray:
+    crop, begin, end = pad_plan(ctx, x.shape, int_list(pads), None if axes is None else int_list(axes))
+    if crop is not None:
+        x = x[crop]
     if not any(begin) and not any(end):
         return x
     out_shape = tuple(d + b + e for d, b, e in zip(x.shape, begin, end))

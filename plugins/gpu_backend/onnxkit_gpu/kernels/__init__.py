@@ -2,6 +2,11 @@
 
 Each family module exposes ``KERNELS``, an :class:`onnxkit.runtime.KernelTable` keyed by
 ``(domain, op_type, since_version)``; values are torch tensors on :func:`onnxkit_gpu.device.device`.
+
+The backend-independent host-side logic (attribute parsing, axis normalisation, output
+geometry and padding arithmetic, Resize coordinate transforms and tap weights...) is imported
+from the cpu backend's kernels (``onnxkit_cpu.kernels``), not repeated here: the gpu plugin
+depends on the ``onnxkit-cpu`` distribution (which ``pip install onnxkit`` installs anyway).
 """
 
 from __future__ import annotations

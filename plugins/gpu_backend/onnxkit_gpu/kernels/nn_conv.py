@@ -20,7 +20,9 @@ a ConvTranspose over more than three is refused clearly.  float16 and bfloat16 a
 rounded once at the end (as the cpu backend does); TF32 is disabled for these convolutions
 on CUDA so float32 results keep full precision.
 
-The geometry helpers (:func:`conv_geometry`, :func:`spatial_attrs`) and the dtype helpers
+The geometry helpers (:func:`conv_geometry`, :func:`spatial_attrs`,
+:func:`conv_transpose_geometry`) are the cpu backend's own (:mod:`onnxkit_cpu.kernels.nn_conv`:
+host-side arithmetic on shapes and attributes); they and the dtype helpers
 (:func:`compute_dtype`, :func:`check_dtype`) are shared with the other nn kernels of this
 package.
 """
@@ -29,12 +31,14 @@ from __future__ import annotations
 
 import contextlib
 
+from onnxkit_cpu.kernels.nn_conv import conv_geometry, conv_transpose_geometry, spatial_attrs
+
 from onnxkit.runtime import KernelTable
 
 KERNELS = KernelTable()
 
 
-# -- dtype helpers ------------------------------------------------------------------------------
+# -- dtype helpers -----------------------------------------------------------------------------
 
 def _torch():
     import torch
@@ -93,60 +97,7 @@ class _NoTF32:
         return False
 
 
-# -- geometry -----------------------------------------------------------------------------------
-
-def spatial_attrs(ctx, nd, kernel=None):
-    """``(kernel_shape, strides, dilations, pads or None, auto_pad)`` for ``nd`` spatial dims."""
-    ks = ctx.attr("kernel_shape")
-    kernel = [int(k) for k in ks] if ks else ([int(k) for k in kernel] if kernel is not None else None)
-    strides = [int(s) for s in (ctx.attr("strides") or [1] * nd)]
-    dil = ctx.attr("dilations")
-    dil = [int(d) for d in dil] if dil else [1] * nd
-    pads = ctx.attr("pads")
-    pads = [int(p) for p in pads] if pads else None
-    auto_pad = ctx.attr_str("auto_pad", "NOTSET") or "NOTSET"
-    return kernel, strides, dil, pads, auto_pad
-
-
-def conv_geometry(ctx, in_shape, kernel, strides, dil, pads, auto_pad, ceil_mode=False):
-    """Output extents and ``(begin, end)`` pads of a sliding window (Conv and the pools).
-
-    ``ceil_mode``: the output count is rounded up, but the last window must start inside the
-    input or its begin padding.
-    """
-    nd = len(in_shape)
-    if len(kernel) != nd or len(strides) != nd or len(dil) != nd:
-        ctx.fail(f"kernel_shape/strides/dilations must have {nd} values, got {kernel}, {strides}, {dil}")
-    if any(s <= 0 for s in strides) or any(d <= 0 for d in dil) or any(k <= 0 for k in kernel):
-        ctx.fail(f"kernel_shape, strides and dilations must be positive, got {kernel}, {strides}, {dil}")
-    eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
-    begin, end, out = [0] * nd, [0] * nd, [0] * nd
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        for i in range(nd):
-            out[i] = -(-in_shape[i] // strides[i])
-            total = max(0, (out[i] - 1) * strides[i] + eff[i] - in_shape[i])
-            small, big = total // 2, total - total // 2
-            begin[i], end[i] = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
-        return out, begin, end
-    if auto_pad == "VALID":
-        pads, ceil_mode = None, False
-    elif auto_pad != "NOTSET":
-        ctx.fail(f"unknown auto_pad {auto_pad!r}")
-    if pads is not None:
-        if len(pads) != 2 * nd:
-            ctx.fail(f"pads must have {2 * nd} values, got {pads}")
-        begin, end = list(pads[:nd]), list(pads[nd:])
-    for i in range(nd):
-        span = in_shape[i] + begin[i] + end[i] - eff[i]
-        if ceil_mode:
-            o = -(-span // strides[i]) + 1
-            if (o - 1) * strides[i] >= in_shape[i] + begin[i]:
-                o -= 1
-        else:
-            o = span // strides[i] + 1
-        out[i] = max(o, 0)
-    return out, begin, end
-
+# -- padding -----------------------------------------------------------------------------------
 
 def pad_spatial(x, begin, end, value=0.0):
     """``x`` with its spatial axes (2..) padded by ``begin``/``end`` (negative pads crop)."""
@@ -206,7 +157,7 @@ def _bias(ctx, b, m, ct):
     return b.reshape(-1).to(ct)
 
 
-# -- Conv ---------------------------------------------------------------------------------------
+# -- Conv --------------------------------------------------------------------------------------
 
 @KERNELS.register("Conv", 1, 11, 22)
 def conv(ctx):
@@ -250,7 +201,7 @@ def conv(ctx):
     return run
 
 
-# -- ConvTranspose ------------------------------------------------------------------------------
+# -- ConvTranspose -----------------------------------------------------------------------------
 
 @KERNELS.register("ConvTranspose", 1, 11, 22)
 def conv_transpose(ctx):
@@ -277,36 +228,8 @@ def conv_transpose(ctx):
             ctx.fail(f"W has {w.shape[0]} input channels, X has {c} (group {group})")
         m = w.shape[1] * group
         in_shape = list(x.shape[2:])
-        out_pad = [int(v) for v in out_pad_attr] if out_pad_attr else [0] * nd
-        if len(out_pad) != nd:
-            ctx.fail(f"output_padding must have {nd} values, got {out_pad}")
-        eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
-        natural = [s * (i - 1) + op + e for s, i, op, e in zip(strides, in_shape, out_pad, eff)]
-        if out_shape_attr:
-            target = [int(v) for v in out_shape_attr][-nd:]
-            if len(target) != nd:
-                ctx.fail(f"output_shape must have {nd} spatial values, got {list(out_shape_attr)}")
-        elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            target = [i * s for i, s in zip(in_shape, strides)]
-        else:
-            target = None
-        if target is not None:
-            begin, end = [], []
-            for i in range(nd):
-                total = natural[i] - target[i]
-                small, big = total // 2, total - total // 2
-                bb, ee = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
-                begin.append(bb)
-                end.append(ee)
-        elif pads is not None and auto_pad == "NOTSET":
-            if len(pads) != 2 * nd:
-                ctx.fail(f"pads must have {2 * nd} values, got {pads}")
-            begin, end = list(pads[:nd]), list(pads[nd:])
-        else:
-            begin, end = [0] * nd, [0] * nd
-        final = [natural[i] - begin[i] - end[i] for i in range(nd)]
-        if any(f < 0 for f in final):
-            ctx.fail(f"the output shape {final} would be negative")
+        out_pad, eff, begin, end, final = conv_transpose_geometry(ctx, in_shape, kernel, strides, dil, pads, auto_pad,
+                                                                  out_pad_attr, out_shape_attr)
         ct = compute_dtype(x.dtype)
         bias = _bias(ctx, b, m, ct)
         if n == 0 or 0 in final or 0 in in_shape:
@@ -334,7 +257,7 @@ def conv_transpose(ctx):
     return run
 
 
-# -- ConvInteger --------------------------------------------------------------------------------
+# -- ConvInteger -------------------------------------------------------------------------------
 
 @KERNELS.register("ConvInteger", 10)
 def conv_integer(ctx):
@@ -383,7 +306,7 @@ def conv_integer(ctx):
     return run
 
 
-# -- Col2Im -------------------------------------------------------------------------------------
+# -- Col2Im ------------------------------------------------------------------------------------
 
 @KERNELS.register("Col2Im", 18)
 def col2im(ctx):
@@ -431,7 +354,7 @@ def col2im(ctx):
     return run
 
 
-# -- DeformConv ---------------------------------------------------------------------------------
+# -- DeformConv --------------------------------------------------------------------------------
 
 def _sample(xg, pos, in_shape):
     """Multilinear samples of ``xg`` ``(N, Cg, *I)`` at ``pos`` ``(N, nd, *P)`` -> ``(N, Cg, *P)``;

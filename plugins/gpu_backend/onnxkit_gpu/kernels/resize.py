@@ -38,14 +38,14 @@ import functools
 
 import numpy as np
 
+from onnxkit_cpu.kernels.resize import axis_taps, resize_extents, resize_rule, resize_steps
+
 from onnxkit.runtime import KernelTable
 
 from .nn_conv import check_dtype, compute_dtype, full_precision
 
 KERNELS = KernelTable()
 
-COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
-               "tf_crop_and_resize", "tf_half_pixel_for_nn")
 
 
 def _torch():
@@ -54,111 +54,15 @@ def _torch():
     return torch
 
 
-# -- per-axis coefficient rules (host, numpy) ---------------------------------------------------
-
-def _cubic_kernel(x, a):
-    x = np.abs(x)
-    x2, x3 = x * x, x * x * x
-    near = (a + 2) * x3 - (a + 3) * x2 + 1
-    far = a * x3 - 5 * a * x2 + 8 * a * x - 4 * a
-    return np.where(x <= 1, near, np.where(x < 2, far, 0.0))
-
-
-def _coeffs(rule, r, scale):
-    """``(out_len, taps)`` weights of the taps around each source coordinate (ratio ``r``)."""
-    kind = rule[0]
-    if kind == "nearest":
-        mode = rule[1]
-        rc = r[:, None]
-        if mode == "round_prefer_floor":
-            c = np.hstack([rc <= 0.5, rc > 0.5])
-        elif mode == "round_prefer_ceil":
-            c = np.hstack([rc < 0.5, rc >= 0.5])
-        elif mode == "floor":
-            c = np.hstack([np.ones_like(rc, bool), np.zeros_like(rc, bool)])
-        elif mode == "ceil":
-            c = np.hstack([np.zeros_like(rc, bool), np.ones_like(rc, bool)])
-        else:  # "simple": Upsample / Resize-10: floor when growing, ceil when shrinking
-            up = scale >= 1
-            c = np.hstack([np.full_like(rc, up, bool), np.full_like(rc, not up, bool)])
-        c = c.astype(np.float64)
-        c[r == 1] = (0.0, 1.0)
-        return c
-    if kind == "linear":
-        return np.stack([1 - r, r], axis=1)
-    if kind == "linear_aa":
-        s = min(scale, 1.0)
-        start = int(np.floor(-1 / s) + 1)
-        taps = np.arange(start, 2 - start)
-        c = np.clip(1 - np.abs((taps[None, :] - r[:, None]) * s), 0, 1)
-        return c / c.sum(axis=1, keepdims=True)
-    a = rule[1]
-    if kind == "cubic":
-        return _cubic_kernel(np.stack([r + 1, r, 1 - r, 2 - r], axis=1), a)
-    # cubic_aa
-    s = min(scale, 1.0)
-    start = int(np.floor(-2 / s) + 1)
-    taps = np.arange(start, 2 - start)
-    c = _cubic_kernel(s * (taps[None, :] - r[:, None]), a)
-    return c / c.sum(axis=1, keepdims=True)
-
-
-def _source_coords(mode, out_len, in_len, scale, roi):
-    y = np.arange(out_len, dtype=np.float64)
-    out_f = scale * in_len
-    extrap = None
-    if mode == "align_corners":
-        x = np.zeros(out_len) if out_f == 1 else y * (in_len - 1) / (out_f - 1)
-    elif mode == "asymmetric":
-        x = y / scale
-    elif mode == "tf_crop_and_resize":
-        lo, hi = roi
-        if out_f == 1:
-            x = np.full(out_len, (hi - lo) * (in_len - 1) / 2)
-        else:
-            x = y * (hi - lo) * (in_len - 1) / (out_f - 1)
-        x = x + lo * (in_len - 1)
-        extrap = (x < 0) | (x > in_len - 1)
-    elif mode == "pytorch_half_pixel":
-        x = np.zeros(out_len) if out_len == 1 else (y + 0.5) / scale - 0.5
-    elif mode == "tf_half_pixel_for_nn":
-        x = (y + 0.5) / scale
-    elif mode == "half_pixel":
-        x = (y + 0.5) / scale - 0.5
-    elif mode == "half_pixel_symmetric":
-        offset = in_len / 2 * (1 - out_len / out_f)
-        x = offset + (y + 0.5) / scale - 0.5
-    else:
-        raise ValueError(mode)
-    return x, extrap
-
+# -- per-axis taps and weights: the cpu backend's host-side numpy, cached per geometry ---------
 
 @functools.lru_cache(maxsize=512)
 def _axis_plan(rule, coord_mode, in_len, out_len, scale, roi, exclude_outside):
-    """``(pick, idx, coeffs, extrap)`` of one axis: ``pick`` (out_len,) for a one-tap rule
-    (else None), else tap indices and weights (out_len, taps); ``extrap``: mask or None."""
-    x, extrap = _source_coords(coord_mode, out_len, in_len, scale, roi)
-    base = np.floor(x)
-    exact = x == base
-    ratio = np.where(exact, 1.0, x - base)
-    coeffs = _coeffs(rule, ratio, scale)
-    n = coeffs.shape[1]
-    # the n taps nearest to x (ties to the smaller index)
-    if n % 2 == 0:
-        start = np.where(exact, base - n // 2, base - n // 2 + 1)
-    else:
-        start = np.where(x - base <= 0.5, base - (n - 1) // 2, base - (n - 1) // 2 + 1)
-    idx = start.astype(np.int64)[:, None] + np.arange(n)[None, :]
-    if exclude_outside:
-        coeffs = np.where((idx < 0) | (idx >= in_len), 0.0, coeffs)
-        total = coeffs.sum(axis=1, keepdims=True)
-        coeffs = coeffs / np.where(total == 0, 1.0, total)
-    idx = np.clip(idx, 0, in_len - 1)
+    """:func:`onnxkit_cpu.kernels.resize.axis_taps`, with ``extrap`` None when no output needs it."""
+    pick, idx, coeffs, extrap = axis_taps(rule, coord_mode, in_len, out_len, scale, roi, exclude_outside)
     if extrap is not None and not extrap.any():
         extrap = None
-    if n == 2 and np.all(coeffs[:, 0] * coeffs[:, 1] == 0):
-        return np.where(coeffs[:, 0] != 0, idx[:, 0], idx[:, 1]), None, None, extrap
-    return None, idx, coeffs, extrap
+    return pick, idx, coeffs, extrap
 
 
 def _resize_axis(data, axis, scale, out_len, rule, coord_mode, roi, exclude_outside, extrapolation):
@@ -193,44 +97,17 @@ def interpolate(ctx, x, scales, sizes, *, mode, coord_mode="half_pixel", nearest
     """Resize ``x`` to ``sizes`` or by ``scales`` (both full-rank lists, one of them None);
     ``axes``: the axes ``keep_aspect_ratio_policy`` applies to (default all)."""
     torch = _torch()
-    r = x.dim()
     shape = list(x.shape)
-    if sizes is not None:
-        scales = [sizes[i] / shape[i] if shape[i] else 1.0 for i in range(r)]
-        if policy != "stretch":
-            axes = list(range(r)) if axes is None else axes
-            pick = min if policy == "not_larger" else max
-            s = pick(scales[i] for i in axes)
-            scales = [s if i in axes else 1.0 for i in range(r)]
-            sizes = [int(s * shape[i] + 0.5) if i in axes else shape[i] for i in range(r)]
-    else:
-        sizes = [int(np.floor(np.float64(s) * n)) for s, n in zip(scales, shape)]
-    if any(s <= 0 for s in scales):
-        ctx.fail(f"scales must be positive, got {list(scales)}")
+    scales, sizes = resize_extents(ctx, shape, scales, sizes, policy, axes)
     if any(s < 0 for s in sizes):
         ctx.fail(f"sizes must not be negative, got {list(sizes)}")
-    if mode == "nearest":
-        rule = ("nearest", nearest_mode)
-    elif mode == "linear":
-        rule = ("linear_aa",) if antialias else ("linear",)
-    elif mode == "cubic":
-        rule = ("cubic_aa", float(cubic_a)) if antialias else ("cubic", float(cubic_a))
-    else:
-        ctx.fail(f"unknown mode {mode!r}")
-    if coord_mode not in COORD_MODES:
-        ctx.fail(f"unknown coordinate_transformation_mode {coord_mode!r}")
+    rule = resize_rule(ctx, mode, coord_mode, nearest_mode, cubic_a, antialias)
     is_int = not x.dtype.is_floating_point
     data = x.to(torch.float64) if is_int else x.to(compute_dtype(x.dtype))
-    for axis in range(r):
-        axis_roi = None if roi is None else (float(roi[axis]), float(roi[r + axis]))
-        if sizes[axis] == shape[axis] and np.isclose(scales[axis], 1.0) and \
-                (axis_roi is None or coord_mode != "tf_crop_and_resize" or axis_roi == (0.0, 1.0)):
-            continue
-        if coord_mode == "tf_crop_and_resize" and axis_roi is None:
-            ctx.fail("tf_crop_and_resize needs roi")
+    for axis, scale, size, axis_roi in resize_steps(ctx, shape, scales, sizes, coord_mode, roi):
         try:
-            data = _resize_axis(data, axis, float(scales[axis]), int(sizes[axis]), rule, coord_mode, axis_roi,
-                                exclude_outside, float(extrapolation))
+            data = _resize_axis(data, axis, scale, size, rule, coord_mode, axis_roi, exclude_outside,
+                                float(extrapolation))
         except ValueError as exc:
             ctx.fail(str(exc))
     if x.dtype == torch.bool:
@@ -355,7 +232,7 @@ def upsample(ctx):
     return lambda x, scales: go(x, _values(scales, torch.float32))
 
 
-# -- GridSample ---------------------------------------------------------------------------------
+# -- GridSample --------------------------------------------------------------------------------
 
 def _reflect(x, lo, hi):
     """``x`` reflected into ``[lo, hi]`` (as often as needed)."""

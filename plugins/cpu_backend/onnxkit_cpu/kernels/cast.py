@@ -197,8 +197,8 @@ def _options(ctx):
     return saturate, mode
 
 
-@KERNELS.register("Cast", 1, 6, 9, 13, 19, 21, 23, 24, 25, 28)
-def _cast_kernel(ctx):
+def cast_target(ctx):
+    """The element-type tag Cast's ``to`` attribute names (a type name in version 1)."""
     to = ctx.attr("to")
     try:
         if ctx.since_version == 1 or isinstance(to, (bytes, str)):
@@ -208,6 +208,12 @@ def _cast_kernel(ctx):
             tag = element_type(int(to)).tag
     except (OnnxkitTypeError, AttributeError, ValueError, TypeError) as exc:
         ctx.fail(f"invalid 'to' attribute {to!r}: {exc}")
+    return tag
+
+
+@KERNELS.register("Cast", 1, 6, 9, 13, 19, 21, 23, 24, 25, 28)
+def _cast_kernel(ctx):
+    tag = cast_target(ctx)
     saturate, mode = _options(ctx)
     return lambda x: _cast(ctx, x, tag, saturate, mode)
 

@@ -187,6 +187,20 @@ def _identity(ctx):
 
 
 # ----------------------------------------------------------------------------- binary
+def legacy_b_shape(a_shape, b_shape, axis):
+    """B's shape under the broadcasting of definitions before 7 (B, not of A's shape, aligned
+    with A from ``axis``; suffix-matched when ``axis`` is None): ``(shape, start)``, ``shape``
+    None where B does not fit A at axis ``start``."""
+    a_nd, b_nd = len(a_shape), len(b_shape)
+    if math.prod(b_shape) == 1 and b_nd <= a_nd:
+        return (), None
+    start = a_nd - b_nd if axis is None else (axis + a_nd if axis < 0 else axis)
+    if start < 0 or start + b_nd > a_nd or any(
+            bd not in (ad, 1) for bd, ad in zip(b_shape, tuple(a_shape)[start:start + b_nd])):
+        return None, start
+    return tuple(b_shape) + (1,) * (a_nd - start - b_nd), start
+
+
 def _legacy_align(ctx):
     """The broadcasting of definitions before 7: B aligned with A (None: not legacy)."""
     if "broadcast" not in (ctx.schema.attributes or {}):
@@ -203,14 +217,11 @@ def _legacy_align(ctx):
     def align(a, b):
         if b.shape == a.shape:
             return b
-        if b.size == 1 and b.ndim <= a.ndim:
-            return b.reshape(())
-        start = a.ndim - b.ndim if axis is None else (axis + a.ndim if axis < 0 else axis)
-        if start < 0 or start + b.ndim > a.ndim or any(
-                bd not in (ad, 1) for bd, ad in zip(b.shape, a.shape[start:start + b.ndim])):
+        shape, start = legacy_b_shape(a.shape, b.shape, axis)
+        if shape is None:
             ctx.fail(f"B of shape {b.shape} cannot be broadcast to A of shape {a.shape} at axis {start} "
                      f"(legacy broadcasting of {ctx.op_type}-{ctx.since_version})")
-        return b.reshape(b.shape + (1,) * (a.ndim - start - b.ndim))
+        return b.reshape(shape)
     return align
 
 

@@ -420,29 +420,38 @@ def deform_conv(ctx):
 
 # -- Col2Im -------------------------------------------------------------------------------------
 
+def col2im_geometry(ctx, x_shape, image, block):
+    """Col2Im's geometry (host arithmetic on the shapes and attributes): ``strides,
+    dilations, pads, prod(block), counts`` - the blocks along each image axis."""
+    nd = len(image)
+    if len(block) != nd:
+        ctx.fail(f"image_shape {image} and block_shape {block} differ in length")
+    strides = list(ctx.attr("strides") or [1] * nd)
+    dil = list(ctx.attr("dilations") or [1] * nd)
+    pads = list(ctx.attr("pads") or [0] * (2 * nd))
+    if len(strides) != nd or len(dil) != nd or len(pads) != 2 * nd:
+        ctx.fail("strides/dilations/pads do not match image_shape")
+    if len(x_shape) != 3:
+        ctx.fail(f"input must have rank 3, got {len(x_shape)}")
+    n, ck, length = x_shape
+    kp = int(np.prod(block))
+    if kp == 0 or ck % kp:
+        ctx.fail(f"input dimension 1 ({ck}) is not a multiple of prod(block_shape) ({kp})")
+    counts = [(image[i] + pads[i] + pads[nd + i] - ((block[i] - 1) * dil[i] + 1)) // strides[i] + 1
+              for i in range(nd)]
+    if int(np.prod(counts)) != length:
+        ctx.fail(f"input dimension 2 ({length}) differs from the number of blocks {counts}")
+    return strides, dil, pads, kp, counts
+
+
 @KERNELS.register("Col2Im", 18)
 def col2im(ctx):
     def run(x, image_shape, block_shape):
         image = [int(v) for v in np.asarray(image_shape).reshape(-1)]
         block = [int(v) for v in np.asarray(block_shape).reshape(-1)]
         nd = len(image)
-        if len(block) != nd:
-            ctx.fail(f"image_shape {image} and block_shape {block} differ in length")
-        strides = list(ctx.attr("strides") or [1] * nd)
-        dil = list(ctx.attr("dilations") or [1] * nd)
-        pads = list(ctx.attr("pads") or [0] * (2 * nd))
-        if len(strides) != nd or len(dil) != nd or len(pads) != 2 * nd:
-            ctx.fail("strides/dilations/pads do not match image_shape")
-        if x.ndim != 3:
-            ctx.fail(f"input must have rank 3, got {x.ndim}")
-        n, ck, length = x.shape
-        kp = int(np.prod(block))
-        if kp == 0 or ck % kp:
-            ctx.fail(f"input dimension 1 ({ck}) is not a multiple of prod(block_shape) ({kp})")
-        counts = [(image[i] + pads[i] + pads[nd + i] - ((block[i] - 1) * dil[i] + 1)) // strides[i] + 1
-                  for i in range(nd)]
-        if int(np.prod(counts)) != length:
-            ctx.fail(f"input dimension 2 ({length}) differs from the number of blocks {counts}")
+        strides, dil, pads, kp, counts = col2im_geometry(ctx, x.shape, image, block)
+        n, ck = x.shape[:2]
         ct = compute_dtype(x.dtype)
         cols = x.astype(ct, copy=False).reshape(n, ck // kp, *block, *counts)
         full = [image[i] + pads[i] + pads[nd + i] for i in range(nd)]

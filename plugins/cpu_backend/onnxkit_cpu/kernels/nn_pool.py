@@ -47,18 +47,28 @@ def _pool_axis(x, axis, k, s, d, out, op):
     return acc
 
 
-def _prepare(ctx, x, ceil_mode, fill):
-    """Geometry of a pool over ``x`` and ``x`` padded with ``fill`` (ceil-mode tail included)."""
-    nd = x.ndim - 2
+def pool_geometry(ctx, shape, ceil_mode, dilations=True):
+    """Geometry of a pool over an input of ``shape`` (host arithmetic on the attributes):
+    ``kernel, strides, dilations, out, begin, end, tail`` - ``tail`` is how far past
+    ``end`` a ``ceil_mode`` window reaches.  ``dilations=False`` ignores the attribute."""
+    nd = len(shape) - 2
     if nd < 1:
-        ctx.fail(f"the input must have rank 3 or more, got {x.ndim}")
+        ctx.fail(f"the input must have rank 3 or more, got {len(shape)}")
     kernel, strides, dil, pads, auto_pad = spatial_attrs(ctx, nd)
     if kernel is None:
         ctx.fail("kernel_shape is required")
-    in_shape = list(x.shape[2:])
+    if not dilations:
+        dil = [1] * nd
+    in_shape = list(shape[2:])
     out, begin, end = conv_geometry(ctx, in_shape, kernel, strides, dil, pads, auto_pad, ceil_mode)
     tail = [max(0, (o - 1) * s + (k - 1) * dd + 1 - (i + b + e))
             for o, s, k, dd, i, b, e in zip(out, strides, kernel, dil, in_shape, begin, end)]
+    return kernel, strides, dil, out, begin, end, tail
+
+
+def _prepare(ctx, x, ceil_mode, fill):
+    """Geometry of a pool over ``x`` and ``x`` padded with ``fill`` (ceil-mode tail included)."""
+    kernel, strides, dil, out, begin, end, tail = pool_geometry(ctx, x.shape, ceil_mode)
     xp = pad_spatial(x, begin, [e + t for e, t in zip(end, tail)], fill)
     return xp, kernel, strides, dil, out, begin, end
 
@@ -74,6 +84,15 @@ def _separable(xp, kernel, strides, dil, out, op):
 
 def _lowest(dtype):
     return -np.inf if np.issubdtype(dtype, np.floating) or dtype.kind == "V" else np.iinfo(dtype).min
+
+
+def index_strides(in_shape, storage_order):
+    """Element strides of MaxPool's flattened spatial index (row-major, or column-major for
+    ``storage_order`` 1)."""
+    nd = len(in_shape)
+    if storage_order == 1:
+        return [int(np.prod(in_shape[:i])) for i in range(nd)]
+    return [int(np.prod(in_shape[i + 1:])) for i in range(nd)]
 
 
 # -- MaxPool ------------------------------------------------------------------------------------
@@ -99,11 +118,7 @@ def max_pool(ctx):
         lead = (slice(None), slice(None))
         best = None
         best_idx = np.zeros((n, c, *out), dtype=np.int64)
-        # element strides of the spatial index (row-major, or column-major for storage_order 1)
-        if storage_order == 1:
-            sstr = [int(np.prod(in_shape[:i])) for i in range(nd)]
-        else:
-            sstr = [int(np.prod(in_shape[i + 1:])) for i in range(nd)]
+        sstr = index_strides(in_shape, storage_order)
         grids = np.meshgrid(*(np.arange(o) * s - b for o, s, b in zip(out, strides, begin)), indexing="ij")
         for offs in itertools.product(*(range(k) for k in kernel)):
             v = xp[lead + window_slice(offs, dil, out, strides)]
@@ -131,6 +146,16 @@ def _counts(in_len, k, s, d, out, begin, end, include_pad):
     return ((o >= lo) & (o < hi)).sum(axis=1)
 
 
+def average_divisor(in_shape, kernel, strides, dil, out, begin, end, include_pad):
+    """The average's divisor over the output's spatial shape (float64): the outer product of
+    the per-axis counts."""
+    div = np.ones((), dtype=np.float64)
+    for i, (k, s, d, o) in enumerate(zip(kernel, strides, dil, out)):
+        cnt = _counts(in_shape[i], k, s, d, o, begin[i], end[i], include_pad)
+        div = np.multiply.outer(div, cnt)
+    return div
+
+
 @KERNELS.register("AveragePool", 1, 7, 10, 11, 19, 22)
 def average_pool(ctx):
     ceil_mode = bool(ctx.attr("ceil_mode", 0))
@@ -140,10 +165,7 @@ def average_pool(ctx):
         ct = compute_dtype(x.dtype)
         xp, kernel, strides, dil, out, begin, end = _prepare(ctx, x.astype(ct, copy=False), ceil_mode, 0)
         y = _separable(xp, kernel, strides, dil, out, np.add)
-        div = np.ones((), dtype=np.float64)
-        for i, (k, s, d, o) in enumerate(zip(kernel, strides, dil, out)):
-            cnt = _counts(x.shape[2 + i], k, s, d, o, begin[i], end[i], include_pad)
-            div = np.multiply.outer(div, cnt)
+        div = average_divisor(x.shape[2:], kernel, strides, dil, out, begin, end, include_pad)
         with np.errstate(invalid="ignore", divide="ignore"):
             y = y / div.astype(ct)
         return y.astype(x.dtype, copy=False)
@@ -206,20 +228,25 @@ def global_lp_pool(ctx):
 
 # -- MaxUnpool ----------------------------------------------------------------------------------
 
+def unpool_shape(ctx, x_shape, i_shape):
+    """MaxUnpool's unpadded output shape, from the attributes and ``X``'s shape (``I``'s must match)."""
+    nd = len(x_shape) - 2
+    kernel, strides, _, pads, _ = spatial_attrs(ctx, nd)
+    if kernel is None or len(kernel) != nd:
+        ctx.fail(f"kernel_shape must have {nd} values")
+    pads = pads or [0] * (2 * nd)
+    if len(pads) != 2 * nd or len(strides) != nd:
+        ctx.fail("pads/strides do not match the input rank")
+    if i_shape != x_shape:
+        ctx.fail(f"I has shape {i_shape}, X has {x_shape}")
+    return list(x_shape[:2]) + [(x_shape[2 + i] - 1) * strides[i] - pads[i] - pads[nd + i] + kernel[i]
+                                for i in range(nd)]
+
+
 @KERNELS.register("MaxUnpool", 9, 11, 22)
 def max_unpool(ctx):
     def run(x, indices, output_shape=None):
-        nd = x.ndim - 2
-        kernel, strides, _, pads, _ = spatial_attrs(ctx, nd)
-        if kernel is None or len(kernel) != nd:
-            ctx.fail(f"kernel_shape must have {nd} values")
-        pads = pads or [0] * (2 * nd)
-        if len(pads) != 2 * nd or len(strides) != nd:
-            ctx.fail("pads/strides do not match the input rank")
-        if indices.shape != x.shape:
-            ctx.fail(f"I has shape {indices.shape}, X has {x.shape}")
-        inferred = list(x.shape[:2]) + [(x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[nd + i] + kernel[i]
-                                         for i in range(nd)]
+        inferred = unpool_shape(ctx, x.shape, indices.shape)
         total = int(np.prod(inferred))
         flat_i = indices.reshape(-1).astype(np.int64)
         if flat_i.size and (flat_i.min() < 0 or flat_i.max() >= total):
@@ -242,17 +269,28 @@ def max_unpool(ctx):
 
 # -- ROI pools ----------------------------------------------------------------------------------
 
+def _roi_bins(start, size, count, limit):
+    b = size / count
+    i = np.arange(count)
+    lo = np.clip(np.floor(i * b).astype(np.int64) + start, 0, limit)
+    hi = np.clip(np.ceil((i + 1) * b).astype(np.int64) + start, 0, limit)
+    return lo, hi
+
+
+def roi_pool_bins(roi, scale, ph, pw, h, w):
+    """MaxRoiPool's bins for one region ``(batch, x1, y1, x2, y2)`` (host float64): the corners
+    scaled and rounded half away from zero, then floor/ceil bins clipped to the image:
+    ``hlo, hhi, wlo, whi``."""
+    x1, y1, x2, y2 = (int(np.sign(v) * np.floor(abs(v * scale) + 0.5)) for v in roi[1:])  # half away from 0
+    hlo, hhi = _roi_bins(y1, max(y2 - y1 + 1, 1), ph, h)
+    wlo, whi = _roi_bins(x1, max(x2 - x1 + 1, 1), pw, w)
+    return hlo, hhi, wlo, whi
+
+
 @KERNELS.register("MaxRoiPool", 1, 22)
 def max_roi_pool(ctx):
     ph, pw = [int(v) for v in ctx.attr("pooled_shape")]
     scale = float(ctx.attr("spatial_scale", 1.0))
-
-    def bins(start, size, count, limit):
-        b = size / count
-        i = np.arange(count)
-        lo = np.clip(np.floor(i * b).astype(np.int64) + start, 0, limit)
-        hi = np.clip(np.ceil((i + 1) * b).astype(np.int64) + start, 0, limit)
-        return lo, hi
 
     def run(x, rois):
         if x.ndim != 4 or rois.ndim != 2 or rois.shape[1] != 5:
@@ -263,9 +301,7 @@ def max_roi_pool(ctx):
             b = int(roi[0])
             if not 0 <= b < n:
                 ctx.fail(f"roi {r} names batch {b}, X has {n}")
-            x1, y1, x2, y2 = (int(np.sign(v) * np.floor(abs(v * scale) + 0.5)) for v in roi[1:])  # half away from 0
-            hlo, hhi = bins(y1, max(y2 - y1 + 1, 1), ph, h)
-            wlo, whi = bins(x1, max(x2 - x1 + 1, 1), pw, w)
+            hlo, hhi, wlo, whi = roi_pool_bins(roi, scale, ph, pw, h, w)
             cols = np.zeros((c, h, pw), dtype=x.dtype)
             wempty = whi <= wlo
             for j in range(pw):
@@ -293,8 +329,9 @@ def _roi_axis(start, bin_size, pooled, grid, size):
     return low, high, 1.0 - frac, frac, valid
 
 
-@KERNELS.register("RoiAlign", 10, 16, 22)
-def roi_align(ctx):
+def roi_align_attrs(ctx):
+    """RoiAlign's attributes: ``mode, output_height, output_width, sampling_ratio,
+    spatial_scale, half_pixel``."""
     mode = (ctx.attr_str("mode", "avg") or "avg").lower()
     oh, ow = int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))
     ratio = int(ctx.attr("sampling_ratio", 0))
@@ -305,6 +342,37 @@ def roi_align(ctx):
         ctx.fail(f"unknown coordinate_transformation_mode {ctm!r}")
     if mode not in ("avg", "max"):
         ctx.fail(f"unknown mode {mode!r}")
+    return mode, oh, ow, ratio, scale, half_pixel
+
+
+def roi_align_samples(roi, scale, half_pixel, oh, ow, ratio, h, w):
+    """The sampling grid of one region ``(x1, y1, x2, y2)`` (host float64): ``gh, gw`` samples
+    per bin and :func:`_roi_axis` data along y and along x."""
+    off = 0.5 if half_pixel else 0.0
+    sw, sh, ew, eh = roi * scale - off
+    rw, rh = ew - sw, eh - sh
+    if not half_pixel:
+        rw, rh = max(rw, 1.0), max(rh, 1.0)
+    gh = ratio if ratio > 0 else int(np.ceil(rh / oh))
+    gw = ratio if ratio > 0 else int(np.ceil(rw / ow))
+    return gh, gw, _roi_axis(sh, rh / oh, oh, gh, h), _roi_axis(sw, rw / ow, ow, gw, w)
+
+
+def roi_avg_weights(oh, ow, h, w, ydata, xdata):
+    """RoiAlign ``avg``'s separable weights (float64): ``my`` (oh, h) and ``mx`` (ow, w), the
+    bilinear weights of a bin's samples summed per row / column."""
+    my = np.zeros((oh, h))
+    mx = np.zeros((ow, w))
+    for arr, (lo, hi, wl, wh, v) in ((my, ydata), (mx, xdata)):
+        rows = np.broadcast_to(np.arange(arr.shape[0])[:, None], lo.shape)
+        np.add.at(arr, (rows, lo), np.where(v, wl, 0.0))
+        np.add.at(arr, (rows, hi), np.where(v, wh, 0.0))
+    return my, mx
+
+
+@KERNELS.register("RoiAlign", 10, 16, 22)
+def roi_align(ctx):
+    mode, oh, ow, ratio, scale, half_pixel = roi_align_attrs(ctx)
 
     def run(x, rois, batch_indices):
         if x.ndim != 4 or rois.ndim != 2 or rois.shape[1] != 4:
@@ -316,28 +384,17 @@ def roi_align(ctx):
         ct = compute_dtype(x.dtype)
         xc = x.astype(ct, copy=False)
         y = np.zeros((rois.shape[0], c, oh, ow), dtype=ct)
-        off = 0.5 if half_pixel else 0.0
         for r, roi in enumerate(np.asarray(rois, dtype=np.float64)):
             b = int(bi[r])
             if not 0 <= b < n:
                 ctx.fail(f"batch index {b} of roi {r} is outside X's batch of {n}")
-            sw, sh, ew, eh = roi * scale - off
-            rw, rh = ew - sw, eh - sh
-            if not half_pixel:
-                rw, rh = max(rw, 1.0), max(rh, 1.0)
-            gh = ratio if ratio > 0 else int(np.ceil(rh / oh))
-            gw = ratio if ratio > 0 else int(np.ceil(rw / ow))
-            yl, yh, wyl, wyh, vy = _roi_axis(sh, rh / oh, oh, gh, h)
-            xl, xh, wxl, wxh, vx = _roi_axis(sw, rw / ow, ow, gw, w)
+            gh, gw, ydata, xdata = roi_align_samples(roi, scale, half_pixel, oh, ow, ratio, h, w)
+            yl, yh, wyl, wyh, vy = ydata
+            xl, xh, wxl, wxh, vx = xdata
             img = xc[b]
             if mode == "avg":
                 count = max(gh * gw, 1)
-                my = np.zeros((oh, h))
-                mx = np.zeros((ow, w))
-                for arr, lo, hi, wl, wh, v in ((my, yl, yh, wyl, wyh, vy), (mx, xl, xh, wxl, wxh, vx)):
-                    rows = np.broadcast_to(np.arange(arr.shape[0])[:, None], lo.shape)
-                    np.add.at(arr, (rows, lo), np.where(v, wl, 0.0))
-                    np.add.at(arr, (rows, hi), np.where(v, wh, 0.0))
+                my, mx = roi_avg_weights(oh, ow, h, w, ydata, xdata)
                 y[r] = np.einsum("ph,chw,qw->cpq", my.astype(ct), img, mx.astype(ct)) / ct.type(count)
             else:
                 # per sample: the largest weighted corner, then the largest sample of the bin

@@ -173,10 +173,12 @@ def _factory(name: str, input_from: int):
     return factory
 
 
-KERNELS.register("ReduceSum", 1, 11, 13)(_factory("ReduceSum", 13))
-for _name in ("ReduceMean", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare"):
-    KERNELS.register(_name, 1, 11, 13, 18)(_factory(_name, 18))
-for _name in ("ReduceLogSum", "ReduceLogSumExp"):
-    KERNELS.register(_name, 1, 11, 13, 18, 28)(_factory(_name, 18))
-for _name in ("ReduceMax", "ReduceMin"):
-    KERNELS.register(_name, 1, 11, 12, 13, 18, 20)(_factory(_name, 18))
+# (op, since_versions, the version from which the axes are an input)
+REDUCE_DEFINITIONS = (
+    ("ReduceSum", (1, 11, 13), 13),
+    *((n, (1, 11, 13, 18), 18) for n in ("ReduceMean", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare")),
+    *((n, (1, 11, 13, 18, 28), 18) for n in ("ReduceLogSum", "ReduceLogSumExp")),
+    *((n, (1, 11, 12, 13, 18, 20), 18) for n in ("ReduceMax", "ReduceMin")),
+)
+for _name, _versions, _input_from in REDUCE_DEFINITIONS:
+    KERNELS.register(_name, *_versions)(_factory(_name, _input_from))

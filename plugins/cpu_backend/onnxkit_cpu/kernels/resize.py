@@ -261,8 +261,9 @@ def _given(v):
     return v is not None and np.asarray(v).size > 0
 
 
-@KERNELS.register("Resize", 10, 11, 13, 18, 19)
-def resize(ctx):
+def resize_attrs(ctx):
+    """Resize's attributes: the keyword options of :func:`interpolate` and the ``axes``
+    attribute (None before 18)."""
     v = ctx.since_version
     mode = ctx.attr_str("mode", "nearest")
     if v == 10:
@@ -285,54 +286,76 @@ def resize(ctx):
     axes_attr = ctx.attr("axes") if v >= 18 else None
     if mode not in ("nearest", "linear", "cubic"):
         ctx.fail(f"unknown mode {mode!r}")
+    return opts, axes_attr
+
+
+def resize_targets(ctx, shape, axes_attr, roi, scales, sizes):
+    """Resize's inputs over ``axes`` widened to full rank for :func:`interpolate`:
+    ``scales, sizes, roi, axes``.  ``roi``, ``scales`` and ``sizes`` are host sequences, None
+    where the input is not given."""
+    r = len(shape)
+    axes = list(range(r)) if not axes_attr else [int(a) % r for a in axes_attr]
+    if axes_attr and (len(set(axes)) != len(axes) or any(not -r <= int(a) < r for a in axes_attr)):
+        ctx.fail(f"axes {list(axes_attr)} are invalid for rank {r}")
+    k = len(axes)
+    full_scales = full_sizes = full_roi = None
+    if sizes is not None:
+        if scales is not None:
+            ctx.fail("only one of scales and sizes may be given")
+        if len(sizes) != k:
+            ctx.fail(f"sizes has {len(sizes)} values, expected {k}")
+        full_sizes = list(shape)
+        for a, s in zip(axes, sizes):
+            full_sizes[a] = s
+    elif scales is not None:
+        if len(scales) != k:
+            ctx.fail(f"scales has {len(scales)} values, expected {k}")
+        full_scales = [1.0] * r
+        for a, s in zip(axes, scales):
+            full_scales[a] = s
+    else:
+        ctx.fail("one of scales and sizes must be given")
+    if roi is not None:
+        if len(roi) != 2 * k:
+            ctx.fail(f"roi has {len(roi)} values, expected {2 * k}")
+        full_roi = [0.0] * r + [1.0] * r
+        for i, a in enumerate(axes):
+            full_roi[a], full_roi[r + a] = roi[i], roi[k + i]
+    return full_scales, full_sizes, full_roi, axes
+
+
+@KERNELS.register("Resize", 10, 11, 13, 18, 19)
+def resize(ctx):
+    v = ctx.since_version
+    opts, axes_attr = resize_attrs(ctx)
 
     def run(x, roi=None, scales=None, sizes=None):
         if v == 10:
             roi, scales, sizes = None, roi, None
-        r = x.ndim
-        axes = list(range(r)) if not axes_attr else [int(a) % r for a in axes_attr]
-        if axes_attr and (len(set(axes)) != len(axes) or any(not -r <= int(a) < r for a in axes_attr)):
-            ctx.fail(f"axes {list(axes_attr)} are invalid for rank {r}")
-        k = len(axes)
-        full_scales = full_sizes = full_roi = None
-        if _given(sizes):
-            if _given(scales):
-                ctx.fail("only one of scales and sizes may be given")
-            sz = [int(s) for s in np.asarray(sizes).reshape(-1)]
-            if len(sz) != k:
-                ctx.fail(f"sizes has {len(sz)} values, expected {k}")
-            full_sizes = list(x.shape)
-            for a, s in zip(axes, sz):
-                full_sizes[a] = s
-        elif _given(scales):
-            sc = [float(s) for s in np.asarray(scales, dtype=np.float32).reshape(-1)]
-            if len(sc) != k:
-                ctx.fail(f"scales has {len(sc)} values, expected {k}")
-            full_scales = [1.0] * r
-            for a, s in zip(axes, sc):
-                full_scales[a] = s
-        else:
-            ctx.fail("one of scales and sizes must be given")
-        if _given(roi):
-            rv = np.asarray(roi, dtype=np.float64).reshape(-1)
-            if rv.size != 2 * k:
-                ctx.fail(f"roi has {rv.size} values, expected {2 * k}")
-            full_roi = [0.0] * r + [1.0] * r
-            for i, a in enumerate(axes):
-                full_roi[a], full_roi[r + a] = rv[i], rv[k + i]
+        full_scales, full_sizes, full_roi, axes = resize_targets(
+            ctx, x.shape, axes_attr,
+            np.asarray(roi, dtype=np.float64).reshape(-1) if _given(roi) else None,
+            [float(s) for s in np.asarray(scales, dtype=np.float32).reshape(-1)] if _given(scales) else None,
+            [int(s) for s in np.asarray(sizes).reshape(-1)] if _given(sizes) else None)
         return interpolate(ctx, x, full_scales, full_sizes, roi=full_roi, axes=axes, **opts)
 
     return run
 
 
-@KERNELS.register("Upsample", 1, 7, 9, 10)
-def upsample(ctx):
-    v = ctx.since_version
+def upsample_mode(ctx):
+    """Upsample's ``mode`` as :func:`interpolate` names it."""
     mode = ctx.attr_str("mode", "nearest")
     if mode == "bilinear":
         mode = "linear"
     if mode not in ("nearest", "linear"):
         ctx.fail(f"unknown mode {mode!r}")
+    return mode
+
+
+@KERNELS.register("Upsample", 1, 7, 9, 10)
+def upsample(ctx):
+    v = ctx.since_version
+    mode = upsample_mode(ctx)
 
     def go(x, scales):
         if len(scales) != x.ndim:

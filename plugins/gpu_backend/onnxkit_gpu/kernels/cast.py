@@ -30,9 +30,10 @@ import functools
 
 import numpy as np
 
-from onnxkit.dtypes import DataType, by_name, element_type
+from onnxkit.dtypes import DataType, element_type
 from onnxkit.errors import OnnxkitTypeError
 from onnxkit.runtime import KernelTable
+from onnxkit_cpu.kernels.cast import cast_target
 
 from ..device import torch_dtype
 
@@ -168,15 +169,7 @@ def _run(ctx, x, dt):
 
 @KERNELS.register("Cast", 1, 6, 9, 13, 19, 21, 23, 24, 25, 28)
 def _cast_kernel(ctx):
-    to = ctx.attr("to")
-    try:
-        if ctx.since_version == 1 or isinstance(to, (bytes, str)):
-            name = to.decode() if isinstance(to, bytes) else str(to)
-            tag = by_name(name).tag
-        else:
-            tag = element_type(int(to)).tag
-    except (OnnxkitTypeError, AttributeError, ValueError, TypeError) as exc:
-        ctx.fail(f"invalid 'to' attribute {to!r}: {exc}")
+    tag = cast_target(ctx)
     _options(ctx)
     dt, refuse = _target(ctx, tag)
     if refuse is not None:

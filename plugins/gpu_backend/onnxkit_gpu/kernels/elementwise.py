@@ -31,6 +31,7 @@ float32).  Element types torch lacks never reach a kernel (the backend refuses t
 from __future__ import annotations
 
 from onnxkit.runtime import KernelTable
+from onnxkit_cpu.kernels.elementwise import legacy_b_shape
 
 KERNELS = KernelTable()
 
@@ -140,14 +141,11 @@ def legacy_align(ctx):
     def align(a, b):
         if b.shape == a.shape:
             return b
-        if b.numel() == 1 and b.ndim <= a.ndim:
-            return b.reshape(())
-        start = a.ndim - b.ndim if axis is None else (axis + a.ndim if axis < 0 else axis)
-        if start < 0 or start + b.ndim > a.ndim or any(
-                bd not in (ad, 1) for bd, ad in zip(b.shape, a.shape[start:start + b.ndim])):
+        shape, start = legacy_b_shape(tuple(a.shape), tuple(b.shape), axis)
+        if shape is None:
             ctx.fail(f"B of shape {list(b.shape)} cannot be broadcast to A of shape {list(a.shape)} at axis "
                      f"{start} (legacy broadcasting of {ctx.op_type}-{ctx.since_version})")
-        return b.reshape(tuple(b.shape) + (1,) * (a.ndim - start - b.ndim))
+        return b.reshape(shape)
     return align
 
 

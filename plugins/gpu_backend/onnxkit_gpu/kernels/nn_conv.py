@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 
-from onnxkit_cpu.kernels.nn_conv import conv_geometry, conv_transpose_geometry, spatial_attrs
+from onnxkit_cpu.kernels.nn_conv import col2im_geometry, conv_geometry, conv_transpose_geometry, spatial_attrs
 
 from onnxkit.runtime import KernelTable
 
@@ -318,27 +318,9 @@ def col2im(ctx):
         image = [int(v) for v in image_shape.reshape(-1).tolist()]
         block = [int(v) for v in block_shape.reshape(-1).tolist()]
         nd = len(image)
-        if len(block) != nd:
-            ctx.fail(f"image_shape {image} and block_shape {block} differ in length")
-        strides = [int(v) for v in (ctx.attr("strides") or [1] * nd)]
-        dil = [int(v) for v in (ctx.attr("dilations") or [1] * nd)]
-        pads = [int(v) for v in (ctx.attr("pads") or [0] * (2 * nd))]
-        if len(strides) != nd or len(dil) != nd or len(pads) != 2 * nd:
-            ctx.fail("strides/dilations/pads do not match image_shape")
-        if x.dim() != 3:
-            ctx.fail(f"input must have rank 3, got {x.dim()}")
+        strides, dil, pads, kp, counts = col2im_geometry(ctx, tuple(x.shape), image, block)
         n, ck, length = x.shape
-        kp = 1
-        for b in block:
-            kp *= b
-        if kp == 0 or ck % kp:
-            ctx.fail(f"input dimension 1 ({ck}) is not a multiple of prod(block_shape) ({kp})")
-        counts = [(image[i] + pads[i] + pads[nd + i] - ((block[i] - 1) * dil[i] + 1)) // strides[i] + 1
-                  for i in range(nd)]
-        total = 1
-        for cnt in counts:
-            total *= cnt
-        if any(cnt <= 0 for cnt in counts) or total != length:
+        if any(cnt <= 0 for cnt in counts):
             ctx.fail(f"input dimension 2 ({length}) differs from the number of blocks {counts}")
         ct = x.dtype if not x.dtype.is_floating_point else compute_dtype(x.dtype)   # integers add exactly
         cols = x.to(ct).reshape(n, ck // kp, *block, *counts)

@@ -41,8 +41,10 @@ import itertools
 import numpy as np
 
 from onnxkit.runtime import KernelTable
+from onnxkit_cpu.kernels.nn_pool import (average_divisor, index_strides, pool_geometry, roi_align_attrs,
+                                         roi_align_samples, roi_avg_weights, roi_pool_bins, unpool_shape)
 
-from .nn_conv import check_dtype, check_float, compute_dtype, conv_geometry, full_precision, pad_spatial, spatial_attrs
+from .nn_conv import check_dtype, check_float, compute_dtype, full_precision, pad_spatial
 
 KERNELS = KernelTable()
 
@@ -55,18 +57,7 @@ def _torch():
 
 def _prepare(ctx, x, ceil_mode, fill, dilations=True):
     """Geometry of a pool over ``x`` and ``x`` padded with ``fill`` (ceil-mode tail included)."""
-    nd = x.dim() - 2
-    if nd < 1:
-        ctx.fail(f"the input must have rank 3 or more, got {x.dim()}")
-    kernel, strides, dil, pads, auto_pad = spatial_attrs(ctx, nd)
-    if kernel is None:
-        ctx.fail("kernel_shape is required")
-    if not dilations:
-        dil = [1] * nd
-    in_shape = list(x.shape[2:])
-    out, begin, end = conv_geometry(ctx, in_shape, kernel, strides, dil, pads, auto_pad, ceil_mode)
-    tail = [max(0, (o - 1) * s + (k - 1) * dd + 1 - (i + b + e))
-            for o, s, k, dd, i, b, e in zip(out, strides, kernel, dil, in_shape, begin, end)]
+    kernel, strides, dil, out, begin, end, tail = pool_geometry(ctx, tuple(x.shape), ceil_mode, dilations)
     xp = pad_spatial(x, begin, [e + t for e, t in zip(end, tail)], fill)
     return xp, kernel, strides, dil, out, begin, end
 
@@ -151,11 +142,7 @@ def max_pool(ctx):
         n, c = x.shape[:2]
         dev = x.device
         lead = (slice(None), slice(None))
-        # element strides of the spatial index (row-major, or column-major for storage_order 1)
-        if storage_order == 1:
-            sstr = [int(np.prod(in_shape[:i])) for i in range(nd)]
-        else:
-            sstr = [int(np.prod(in_shape[i + 1:])) for i in range(nd)]
+        sstr = index_strides(in_shape, storage_order)
         if 0 in out or n == 0 or c == 0:
             return (torch.zeros((n, c, *out), dtype=xp.dtype, device=dev),
                     torch.zeros((n, c, *out), dtype=torch.int64, device=dev))
@@ -183,13 +170,6 @@ def max_pool(ctx):
 
 # -- AveragePool / LpPool -----------------------------------------------------------------------
 
-def _counts(in_len, k, s, d, out, begin, end, include_pad):
-    """Per-axis number of window taps counted by the average (host numpy, from the shapes)."""
-    o = np.arange(out)[:, None] * s + np.arange(k)[None, :] * d - begin
-    lo, hi = (-begin, in_len + end) if include_pad else (0, in_len)
-    return ((o >= lo) & (o < hi)).sum(axis=1)
-
-
 @KERNELS.register("AveragePool", 1, 7, 10, 11, 19, 22)
 def average_pool(ctx):
     torch = _torch()
@@ -206,9 +186,7 @@ def average_pool(ctx):
         key = (tuple(x.shape[2:]), ct, str(x.device))
         div = divisors.get(key)
         if div is None:
-            d = np.ones((), dtype=np.float64)
-            for i, (k, s, dd, o) in enumerate(zip(kernel, strides, dil, out)):
-                d = np.multiply.outer(d, _counts(x.shape[2 + i], k, s, dd, o, begin[i], end[i], include_pad))
+            d = average_divisor(list(x.shape[2:]), kernel, strides, dil, out, begin, end, include_pad)
             div = divisors[key] = torch.as_tensor(d, dtype=ct).to(x.device)
         return (y / div).to(x.dtype)
 
@@ -300,19 +278,9 @@ def max_unpool(ctx):
     def run(x, indices, output_shape=None):
         check_float(ctx, x, "X", bf16)
         check_dtype(ctx, indices, (torch.int64,), "I")
-        nd = x.dim() - 2
-        if nd < 1:
+        if x.dim() < 3:
             ctx.fail(f"X must have rank 3 or more, got {x.dim()}")
-        kernel, strides, _, pads, _ = spatial_attrs(ctx, nd)
-        if kernel is None or len(kernel) != nd:
-            ctx.fail(f"kernel_shape must have {nd} values")
-        pads = pads or [0] * (2 * nd)
-        if len(pads) != 2 * nd or len(strides) != nd:
-            ctx.fail("pads/strides do not match the input rank")
-        if tuple(indices.shape) != tuple(x.shape):
-            ctx.fail(f"I has shape {tuple(indices.shape)}, X has {tuple(x.shape)}")
-        inferred = list(x.shape[:2]) + [(x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[nd + i] + kernel[i]
-                                         for i in range(nd)]
+        inferred = unpool_shape(ctx, tuple(x.shape), tuple(indices.shape))
         total = int(np.prod(inferred))
         flat_i = indices.reshape(-1)
         if flat_i.numel():
@@ -346,13 +314,6 @@ def max_roi_pool(ctx):
     scale = float(ctx.attr("spatial_scale", 1.0))
     bf16 = ctx.since_version >= 22
 
-    def bins(start, size, count, limit):
-        b = size / count
-        i = np.arange(count)
-        lo = np.clip(np.floor(i * b).astype(np.int64) + start, 0, limit)
-        hi = np.clip(np.ceil((i + 1) * b).astype(np.int64) + start, 0, limit)
-        return lo, hi
-
     def run(x, rois):
         check_float(ctx, x, "X", bf16)
         check_dtype(ctx, rois, (x.dtype,), "rois")
@@ -365,9 +326,7 @@ def max_roi_pool(ctx):
             b = int(roi[0])
             if not 0 <= b < n:
                 ctx.fail(f"roi {r} names batch {b}, X has {n}")
-            x1, y1, x2, y2 = (int(np.sign(v) * np.floor(abs(v * scale) + 0.5)) for v in roi[1:])  # half away from 0
-            hlo, hhi = bins(y1, max(y2 - y1 + 1, 1), ph, h)
-            wlo, whi = bins(x1, max(x2 - x1 + 1, 1), pw, w)
+            hlo, hhi, wlo, whi = roi_pool_bins(roi, scale, ph, pw, h, w)
             cols = torch.zeros((c, h, pw), dtype=x.dtype, device=x.device)
             wempty = whi <= wlo
             for j in range(pw):
@@ -382,34 +341,10 @@ def max_roi_pool(ctx):
     return run
 
 
-def _roi_axis(start, bin_size, pooled, grid, size):
-    """Per-sample bilinear data along one axis: (low, high, w_low, w_high, valid), (pooled, grid)."""
-    pos = start + np.arange(pooled)[:, None] * bin_size + (np.arange(grid)[None, :] + 0.5) * bin_size / grid
-    valid = (pos >= -1.0) & (pos <= size)
-    pos = np.maximum(pos, 0.0)
-    low = np.floor(pos).astype(np.int64)
-    clamp = low >= size - 1
-    low = np.where(clamp, size - 1, low)
-    high = np.where(clamp, size - 1, low + 1)
-    pos = np.where(clamp, low.astype(np.float64), pos)
-    frac = pos - low
-    return low, high, 1.0 - frac, frac, valid
-
-
 @KERNELS.register("RoiAlign", 10, 16, 22)
 def roi_align(ctx):
     torch = _torch()
-    mode = (ctx.attr_str("mode", "avg") or "avg").lower()
-    oh, ow = int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))
-    ratio = int(ctx.attr("sampling_ratio", 0))
-    scale = float(ctx.attr("spatial_scale", 1.0))
-    ctm = ctx.attr_str("coordinate_transformation_mode", "half_pixel") if ctx.since_version >= 16 \
-        else "output_half_pixel"
-    half_pixel = ctm == "half_pixel"
-    if ctm not in ("half_pixel", "output_half_pixel"):
-        ctx.fail(f"unknown coordinate_transformation_mode {ctm!r}")
-    if mode not in ("avg", "max"):
-        ctx.fail(f"unknown mode {mode!r}")
+    mode, oh, ow, ratio, scale, half_pixel = roi_align_attrs(ctx)
     bf16 = ctx.since_version >= 22
 
     def run(x, rois, batch_indices):
@@ -426,30 +361,19 @@ def roi_align(ctx):
         dev = x.device
         xc = x.to(ct)
         y = torch.zeros((rois.shape[0], c, oh, ow), dtype=ct, device=dev)
-        off = 0.5 if half_pixel else 0.0
         host_rois = np.asarray(rois.to(torch.float64).tolist(), dtype=np.float64).reshape(-1, 4)
         for r, roi in enumerate(host_rois):
             b = bi[r]
             if not 0 <= b < n:
                 ctx.fail(f"batch index {b} of roi {r} is outside X's batch of {n}")
-            sw, sh, ew, eh = roi * scale - off
-            rw, rh = ew - sw, eh - sh
-            if not half_pixel:
-                rw, rh = max(rw, 1.0), max(rh, 1.0)
-            gh = ratio if ratio > 0 else int(np.ceil(rh / oh))
-            gw = ratio if ratio > 0 else int(np.ceil(rw / ow))
-            yl, yh, wyl, wyh, vy = _roi_axis(sh, rh / oh, oh, gh, h)
-            xl, xh, wxl, wxh, vx = _roi_axis(sw, rw / ow, ow, gw, w)
+            gh, gw, ydata, xdata = roi_align_samples(roi, scale, half_pixel, oh, ow, ratio, h, w)
+            yl, yh, wyl, wyh, vy = ydata
+            xl, xh, wxl, wxh, vx = xdata
             img = xc[b]
             if mode == "avg":
                 # separable: each output bin is a weighted sum along rows, then along columns
                 count = max(gh * gw, 1)
-                my = np.zeros((oh, h))
-                mx = np.zeros((ow, w))
-                for arr, lo, hi, wl, wh, v in ((my, yl, yh, wyl, wyh, vy), (mx, xl, xh, wxl, wxh, vx)):
-                    rows = np.broadcast_to(np.arange(arr.shape[0])[:, None], lo.shape)
-                    np.add.at(arr, (rows, lo), np.where(v, wl, 0.0))
-                    np.add.at(arr, (rows, hi), np.where(v, wh, 0.0))
+                my, mx = roi_avg_weights(oh, ow, h, w, ydata, xdata)
                 myt = torch.as_tensor(my, device=dev).to(ct)
                 mxt = torch.as_tensor(mx, device=dev).to(ct)
                 with full_precision(img):

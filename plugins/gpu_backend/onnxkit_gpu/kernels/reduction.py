@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 from onnxkit.runtime import KernelTable
+from onnxkit_cpu.kernels.reduction import REDUCE_DEFINITIONS
 
 from .elementwise import low_float
 from .shape import int_list, norm_axes, norm_axis
@@ -172,13 +173,8 @@ def _factory(name: str, input_from: int):
     return factory
 
 
-KERNELS.register("ReduceSum", 1, 11, 13)(_factory("ReduceSum", 13))
-for _name in ("ReduceMean", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare"):
-    KERNELS.register(_name, 1, 11, 13, 18)(_factory(_name, 18))
-for _name in ("ReduceLogSum", "ReduceLogSumExp"):
-    KERNELS.register(_name, 1, 11, 13, 18, 28)(_factory(_name, 18))
-for _name in ("ReduceMax", "ReduceMin"):
-    KERNELS.register(_name, 1, 11, 12, 13, 18, 20)(_factory(_name, 18))
+for _name, _versions, _input_from in REDUCE_DEFINITIONS:
+    KERNELS.register(_name, *_versions)(_factory(_name, _input_from))
 
 
 # -- ArgMax / ArgMin ---------------------------------------------------------------------------

@@ -38,7 +38,8 @@ import functools
 
 import numpy as np
 
-from onnxkit_cpu.kernels.resize import axis_taps, resize_extents, resize_rule, resize_steps
+from onnxkit_cpu.kernels.resize import (axis_taps, resize_attrs, resize_extents, resize_rule, resize_steps,
+                                        resize_targets, upsample_mode)
 
 from onnxkit.runtime import KernelTable
 
@@ -137,65 +138,21 @@ def _data_types():
 def resize(ctx):
     torch = _torch()
     v = ctx.since_version
-    mode = ctx.attr_str("mode", "nearest")
-    if v == 10:
-        opts = dict(mode=mode, coord_mode="asymmetric", nearest_mode="simple")
-    else:
-        opts = dict(mode=mode, coord_mode=ctx.attr_str("coordinate_transformation_mode", "half_pixel"),
-                    nearest_mode=ctx.attr_str("nearest_mode", "round_prefer_floor"),
-                    cubic_a=float(ctx.attr("cubic_coeff_a", -0.75)),
-                    exclude_outside=bool(ctx.attr("exclude_outside", 0)),
-                    extrapolation=float(ctx.attr("extrapolation_value", 0.0)))
-        if opts["nearest_mode"] not in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):
-            ctx.fail(f"unknown nearest_mode {opts['nearest_mode']!r}")
-    base = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize"}
-    allowed = {11: base | {"tf_half_pixel_for_nn"}, 13: base, 18: base, 19: base | {"half_pixel_symmetric"}}.get(v)
-    if allowed is not None and opts["coord_mode"] not in allowed:
-        ctx.fail(f"coordinate_transformation_mode {opts['coord_mode']!r} is not defined in Resize-{v}")
-    if v >= 18:
-        opts.update(antialias=bool(ctx.attr("antialias", 0)),
-                    policy=ctx.attr_str("keep_aspect_ratio_policy", "stretch"))
-        if opts["policy"] not in ("stretch", "not_larger", "not_smaller"):
-            ctx.fail(f"unknown keep_aspect_ratio_policy {opts['policy']!r}")
-    axes_attr = ctx.attr("axes") if v >= 18 else None
-    if mode not in ("nearest", "linear", "cubic"):
-        ctx.fail(f"unknown mode {mode!r}")
+    if v != 10:
+        nearest_mode = ctx.attr_str("nearest_mode", "round_prefer_floor")
+        if nearest_mode not in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):
+            ctx.fail(f"unknown nearest_mode {nearest_mode!r}")
+    opts, axes_attr = resize_attrs(ctx)
 
     def run(x, roi=None, scales=None, sizes=None):
         check_dtype(ctx, x, _data_types(), "X")
         if v == 10:
             roi, scales, sizes = None, roi, None
-        r = x.dim()
-        axes = list(range(r)) if not axes_attr else [int(a) % r for a in axes_attr]
-        if axes_attr and (len(set(axes)) != len(axes) or any(not -r <= int(a) < r for a in axes_attr)):
-            ctx.fail(f"axes {list(axes_attr)} are invalid for rank {r}")
-        k = len(axes)
-        full_scales = full_sizes = full_roi = None
-        if _given(sizes):
-            if _given(scales):
-                ctx.fail("only one of scales and sizes may be given")
-            sz = [int(s) for s in _values(sizes, torch.int64)]
-            if len(sz) != k:
-                ctx.fail(f"sizes has {len(sz)} values, expected {k}")
-            full_sizes = list(x.shape)
-            for a, s in zip(axes, sz):
-                full_sizes[a] = s
-        elif _given(scales):
-            sc = _values(scales, torch.float32)
-            if len(sc) != k:
-                ctx.fail(f"scales has {len(sc)} values, expected {k}")
-            full_scales = [1.0] * r
-            for a, s in zip(axes, sc):
-                full_scales[a] = s
-        else:
-            ctx.fail("one of scales and sizes must be given")
-        if _given(roi):
-            rv = _values(roi, torch.float64)
-            if len(rv) != 2 * k:
-                ctx.fail(f"roi has {len(rv)} values, expected {2 * k}")
-            full_roi = [0.0] * r + [1.0] * r
-            for i, a in enumerate(axes):
-                full_roi[a], full_roi[r + a] = rv[i], rv[k + i]
+        full_scales, full_sizes, full_roi, axes = resize_targets(
+            ctx, list(x.shape), axes_attr,
+            _values(roi, torch.float64) if _given(roi) else None,
+            _values(scales, torch.float32) if _given(scales) else None,
+            [int(s) for s in _values(sizes, torch.int64)] if _given(sizes) else None)
         return interpolate(ctx, x, full_scales, full_sizes, roi=full_roi, axes=axes, **opts)
 
     return run
@@ -205,11 +162,7 @@ def resize(ctx):
 def upsample(ctx):
     torch = _torch()
     v = ctx.since_version
-    mode = ctx.attr_str("mode", "nearest")
-    if mode == "bilinear":
-        mode = "linear"
-    if mode not in ("nearest", "linear"):
-        ctx.fail(f"unknown mode {mode!r}")
+    mode = upsample_mode(ctx)
 
     def go(x, scales):
         check_dtype(ctx, x, _data_types(), "X")

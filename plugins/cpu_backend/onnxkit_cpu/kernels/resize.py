@@ -467,6 +467,20 @@ def grid_sample(ctx):
     return run
 
 
+def affine_grid_base(spatial, align_corners) -> np.ndarray:
+    """AffineGrid's normalised target coordinates, homogeneous, in (x, y[, z]) order (the spatial
+    axes reversed): a ``[prod(spatial), nd + 1]`` float64 array."""
+    axes = []
+    for L in spatial:
+        if align_corners:
+            a = np.linspace(-1.0, 1.0, L) if L > 1 else np.array([-1.0])
+        else:
+            a = (2 * np.arange(L) + 1) / L - 1
+        axes.append(a)
+    mesh = np.meshgrid(*axes, indexing="ij")
+    return np.stack([m.reshape(-1) for m in mesh[::-1]] + [np.ones(int(np.prod(spatial)))], axis=1)
+
+
 @KERNELS.register("AffineGrid", 20)
 def affine_grid(ctx):
     align = bool(ctx.attr("align_corners", 0))
@@ -480,16 +494,7 @@ def affine_grid(ctx):
         if theta.shape[0] != sz[0]:
             ctx.fail(f"theta has batch {theta.shape[0]}, size says {sz[0]}")
         ct = compute_dtype(theta.dtype)
-        axes = []
-        for L in spatial:
-            if align:
-                a = np.linspace(-1.0, 1.0, L) if L > 1 else np.array([-1.0])
-            else:
-                a = (2 * np.arange(L) + 1) / L - 1
-            axes.append(a)
-        mesh = np.meshgrid(*axes, indexing="ij")
-        # homogeneous coordinates in (x, y[, z]) order, i.e. the spatial axes reversed
-        base = np.stack([m.reshape(-1) for m in mesh[::-1]] + [np.ones(int(np.prod(spatial)))], axis=1)
+        base = affine_grid_base(spatial, align)
         grid = np.einsum("pk,njk->npj", base.astype(ct), theta.astype(ct, copy=False))
         return grid.reshape(sz[0], *spatial, nd).astype(theta.dtype, copy=False)
 

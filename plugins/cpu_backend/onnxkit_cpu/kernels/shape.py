@@ -216,24 +216,33 @@ def split(ctx):
 
 
 # -- Squeeze / Unsqueeze ------------------------------------------------------------------------
-def _squeeze(ctx, x, axes):
-    if axes is None or np.size(axes) == 0:   # empty axes squeeze every extent of 1, as absent ones do
-        return x.reshape([d for d in x.shape if d != 1])
-    ax = norm_axes(ctx, int_list(axes), x.ndim)
+def squeeze_extents(ctx, shape, axes) -> list:
+    """Squeeze's output shape; ``axes`` a list of ints, None or empty = every extent of 1."""
+    if not axes:   # empty axes squeeze every extent of 1, as absent ones do
+        return [d for d in shape if d != 1]
+    ax = norm_axes(ctx, axes, len(shape))
     for a in ax:
-        if x.shape[a] != 1:
-            ctx.fail(f"cannot squeeze axis {a} of extent {x.shape[a]}")
-    return x.reshape([d for i, d in enumerate(x.shape) if i not in ax])
+        if shape[a] != 1:
+            ctx.fail(f"cannot squeeze axis {a} of extent {shape[a]}")
+    return [d for i, d in enumerate(shape) if i not in ax]
+
+
+def unsqueeze_extents(ctx, shape, axes) -> list:
+    """Unsqueeze's output shape; ``axes`` a list of ints."""
+    if axes is None:
+        ctx.fail("Unsqueeze needs axes")
+    rank = len(shape) + len(axes)
+    ax = set(norm_axes(ctx, axes, rank))
+    it = iter(shape)
+    return [1 if i in ax else next(it) for i in range(rank)]
+
+
+def _squeeze(ctx, x, axes):
+    return x.reshape(squeeze_extents(ctx, x.shape, None if axes is None else int_list(axes)))
 
 
 def _unsqueeze(ctx, x, axes):
-    if axes is None:
-        ctx.fail("Unsqueeze needs axes")
-    axes = int_list(axes)
-    rank = x.ndim + len(axes)
-    ax = set(norm_axes(ctx, axes, rank))
-    it = iter(x.shape)
-    return x.reshape([1 if i in ax else next(it) for i in range(rank)])
+    return x.reshape(unsqueeze_extents(ctx, x.shape, None if axes is None else int_list(axes)))
 
 
 @KERNELS.register("Squeeze", 1, 11)

@@ -24,9 +24,10 @@ import math
 
 from onnxkit.runtime import KernelTable
 from onnxkit_cpu.kernels.reduction import REDUCE_DEFINITIONS
+from onnxkit_cpu.kernels.shape import norm_axes, norm_axis
 
 from .elementwise import low_float
-from .shape import int_list, norm_axes, norm_axis
+from .shape import int_list
 
 KERNELS = KernelTable()
 

@@ -38,7 +38,7 @@ import functools
 
 import numpy as np
 
-from onnxkit_cpu.kernels.resize import (axis_taps, resize_attrs, resize_extents, resize_rule, resize_steps,
+from onnxkit_cpu.kernels.resize import (affine_grid_base, axis_taps, resize_attrs, resize_extents, resize_rule, resize_steps,
                                         resize_targets, upsample_mode)
 
 from onnxkit.runtime import KernelTable
@@ -321,16 +321,7 @@ def affine_grid(ctx):
         if theta.shape[0] != sz[0]:
             ctx.fail(f"theta has batch {theta.shape[0]}, size says {sz[0]}")
         ct = compute_dtype(theta.dtype)
-        axes = []
-        for L in spatial:
-            if align:
-                a = np.linspace(-1.0, 1.0, L) if L > 1 else np.array([-1.0])
-            else:
-                a = (2 * np.arange(L) + 1) / L - 1
-            axes.append(a)
-        mesh = np.meshgrid(*axes, indexing="ij")
-        # homogeneous coordinates in (x, y[, z]) order, i.e. the spatial axes reversed (host constants)
-        base = np.stack([m.reshape(-1) for m in mesh[::-1]] + [np.ones(int(np.prod(spatial)))], axis=1)
+        base = affine_grid_base(spatial, align)  # host constants
         bt = torch.as_tensor(base).to(device=theta.device, dtype=ct)
         with full_precision(bt):
             grid = torch.einsum("pk,njk->npj", bt, theta.to(ct))

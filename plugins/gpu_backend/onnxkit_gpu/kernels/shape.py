@@ -28,7 +28,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from onnxkit_cpu.kernels.shape import _pad_mode, _split_sizes, norm_axes, norm_axis, pad_plan, reshape_extents
+from onnxkit_cpu.kernels.shape import (
+    _pad_mode, _split_sizes, norm_axis, pad_plan, reshape_extents, squeeze_extents, unsqueeze_extents,
+)
 
 from onnxkit.runtime import KernelTable
 
@@ -159,24 +161,11 @@ def split(ctx):
 
 # -- Squeeze / Unsqueeze ------------------------------------------------------------------------
 def _squeeze(ctx, x, axes):
-    axes = None if axes is None else int_list(axes)
-    if not axes:   # empty axes squeeze every extent of 1, as absent ones do
-        return x.reshape([d for d in x.shape if d != 1])
-    ax = norm_axes(ctx, axes, x.ndim)
-    for a in ax:
-        if x.shape[a] != 1:
-            ctx.fail(f"cannot squeeze axis {a} of extent {x.shape[a]}")
-    return x.reshape([d for i, d in enumerate(x.shape) if i not in ax])
+    return x.reshape(squeeze_extents(ctx, list(x.shape), None if axes is None else int_list(axes)))
 
 
 def _unsqueeze(ctx, x, axes):
-    if axes is None:
-        ctx.fail("Unsqueeze needs axes")
-    axes = int_list(axes)
-    rank = x.ndim + len(axes)
-    ax = set(norm_axes(ctx, axes, rank))
-    it = iter(x.shape)
-    return x.reshape([1 if i in ax else next(it) for i in range(rank)])
+    return x.reshape(unsqueeze_extents(ctx, list(x.shape), None if axes is None else int_list(axes)))
 
 
 @KERNELS.register("Squeeze", 1, 11)

@@ -11,24 +11,14 @@ Needs the test extras (onnx, onnx-ir).
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from timing import best_of
 
 
 def densenet_path() -> Path:

@@ -17,17 +17,7 @@ import time
 
 import numpy as np
 
-
-def best_of(fn, repeat: int, budget_s: float = 30.0) -> float:
-    times = []
-    start = time.perf_counter()
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        if time.perf_counter() - start > budget_s:
-            break
-    return min(times)
+from timing import best_of
 
 
 def main() -> int:

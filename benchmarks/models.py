@@ -12,28 +12,15 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
+from timing import best_of
 
 
 def light_models() -> list[Path]:
     import onnx.backend.test as bt
 
     return sorted((Path(bt.__file__).parent / "data" / "light").glob("light_*.onnx"))
-
-
-def best_of(fn, repeat: int, budget_s: float = 20.0) -> float:
-    times = []
-    start = time.perf_counter()
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        if time.perf_counter() - start > budget_s:
-            break
-    return min(times)
 
 
 def main() -> int:

@@ -1,0 +1,20 @@
+"""The one timing helper the benchmark scripts share."""
+
+from __future__ import annotations
+
+import gc
+import time
+
+
+def best_of(fn, repeat: int, budget_s: float = 30.0) -> float:
+    """The fastest of up to ``repeat`` calls of ``fn`` (seconds), stopping once ``budget_s`` is spent."""
+    times = []
+    start = time.perf_counter()
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if time.perf_counter() - start > budget_s:
+            break
+    return min(times)

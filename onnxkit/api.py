@@ -89,12 +89,13 @@ def load(src: Source, *, external_data: str = "lazy", allow_outside: bool = Fals
 
 
 def save(model: ir.Model, path: Union[str, os.PathLike], *, external_data: bool = False,
-         size_threshold: int = 1024, location: Optional[str] = None, checksum: bool = False) -> None:
+         size_threshold: int = 1024, location: Optional[str] = None, checksum: Union[bool, str] = False) -> None:
     """Write ``model`` to ``path``.
 
     With ``external_data=True`` every tensor of at least ``size_threshold`` octets goes to
     one data file beside the model (``location``, default ``<file name>.data``), at
-    page-aligned offsets (13.2), optionally with a SHA-1 ``checksum`` (13.3).
+    page-aligned offsets (13.2), optionally with a ``checksum`` (13.3): ``True`` or ``'sha1'``
+    writes the SHA-1 the clause names, ``'sha256'`` a SHA-256 (64 hexadecimal digits).
     """
     path = os.fspath(path)
     if external_data:
@@ -121,9 +122,32 @@ def canonical_bytes(model: Union[ir.Model, Source]) -> bytes:
     return b"".join(encode(model, "ModelProto", canonical=True))
 
 
-def model_hash(model: Union[ir.Model, Source]) -> str:
-    """SHA-256 of :func:`canonical_bytes`, as hex (``onnxkit hash``)."""
-    return hashlib.sha256(canonical_bytes(model)).hexdigest()
+def model_hash(model: Union[ir.Model, Source], *, with_data: bool = False) -> str:
+    """SHA-256 of :func:`canonical_bytes`, as hex (``onnxkit hash``).
+
+    The canonical form covers what the model file carries: an external tensor contributes
+    its reference (location, offset, length, checksum), not its contents (Clause 12.8 is
+    silent; this is onnxkit's position).  With ``with_data=True`` (``onnxkit hash
+    --with-data``) the digest also covers, for every external tensor in the order the
+    model holds them, its name and the octets its reference selects, so a changed data file
+    changes the hash.  ``model`` as a path is loaded (external data resolved lazily, as
+    :func:`load` does) for that.
+    """
+    if not with_data:
+        return hashlib.sha256(canonical_bytes(model)).hexdigest()
+    from .external import iter_tensors, read_external
+
+    if not isinstance(model, ir.Model):
+        model = load(model)
+    digest = hashlib.sha256(canonical_bytes(model))
+    for tensor in iter_tensors(model):
+        if tensor.is_external:
+            contents = read_external(tensor)
+            name = tensor.name.encode("utf-8", "surrogateescape")
+            for part in (name, contents):
+                digest.update(len(part).to_bytes(8, "little"))
+                digest.update(part)
+    return digest.hexdigest()
 
 
 # -- value files of the ONNX 1-3 test package (input_N.pb / output_N.pb) ---------------------

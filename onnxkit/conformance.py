@@ -4,8 +4,10 @@ A *case* is a folder with ``model.onnx`` and ``test_data_set_N/{input,output}_K.
 layout of ``node/``, ``simple/``, ``pytorch-converted/``, ``pytorch-operator/``), or a light
 model ``light/light_NAME.onnx`` with its reference ``light_NAME_output_0.pb``, whose inputs are
 the fixed dummy data of the ONNX backend runner (``arange(n) / n`` in float32, unknown extents
-taken as 1).  Tolerances: rtol 1e-3, atol 1e-7, unless the case states its own
-(``real/test_NAME/data.json`` for the light models, ``tolerance.json`` beside a model).
+taken as 1).  Tolerances: the one onnxkit guarantees for the output's element type
+(:data:`onnxkit.tolerances.TOLERANCES`; float32 is the harness's rtol 1e-3, atol 1e-7), unless
+the case states its own (``real/test_NAME/data.json`` for the light models, ``tolerance.json``
+beside a model), which is then used where it is looser than the type's.
 
 Outcomes: ``pass``, ``fail`` (a wrong value), ``unsupported`` (the session refused an
 operator, Clause 4.4) and ``error`` (anything else: the message is kept).
@@ -24,8 +26,8 @@ import numpy as np
 from . import ir
 from .api import load, load_value
 from .errors import OnnxkitError, UnsupportedOperatorError
+from .tolerances import tolerance_for
 
-RTOL, ATOL = 1e-3, 1e-7
 #: Operators whose outputs are random: checked for shape, dtype and the values they may take.
 RANDOM_CASES = {"bernoulli": {0, 1}}
 
@@ -35,8 +37,8 @@ class Case:
     name: str
     model: Path
     data_sets: list                 # [(inputs: [Path], outputs: [Path])] or dummy
-    rtol: float = RTOL
-    atol: float = ATOL
+    rtol: Optional[float] = None    # None: the element type's guaranteed tolerance
+    atol: Optional[float] = None
     dummy_inputs: bool = False
 
 
@@ -86,9 +88,10 @@ def _find_real_json(root: Path, name: str) -> Optional[Path]:
 
 def _tolerance(path: Optional[Path]) -> tuple:
     if path is None or not path.exists():
-        return RTOL, ATOL
+        return None, None
     data = json.loads(path.read_text())
-    return float(data.get("rtol", RTOL)), float(data.get("atol", ATOL))
+    rtol, atol = data.get("rtol"), data.get("atol")
+    return (None if rtol is None else float(rtol)), (None if atol is None else float(atol))
 
 
 def dummy_input(vi: ir.ValueInfo) -> np.ndarray:
@@ -98,8 +101,13 @@ def dummy_input(vi: ir.ValueInfo) -> np.ndarray:
     return (np.arange(n).reshape(shape) / n).astype(np.float32)
 
 
-def compare(expected, actual, rtol: float, atol: float, path: str = "output") -> Optional[str]:
-    """None if ``actual`` matches ``expected`` within tolerance, else what differs."""
+def compare(expected, actual, rtol: Optional[float] = None, atol: Optional[float] = None,
+            path: str = "output") -> Optional[str]:
+    """None if ``actual`` matches ``expected`` within tolerance, else what differs.
+
+    The tolerance is the guaranteed one of the expected value's element type (Clause 11.5,
+    :mod:`onnxkit.tolerances`); a stated ``rtol``/``atol`` replaces it where it is looser.
+    """
     if isinstance(expected, list):
         if not isinstance(actual, list):
             return f"{path}: expected a sequence, got {type(actual).__name__}"
@@ -135,8 +143,10 @@ def compare(expected, actual, rtol: float, atol: float, path: str = "output") ->
     if expected.dtype.kind in "fc" or expected.dtype.name in ("bfloat16",) or expected.dtype.kind == "V":
         e = expected.astype(np.complex128 if expected.dtype.kind == "c" else np.float64)
         a = actual.astype(e.dtype)
-        r = max(rtol, 2 ** -6) if expected.dtype.name == "bfloat16" else rtol
-        ok = np.isclose(a, e, rtol=r, atol=atol, equal_nan=True)
+        guaranteed = tolerance_for(expected.dtype)
+        r = max(rtol or 0.0, guaranteed.rtol) if rtol is not None else guaranteed.rtol
+        t = max(atol or 0.0, guaranteed.atol) if atol is not None else guaranteed.atol
+        ok = np.isclose(a, e, rtol=r, atol=t, equal_nan=True)
         if not ok.all():
             i = int(np.argmin(ok.reshape(-1)))
             return (f"{path}: {int((~ok).sum())} of {ok.size} values differ; first at flat index {i}: "
@@ -147,9 +157,9 @@ def compare(expected, actual, rtol: float, atol: float, path: str = "output") ->
             i = int(np.argmax((expected != actual).reshape(-1)))
             return f"{path}: values differ; first at flat index {i}: {actual.reshape(-1)[i]} vs {expected.reshape(-1)[i]}"
         return None
-    # narrow ml_dtypes types compare by value
+    # narrow ml_dtypes integer types compare by value, exactly
     e, a = expected.astype(np.float64), actual.astype(np.float64)
-    return None if np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True) else f"{path}: values differ"
+    return None if np.array_equal(a, e, equal_nan=True) else f"{path}: values differ"
 
 
 def _text(x):

@@ -1,4 +1,5 @@
-"""``onnxkit conformance run DIR [--backend NAME] [--report FILE.json] [-k SUBSTRING]``."""
+"""``onnxkit conformance run DIR [--backend NAME] [--report FILE.json] [-k SUBSTRING]`` and
+``onnxkit conformance statement [--backend NAME] [--format md|json]`` (Annex A)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 
 def add_parser(sub):
-    p = sub.add_parser("conformance", help="run ONNX 1-3 test vectors")
+    p = sub.add_parser("conformance", help="run ONNX 1-3 test vectors; print the conformance statement")
     csub = p.add_subparsers(dest="action", metavar="ACTION")
     csub.required = True
     r = csub.add_parser("run", help="run every case under DIR")
@@ -17,10 +18,15 @@ def add_parser(sub):
     r.add_argument("-k", dest="filter", action="append", default=[], help="only cases whose name contains this")
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("-v", "--verbose", action="store_true", help="print each case that does not pass")
+    s = csub.add_parser("statement", help="the conformance statement (Annex A), generated from the installed plugins")
+    s.add_argument("--backend", action="append", metavar="NAME", help="only this backend (repeatable; default: all)")
+    s.add_argument("--format", choices=("md", "json"), default="md", help="Markdown (as the README embeds) or JSON")
     return p
 
 
 def run(args) -> int:
+    if args.action == "statement":
+        return _statement(args)
     from ..conformance import discover, run_all, summary, write_report
 
     root = Path(args.dir)
@@ -39,3 +45,20 @@ def run(args) -> int:
     print(f"{len(outcomes)} cases on {args.backend}: {counts['pass']} passed, {counts['fail']} failed, "
           f"{counts['unsupported']} unsupported, {counts['error']} errors")
     return 0 if counts["fail"] == counts["error"] == counts["unsupported"] == 0 else 1
+
+
+def _statement(args) -> int:
+    import json
+
+    from ..registry import get_registry
+    from ..statement import build_statement, render_markdown
+
+    registry = get_registry()
+    unknown = [b for b in args.backend or () if b not in registry.backends]
+    if unknown:
+        print(f"onnxkit conformance: error: no backend {unknown[0]!r}; installed: {sorted(registry.backends)}",
+              file=sys.stderr)
+        return 2
+    st = build_statement(registry, args.backend)
+    sys.stdout.write(json.dumps(st, indent=1) + "\n" if args.format == "json" else render_markdown(st))
+    return 0

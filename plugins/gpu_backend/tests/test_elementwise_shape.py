@@ -202,12 +202,14 @@ def test_integer_div_truncates_toward_zero():
     assert same("Div", [a, b], opset=14).tolist() == [3, -3, -3, 3, -128]
 
 
-def test_integer_division_by_zero_gives_zero_not_a_crash():
+def test_integer_division_by_zero_is_refused_not_a_crash():
+    from onnxkit.errors import EvaluationError
+
     a = np.array([5, -5, 0], np.int32)
-    b = np.array([0, 0, 0], np.int32)
-    assert run("gpu", "Div", [a, b]).tolist() == [0, 0, 0]
-    assert run("gpu", "Mod", [a, b], opset=13).tolist() == [0, 0, 0]
-    assert run("gpu", "Mod", [a, b], {"fmod": 1}, opset=13).tolist() == [0, 0, 0]
+    b = np.array([1, 0, 2], np.int32)
+    for op, attrs_, opset in (("Div", {}, None), ("Mod", {}, 13), ("Mod", {"fmod": 1}, 13)):
+        with pytest.raises(EvaluationError, match="integer division by zero"):
+            run("gpu", op, [a, b], attrs_, **({"opset": opset} if opset else {}))
 
 
 @pytest.mark.parametrize("opset", [1, 6])

@@ -244,7 +244,16 @@ def _binary(fn, versions, names, upcast=True):
         KERNELS.register(name, *versions)(factory)
 
 
+def _no_integer_zero(b) -> None:
+    """Integer Div/Mod by zero has no defined result: refuse it (onnxkit's position on 11.3)."""
+    if b.dtype.kind in "iu" and not b.all():
+        raise ZeroDivisionError("integer division by zero: the result is undefined, so none is produced "
+                                "(onnxkit's position on Clause 11.3)")
+
+
 def _div(a, b):
+    if a.dtype.kind in "iu":
+        _no_integer_zero(b)
     if a.dtype.kind == "u":
         return np.floor_divide(a, b)
     if a.dtype.kind == "i":
@@ -294,6 +303,7 @@ def _mod(ctx):
         ctx.fail(f"fmod must be 0 or 1, got {ctx.attr('fmod')}")
 
     def run(a, b):
+        _no_integer_zero(b)
         with np.errstate(**_IGNORE):
             if _is_ml(a.dtype):
                 return _arr(fn(a.astype(np.float32), b.astype(np.float32))).astype(a.dtype)

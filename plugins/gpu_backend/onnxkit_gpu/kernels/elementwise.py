@@ -165,12 +165,13 @@ def _binary(make, versions, names):
 
 
 def _int_safe(torch, op):
-    """``op(a, b)`` for integers with b == 0 giving 0 (torch raises on CPU, is undefined on CUDA)."""
+    """``op(a, b)`` for integers, refusing b == 0 as the cpu backend does (onnxkit's position on
+    Clause 11.3: integer division by zero has no result; torch raises on CPU, is undefined on CUDA)."""
     def fn(a, b):
-        bz = b == 0
-        one = torch.ones((), dtype=b.dtype, device=b.device)
-        r = op(a, torch.where(bz, one, b))
-        return torch.where(bz, zero(r), r)
+        if not bool(b.all()):
+            raise ZeroDivisionError("integer division by zero: the result is undefined, so none is produced "
+                                    "(onnxkit's position on Clause 11.3)")
+        return op(a, b)
     return fn
 
 

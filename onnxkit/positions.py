@@ -1,0 +1,82 @@
+"""onnxkit's position on each behaviour the specification leaves open (Annex C, editorial notes).
+
+Part 1 leaves several behaviours to the implementation or to later editions.  A conformance
+statement (Annex A) has to say what onnxkit does in each case; this table is where it says so,
+once.  ``onnxkit conformance statement`` prints it, and every row names the test that fails if
+the behaviour changes (``tests/test_positions.py`` checks that each named test exists).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from .runtime.plan import NON_DETERMINISTIC
+
+
+@attrs.frozen
+class Position:
+    """One open point: the clause, what is open, what onnxkit does, and the test that pins it."""
+
+    clause: str
+    topic: str
+    position: str
+    test: str
+
+
+def _t(name: str) -> str:
+    return f"tests/test_positions.py::{name}"
+
+
+POSITIONS: tuple = (
+    Position("6.9", "type equality and assignability",
+             "Two types are equal when their kinds, element types and shapes are equal. A value may be supplied "
+             "where a type is declared unless the two contradict: different kinds, different element types, "
+             "different ranks, or two static extents that differ. An absent shape, an unknown extent and a "
+             "dimension variable are assignable to any extent; a model is not refused for them, and the value "
+             "is checked against the declaration when it exists (the feed check, and the declared-vs-computed "
+             "check after a run).",
+             _t("test_assignability_contradiction_only_between_static_facts")),
+    Position("8.5", "determinism",
+             f"Every operator except {', '.join(sorted(NON_DETERMINISTIC))} is deterministic: equal inputs give "
+             "bit-identical outputs on every run of a session (Dropout is random only in training mode). "
+             "A random operator draws from one generator per "
+             "node, seeded once when the session is created from the node's `seed` attribute, else the "
+             "session's `seed`: run k of a session gives the k-th draws (a stream, as onnxruntime), and a new "
+             "session with the same seeds repeats the sequence.",
+             _t("test_random_operators_are_a_stream_per_session")),
+    Position("11.3", "NaN, signed zero, infinities",
+             "Floating-point arithmetic is IEEE 754 binary arithmetic of the element type: x/0 is ±inf, 0/0 and "
+             "inf-inf are NaN. Max and Min propagate NaN (IEEE 754-2019 maximum/minimum, not maxNum). For two "
+             "zeros of opposite sign Max and Min return one of them, unspecified (the cpu backend returns the "
+             "second operand; onnxruntime the first).",
+             _t("test_nan_propagates_through_max_and_min_and_division_follows_ieee")),
+    Position("11.3", "integer overflow and division by zero",
+             "Integer arithmetic wraps modulo 2^n (two's complement), as onnxruntime's. Integer Div and Mod by "
+             "zero have no defined result, so none is produced: the run fails with an EvaluationError naming "
+             "the node (onnxruntime's result is undefined there).",
+             _t("test_integer_overflow_wraps_and_division_by_zero_is_refused")),
+    Position("12.5", "maximum message size",
+             "A model, and any single embedded message, may be at most `max_message_bytes` octets (default "
+             "2 GiB, the reference implementation's limit, configurable through `onnxkit.Limits`); a larger one "
+             "is refused with LimitExceeded before it is decoded. Contents beyond it belong in external data "
+             "(Clause 13).",
+             _t("test_message_size_limit_is_refused_before_decoding")),
+    Position("12.8", "canonical form and model hashes",
+             "onnxkit defines a canonical form (README, \"Canonical form\"); `onnxkit hash` is the SHA-256 of it. "
+             "It covers what the model file carries: an external tensor contributes its reference, not its "
+             "contents. `onnxkit hash --with-data` also covers the octets every reference selects, so a "
+             "changed data file changes that hash.",
+             _t("test_hash_covers_external_contents_only_with_data")),
+    Position("13.3", "a stronger digest than SHA-1",
+             "A `checksum` of 40 hexadecimal digits is the SHA-1 the clause names; one of 64 digits is a "
+             "SHA-256. The choice is encoded by the digest's length, so no key outside Table 11 is introduced "
+             "(13.2 requires refusing those). Both are verified before the contents are used; "
+             "`onnxkit.save(..., checksum='sha256')` writes a SHA-256. The digest covers the whole file, as the "
+             "clause says.",
+             _t("test_sha256_checksums_are_written_and_verified")),
+    Position("ONNX 1-2 Loop", "Loop with a trip count and no condition input",
+             "The body's condition output is ignored and the loop runs the trip count's iterations, as the "
+             "operator definition's table states (`for (i=0; i<M; ++i) { cond = ...; // ignored }`). "
+             "onnxruntime stops when the body's condition becomes false: the two differ on such models.",
+             _t("test_loop_with_a_trip_count_and_no_condition_ignores_the_body_condition")),
+)

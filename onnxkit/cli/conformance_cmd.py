@@ -11,11 +11,11 @@ def add_parser(sub):
     csub = p.add_subparsers(dest="action", metavar="ACTION")
     csub.required = True
     r = csub.add_parser("run", help="run every case under DIR")
-    r.add_argument("dir", metavar="DIR")
-    r.add_argument("--backend", default="cpu")
+    r.add_argument("dir", metavar="DIR", help="a folder of test cases (model.onnx + test_data_set_*/)")
+    r.add_argument("--backend", default="cpu", help="the backend to run on (default: cpu)")
     r.add_argument("--report", metavar="FILE.json", help="write a JSON report")
     r.add_argument("-k", dest="filter", action="append", default=[], help="only cases whose name contains this")
-    r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
     r.add_argument("-v", "--verbose", action="store_true", help="print each case that does not pass")
     return p
 

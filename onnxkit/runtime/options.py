@@ -102,7 +102,7 @@ class RunOptions:
     between nodes and between iterations of Loop and Scan with :class:`RunTerminated`.
     ``run_time_limit_s`` (onnxkit's own): end the run with :class:`RunTerminated` once it has
     taken longer than this many seconds (checked at the same points); None = no limit.
-    ``log_severity_level`` (default 2) as for :class:`SessionOptions`; ``run_tag`` names the
+    ``log_severity_level`` (default 2) as for :class:`SessionOptions`; ``logid`` names the
     run in log records.
     """
 
@@ -112,7 +112,6 @@ class RunOptions:
         self.log_severity_level = 2
         self.log_verbosity_level = 0
         self.logid = ""
-        self.run_tag = ""
         self.only_execute_path_to_fetches = False
         self._config: dict = {}
 
@@ -128,7 +127,7 @@ class RunOptions:
 
     def __repr__(self) -> str:
         return (f"RunOptions(terminate={self.terminate}, run_time_limit_s={self.run_time_limit_s}, "
-                f"run_tag={self.run_tag!r})")
+                f"logid={self.logid!r})")
 
 
 @attrs.frozen

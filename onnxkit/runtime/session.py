@@ -172,7 +172,12 @@ class InferenceSession:
         return [_arg(vi) for vi in self._inputs if vi.name in required]
 
     def get_overridable_initializers(self) -> list:
-        """Graph inputs that have an initializer: defaults a caller may override (7.2)."""
+        """Graph inputs that have an initializer: defaults a caller may override (7.2).
+
+        As onnxruntime, none for a model of IR version < 4, where every initializer had to be
+        listed as an input (the session still accepts a fed value for one)."""
+        if self.model.ir_version < 4:
+            return []
         required = set(self._required)
         return [_arg(vi) for vi in self._inputs if vi.name not in required]
 
@@ -263,7 +268,7 @@ class InferenceSession:
         outs = self.plan.run(values, state=RunState(run_options, profiler))
         if profiler:
             profiler.session_event("model_run", begin)
-        self._log("run", 10, "run %s took %.2f ms", getattr(run_options, "run_tag", "") or "", (time.perf_counter() - t0) * 1e3)
+        self._log("run", 10, "run %s took %.2f ms", getattr(run_options, "logid", "") or "", (time.perf_counter() - t0) * 1e3)
         return outs
 
     def _fetch(self, output_names, outs: list, host: bool) -> list:

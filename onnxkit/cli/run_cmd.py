@@ -64,6 +64,7 @@ def run(args) -> int:
     from ..runtime import InferenceSession, SessionOptions
 
     so = SessionOptions()
+    so.log_severity_level = {0: 2, 1: 1}.get(getattr(args, "verbose", 0), 0)  # -v: info, -vv: verbose
     if args.profile:
         so.enable_profiling = True
         so.profile_file_prefix = "onnxkit_profile"

@@ -230,8 +230,8 @@ class IOBinding:
         sess = self._session
         names = [n for n, *_ in self._outputs] or [o.name for o in sess.get_outputs()]
         device_out = sess._torch and any(d == "cuda" for _, d, _, _ in self._outputs)
-        outs = sess._evaluate(sess._feed_values(self._inputs), run_options)
-        values = sess._fetch(names, outs, host=not device_out)
+        feeds = sess._feed_values(self._inputs)
+        values = sess._fetch(names, sess._evaluate(feeds, run_options), host=not device_out, feeds=feeds)
         results = []
         bound = {n: (d, o) for n, d, _, o in self._outputs}
         for name, v in zip(names, values):

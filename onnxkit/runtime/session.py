@@ -212,16 +212,17 @@ class InferenceSession:
     def run(self, output_names: Optional[Sequence[str]], input_feed: Mapping[str, Any], run_options=None) -> list:
         """Evaluate; returns the requested outputs (all when ``output_names`` is None or empty)
         in order, as fresh writable numpy arrays (sequences as lists, maps as dicts)."""
-        outs = self._evaluate(self._feed_values(input_feed), run_options)
-        return self._fetch(output_names, outs, host=True)
+        values = self._feed_values(input_feed)
+        return self._fetch(output_names, self._evaluate(values, run_options), host=True, feeds=values)
 
     def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None) -> list:
         """Like :meth:`run` with :class:`OrtValue` feeds; returns a list of :class:`OrtValue`
         (on the gpu backend their tensors stay on the device)."""
         from .ortvalue import OrtValue
 
-        outs = self._evaluate(self._feed_values(input_dict_ort_values), run_options)
-        return [OrtValue(v) for v in self._fetch(output_names, outs, host=not self._torch)]
+        values = self._feed_values(input_dict_ort_values)
+        outs = self._evaluate(values, run_options)
+        return [OrtValue(v) for v in self._fetch(output_names, outs, host=not self._torch, feeds=values)]
 
     def io_binding(self):
         """An :class:`IOBinding` of this session (see :meth:`run_with_iobinding`)."""
@@ -271,7 +272,8 @@ class InferenceSession:
         self._log("run", 10, "run %s took %.2f ms", getattr(run_options, "logid", "") or "", (time.perf_counter() - t0) * 1e3)
         return outs
 
-    def _fetch(self, output_names, outs: list, host: bool) -> list:
+    def _fetch(self, output_names, outs: list, host: bool, feeds: Sequence = ()) -> list:
+        """The outputs asked for, by name; on the host, each the caller's own (see ``fresh_outputs``)."""
         wanted = self._outputs if not output_names else list(output_names)
         by_name = dict(zip(self._outputs, outs))
         result = []
@@ -280,7 +282,9 @@ class InferenceSession:
                 raise InputError(f"{n!r} is not an output of the model; outputs: {self._outputs}")
             v = by_name[n]
             result.append(to_host(v, self.backend.to_numpy) if host else v)
-        return fresh_outputs(result, self._kept_ids) if host else result
+        if not host:
+            return result
+        return fresh_outputs(result, self._kept_ids | {id(v) for v in feeds if v is not None})
 
     # -- profiling ----------------------------------------------------------------------------
     def end_profiling(self) -> str:

@@ -127,9 +127,12 @@ def _print(s: dict, path: str) -> None:
     io = Table(title="inputs and outputs")
     for col in ("", "name", "type"):
         io.add_column(col)
+    shown = 8  # overridable initializers of an IR-3 model are many: the JSON form lists them all
     for kind, key in (("input", "inputs"), ("output", "outputs"), ("overridable", "overridable_initializers")):
-        for v in s[key]:
+        for v in s[key][:shown] if key == "overridable_initializers" else s[key]:
             io.add_row(kind, v["name"], v["type"])
+    if len(s["overridable_initializers"]) > shown:
+        io.add_row("overridable", f"... +{len(s['overridable_initializers']) - shown} more", "(--format json lists all)")
     console.print(io)
     ops = Table(title="operators")
     ops.add_column("op_type")

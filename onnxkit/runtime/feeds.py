@@ -42,6 +42,16 @@ def torch_to_numpy_dtype(dtype) -> np.dtype:
     return torch.empty(0, dtype=dtype).numpy().dtype
 
 
+def torch_to_numpy(t) -> np.ndarray:
+    """A torch tensor as a numpy array of its own (copied to the host; bfloat16 as ml_dtypes')."""
+    import torch
+
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(torch_to_numpy_dtype(t.dtype)).copy()
+    return t.numpy().copy()
+
+
 def _stand_in(t) -> np.ndarray:
     """A read-only numpy array with ``t``'s shape and dtype that holds one element."""
     dt = torch_to_numpy_dtype(t.dtype)

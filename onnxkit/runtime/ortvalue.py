@@ -137,9 +137,9 @@ class OrtValue:
     def numpy(self):
         """The value on the host: a numpy array (a copy when it lives on a device)."""
         if self._is_torch():
-            from onnxkit_gpu.device import to_numpy
+            from .feeds import torch_to_numpy
 
-            return to_numpy(self._value)
+            return torch_to_numpy(self._value)
         return self._value
 
     def to_torch(self):

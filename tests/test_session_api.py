@@ -177,6 +177,16 @@ def test_a_session_pickles_with_its_options_and_plans_again():
     np.testing.assert_array_equal(copy.run(None, {"image": IMAGES})[0], sess.run(None, {"image": IMAGES})[0])
 
 
+def test_optimized_model_filepath_writes_the_model_and_a_custom_registry_is_not_pickled(tmp_path):
+    so = SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "planned.onnx")
+    InferenceSession(DIGITS, so)
+    assert onnxkit.load(tmp_path / "planned.onnx") == onnxkit.load(DIGITS)
+    sess = InferenceSession(DIGITS, registry=build_registry())
+    with pytest.raises(OnnxkitError, match="registry"):
+        pickle.dumps(sess)
+
+
 def test_a_session_goes_to_a_spawned_process_pool():
     sess = InferenceSession(DIGITS)
     want = sess.run(None, {"image": IMAGES})[0]

@@ -16,6 +16,7 @@ import numpy as np
 from .. import ir
 from ..dtypes import ELEMENT_TYPES
 from ..errors import OnnxkitError
+from .ortvalue import OrtValue
 
 
 class InputError(OnnxkitError, ValueError):
@@ -87,8 +88,6 @@ def _from_python(name: str, value, t):
 
 def coerce_feed(name: str, value, t, torch_backend: bool):
     """``(value to check, value to run or None)`` of one feed; see the module docstring."""
-    from .ortvalue import OrtValue
-
     if isinstance(value, OrtValue):
         value = value._value
     if value is None or isinstance(value, np.ndarray):

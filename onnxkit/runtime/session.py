@@ -308,6 +308,9 @@ class InferenceSession:
         options = dict(self._onnxkit_options)
         if options.get("registry") is get_registry():
             del options["registry"]
+        if options.get("registry") is not None:
+            raise OnnxkitError("a session built with its own registry= cannot be pickled (plugins are modules); "
+                               "register the plugins in the receiving process and build the session there")
         options.setdefault("backend", self.backend_name)
         options["base_dir"] = self.model.base_dir
         return (_restore, (to_bytes(self.model), self._sess_options, self._providers_arg, options))

@@ -71,10 +71,19 @@ def _configure_logging(verbosity: int) -> None:
     log.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
 
 
-def _stderr_console():
+def console(stderr: bool = False):
+    """A rich console for a command's tables; a closed pipe (``| head``) ends the command quietly."""
     from rich.console import Console
 
-    return Console(stderr=True)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich would exit with status 1
+            raise BrokenPipeError
+
+    return _Console(stderr=stderr, file=None if stderr else sys.stdout)
+
+
+def _stderr_console():
+    return console(stderr=True)
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -86,7 +95,11 @@ def main(argv: Optional[list] = None) -> int:
     except OnnxkitError as exc:
         print(f"{where}: error: {describe(exc)}", file=sys.stderr)
         return EXIT_USAGE
-    except BrokenPipeError:  # `onnxkit opsets | head`
+    except BrokenPipeError:  # `onnxkit opsets | head`: the reader has all it wanted
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no complaint when Python flushes
+        except OSError:
+            pass
         return EXIT_OK
     except KeyboardInterrupt:
         print(f"{where}: interrupted", file=sys.stderr)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 
 import numpy as np
 
@@ -107,8 +106,9 @@ def run(args) -> int:
 def _print_profile(sess, top: int) -> None:
     import json
 
-    from rich.console import Console
     from rich.table import Table
+
+    from . import console as make_console
 
     from ..runtime.state import top_operators
 
@@ -123,6 +123,6 @@ def _print_profile(sess, top: int) -> None:
         table.add_column(col, justify=justify)
     for op, calls, us in rows:
         table.add_row(op, str(calls), f"{us / 1e3:.3f}", f"{us / calls:.1f}", f"{100 * us / total:.1f}%")
-    console = Console(file=sys.stdout)
+    console = make_console()
     console.print(table)
     console.print(f"Chrome trace written to {path} (open it in chrome://tracing or ui.perfetto.dev)")

@@ -97,10 +97,11 @@ def _bytes(n: int) -> str:
 
 
 def _print(s: dict, path: str) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=sys.stdout)
+    from . import console as make_console
+
+    console = make_console()
     head = Table(title=os.path.basename(path), show_header=False)
     head.add_column("field", style="bold")
     head.add_column("value")

@@ -44,11 +44,15 @@ def set_default_logger_severity(severity: int) -> None:
     get_logger().setLevel(severity_to_level(severity))
 
 
-def log_plugin_faults(registry, _seen=set()) -> None:  # noqa: B006 - one record per registry and fault
+#: (registry id, fault) pairs already logged: each fault is logged once, not once per session.
+_LOGGED_FAULTS: set = set()
+
+
+def log_plugin_faults(registry) -> None:
     """Log each fault of ``registry`` once on ``onnxkit.plugins`` (a warning per fault)."""
     log = get_logger("plugins")
     for fault in getattr(registry, "faults", ()):
         key = (id(registry), str(fault))
-        if key not in _seen:
-            _seen.add(key)
+        if key not in _LOGGED_FAULTS:
+            _LOGGED_FAULTS.add(key)
             log.warning("%s", fault)

@@ -4,6 +4,13 @@ The host is small: the IR (:mod:`onnxkit.ir`), element types (:mod:`onnxkit.dtyp
 binary codec (:mod:`onnxkit.wire`), the plugin contract (:mod:`onnxkit.hookspecs`) and the
 registry that loads plugins (:mod:`onnxkit.registry`).  Operator sets, kernels and backends
 come from plugins.
+
+The public API: :func:`load` / :func:`save` / :func:`to_bytes` (the codec), :func:`check_model`
+(Clause 10), :func:`infer_shapes` (Clause 9), :class:`InferenceSession` with onnxruntime's
+Python API (:class:`SessionOptions`, :class:`RunOptions`, :class:`OrtValue`,
+:func:`get_available_providers`), :func:`to_text` (the ONNX textual syntax), the errors
+(all derived from :class:`OnnxkitError`) and :class:`Limits`.  Logging goes to the ``onnxkit``
+logger (:mod:`onnxkit.log`).
 """
 
 from __future__ import annotations
@@ -19,11 +26,22 @@ from .registry import get_registry, register_plugin, unregister_plugin
 
 __version__ = "0.1.0"
 
+#: Names imported on first use (module that defines them), so that ``import onnxkit`` stays light.
+_LAZY = {
+    **{n: "api" for n in ("load", "save", "load_value", "canonical_bytes", "model_hash", "to_bytes")},
+    **{n: "runtime" for n in ("InferenceSession", "run_model", "SessionOptions", "RunOptions", "OrtValue",
+                              "IOBinding", "ModelMetadata", "NodeArg", "InputError", "RunTerminated",
+                              "GraphOptimizationLevel", "ExecutionMode", "get_available_providers", "get_device")},
+    "check_model": "checker",
+    "infer_shapes": "inference",
+    "to_text": "printer",
+    "set_default_logger_severity": "log",
+}
+
 __all__ = [
     "hookimpl", "DecodeError", "EncodeError", "EvaluationError", "ExternalDataError", "LimitExceeded", "OnnxkitError",
     "PluginError", "UnsupportedOperatorError", "ValidationError", "DataType", "DEFAULT_LIMITS", "Limits",
-    "get_registry", "register_plugin", "unregister_plugin", "IR_VERSION", "load", "save", "load_value",
-    "canonical_bytes", "model_hash", "InferenceSession", "run_model", "check_model", "infer_shapes",
+    "get_registry", "register_plugin", "unregister_plugin", "IR_VERSION", "__version__", *_LAZY,
 ]
 
 #: The IR version this edition of onnxkit writes and checks against (Clause 14.1.2).
@@ -31,21 +49,20 @@ IR_VERSION = 14
 
 
 def __getattr__(name):
-    # The codec API is imported on first use so that `import onnxkit` stays light.
-    if name in ("load", "save", "load_value", "canonical_bytes", "model_hash", "to_bytes"):
-        from . import api
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'onnxkit' has no attribute {name!r}")
+    import importlib
 
-        return getattr(api, name)
-    if name in ("InferenceSession", "run_model"):
-        from .runtime import session
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
-        return getattr(session, name)
-    if name == "check_model":
-        from .checker import check_model
 
-        return check_model
-    if name == "infer_shapes":
-        from .inference import infer_shapes
+#: Subpackages a user reaches for by name (``onnxkit.ir.Node``), listed by ``dir(onnxkit)`` too.
+_PUBLIC_MODULES = ("ir", "log", "runtime", "limits", "errors", "dtypes")
 
-        return infer_shapes
-    raise AttributeError(f"module 'onnxkit' has no attribute {name!r}")
+
+def __dir__():
+    """The public API (``__all__``) and the public subpackages, not the implementation modules."""
+    return sorted(set(__all__) | set(_PUBLIC_MODULES))

@@ -93,3 +93,23 @@ class EvaluationError(OnnxkitError):
         self.node = node
         self.op_type = op_type
         super().__init__(message)
+
+
+#: Words of a decoding fault that mean the octets end too soon (the file is cut short).
+_TRUNCATION_WORDS = ("truncated", "past the end", "runs past", "unexpected end", "ends inside")
+
+
+def decode_summary(exc: DecodeError) -> str:
+    """What a decoding fault means for a user, before the technical detail: ``'truncated'``
+    when the octets end inside a field, else ``'not an ONNX model'``."""
+    reason = (exc.reason or str(exc)).lower()
+    if any(w in reason for w in _TRUNCATION_WORDS):
+        return "truncated: the file ends inside a field (an incomplete download or copy?)"
+    return "not an ONNX model (or a damaged one): its octets are not a ModelProto encoding"
+
+
+def describe(exc: BaseException) -> str:
+    """One message for a user: the error, with a plain summary first for decoding faults."""
+    if isinstance(exc, DecodeError):
+        return f"{decode_summary(exc)}; {exc}"
+    return str(exc)

@@ -1,33 +1,54 @@
 """The ``onnxkit`` command line: one subcommand per module of :data:`COMMANDS`.
 
 Each module exposes ``add_parser(subparsers)`` (adds its subparser) and ``run(args) -> int``.
-An :class:`onnxkit.errors.OnnxkitError` becomes one line on stderr and exit status 2
-(usage or input problem); commands choose 0 / 1 for their own verdicts.
+Exit status (README, "Using it"): 0 success; 1 a command's own negative verdict (the model
+does not conform, an operator is unsupported, a conformance case failed); 2 a usage problem,
+an I/O problem (no such file, unreadable), octets that are not an ONNX model, or bad input
+(an :class:`onnxkit.errors.OnnxkitError`: one line on stderr); 3 an internal error of onnxkit
+(one line too; ``ONNXKIT_TRACEBACK=1`` shows the traceback); 130 interrupted.  No traceback
+is printed otherwise.  ``-v`` / ``-vv`` show onnxkit's log records (INFO / DEBUG) on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
 import sys
 from typing import Optional
 
-from ..errors import OnnxkitError
+from ..errors import OnnxkitError, describe
 
 COMMANDS = [
     "onnxkit.cli.plugins_cmd",
     "onnxkit.cli.opsets_cmd",
     "onnxkit.cli.hash_cmd",
     "onnxkit.cli.run_cmd",
+    "onnxkit.cli.show_cmd",
+    "onnxkit.cli.print_cmd",
     "onnxkit.cli.unsupported_cmd",
     "onnxkit.cli.conformance_cmd",
     "onnxkit.cli.infer_cmd",
     "onnxkit.cli.check_cmd",
 ]
 
+EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def _version() -> str:
+    from .. import IR_VERSION, __version__
+
+    return f"onnxkit {__version__} (ONNX IR version {IR_VERSION})"
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="onnxkit", description="onnxkit: the ONNX core specification in Python")
+    parser = argparse.ArgumentParser(prog="onnxkit", description="onnxkit: the ONNX core specification in Python",
+                                     epilog="exit status: 0 ok, 1 negative verdict, 2 usage / I/O / not a model / "
+                                            "bad input, 3 internal error")
+    parser.add_argument("--version", action="version", version=_version(), help="print the version and exit")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="show onnxkit's log records on stderr (-v: info, -vv: debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
@@ -37,15 +58,62 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _configure_logging(verbosity: int) -> None:
+    if not verbosity:
+        return
+    from rich.logging import RichHandler
+
+    from ..log import get_logger
+
+    log = get_logger()
+    handler = RichHandler(console=_stderr_console(), show_path=False, show_time=False)
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
+
+
+def console(stderr: bool = False):
+    """A rich console for a command's tables; a closed pipe (``| head``) ends the command quietly."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich would exit with status 1
+            raise BrokenPipeError
+
+    return _Console(stderr=stderr, file=None if stderr else sys.stdout)
+
+
+def _stderr_console():
+    return console(stderr=True)
+
+
 def main(argv: Optional[list] = None) -> int:
     args = build_parser().parse_args(argv)
+    _configure_logging(args.verbose)
+    where = f"onnxkit {args.command}"
     try:
         return int(args._run(args) or 0)
     except OnnxkitError as exc:
-        print(f"onnxkit {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # `onnxkit opsets | head`
-        return 0
+        print(f"{where}: error: {describe(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `onnxkit opsets | head`: the reader has all it wanted
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no complaint when Python flushes
+        except OSError:
+            pass
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print(f"{where}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        what = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"{where}: error: {what}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # a bug of onnxkit: one line, the traceback only on request
+        if os.environ.get("ONNXKIT_TRACEBACK"):
+            raise
+        print(f"{where}: internal error: {type(exc).__name__}: {exc} (a bug of onnxkit; "
+              "ONNXKIT_TRACEBACK=1 shows the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,7 +10,8 @@ Every condition found is reported (10.5), one per line in the text form, like a 
 also resolves external data references and verifies the files (off by default, 15.5).
 
 Exit status: 0 the model conforms (warnings allowed), 1 it does not (at least one error),
-2 usage or I/O problem (no such file, unreadable).
+2 usage or I/O problem (no such file, unreadable) or octets that are not an ONNX model (the
+``decode-error`` diagnostic is still reported, with "not an ONNX model" or "truncated" first).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 import os
 import sys
 
-from ..errors import OnnxkitError
+from ..errors import DecodeError, OnnxkitError, decode_summary, describe
 
 
 def add_parser(sub):
@@ -49,8 +50,9 @@ def run(args, out=None, err=None) -> int:
     try:
         report = check_model(path, open_external=args.open_external)
     except OnnxkitError as exc:
-        print(f"onnxkit check: error: {exc}", file=err)
+        print(f"onnxkit check: error: {describe(exc)}", file=err)
         return 2
+    undecodable = [d for d in report.diagnostics if d.code == "decode-error"]
     if args.format == "json":
         json.dump(report.to_json(), out, indent=2)
         out.write("\n")
@@ -59,4 +61,8 @@ def run(args, out=None, err=None) -> int:
             where = f"{d.location}: " if d.location else ""
             print(f"{path}: {where}{d.severity}: {d.message} [{d.code}, Clause {d.clause}]", file=out)
         print(f"{path}: {_plural(len(report.errors), 'error')}, {_plural(len(report.warnings), 'warning')}", file=out)
+    if undecodable:
+        summary = decode_summary(DecodeError(undecodable[0].message))
+        print(f"onnxkit check: error: {path}: {summary}", file=err)
+        return 2
     return 0 if report.ok else 1

@@ -7,7 +7,7 @@ from ..api import model_hash
 
 def add_parser(sub):
     p = sub.add_parser("hash", help="SHA-256 of a model's canonical encoding")
-    p.add_argument("models", nargs="+", metavar="MODEL", help="ONNX model files")
+    p.add_argument("models", nargs="+", metavar="MODEL", help="one or more model files (.onnx)")
     p.add_argument("--with-data", action="store_true",
                    help="also cover the contents of every external tensor (not only its reference)")
     return p

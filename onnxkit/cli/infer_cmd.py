@@ -12,7 +12,7 @@ import sys
 
 def add_parser(sub):
     p = sub.add_parser("infer", help="infer the type and shape of every value of a model (Clause 9)")
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL", help="the model file (.onnx)")
     p.add_argument("-o", "--output", metavar="OUT", help="write the model with inferred value_info to OUT")
     p.add_argument("--strict", action="store_true", help="do not write OUT when inference finds a contradiction")
     p.add_argument("--quiet", "-q", action="store_true", help="print the diagnostics only")

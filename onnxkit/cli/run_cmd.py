@@ -1,55 +1,128 @@
-"""``onnxkit run MODEL --input name=file.npy ... [--output-dir DIR] [--backend NAME]``."""
+"""``onnxkit run MODEL --input NAME=FILE ... [--output-dir DIR] [--backend NAME] [--profile]``.
+
+Inputs are ``.npy`` files (pickled Python objects are refused: loading them could run code)
+or ``.pb`` value files of the ONNX test package.  Each output is printed; ``--output-dir``
+writes it to ``DIR/<name>.npy`` with the name made safe for a file name (``/`` and other
+path characters become ``_``).  ``--profile`` runs with profiling on, prints the operators
+that took the most time as a table and writes the Chrome trace (``chrome://tracing``).
+"""
 
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
 from ..errors import OnnxkitError
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
 
 def add_parser(sub):
-    p = sub.add_parser("run", help="evaluate a model on inputs given as .npy (or .pb) files")
-    p.add_argument("model", metavar="MODEL")
+    p = sub.add_parser("run", help="evaluate a model on inputs given as .npy (or .pb) files",
+                       description="evaluate a model on inputs given as .npy or .pb files.")
+    p.add_argument("model", metavar="MODEL", help="the model file (.onnx)")
     p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE",
-                   help="an input value: a .npy file, or a .pb value file of the ONNX test package")
+                   help="an input value: a .npy file, or a .pb value file of the ONNX test package (repeatable)")
     p.add_argument("--output-dir", "-o", metavar="DIR", help="write each output to DIR/<name>.npy")
-    p.add_argument("--backend", default="cpu")
+    p.add_argument("--backend", default="cpu", help="the backend to run on: cpu (default) or gpu (onnxkit-gpu)")
+    p.add_argument("--profile", action="store_true",
+                   help="profile the run: print the top operators by time and write a Chrome trace JSON")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="with --profile: how many operators to list")
     return p
 
 
 def _read(path: str, vi):
     if path.endswith(".npy"):
-        return np.load(path, allow_pickle=False)
+        try:
+            return np.load(path, allow_pickle=False)
+        except ValueError as exc:
+            if "pickle" in str(exc).lower():
+                raise OnnxkitError(f"input file {path} holds pickled Python objects (an object array); onnxkit "
+                                   "does not unpickle input files, since that can run code: save a numeric or "
+                                   "string array instead") from None
+            raise OnnxkitError(f"input file {path} is not a readable .npy file: {exc}") from None
     from ..api import load_value
 
     return load_value(path, type=vi.type if vi is not None else None)
 
 
-def run(args) -> int:
-    from ..runtime import InferenceSession
+def safe_file_name(name: str, taken: set) -> str:
+    """``name`` as a file name inside one directory: unsafe characters as ``_``, unique in ``taken``."""
+    base = _UNSAFE.sub("_", name).lstrip(".") or "output"
+    candidate, n = base, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{base}_{n}"
+    taken.add(candidate)
+    return candidate
 
-    sess = InferenceSession(args.model, args.backend)
-    by_name = {vi.name: vi for vi in sess.model.graph.input}
+
+def run(args) -> int:
+    from ..runtime import InferenceSession, SessionOptions
+
+    so = SessionOptions()
+    so.log_severity_level = {0: 2, 1: 1}.get(getattr(args, "verbose", 0), 0)  # -v: info, -vv: verbose
+    if args.profile:
+        so.enable_profiling = True
+        so.profile_file_prefix = "onnxkit_profile"
+    if not os.path.isfile(args.model):
+        why = "is a directory, not a model file" if os.path.isdir(args.model) else "does not exist"
+        raise OnnxkitError(f"{args.model} {why}")
     feed = {}
+    pending = []
     for item in args.input:
         name, sep, path = item.partition("=")
         if not sep:
             raise OnnxkitError(f"--input needs NAME=FILE, got {item!r}")
         if not os.path.exists(path):
             raise OnnxkitError(f"input file {path} does not exist")
+        pending.append((name, path))
+    sess = InferenceSession(args.model, so, backend=args.backend)
+    by_name = {vi.name: vi for vi in sess.model.graph.input}
+    for name, path in pending:
         feed[name] = _read(path, by_name.get(name))
     outputs = sess.run(None, feed)
     names = [o.name for o in sess.get_outputs()]
     if args.output_dir:
         os.makedirs(args.output_dir, exist_ok=True)
+    taken: set = set()
     for name, value in zip(names, outputs):
         if isinstance(value, np.ndarray):
             print(f"{name}: {value.dtype}{list(value.shape)}")
             print(np.array2string(value, threshold=20, edgeitems=3))
             if args.output_dir:
-                np.save(os.path.join(args.output_dir, f"{name}.npy"), value, allow_pickle=False)
+                file = os.path.join(args.output_dir, safe_file_name(name, taken) + ".npy")
+                np.save(file, value, allow_pickle=False)
+                print(f"  written to {file}")
         else:
             print(f"{name}: {value!r}")
+    if args.profile:
+        _print_profile(sess, args.top)
     return 0
+
+
+def _print_profile(sess, top: int) -> None:
+    import json
+
+    from rich.table import Table
+
+    from . import console as make_console
+
+    from ..runtime.state import top_operators
+
+    path = sess.end_profiling()
+    with open(path, encoding="utf-8") as fh:
+        events = json.load(fh)
+    rows = top_operators(events, top)
+    total = sum(float(e["dur"]) for e in events if e.get("cat") == "Node") or 1.0
+    table = Table(title=f"top operators by total time ({sum(1 for e in events if e.get('cat') == 'Node')} node runs)")
+    for col, justify in (("operator", "left"), ("calls", "right"), ("total ms", "right"), ("mean µs", "right"),
+                         ("share", "right")):
+        table.add_column(col, justify=justify)
+    for op, calls, us in rows:
+        table.add_row(op, str(calls), f"{us / 1e3:.3f}", f"{us / calls:.1f}", f"{100 * us / total:.1f}%")
+    console = make_console()
+    console.print(table)
+    console.print(f"Chrome trace written to {path} (open it in chrome://tracing or ui.perfetto.dev)")

@@ -10,8 +10,8 @@ from ..errors import UnsupportedOperatorError
 
 def add_parser(sub):
     p = sub.add_parser("unsupported", help="list the operators of a model this installation cannot evaluate")
-    p.add_argument("model", metavar="MODEL")
-    p.add_argument("--backend", default="cpu")
+    p.add_argument("model", metavar="MODEL", help="the model file (.onnx)")
+    p.add_argument("--backend", default="cpu", help="the backend to plan for (default: cpu)")
     return p
 
 

@@ -80,6 +80,16 @@ class Attribute:
     doc_string: str = ""
     _wire: object = wire_field()
 
+    def __repr__(self) -> str:
+        from . import display
+
+        kind = AttributeType(self.type).name if self.type in AttributeType._value2member_map_ else str(self.type)
+        if self.ref_attr_name:
+            return f"Attribute({self.name}: {kind} = @{self.ref_attr_name})"
+        v = self.value
+        shown = repr(v) if hasattr(v, "_wire") else display.short_value(v)
+        return f"Attribute({self.name}: {kind} = {shown})"
+
     @property
     def is_reference(self) -> bool:
         """True for a reference to an attribute parameter of the enclosing function."""

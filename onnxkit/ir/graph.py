@@ -10,6 +10,7 @@ from typing import Optional
 
 import attrs
 
+from . import display
 from .base import wire_field
 
 
@@ -31,6 +32,9 @@ class ValueInfo:
     doc_string: str = ""
     metadata_props: list = attrs.field(factory=list)
     _wire: object = wire_field()
+
+    def __repr__(self) -> str:
+        return f"ValueInfo({display.value_info(self)})"
 
 
 @attrs.define
@@ -117,6 +121,13 @@ class Node:
         """Attributes by name (the last one wins where names repeat; the checker reports that)."""
         return {a.name: a for a in self.attribute}
 
+    def __repr__(self) -> str:
+        op = (f"{self.domain}::" if self.domain else "") + self.op_type
+        name = f", name={self.name!r}" if self.name else ""
+        attrs_ = f", attributes={display.items(a.name for a in self.attribute)}" if self.attribute else ""
+        return (f"Node({op}{name}, inputs={display.items(self.input)}, outputs={display.items(self.output)}"
+                f"{attrs_})")
+
 
 @attrs.define
 class Graph:
@@ -133,6 +144,11 @@ class Graph:
     quantization_annotation: list = attrs.field(factory=list)
     metadata_props: list = attrs.field(factory=list)
     _wire: object = wire_field()
+
+    def __repr__(self) -> str:
+        return (f"Graph({self.name!r}, inputs={display.items(display.value_info(v) for v in self.input)}, "
+                f"outputs={display.items(display.value_info(v) for v in self.output)}, "
+                f"{display.plural(len(self.node), 'node')}, {display.plural(len(self.initializer), 'initializer')})")
 
 
 @attrs.define
@@ -165,6 +181,11 @@ class Function:
     metadata_props: list = attrs.field(factory=list)
     _wire: object = wire_field()
 
+    def __repr__(self) -> str:
+        name = (f"{self.domain}::" if self.domain else "") + self.name + (f":{self.overload}" if self.overload else "")
+        return (f"Function({name}, inputs={display.items(self.input)}, outputs={display.items(self.output)}, "
+                f"{display.plural(len(self.node), 'node')})")
+
 
 @attrs.define
 class Model:
@@ -185,6 +206,19 @@ class Model:
     _wire: object = wire_field()
     #: Directory the model was loaded from; external data resolves against it (13.2 NOTE).
     base_dir: Optional[str] = attrs.field(default=None, eq=False, repr=False, kw_only=True)
+
+    def __repr__(self) -> str:
+        opsets = {o.domain: int(o.version) for o in self.opset_import}
+        producer = " ".join(p for p in (self.producer_name, self.producer_version) if p)
+        graph = "None" if self.graph is None else display.graph_summary(self.graph)
+        funcs = f", {display.plural(len(self.functions), 'function')}" if self.functions else ""
+        return f"Model(ir_version={self.ir_version}, opsets={opsets}, producer={producer!r}, graph={graph}{funcs})"
+
+    def __reduce__(self):
+        """A model pickles as its encoded bytes (and the directory its external data resolves against)."""
+        from ..api import to_bytes
+
+        return (_model_from_bytes, (to_bytes(self), self.base_dir))
 
     def opset_version(self, domain: str) -> Optional[int]:
         """The imported version of ``domain`` ('' and 'ai.onnx' are the default domain), or None."""
@@ -220,3 +254,10 @@ class OperatorSetInfo:
     operator: list = attrs.field(factory=list)
     functions: list = attrs.field(factory=list)
     _wire: object = wire_field()
+
+
+def _model_from_bytes(data: bytes, base_dir: Optional[str]) -> Model:
+    """Unpickle a :class:`Model` (external data references resolve against ``base_dir``)."""
+    from ..api import load
+
+    return load(data, base_dir=base_dir)

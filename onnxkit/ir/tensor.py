@@ -76,6 +76,19 @@ class Tensor:
     def shape(self) -> tuple:
         return tuple(int(d) for d in self.dims)
 
+    def __repr__(self) -> str:
+        from ..dtypes import tag_name
+
+        where = "external" if self.is_external else ("raw" if self.raw_data is not None else "typed")
+        return f"Tensor({self.name!r}, {tag_name(self.data_type).lower()}{list(self.shape)}, {where})"
+
+    def __reduce__(self):
+        """A tensor pickles with its contents copied out of the loaded buffer (a memoryview does not pickle)."""
+        state = {f.name: getattr(self, f.name) for f in attrs.fields(type(self)) if f.name != "_wire"}
+        if self.raw_data is not None and not isinstance(self.raw_data, bytes):
+            state["raw_data"] = bytes(self.raw_data)
+        return (_tensor_from_state, (state,))
+
     @property
     def size(self) -> int:
         n = 1
@@ -104,6 +117,12 @@ class Tensor:
         from ..tensor_data import numpy_to_tensor
 
         return numpy_to_tensor(array, name=name, data_type=data_type)
+
+
+def _tensor_from_state(state: dict) -> "Tensor":
+    base_dir = state.pop("base_dir", None)
+    options = state.pop("external_options", None)
+    return Tensor(**state, base_dir=base_dir, external_options=options)
 
 
 @attrs.define

@@ -46,6 +46,9 @@ class Dim:
         v = self.value
         return "?" if v is None else str(v)
 
+    def __repr__(self) -> str:
+        return f"Dim({self.value!r})"
+
 
 def to_dim(d) -> Dim:
     """A :class:`Dim` from an int, a str (a dimension variable), None (unknown) or a Dim."""
@@ -95,6 +98,9 @@ class Shape:
     def __str__(self) -> str:
         return "[" + ", ".join(str(d) for d in self.dim) + "]"
 
+    def __repr__(self) -> str:
+        return f"Shape({self})"
+
 
 def _shape_converter(v):
     if v is None or isinstance(v, Shape):
@@ -123,6 +129,9 @@ class TensorType(Type):
     def kind(self) -> str:
         return "tensor"
 
+    def __repr__(self) -> str:
+        return f"TensorType({self})"
+
     def __str__(self) -> str:
         return f"tensor({tag_name(self.elem_type).lower()}){'' if self.shape is None else self.shape}"
 
@@ -139,6 +148,9 @@ class SparseTensorType(Type):
 
     def kind(self) -> str:
         return "sparse_tensor"
+
+    def __repr__(self) -> str:
+        return f"SparseTensorType({self})"
 
     def __str__(self) -> str:
         return f"sparse_tensor({tag_name(self.elem_type).lower()}){'' if self.shape is None else self.shape}"

@@ -1,6 +1,33 @@
 """Evaluation (Clause 8): planning, the run loop, sessions, and the kernel contract for backends."""
 
 from .kernel import KernelTable, NodeContext, needs_scope
-from .session import InferenceSession, InputError, NodeArg, run_model
+from .options import (
+    ExecutionMode, GraphOptimizationLevel, ModelMetadata, NodeArg, RunOptions, SessionOptions,
+)
+from .ortvalue import IOBinding, OrtValue
+from .session import InferenceSession, InputError, run_model
+from .state import RunTerminated
 
-__all__ = ["InferenceSession", "InputError", "KernelTable", "NodeArg", "NodeContext", "needs_scope", "run_model"]
+__all__ = ["ExecutionMode", "GraphOptimizationLevel", "IOBinding", "InferenceSession", "InputError", "KernelTable",
+           "ModelMetadata", "NodeArg", "NodeContext", "OrtValue", "RunOptions", "RunTerminated", "SessionOptions",
+           "needs_scope", "run_model", "get_available_providers", "get_device"]
+
+
+def get_available_providers() -> list:
+    """onnxruntime's ``get_available_providers``: the providers of the installed backends."""
+    from ..registry import get_registry
+    from .options import provider_of
+
+    backends = get_registry().backends
+    order = sorted(backends, key=lambda b: (b != "gpu", b != "cpu", b))
+    return [provider_of(b) for b in order]
+
+
+def get_device() -> str:
+    """onnxruntime's ``get_device``: ``'GPU'`` when the gpu backend sees CUDA, else ``'CPU'``."""
+    try:
+        import torch
+
+        return "GPU" if torch.cuda.is_available() and "gpu" in __import__("onnxkit").get_registry().backends else "CPU"
+    except ImportError:
+        return "CPU"

@@ -27,6 +27,7 @@ from ..errors import EvaluationError, OnnxkitError
 from ..functions import GRAPH_TYPES, call_attributes, node_attributes, substitute
 from ..registry import normalize_domain
 from .kernel import NodeContext
+from .state import RUN_STATE
 
 #: Operators whose result may differ between evaluations (Clause 8.5): never folded at planning.
 NON_DETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
@@ -76,7 +77,11 @@ class GraphPlan:
         self.folded = None
         self.default_positions = [i for i, n in enumerate(input_names) if n in defaults]
 
-    def run(self, inputs, scope: Optional[dict] = None) -> list:
+    def run(self, inputs, scope: Optional[dict] = None, state=None) -> list:
+        """Evaluate the steps in order.  ``state`` (a :class:`~onnxkit.runtime.state.RunState`,
+        or found in ``scope`` under :data:`RUN_STATE` for a subgraph) selects the watched loop,
+        which checks termination and the time limit before each node and profiles the top
+        level; without one the loop only calls the kernels."""
         steps = self.steps
         if self.folded is not None and not any(
                 i < len(inputs) and inputs[i] is not None for i in self.default_positions):
@@ -85,6 +90,8 @@ class GraphPlan:
         else:
             env = dict(self.constants)
         if scope is not None:
+            if state is None:
+                state = scope.get(RUN_STATE)
             for n in self.free_vars:
                 if n in scope:
                     env[n] = scope[n]
@@ -93,33 +100,59 @@ class GraphPlan:
             if v is None and name in self.defaults:
                 v = self.defaults[name]
             env[name] = v
-        for step in steps:
-            try:
-                args = [env[n] if n else None for n in step.inputs]
-            except KeyError as exc:
-                raise EvaluationError(f"{self.name}: node {step.node.name!r} ({step.op}) reads {exc.args[0]!r}, "
-                                      "which has no value (Clause 7.5)", step.node.name, step.op) from None
-            try:
-                out = step.fn(env, *args) if step.scope else step.fn(*args)
-            except OnnxkitError:
-                raise
-            except Exception as exc:
-                raise EvaluationError(f"{self.name}: node {step.node.name!r} ({step.op}) failed: "
-                                      f"{type(exc).__name__}: {exc}", step.node.name, step.op) from exc
-            outs = step.outputs
-            if type(out) is not tuple:
-                if outs and outs[0]:
-                    env[outs[0]] = out
-            else:
-                for name, v in zip(outs, out):
-                    if name:
-                        env[name] = v
-            for n in step.free:
-                env.pop(n, None)
+        if state is None:
+            for step in steps:
+                _execute(self.name, step, env)
+        else:
+            self._run_watched(steps, env, state, top=scope is None)
         try:
             return [env[n] for n in self.output_names]
         except KeyError as exc:
             raise EvaluationError(f"{self.name}: graph output {exc.args[0]!r} was not computed") from None
+
+    def _run_watched(self, steps, env: dict, state, top: bool) -> None:
+        """The run loop of a watched run: check before each node (and once for an empty body),
+        and record a profiling event per node of the top-level graph."""
+        env[RUN_STATE] = state  # subgraphs run with ``env`` as their scope find it there
+        profiler = state.profiler if top else None
+        state.check(f"graph {self.name!r}")
+        for step in steps:
+            state.check(f"node {step.node.name!r} ({step.op}) of graph {self.name!r}")
+            if profiler is None:
+                _execute(self.name, step, env)
+            else:
+                begin = profiler.now_us()
+                args, out = _execute(self.name, step, env, keep=True)
+                profiler.node_event(step, begin, args, out)
+        del env[RUN_STATE]
+
+
+def _execute(graph_name: str, step: Step, env: dict, keep: bool = False):
+    """Run one step: read its inputs from ``env``, call its kernel, store its outputs, free the
+    values it used last.  With ``keep`` returns ``(args, out)`` for the profiler."""
+    try:
+        args = [env[n] if n else None for n in step.inputs]
+    except KeyError as exc:
+        raise EvaluationError(f"{graph_name}: node {step.node.name!r} ({step.op}) reads {exc.args[0]!r}, "
+                              "which has no value (Clause 7.5)", step.node.name, step.op) from None
+    try:
+        out = step.fn(env, *args) if step.scope else step.fn(*args)
+    except OnnxkitError:
+        raise
+    except Exception as exc:
+        raise EvaluationError(f"{graph_name}: node {step.node.name!r} ({step.op}) failed: "
+                              f"{type(exc).__name__}: {exc}", step.node.name, step.op) from exc
+    outs = step.outputs
+    if type(out) is not tuple:
+        if outs and outs[0]:
+            env[outs[0]] = out
+    else:
+        for name, v in zip(outs, out):
+            if name:
+                env[name] = v
+    for n in step.free:
+        env.pop(n, None)
+    return (args, out) if keep else None
 
 
 class Planner:

@@ -1,49 +1,55 @@
-"""``InferenceSession``: evaluate a model (Clause 8) with onnxruntime's shape of API.
+"""``InferenceSession``: evaluate a model (Clause 8) with onnxruntime's Python API.
 
-    sess = onnxkit.InferenceSession("model.onnx")            # backend="cpu"
+    sess = onnxkit.InferenceSession("model.onnx", providers=["CPUExecutionProvider"])
     outputs = sess.run(None, {"X": x})                        # list, in graph output order
     [(i.name, i.type, i.shape) for i in sess.get_inputs()]
 
-Creating a session loads the model, validates it (15.5), binds every node and raises
-:class:`UnsupportedOperatorError` listing *every* operator it cannot evaluate (4.4, 16.1) —
-never halfway through a run.  ``run`` checks the feed against the declared inputs (element
-type, rank, static extents, and each dimension variable bound to one extent across all
-inputs, 6.5.2); an initializer that is also an input is a default that may be overridden,
-one that is not is a constant that may not be fed (7.2).
+The constructor is onnxruntime's, ``InferenceSession(path_or_bytes, sess_options=None,
+providers=None, provider_options=None, **onnxkit_options)``; the onnxkit options are
+``backend`` (overrides ``providers``; a str second argument is read as it too), ``registry``,
+``seed``, ``limits``, ``validate`` and ``external_data``.  Creating a session loads the model,
+validates it (15.5), binds every node and raises :class:`UnsupportedOperatorError` listing
+*every* operator it cannot evaluate (4.4, 16.1) — never halfway through a run.  ``run``
+checks the feed against the declared inputs (element type, rank, static extents, and each
+dimension variable bound to one extent across all inputs, 6.5.2); an initializer that is also
+an input is a default that may be overridden (:meth:`get_overridable_initializers`), one
+that is not is a constant that may not be fed (7.2).  Outputs are fresh arrays: they alias
+neither a feed nor anything the session keeps.  A session pickles as its model's bytes and
+options, and plans again when unpickled.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any, Mapping, Optional, Sequence
 
-import attrs
 import numpy as np
 
 from .. import ir
 from ..dtypes import ELEMENT_TYPES, from_numpy_dtype, tag_name
-from ..errors import OnnxkitError, ValidationError
+from ..errors import OnnxkitError, UnsupportedOperatorError, ValidationError
 from ..limits import DEFAULT_LIMITS, Limits
+from ..log import get_logger, log_plugin_faults, severity_to_level
 from ..registry import get_registry
+from .feeds import InputError, coerce_feed, fresh_outputs, is_torch_backend, to_backend, to_host
+from .options import ModelMetadata, NodeArg, SessionOptions, missing_backend_message, provider_of
 from .plan import Planner
+from .providers import choose_backends
+from .state import Profiler, RunState
 
-
-class InputError(OnnxkitError, ValueError):
-    """A fed value does not match the model's declared input (or is not an input at all)."""
-
-
-@attrs.frozen
-class NodeArg:
-    """A graph input or output as onnxruntime describes it: name, type string, shape."""
-
-    name: str
-    type: str
-    shape: Optional[list]
-    ir_type: Any = attrs.field(default=None, repr=False, eq=False)
+__all__ = ["InferenceSession", "InputError", "NodeArg", "run_model"]
 
 
 def _type_str(t) -> str:
     if isinstance(t, ir.TensorType):
         return f"tensor({tag_name(t.elem_type).lower()})"
+    if isinstance(t, ir.SequenceType):
+        return f"seq({_type_str(t.elem_type)})"
+    if isinstance(t, ir.MapType):
+        return f"map({tag_name(t.key_type).lower()},{_type_str(t.value_type)})"
+    if isinstance(t, ir.OptionalType):
+        return f"optional({_type_str(t.elem_type)})"
     return str(t) if t is not None else "unknown"
 
 
@@ -56,25 +62,78 @@ def _arg(vi: ir.ValueInfo) -> NodeArg:
 
 
 class InferenceSession:
-    """Evaluates one model on one backend.  Planned once; ``run`` may be called many times."""
+    """Evaluates one model on one backend.  Planned once; ``run`` may be called many times.
 
-    def __init__(self, model, backend: str = "cpu", *, registry=None, seed: Optional[int] = None,
-                 limits: Limits = DEFAULT_LIMITS, validate: bool = True, external_data: str = "lazy"):
+    ``path_or_bytes``: a file path, the model's octets, or an :class:`onnxkit.ir.Model`.
+    ``sess_options``: a :class:`SessionOptions`.  ``providers``: onnxruntime provider names
+    in order of preference (or ``(name, options)`` pairs); the first whose backend is
+    installed and can evaluate every operator is used, ``CPUExecutionProvider`` last of all
+    (onnxruntime's fallback).  A name that is neither an onnxruntime provider nor an onnxkit
+    backend raises :class:`OnnxkitError`.
+    """
+
+    def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, **onnxkit_options):
+        if isinstance(sess_options, str):  # InferenceSession(model, "gpu"): onnxkit's positional backend
+            onnxkit_options.setdefault("backend", sess_options)
+            sess_options = None
+        if sess_options is not None and not isinstance(sess_options, SessionOptions):
+            raise OnnxkitError(f"sess_options must be an onnxkit.SessionOptions, not {type(sess_options).__name__}")
+        self._sess_options = sess_options if sess_options is not None else SessionOptions()
+        self._providers_arg = (providers, provider_options)
+        self._onnxkit_options = dict(onnxkit_options)
+        self._setup(path_or_bytes, providers, provider_options, **onnxkit_options)
+
+    def _setup(self, model, providers, provider_options, backend: Optional[str] = None, *, registry=None,
+               seed: Optional[int] = None, limits: Optional[Limits] = None, validate: bool = True,
+               external_data: str = "lazy", base_dir: Optional[str] = None) -> None:
         from ..api import load
 
+        so = self._sess_options
+        self._log_level = severity_to_level(so.log_severity_level)
+        limits = limits if limits is not None else (so.limits if so.limits is not None else DEFAULT_LIMITS)
+        self._profiler = Profiler(so.profile_file_prefix, "") if so.enable_profiling else None
+        begin = self._profiler.now_us() if self._profiler else 0.0
+        t0 = time.perf_counter()
         if not isinstance(model, ir.Model):
-            model = load(model, external_data=external_data, limits=limits)
+            if isinstance(model, (bytearray, memoryview)):
+                model = bytes(model)
+            model = load(model, external_data=external_data, limits=limits, base_dir=base_dir)
+            self._log("load", 20, "loaded model %r (%d nodes) in %.1f ms", model.graph.name if model.graph else "",
+                      len(model.graph.node) if model.graph else 0, (time.perf_counter() - t0) * 1e3)
+        if self._profiler:
+            self._profiler.session_event("model_loading", begin)
         self.model = model
         self.registry = registry or get_registry()
-        if backend not in self.registry.backends:
-            raise OnnxkitError(f"no backend {backend!r}; installed: {sorted(self.registry.backends)}")
-        self.backend = self.registry.backends[backend]
+        log_plugin_faults(self.registry)
         self.limits = limits
         if model.graph is None:
             raise ValidationError([], "the model has no graph (Clause 5.3.1)")
         if validate:
             self._validate()
-        self.plan = Planner(model, self.registry, backend, seed=seed, limits=limits).compile_model()
+        self._fallback = True
+        candidates = choose_backends(backend, providers, provider_options, self.registry, self._log)
+        self.plan = None
+        for i, (name, options) in enumerate(candidates):
+            if name not in self.registry.backends:
+                raise OnnxkitError(missing_backend_message(name, self.registry.backends))
+            t0 = time.perf_counter()
+            try:
+                self.plan = Planner(model, self.registry, name, seed=seed, limits=limits).compile_model()
+            except UnsupportedOperatorError as exc:
+                if i + 1 == len(candidates):
+                    raise
+                self._log("run", 30, "backend %r cannot evaluate %d operator(s); falling back to %r",
+                          name, len(exc.operators), candidates[i + 1][0])
+                continue
+            self._log("plan", 20, "planned %d steps on %r in %.1f ms", len(self.plan.steps), name,
+                      (time.perf_counter() - t0) * 1e3)
+            self.backend_name, self._provider_options = name, options
+            break
+        self.backend = self.registry.backends[self.backend_name]
+        self._torch = is_torch_backend(self.backend)
+        if self._profiler:
+            self._profiler.provider = provider_of(self.backend_name)
+            self._profiler.session_event("session_initialization", begin)
         g = model.graph
         init_names = {t.name for t in g.initializer} | {s.values.name for s in g.sparse_initializer if s.values}
         self._inputs = [vi for vi in g.input]
@@ -82,6 +141,18 @@ class InferenceSession:
         self._required = [vi.name for vi in g.input if vi.name not in init_names]
         self._constants = init_names - set(self._feedable)
         self._outputs = [vi.name for vi in g.output]
+        self._kept_ids = _kept_value_ids(self.plan)
+        if so.optimized_model_filepath:
+            from ..api import save
+
+            save(model, so.optimized_model_filepath)
+
+    def _log(self, part: str, level: int, msg: str, *args) -> None:
+        """Log on ``onnxkit.<part>`` when ``level`` reaches the session's ``log_severity_level``."""
+        if level >= self._log_level:
+            log = get_logger(part)
+            if log.isEnabledFor(level):
+                log.log(level, msg, *args)
 
     def _validate(self) -> None:
         try:
@@ -89,25 +160,85 @@ class InferenceSession:
         except ImportError:  # pragma: no cover - the checker is part of the host
             return
         report = check_model(self.model, registry=self.registry)
+        for d in report.warnings:
+            self._log("check", 30, "%s", d)
         if report.errors:
             raise ValidationError(report.errors, "the model does not conform, it is not evaluated (Clause 15.5)")
 
     # -- onnxruntime-style description -----------------------------------------------------
     def get_inputs(self) -> list:
-        """The inputs a caller supplies (initializer-backed inputs are optional overrides)."""
-        return [_arg(vi) for vi in self._inputs]
+        """The inputs a caller must supply: graph inputs without an initializer (IR >= 4 style)."""
+        required = set(self._required)
+        return [_arg(vi) for vi in self._inputs if vi.name in required]
+
+    def get_overridable_initializers(self) -> list:
+        """Graph inputs that have an initializer: defaults a caller may override (7.2).
+
+        As onnxruntime, none for a model of IR version < 4, where every initializer had to be
+        listed as an input (the session still accepts a fed value for one)."""
+        if self.model.ir_version < 4:
+            return []
+        required = set(self._required)
+        return [_arg(vi) for vi in self._inputs if vi.name not in required]
 
     def get_outputs(self) -> list:
         return [_arg(vi) for vi in self.model.graph.output]
 
-    def get_modelmeta(self) -> dict:
+    def get_modelmeta(self) -> ModelMetadata:
         m = self.model
-        return {"producer_name": m.producer_name, "graph_name": m.graph.name, "domain": m.domain,
-                "version": m.model_version, "custom_metadata_map": {p.key: p.value for p in m.metadata_props}}
+        return ModelMetadata(producer_name=m.producer_name, graph_name=m.graph.name, domain=m.domain,
+                             description=m.doc_string, graph_description=m.graph.doc_string,
+                             version=m.model_version, custom_metadata_map={p.key: p.value for p in m.metadata_props})
+
+    def get_providers(self) -> list:
+        """The provider (backend) the session runs on: ``['CPUExecutionProvider']`` for ``cpu``."""
+        return [provider_of(self.backend_name)]
+
+    def get_provider_options(self) -> dict:
+        """``{provider: {option: str}}`` of the provider in use."""
+        return {provider_of(self.backend_name): dict(self._provider_options)}
+
+    def get_session_options(self) -> SessionOptions:
+        return self._sess_options
+
+    def disable_fallback(self) -> None:
+        """Kept for onnxruntime compatibility: the backend was chosen when the session was created."""
+        self._fallback = False
+
+    def enable_fallback(self) -> None:
+        self._fallback = True
 
     # -- running ------------------------------------------------------------------------------
     def run(self, output_names: Optional[Sequence[str]], input_feed: Mapping[str, Any], run_options=None) -> list:
-        """Evaluate; returns the requested outputs (all when ``output_names`` is None) in order."""
+        """Evaluate; returns the requested outputs (all when ``output_names`` is None or empty)
+        in order, as fresh writable numpy arrays (sequences as lists, maps as dicts)."""
+        values = self._feed_values(input_feed)
+        return self._fetch(output_names, self._evaluate(values, run_options), host=True, feeds=values)
+
+    def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None) -> list:
+        """Like :meth:`run` with :class:`OrtValue` feeds; returns a list of :class:`OrtValue`
+        (on the gpu backend their tensors stay on the device)."""
+        from .ortvalue import OrtValue
+
+        values = self._feed_values(input_dict_ort_values)
+        outs = self._evaluate(values, run_options)
+        return [OrtValue(v) for v in self._fetch(output_names, outs, host=not self._torch, feeds=values)]
+
+    def io_binding(self):
+        """An :class:`IOBinding` of this session (see :meth:`run_with_iobinding`)."""
+        from .ortvalue import IOBinding
+
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding, run_options=None) -> None:
+        """Run with the inputs bound to ``iobinding``; its outputs are set on it."""
+        iobinding._run(run_options)
+
+    def _feed_values(self, input_feed) -> list:
+        """The feed checked against the declared inputs, converted to the backend, in input order."""
+        if not isinstance(input_feed, Mapping):
+            raise InputError(f"input_feed must be a dict {{input name: value}}, got {type(input_feed).__name__}; "
+                             f"inputs: {[n for n in self._required]}")
         for name in input_feed:
             if name in self._constants:
                 raise InputError(f"{name!r} is a constant of the model (an initializer that is not an input) "
@@ -118,47 +249,96 @@ class InferenceSession:
         if missing:
             raise InputError(f"missing input(s) {missing} (Clause 8.1)")
         bindings: dict = {}
-        to_backend = self.backend.asarray or (lambda a: a)
+        conv = self.backend.asarray or (lambda a: a)
         values = []
         for vi in self._inputs:
             if vi.name in input_feed:
-                v = _check_value(vi.name, input_feed[vi.name], vi.type, bindings, self.limits)
-                values.append(_to_backend(v, to_backend))
+                checked, actual = coerce_feed(vi.name, input_feed[vi.name], vi.type, self._torch)
+                v = _check_value(vi.name, checked, vi.type, bindings, self.limits)
+                values.append(to_backend(v if actual is None else actual, conv))
             else:
                 values.append(None)
-        outs = self.plan.run(values)
-        wanted = self._outputs if output_names is None else list(output_names)
+        return values
+
+    def _evaluate(self, values: list, run_options) -> list:
+        profiler = self._profiler
+        if run_options is None and profiler is None:
+            return self.plan.run(values)
+        begin = profiler.now_us() if profiler else 0.0
+        t0 = time.perf_counter()
+        outs = self.plan.run(values, state=RunState(run_options, profiler))
+        if profiler:
+            profiler.session_event("model_run", begin)
+        self._log("run", 10, "run %s took %.2f ms", getattr(run_options, "logid", "") or "", (time.perf_counter() - t0) * 1e3)
+        return outs
+
+    def _fetch(self, output_names, outs: list, host: bool, feeds: Sequence = ()) -> list:
+        """The outputs asked for, by name; on the host, each the caller's own (see ``fresh_outputs``)."""
+        wanted = self._outputs if not output_names else list(output_names)
         by_name = dict(zip(self._outputs, outs))
-        to_numpy = self.backend.to_numpy
         result = []
         for n in wanted:
             if n not in by_name:
                 raise InputError(f"{n!r} is not an output of the model; outputs: {self._outputs}")
-            result.append(_to_host(by_name[n], to_numpy))
-        return result
+            v = by_name[n]
+            result.append(to_host(v, self.backend.to_numpy) if host else v)
+        if not host:
+            return result
+        return fresh_outputs(result, self._kept_ids | {id(v) for v in feeds if v is not None})
+
+    # -- profiling ----------------------------------------------------------------------------
+    def end_profiling(self) -> str:
+        """Write the Chrome trace of this session and stop profiling; returns its file name
+        (``''`` when profiling was not enabled)."""
+        if self._profiler is None:
+            return ""
+        path = self._profiler.write(os.getcwd())
+        self._log("run", 20, "profile written to %s (%d events)", path, len(self._profiler.events))
+        self._profiler = None
+        return path
+
+    def get_profiling_start_time_ns(self) -> int:
+        """Wall-clock time (ns since the epoch) at which profiling started; 0 when it is off."""
+        return self._profiler.start_wall_ns if self._profiler else 0
+
+    # -- pickling and display -----------------------------------------------------------------
+    def __reduce__(self):
+        from ..api import to_bytes
+
+        options = dict(self._onnxkit_options)
+        if options.get("registry") is get_registry():
+            del options["registry"]
+        if options.get("registry") is not None:
+            raise OnnxkitError("a session built with its own registry= cannot be pickled (plugins are modules); "
+                               "register the plugins in the receiving process and build the session there")
+        options.setdefault("backend", self.backend_name)
+        options["base_dir"] = self.model.base_dir
+        return (_restore, (to_bytes(self.model), self._sess_options, self._providers_arg, options))
+
+    def __repr__(self) -> str:
+        def sig(vi):
+            t = vi.type
+            return f"{vi.name}: {t}" if t is not None else vi.name
+
+        ins = ", ".join(sig(vi) for vi in self._inputs if vi.name in set(self._required))
+        outs = ", ".join(sig(vi) for vi in self.model.graph.output)
+        name = self.model.graph.name or "graph"
+        return (f"InferenceSession({name!r}, provider={self.get_providers()[0]}, inputs=[{ins}], "
+                f"outputs=[{outs}], steps={len(self.plan.steps)})")
 
 
-def _to_backend(v, conv):
-    if isinstance(v, np.ndarray):
-        return conv(v)
-    if isinstance(v, list):
-        return [_to_backend(x, conv) for x in v]
-    if isinstance(v, dict):
-        return {k: _to_backend(x, conv) for k, x in v.items()}
-    return v
+def _restore(data: bytes, sess_options, providers_arg, options):
+    """Unpickle a session: load the model bytes and plan again."""
+    providers, provider_options = providers_arg
+    return InferenceSession(data, sess_options, providers, provider_options, **options)
 
 
-def _to_host(v, conv):
-    if v is None or isinstance(v, np.ndarray) or conv is None:
-        return v
-    if isinstance(v, list):
-        return [_to_host(x, conv) for x in v]
-    if isinstance(v, dict):
-        return {k: _to_host(x, conv) for k, x in v.items()}
-    try:
-        return conv(v)
-    except Exception:
-        return v
+def _kept_value_ids(plan) -> frozenset:
+    """Identities of the values a plan keeps between runs (constants, defaults, folded values)."""
+    ids = {id(v) for v in plan.constants.values()} | {id(v) for v in plan.defaults.values()}
+    if plan.folded is not None:
+        ids |= {id(v) for v in plan.folded[0].values()}
+    return frozenset(ids)
 
 
 def _as_array(name, value) -> np.ndarray:
@@ -217,6 +397,6 @@ def _check_value(name, value, t, bindings: dict, limits: Limits):
 
 def run_model(model, inputs: Mapping[str, Any], backend: str = "cpu", **kwargs) -> dict:
     """One-shot: evaluate ``model`` on ``inputs``; returns ``{output name: value}``."""
-    sess = InferenceSession(model, backend, **kwargs)
+    sess = InferenceSession(model, backend=backend, **kwargs)
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(None, inputs)))

@@ -77,9 +77,11 @@ def test_json_valid(tmp_path, capsys):
 
 def test_decode_fault_is_an_error_not_a_crash(tmp_path, capsys):
     path = write(tmp_path, to_bytes(catalogue.relu()) + b"\x0b")
-    assert main(["check", path, "--format", "json"]) == 1
-    doc = json.loads(capsys.readouterr().out)
+    assert main(["check", path, "--format", "json"]) == 2  # undecodable: exit 2 (README)
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
     assert [d["code"] for d in doc["diagnostics"]] == ["decode-error"]
+    assert "truncated" in captured.err or "not an ONNX model" in captured.err
     assert "byte" in doc["diagnostics"][0]["location"]
 
 

@@ -1,0 +1,58 @@
+"""onnxkit's loggers: the standard :mod:`logging` module, never ``print``.
+
+The top logger is ``onnxkit``; each part logs to a child: ``onnxkit.load`` (decoding),
+``onnxkit.check`` (validation findings, the validation policy's warnings), ``onnxkit.plan``
+(binding and folding), ``onnxkit.run`` (runs, profiling, providers) and ``onnxkit.plugins``
+(plugin faults).  The library only adds a :class:`logging.NullHandler`, so nothing reaches a
+terminal unless the application configures logging (``logging.basicConfig(level=...)``) or
+calls :func:`set_default_logger_severity`; ``onnxkit -v`` does that for the command line.
+
+onnxruntime's severities map onto :mod:`logging` levels: 0 verbose -> DEBUG, 1 info -> INFO,
+2 warning -> WARNING, 3 error -> ERROR, 4 fatal -> CRITICAL.
+"""
+
+from __future__ import annotations
+
+import logging
+
+ROOT = "onnxkit"
+PARTS = ("load", "check", "plan", "run", "plugins")
+
+#: onnxruntime severity (``log_severity_level``) -> :mod:`logging` level.
+SEVERITY_LEVELS = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR, 4: logging.CRITICAL}
+
+logging.getLogger(ROOT).addHandler(logging.NullHandler())
+
+
+def get_logger(part: str = "") -> logging.Logger:
+    """The logger ``onnxkit`` (``part=''``) or its child ``onnxkit.<part>``."""
+    return logging.getLogger(f"{ROOT}.{part}" if part else ROOT)
+
+
+def severity_to_level(severity: int) -> int:
+    """The :mod:`logging` level of an onnxruntime severity (0..4); raises ValueError otherwise."""
+    from .errors import OnnxkitError
+
+    try:
+        return SEVERITY_LEVELS[int(severity)]
+    except (KeyError, TypeError, ValueError):
+        raise OnnxkitError(f"log severity level must be 0 (verbose) .. 4 (fatal), not {severity!r}") from None
+
+
+def set_default_logger_severity(severity: int) -> None:
+    """onnxruntime's ``set_default_logger_severity``: the level of the ``onnxkit`` logger."""
+    get_logger().setLevel(severity_to_level(severity))
+
+
+#: (registry id, fault) pairs already logged: each fault is logged once, not once per session.
+_LOGGED_FAULTS: set = set()
+
+
+def log_plugin_faults(registry) -> None:
+    """Log each fault of ``registry`` once on ``onnxkit.plugins`` (a warning per fault)."""
+    log = get_logger("plugins")
+    for fault in getattr(registry, "faults", ()):
+        key = (id(registry), str(fault))
+        if key not in _LOGGED_FAULTS:
+            _LOGGED_FAULTS.add(key)
+            log.warning("%s", fault)

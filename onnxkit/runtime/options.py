@@ -1,0 +1,200 @@
+"""onnxruntime's option and description objects, with the same names and defaults.
+
+:class:`SessionOptions` and :class:`RunOptions` are plain Python objects (they pickle, so a
+session pickles with its options).  Fields onnxkit cannot act on are accepted and kept, and
+their effect is stated on each: onnxkit plans one model on one backend, in one thread.
+Providers name backends: :data:`PROVIDERS` maps onnxruntime's provider names to onnxkit's
+backends (``CPUExecutionProvider`` -> ``cpu``, ``CUDAExecutionProvider`` -> ``gpu``).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Optional
+
+import attrs
+
+from ..errors import OnnxkitError
+
+
+class GraphOptimizationLevel(enum.IntEnum):
+    """onnxruntime's levels.  onnxkit always folds constants at planning and rewrites nothing else."""
+
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_LAYOUT = 3
+    ORT_ENABLE_ALL = 99
+
+
+class ExecutionMode(enum.IntEnum):
+    """onnxruntime's execution modes; onnxkit runs nodes in order (sequential) either way."""
+
+    ORT_SEQUENTIAL = 0
+    ORT_PARALLEL = 1
+
+
+class SessionOptions:
+    """Options of an :class:`~onnxkit.InferenceSession` (onnxruntime's ``SessionOptions``).
+
+    ``log_severity_level`` (0 verbose .. 4 fatal, default 2): the least severe record the
+    session logs (see :mod:`onnxkit.log`).  ``enable_profiling`` / ``profile_file_prefix``:
+    write a Chrome trace on :meth:`InferenceSession.end_profiling`.
+    ``optimized_model_filepath``: the planned model is written there (onnxkit does no graph
+    rewriting, so it is the model as loaded).  ``limits``: an :class:`onnxkit.Limits` for the
+    session (onnxkit's own field).  ``intra_op_num_threads``, ``inter_op_num_threads``,
+    ``execution_mode``, ``graph_optimization_level`` and the memory flags are kept but do not
+    change evaluation (kernels use numpy's or torch's own threading).
+    """
+
+    def __init__(self):
+        self.intra_op_num_threads = 0
+        self.inter_op_num_threads = 0
+        self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.execution_mode = ExecutionMode.ORT_SEQUENTIAL
+        self.execution_order = 0
+        self.log_severity_level = 2
+        self.log_verbosity_level = 0
+        self.logid = ""
+        self.enable_profiling = False
+        self.profile_file_prefix = "onnxruntime_profile_"
+        self.optimized_model_filepath = ""
+        self.enable_cpu_mem_arena = True
+        self.enable_mem_pattern = True
+        self.enable_mem_reuse = True
+        self.use_deterministic_compute = False
+        self.limits = None
+        self._config: dict = {}
+        self._free_dims: dict = {}
+
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        """Keep a configuration entry (strings, as onnxruntime); onnxkit reads none of them."""
+        self._config[str(key)] = str(value)
+
+    def get_session_config_entry(self, key: str) -> str:
+        """The entry ``key``; raises :class:`OnnxkitError` when it was never set."""
+        try:
+            return self._config[key]
+        except KeyError:
+            raise OnnxkitError(f"SessionOptions has no configuration entry {key!r}") from None
+
+    def add_free_dimension_override_by_name(self, name: str, value: int) -> None:
+        """Kept for onnxruntime compatibility; dimension variables stay bound by the feed."""
+        self._free_dims[str(name)] = int(value)
+
+    def register_custom_ops_library(self, path: str) -> None:
+        """onnxruntime loads native kernels here; onnxkit's custom operators are plugins."""
+        raise OnnxkitError("onnxkit does not load native custom-operator libraries "
+                           f"({path}); a custom domain is an onnxkit plugin (README, 'Writing your own domain package')")
+
+    def __repr__(self) -> str:
+        changed = {k: v for k, v in vars(self).items() if not k.startswith("_") and v != getattr(_DEFAULT_SO, k)}
+        return "SessionOptions(" + ", ".join(f"{k}={v!r}" for k, v in changed.items()) + ")"
+
+
+_DEFAULT_SO = SessionOptions()
+
+
+class RunOptions:
+    """Options of one :meth:`InferenceSession.run` (onnxruntime's ``RunOptions``).
+
+    ``terminate``: set it to True (from another thread) to end the run in progress; it stops
+    between nodes and between iterations of Loop and Scan with :class:`RunTerminated`.
+    ``run_time_limit_s`` (onnxkit's own): end the run with :class:`RunTerminated` once it has
+    taken longer than this many seconds (checked at the same points); None = no limit.
+    ``log_severity_level`` (default 2) as for :class:`SessionOptions`; ``logid`` names the
+    run in log records.
+    """
+
+    def __init__(self):
+        self.terminate = False
+        self.run_time_limit_s: Optional[float] = None
+        self.log_severity_level = 2
+        self.log_verbosity_level = 0
+        self.logid = ""
+        self.only_execute_path_to_fetches = False
+        self._config: dict = {}
+
+    def add_run_config_entry(self, key: str, value: str) -> None:
+        """Keep a run configuration entry; onnxkit reads none of them."""
+        self._config[str(key)] = str(value)
+
+    def get_run_config_entry(self, key: str) -> str:
+        try:
+            return self._config[key]
+        except KeyError:
+            raise OnnxkitError(f"RunOptions has no configuration entry {key!r}") from None
+
+    def __repr__(self) -> str:
+        return (f"RunOptions(terminate={self.terminate}, run_time_limit_s={self.run_time_limit_s}, "
+                f"logid={self.logid!r})")
+
+
+@attrs.frozen
+class ModelMetadata:
+    """What :meth:`InferenceSession.get_modelmeta` returns (onnxruntime's ``ModelMetadata``)."""
+
+    producer_name: str = ""
+    graph_name: str = ""
+    domain: str = ""
+    description: str = ""
+    graph_description: str = ""
+    version: int = 0
+    custom_metadata_map: dict = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class NodeArg:
+    """A graph input or output as onnxruntime describes it: name, type string, shape.
+
+    ``shape`` lists ints (extents), strs (dimension variables) and None (unknown), or is
+    None for an unknown rank.
+    """
+
+    name: str
+    type: str
+    shape: Optional[list]
+    ir_type: Any = attrs.field(default=None, repr=False, eq=False)
+
+
+#: onnxruntime provider name -> onnxkit backend, and the distribution that installs it.
+PROVIDERS = {
+    "CPUExecutionProvider": "cpu",
+    "CUDAExecutionProvider": "gpu",
+}
+BACKEND_PROVIDER = {b: p for p, b in PROVIDERS.items()}
+BACKEND_DISTRIBUTIONS = {"cpu": "onnxkit-cpu", "gpu": "onnxkit-gpu"}
+
+
+def provider_of(backend: str) -> str:
+    """The onnxruntime provider name of an onnxkit backend (``'<name>'`` for a plugin's own)."""
+    return BACKEND_PROVIDER.get(backend, backend)
+
+
+def missing_backend_message(name: str, installed) -> str:
+    """Why backend ``name`` is not there, naming the ``pip install`` that provides it."""
+    dist = BACKEND_DISTRIBUTIONS.get(name)
+    hint = f"; `pip install {dist}` provides it" if dist else ""
+    return f"no backend {name!r}; installed: {sorted(installed)}{hint}"
+
+
+def normalize_providers(providers, provider_options) -> list:
+    """``[(provider name, {option: str})]`` from onnxruntime's two forms (names or (name, dict))."""
+    if providers is None:
+        return []
+    if isinstance(providers, str):
+        providers = [providers]
+    out = []
+    for i, p in enumerate(providers):
+        opts: dict = {}
+        if isinstance(p, (tuple, list)) and len(p) == 2:
+            p, opts = p
+        if not isinstance(p, str):
+            raise OnnxkitError(f"providers[{i}] must be a provider name or (name, options), not {p!r}")
+        out.append((p, dict(opts or {})))
+    if provider_options is not None:
+        if len(provider_options) != len(out):
+            raise OnnxkitError(f"provider_options has {len(provider_options)} entries for {len(out)} providers; "
+                               "give one dict per provider")
+        out = [(p, {**o, **dict(extra or {})}) for (p, o), extra in zip(out, provider_options)]
+    return [(p, {str(k): str(v) for k, v in o.items()}) for p, o in out]

@@ -1,0 +1,259 @@
+"""onnxruntime's ``OrtValue`` and ``IOBinding``: values that may stay on the device.
+
+An :class:`OrtValue` holds a numpy array (device ``cpu``) or a torch tensor (device ``cuda``
+or torch's CPU device, for the gpu backend), or a list (a sequence) or None.
+``OrtValue.ortvalue_from_numpy(x, "cuda", 0)`` puts ``x`` on ``cuda:0`` as a torch tensor;
+DLPack goes both ways (:meth:`OrtValue.to_dlpack`, :meth:`OrtValue.from_dlpack`,
+``__dlpack__``).  :class:`IOBinding` binds inputs and outputs by name for
+:meth:`InferenceSession.run_with_iobinding`; outputs bound to ``cuda`` are left on the device.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..dtypes import from_numpy_dtype
+from ..errors import OnnxkitError
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise OnnxkitError("a device value needs torch: `pip install onnxkit-gpu` (it installs torch)") from None
+    return torch
+
+
+def _torch_device(device_type: str, device_id: int):
+    torch = _torch()
+    if device_type == "cuda":
+        if not torch.cuda.is_available():
+            raise OnnxkitError("device 'cuda' was asked for but torch sees no CUDA device; use 'cpu'")
+        return torch.device(f"cuda:{int(device_id)}")
+    return torch.device("cpu")
+
+
+def _check_device(device_type: str) -> str:
+    device_type = str(device_type).lower()
+    if device_type not in ("cpu", "cuda"):
+        raise OnnxkitError(f"device type must be 'cpu' or 'cuda', not {device_type!r}")
+    return device_type
+
+
+class OrtValue:
+    """A value for or from a session; see the module docstring."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value):
+        self._value = value
+
+    # -- constructors -------------------------------------------------------------------------
+    @classmethod
+    def ortvalue_from_numpy(cls, numpy_obj, device_type: str = "cpu", device_id: int = 0) -> "OrtValue":
+        """``numpy_obj`` on ``device_type``: kept as the array itself on ``cpu`` (as
+        onnxruntime, it shares its memory), copied into a torch tensor on ``cuda``."""
+        device_type = _check_device(device_type)
+        arr = np.asarray(numpy_obj)
+        if device_type == "cpu":
+            return cls(arr)
+        return cls(_torch().from_numpy(np.ascontiguousarray(arr)).to(_torch_device(device_type, device_id)))
+
+    @classmethod
+    def ortvalue_from_shape_and_type(cls, shape, element_type=np.float32, device_type: str = "cpu",
+                                     device_id: int = 0) -> "OrtValue":
+        """A new value of ``shape`` and numpy ``element_type`` (zero-filled)."""
+        return cls.ortvalue_from_numpy(np.zeros(tuple(shape), dtype=element_type), device_type, device_id)
+
+    @classmethod
+    def from_dlpack(cls, data, is_bool_tensor: bool = False) -> "OrtValue":
+        """A value sharing the memory of a DLPack capsule or of an object with ``__dlpack__``."""
+        if hasattr(data, "__dlpack__") and hasattr(data, "__dlpack_device__"):
+            kind = data.__dlpack_device__()[0]
+            if kind == 1:  # kDLCPU
+                arr = np.from_dlpack(data)
+                return cls(arr.astype(bool) if is_bool_tensor else arr)
+        torch = _torch()
+        t = torch.utils.dlpack.from_dlpack(data)
+        if t.device.type == "cpu":
+            arr = t.numpy()
+            return cls(arr.astype(bool) if is_bool_tensor else arr)
+        return cls(t.bool() if is_bool_tensor else t)
+
+    # -- description --------------------------------------------------------------------------
+    def _is_torch(self) -> bool:
+        return type(self._value).__module__.startswith("torch")
+
+    def is_tensor(self) -> bool:
+        return isinstance(self._value, np.ndarray) or self._is_torch()
+
+    def is_tensor_sequence(self) -> bool:
+        return isinstance(self._value, list)
+
+    def is_sparse_tensor(self) -> bool:
+        return False
+
+    def has_value(self) -> bool:
+        return self._value is not None
+
+    def shape(self) -> list:
+        if not self.is_tensor():
+            raise OnnxkitError(f"this OrtValue holds a {type(self._value).__name__}, not a tensor: it has no shape")
+        return [int(d) for d in self._value.shape]
+
+    def _np_dtype(self) -> np.dtype:
+        if self._is_torch():
+            from .feeds import torch_to_numpy_dtype
+
+            return torch_to_numpy_dtype(self._value.dtype)
+        return self._value.dtype
+
+    def element_type(self) -> int:
+        """The ONNX element type tag (Table 5) of the tensor."""
+        return int(from_numpy_dtype(self._np_dtype()).tag)
+
+    def data_type(self) -> str:
+        """onnxruntime's type string, e.g. ``'tensor(float)'``."""
+        if self.is_tensor_sequence():
+            return "seq"
+        return f"tensor({from_numpy_dtype(self._np_dtype()).name.lower()})"
+
+    def device_name(self) -> str:
+        if self._is_torch():
+            return "cuda" if self._value.device.type == "cuda" else "cpu"
+        return "cpu"
+
+    def tensor_size_in_bytes(self) -> int:
+        return int(np.prod(self.shape(), dtype=np.int64)) * self._np_dtype().itemsize
+
+    def data_ptr(self) -> int:
+        if self._is_torch():
+            return int(self._value.data_ptr())
+        return int(self._value.ctypes.data)
+
+    # -- out ----------------------------------------------------------------------------------
+    def numpy(self):
+        """The value on the host: a numpy array (a copy when it lives on a device)."""
+        if self._is_torch():
+            from .feeds import torch_to_numpy
+
+            return torch_to_numpy(self._value)
+        return self._value
+
+    def to_torch(self):
+        """The torch tensor (for a host value, a tensor sharing the array's memory)."""
+        if self._is_torch():
+            return self._value
+        return _torch().from_numpy(self._value)
+
+    def to_dlpack(self):
+        """A DLPack capsule of the tensor (shares memory)."""
+        if self._is_torch():
+            return _torch().utils.dlpack.to_dlpack(self._value)
+        return self._value.__dlpack__()
+
+    def __dlpack__(self, stream=None):
+        return self._value.__dlpack__() if stream is None else self._value.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self._value.__dlpack_device__()
+
+    def update_inplace(self, np_arr) -> None:
+        """Overwrite the tensor's contents with ``np_arr`` (same shape)."""
+        src = np.asarray(np_arr)
+        if self._is_torch():
+            self._value.copy_(_torch().from_numpy(np.ascontiguousarray(src)))
+        else:
+            self._value[...] = src
+
+    def __repr__(self) -> str:
+        if self.is_tensor():
+            return f"OrtValue({self.data_type()}{self.shape()}, device={self.device_name()})"
+        return f"OrtValue({type(self._value).__name__})"
+
+
+class IOBinding:
+    """Inputs and outputs bound by name for :meth:`InferenceSession.run_with_iobinding`."""
+
+    def __init__(self, session):
+        self._session = session
+        self._inputs: dict = {}
+        self._outputs: list = []  # [(name, device_type, device_id, OrtValue or None)]
+        self._results: Optional[list] = None
+
+    def bind_cpu_input(self, name: str, arr_on_cpu) -> None:
+        self._inputs[name] = np.asarray(arr_on_cpu)
+
+    def bind_input(self, name: str, device_type="cpu", device_id: int = 0, element_type=None, shape=None,
+                   buffer_ptr=None) -> None:
+        """Bind a value: a numpy array, torch tensor or OrtValue as ``device_type`` (raw
+        ``buffer_ptr`` pointers are not taken: pass the array or tensor)."""
+        if buffer_ptr is not None and not hasattr(device_type, "shape"):
+            raise OnnxkitError(f"bind_input({name!r}): onnxkit does not bind raw memory pointers; "
+                               "bind the array or tensor (bind_cpu_input, bind_ortvalue_input)")
+        value = device_type
+        if isinstance(value, OrtValue):
+            value = value._value
+        self._inputs[name] = value
+
+    def bind_ortvalue_input(self, name: str, ortvalue: OrtValue) -> None:
+        self._inputs[name] = ortvalue._value
+
+    def bind_output(self, name: str, device_type: str = "cpu", device_id: int = 0, element_type=None,
+                    shape=None, buffer_ptr=None) -> None:
+        """Ask for output ``name`` on ``device_type`` (``cuda`` keeps it on the device)."""
+        self._outputs.append((name, _check_device(device_type), int(device_id), None))
+
+    def bind_ortvalue_output(self, name: str, ortvalue: OrtValue) -> None:
+        """Write output ``name`` into ``ortvalue`` (its shape must match)."""
+        self._outputs.append((name, ortvalue.device_name(), 0, ortvalue))
+
+    def clear_binding_inputs(self) -> None:
+        self._inputs.clear()
+
+    def clear_binding_outputs(self) -> None:
+        self._outputs.clear()
+        self._results = None
+
+    def synchronize_inputs(self) -> None:
+        """Nothing to wait for: inputs are copied when the run starts."""
+
+    def synchronize_outputs(self) -> None:
+        if self._results and any(v._is_torch() for v in self._results):
+            torch = _torch()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+
+    def _run(self, run_options) -> None:
+        sess = self._session
+        names = [n for n, *_ in self._outputs] or [o.name for o in sess.get_outputs()]
+        device_out = sess._torch and any(d == "cuda" for _, d, _, _ in self._outputs)
+        feeds = sess._feed_values(self._inputs)
+        values = sess._fetch(names, sess._evaluate(feeds, run_options), host=not device_out, feeds=feeds)
+        results = []
+        bound = {n: (d, o) for n, d, _, o in self._outputs}
+        for name, v in zip(names, values):
+            device, target = bound.get(name, ("cpu", None))
+            if device == "cpu" and type(v).__module__.startswith("torch"):
+                v = OrtValue(v).numpy()
+            if target is not None:
+                if target.shape() != [int(d) for d in np.shape(v)]:
+                    raise OnnxkitError(f"output {name!r} has shape {list(np.shape(v))}; the bound OrtValue "
+                                       f"has {target.shape()}")
+                target.update_inplace(v if isinstance(v, np.ndarray) else OrtValue(v).numpy())
+                results.append(target)
+            else:
+                results.append(OrtValue(v))
+        self._results = results
+
+    def get_outputs(self) -> list:
+        """The outputs of the last run, as :class:`OrtValue` (in the order they were bound)."""
+        if self._results is None:
+            raise OnnxkitError("no outputs yet: call InferenceSession.run_with_iobinding first")
+        return list(self._results)
+
+    def copy_outputs_to_cpu(self) -> list:
+        """The outputs of the last run as numpy arrays."""
+        return [v.numpy() for v in self.get_outputs()]

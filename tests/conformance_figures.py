@@ -247,6 +247,19 @@ def _unloadable_bullet():
             f"{_n(len(names))}{listed}.")
 
 
+def _gpu_oracle_bullet():
+    cannot = named_set("gpu_unit_tests.reference_cannot_run")
+    differs = named_set("gpu_unit_tests.reference_disagrees")
+    ops = sorted({name.rsplit(" ", 1)[1].rsplit("-", 1)[0] for name in differs})
+    return (f"The `gpu` backend's unit tests compare each result with the `cpu` backend and with onnx's "
+            f"`ReferenceEvaluator`; {_n(len(cannot))} comparisons are of forms the reference cannot run (old "
+            f"operator versions, attribute forms it lacks) and {_n(len(differs))} are where it is wrong or computes "
+            f"narrow types differently ({', '.join(f'`{op}`' for op in ops)}; e.g. `LpNormalization` with p = 1, "
+            "`LRN` with an even size, the Softmax family's 2-D coercion before version 13, `MaxPool` with SAME "
+            "padding and strides); those are compared with the `cpu` backend only, each named in "
+            "`tests/conformance_figures.json`.")
+
+
 def readme_items() -> list[tuple[str, str | None]]:
     """(anchor, text) pairs: README.md must hold ``anchor + text`` running to the end of its table
     cell or line; a text of None means the anchor's line must be absent."""
@@ -256,6 +269,7 @@ def readme_items() -> list[tuple[str, str | None]]:
         ("- **Models onnx.reference cannot run.** ", _unevaluable_bullet()),
         ("- **onnx.reference's Loop shapes.** ", _quirk_bullet()),
         ("- **Expected values that do not load.** ", _unloadable_bullet()),
+        ("- **Where onnx.reference is no oracle (gpu unit tests).** ", _gpu_oracle_bullet()),
     ]
     return [
         ("| ONNX 1-3 (onnx 1.23.2 package) | ", _cpu_row()),

@@ -10,7 +10,8 @@ of ``tests/conformance_figures.json`` (``gpu_unit_tests.reference_cannot_run`` a
 ``gpu_unit_tests.reference_disagrees``), with stated sizes; a comparison in neither must agree,
 and one in a set that starts to behave fails too, asking to shrink the set.  Set
 ``ONNXKIT_RECORD_REFERENCE=FILE`` to append every comparison's outcome to FILE instead of
-asserting (to rebuild the sets by hand).
+asserting; ``python plugins/gpu_backend/tests/gpu_oracle.py FILE`` then rebuilds the two sets from
+a record of the whole gpu unit test run (after adding or reordering comparisons).
 """
 
 from __future__ import annotations
@@ -105,3 +106,23 @@ def check_against_reference(model: bytes, feed: dict, gots, op: str, opset: int,
                                               f"now {outcome[:200]}: remove it there and lower the count")
             return
     assert outcome == "agrees", f"{name}: the gpu result and onnx.reference differ: {outcome}"
+
+
+def write_sets_from_record(record: Path) -> dict:
+    """Rewrite the two sets of the figures file from a record (``ONNXKIT_RECORD_REFERENCE``) of a
+    whole run of the gpu unit tests; returns {set: count}."""
+    rows = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines() if line]
+    data = json.loads(figures.FIGURES.read_text(encoding="utf-8"))
+    sizes = {}
+    for kind, key in (("cannot run", "reference_cannot_run"), ("disagrees", "reference_disagrees")):
+        names = sorted(name for name, outcome in rows if outcome.startswith(kind))
+        data["gpu_unit_tests"][key] = {"count": len(names), "names": names}
+        sizes[key] = len(names)
+    figures.FIGURES.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return sizes
+
+
+if __name__ == "__main__":  # ONNXKIT_RECORD_REFERENCE=R pytest plugins/gpu_backend/tests; python gpu_oracle.py R
+    if len(sys.argv) != 2:
+        sys.exit("usage: python plugins/gpu_backend/tests/gpu_oracle.py RECORD_FILE")
+    print(write_sets_from_record(Path(sys.argv[1])), f"written; now run {figures.WRITE_README}")

@@ -166,37 +166,32 @@ def _listing(names, limit: int = 12) -> str:
     return ", ".join(f"`{name}`" for name in names)
 
 
-def _folders_row(backend: str, folders, note_for_node: str) -> str:
-    parts = []
-    for folder in folders:
-        counts = expected_counts(backend, folder)
-        text = f"{folder} {_n(counts['pass'])} / {_n(gate(backend, folder)['cases'])}"
-        if folder == "node" and counts["pass"] != gate(backend, folder)["cases"]:
-            text += note_for_node
-        parts.append(text)
-    return "; ".join(parts)
-
-
 MODEL_FOLDERS = ("simple", "pytorch-converted", "pytorch-operator")
 
 
+def _fraction(backend: str, folder: str) -> str:
+    """``PASS / CASES`` of a gate."""
+    return f"{_n(passing(backend, folder))} / {_n(gate(backend, folder)['cases'])}"
+
+
 def _cpu_row() -> str:
-    divergent = count("conformance.cpu.node.spec_divergent") if "spec_divergent" in gate("cpu", "node") else 0
-    note = f" (the {divergent} others refused on purpose, below)" if divergent else ""
-    rows = _folders_row("cpu", ("node",) + MODEL_FOLDERS, note)
-    return f"{rows}; light {_n(passing('cpu', 'light'))} / {_n(gate('cpu', 'light')['cases'])} against their reference outputs "
+    sets = gate_sets("cpu", "node")
+    divergent = len(sets.get("spec_divergent", ()))
+    refused = f" (the {divergent} others refused on purpose, below)" if divergent else ""
+    parts = [f"node {_fraction('cpu', 'node')}{refused}"] + [f"{f} {_fraction('cpu', f)}" for f in MODEL_FOLDERS]
+    return "; ".join(parts) + f"; light {_fraction('cpu', 'light')} against their reference outputs "
 
 
 def _gpu_row() -> str:
     node = expected_counts("gpu", "node")
     sets = gate_sets("gpu", "node")
-    parts = [f"node vectors {_n(node['pass'])} pass, {_n(node['fail'])} fail "
-             f"({_n(len(sets.get('unsupported', ())))} unsupported, {_n(len(sets.get('type_refusal', ())))} type refusals)"]
+    unsupported, refusals = len(sets.get("unsupported", ())), len(sets.get("type_refusal", ()))
+    parts = [f"node vectors {_n(node['pass'])} pass, {_n(node['fail'])} fail ({_n(unsupported)} unsupported, "
+             f"{_n(refusals)} type refusals)"]
     for folder in MODEL_FOLDERS:
-        text = f"{folder} {_n(passing('gpu', folder))} / {_n(gate('gpu', folder)['cases'])}"
         unsupported = len(gate_sets("gpu", folder).get("unsupported", ()))
-        parts.append(text + (f" ({_n(unsupported)} unsupported)" if unsupported else ""))
-    parts.append(f"light models {_n(passing('gpu', 'light'))} / {_n(gate('gpu', 'light')['cases'])}")
+        parts.append(f"{folder} {_fraction('gpu', folder)}" + (f" ({_n(unsupported)} unsupported)" if unsupported else ""))
+    parts.append(f"light models {_fraction('gpu', 'light')}")
     return "; ".join(parts) + " "
 
 

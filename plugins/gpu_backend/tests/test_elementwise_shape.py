@@ -107,7 +107,8 @@ def same(op, inputs, attrs=None, opset=13, n_out=1, rtol=None, atol=None):
         gpu_oracle.assert_close(g, w, r, r * 1e-3 if atol is None else atol)
     data, feed = model(op, inputs, attrs, opset, n_out, wants)
     r = _tol(wants[0].dtype) if rtol is None else rtol
-    gpu_oracle.check_against_reference(data, feed, gots, op, opset, max(r, 2e-6), max(r * 1e-3 if atol is None else atol, 1e-6))
+    a = r * 1e-3 if atol is None else atol
+    gpu_oracle.check_against_reference(data, feed, gots, op, opset, max(r, 2e-6), max(a, 1e-6))
     return gots[0] if n_out == 1 else gots
 
 

@@ -19,12 +19,10 @@ if str(TESTS) not in sys.path:  # pytest runs with --import-mode=importlib: make
 #: Every property test (tests/test_wire_hypothesis.py) runs under this profile: the examples are
 #: derived from each test's own source (derandomize: the same examples on every machine and run),
 #: nothing is stored between runs, and no wall-clock deadline can fail a slow shared machine.
-#: ``--hypothesis-profile=explore`` draws fresh random examples instead, for a search by hand.
 HYPOTHESIS_PROFILE = "deterministic"
 if hypothesis_settings is not None:
     hypothesis_settings.register_profile(HYPOTHESIS_PROFILE, derandomize=True, deadline=None, database=None,
                                          print_blob=True)
-    hypothesis_settings.register_profile("explore", deadline=None)
     hypothesis_settings.load_profile(HYPOTHESIS_PROFILE)
 
 

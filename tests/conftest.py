@@ -7,9 +7,23 @@ from pathlib import Path
 
 import pytest
 
+try:
+    from hypothesis import settings as hypothesis_settings
+except ImportError:  # the property tests are skipped without hypothesis
+    hypothesis_settings = None
+
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:  # pytest runs with --import-mode=importlib: make tests/ helpers importable
     sys.path.insert(0, str(TESTS))
+
+#: Every property test (tests/test_wire_hypothesis.py) runs under this profile: the examples are
+#: derived from each test's own source (derandomize: the same examples on every machine and run),
+#: nothing is stored between runs, and no wall-clock deadline can fail a slow shared machine.
+HYPOTHESIS_PROFILE = "deterministic"
+if hypothesis_settings is not None:
+    hypothesis_settings.register_profile(HYPOTHESIS_PROFILE, derandomize=True, deadline=None, database=None,
+                                         print_blob=True)
+    hypothesis_settings.load_profile(HYPOTHESIS_PROFILE)
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,10 @@
 """The ONNX 1-3 test vectors on the cpu backend (issue #5's bar), through the conformance runner.
 
-The node run writes its report to ``.cache/conformance-node-cpu.json`` (every case with its
-outcome and message), so a failure here can be read case by case.
+Each gate asserts the exact figures of ``onnxkit/statement/conformance_figures.json`` (the README's
+conformance statement is rendered from the same file): a vector that stops passing fails the
+gate by name, and so does one that newly passes (its figure must then be updated).  The node
+run writes its report to ``.cache/conformance-node-cpu.json`` (every case with its outcome and
+message), so a failure here can be read case by case.
 """
 
 from __future__ import annotations
@@ -11,56 +14,75 @@ from pathlib import Path
 
 import pytest
 
+import conformance_figures as figures
 from onnxkit.conformance import discover, run_all, summary, write_report
 
 REPORT = Path(__file__).resolve().parent.parent / ".cache" / "conformance-node-cpu.json"
 
-#: Upstream node vectors that contradict Part 1 itself, so onnxkit refuses them on purpose.
-#: test_sequence_map_*: the sequence inputs are declared seq(tensor(float)[N]) but their
+#: Upstream node vectors that contradict Part 1 itself, so onnxkit refuses them on purpose:
+#: the sequence inputs of test_sequence_map_* are declared seq(tensor(float)[N]) but their
 #: elements have different extents; a dimension variable denotes one extent throughout the
 #: model (Clause 6.5.2 and its NOTE on sequences), so the input check refuses the feed.
-SPEC_DIVERGENT = {
-    "node/test_sequence_map_add_2_sequences", "node/test_sequence_map_add_2_sequences_expanded",
-    "node/test_sequence_map_extract_shapes", "node/test_sequence_map_extract_shapes_expanded",
-    "node/test_sequence_map_identity_1_sequence_1_tensor", "node/test_sequence_map_identity_1_sequence_1_tensor_expanded",
-    "node/test_sequence_map_identity_2_sequences", "node/test_sequence_map_identity_2_sequences_expanded",
-}
+SPEC_DIVERGENT = figures.named_set("conformance.cpu.node.spec_divergent")
+
+FOLDERS = ["node", "simple", "pytorch-converted", "pytorch-operator", "light"]
 
 
-def _run(root: Path, sub: str):
-    cases = discover(root / sub)
-    for c in cases:
-        c.name = f"{sub}/{c.name}"
-    return cases, run_all(cases, "cpu", progress=False)
+def run_gate(root: Path, folder: str, backend: str):
+    """Run one vector folder on ``backend``; returns the runner's outcomes."""
+    return run_all(discover(root / folder), backend, progress=False)
 
 
-def test_node_vectors_on_cpu(onnx_vectors_dir):
-    cases, outcomes = _run(onnx_vectors_dir, "node")
-    REPORT.parent.mkdir(exist_ok=True)
-    write_report(REPORT, outcomes, "cpu")
-    counts = summary(outcomes)
-    assert len(cases) == 1884
-    bad = [o for o in outcomes if o.status != "pass"]
-    divergent = [o for o in bad if o.name in SPEC_DIVERGENT]
-    assert all("6.5.2" in o.message for o in divergent), [o.message for o in divergent]
-    listing = "\n".join(f"  {o.status}: {o.name}: {o.message[:200]}" for o in bad if o.name not in SPEC_DIVERGENT)
-    print(f"\nnode vectors on cpu: {counts}")
-    assert counts["pass"] >= 1870, f"{counts}; not passing:\n{listing}"
+def assert_gate(backend: str, folder: str, outcomes) -> None:
+    """The outcomes show the gate's figures exactly; the message names every vector that differs."""
+    problems = figures.gate_problems(backend, folder, outcomes)
+    assert not problems, f"{folder} vectors on {backend}:\n" + "\n".join(problems)
+    assert summary(outcomes) == figures.expected_counts(backend, folder)
 
 
-@pytest.mark.parametrize("sub", ["simple", "pytorch-converted", "pytorch-operator"])
-def test_model_vectors_all_pass(onnx_vectors_dir, sub):
-    cases, outcomes = _run(onnx_vectors_dir, sub)
-    assert cases
-    bad = [f"{o.status}: {o.name}: {o.message[:300]}" for o in outcomes if o.status != "pass"]
-    assert not bad, "\n".join(bad)
+def test_every_set_of_the_figures_has_its_stated_size():
+    assert not figures.set_size_problems()
+    assert len(SPEC_DIVERGENT) == figures.count("conformance.cpu.node.spec_divergent")
+    assert all(name.startswith("test_sequence_map_") for name in SPEC_DIVERGENT)
 
 
-def test_light_models_match_their_reference_outputs(onnx_vectors_dir):
-    cases, outcomes = _run(onnx_vectors_dir, "light")
-    assert len(cases) == 9
-    bad = [f"{o.status}: {o.name}: {o.message[:300]}" for o in outcomes if o.status != "pass"]
-    assert not bad, "\n".join(bad)
+def test_the_statement_renders_the_figures():
+    """The README's statement is kept equal to `onnxkit conformance statement` by tests/test_statement.py."""
+    from onnxkit.statement.results import test_package
+
+    cpu_line = test_package()["lines"][0]
+    assert f"node {figures.passing('cpu', 'node'):,} / {figures.gate('cpu', 'node')['cases']:,}" in cpu_line
+
+
+def test_a_gate_names_a_vector_that_stops_passing_and_one_that_starts():
+    """gate_problems on made-up outcomes of the gpu node gate (the one with the most named sets)."""
+    from onnxkit.conformance import Outcome
+
+    words = {"unsupported": "", "type_refusal": "the gpu backend has no torch dtype for element type uint64",
+             "spec_divergent": "dimension variable (Clause 6.5.2)"}
+    named = {name: category for category, names in figures.gate_sets("gpu", "node").items() for name in names}
+    outcomes = [Outcome(name, figures.CATEGORIES[category][0], words[category]) for name, category in named.items()]
+    outcomes += [Outcome(f"test_made_up_{k}", "pass") for k in range(figures.gate("gpu", "node")["cases"] - len(named))]
+    assert figures.gate_problems("gpu", "node", outcomes) == []
+    refused = next(k for k, o in enumerate(outcomes) if named.get(o.name) == "type_refusal")
+    outcomes[refused] = Outcome(outcomes[refused].name, "pass")
+    outcomes[-1] = Outcome("test_made_up_last", "fail", "values differ")
+    problems = figures.gate_problems("gpu", "node", outcomes)
+    assert len(problems) == 2, problems
+    assert problems[0].startswith(f"{outcomes[refused].name} now passes on gpu") and "lower its count" in problems[0]
+    assert problems[1] == "test_made_up_last is fail on gpu, the figures say pass: values differ"
+    one_short = figures.gate("gpu", "node")["cases"] - 1
+    assert figures.gate_problems("gpu", "node", outcomes[:-1])[0].startswith(f"{one_short} node vectors ran on gpu")
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_vectors_on_cpu_show_the_stated_figures(onnx_vectors_dir, folder):
+    outcomes = run_gate(onnx_vectors_dir, folder, "cpu")
+    if folder == "node":
+        REPORT.parent.mkdir(exist_ok=True)
+        write_report(REPORT, outcomes, "cpu")
+    print(f"\n{folder} vectors on cpu: {summary(outcomes)}")
+    assert_gate("cpu", folder, outcomes)
 
 
 def test_the_report_is_json_with_every_case(tmp_path, onnx_vectors_dir):

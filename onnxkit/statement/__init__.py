@@ -73,9 +73,9 @@ def _tolerances() -> list:
 
 
 def _test_package() -> dict:
-    from .results import TEST_PACKAGE
+    from .results import test_package
 
-    return TEST_PACKAGE
+    return test_package()
 
 
 def _positions() -> tuple:
@@ -85,9 +85,9 @@ def _positions() -> tuple:
 
 
 def _divergences() -> list:
-    from .results import DIVERGENCES
+    from .results import divergences
 
-    return list(DIVERGENCES)
+    return divergences()
 
 
 def _external_data_policy() -> dict:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import conformance_figures as figures
 import onnxkit
 from onnxkit import ir
 from onnxkit.dtypes import from_numpy_dtype
@@ -174,11 +175,7 @@ def _symbolic_inputs(model: ir.Model, ds: Path) -> dict:
         t = vi.type
         if vi.name in inits or not isinstance(t, ir.TensorType) or t.shape is None:
             continue
-        f = ds / f"input_{i}.pb"
-        try:
-            value = onnxkit.load_value(f, type=t)
-        except Exception:
-            continue
+        value = onnxkit.load_value(ds / f"input_{i}.pb", type=t)  # every input of the package loads
         if not isinstance(value, np.ndarray) or value.ndim != len(t.shape):
             continue
         dims = []
@@ -203,10 +200,23 @@ def _check_variables(t, sig, binding: dict, fresh: dict):
     return None
 
 
+def _expected_value(stats: dict, case: str, idx: int, out: Path, declared):
+    """The expected output ``idx`` of ``case`` (None when there is no file); a file that cannot be
+    loaded is recorded in ``stats["unloadable"]`` by name (the figures bound that set)."""
+    if not out.exists():
+        return None
+    try:
+        return onnxkit.load_value(out, type=declared)
+    except Exception as exc:
+        stats["unloadable"].append(f"{case}:output_{idx}")
+        stats.setdefault("unloadable_reasons", []).append(f"{case} output {idx}: {exc}")
+        return None
+
+
 def run_symbolic(root: Path, limit=None):
     """Every input extent made a variable: nothing inferred may contradict the expected outputs."""
     cases = sorted((root / "node").glob("*/model.onnx"))[:limit]
-    stats = {"outputs": 0, "exact": 0, "contradictions": []}
+    stats = {"outputs": 0, "exact": 0, "contradictions": [], "unloadable": []}
     for path in cases:
         ds = path.parent / "test_data_set_0"
         model = onnxkit.load(path)
@@ -220,12 +230,8 @@ def run_symbolic(root: Path, limit=None):
         stats["contradictions"] += [f"{path.parent.name}: {d}" for d in result.errors]
         fresh: dict = {}
         for name, idx in mapping.items():
-            out = ds / f"output_{idx}.pb"
-            if not out.exists():
-                continue
-            try:
-                value = onnxkit.load_value(out, type=declared[idx])
-            except Exception:
+            value = _expected_value(stats, path.parent.name, idx, ds / f"output_{idx}.pb", declared[idx])
+            if value is None:
                 continue
             sig = _expected_signature(value)
             stats["outputs"] += 1
@@ -241,7 +247,7 @@ def run_symbolic(root: Path, limit=None):
 def run_vectors(root: Path, limit=None, verbose=False):
     cases = sorted((root / "node").glob("*/model.onnx"))[:limit]
     stats = {"outputs": 0, "exact": 0, "onnx_exact": 0, "onnx_only": 0, "contradictions": [], "onnx_only_cases": [],
-             "models": len(cases), "inference_errors": []}
+             "models": len(cases), "inference_errors": [], "unloadable": []}
     for path in cases:
         case = path.parent
         ds = case / "test_data_set_0"
@@ -253,12 +259,8 @@ def run_vectors(root: Path, limit=None, verbose=False):
             stats["inference_errors"].append(f"{case.name}: {d}")
         onnx_types = None
         for name, idx in mapping.items():
-            out = ds / f"output_{idx}.pb"
-            if not out.exists():
-                continue
-            try:
-                value = onnxkit.load_value(out, type=declared[idx])
-            except Exception:
+            value = _expected_value(stats, path.parent.name, idx, ds / f"output_{idx}.pb", declared[idx])
+            if value is None:
                 continue
             sig = _expected_signature(value)
             stats["outputs"] += 1
@@ -288,6 +290,9 @@ def test_node_vectors(onnx_vectors_dir, capsys):
               f"inference errors {len(stats['inference_errors'])} ({elapsed:.1f} s)")
     assert not stats["contradictions"], "\n".join(stats["contradictions"][:50])
     assert not stats["inference_errors"], "\n".join(stats["inference_errors"][:50])
+    assert_named(stats["unloadable"], "inference.unloadable_values", "\n".join(stats.get("unloadable_reasons", [])))
+    assert_figures(stats, {"outputs": "outputs", "exact": "exact", "onnx_exact": "onnx_exact",
+                           "onnx_only": "onnx_exact_only"})
 
 
 def test_node_vectors_with_symbolic_inputs(onnx_vectors_dir, capsys):
@@ -299,11 +304,17 @@ def test_node_vectors_with_symbolic_inputs(onnx_vectors_dir, capsys):
         print(f"\n[inference vectors, symbolic inputs] {stats['outputs']} outputs: exact {stats['exact']}, "
               f"contradictions {len(stats['contradictions'])}")
     assert not stats["contradictions"], "\n".join(stats["contradictions"][:50])
+    assert_named(stats["unloadable"], "inference.unloadable_values", "\n".join(stats.get("unloadable_reasons", [])))
+    assert_figures(stats, {"outputs": "outputs", "exact": "symbolic_exact"})
 
 
-#: Values where onnx's ReferenceEvaluator itself is off (its Loop stacks scalar scan outputs as
-#: [N, 1]; the test package's expected output, checked above, is [N]).
-REFERENCE_QUIRKS = ("test_range_",)
+#: Values where onnx's ReferenceEvaluator itself is off, as "model:value" (its Loop stacks scalar
+#: scan outputs as [N, 1]; the test package's expected output, checked above, is [N]): not
+#: compared.  A named set of onnxkit/statement/conformance_figures.json, its size asserted and in the README.
+REFERENCE_QUIRKS = figures.named_set("inference.reference_quirks")
+#: Node models the ReferenceEvaluator cannot run (string kernels that do not take octet strings,
+#: no Scatter, a Scan it fails on): left out of the comparison, by name.
+REFERENCE_UNEVALUABLE = figures.named_set("inference.reference_unevaluable")
 
 
 def run_reference_intermediates(root: Path, limit=None):
@@ -312,7 +323,7 @@ def run_reference_intermediates(root: Path, limit=None):
     import onnx
     from onnx.reference import ReferenceEvaluator
 
-    stats = {"values": 0, "exact": 0, "skipped": 0, "contradictions": []}
+    stats = {"values": 0, "exact": 0, "unevaluable": [], "quirks": [], "contradictions": []}
     for path in sorted((root / "node").glob("*/model.onnx"))[:limit]:
         case = path.parent.name
         kit = onnxkit.load(path)
@@ -328,7 +339,7 @@ def run_reference_intermediates(root: Path, limit=None):
             with np.errstate(all="ignore"):
                 values = ReferenceEvaluator(proto).run(None, feeds)
         except Exception:
-            stats["skipped"] += 1
+            stats["unevaluable"].append(case)
             continue
         result = infer_model(kit)
         for vi, value in zip(proto.graph.output, values):
@@ -338,7 +349,9 @@ def run_reference_intermediates(root: Path, limit=None):
             stats["values"] += 1
             bad, exact = check_onnxkit(t, _expected_signature(value))
             stats["exact"] += bool(exact)
-            if bad and not case.startswith(REFERENCE_QUIRKS):
+            if bad and f"{case}:{vi.name}" in REFERENCE_QUIRKS:
+                stats["quirks"].append(f"{case}:{vi.name}")
+            elif bad:
                 stats["contradictions"].append(f"{case} value {vi.name!r}: {bad} (inferred {t})")
     return stats
 
@@ -352,8 +365,32 @@ def test_node_vectors_intermediates_against_reference_evaluation(onnx_vectors_di
         stats = run_reference_intermediates(onnx_vectors_dir)
     with capsys.disabled():
         print(f"\n[inference vectors, every intermediate vs onnx.reference] {stats['values']} values: exact "
-              f"{stats['exact']}, contradictions {len(stats['contradictions'])} ({stats['skipped']} models not evaluable)")
+              f"{stats['exact']}, contradictions {len(stats['contradictions'])} ({len(stats['unevaluable'])} models "
+              f"not evaluable)")
     assert not stats["contradictions"], "\n".join(stats["contradictions"][:50])
+    assert_named(stats["unevaluable"], "inference.reference_unevaluable")
+    assert_named(stats["quirks"], "inference.reference_quirks")
+    assert_figures(stats, {"values": "reference_values", "exact": "reference_exact"})
+
+
+def assert_named(found: list, dotted: str, reasons: str = "") -> None:
+    """The names ``found`` left out of a check are exactly the figures' set ``dotted``, whose size
+    is as stated: a name new to the set, or one no longer left out, fails by name."""
+    expected = figures.named_set(dotted)
+    assert len(expected) == figures.count(dotted), f"{dotted}: the stated count is not the number of names"
+    new, gone = sorted(set(found) - expected), sorted(expected - set(found))
+    assert not new and not gone and len(found) == len(set(found)), (
+        f"{dotted} in onnxkit/statement/conformance_figures.json: newly left out {new}, no longer left out {gone} (update the "
+        f"set and its count, then run {figures.WRITE_README}){chr(10) + reasons if reasons else ''}")
+
+
+def assert_figures(stats: dict, keys: dict) -> None:
+    """Each count of ``stats`` equals its figure (``keys``: stats key -> key of the figures' inference entry)."""
+    stated = figures.entry("inference")
+    found = {key: stats[key] for key in keys}
+    want = {key: stated[figure] for key, figure in keys.items()}
+    assert found == want, (f"inference counts {found} differ from onnxkit/statement/conformance_figures.json {want}: update "
+                           f"the figures, then run {figures.WRITE_README}")
 
 
 if __name__ == "__main__":  # python tests/inference/test_vectors.py [LIMIT]: the full lists

@@ -695,16 +695,50 @@ def test_old_versions_compute_like_version_7(op, old):
         assert not np.allclose(run_onnxkit(m7b, feed)[1], got[1])
 
 
-@pytest.mark.parametrize("elem,dtype", [(10, np.float16), (11, np.float64)])
-def test_half_and_double_keep_their_type(elem, dtype):
+def gru_by_hand(x, w, r, b, lens, h0):
+    """A forward GRU with the defaults of GRU-14 (f = Sigmoid, g = Tanh, linear_before_reset 0),
+    written out from its definition in numpy, in the inputs' own precision:
+    z = f(Xt Wz' + H Rz' + Wbz + Rbz), r = f(Xt Wr' + H Rr' + Wbr + Rbr),
+    h = g(Xt Wh' + (r * H) Rh' + Rbh + Wbh), H = (1 - z) * h + z * H; past a batch entry's
+    sequence length its Y rows are 0 and its H stays.  Returns (Y [T, 1, B, H], Y_h [1, B, H])."""
+    def sigmoid(v):
+        return 1 / (1 + np.exp(-v))
+
+    (wz, wr, wh), (rz, rr, rh) = np.split(w[0], 3), np.split(r[0], 3)
+    wbz, wbr, wbh, rbz, rbr, rbh = np.split(b[0], 6)
+    h = h0[0].copy()
+    y = np.zeros((x.shape[0], 1) + h.shape, x.dtype)
+    for step, xt in enumerate(x):
+        z = sigmoid(xt @ wz.T + h @ rz.T + wbz + rbz)
+        reset = sigmoid(xt @ wr.T + h @ rr.T + wbr + rbr)
+        candidate = np.tanh(xt @ wh.T + (reset * h) @ rh.T + rbh + wbh)
+        live = (step < lens)[:, None]
+        h = np.where(live, (1 - z) * candidate + z * h, h)
+        y[step, 0] = np.where(live, h, 0)
+    return y, h[None]
+
+
+def test_gru_by_hand_agrees_with_onnxruntime():
+    """The hand-written reference below is itself checked against onnxruntime (float32)."""
+    ins = gru_inputs(1)
+    want_y, want_h = assert_like_onnxruntime("GRU", ins, 2, hidden_size=HID)
+    y, y_h = gru_by_hand(*ins)
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(y_h, want_h, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("elem,dtype,rtol", [(10, np.float16, 1e-2), (11, np.float64, 1e-12)])
+def test_half_and_double_keep_their_type(elem, dtype, rtol):
+    """float16 and float64 GRU keep their type and agree with the definition computed by hand in
+    float64 (float16: within its own precision; float64: to rounding)."""
     ins = [v if n == "sequence_lens" else v.astype(dtype) for n, v in zip(_RNN_INPUTS, gru_inputs(1))]
     m, feed = rnn_onnx_model("GRU", 14, ins, 2, elem=elem, hidden_size=HID)
     y, y_h = run_onnxkit(m, feed)
     assert y.dtype == dtype and y_h.dtype == dtype
-    m32, feed32 = rnn_onnx_model("GRU", 14, [v if n == "sequence_lens" else v.astype(np.float32)
-                                             for n, v in zip(_RNN_INPUTS, ins)], 2, hidden_size=HID)
-    y32, _ = run_onnxkit(m32, feed32)
-    np.testing.assert_allclose(y.astype(np.float32), y32, rtol=1e-2 if dtype == np.float16 else 1e-6, atol=1e-3)
+    want_y, want_h = gru_by_hand(*[v if n == "sequence_lens" else v.astype(np.float64)
+                                   for n, v in zip(_RNN_INPUTS, ins)])
+    np.testing.assert_allclose(y.astype(np.float64), want_y, rtol=rtol, atol=rtol * 1e-1)
+    np.testing.assert_allclose(y_h.astype(np.float64), want_h, rtol=rtol, atol=rtol * 1e-1)
 
 
 def test_bad_activation_count_and_shapes_are_reported():

@@ -1,7 +1,8 @@
-"""The gpu backend (torch) against the cpu backend (numpy) for the kernels of elementwise.py,
-activation.py, cast.py, shape.py and reduction.py of onnxkit_gpu.
+"""The gpu backend (torch) against the cpu backend (numpy) and onnx.reference for the kernels of
+elementwise.py, activation.py, cast.py, shape.py and reduction.py of onnxkit_gpu.
 
-Each test builds one-node models (``onnx.helper``, tests only) and runs them on both backends:
+Each test builds one-node models (``onnx.helper``, tests only) and runs them on both backends
+and on onnx's ReferenceEvaluator (an independent oracle; gpu_oracle.py names where it is none):
 old operator versions (legacy broadcasting, attribute forms, 2-D coercion of the softmax
 family before 13), integer and half types, edge values.  Where the two backends may differ
 (undefined behaviour) or the cpu backend is not the reference, the expected values are
@@ -20,6 +21,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto as TP  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
+import gpu_oracle  # noqa: E402
 from onnxkit.dtypes import from_numpy_dtype  # noqa: E402
 from onnxkit.errors import OnnxkitError, ValidationError  # noqa: E402
 from onnxkit.runtime import InferenceSession  # noqa: E402
@@ -84,28 +86,36 @@ def _tol(dt):
 
 
 def same(op, inputs, attrs=None, opset=13, n_out=1, rtol=None, atol=None):
-    """Run on both backends; the gpu result must equal the cpu one (dtype, shape, values).
-    A combination the definition does not admit (an element type outside its type constraints,
-    e.g. bfloat16 before 13) is not compared: None is returned."""
+    """Run on both backends; the gpu result must equal the cpu one (dtype, shape, values) and
+    agree with onnx.reference (gpu_oracle.py).  A combination the definition does not admit (an
+    element type outside its type constraints, e.g. bfloat16 before 13) must be refused by both
+    backends alike; None is returned then."""
     try:
         wants = _run("cpu", op, inputs, attrs, opset, n_out)
     except ValidationError as exc:
-        if all(d.code == "type-constraint-violation" for d in exc.diagnostics):
-            return None
-        raise
+        codes = sorted({d.code for d in exc.diagnostics})
+        if codes != ["type-constraint-violation"]:
+            raise
+        data, feed = model(op, inputs, attrs, opset, n_out, _untyped_outputs(op, inputs, attrs, opset, n_out))
+        with pytest.raises(ValidationError) as refused:
+            InferenceSession(data, "gpu").run(None, feed)
+        assert sorted({d.code for d in refused.value.diagnostics}) == codes
+        return None
     gots = _run("gpu", op, inputs, attrs, opset, n_out, wants)
     for w, g in zip(wants, gots):
-        assert isinstance(g, np.ndarray)
-        assert g.dtype == w.dtype, (g.dtype, w.dtype)
-        assert g.shape == w.shape, (g.shape, w.shape)
-        if w.dtype.kind == "f" or w.dtype == BF16:
-            r = _tol(w.dtype) if rtol is None else rtol
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=r,
-                                       atol=r * 1e-3 if atol is None else atol,
-                                       equal_nan=True)
-        else:
-            np.testing.assert_array_equal(g, w)
+        r = _tol(w.dtype) if rtol is None else rtol
+        gpu_oracle.assert_close(g, w, r, r * 1e-3 if atol is None else atol)
+    data, feed = model(op, inputs, attrs, opset, n_out, wants)
+    r = _tol(wants[0].dtype) if rtol is None else rtol
+    a = r * 1e-3 if atol is None else atol
+    gpu_oracle.check_against_reference(data, feed, gots, op, opset, max(r, 2e-6), max(a, 1e-6))
     return gots[0] if n_out == 1 else gots
+
+
+def _untyped_outputs(op, inputs, attrs, opset, n_out):
+    """What the gpu backend computes unchecked, to declare the outputs of the checked model."""
+    data, feed = model(op, inputs, attrs, opset, n_out)
+    return InferenceSession(data, "gpu", validate=False).run(None, feed)
 
 
 RNG = np.random.default_rng(7)

@@ -1,8 +1,9 @@
-"""The gpu backend (torch) against the cpu backend (numpy) for the kernels of nn_conv.py,
-nn_pool.py, nn_norm.py, linalg.py and resize.py of onnxkit_gpu.
+"""The gpu backend (torch) against the cpu backend (numpy) and onnx.reference for the kernels of
+nn_conv.py, nn_pool.py, nn_norm.py, linalg.py and resize.py of onnxkit_gpu.
 
 Each test builds one-node models (``onnx.helper``, tests only) and evaluates them on both
-backends; the cpu backend is the reference (its own tests check it against the definitions).
+backends and on onnx's ReferenceEvaluator, an independent oracle (gpu_oracle.py names the
+comparisons where it is none).
 Covered beyond the node vectors: old operator versions (``is_test``/``spatial``/``broadcast``
 attributes, Upsample, Resize-10, MaxPool-1/8, AveragePool-1/7, LpPool-1 float ``p``), 1-D and
 3-D windows, asymmetric and negative pads, groups, ceil-mode tails, Indices with
@@ -22,6 +23,7 @@ torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 from onnx import helper  # noqa: E402
 
+import gpu_oracle  # noqa: E402
 from onnxkit.dtypes import from_numpy_dtype  # noqa: E402
 from onnxkit.errors import OnnxkitError  # noqa: E402
 from onnxkit.runtime import InferenceSession  # noqa: E402
@@ -62,21 +64,26 @@ def run(backend, op, opset, inputs, attrs=None, n_out=1, seed=None):
 
 def same(op, opset, inputs, attrs=None, n_out=1, rtol=1e-5, atol=1e-6, seed=None):
     """Run on both backends; assert equal dtypes and shapes, and values within tolerance
-    (integers and booleans exactly).  Returns the gpu outputs."""
+    (integers and booleans exactly), then that the gpu outputs agree with onnx.reference
+    (gpu_oracle.py; not for a seeded random draw).  Returns the gpu outputs."""
     want = run("cpu", op, opset, inputs, attrs, n_out, seed)
     got = run("gpu", op, opset, inputs, attrs, n_out, seed)
     assert len(got) == len(want)
     for g, w in zip(got, want):
-        assert isinstance(g, np.ndarray), type(g)
-        assert g.dtype == w.dtype, (g.dtype, w.dtype)
-        assert g.shape == w.shape, (g.shape, w.shape)
-        if w.dtype.kind in "fc" or w.dtype == BF16:
-            r = max(rtol, 1e-2) if w.dtype in (np.float16, BF16) else rtol
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=r, atol=atol,
-                                       equal_nan=True)
-        else:
-            np.testing.assert_array_equal(g, w)
+        r = max(rtol, 1e-2) if w.dtype in (np.float16, BF16) else rtol
+        gpu_oracle.assert_close(g, w, r, atol)
+    if seed is None and not (attrs or {}).get("seed"):
+        model, feed = build(op, opset, inputs, attrs, n_out)
+        gpu_oracle.check_against_reference(model, feed, got, op, opset, rtol, atol)
     return got
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    """The same random inputs for a test however the suite is selected or ordered (the reference
+    comparisons that are named in the figures depend on them)."""
+    global RNG
+    RNG = np.random.default_rng(20250301)
 
 
 def randn(*shape, dtype=np.float32):

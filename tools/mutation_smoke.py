@@ -1,0 +1,161 @@
+"""Mutation smoke check: plant known bugs one at a time and show the test suite kills each.
+
+Each mutant is a small textual patch of one source file (the ``old`` text must occur exactly
+once).  For each, the repository is copied to a temporary folder, the patch applied there (the
+working tree is never touched), and a targeted subset of the tests run against the copy; the
+mutant is *killed* when pytest reports failing tests, *survived* when they all pass, and an
+*error* when pytest could not run them (collection error, no tests).  The ONNX 1-3 vectors are
+shared with the working tree (``$ONNXKIT_VECTORS``), made first if missing.
+
+    python tools/mutation_smoke.py              # every mutant
+    python tools/mutation_smoke.py conv-ceil    # the mutants whose name contains a word
+    python tools/mutation_smoke.py --baseline   # first check each test subset passes unmutated
+
+Exit status 0 when every mutant selected is killed.  It needs the test extras (onnx, torch) and
+takes a few minutes; it is not part of ``pytest``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PLUGINS = ("default_domain", "ml_domain", "cpu_backend", "gpu_backend")
+CPU_NODE_GATE = "tests/test_conformance.py::test_vectors_on_cpu_show_the_stated_figures[node]"
+GPU_NODE_GATE = "tests/test_conformance_gpu.py::test_vectors_on_gpu_show_the_stated_figures[node]"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A planted bug: replace ``old`` by ``new`` in ``path``; ``tests`` (pytest arguments) must fail."""
+
+    name: str
+    path: str
+    old: str
+    new: str
+    tests: tuple
+
+
+MUTANTS = (
+    Mutant("conv-ceil-mode", "plugins/cpu_backend/onnxkit_cpu/kernels/nn_conv.py",
+           "if (o - 1) * strides[i] >= in_shape[i] + begin[i]:",
+           "if (o - 1) * strides[i] > in_shape[i] + begin[i]:",
+           (CPU_NODE_GATE, GPU_NODE_GATE, "plugins/gpu_backend/tests/test_nn.py", "plugins/cpu_backend/tests/test_nn.py")),
+    Mutant("stft-frame-count", "plugins/cpu_backend/onnxkit_cpu/kernels/signal.py",
+           "frames = (length - fl) // step + 1",
+           "frames = (length - fl) // step",
+           (CPU_NODE_GATE, "plugins/cpu_backend/tests/test_misc_kernels.py")),
+    Mutant("gpu-integer-division", "plugins/gpu_backend/onnxkit_gpu/kernels/elementwise.py",
+           'torch.div(a, b, rounding_mode="trunc")',
+           'torch.div(a, b, rounding_mode="floor")',
+           ("plugins/gpu_backend/tests/test_elementwise_shape.py",)),
+    Mutant("broadcast-alignment", "onnxkit/shapes.py",
+           "padded = [(1,) * (rank - len(s)) + s for s in shapes]",
+           "padded = [s + (1,) * (rank - len(s)) for s in shapes]",
+           ("tests/test_types.py", "tests/inference/test_rules.py")),
+    Mutant("varint-ten-octets", "onnxkit/wire/reader.py",
+           "if shift >= 70:",
+           "if shift > 70:",
+           ("tests/test_wire_rules.py",)),
+    Mutant("packed-varint-ten-octets", "onnxkit/wire/varint.py",
+           "if longest > 10:",
+           "if longest > 11:",
+           ("tests/test_wire_rules.py",)),
+    Mutant("external-parent-directory", "onnxkit/storage.py",
+           'if ".." in parts:',
+           'if "..." in parts:',
+           ("tests/test_external.py", "tests/test_external_model.py")),
+    Mutant("duplicate-definition", "onnxkit/checker/structure.py",
+           "if name in defined:",
+           "if name in statements:",
+           ("tests/checker",)),
+    Mutant("duplicate-node-name", "onnxkit/checker/structure.py",
+           "if n.name in node_names:",
+           "if n.name in producer:",
+           ("tests/checker",)),
+)
+
+
+def _copy_tree(destination: Path) -> Path:
+    """The repository's sources copied under ``destination`` (no .git, caches or build outputs)."""
+    target = destination / "repo"
+    shutil.copytree(REPO, target, ignore=shutil.ignore_patterns(".git", ".cache", "__pycache__", "*.egg-info",
+                                                                  ".pytest_cache", ".hypothesis", "build"))
+    return target
+
+
+def _apply(tree: Path, mutant: Mutant) -> None:
+    source = tree / mutant.path
+    text = source.read_text(encoding="utf-8")
+    found = text.count(mutant.old)
+    if found != 1:
+        raise SystemExit(f"mutant {mutant.name}: {mutant.old!r} occurs {found} times in {mutant.path}, not once")
+    source.write_text(text.replace(mutant.old, mutant.new), encoding="utf-8")
+
+
+def _environment(tree: Path, vectors: Path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tree)] + [str(tree / "plugins" / p) for p in PLUGINS])
+    env["ONNXKIT_VECTORS"] = str(vectors)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def run_tests(tree: Path, vectors: Path, tests: tuple) -> tuple[int, list[str], float]:
+    """pytest's exit status, the failing test ids and the seconds it took, for ``tests`` in ``tree``."""
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf", *tests],
+                          cwd=tree, env=_environment(tree, vectors), capture_output=True, text=True)
+    failed = re.findall(r"^FAILED (\S+)", proc.stdout, flags=re.M)
+    return proc.returncode, failed, time.perf_counter() - start
+
+
+def _vectors() -> Path:
+    sys.path.insert(0, str(REPO / "tests"))
+    from onnx_vectors import ensure_vectors
+
+    return ensure_vectors()
+
+
+def main(argv: list[str]) -> int:
+    baseline = "--baseline" in argv
+    words = [a for a in argv if not a.startswith("--")]
+    chosen = [m for m in MUTANTS if not words or any(w in m.name for w in words)]
+    vectors = _vectors()
+    survivors = 0
+    with tempfile.TemporaryDirectory(prefix="onnxkit-mutants-") as tmp:
+        pristine = _copy_tree(Path(tmp))
+        if baseline:
+            for tests in sorted({m.tests for m in chosen}):
+                rc, failed, seconds = run_tests(pristine, vectors, tests)
+                if rc != 0:
+                    print(f"baseline fails ({rc}) for {' '.join(tests)}: {failed[:5]}")
+                    return 2
+            print("baseline: every test subset passes unmutated")
+        for mutant in chosen:
+            tree = Path(tmp) / mutant.name
+            shutil.copytree(pristine, tree)
+            _apply(tree, mutant)
+            rc, failed, seconds = run_tests(tree, vectors, mutant.tests)
+            verdict = "killed" if rc == 1 and failed else ("survived" if rc == 0 else f"error (pytest exit {rc})")
+            survivors += verdict != "killed"
+            print(f"{mutant.name:28} {verdict:9} {seconds:6.1f} s  {mutant.path}: {mutant.old!r} -> {mutant.new!r}")
+            for test in failed[:8]:
+                print(f"    failed: {test}")
+            if len(failed) > 8:
+                print(f"    ... and {len(failed) - 8} more")
+            shutil.rmtree(tree)
+    print(f"{len(chosen) - survivors} of {len(chosen)} mutants killed")
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

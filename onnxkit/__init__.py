@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .hookspecs import hookimpl
 from .errors import (
-    DecodeError, EncodeError, EvaluationError, ExternalDataError, LimitExceeded, OnnxkitError, PluginError,
+    ConformanceWarning, DecodeError, EncodeError, EvaluationError, ExternalDataError, LimitExceeded, OnnxkitError, PluginError,
     UnsupportedOperatorError, ValidationError,
 )
 from .dtypes import DataType
@@ -20,7 +20,7 @@ from .registry import get_registry, register_plugin, unregister_plugin
 __version__ = "0.1.0"
 
 __all__ = [
-    "hookimpl", "DecodeError", "EncodeError", "EvaluationError", "ExternalDataError", "LimitExceeded", "OnnxkitError",
+    "hookimpl", "ConformanceWarning", "DecodeError", "EncodeError", "EvaluationError", "ExternalDataError", "LimitExceeded", "OnnxkitError",
     "PluginError", "UnsupportedOperatorError", "ValidationError", "DataType", "DEFAULT_LIMITS", "Limits",
     "get_registry", "register_plugin", "unregister_plugin", "IR_VERSION", "load", "save", "load_value",
     "canonical_bytes", "model_hash", "InferenceSession", "run_model", "check_model", "infer_shapes",

@@ -93,3 +93,12 @@ class EvaluationError(OnnxkitError):
         self.node = node
         self.op_type = op_type
         super().__init__(message)
+
+
+class ConformanceWarning(UserWarning):
+    """A model was evaluated despite conditions that cannot change its result (the validation policy).
+
+    Issued once per session for the checker's warnings, and once per kind for what a run finds
+    (a dimension variable bound to two extents, an output contradicting its declared type or
+    shape); the same one-line summary goes to the ``onnxkit.check`` logger.  ``strict=True``
+    refuses instead."""

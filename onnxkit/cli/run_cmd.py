@@ -1,4 +1,7 @@
-"""``onnxkit run MODEL --input name=file.npy ... [--output-dir DIR] [--backend NAME]``."""
+"""``onnxkit run MODEL --input name=file.npy ... [--output-dir DIR] [--backend NAME] [--strict]``.
+
+``--strict`` is ``InferenceSession(strict=True)``: every violation refuses the model or the
+run, warnings included (Clause 8.6); without it warnings are reported and the model runs."""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ def add_parser(sub):
                    help="an input value: a .npy file, or a .pb value file of the ONNX test package")
     p.add_argument("--output-dir", "-o", metavar="DIR", help="write each output to DIR/<name>.npy")
     p.add_argument("--backend", default="cpu")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse on any violation, warnings included (Clause 8.6); default: report warnings and run")
     return p
 
 
@@ -30,7 +35,7 @@ def _read(path: str, vi):
 def run(args) -> int:
     from ..runtime import InferenceSession
 
-    sess = InferenceSession(args.model, args.backend)
+    sess = InferenceSession(args.model, args.backend, strict=args.strict)
     by_name = {vi.name: vi for vi in sess.model.graph.input}
     feed = {}
     for item in args.input:

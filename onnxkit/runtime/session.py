@@ -10,6 +10,12 @@ never halfway through a run.  ``run`` checks the feed against the declared input
 type, rank, static extents, and each dimension variable bound to one extent across all
 inputs, 6.5.2); an initializer that is also an input is a default that may be overridden,
 one that is not is a constant that may not be fed (7.2).
+
+The validation policy (:mod:`onnxkit.runtime.policy`): a checker error refuses the model; a
+warning is reported once and the model runs, unless ``strict=True`` (Clause 8.6 to the
+letter).  A dimension variable fed with two extents, and an output contradicting its declared
+type or shape, are likewise warnings by default and errors under ``strict``.  STRING values
+go in as ``str`` or ``bytes`` and come out as ``str`` (:mod:`onnxkit.runtime.strings`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from ..errors import OnnxkitError, ValidationError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..registry import get_registry
 from .plan import Planner
+from .policy import Bindings, OutputCheck, Reporter, admit
+from .strings import to_octets, to_text
 
 
 class InputError(OnnxkitError, ValueError):
@@ -59,7 +67,8 @@ class InferenceSession:
     """Evaluates one model on one backend.  Planned once; ``run`` may be called many times."""
 
     def __init__(self, model, backend: str = "cpu", *, registry=None, seed: Optional[int] = None,
-                 limits: Limits = DEFAULT_LIMITS, validate: bool = True, external_data: str = "lazy"):
+                 limits: Limits = DEFAULT_LIMITS, validate: bool = True, external_data: str = "lazy",
+                 strict: bool = False):
         from ..api import load
 
         if not isinstance(model, ir.Model):
@@ -70,6 +79,7 @@ class InferenceSession:
             raise OnnxkitError(f"no backend {backend!r}; installed: {sorted(self.registry.backends)}")
         self.backend = self.registry.backends[backend]
         self.limits = limits
+        self.strict = strict
         if model.graph is None:
             raise ValidationError([], "the model has no graph (Clause 5.3.1)")
         if validate:
@@ -82,15 +92,15 @@ class InferenceSession:
         self._required = [vi.name for vi in g.input if vi.name not in init_names]
         self._constants = init_names - set(self._feedable)
         self._outputs = [vi.name for vi in g.output]
+        self._reporter = Reporter(strict)
+        self._output_check = OutputCheck(g.output, self._reporter)
 
     def _validate(self) -> None:
         try:
             from ..checker import check_model
         except ImportError:  # pragma: no cover - the checker is part of the host
             return
-        report = check_model(self.model, registry=self.registry)
-        if report.errors:
-            raise ValidationError(report.errors, "the model does not conform, it is not evaluated (Clause 15.5)")
+        admit(check_model(self.model, registry=self.registry), self.strict)
 
     # -- onnxruntime-style description -----------------------------------------------------
     def get_inputs(self) -> list:
@@ -117,7 +127,7 @@ class InferenceSession:
         missing = [n for n in self._required if n not in input_feed]
         if missing:
             raise InputError(f"missing input(s) {missing} (Clause 8.1)")
-        bindings: dict = {}
+        bindings = Bindings(self._reporter, InputError)
         to_backend = self.backend.asarray or (lambda a: a)
         values = []
         for vi in self._inputs:
@@ -134,7 +144,9 @@ class InferenceSession:
         for n in wanted:
             if n not in by_name:
                 raise InputError(f"{n!r} is not an output of the model; outputs: {self._outputs}")
-            result.append(_to_host(by_name[n], to_numpy))
+            result.append(to_text(_to_host(by_name[n], to_numpy)))
+        if self._output_check.checks:
+            self._output_check(wanted, result, bindings)
         return result
 
 
@@ -169,7 +181,7 @@ def _as_array(name, value) -> np.ndarray:
     raise InputError(f"input {name!r}: expected a numpy array, got {type(value).__name__}")
 
 
-def _check_value(name, value, t, bindings: dict, limits: Limits):
+def _check_value(name, value, t, bindings: Bindings, limits: Limits):
     """Check one fed value against its declared type (6.5.2: variables bound consistently)."""
     if t is None or isinstance(t, (ir.UndefinedType, ir.OpaqueType)):
         return value
@@ -191,8 +203,7 @@ def _check_value(name, value, t, bindings: dict, limits: Limits):
         if want.tag == 8:
             if arr.dtype.kind not in "OUS":
                 raise InputError(f"input {name!r}: declared tensor(string), got dtype {arr.dtype}")
-            if arr.dtype.kind != "O":
-                arr = arr.astype(object)
+            arr = to_octets(arr)
         else:
             try:
                 got = from_numpy_dtype(arr.dtype)
@@ -208,10 +219,7 @@ def _check_value(name, value, t, bindings: dict, limits: Limits):
             if isinstance(d, int) and d != n:
                 raise InputError(f"input {name!r}: axis {axis} must be {d}, got shape {list(arr.shape)}")
             if isinstance(d, str):
-                bound = bindings.setdefault(d, (n, name))
-                if bound[0] != n:
-                    raise InputError(f"input {name!r}: dimension variable {d!r} is {n} here but {bound[0]} in input "
-                                     f"{bound[1]!r} (Clause 6.5.2)")
+                bindings.bind(d, n, f"input {name!r} axis {axis}")
     return arr
 
 

@@ -26,6 +26,13 @@ SPEC_DIVERGENT = {
     "node/test_sequence_map_identity_2_sequences", "node/test_sequence_map_identity_2_sequences_expanded",
 }
 
+#: Cast/CastLike from FLOAT/FLOAT16 to INT4/UINT4/INT2/UINT2 with inputs out of the target range:
+#: the Cast definition leaves a float out of range undefined, onnx's expected data wraps, onnxkit
+#: rounds half to even and clamps (Clause 6.3.3 and the README's narrow-type decision), so these
+#: fail on purpose, each on its out-of-range elements only.
+NARROW_CLAMP = {f"node/test_{op}_{src}_to_{dst}{exp}" for op, exps in (("cast", ("",)), ("castlike", ("", "_expanded")))
+                for src in ("FLOAT", "FLOAT16") for dst in ("INT4", "UINT4", "INT2", "UINT2") for exp in exps}
+
 
 def _run(root: Path, sub: str):
     cases = discover(root / sub)
@@ -43,9 +50,11 @@ def test_node_vectors_on_cpu(onnx_vectors_dir):
     bad = [o for o in outcomes if o.status != "pass"]
     divergent = [o for o in outcomes if o.name in SPEC_DIVERGENT]
     assert len(divergent) == 8 and all(o.status == "pass" for o in divergent), [o.message for o in divergent]
-    listing = "\n".join(f"  {o.status}: {o.name}: {o.message[:200]}" for o in bad if o.name not in SPEC_DIVERGENT)
+    clamped = [o for o in outcomes if o.name in NARROW_CLAMP]
+    assert len(clamped) == 24 and all(o.status == "fail" for o in clamped), [o.name for o in clamped]
+    listing = "\n".join(f"  {o.status}: {o.name}: {o.message[:200]}" for o in bad if o.name not in NARROW_CLAMP)
     print(f"\nnode vectors on cpu: {counts}")
-    assert counts["pass"] >= 1870, f"{counts}; not passing:\n{listing}"
+    assert counts["pass"] >= 1860, f"{counts}; not passing:\n{listing}"
 
 
 @pytest.mark.parametrize("sub", ["simple", "pytorch-converted", "pytorch-operator"])

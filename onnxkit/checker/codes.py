@@ -248,8 +248,10 @@ def document() -> str:
 
 
 def refuses(diagnostic, strict: bool) -> bool:
-    """True where ``diagnostic`` refuses a model: every error; under ``strict`` every violation too."""
+    """True where ``diagnostic`` refuses a model: every error; under ``strict`` also a warning whose code
+    the table marks a violation (a warning-level use of an error code, e.g. inference's note that an
+    operator is unknown so its outputs stay unknown, is not one)."""
     if diagnostic.severity == E:
         return True
     row = CODES.get(diagnostic.code)
-    return strict and (row is None or row.violation)
+    return strict and row is not None and row.severity == W and row.violation

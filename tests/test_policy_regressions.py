@@ -20,7 +20,6 @@ from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 
 from onnxkit import ConformanceWarning, InferenceSession, check_model, infer_shapes, ir, load, to_bytes  # noqa: E402
-from onnxkit.api import save  # noqa: E402
 
 F = T.FLOAT
 

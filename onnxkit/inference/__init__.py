@@ -25,10 +25,9 @@ from typing import Optional
 import attrs
 
 from .. import ir
-from ..checker.codes import refuses
-from ..diagnostics import Report
+from ..diagnostics import ERROR, Report
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError
-from .engine import GRAPH_TYPES, Engine, merge_types
+from .engine import CONTRADICTION_SEVERITY, GRAPH_TYPES, Engine, merge_types
 
 __all__ = ["infer_shapes", "infer_model", "InferenceResult", "InferenceContext", "InferenceError",
            "MAX_CONSTANT_ELEMENTS", "merge_types"]
@@ -133,7 +132,7 @@ def infer_shapes(model: ir.Model, registry=None, strict: bool = False) -> ir.Mod
     """
     engine = _engine(model, registry)
     if strict:
-        errors = [d for d in engine.diagnostics if refuses(d, True)]
+        errors = [d for d in engine.diagnostics if d.severity == ERROR or d.code in CONTRADICTION_SEVERITY]
         if errors:
             from ..errors import ValidationError
 

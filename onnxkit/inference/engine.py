@@ -13,7 +13,7 @@
 * A declared type (value_info, graph outputs, subgraph inputs) contradicting the inferred one
   is reported (9.4, Clause 10): ``inferred-type-mismatch`` (an error) /
   ``inferred-shape-mismatch`` (a warning: a stale declared shape cannot change the result;
-  severities come from :mod:`onnxkit.checker.codes`).  Declarations are constraints on the
+  :data:`CONTRADICTION_SEVERITY`, the severities of :mod:`onnxkit.checker.codes`).  Declarations are constraints on the
   value (7.1), so they also refine what is inferred; a contradicted name is recorded in
   :attr:`Engine.contradicted` so that ``infer_shapes`` keeps the declaration as written.
 * Unknown is never a failure (9.4).
@@ -26,13 +26,16 @@ from typing import Optional
 import numpy as np
 
 from .. import ir
-from ..checker.codes import CODES
-from ..diagnostics import Diagnostic, error, warning
+from ..diagnostics import ERROR, WARNING, Diagnostic, error, warning
 from ..dtypes import ELEMENT_TYPES
 from ..ir.attribute import AttributeType
 from ..functions import GRAPH_TYPES, call_attributes, substitute
 from ..registry import normalize_domain
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is_symbolic
+
+#: The severity of each contradiction code, as the checker's table gives it (a test keeps them
+#: equal; the table is not imported here, the checker being the package that imports inference).
+CONTRADICTION_SEVERITY = {"inferred-type-mismatch": ERROR, "inferred-shape-mismatch": WARNING}
 
 #: Deepest nesting of function bodies and subgraphs inferred.
 MAX_DEPTH = 48
@@ -311,7 +314,7 @@ class Engine:
 
     def _problems(self, problems, where):
         for code, text in problems:
-            self._report(Diagnostic(CODES[code].severity, code, "9.4", text, where))
+            self._report(Diagnostic(CONTRADICTION_SEVERITY[code], code, "9.4", text, where))
 
     def define(self, scope: Scope, name: str, t, value, where: str) -> None:
         for d in scope.declared.get(name, ()):

@@ -408,3 +408,11 @@ def test_cli_infer_exit_status_on_contradiction(tmp_path, capsys):
     assert main(["infer", str(tmp_path / "m.onnx"), "-q"]) == 0  # a contradicted shape is a warning
     assert "inferred-shape-mismatch" in capsys.readouterr().out
     assert main(["infer", str(tmp_path / "m.onnx"), "-q", "--strict"]) == 1
+
+
+def test_contradiction_severities_are_the_checker_table():
+    from onnxkit.checker.codes import CODES
+    from onnxkit.inference.engine import CONTRADICTION_SEVERITY
+
+    assert CONTRADICTION_SEVERITY == {c: CODES[c].severity for c in CONTRADICTION_SEVERITY}
+    assert CONTRADICTION_SEVERITY == {"inferred-type-mismatch": "error", "inferred-shape-mismatch": "warning"}

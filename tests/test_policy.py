@@ -204,3 +204,19 @@ def test_an_output_of_the_wrong_element_type_is_reported():
     data = _model([h.make_node("Cast", ["X"], ["Y"], to=T.INT64)], [_vi("X", [2])], [_vi("Y", [2])])
     with pytest.raises(EvaluationError, match="declared element type FLOAT, computed numpy dtype int64"):
         InferenceSession(data, validate=False, strict=True).run(None, {"X": np.ones(2, np.float32)})
+
+
+def test_a_name_of_the_outer_carrying_node_inside_a_nested_subgraph_is_a_warning():
+    """The torch exporter inside nested If: the inner branch defines Y, the outer If's output."""
+    inner_then = h.make_graph([h.make_node("Relu", ["X"], ["Y"])], "inner_then", [], [_vi("Y", [2])])
+    inner_else = h.make_graph([h.make_node("Neg", ["X"], ["n"])], "inner_else", [], [_vi("n", [2])])
+    inner = h.make_node("If", ["C"], ["t"], then_branch=inner_then, else_branch=inner_else)
+    then_g = h.make_graph([inner], "then", [], [_vi("t", [2])])
+    else_g = h.make_graph([h.make_node("Neg", ["X"], ["e"])], "else", [], [_vi("e", [2])])
+    data = _model([h.make_node("If", ["C"], ["Y"], then_branch=then_g, else_branch=else_g)],
+                  [_vi("X", [2]), _vi("C", [], T.BOOL)], [_vi("Y", [2])])
+    report = check_model(data)
+    assert report.ok and [d.code for d in report.warnings] == ["shadowed-node-output"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConformanceWarning)
+        np.testing.assert_array_equal(InferenceSession(data).run(None, X2)[0], [0.0, 2.0])

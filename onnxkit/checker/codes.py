@@ -105,7 +105,7 @@ _ROWS = [
     _c("not-topologically-sorted", "7.5", E, "a node uses a value produced by a later node"),
     _c("undefined-output", "7.1, 5.4.2", E, "a graph output names a value the graph does not define"),
     _c("shadowed-name", "5.4.3", E, "a subgraph defines a name already visible from an enclosing graph"),
-    _c("shadowed-node-output", "5.4.3", V, "a subgraph defines a name that is an output of the node carrying the subgraph"),
+    _c("shadowed-node-output", "5.4.3", V, "a subgraph defines a name that is an output of the node carrying it (or an enclosing subgraph)"),
     _c("subgraph-cycle", "5.4.3, 7.1", E, "a graph is a subgraph of itself, directly or through other graphs (an IR built in Python)"),
     _c("subgraph-input-initializer", "7.2", E, "(IR >= 4) a subgraph name is both an input the operator supplies and an initializer"),
     _c("initializer-not-input", "7.2, Annex B (IR <= 3)", V, "(IR <= 3) an initializer is not also a graph input"),

@@ -57,8 +57,9 @@ from .types import contradiction, type_of_tensor
 class Env:
     """What a graph sees from outside: names of enclosing graphs (-> known type), the enclosing
     function (for ``ref_attr_name``), the operator set imports in force, the nesting depth,
-    the outputs of the node carrying the graph (``carrier``) and the ids of the enclosing
-    graph objects (``path``, to detect a graph that is its own subgraph)."""
+    the outputs of the nodes carrying the graph, directly or through enclosing subgraphs
+    (``carrier``: values that do not exist while it runs) and the ids of the enclosing graph
+    objects (``path``, to detect a graph that is its own subgraph)."""
 
     def __init__(self, visible: Mapping, function=None, opsets: Optional[dict] = None, depth: int = 0,
                  carrier: frozenset = frozenset(), path: frozenset = frozenset()):
@@ -258,7 +259,7 @@ def check_graph(ctx: Context, g: ir.Graph, loc: str, env: Env, kind: str = "top"
             sloc = join(nloc, f"attribute {q(a.name)}", f"graph {idx} {q(sub.name)}" if idx is not None
                         else graph_label(sub))
             check_graph(ctx, sub, sloc, Env(visible, env.function, env.opsets, env.depth + 1,
-                                            frozenset(o for o in n.output if o), env.path | {id(g)}), "sub",
+                                            env.carrier | {o for o in n.output if o}, env.path | {id(g)}), "sub",
                         supplied_inputs(n, a.name, schema))
     if g.quantization_annotation:
         metadata.check_annotations(ctx, g, defined.keys() | outer.keys(), loc)

@@ -131,3 +131,14 @@ def test_the_documented_code_table_is_the_catalogue():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "diagnostics.md").read_text()
     assert doc == document()
     assert markdown() in doc and len(RECLASSIFIED) == 13
+
+
+def test_the_readme_states_one_line_per_reclassified_code():
+    from pathlib import Path
+
+    from onnxkit.checker.codes import RECLASSIFIED
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    policy = readme.split("**Validation policy (Clause 10.5).**", 1)[1].split("**Known divergences.**", 1)[0]
+    lines = [ln for ln in policy.splitlines() if ln.startswith("- `")]
+    assert [ln[3:].split("`", 1)[0] for ln in lines] == list(RECLASSIFIED) and len(lines) == 13

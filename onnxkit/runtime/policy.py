@@ -38,6 +38,9 @@ from ..dtypes import ELEMENT_TYPES, from_numpy_dtype, tag_name
 from ..errors import ConformanceWarning, EvaluationError, OnnxkitError, ValidationError
 
 logger = logging.getLogger("onnxkit.check")
+# A library logs to whoever listens: without a configured handler, the ``warnings`` line is the
+# one a user sees, not a second copy from logging's last-resort handler.
+logging.getLogger("onnxkit").addHandler(logging.NullHandler())
 
 #: Run-time conditions (not checker codes: only evaluation can find them).
 DIM_CONFLICT = ("dimension-variable-conflict", "6.5.2")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .hookspecs import hookimpl
 from .errors import (
-    DecodeError, EncodeError, EvaluationError, ExternalDataError, LimitExceeded, OnnxkitError, PluginError,
+    ConformanceWarning, DecodeError, EncodeError, EvaluationError, ExternalDataError, LimitExceeded, OnnxkitError, PluginError,
     UnsupportedOperatorError, ValidationError,
 )
 from .dtypes import DataType
@@ -39,7 +39,7 @@ _LAZY = {
 }
 
 __all__ = [
-    "hookimpl", "DecodeError", "EncodeError", "EvaluationError", "ExternalDataError", "LimitExceeded", "OnnxkitError",
+    "hookimpl", "ConformanceWarning", "DecodeError", "EncodeError", "EvaluationError", "ExternalDataError", "LimitExceeded", "OnnxkitError",
     "PluginError", "UnsupportedOperatorError", "ValidationError", "DataType", "DEFAULT_LIMITS", "Limits",
     "get_registry", "register_plugin", "unregister_plugin", "IR_VERSION", "__version__", *_LAZY,
 ]

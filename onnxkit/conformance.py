@@ -107,6 +107,9 @@ def compare(expected, actual, rtol: Optional[float] = None, atol: Optional[float
 
     The tolerance is the guaranteed one of the expected value's element type (Clause 11.5,
     :mod:`onnxkit.tolerances`); a stated ``rtol``/``atol`` replaces it where it is looser.
+    STRING elements compare exactly, type included: ``expected`` as a session returns it
+    (``str``, or ``bytes`` where not valid UTF-8; :func:`onnxkit.runtime.strings.to_text`
+    gives that form of the octets a ``.pb`` file holds).
     """
     if isinstance(expected, list):
         if not isinstance(actual, list):
@@ -135,9 +138,10 @@ def compare(expected, actual, rtol: Optional[float] = None, atol: Optional[float
     if expected.shape != actual.shape:
         return f"{path}: shape {list(actual.shape)}, expected {list(expected.shape)}"
     if expected.dtype == object or expected.dtype.kind in "SU":
-        e = np.vectorize(_text, otypes=[object])(expected) if expected.size else expected
-        a = np.vectorize(_text, otypes=[object])(actual) if actual.size else actual
-        return None if np.array_equal(e, a) else f"{path}: strings differ"
+        for i, (e, a) in enumerate(zip(expected.reshape(-1).tolist(), actual.reshape(-1).tolist())):
+            if type(e) is not type(a) or e != a:
+                return f"{path}: strings differ; first at flat index {i}: {a!r} vs expected {e!r}"
+        return None
     if expected.dtype != actual.dtype:
         return f"{path}: dtype {actual.dtype}, expected {expected.dtype}"
     if expected.dtype.kind in "fc" or expected.dtype.name in ("bfloat16",) or expected.dtype.kind == "V":
@@ -162,12 +166,9 @@ def compare(expected, actual, rtol: Optional[float] = None, atol: Optional[float
     return None if np.array_equal(a, e, equal_nan=True) else f"{path}: values differ"
 
 
-def _text(x):
-    return x.decode("utf-8", "surrogateescape") if isinstance(x, (bytes, bytearray)) else str(x)
-
-
 def run_case(case: Case, backend: str = "cpu", registry=None) -> Outcome:
     from .runtime import InferenceSession
+    from .runtime.strings import to_text
 
     t0 = time.perf_counter()
     try:
@@ -184,7 +185,7 @@ def run_case(case: Case, backend: str = "cpu", registry=None) -> Outcome:
                 feed = {fed[i].name: load_value(p, type=fed[i].type) for i, p in enumerate(inputs)}
             got = sess.run(None, feed)
             for i, p in enumerate(outputs):
-                expected = load_value(p, type=graph.output[i].type)
+                expected = to_text(load_value(p, type=graph.output[i].type))
                 if random_values is not None:
                     msg = _check_random(expected, got[i], random_values)
                 else:

@@ -1,9 +1,10 @@
 """Findings of the validator (Clause 10) and of inference (Clause 9.4).
 
-A :class:`Diagnostic` is one condition found: its severity (10.5: an *error* means the
-model does not conform; a *warning* that it conforms but relies on behaviour the spec leaves
-open), a stable ``code`` (kebab-case, listed in the README), the clause it comes from, a
-message, and where: a location such as ``graph 'main' / node 3 'conv1' (Conv) / input 1 'W'``.
+A :class:`Diagnostic` is one condition found: its severity (onnxkit's position on 10.5: an
+*error* means the model's result is undefined or cannot be computed; a *warning* a condition
+that cannot change the result; see :mod:`onnxkit.checker.codes`), a stable ``code``
+(kebab-case, listed in docs/diagnostics.md), the clause it comes from, a message, and where: a
+location such as ``graph 'main' / node 3 'conv1' (Conv) / input 1 'W'``.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """True when the model conforms (warnings allowed)."""
+        """True when there is no error: a session runs the model (warnings allowed, save under strict)."""
         return not self.errors
 
     def codes(self) -> set:

@@ -113,3 +113,10 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, DecodeError):
         return f"{decode_summary(exc)}; {exc}"
     return str(exc)
+class ConformanceWarning(UserWarning):
+    """A model was evaluated despite conditions that cannot change its result (the validation policy).
+
+    Issued once per session for the checker's warnings, and once per kind for what a run finds
+    (a dimension variable bound to two extents, an output contradicting its declared type or
+    shape); the same one-line summary goes to the ``onnxkit.check`` logger.  ``strict=True``
+    refuses instead."""

@@ -1,10 +1,22 @@
 """The catalogue of diagnostic codes of the validator (Clause 10.5): one row per code.
 
-Each code is stable, kebab-case, and has exactly one severity and one clause: an *error*
-means the model does not conform to Part 1; a *warning* that it conforms but relies on
-behaviour the document leaves open (or that the consumer cannot check, e.g. a domain no
-plugin provides).  :func:`emit` in :mod:`onnxkit.checker.context` takes the severity and
-clause from here, so a code never changes meaning between call sites.
+Each code is stable, kebab-case, and has exactly one severity and one clause.  Clause 10.5
+leaves the classification to the implementation; onnxkit's position (the validation policy):
+
+* an *error* means the model's result is undefined or cannot be computed: the conditions of
+  Clauses 10.2-10.4, bad encodings, type-constraint violations, unknown operators...  A
+  session refuses such a model;
+* a *warning* means a condition that cannot change the result.  It is either a
+  *violation* (a SHALL of Part 1 is broken, e.g. a stale declared shape or a duplicate node
+  name: ``violation=True``) or advisory (the model conforms but relies on behaviour the
+  document leaves open, or the consumer cannot check something, e.g. a domain no plugin
+  provides).  A session runs the model and reports warnings; ``strict=True`` (Clause 8.6 to
+  the letter) refuses on errors and violations alike.
+
+:data:`RECLASSIFIED` lists the codes whose condition breaks a SHALL yet is a warning, each
+with the reason (the README's validation policy states them).  :func:`emit` in
+:mod:`onnxkit.checker.context` takes the severity and clause from here, so a code never
+changes meaning between call sites.
 
 The README's table of codes is generated from :data:`CODES`: ``python -c "from
 onnxkit.checker.codes import markdown; print(markdown())"`` prints it as Markdown.
@@ -17,16 +29,30 @@ import attrs
 E, W = "error", "warning"
 
 
+#: A warning that is a violation of a SHALL (refused under ``strict=True``).
+V = "violation"
+
+
 @attrs.frozen
 class Code:
+    """One code: ``severity`` 'error' or 'warning'; ``violation``: refused under strict (every error is)."""
+
     code: str
     clause: str
     severity: str
     meaning: str
+    violation: bool = True
+
+    @property
+    def strict(self) -> str:
+        """What ``strict=True`` does with the condition: 'refused' or 'reported'."""
+        return "refused" if self.violation else "reported"
 
 
 def _c(code, clause, severity, meaning):
-    return Code(code, clause, severity, meaning)
+    if severity == V:
+        return Code(code, clause, W, meaning, True)
+    return Code(code, clause, severity, meaning, severity == E)
 
 
 _ROWS = [
@@ -36,10 +62,10 @@ _ROWS = [
     _c("ir-version-missing", "5.3.1, 14.1", E, "ModelProto.ir_version is absent; the model is checked against IR version 14"),
     _c("ir-version-invalid", "14.2", E, "ir_version is 0 (_START_VERSION) or negative, not an IR version"),
     _c("ir-version-newer", "14.1.2", W, "ir_version is newer than 14, the newest this validator knows; checked against 14"),
-    _c("ir-version-feature", "14.1.2, 14.2", W, "the model uses a field or element type introduced after its declared IR version"),
+    _c("ir-version-feature", "14.1.2, 14.2", V, "the model uses a field or element type introduced after its declared IR version"),
     _c("graph-missing", "5.3.1", E, "the model has no top-level graph"),
     _c("mandatory-field-missing", "Annex B.1", E, "a field Annex B marks mandatory (at the model's IR version) is absent"),
-    _c("deprecated-field", "Annex B.1", W, "a field Annex B marks deprecated is present (a consumer ignores it)"),
+    _c("deprecated-field", "Annex B.1", V, "a field Annex B marks deprecated is present (a consumer ignores it)"),
     _c("reserved-field", "12.6", E, "a tag Annex B records as reserved is used"),
     # -- operator set imports (5.3.2, 10.4) -------------------------------------------------
     _c("opset-import-missing", "5.3.1, 5.3.2", E, "the model (IR version >= 3) declares no operator set import"),
@@ -68,33 +94,37 @@ _ROWS = [
     _c("required-input-unsupplied", "7.3.3", E, "an empty input name in a position the operator does not mark optional"),
     _c("required-output-unsupplied", "7.3.3", E, "an empty output name in a position the operator does not mark optional"),
     # -- graph structure (5.4, 7, 10.2) ------------------------------------------------------
-    _c("graph-name-missing", "7.1", E, "a graph has no name"),
+    _c("graph-name-missing", "7.1", V, "a graph has no name"),
     _c("empty-name", "5.4.1", E, "an empty name where a name is required (not an unsupplied operator input or output)"),
     _c("undefined-value", "5.4.2, 7.5, 10.2", E, "a value is used but defined nowhere (graph, enclosing scopes)"),
     _c("duplicate-definition", "5.4.2, 7.5, 10.2", E, "a value is defined more than once in one graph (SSA)"),
     _c("duplicate-initializer", "5.4.1", E, "two initializers of one graph have the same name"),
-    _c("duplicate-node-name", "5.4.1", E, "two nodes of one graph have the same (non-empty) name"),
-    _c("duplicate-value-info", "5.4.1", E, "two value_info entries of one graph have the same name"),
+    _c("duplicate-node-name", "5.4.1", V, "two nodes of one graph have the same (non-empty) name"),
+    _c("duplicate-value-info", "5.4.1", V, "two value_info entries of one graph have the same name"),
     _c("graph-cycle", "7.5, 10.2", E, "the nodes of a graph form a cycle"),
     _c("not-topologically-sorted", "7.5", E, "a node uses a value produced by a later node"),
     _c("undefined-output", "7.1, 5.4.2", E, "a graph output names a value the graph does not define"),
     _c("shadowed-name", "5.4.3", E, "a subgraph defines a name already visible from an enclosing graph"),
+    _c("shadowed-node-output", "5.4.3", V, "a subgraph defines a name that is an output of the node carrying it (or an enclosing subgraph)"),
+    _c("subgraph-cycle", "5.4.3, 7.1", E, "a graph is a subgraph of itself, directly or through other graphs (an IR built in Python)"),
     _c("subgraph-input-initializer", "7.2", E, "(IR >= 4) a subgraph name is both an input the operator supplies and an initializer"),
-    _c("initializer-not-input", "7.2, Annex B (IR <= 3)", E, "(IR <= 3) an initializer is not also a graph input"),
+    _c("initializer-not-input", "7.2, Annex B (IR <= 3)", V, "(IR <= 3) an initializer is not also a graph input"),
     # -- types (Clause 6) ---------------------------------------------------------------------
-    _c("missing-type", "6.5.1, 7.1", E, "an input or output of the top-level graph has no type"),
-    _c("missing-shape", "6.5.1, 7.1", E, "a tensor input or output of the top-level graph has no shape (rank unknown)"),
-    _c("type-kind-missing", "6.1, Annex B.2.21", E, "a TypeProto sets none of tensor/sequence/map/optional/sparse/opaque"),
+    _c("missing-type", "6.5.1, 7.1", V, "an input or output of the top-level graph has no type"),
+    _c("missing-shape", "6.5.1, 7.1", V, "a tensor input or output of the top-level graph has no shape (rank unknown)"),
+    _c("type-kind-missing", "6.1, Annex B.2.21", V, "a TypeProto sets none of tensor/sequence/map/optional/sparse/opaque; read as undeclared"),
+    _c("type-kind-multiple", "Annex B.2.21", E, "a TypeProto sets more than one of tensor/sequence/map/optional/sparse/opaque"),
     _c("invalid-elem-type", "6.2", E, "an element type tag is 0 (UNDEFINED) or not listed in Table 5"),
     _c("invalid-map-key", "6.8.2", E, "a map key type is not an integral type or STRING"),
     _c("invalid-optional-elem", "6.8.3", E, "an optional type's element is not a tensor, sparse tensor, sequence or map type"),
     _c("opaque-name-missing", "6.8.4", E, "an opaque type has no name"),
-    _c("negative-extent", "6.5.1", E, "a dimension or tensor dims entry is negative"),
+    _c("negative-extent", "6.3.4, 6.5.1", E, "a tensor's dims entry is negative"),
+    _c("negative-dim-value", "6.5.1", V, "a type's dimension has a negative dim_value (-1 for a dynamic extent); read as unknown"),
     _c("type-mismatch", "7.1, 9.4", E, "two statements of one value's type disagree (kind or element type)"),
-    _c("shape-mismatch", "6.5, 9.4, 10.3", E, "two static extents (or ranks) that must be equal are not"),
+    _c("shape-mismatch", "6.5, 9.4, 10.3", V, "two statements of one value's shape disagree (ranks or static extents)"),
     # -- inference (Clause 9), run on a structurally valid model ------------------------------
     _c("inferred-type-mismatch", "9.4", E, "the type inference derives contradicts the type the model declares"),
-    _c("inferred-shape-mismatch", "9.4", E, "the shape inference derives contradicts the shape the model declares"),
+    _c("inferred-shape-mismatch", "9.4", V, "the shape inference derives contradicts the shape the model declares"),
     _c("inference-error", "9.4", E, "a node's input types or shapes contradict its operator's definition"),
     _c("no-inference-function", "9.2", W, "a bound definition has no inference function: its outputs stay unknown"),
     _c("inference-function-failed", "9.4", W, "an inference function failed; its outputs stay unknown"),
@@ -106,7 +136,7 @@ _ROWS = [
     _c("string-raw-data", "6.3.4, Annex B.2.16", E, "a STRING tensor carries raw_data"),
     _c("tensor-wrong-field", "Annex B.2.16", E, "typed storage in a field that does not carry the tensor's element type"),
     _c("tensor-size-mismatch", "6.3.4", E, "the amount of stored data does not match dims and the element type"),
-    _c("nonzero-padding", "6.3.4", E, "padding bits of narrow-type storage are not zero"),
+    _c("nonzero-padding", "6.3.4", V, "padding bits of narrow-type storage are not zero"),
     _c("invalid-data-location", "13.1, Annex B.2.16", E, "data_location is neither DEFAULT (0) nor EXTERNAL (1)"),
     _c("tensor-segment", "Annex B.2.16", W, "a tensor is segmented (TensorProto.segment); reassembly is left open"),
     _c("sparse-tensor-invalid", "Annex B.2.18", E, "a sparse tensor lacks values/indices or their shapes are inconsistent"),
@@ -134,7 +164,7 @@ _ROWS = [
     _c("function-domain-not-imported", "8.4, 5.3.2", E, "a model-local function's domain is not imported by the model"),
     _c("function-opset-mismatch", "8.4", W, "a function imports a domain at a version other than the model's"),
     # -- metadata, devices, annotations (5.5, Annex B) ---------------------------------------------
-    _c("duplicate-metadata-key", "5.5", E, "two metadata_props entries of one message have the same key"),
+    _c("duplicate-metadata-key", "5.5", V, "two metadata_props entries of one message have the same key"),
     _c("invalid-metadata-value", "5.5", W, "an Image.* metadata value is not one of those Table 4 lists"),
     _c("duplicate-device-configuration", "Annex B.2.12", W, "two device configurations of the model have the same name"),
     _c("device-count-mismatch", "Annex B.2.12", W, "num_devices differs from the number of devices listed"),
@@ -144,9 +174,30 @@ _ROWS = [
     _c("training-binding-invalid", "Annex B.2.10", W, "a training_info binding names no initializer or no output of its graph"),
 ]
 
+#: The codes whose condition breaks a SHALL of Part 1 yet cannot change the result: error -> warning
+#: (Clause 10.5 leaves severities open).  Each is refused under ``strict=True``.  The README's
+#: validation policy has one line per entry.
+RECLASSIFIED: dict = {
+    "graph-name-missing": "a graph's name is never referenced by evaluation (7.1)",
+    "duplicate-node-name": "a node name is diagnostic only (7.3.1); nodes are bound by position",
+    "duplicate-value-info": "value_info only annotates; contradicting entries are reported as type-mismatch",
+    "initializer-not-input": "(IR <= 3) the initializer is read as a constant, as IR version 4 and later read it",
+    "missing-type": "an input's fed value, an output's computed value is what evaluation uses; the feed is not checked",
+    "missing-shape": "the rank is not stated, so the feed's rank is not checked; evaluation is unchanged",
+    "type-kind-missing": "an empty TypeProto (spox, torch exporter inside nested If) is read as an absent type",
+    "negative-dim-value": "dim_value -1 (paddle2onnx) is read as an unknown extent, in the checker and the feed check",
+    "shape-mismatch": "a stale declared shape (torch exporter); operators compute from their inputs, not from declarations",
+    "inferred-shape-mismatch": "as shape-mismatch; a session checks declared against computed outputs at run time",
+    "shadowed-node-output": "that output does not exist while the subgraph runs, so no use is ambiguous (onnx.checker "
+                            "and onnxruntime accept it)",
+    "nonzero-padding": "the padding bits of narrow-type storage are not read",
+    "duplicate-metadata-key": "metadata SHALL NOT affect the result (5.5)",
+}
+
 #: code -> :class:`Code`.
 CODES: dict[str, Code] = {r.code: r for r in _ROWS}
 assert len(CODES) == len(_ROWS), "duplicate code in the catalogue"
+assert all(CODES[c].severity == W and CODES[c].violation for c in RECLASSIFIED)
 
 #: ExternalRefError codes of onnxkit.external / onnxkit.storage that keep their own checker code.
 EXTERNAL_OWN = {"unknown-key", "duplicate-key", "missing-location", "invalid-location", "absolute-path",
@@ -166,7 +217,41 @@ def external_code(ref_code: str) -> str:
 
 
 def markdown() -> str:
-    """The catalogue as a Markdown table (for the README)."""
-    lines = ["| code | clause | severity | meaning |", "|---|---|---|---|"]
-    lines += [f"| `{r.code}` | {r.clause} | {r.severity} | {r.meaning} |" for r in _ROWS]
+    """The catalogue as a Markdown table (docs/diagnostics.md): code, clause, severity, under strict, meaning."""
+    lines = ["| code | clause | severity | strict | meaning |", "|---|---|---|---|---|"]
+    lines += [f"| `{r.code}` | {r.clause} | {r.severity} | {r.strict} | {r.meaning} |" for r in _ROWS]
     return "\n".join(lines)
+
+
+def document() -> str:
+    """The whole of docs/diagnostics.md: the policy, the reclassified codes with reasons, the table."""
+    head = [
+        "# Diagnostic codes of `onnxkit check` (Clause 10)",
+        "",
+        "Generated by `python -c \"from onnxkit.checker.codes import document; print(document(), end='')\"` "
+        "(from `onnxkit/checker/codes.py`); a test keeps this file equal to it.",
+        "",
+        "Each code has one severity and one clause (Clause 10.5 leaves the classification to the implementation).",
+        "An *error* means the model's result is undefined or cannot be computed: a session refuses the model.",
+        "A *warning* means a condition that cannot change the result: a session runs the model and reports it once",
+        "(Python `warnings`, category `onnxkit.ConformanceWarning`, and the `onnxkit.check` logger).",
+        "The *strict* column says what `InferenceSession(model, strict=True)`, `onnxkit run --strict` and",
+        "`onnxkit check --strict` do: every error and every warning that breaks a SHALL of Part 1 is *refused*",
+        "(Clause 8.6 to the letter); advisory warnings (the model conforms but relies on behaviour left open, or",
+        "something cannot be checked here) are only *reported*.",
+        "",
+        "## Codes that break a SHALL yet are warnings",
+        "",
+    ]
+    head += [f"- `{c}`: {why}." for c, why in RECLASSIFIED.items()]
+    return "\n".join(head + ["", "## The codes", "", markdown(), ""])
+
+
+def refuses(diagnostic, strict: bool) -> bool:
+    """True where ``diagnostic`` refuses a model: every error; under ``strict`` also a warning whose code
+    the table marks a violation (a warning-level use of an error code, e.g. inference's note that an
+    operator is unknown so its outputs stay unknown, is not one)."""
+    if diagnostic.severity == E:
+        return True
+    row = CODES.get(diagnostic.code)
+    return strict and row is not None and row.severity == W and row.violation

@@ -20,7 +20,10 @@ detects:
   inputs, less sequence_lens at version 8; SequenceMap: its inputs).  Subgraphs of other
   operators are not checked for this (their operator states what it supplies);
 * ``shadowed-name`` (5.4.3): a subgraph input, initializer or node output whose name is
-  visible from an enclosing graph;
+  visible from an enclosing graph; ``shadowed-node-output`` (a warning) where that name is an
+  output of the node carrying the subgraph, a value that does not exist while it runs;
+* ``subgraph-cycle``: a graph that is its own subgraph, directly or not (only an IR built in
+  Python can be so; the walk visits each graph object once);
 * ``undefined-value`` (5.4.2, 7.5): a node input defined nowhere (this graph, enclosing graphs);
 * ``undefined-output`` (7.1): a graph output naming no value of the graph (a subgraph's
   output may name a value of an enclosing graph);
@@ -28,7 +31,7 @@ detects:
   same or a later node, including uses inside the node's subgraphs (implicit inputs); nodes
   on a cycle are reported once per strongly connected component;
 * ``missing-type``, ``missing-shape`` (6.5.1, 7.1): top-level inputs and outputs without a
-  type, or tensor ones without a shape; ``mandatory-field-missing`` for a value_info
+  type (or with an empty TypeProto), or tensor ones without a shape; ``mandatory-field-missing`` for a value_info
   without a type (B.2.3; a function body MAY omit types, 8.4);
 * ``type-mismatch`` / ``shape-mismatch`` (7.1, 9.4): two statements of one value's type that
   contradict each other - a graph input, value_info or output against another, or against
@@ -53,13 +56,19 @@ from .types import contradiction, type_of_tensor
 
 class Env:
     """What a graph sees from outside: names of enclosing graphs (-> known type), the enclosing
-    function (for ``ref_attr_name``), the operator set imports in force, the nesting depth."""
+    function (for ``ref_attr_name``), the operator set imports in force, the nesting depth,
+    the outputs of the nodes carrying the graph, directly or through enclosing subgraphs
+    (``carrier``: values that do not exist while it runs) and the ids of the enclosing graph
+    objects (``path``, to detect a graph that is its own subgraph)."""
 
-    def __init__(self, visible: Mapping, function=None, opsets: Optional[dict] = None, depth: int = 0):
+    def __init__(self, visible: Mapping, function=None, opsets: Optional[dict] = None, depth: int = 0,
+                 carrier: frozenset = frozenset(), path: frozenset = frozenset()):
         self.visible = visible
         self.function = function
         self.opsets = opsets if opsets is not None else {}
         self.depth = depth
+        self.carrier = carrier
+        self.path = path
 
 
 # -- free variables (implicit inputs of a node with subgraphs) --------------------------------
@@ -125,6 +134,9 @@ def supplied_inputs(node: ir.Node, attr: str, schema) -> Optional[int]:
 def check_graph(ctx: Context, g: ir.Graph, loc: str, env: Env, kind: str = "top",
                 supplied: Optional[int] = None) -> None:
     """Check graph ``g`` at ``loc``; ``kind`` is 'top', 'sub', 'function' or 'training'."""
+    if id(g) in env.path:
+        ctx.emit("subgraph-cycle", f"graph {q(g.name)} is a subgraph of itself; it is not checked again", loc)
+        return
     if env.depth > ctx.limits.max_subgraph_depth:
         ctx.emit("limit-exceeded", f"subgraphs nest deeper than max_subgraph_depth={ctx.limits.max_subgraph_depth}",
                  loc)
@@ -141,7 +153,10 @@ def check_graph(ctx: Context, g: ir.Graph, loc: str, env: Env, kind: str = "top"
             ctx.emit("duplicate-definition", f"{q(name)} is defined as {what} but already as {defined[name]}", where)
             return False
         defined[name] = what
-        if shadow and name in outer:
+        if shadow and name in env.carrier:
+            ctx.emit("shadowed-node-output", f"{q(name)} is also an output of the node carrying this subgraph, a "
+                     "value that does not exist while the subgraph is evaluated", where)
+        elif shadow and name in outer:
             ctx.emit("shadowed-name", f"{q(name)} is already visible from an enclosing graph; a subgraph SHALL NOT "
                      "redefine it", where)
         return True
@@ -243,7 +258,8 @@ def check_graph(ctx: Context, g: ir.Graph, loc: str, env: Env, kind: str = "top"
                 visible = ChainMap({name: own_types.get(name) for name in defined}, outer)
             sloc = join(nloc, f"attribute {q(a.name)}", f"graph {idx} {q(sub.name)}" if idx is not None
                         else graph_label(sub))
-            check_graph(ctx, sub, sloc, Env(visible, env.function, env.opsets, env.depth + 1), "sub",
+            check_graph(ctx, sub, sloc, Env(visible, env.function, env.opsets, env.depth + 1,
+                                            env.carrier | {o for o in n.output if o}, env.path | {id(g)}), "sub",
                         supplied_inputs(n, a.name, schema))
     if g.quantization_annotation:
         metadata.check_annotations(ctx, g, defined.keys() | outer.keys(), loc)
@@ -254,7 +270,7 @@ def _declared(ctx: Context, vi: ir.ValueInfo, where: str, kind: str, role: str) 
     if kind != "top":
         return
     t = vi.type
-    if t is None:
+    if t is None or isinstance(t, ir.UndefinedType):
         ctx.emit("missing-type", f"a top-level graph {role} has no type", where)
     elif isinstance(t, (ir.TensorType, ir.SparseTensorType)) and t.shape is None:
         ctx.emit("missing-shape", f"a top-level graph {role} of type {t} has no shape, so its rank is not stated",

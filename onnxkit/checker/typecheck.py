@@ -152,7 +152,7 @@ def _compare_output(ctx: Context, node: ir.Node, loc: str, result: tuple, types:
                  f"to rank {len(result)} {list(result)}", where)
         return
     for i, (r, d) in enumerate(zip(result, out.dim)):
-        if isinstance(r, int) and d.dim_value is not None and d.dim_value != r:
+        if isinstance(r, int) and d.is_static and d.dim_value != r:
             ctx.emit("shape-mismatch", f"the output is declared {out}, but the inputs broadcast to extent {r} at "
                      f"dimension {i} ({list(result)})", where)
             return

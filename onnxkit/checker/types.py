@@ -3,13 +3,16 @@
 :func:`check_type` detects, for one type wherever it appears (value infos, attribute
 ``type_protos``, nested element types):
 
-* ``type-kind-missing`` (6.1, B.2.21): a TypeProto with no member of its one-of group;
+* ``type-kind-missing`` (6.1, B.2.21): a TypeProto with no member of its one-of group (a
+  warning: read as undeclared); ``type-kind-multiple`` (B.2.21): one with several members
+  (the decoder keeps one and retains the others' octets, :mod:`onnxkit.wire.adapters`);
 * ``invalid-elem-type`` (6.2): an element type tag 0 or not listed in Table 5;
 * ``invalid-map-key`` (6.8.2): a map key type that is not integral or STRING;
 * ``invalid-optional-elem`` (6.8.3): an optional of something other than a tensor, sparse
   tensor, sequence or map type;
 * ``opaque-name-missing`` (6.8.4): an opaque type without a name;
-* ``negative-extent`` (6.5.1): a negative dimension; ``limit-exceeded`` (15.4) an extent
+* ``negative-dim-value`` (6.5.1): a negative dimension (exporters write -1 for a dynamic
+  extent; read as unknown, :attr:`onnxkit.ir.Dim.value`); ``limit-exceeded`` (15.4) an extent
   over ``Limits.max_dim_extent``;
 * ``mandatory-field-missing`` (B.2.23-B.2.25): a sequence, map or optional without its
   element (value) type;
@@ -62,16 +65,34 @@ def check_shape(ctx: Context, shape, loc: str) -> None:
         if v is None:
             continue
         if v < 0:
-            ctx.emit("negative-extent", f"dimension {i} has extent {v}; extents are non-negative", loc)
+            ctx.emit("negative-dim-value", f"dimension {i} has dim_value {v}; extents are non-negative, it is read "
+                     "as unknown", loc)
         elif v > limit:
             ctx.emit("limit-exceeded", f"dimension {i} has extent {v}, over max_dim_extent={limit}", loc)
 
 
+#: TypeProto field tags of the one-of group (Table B.25).
+_KIND_TAGS = {1: "tensor_type", 4: "sequence_type", 5: "map_type", 7: "opaque_type", 8: "sparse_tensor_type",
+              9: "optional_type"}
+
+
+def _extra_kinds(t) -> list:
+    """Group members a decoded TypeProto carried beside the one kept (retained as unknown fields)."""
+    w = getattr(t, "_outer_wire", None)
+    if w is None or not w.unknown:
+        return []
+    return sorted({_KIND_TAGS[tag] for tag, _ in w.unknown if tag in _KIND_TAGS})
+
+
 def check_type(ctx: Context, t, loc: str) -> None:
     """The checks of one type (not of its element types: the walk visits those)."""
+    extra = _extra_kinds(t)
+    if extra:
+        ctx.emit("type-kind-multiple", f"the type sets {t.kind()} and also {', '.join(extra)}; exactly one kind SHALL "
+                 "be present (B.2.21)", loc)
     if isinstance(t, ir.UndefinedType):
         ctx.emit("type-kind-missing", "the type sets none of tensor_type, sequence_type, map_type, optional_type, "
-                 "sparse_tensor_type, opaque_type", loc)
+                 "sparse_tensor_type, opaque_type; it is read as undeclared", loc)
     elif isinstance(t, (ir.TensorType, ir.SparseTensorType)):
         _check_elem(ctx, t, "elem_type", t.elem_type, loc)
         check_shape(ctx, t.shape, loc)
@@ -204,6 +225,6 @@ def shape_contradiction(a, b) -> Optional[tuple]:
     if len(a.dim) != len(b.dim):
         return "shape-mismatch", f"rank {len(a.dim)} {a} vs rank {len(b.dim)} {b}"
     for i, (x, y) in enumerate(zip(a.dim, b.dim)):
-        if x.dim_value is not None and y.dim_value is not None and x.dim_value != y.dim_value:
+        if x.is_static and y.is_static and x.dim_value != y.dim_value:
             return "shape-mismatch", f"extent {x.dim_value} vs {y.dim_value} at dimension {i} ({a} vs {b})"
     return None

@@ -7,7 +7,9 @@ functions, training information.  The message-local checks (Annex B obligations,
 tensor contents, external references, metadata) run on this walk; the checks that need a
 graph's scope run on the graph walk of :mod:`onnxkit.checker.structure`.
 
-Iterative, so a deeply nested model cannot exhaust the stack.
+Iterative, so a deeply nested model cannot exhaust the stack; each graph object is visited
+once, so a graph that is its own subgraph (an IR built in Python; the graph check reports
+``subgraph-cycle``) cannot make it run forever.
 """
 
 from __future__ import annotations
@@ -94,8 +96,13 @@ def walk(root, root_location: str = "") -> list:
     """Every IR object under ``root`` as ``(obj, location, parent, field)``, depth-first in field order."""
     out = []
     stack = [(root, root_location, None, "")]
+    graphs: set = set()
     while stack:
         obj, loc, parent, field = stack.pop()
+        if isinstance(obj, ir.Graph):
+            if id(obj) in graphs:
+                continue
+            graphs.add(id(obj))
         out.append((obj, loc, parent, field))
         children = []
         for name in _fields(type(obj)):

@@ -8,10 +8,13 @@ Every condition found is reported (10.5), one per line in the text form, like a 
 ``--format json`` prints one object: ``{"errors": N, "warnings": N, "diagnostics":
 [{"severity", "code", "clause", "message", "location"}, ...]}``.  ``--open-external``
 also resolves external data references and verifies the files (off by default, 15.5).
+``--strict``: warnings that break a SHALL (the *strict* column of docs/diagnostics.md: what
+``InferenceSession(strict=True)`` refuses) count as failures.
 
-Exit status: 0 the model conforms (warnings allowed), 1 it does not (at least one error),
-2 usage or I/O problem (no such file, unreadable) or octets that are not an ONNX model (the
-``decode-error`` diagnostic is still reported, with "not an ONNX model" or "truncated" first).
+Exit status: 0 the model runs (warnings allowed; under ``--strict`` only advisory ones), 1 it
+does not (at least one error, or under ``--strict`` a violation), 2 usage or I/O problem (no
+such file, unreadable) or octets that are not an ONNX model (the ``decode-error`` diagnostic
+is still reported, with "not an ONNX model" or "truncated" first).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ def add_parser(sub):
     p.add_argument("--format", choices=("text", "json"), default="text", help="output form (default: text)")
     p.add_argument("--open-external", action="store_true",
                    help="resolve external data references and verify the files (Clause 13, 15.3)")
+    p.add_argument("--strict", action="store_true",
+                   help="count warnings that break a SHALL as failures (exit 1), as InferenceSession(strict=True) does")
     return p
 
 
@@ -41,6 +46,7 @@ def run(args, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     from ..checker import check_model
+    from ..checker.codes import refuses
 
     path = args.path
     if not os.path.isfile(path):
@@ -65,4 +71,4 @@ def run(args, out=None, err=None) -> int:
         summary = decode_summary(DecodeError(undecodable[0].message))
         print(f"onnxkit check: error: {path}: {summary}", file=err)
         return 2
-    return 0 if report.ok else 1
+    return 1 if any(refuses(d, args.strict) for d in report.diagnostics) else 0

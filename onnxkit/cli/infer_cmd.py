@@ -2,7 +2,9 @@
 
 Prints one row per value of every graph (graph path, value, where it comes from, type) and
 then the diagnostics.  ``-o OUT`` writes the model with every inferred intermediate in
-``value_info``.  Exit status 1 when inference found a contradiction (an error diagnostic).
+``value_info`` (declarations inference contradicts are kept as written).  Exit status 1 when
+inference found an error (a type contradiction, an inference error), and then OUT is not
+written; with ``--strict`` a contradicted declared shape (a warning) counts as well.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ def add_parser(sub):
     p = sub.add_parser("infer", help="infer the type and shape of every value of a model (Clause 9)")
     p.add_argument("model", metavar="MODEL", help="the model file (.onnx)")
     p.add_argument("-o", "--output", metavar="OUT", help="write the model with inferred value_info to OUT")
-    p.add_argument("--strict", action="store_true", help="do not write OUT when inference finds a contradiction")
+    p.add_argument("--strict", action="store_true",
+                   help="count warnings that break a SHALL (a contradicted declared shape) as failures")
     p.add_argument("--quiet", "-q", action="store_true", help="print the diagnostics only")
     return p
 
@@ -46,6 +49,7 @@ def _graphs(graph, path=""):
 
 def run(args) -> int:
     from ..api import load, save
+    from ..checker.codes import refuses
     from ..inference import infer_model, infer_shapes
 
     model = load(args.model)
@@ -68,9 +72,11 @@ def run(args) -> int:
         print(f"\n{len(rows)} values, {known} with a known type")
     for d in result.diagnostics:
         print(d, file=sys.stderr if d.severity == "error" else sys.stdout)
+    failures = [d for d in result.diagnostics if refuses(d, args.strict)]
+    if failures:
+        if args.output:
+            print(f"onnxkit infer: {len(failures)} failure(s); {args.output} not written", file=sys.stderr)
+        return 1
     if args.output:
-        if args.strict and result.errors:
-            print(f"onnxkit infer: {len(result.errors)} contradiction(s); {args.output} not written", file=sys.stderr)
-            return 1
         save(infer_shapes(model), args.output)
-    return 1 if result.errors else 0
+    return 0

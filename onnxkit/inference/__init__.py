@@ -2,9 +2,11 @@
 
 ``infer_model(model)`` infers the type of every value of every graph of ``model`` and
 returns an :class:`InferenceResult`: the types by ``(graph path, value name)`` and the
-diagnostics (contradictions with declared types are errors, 9.4; operators without an
-inference function are warnings, 9.2).  ``infer_shapes(model)`` returns a copy of the model
-with every inferred intermediate value in its graph's ``value_info`` (subgraphs too).
+diagnostics (contradictions with declared types are reported, 9.4: a type contradiction is
+an error, a shape one a warning; operators without an inference function are warnings, 9.2).
+``infer_shapes(model)`` returns a copy of the model with every inferred intermediate value in
+its graph's ``value_info`` (subgraphs too); a declaration that contradicts what is inferred is
+kept as written, never overwritten (the contradiction is in the diagnostics).
 
 Graph paths: ``''`` is the top-level graph; a subgraph is ``'<node>.<attribute>'`` under
 its enclosing graph's path, joined with ``'/'`` (``'loop1.body/if3.then_branch'``), where
@@ -25,7 +27,7 @@ import attrs
 from .. import ir
 from ..diagnostics import ERROR, Report
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError
-from .engine import GRAPH_TYPES, Engine, merge_types
+from .engine import CONTRADICTION_SEVERITY, GRAPH_TYPES, Engine, merge_types
 
 __all__ = ["infer_shapes", "infer_model", "InferenceResult", "InferenceContext", "InferenceError",
            "MAX_CONSTANT_ELEMENTS", "merge_types"]
@@ -80,6 +82,7 @@ def _worth_writing(t) -> bool:
 
 def _annotate_graph(graph: ir.Graph, engine: Engine) -> ir.Graph:
     types = engine.graph_types.get(id(graph), {})
+    contradicted = engine.contradicted.get(id(graph), set())
     nodes = [_annotate_node(n, engine) for n in graph.node]
     inputs = {vi.name for vi in graph.input}
     outputs = {vi.name for vi in graph.output}
@@ -88,7 +91,8 @@ def _annotate_graph(graph: ir.Graph, engine: Engine) -> ir.Graph:
     for vi in graph.value_info:
         t = types.get(vi.name)
         listed.add(vi.name)
-        value_info.append(attrs.evolve(vi, type=t) if _worth_writing(t) and t != vi.type else vi)
+        refine = _worth_writing(t) and t != vi.type and vi.name not in contradicted
+        value_info.append(attrs.evolve(vi, type=t) if refine else vi)
     for name, t in types.items():
         if name in listed or name in inputs or name in outputs or name in inits or not _worth_writing(t):
             continue
@@ -97,7 +101,8 @@ def _annotate_graph(graph: ir.Graph, engine: Engine) -> ir.Graph:
     output = []
     for vi in graph.output:
         t = types.get(vi.name)
-        output.append(attrs.evolve(vi, type=t) if _worth_writing(t) and t != vi.type else vi)
+        refine = _worth_writing(t) and t != vi.type and vi.name not in contradicted
+        output.append(attrs.evolve(vi, type=t) if refine else vi)
     return attrs.evolve(graph, node=nodes, value_info=value_info, output=output)
 
 
@@ -118,15 +123,16 @@ def _annotate_node(node: ir.Node, engine: Engine) -> ir.Node:
 def infer_shapes(model: ir.Model, registry=None, strict: bool = False) -> ir.Model:
     """A copy of ``model`` with every inferred intermediate in ``graph.value_info`` (subgraphs too).
 
-    Declared types are refined where inference knows more.  The copy is shallow where nothing
-    changes: tensors, nodes without subgraphs and functions are shared with ``model``, which
-    is itself left unchanged.  ``strict``: raise
-    :class:`onnxkit.errors.ValidationError` when inference finds a contradiction (an error
-    diagnostic); unknown types are never an error (9.4).
+    Declared types are refined where inference knows more, and kept as written where inference
+    contradicts them (9.4: a contradiction is reported, never papered over).  The copy is
+    shallow where nothing changes: tensors, nodes without subgraphs and functions are shared
+    with ``model``, which is itself left unchanged.  ``strict``: raise
+    :class:`onnxkit.errors.ValidationError` when inference finds a contradiction of either
+    severity (the validation policy's strict reading); unknown types are never an error (9.4).
     """
     engine = _engine(model, registry)
     if strict:
-        errors = [d for d in engine.diagnostics if d.severity == ERROR]
+        errors = [d for d in engine.diagnostics if d.severity == ERROR or d.code in CONTRADICTION_SEVERITY]
         if errors:
             from ..errors import ValidationError
 

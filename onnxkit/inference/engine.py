@@ -11,8 +11,11 @@
 * Subgraphs (If/Loop/Scan, ...) are inferred with the enclosing scope's types visible (5.4.3);
   dimension variables are model-scoped (6.5.2), so an ``N`` inside is the ``N`` outside.
 * A declared type (value_info, graph outputs, subgraph inputs) contradicting the inferred one
-  is an error (9.4, Clause 10): ``inferred-type-mismatch`` / ``inferred-shape-mismatch``.
-  Declarations are constraints on the value (7.1), so they also refine what is inferred.
+  is reported (9.4, Clause 10): ``inferred-type-mismatch`` (an error) /
+  ``inferred-shape-mismatch`` (a warning: a stale declared shape cannot change the result;
+  :data:`CONTRADICTION_SEVERITY`, the severities of :mod:`onnxkit.checker.codes`).  Declarations are constraints on the
+  value (7.1), so they also refine what is inferred; a contradicted name is recorded in
+  :attr:`Engine.contradicted` so that ``infer_shapes`` keeps the declaration as written.
 * Unknown is never a failure (9.4).
 """
 
@@ -23,12 +26,16 @@ from typing import Optional
 import numpy as np
 
 from .. import ir
-from ..diagnostics import Diagnostic, error, warning
+from ..diagnostics import ERROR, WARNING, Diagnostic, error, warning
 from ..dtypes import ELEMENT_TYPES
 from ..ir.attribute import AttributeType
 from ..functions import GRAPH_TYPES, call_attributes, substitute
 from ..registry import normalize_domain
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is_symbolic
+
+#: The severity of each contradiction code, as the checker's table gives it (a test keeps them
+#: equal; the table is not imported here, the checker being the package that imports inference).
+CONTRADICTION_SEVERITY = {"inferred-type-mismatch": ERROR, "inferred-shape-mismatch": WARNING}
 
 #: Deepest nesting of function bodies and subgraphs inferred.
 MAX_DEPTH = 48
@@ -37,13 +44,14 @@ MAX_DEPTH = 48
 class Scope:
     """Types and known values of the names visible in one graph (and, through ``parent``, outside it)."""
 
-    __slots__ = ("parent", "types", "values", "declared")
+    __slots__ = ("parent", "types", "values", "declared", "contradicted")
 
     def __init__(self, parent: Optional["Scope"] = None, declared: Optional[dict] = None):
         self.parent = parent
         self.types: dict = {}
         self.values: dict = {}
         self.declared: dict = declared or {}
+        self.contradicted: set = set()  # names whose declaration contradicts what is inferred
 
     def type(self, name: str):
         s = self
@@ -199,6 +207,7 @@ class Engine:
         self.functions = {(f.domain, f.name, f.overload): f for f in model.functions}
         self.types: dict = {}          # (graph path, name) -> Type
         self.graph_types: dict = {}    # id(graph) -> {name: Type}
+        self.contradicted: dict = {}   # id(graph) -> names whose declared type contradicts the inferred one
         self.diagnostics: list = []
         self._seen: set = set()
         self._used = _dim_params(model)
@@ -271,6 +280,8 @@ class Engine:
                 problems: list = []
                 t = merge_types(input_types[k], t, problems, self.fresh)
                 self._problems(problems, f"{self.graph_location(path)} / input {k} {vi.name!r}")
+                if problems:
+                    scope.contradicted.add(vi.name)
                 if input_values is not None and k < len(input_values):
                     v = input_values[k]
             elif t is None and vi.name in inits:
@@ -287,6 +298,7 @@ class Engine:
             for name, t in scope.types.items():
                 self.types[(path, name)] = t
             self.graph_types[id(graph)] = dict(scope.types)
+            self.contradicted[id(graph)] = set(scope.contradicted)
         self.last_subgraph_values = [scope.value(vi.name) for vi in graph.output]
         return [scope.type(vi.name) for vi in graph.output]
 
@@ -302,13 +314,15 @@ class Engine:
 
     def _problems(self, problems, where):
         for code, text in problems:
-            self._report(error(code, "9.4", text, where))
+            self._report(Diagnostic(CONTRADICTION_SEVERITY[code], code, "9.4", text, where))
 
     def define(self, scope: Scope, name: str, t, value, where: str) -> None:
         for d in scope.declared.get(name, ()):
             problems: list = []
             t = merge_types(t, d, problems, self.fresh)
             self._problems(problems, f"{where} / value {name!r}")
+            if problems:
+                scope.contradicted.add(name)
         scope.types[name] = t
         value = self._normalize_value(t, value)
         if value is not None:

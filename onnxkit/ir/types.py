@@ -33,14 +33,18 @@ class Dim:
 
     @property
     def value(self) -> Union[int, str, None]:
-        """The extent as an int, the variable as a str, or None when unknown."""
-        if self.dim_value is not None:
-            return self.dim_value
+        """The extent as an int, the variable as a str, or None when unknown.
+
+        A negative ``dim_value`` (exporters write -1 for a dynamic extent) is read as unknown
+        (the checker reports it as ``negative-dim-value``); the field itself is kept as written."""
+        v = self.dim_value
+        if v is not None:
+            return v if v >= 0 else None
         return self.dim_param if self.dim_param is not None else None
 
     @property
     def is_static(self) -> bool:
-        return self.dim_value is not None
+        return self.dim_value is not None and self.dim_value >= 0
 
     def __str__(self) -> str:
         v = self.value

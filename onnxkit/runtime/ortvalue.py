@@ -230,8 +230,9 @@ class IOBinding:
         sess = self._session
         names = [n for n, *_ in self._outputs] or [o.name for o in sess.get_outputs()]
         device_out = sess._torch and any(d == "cuda" for _, d, _, _ in self._outputs)
-        feeds = sess._feed_values(self._inputs)
-        values = sess._fetch(names, sess._evaluate(feeds, run_options), host=not device_out, feeds=feeds)
+        feeds, bindings = sess._feed_values(self._inputs)
+        values = sess._fetch(names, sess._evaluate(feeds, run_options), host=not device_out, feeds=feeds,
+                             bindings=bindings)
         results = []
         bound = {n: (d, o) for n, d, _, o in self._outputs}
         for name, v in zip(names, values):

@@ -16,6 +16,12 @@ an input is a default that may be overridden (:meth:`get_overridable_initializer
 that is not is a constant that may not be fed (7.2).  Outputs are fresh arrays: they alias
 neither a feed nor anything the session keeps.  A session pickles as its model's bytes and
 options, and plans again when unpickled.
+
+The validation policy (:mod:`onnxkit.runtime.policy`): a checker error refuses the model; a
+warning is reported once and the model runs, unless ``strict=True`` (Clause 8.6 to the
+letter).  A dimension variable fed with two extents, and an output contradicting its declared
+type or shape, are likewise warnings by default and errors under ``strict``.  STRING values
+go in as ``str`` or ``bytes`` and come out as ``str`` (:mod:`onnxkit.runtime.strings`).
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ from ..registry import get_registry
 from .feeds import InputError, coerce_feed, fresh_outputs, is_torch_backend, to_backend, to_host
 from .options import ModelMetadata, NodeArg, SessionOptions, missing_backend_message, provider_of
 from .plan import Planner
+from .policy import Bindings, OutputCheck, Reporter, admit
 from .providers import choose_backends
 from .state import Profiler, RunState
+from .strings import to_octets, to_text
 
 __all__ = ["InferenceSession", "InputError", "NodeArg", "run_model"]
 
@@ -85,7 +93,7 @@ class InferenceSession:
 
     def _setup(self, model, providers, provider_options, backend: Optional[str] = None, *, registry=None,
                seed: Optional[int] = None, limits: Optional[Limits] = None, validate: bool = True,
-               external_data: str = "lazy", base_dir: Optional[str] = None) -> None:
+               external_data: str = "lazy", base_dir: Optional[str] = None, strict: bool = False) -> None:
         from ..api import load
 
         so = self._sess_options
@@ -106,6 +114,7 @@ class InferenceSession:
         self.registry = registry or get_registry()
         log_plugin_faults(self.registry)
         self.limits = limits
+        self.strict = strict
         if model.graph is None:
             raise ValidationError([], "the model has no graph (Clause 5.3.1)")
         if validate:
@@ -141,6 +150,8 @@ class InferenceSession:
         self._required = [vi.name for vi in g.input if vi.name not in init_names]
         self._constants = init_names - set(self._feedable)
         self._outputs = [vi.name for vi in g.output]
+        self._reporter = Reporter(strict)
+        self._output_check = OutputCheck(g.output, self._reporter)
         self._kept_ids = _kept_value_ids(self.plan)
         if so.optimized_model_filepath:
             from ..api import save
@@ -161,9 +172,8 @@ class InferenceSession:
             return
         report = check_model(self.model, registry=self.registry)
         for d in report.warnings:
-            self._log("check", 30, "%s", d)
-        if report.errors:
-            raise ValidationError(report.errors, "the model does not conform, it is not evaluated (Clause 15.5)")
+            self._log("check", 20, "%s", d)
+        admit(report, self.strict)  # refuses, or reports the warnings once (the validation policy)
 
     # -- onnxruntime-style description -----------------------------------------------------
     def get_inputs(self) -> list:
@@ -212,17 +222,19 @@ class InferenceSession:
     def run(self, output_names: Optional[Sequence[str]], input_feed: Mapping[str, Any], run_options=None) -> list:
         """Evaluate; returns the requested outputs (all when ``output_names`` is None or empty)
         in order, as fresh writable numpy arrays (sequences as lists, maps as dicts)."""
-        values = self._feed_values(input_feed)
-        return self._fetch(output_names, self._evaluate(values, run_options), host=True, feeds=values)
+        values, bindings = self._feed_values(input_feed)
+        return self._fetch(output_names, self._evaluate(values, run_options), host=True, feeds=values,
+                           bindings=bindings)
 
     def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None) -> list:
         """Like :meth:`run` with :class:`OrtValue` feeds; returns a list of :class:`OrtValue`
         (on the gpu backend their tensors stay on the device)."""
         from .ortvalue import OrtValue
 
-        values = self._feed_values(input_dict_ort_values)
+        values, bindings = self._feed_values(input_dict_ort_values)
         outs = self._evaluate(values, run_options)
-        return [OrtValue(v) for v in self._fetch(output_names, outs, host=not self._torch, feeds=values)]
+        return [OrtValue(v) for v in self._fetch(output_names, outs, host=not self._torch, feeds=values,
+                                                 bindings=bindings)]
 
     def io_binding(self):
         """An :class:`IOBinding` of this session (see :meth:`run_with_iobinding`)."""
@@ -234,8 +246,9 @@ class InferenceSession:
         """Run with the inputs bound to ``iobinding``; its outputs are set on it."""
         iobinding._run(run_options)
 
-    def _feed_values(self, input_feed) -> list:
-        """The feed checked against the declared inputs, converted to the backend, in input order."""
+    def _feed_values(self, input_feed) -> tuple:
+        """The feed checked against the declared inputs, converted to the backend, in input order,
+        and the dimension variables it bound (:class:`~onnxkit.runtime.policy.Bindings`)."""
         if not isinstance(input_feed, Mapping):
             raise InputError(f"input_feed must be a dict {{input name: value}}, got {type(input_feed).__name__}; "
                              f"inputs: {[n for n in self._required]}")
@@ -248,7 +261,7 @@ class InferenceSession:
         missing = [n for n in self._required if n not in input_feed]
         if missing:
             raise InputError(f"missing input(s) {missing} (Clause 8.1)")
-        bindings: dict = {}
+        bindings = Bindings(self._reporter, InputError)
         conv = self.backend.asarray or (lambda a: a)
         values = []
         for vi in self._inputs:
@@ -258,7 +271,7 @@ class InferenceSession:
                 values.append(to_backend(v if actual is None else actual, conv))
             else:
                 values.append(None)
-        return values
+        return values, bindings
 
     def _evaluate(self, values: list, run_options) -> list:
         profiler = self._profiler
@@ -272,8 +285,9 @@ class InferenceSession:
         self._log("run", 10, "run %s took %.2f ms", getattr(run_options, "logid", "") or "", (time.perf_counter() - t0) * 1e3)
         return outs
 
-    def _fetch(self, output_names, outs: list, host: bool, feeds: Sequence = ()) -> list:
-        """The outputs asked for, by name; on the host, each the caller's own (see ``fresh_outputs``)."""
+    def _fetch(self, output_names, outs: list, host: bool, feeds: Sequence = (), bindings=None) -> list:
+        """The outputs asked for, by name; on the host, each the caller's own (see ``fresh_outputs``),
+        STRING elements as ``str``, checked against their declarations (the validation policy)."""
         wanted = self._outputs if not output_names else list(output_names)
         by_name = dict(zip(self._outputs, outs))
         result = []
@@ -281,9 +295,11 @@ class InferenceSession:
             if n not in by_name:
                 raise InputError(f"{n!r} is not an output of the model; outputs: {self._outputs}")
             v = by_name[n]
-            result.append(to_host(v, self.backend.to_numpy) if host else v)
+            result.append(to_text(to_host(v, self.backend.to_numpy)) if host else v)
         if not host:
             return result
+        if bindings is not None and self._output_check.checks:
+            self._output_check(wanted, result, bindings)
         return fresh_outputs(result, self._kept_ids | {id(v) for v in feeds if v is not None})
 
     # -- profiling ----------------------------------------------------------------------------
@@ -349,7 +365,7 @@ def _as_array(name, value) -> np.ndarray:
     raise InputError(f"input {name!r}: expected a numpy array, got {type(value).__name__}")
 
 
-def _check_value(name, value, t, bindings: dict, limits: Limits):
+def _check_value(name, value, t, bindings: Bindings, limits: Limits):
     """Check one fed value against its declared type (6.5.2: variables bound consistently)."""
     if t is None or isinstance(t, (ir.UndefinedType, ir.OpaqueType)):
         return value
@@ -371,8 +387,7 @@ def _check_value(name, value, t, bindings: dict, limits: Limits):
         if want.tag == 8:
             if arr.dtype.kind not in "OUS":
                 raise InputError(f"input {name!r}: declared tensor(string), got dtype {arr.dtype}")
-            if arr.dtype.kind != "O":
-                arr = arr.astype(object)
+            arr = to_octets(arr)
         else:
             try:
                 got = from_numpy_dtype(arr.dtype)
@@ -388,10 +403,7 @@ def _check_value(name, value, t, bindings: dict, limits: Limits):
             if isinstance(d, int) and d != n:
                 raise InputError(f"input {name!r}: axis {axis} must be {d}, got shape {list(arr.shape)}")
             if isinstance(d, str):
-                bound = bindings.setdefault(d, (n, name))
-                if bound[0] != n:
-                    raise InputError(f"input {name!r}: dimension variable {d!r} is {n} here but {bound[0]} in input "
-                                     f"{bound[1]!r} (Clause 6.5.2)")
+                bindings.bind(d, n, f"input {name!r} axis {axis}")
     return arr
 
 

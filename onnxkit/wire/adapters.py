@@ -60,11 +60,14 @@ def builder_for(message: str):
 def _build_type(fields: dict, wire):
     denotation = fields.pop("denotation", "")
     obj = None
+    kept = None
     for name in _TYPE_MEMBER:
         if name in fields:
-            obj = fields[name]
+            obj, kept = fields[name], name
     if obj is None:
         obj = ir.UndefinedType()
+    elif len(fields) > 1:  # B.2.21: exactly one member; the others are retained (12.4), the checker flags them
+        wire = _retain(fields, [f for f in _TYPE_MEMBER if f in fields and f != kept], wire, "TypeProto")
     obj.denotation = denotation
     obj._outer_wire = wire
     return obj
@@ -86,9 +89,18 @@ def _build_attribute(fields: dict, wire):
     return _build_attribute_slow(fields, wire)
 
 
-def _build_attribute_slow(fields: dict, wire):
+def _retain(fields: dict, names: list, wire, message: str):
+    """``wire`` with ``fields[names]`` added, encoded, to its retained fields in tag order."""
     from .writer import encode_field
 
+    wire = wire or WireInfo()
+    spec = MESSAGES[message]
+    wire.unknown = sorted([(spec.by_name[f].tag, encode_field(spec.by_name[f], fields[f])) for f in names]
+                          + wire.unknown, key=lambda t: t[0])
+    return wire
+
+
+def _build_attribute_slow(fields: dict, wire):
     present = [f for f in _ATTR_ORDER if f in fields]
     if "type" in fields:
         atype = fields["type"]
@@ -104,11 +116,8 @@ def _build_attribute_slow(fields: dict, wire):
     value = fields.get(vfield) if vfield else None
     extra = [f for f in present if f != vfield]
     if extra or (vfield and vfield != "tp" and vfield not in fields and "ref_attr_name" not in fields):
-        wire = wire or WireInfo()
-        spec = MESSAGES["AttributeProto"]
         # fields that do not belong to the type are retained, as unknown fields are (12.4)
-        wire.unknown = sorted([(spec.by_name[f].tag, encode_field(spec.by_name[f], fields[f])) for f in extra] + wire.unknown,
-                              key=lambda t: t[0])
+        wire = _retain(fields, extra, wire, "AttributeProto")
         if vfield and vfield not in fields and "ref_attr_name" not in fields and vfield != "tp":
             wire.absent = wire.absent | {vfield}
     if value is None and vfield in ("floats", "ints", "strings", "tensors", "graphs", "sparse_tensors", "type_protos") \

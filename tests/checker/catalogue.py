@@ -516,6 +516,22 @@ def subgraph_redefines_outer_name():
     return model(graph([node("Relu", ["X"], ["A"]), if_node(then_g, else_g)], [vi("X"), vi("C", B, ())], [vi("Y")]))
 
 
+@bad("shadowed-node-output")
+def subgraph_defines_output_of_its_node():
+    then_g = branch("then", [node("Relu", ["X"], ["Y"])], ["Y"])
+    else_g = branch("else", [node("Relu", ["X"], ["E"])], ["E"])
+    return model(graph([if_node(then_g, else_g)], [vi("X"), vi("C", B, ())], [vi("Y")]))
+
+
+@bad("subgraph-cycle", encode=False)
+def subgraph_contains_itself():
+    """Only a Python-built IR can be cyclic: the branch's own If node carries the branch again."""
+    then_g = branch("then", [], ["X"])
+    then_g.node.append(if_node(then_g, then_g, ("Z",)))
+    else_g = branch("else", [], ["X"])
+    return model(graph([if_node(then_g, else_g)], [vi("X"), vi("C", B, ())], [vi("Y")]))
+
+
 @bad("subgraph-input-initializer")
 def loop_body_input_is_initializer():
     return loop_model(body_inits=[tensor("v", [1.0, 2.0])])
@@ -587,9 +603,19 @@ def opaque_without_name():
     return m
 
 
-@bad("negative-extent")
+@bad("negative-dim-value")
 def negative_dimension():
     return relu_with_value_info(ir.tensor_type(F, [-1]))
+
+
+@bad("type-kind-multiple", also=("type-constraint-violation",))
+def value_info_type_two_kinds():
+    """B.2.21: tensor_type and a sequence_type (of tensor(float)) in one TypeProto, written as retained octets.
+
+    The decoder keeps the member written last (sequence_type), which Relu does not admit."""
+    t = ir.tensor_type(F, [2])
+    t._outer_wire = WireInfo(unknown=[(4, b"\x22\x06\x0a\x04\x0a\x02\x08\x01")])
+    return relu_with_value_info(t)
 
 
 @bad("negative-extent")

@@ -533,9 +533,10 @@ def test_cast_e8m0_round_modes():
     assert np.isnan(got[0]) and np.isnan(got[1]) and np.isnan(got[2])
 
 
-def test_cast_narrow_integers_wrap():
+def test_cast_narrow_integers_round_floats_and_wrap():
+    # floats: round half to even (6.3.3), then the low bits, as integers: 8 -> -8, -9 -> 7, 7.9 -> 8 -> -8
     got = run("Cast", [f32(8, -9, 7.9, -8.5)], {"to": TP.INT4}, opset=21, out_type=TP.INT4)
-    assert got.dtype == ml_dtypes.int4 and got.astype(np.int8).tolist() == [-8, 7, 7, -8]
+    assert got.dtype == ml_dtypes.int4 and got.astype(np.int8).tolist() == [-8, 7, -8, -8]
     got = run("Cast", [np.array([5, -1], np.int32)], {"to": TP.UINT2}, opset=25, out_type=TP.UINT2)
     assert got.astype(np.int8).tolist() == [1, 3]
     got = run("Cast", [np.array([-8, 7], ml_dtypes.int4)], {"to": TP.INT8}, opset=21, out_type=TP.INT8)

@@ -2,9 +2,14 @@
 
 Rules (the Cast definition, Clause 6.3):
 
-* float -> integer truncates toward zero; integer -> integer keeps the low bits (two's
-  complement wrap, e.g. 200 int16 -> -56 int8), the 2- and 4-bit integer types included;
-  a float out of the integer range (or NaN) is undefined: the low bits of the truncated value.
+* float -> integer (8 bits and wider) truncates toward zero; integer -> integer keeps the low
+  bits (two's complement wrap, e.g. 200 int16 -> -56 int8), the 2- and 4-bit integer types
+  included; a float out of the integer range (or NaN) is undefined: the low bits of the
+  truncated value.
+* float -> INT4/UINT4/INT2/UINT2: round half to even (Clause 6.3.3), then keep the low bits of
+  the rounded value (what 6.3.3 leaves unstated: onnxkit wraps as onnxruntime and the ONNX 1-3
+  vectors do), so ``[2.5, 2.7, -2.7, 9.0] -> INT4`` is ``[2, 3, -3, -7]``; NaN and the
+  infinities -> 0.
 * -> BOOL: non-zero (NaN included) is True.  BOOL -> number: 1 / 0.
 * -> FLOAT16/FLOAT/DOUBLE: one round to nearest even (IEEE overflow to +/-Inf).
   -> BFLOAT16, FLOAT8*, FLOAT4E2M1, FLOAT6*: :func:`onnxkit.narrow.convert` (one rounding of
@@ -58,20 +63,13 @@ def _to_e8m0(x: np.ndarray, saturate: bool, mode: str) -> np.ndarray:
     return code.astype(np.uint8).view(element_type(DataType.FLOAT8E8M0).dtype)
 
 
-def _truncated_ints(x: np.ndarray) -> np.ndarray:
-    """Integer values of ``x`` as int64/uint64 (floats truncated toward zero; NaN -> 0)."""
-    k = x.dtype.kind
-    if k in "iub":
-        return x.astype(np.uint64 if k == "u" and x.dtype.itemsize == 8 else np.int64)
-    if k == "V":                                  # ml_dtypes: narrow integers or floats
-        et = from_numpy_dtype(x.dtype)
-        if not et.is_float:
-            return x.astype(np.int64)
-        x = x.astype(np.float32)
-    t = np.trunc(x)
+def _rounded_ints(x: np.ndarray) -> np.ndarray:
+    """The integer values of float ``x``, rounded half to even, as int64 (NaN and +/-inf -> 0;
+    beyond int64: the low 64 bits of the value, which is all a narrow target keeps)."""
+    t = np.rint(x.astype(np.float64))
     t[~np.isfinite(t)] = 0
     big = np.abs(t) >= 2.0 ** 63
-    if big.any():                                 # undefined; keep the low 64 bits of the value
+    if big.any():
         t[big] = np.fmod(t[big], 2.0 ** 64)
         t[t >= 2.0 ** 63] -= 2.0 ** 64
         t[t < -2.0 ** 63] += 2.0 ** 64
@@ -95,10 +93,13 @@ def cast_numeric(x: np.ndarray, tag: int, saturate: bool = True, round_mode: str
             if src.kind in "ui" and src.itemsize == 8:
                 x = x.astype(np.float64)          # exact enough: one more rounding below 2**53
             return convert(x, et.tag, saturate=bool(saturate) or et.tag not in _FLOAT8)
-        # integer target: the low bits of the (truncated) value
         if et.is_narrow:
-            v = _truncated_ints(x)
+            if src.kind in "iub" or not from_numpy_dtype(src).is_float:  # fixed -> fixed: the low bits
+                return from_codes((x.astype(np.int64) & ((1 << et.bits) - 1)).astype(np.uint8), et.tag)
+            # float -> INT4/UINT4/INT2/UINT2: round half to even (6.3.3), then the low bits
+            v = _rounded_ints(x.astype(np.float32) if src.kind == "V" else x)
             return from_codes((v & ((1 << et.bits) - 1)).astype(np.uint8), et.tag)
+        # wider integer target: numpy truncates floats and wraps integers
         if src.kind == "V" and from_numpy_dtype(src).is_float:
             x = x.astype(np.float32)
         return x.astype(et.dtype)                 # numpy truncates floats and wraps integers

@@ -99,11 +99,24 @@ def if_(ctx):
     return run
 
 
+def _body_arity(body, supplied: int) -> int:
+    """How many of ``body``'s inputs the operator fills, given that it supplies ``supplied`` values.
+
+    Exporters of IR version 3 and earlier list every initializer as a graph input (7.2), so a
+    body's trailing inputs may be initializers the operator does not supply: those keep their
+    initializer value (a default) and are not counted."""
+    names = body.input_names
+    k = len(names)
+    while k > supplied and names[k - 1] in body.defaults:
+        k -= 1
+    return k
+
+
 # -- Loop --------------------------------------------------------------------------------------
 @KERNELS.register("Loop", 1, 11, 13, 16, *_LATER)
 def loop(ctx):
     body = ctx.subgraph("body")
-    n_carried = len(body.input_names) - 2
+    n_carried = _body_arity(body, ctx.num_inputs) - 2
     if n_carried < 0:
         ctx.fail(f"the body must take at least 2 inputs (iteration number, condition), it has {len(body.input_names)}")
     n_scan = len(body.output_names) - 1 - n_carried
@@ -174,9 +187,9 @@ def _ints(ctx, name: str, n: int, what: str) -> list:
 def _scan_common(ctx):
     body = ctx.subgraph("body")
     m = int(ctx.attr("num_scan_inputs"))
-    n_state = len(body.input_names) - m
+    n_state = _body_arity(body, ctx.num_inputs - (1 if ctx.since_version < 9 else 0)) - m
     if m < 1 or n_state < 0:
-        ctx.fail(f"num_scan_inputs={m} does not fit a body with {len(body.input_names)} inputs")
+        ctx.fail(f"num_scan_inputs={m} does not fit a body with {n_state + m} inputs")
     k = len(body.output_names) - n_state
     if k < 0:
         ctx.fail(f"the body has {len(body.output_names)} outputs, fewer than its {n_state} state variables")

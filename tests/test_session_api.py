@@ -221,6 +221,8 @@ def test_logging_goes_to_the_onnxkit_loggers_and_follows_log_severity_level(capl
 
 
 def test_the_library_prints_nothing_even_with_warnings(tmp_path):
+    """An advisory warning (it breaks no SHALL) is only logged: nothing reaches stdout or stderr.
+    (A warning that breaks a SHALL is one ``ConformanceWarning`` line: tests/test_policy.py.)"""
     m = _model([helper.make_node("Relu", ["X"], ["Y"])], [helper.make_tensor_value_info("X", F, [2])],
                [helper.make_tensor_value_info("Y", F, [2])])
     model = onnxkit.load(m)

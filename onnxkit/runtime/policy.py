@@ -32,7 +32,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .. import ir
-from ..checker.codes import refuses
+from ..checker.codes import CODES, refuses
 from ..diagnostics import Diagnostic, warning
 from ..dtypes import ELEMENT_TYPES, from_numpy_dtype, tag_name
 from ..errors import ConformanceWarning, EvaluationError, OnnxkitError, ValidationError
@@ -54,13 +54,22 @@ def summary(diagnostics: Sequence[Diagnostic], subject: str) -> str:
     return f"{subject}: {len(diagnostics)} warning(s) [{kinds}]; first: {diagnostics[0]}"
 
 
+def _advisory(d: Diagnostic) -> bool:
+    """A warning that breaks no SHALL (a deprecated operator, a repeated import...): logged only."""
+    row = CODES.get(d.code)
+    return row is not None and not row.violation
+
+
 def report(diagnostics: Sequence[Diagnostic], subject: str) -> None:
-    """Report warnings once, as one line, through :mod:`warnings` and the ``onnxkit.check`` logger."""
+    """Report warnings once, as one line, on the ``onnxkit.check`` logger and, where one of them
+    breaks a SHALL, through :mod:`warnings` (``ConformanceWarning``); advisory warnings alone
+    (conditions that break nothing) are only logged, so a clean export stays quiet."""
     if not diagnostics:
         return
     line = summary(diagnostics, subject)
     logger.warning(line)
-    warnings.warn(line, ConformanceWarning, stacklevel=4)
+    if not all(_advisory(d) for d in diagnostics):
+        warnings.warn(line, ConformanceWarning, stacklevel=4)
 
 
 def admit(check_report, strict: bool) -> None:

@@ -74,7 +74,11 @@ class InferenceSession:
             raise ValidationError([], "the model has no graph (Clause 5.3.1)")
         if validate:
             self._validate()
-        self.plan = Planner(model, self.registry, backend, seed=seed, limits=limits).compile_model()
+        planner = Planner(model, self.registry, backend, seed=seed, limits=limits)
+        self.plan = planner.compile_model()
+        #: The nodes planned on the backend's fallback: ``(node, op_type, domain, version, why,
+        #: runs_on)`` tuples (:class:`~onnxkit.runtime.fallback.Fallback`); empty on ``cpu``.
+        self.fallbacks = list(planner.fallbacks)
         g = model.graph
         init_names = {t.name for t in g.initializer} | {s.values.name for s in g.sparse_initializer if s.values}
         self._inputs = [vi for vi in g.input]

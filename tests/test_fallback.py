@@ -160,6 +160,30 @@ def test_a_loop_that_falls_back_runs_its_body_on_the_fallback(boxed):
     np.testing.assert_array_equal(s, [7, 2])  # [1, -5] -> [3, 0] -> [5, 1] -> [7, 2]
 
 
+def test_a_function_body_is_planned_node_by_node_with_the_call_s_types(boxed):
+    """Local function F(x) = Relu(Neg(Relu(x))): called on float32, its body's Neg runs on cpu and its Relus on boxed;
+    F(u) with u float64 runs wholly on cpu (the body typed with the call's input type)."""
+    body = [ir.Node(["x"], ["a"], op_type="Relu", name="in_relu"), ir.Node(["a"], ["b"], op_type="Neg", name="in_neg"),
+            ir.Node(["b"], ["y"], op_type="Relu", name="in_relu2")]
+    fn = ir.Function(name="F", domain="com.example", input=["x"], output=["y"], node=body,
+                     opset_import=[ir.OperatorSetId("", 21)])
+    nodes = [ir.Node(["x"], ["y"], op_type="F", domain="com.example", name="call32"),
+             ir.Node(["y"], ["z"], op_type="Relu", name="after"),
+             ir.Node(["u"], ["v"], op_type="F", domain="com.example", name="call64")]
+    m = _model(nodes, [ir.ValueInfo("x", T(1, [2])), ir.ValueInfo("u", T(11, [2]))],
+               [ir.ValueInfo("z", T(1, [2])), ir.ValueInfo("v", T(11, [2]))],
+               extra_opsets=[ir.OperatorSetId("com.example", 1)])
+    m.functions = [fn]
+    sess = InferenceSession(m, "boxed", registry=boxed)
+    assert [(fb.node, fb.why.split(",")[0]) for fb in sess.fallbacks] == [
+        ("in_neg", "no kernel for ai.onnx::Neg-13 on backend 'boxed'"),
+        ("in_relu", "input 0 'x' is tensor(double)"), ("in_neg", "input 0 'a' is tensor(double)"),
+        ("in_relu2", "input 0 'b' is tensor(double)")]
+    z, v = sess.run(None, {"x": np.array([-1, 2], np.float32), "u": np.array([-1.0, 2.0])})
+    assert z.dtype == np.float32 and z.tolist() == [0.0, 0.0]  # Relu(-Relu(x)) = 0
+    assert v.dtype == np.float64 and v.tolist() == [0.0, 0.0]
+
+
 def test_the_cpu_backend_declares_no_fallback_and_keeps_refusing():
     reg = onnxkit.registry.get_registry()
     assert reg.backends["cpu"].fallback is None and reg.backends["cpu"].element_types is None

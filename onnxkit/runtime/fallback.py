@@ -174,7 +174,7 @@ class Placement:
         self.home = planner.backend_name
         self._types: dict = {}      # id(graph) -> {name: Type}
         self._parents: dict = {}    # id(subgraph) -> enclosing graph
-        self._decided: dict = {}    # (id(node), backend) -> (node, why); why None: runs there
+        self._decided: dict = {}    # (id(node), id(graph), backend) -> (node, graph, why); why None: runs there
         self._index: dict = {}      # id(graph) -> (graph, direct readers, subgraph readers, outputs)
         self._bodies: list = []     # function bodies typed here, kept alive so that ids stay theirs
         self._engine = None
@@ -255,10 +255,10 @@ class Placement:
         """None when ``node`` (bound to ``schema``) runs on ``backend_name``; else why it runs on
         that backend's fallback.  A node neither can compute gets None (and is then reported
         unsupported on ``backend_name``, as without a fallback)."""
-        key = (id(node), backend_name)
+        key = (id(node), id(graph), backend_name)  # a function body's nodes are shared by its calls
         if key not in self._decided:
-            self._decided[key] = (node, self._decide(node, schema, version, graph, backend_name))
-        return self._decided[key][1]
+            self._decided[key] = (node, graph, self._decide(node, schema, version, graph, backend_name))
+        return self._decided[key][2]
 
     def _decide(self, node, schema, version, graph, backend_name):
         backend = self.registry.backends[backend_name]

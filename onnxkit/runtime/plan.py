@@ -13,6 +13,11 @@ Binding (Clause 5.3.2, 14.3, 14.4, 8.4, 4.4) of a node, in order:
    (:class:`UnsupportedOperatorError`) before anything runs.  No other version's kernel
    is ever substituted.
 
+On a backend that declares a ``fallback`` (the gpu backend: cpu), a node whose definition has
+neither a kernel nor a function body there, or whose types that backend does not compute, is
+planned on the fallback instead, with explicit transfers, and listed in
+:attr:`Planner.fallbacks` (:mod:`onnxkit.runtime.fallback`).
+
 A :class:`GraphPlan` is a list of steps with precomputed input/output names and the values
 to free after each step (their last use; a subgraph's free variables count as uses by the
 node that carries it).  The run loop does no registry look-ups and no attribute parsing.

@@ -270,3 +270,20 @@ def test_asking_for_cuda_where_torch_sees_none_is_an_error(monkeypatch):
     finally:
         monkeypatch.delenv("ONNXKIT_GPU_DEVICE")
         device.device.cache_clear()
+
+
+def test_the_example_domain_package_runs_on_gpu_through_the_cpu_fallback():
+    """examples/custom_domain has cpu kernels only, and an opaque Histogram value between its two nodes."""
+    import importlib
+
+    from test_custom_domain import EXAMPLE, stats_model
+
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        plugin = importlib.import_module("onnxkit_example_stats.plugin")
+    finally:
+        sys.path.remove(str(EXAMPLE))
+    sess = InferenceSession(stats_model(), "gpu", registry=build_registry(extra=[("example_stats", plugin)]))
+    assert [(f.node, f.runs_on) for f in sess.fallbacks] == [("hist", "cpu"), ("quant", "cpu")]
+    (y,) = sess.run(None, {"x": np.arange(8, dtype=np.float32), "q": np.array([0.0, 0.5, 1.0], np.float32)})
+    np.testing.assert_allclose(y, [0.0, 3.5, 7.0])  # 4 equal bins over [0, 7]: the median is the middle edge

@@ -110,7 +110,8 @@ def converter(src, dst):
     """A function moving a value of backend ``src`` (or a host numpy value) to backend ``dst``.
 
     Sequences (lists) and maps (dicts) are converted element by element; None (an absent
-    optional) and opaque values are passed as they are."""
+    optional) and opaque values (what ``src.to_numpy`` leaves as it is, or can only wrap in an
+    object array) are passed as they are."""
     to_host = src.to_numpy or (lambda a: a)
     to_dst = dst.asarray or (lambda a: a)
 
@@ -121,8 +122,12 @@ def converter(src, dst):
             return [move(x) for x in v]
         if isinstance(v, dict):
             return {k: move(x) for k, x in v.items()}
+        if isinstance(v, (np.ndarray, np.generic)):
+            return to_dst(v)
         host = to_host(v)
-        return to_dst(host) if isinstance(host, (np.ndarray, np.generic)) else v
+        if not isinstance(host, np.ndarray) or host.dtype == object:
+            return v
+        return to_dst(host)
 
     return move
 

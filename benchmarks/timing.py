@@ -18,3 +18,17 @@ def best_of(fn, repeat: int, budget_s: float = 30.0) -> float:
         if time.perf_counter() - start > budget_s:
             break
     return min(times)
+
+
+def median_of(fn, repeat: int = 5) -> float:
+    """The median of ``repeat`` timed calls of ``fn`` (seconds), after one untimed warm-up call."""
+    import statistics
+
+    fn()
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)

@@ -64,6 +64,16 @@ def onnxkit_backends():
     Return an iterable of :class:`onnxkit.registry.Backend`.  A backend name ('cpu', 'gpu')
     may be provided by one plugin only.  Kernels for a backend may come from any plugin
     (a domain package carries its own CPU kernels, for example).
+
+    A backend that cannot compute every operator or element type declares
+    ``element_types`` (the tags it computes exactly) and ``fallback`` (the name of a backend
+    that can, e.g. ``'cpu'``).  A node of a session planned on it whose definition has no
+    kernel there (and no function body), or whose input or output types are outside
+    ``element_types``, is then planned on the fallback with explicit transfers
+    (``to_numpy`` of one backend, ``asarray`` of the other): decided at planning, listed in
+    ``InferenceSession.fallbacks`` and by ``onnxkit unsupported MODEL --backend NAME``, never a
+    run-time surprise, and never an approximation (Clause 4.4).  A backend without
+    ``fallback`` reports such a node unsupported; a fallback's own ``fallback`` is not followed.
     """
 
 

@@ -43,13 +43,25 @@ def display_domain(domain: str) -> str:
 
 @attrs.define
 class Backend:
-    """A place kernels run.  ``asarray`` turns a numpy array into a backend value, ``to_numpy`` back."""
+    """A place kernels run.  ``asarray`` turns a numpy array into a backend value, ``to_numpy`` back.
+
+    ``to_numpy`` returns a numpy array it is given as it is (a value that stayed on the host).
+    ``element_types``: the element type tags (Table 5) whose tensors — and sequences and
+    optionals of them — this backend computes exactly; None: every type, maps and sparse
+    tensors included.  ``fallback``: the name of the backend that runs, per node, what this one
+    cannot (no kernel for the definition, or a type outside ``element_types``), decided when a
+    session is planned and reported (:mod:`onnxkit.runtime.fallback`); None: such a node is
+    unsupported.  ``asarray`` keeps on the host (returns as it is) an array whose element type
+    is outside ``element_types``: only nodes planned on the fallback read such values.
+    """
 
     name: str
     device: str = "cpu"
     description: str = ""
     asarray: Optional[Callable] = None
     to_numpy: Optional[Callable] = None
+    element_types: Optional[frozenset] = None
+    fallback: Optional[str] = None
 
 
 @attrs.define

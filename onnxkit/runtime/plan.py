@@ -13,6 +13,11 @@ Binding (Clause 5.3.2, 14.3, 14.4, 8.4, 4.4) of a node, in order:
    (:class:`UnsupportedOperatorError`) before anything runs.  No other version's kernel
    is ever substituted.
 
+On a backend that declares a ``fallback`` (the gpu backend: cpu), a node whose definition has
+neither a kernel nor a function body there, or whose types that backend does not compute, is
+planned on the fallback instead, with explicit transfers, and listed in
+:attr:`Planner.fallbacks` (:mod:`onnxkit.runtime.fallback`).
+
 A :class:`GraphPlan` is a list of steps with precomputed input/output names and the values
 to free after each step (their last use; a subgraph's free variables count as uses by the
 node that carries it).  The run loop does no registry look-ups and no attribute parsing.
@@ -26,6 +31,7 @@ from .. import ir
 from ..errors import EvaluationError, OnnxkitError
 from ..functions import GRAPH_TYPES, call_attributes, node_attributes, substitute
 from ..registry import normalize_domain
+from .fallback import Placement
 from .kernel import NodeContext
 from .state import RUN_STATE
 
@@ -170,6 +176,9 @@ class Planner:
         self.unsupported: list = []
         self._seen_unsupported: set = set()
         self.depth = 0
+        #: Nodes planned on the backend's fallback (:class:`~onnxkit.runtime.fallback.Fallback`).
+        self.fallbacks: list = []
+        self._placement = Placement(self) if self.backend.fallback else None
 
     # -- public -------------------------------------------------------------------------------
     def compile_model(self) -> GraphPlan:
@@ -281,12 +290,27 @@ class Planner:
 
     # -- nodes --------------------------------------------------------------------------------
     def compile_node(self, node: ir.Node, opsets: dict, visible: frozenset, graph: Optional[ir.Graph] = None):
-        """A :class:`Step` for ``node`` (None if unsupported) and the outer names its subgraphs read."""
+        """A :class:`Step` for ``node`` (None if unsupported) and the outer names its subgraphs read.
+
+        On a backend that declares a fallback, the node is first placed
+        (:mod:`onnxkit.runtime.fallback`): one its backend cannot compute is planned on the
+        fallback, with its transfers, and recorded in :attr:`fallbacks`."""
+        placing = self._placing()
+        step, free = self._bind_node(node, opsets, visible, graph)
+        if placing and step is not None and step is not self._placement.last_away:
+            step = self._placement.finish_home(step, node, graph, opsets)
+        return step, free
+
+    def _placing(self) -> bool:
+        """True while planning on the session's own backend, when that backend declares a fallback."""
+        return self._placement is not None and self.backend_name == self._placement.home
+
+    def _bind_node(self, node: ir.Node, opsets: dict, visible: frozenset, graph: Optional[ir.Graph]):
         domain = normalize_domain(node.domain)
         version = opsets.get(domain)
         local = self.functions.get((node.domain, node.op_type, node.overload))
         if local is not None:
-            fn, free = self._function_call(node, local, self._local_opsets(local, opsets), None, visible)
+            fn, free = self._function_call(node, local, self._local_opsets(local, opsets), None, visible, graph)
             return Step(fn, list(node.input), list(node.output), node, False), free
         if version is None:
             self._unsupported(domain, node.op_type, None, "the model does not import this domain (Clause 5.3.2)")
@@ -299,6 +323,10 @@ class Planner:
                 why = "no definition at this operator set version"
             self._unsupported(domain, node.op_type, version, why)
             return None, self._subgraph_free(node, opsets, visible)
+        if self._placing():
+            why = self._placement.decide(node, schema, version, graph, self.backend_name)
+            if why is not None:
+                return self._placement.compile_away(node, schema, opsets, visible, graph, why)
         factory = self.registry.kernel(self.backend_name, domain, node.op_type, schema.since_version)
         if factory is None:
             body = schema.function_body_for(version) if schema.has_function else None
@@ -308,7 +336,7 @@ class Planner:
                     why += " (its context-dependent function body is not carried)"
                 self._unsupported(domain, node.op_type, version, why)
                 return None, self._subgraph_free(node, opsets, visible)
-            fn, free = self._function_call(node, body, self._local_opsets(body, opsets), schema, visible)
+            fn, free = self._function_call(node, body, self._local_opsets(body, opsets), schema, visible, graph)
             return Step(fn, list(node.input), list(node.output), node, False), free
         ctx = self._context(node, domain, version, schema)
         ctx.graph, ctx.planner, ctx.opsets = graph, self, opsets
@@ -370,12 +398,16 @@ class Planner:
         return opsets
 
     # -- functions (Clause 8.4) ----------------------------------------------------------------
-    def _function_call(self, node, fn: ir.Function, opsets, schema, visible):
-        """A node function evaluating ``fn``'s body with the call site's attributes."""
+    def _function_call(self, node, fn: ir.Function, opsets, schema, visible, caller: Optional[ir.Graph] = None):
+        """A node function evaluating ``fn``'s body with the call site's attributes.
+
+        ``caller``: the graph holding the call, whose types type the body where nodes are placed."""
         values = call_attributes(schema, fn, node)
         body_nodes = [substitute(n, values) for n in fn.node]
         graph = ir.Graph(node=body_nodes, name=f"{fn.domain + '::' if fn.domain else ''}{fn.name}",
                          input=[ir.ValueInfo(n) for n in fn.input], output=[ir.ValueInfo(n) for n in fn.output])
+        if self._placing():
+            self._placement.type_body(graph, node, caller, opsets)
         self.depth += 1
         try:
             plan = self.compile_graph(graph, opsets, frozenset())

@@ -126,8 +126,9 @@ class InferenceSession:
             if name not in self.registry.backends:
                 raise OnnxkitError(missing_backend_message(name, self.registry.backends))
             t0 = time.perf_counter()
+            planner = Planner(model, self.registry, name, seed=seed, limits=limits)
             try:
-                self.plan = Planner(model, self.registry, name, seed=seed, limits=limits).compile_model()
+                self.plan = planner.compile_model()
             except UnsupportedOperatorError as exc:
                 if i + 1 == len(candidates):
                     raise
@@ -137,6 +138,9 @@ class InferenceSession:
             self._log("plan", 20, "planned %d steps on %r in %.1f ms", len(self.plan.steps), name,
                       (time.perf_counter() - t0) * 1e3)
             self.backend_name, self._provider_options = name, options
+            #: The nodes planned on the backend's fallback: ``(node, op_type, domain, version, why,
+            #: runs_on)`` tuples (:class:`~onnxkit.runtime.fallback.Fallback`); empty on ``cpu``.
+            self.fallbacks = list(planner.fallbacks)
             break
         self.backend = self.registry.backends[self.backend_name]
         self._torch = is_torch_backend(self.backend)

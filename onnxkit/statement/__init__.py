@@ -44,7 +44,7 @@ def build_statement(registry=None, backends: Optional[list] = None) -> dict:
         "ir_versions": {"read": [1, IR_VERSION], "written": [1, IR_VERSION],
                         "checked_against": "the obligations of the model's own IR version (Clause 14.4)"},
         "operators": {b: operator_coverage(registry, b) for b in backends},
-        "per_node_fallbacks": {b: [] for b in backends},
+        "per_node_fallbacks": {b: _fallbacks(registry, b) for b in backends},
         "tolerances": _tolerances(),
         "test_package": _test_package(),
         "positions": [attrs.asdict(p) for p in _positions()],
@@ -56,6 +56,19 @@ def build_statement(registry=None, backends: Optional[list] = None) -> dict:
 
 
 # -- the items ------------------------------------------------------------------------------------
+
+def _fallbacks(registry, backend: str) -> dict:
+    """What a backend hands to its fallback backend, per node, at planning (empty: none)."""
+    from ..dtypes import ELEMENT_TYPES
+
+    b = registry.backends[backend]
+    if getattr(b, "fallback", None) is None:
+        return {}
+    types = getattr(b, "element_types", None)
+    lacking = [] if types is None else sorted(e.name for tag, e in ELEMENT_TYPES.items() if tag not in types)
+    return {"backend": b.fallback, "element_types_not_computed": lacking,
+            "maps_and_sparse": types is not None}
+
 
 def _tolerances() -> list:
     from ..tolerances import TOLERANCES
@@ -181,10 +194,18 @@ def render_markdown(st: dict) -> str:
         for d in domains:
             n = len(d["unsupported"])
             cells.append(f"{d['domain']}: {d['kernel']} by kernel, {d['function']} through their function body, "
-                         f"{n} not supported")
+                         + (f"{d['fallback']} on the fallback backend, " if d["fallback"] else "")
+                         + f"{n} not supported")
         add(f"| definitions evaluated, `{backend}` | {'; '.join(cells)} |")
-    for backend, rows in st["per_node_fallbacks"].items():
-        add(f"| per-node fallbacks, `{backend}` | {', '.join(rows) or 'none: a definition without a kernel or a usable function body is unsupported, reported when the session is created'} |")
+    for backend, fb in st["per_node_fallbacks"].items():
+        if not fb:
+            text = "none: a definition without a kernel or a usable function body is unsupported, reported when the session is created"
+        else:
+            text = (f"a node runs on `{fb['backend']}` (its kernel, with transfers), decided when the session is planned "
+                    f"and listed (`InferenceSession.fallbacks`, `onnxkit unsupported MODEL --backend {backend}`), where "
+                    f"`{backend}` has no kernel for its definition or it uses a type `{backend}` does not compute exactly: "
+                    + ", ".join(fb["element_types_not_computed"]) + (", maps, sparse tensors" if fb["maps_and_sparse"] else ""))
+        add(f"| per-node fallbacks, `{backend}` | {text} |")
     add(f"| results of ONNX 1-3 | {st['test_package']['summary']} |")
     add("| tolerances (Clause 11.5) | per element type, below |")
     add("| known divergences, positions on open gaps | below |")

@@ -2,8 +2,10 @@
 
 A definition ``(domain, op_type, since_version)`` is *evaluated* on a backend at operator set
 version ``v`` when the backend has a kernel for exactly it, or when Part 2 gives it a function
-body applicable at ``v`` whose every node is itself evaluated (Clause 8.4) — the same rule the
-planner binds by (:mod:`onnxkit.runtime.plan`), asked of the registry instead of a model.
+body applicable at ``v`` whose every node is itself evaluated (Clause 8.4), or — on a backend
+that declares a ``fallback`` — when the fallback backend evaluates it (a per-node fallback,
+:mod:`onnxkit.runtime.fallback`): the same rules the planner binds by, asked of the registry
+instead of a model.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ class Coverage:
         self.registry = registry
         self.backend = backend
         self._memo: dict = {}
+        fallback = getattr(registry.backends.get(backend), "fallback", None)
+        self._fallback = Coverage(registry, fallback) if fallback in registry.backends and fallback != backend else None
 
     def how(self, domain: str, op_type: str, version: int, _depth: int = 0) -> Optional[str]:
-        """``'kernel'``, ``'function'`` (through its Part 2 body), or None (not supported)."""
+        """``'kernel'``, ``'function'`` (through its Part 2 body), ``'fallback'`` (on the fallback
+        backend), or None (not supported)."""
         domain = normalize_domain(domain)
         key = (domain, op_type, version)
         if key in self._memo:
@@ -37,6 +42,8 @@ class Coverage:
                 body = schema.function_body_for(version)
                 if body is not None and self._body_ok(body, domain, version, _depth):
                     result = "function"
+            if result is None and self._fallback is not None and self._fallback.how(domain, op_type, version):
+                result = "fallback"
         self._memo[key] = result
         return result
 
@@ -45,15 +52,15 @@ class Coverage:
         opsets.setdefault(domain, version)
         for node in body.node:
             d = normalize_domain(node.domain)
-            if d not in opsets or self.how(d, node.op_type, opsets[d], depth + 1) is None:
+            if d not in opsets or self.how(d, node.op_type, opsets[d], depth + 1) in (None, "fallback"):
                 return False
         return True
 
 
 def operator_coverage(registry, backend: str) -> list:
-    """Per domain: definitions in all, evaluated by kernel / function body, and the rest.
+    """Per domain: definitions in all, evaluated by kernel / function body / the fallback, and the rest.
 
-    Returns ``[{"domain", "versions", "definitions", "kernel", "function", "unsupported":
+    Returns ``[{"domain", "versions", "definitions", "kernel", "function", "fallback", "unsupported":
     [{"operator", "since_version", "opset_versions": [first, last]}]}]``, where a definition
     counts as unsupported for the operator set versions in which it is in force and not
     evaluated.
@@ -65,7 +72,7 @@ def operator_coverage(registry, backend: str) -> list:
         for v in versions:
             for schema in registry.operator_set(domain, v):
                 in_force.setdefault((schema.name, schema.since_version), []).append(v)
-        counts = {"kernel": 0, "function": 0}
+        counts = {"kernel": 0, "function": 0, "fallback": 0}
         unsupported = []
         for (op, since), vs in sorted(in_force.items()):
             hows = [cov.how(domain, op, v) for v in vs]
@@ -73,7 +80,7 @@ def operator_coverage(registry, backend: str) -> list:
             if missing:
                 unsupported.append({"operator": op, "since_version": since, "opset_versions": [missing[0], missing[-1]]})
             else:
-                counts["kernel" if "kernel" in hows else "function"] += 1
+                counts[next(h for h in ("kernel", "function", "fallback") if h in hows)] += 1
         out.append({"domain": display_domain(domain), "versions": [versions[0], versions[-1]],
                     "definitions": len(in_force), **counts, "unsupported": unsupported})
     return out

@@ -1,7 +1,10 @@
 """The torch device of the gpu backend and the conversions between numpy and torch values.
 
-Element types torch has no dtype for (unsigned 16/32/64-bit, the narrow types, STRING) are
-refused with a clear error naming the type rather than converted approximately.
+:data:`ELEMENT_TYPES` are the element types the backend computes exactly on torch.  Nodes
+reading or producing any other type (unsigned 16/32/64-bit, the 8-bit floats and the 4/2-bit
+types, STRING; maps) are planned on the cpu backend, the gpu backend's declared fallback
+(:mod:`onnxkit.runtime.fallback`); :func:`asarray` leaves arrays of those types on the host,
+as numpy, never converting them approximately.
 """
 
 from __future__ import annotations
@@ -11,15 +14,29 @@ import os
 
 import numpy as np
 
+from onnxkit.dtypes import DataType
 from onnxkit.errors import EvaluationError
+
+
+#: Element type tags (Table 5) computed on torch: the backend's ``element_types``.
+ELEMENT_TYPES = frozenset(int(t) for t in (
+    DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16, DataType.INT8, DataType.UINT8,
+    DataType.INT16, DataType.INT32, DataType.INT64, DataType.BOOL, DataType.COMPLEX64, DataType.COMPLEX128))
 
 
 @functools.lru_cache(maxsize=None)
 def device() -> str:
-    """The torch device kernels run on (decided on first use)."""
+    """The torch device kernels run on (decided on first use).
+
+    ``ONNXKIT_GPU_DEVICE`` names it (``cpu``, ``cuda``, ``cuda:1``); unset, CUDA where torch
+    sees one, else torch's CPU device.  A CUDA device asked for where torch sees none is an
+    error, not a silent run on the CPU."""
     import torch
 
-    return os.environ.get("ONNXKIT_GPU_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    wanted = os.environ.get("ONNXKIT_GPU_DEVICE")
+    if wanted and wanted.startswith("cuda") and not torch.cuda.is_available():
+        raise EvaluationError(f"ONNXKIT_GPU_DEVICE={wanted!r}, but torch {torch.__version__} sees no CUDA device")
+    return wanted or ("cuda" if torch.cuda.is_available() else "cpu")
 
 
 @functools.lru_cache(maxsize=None)
@@ -39,7 +56,10 @@ def torch_dtype(np_dtype):
 
 
 def asarray(a):
-    """A numpy array as a torch tensor on the backend's device (a copy: inputs stay untouched)."""
+    """A numpy array as a torch tensor on the backend's device (a copy: inputs stay untouched).
+
+    An array of an element type torch does not compute here (no torch dtype) is returned as it
+    is, on the host: only nodes planned on the fallback read such values."""
     import torch
 
     if isinstance(a, torch.Tensor):
@@ -47,7 +67,7 @@ def asarray(a):
     arr = np.asarray(a)
     dt = torch_dtype(arr.dtype)
     if dt is None:
-        raise EvaluationError(f"the gpu backend has no torch dtype for element type {arr.dtype}")
+        return arr
     if arr.dtype == np.dtype("bfloat16"):
         return torch.from_numpy(arr.view(np.uint16).copy()).view(torch.bfloat16).to(device())
     return torch.from_numpy(np.array(arr, copy=True)).to(device())

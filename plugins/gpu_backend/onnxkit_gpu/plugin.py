@@ -3,8 +3,11 @@
 torch is imported when the backend is first used, not when the registry is built (building
 the registry must stay cheap for every onnxkit user).  The device is CUDA where torch sees
 one, else torch's CPU device (CI has no GPU); ``ONNXKIT_GPU_DEVICE`` overrides, e.g. ``cpu``
-or ``cuda:1``.  Kernels live in ``onnxkit_gpu/kernels/<family>.py``; an operator without one
-is reported unsupported on ``gpu`` (Clause 4.4), never run elsewhere behind the user's back.
+or ``cuda:1``.  Kernels live in ``onnxkit_gpu/kernels/<family>.py``.  The backend declares
+``fallback="cpu"``: a node without a gpu kernel, or with a type outside
+:data:`~onnxkit_gpu.device.ELEMENT_TYPES`, runs on the cpu backend's kernel with explicit
+transfers, decided when the session is planned and listed (``InferenceSession.fallbacks``,
+``onnxkit unsupported MODEL --backend gpu``), never behind the user's back (Clause 4.4).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import importlib.util
 from onnxkit import hookimpl
 from onnxkit.registry import Backend
 
-from .device import asarray, to_numpy
+from .device import ELEMENT_TYPES, asarray, to_numpy
 
 
 @hookimpl
@@ -23,7 +26,7 @@ def onnxkit_backends():
         raise RuntimeError("torch is not installed: `pip install torch` to use the gpu backend")
     return [Backend(name="gpu", device="torch (cuda when present, else cpu)",
                     description="torch; CUDA when present, torch's CPU device otherwise",
-                    asarray=asarray, to_numpy=to_numpy)]
+                    asarray=asarray, to_numpy=to_numpy, element_types=ELEMENT_TYPES, fallback="cpu")]
 
 
 @hookimpl

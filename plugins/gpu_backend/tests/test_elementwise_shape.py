@@ -497,15 +497,21 @@ def test_cast_float_to_int_and_bool_rules():
     same("Cast", [np.array([200, -200, 70000], np.int32)], {"to": TP.INT8}, opset=13)
 
 
-def test_cast1_names_the_type_and_refusals():
+def test_cast1_names_the_type_and_types_torch_does_not_compute_run_on_cpu():
     x = rand((3,))
     same("Cast", [x], {"to": "INT32"}, opset=1)
     same("Cast", [x], {"to": "DOUBLE"}, opset=1)
-    for tag in (TP.UINT32, TP.FLOAT8E4M3FN, TP.STRING, TP.INT4):
-        with pytest.raises(OnnxkitError, match="cannot cast to"):
-            run("gpu", "Cast", [x], {"to": tag}, opset=21)
-    with pytest.raises(OnnxkitError, match="no torch dtype"):
-        run("gpu", "Cast", [np.array([1, 2], np.uint32)], {"to": TP.FLOAT}, opset=13)
+    x = np.array([1.0, 2.5, 7.0], np.float32)
+    for tag, want in ((TP.UINT32, [1, 2, 7]), (TP.FLOAT8E4M3FN, [1.0, 2.5, 7.0]), (TP.STRING, ["1.5", "2.5", "7.25"]),
+                      (TP.INT4, [1, 2, 7])):  # a per-node fallback: the cpu backend's Cast, planned
+        if tag == TP.STRING:
+            x = np.array([1.5, 2.5, 7.25], np.float32)
+        got = run("gpu", "Cast", [x], {"to": tag}, opset=21)
+        assert isinstance(got, np.ndarray) and got.dtype == run("cpu", "Cast", [x], {"to": tag}, opset=21).dtype
+        values = [v.decode() if isinstance(v, bytes) else v for v in got.tolist()] if tag == TP.STRING \
+            else got.astype(np.float64).tolist()
+        assert values == want, (tag, values)
+    assert run("gpu", "Cast", [np.array([1, 2], np.uint32)], {"to": TP.FLOAT}, opset=13).tolist() == [1.0, 2.0]
 
 
 # ============================================================================ shape
@@ -666,12 +672,13 @@ def test_constant_forms_and_constant_of_shape():
     sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.array([5.0, 6.0], np.float32)),
                                        numpy_helper.from_array(np.array([1, 4], np.int64)), [2, 3])
     assert both("sparse_value", sparse, 11, TP.FLOAT, 2).tolist() == [[0, 5, 0], [0, 6, 0]]
-    with pytest.raises(OnnxkitError, match="no torch dtype"):
-        node = helper.make_node("Constant", [], ["y"], value_strings=["a"])
-        g = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("y", TP.STRING, [1])])
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-        m.ir_version = 8
-        InferenceSession(m.SerializeToString(), "gpu").run(None, {})
+    node = helper.make_node("Constant", [], ["y"], value_strings=["a"])
+    g = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("y", TP.STRING, [1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    strings = InferenceSession(m.SerializeToString(), "gpu")  # a STRING constant: planned on cpu
+    assert [(f.op_type, f.runs_on) for f in strings.fallbacks] == [("Constant", "cpu")]
+    assert [v.decode() if isinstance(v, bytes) else v for v in strings.run(None, {})[0].tolist()] == ["a"]
 
     shp = np.array([2, 3], np.int64)
     same("ConstantOfShape", [shp], opset=9)

@@ -26,15 +26,11 @@ from .. import ir
 from ..errors import EvaluationError, OnnxkitError
 from ..functions import GRAPH_TYPES, call_attributes, node_attributes, substitute
 from ..registry import normalize_domain
-from .kernel import NodeContext
+from .kernel import NodeContext, Unsupported
 
 #: Operators whose result may differ between evaluations (Clause 8.5): never folded at planning.
 NON_DETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                                "Multinomial", "Bernoulli", "Dropout"})
-
-
-class Unsupported(OnnxkitError):
-    pass
 
 
 class Step:
@@ -295,6 +291,9 @@ class Planner:
                 ctx._subgraphs[a.name] = plans if isinstance(a.value, list) else plans[0]
         try:
             fn = factory(ctx)
+        except Unsupported as exc:  # the kernel cannot serve this node here (a missing library, ...)
+            self._unsupported(domain, node.op_type, version, str(exc))
+            return None, free
         except OnnxkitError:
             raise
         except Exception as exc:

@@ -26,6 +26,7 @@ from .. import ir
 from ..errors import EvaluationError, OnnxkitError
 from ..functions import GRAPH_TYPES, call_attributes, node_attributes, substitute
 from ..registry import normalize_domain
+from .budget import RunBudget, enter_run, guard_for, leave_run
 from .kernel import NodeContext, Unsupported
 
 #: Operators whose result may differ between evaluations (Clause 8.5): never folded at planning.
@@ -33,8 +34,15 @@ NON_DETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLik
                                "Multinomial", "Bernoulli", "Dropout"})
 
 
+def _out_of_memory(graph: str, step) -> EvaluationError:
+    """The error of an allocation the limits allowed and the system refused (no MemoryError chained)."""
+    return EvaluationError(f"{graph}: node {step.node.name!r} ({step.op}): out of memory: the system refused an "
+                           "allocation within the configured limits; lower Limits.max_value_bytes / max_run_bytes "
+                           "to have such requests refused by size", step.node.name, step.op)
+
+
 class Step:
-    __slots__ = ("fn", "inputs", "outputs", "free", "scope", "node", "op", "_uses")
+    __slots__ = ("fn", "inputs", "outputs", "free", "scope", "node", "op", "_uses", "guard", "release")
 
     def __init__(self, fn, inputs, outputs, node, scope):
         self.fn = fn
@@ -45,10 +53,12 @@ class Step:
         self.free = ()
         self._uses = ()
         self.op = f"{node.domain + '::' if node.domain else ''}{node.op_type}"
+        self.guard = None    # the size check run before fn (onnxkit.runtime.budget), if it needs one
+        self.release = ()    # names freed after this step whose bytes a guard charged
 
     def copy(self) -> "Step":
         step = Step(self.fn, self.inputs, self.outputs, self.node, self.scope)
-        step._uses = self._uses
+        step._uses, step.guard = self._uses, self.guard
         return step
 
 
@@ -57,8 +67,11 @@ class GraphPlan:
 
     ``inputs``: values for ``input_names`` by position (None = not supplied: an initializer
     default is used where there is one).  ``scope``: the enclosing graph's values by name
-    (subgraphs see them, Clause 5.4.3).
+    (subgraphs see them, Clause 5.4.3).  Nodes with a size guard are checked against the
+    run's budget (``limits``) before their kernel runs (:mod:`onnxkit.runtime.budget`).
     """
+
+    limits = None
 
     def __init__(self, name, input_names, output_names, constants, steps, free_vars, defaults):
         self.name = name
@@ -73,6 +86,15 @@ class GraphPlan:
         self.default_positions = [i for i, n in enumerate(input_names) if n in defaults]
 
     def run(self, inputs, scope: Optional[dict] = None) -> list:
+        budget, token = enter_run(self.limits)
+        held: dict = {}  # output name -> bytes its guard charged, until the loop frees it
+        try:
+            return self._run(inputs, scope, budget, held)
+        finally:
+            budget.live -= sum(held.values())
+            leave_run(token)
+
+    def _run(self, inputs, scope, budget, held) -> list:
         steps = self.steps
         if self.folded is not None and not any(
                 i < len(inputs) and inputs[i] is not None for i in self.default_positions):
@@ -95,13 +117,19 @@ class GraphPlan:
             except KeyError as exc:
                 raise EvaluationError(f"{self.name}: node {step.node.name!r} ({step.op}) reads {exc.args[0]!r}, "
                                       "which has no value (Clause 7.5)", step.node.name, step.op) from None
+            if step.guard is not None:
+                held[step.outputs[0] if step.outputs else ""] = step.guard(budget, args)
             try:
                 out = step.fn(env, *args) if step.scope else step.fn(*args)
             except OnnxkitError:
                 raise
+            except MemoryError:  # allowed by the limits, refused by the system: said without the chain
+                out = _out_of_memory
             except Exception as exc:
                 raise EvaluationError(f"{self.name}: node {step.node.name!r} ({step.op}) failed: "
                                       f"{type(exc).__name__}: {exc}", step.node.name, step.op) from exc
+            if out is _out_of_memory:
+                raise _out_of_memory(self.name, step)
             outs = step.outputs
             if type(out) is not tuple:
                 if outs and outs[0]:
@@ -112,6 +140,8 @@ class GraphPlan:
                         env[name] = v
             for n in step.free:
                 env.pop(n, None)
+            for n in step.release:
+                budget.live -= held.pop(n, 0)
         try:
             return [env[n] for n in self.output_names]
         except KeyError as exc:
@@ -186,6 +216,7 @@ class Planner:
         plan = GraphPlan(name or graph.name or "graph", input_names, output_names, constants, steps,
                          frozenset(free), defaults)
         plan.folded = plan_with_defaults
+        plan.limits = self.limits
         return plan
 
     def _initializer_value(self, t):
@@ -194,8 +225,7 @@ class Planner:
             return to_backend(t.to_dense())
         return to_backend(t.numpy())
 
-    @staticmethod
-    def _fold_constants(steps, constants: dict, keep: set) -> list:
+    def _fold_constants(self, steps, constants: dict, keep: set) -> list:
         """Evaluate, once at planning, every deterministic node whose inputs are all constants
         (Clause 8.2 lets an implementation evaluate in any order; weights built by
         ConstantOfShape, Constant chains, shape arithmetic on initializers).  Their outputs
@@ -207,8 +237,11 @@ class Planner:
                     or not all((not n) or n in constants for n in step.inputs):
                 remaining.append(step)
                 continue
+            args = [constants[n] if n else None for n in step.inputs]
             try:
-                out = step.fn(*[constants[n] if n else None for n in step.inputs])
+                if step.guard is not None:  # a constant too big to compute is refused at run time, by name
+                    step.guard(RunBudget(self.limits), args)
+                out = step.fn(*args)
             except Exception:
                 remaining.append(step)
                 continue
@@ -239,8 +272,10 @@ class Planner:
         for n, i in last.items():
             if n not in keep:
                 frees.setdefault(i, []).append(n)
+        guarded = {s.outputs[0] for s in steps if s.guard is not None and s.outputs}
         for i, s in enumerate(steps):
             s.free = tuple(frees.get(i, ()))
+            s.release = tuple(n for n in s.free if n in guarded)
 
     # -- nodes --------------------------------------------------------------------------------
     def compile_node(self, node: ir.Node, opsets: dict, visible: frozenset, graph: Optional[ir.Graph] = None):
@@ -300,6 +335,7 @@ class Planner:
             raise EvaluationError(f"node {node.name!r} ({node.op_type}): cannot be prepared: {type(exc).__name__}: {exc}",
                                   node.name, node.op_type) from exc
         step = Step(fn, list(node.input), list(node.output), node, bool(getattr(fn, "needs_scope", False)))
+        step.guard = guard_for(node, step.op, domain, schema, self.registry, version)
         if free:
             step._uses = tuple(free)  # outer values a subgraph reads stay alive until this node ran
         return step, free

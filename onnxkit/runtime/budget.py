@@ -54,12 +54,12 @@ VALUE_SIZED = frozenset("""
 PRODUCT_SIZED = frozenset("""
     Add Sub Mul Div Pow Mod PRelu Equal Less LessOrEqual Greater GreaterOrEqual And Or Xor BitShift
     BitwiseAnd BitwiseOr BitwiseXor Where Sum Mean Max Min MatMul MatMulInteger QLinearMatMul Gemm
-    Einsum Gather GatherND Concat GridSample Unique
+    Einsum Gather GatherND Concat GridSample
 """.split())
 
 #: Sizes that depend on data no inference function sees: an estimator of this module each.
 ESTIMATED = frozenset("NonZero SplitToSequence SequenceInsert SequenceConstruct ConcatFromSequence StringConcat "
-                      "StringSplit".split())
+                      "StringSplit Unique".split())
 
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar("onnxkit_run_budget", default=None)
 
@@ -113,6 +113,35 @@ def refuse(limit: str, value: int, maximum: int, node, op: str, what: str = "out
                         f"{'elements' if limit == 'max_sequence_length' else 'bytes'} > {maximum:,} "
                         "(see onnxkit.limits.Limits)", limit=limit, value=value, maximum=maximum,
                         path=f"node {name!r} ({op})")
+
+
+class Accumulation:
+    """Values a kernel gathers over iterations before it combines them (a Loop's or Scan's scan
+    outputs): every value added is charged to the run's budget, and the values of one output
+    together — the value they will be stacked into — must stay within ``max_value_bytes``.
+    Refuses during the iteration that would exceed a limit, not after the loop.  ``close()``
+    releases the charge once the kernel has combined them."""
+
+    __slots__ = ("budget", "node", "op", "totals", "charged")
+
+    def __init__(self, node, op: str, n: int, limits=None):
+        self.budget = current_budget(limits)
+        self.node, self.op = node, op
+        self.totals = [0] * n
+        self.charged = 0
+
+    def add(self, k: int, value) -> None:
+        nb = nbytes(value)
+        total = self.totals[k] + nb
+        maximum = self.budget.limits.max_value_bytes
+        if total > maximum:
+            refuse("max_value_bytes", total, maximum, self.node, self.op, f"scan output {k} (accumulated over iterations)")
+        self.totals[k] = total
+        self.charged += self.budget.charge(nb, self.node, self.op, f"scan output {k}")
+
+    def close(self) -> None:
+        self.budget.live -= self.charged
+        self.charged = 0
 
 
 # -- sizes of concrete values ------------------------------------------------------------------
@@ -349,7 +378,15 @@ def _string_split(g: Guard, budget, args):
     return budget.charge(numel(x) * (width * 8 + 8), g.node, g.op)
 
 
+def _unique(g: Guard, budget, args):
+    # Y is at most the input, indices / inverse_indices / counts at most one int64 per element
+    x = args[0]
+    extra = sum(1 for k in range(1, g.n_out) if g.node.output[k])
+    return budget.charge(nbytes(x) + numel(x) * 8 * extra, g.node, g.op)
+
+
 _ESTIMATORS = {
+    "Unique": _unique,
     "NonZero": _nonzero, "SplitToSequence": _split_to_sequence, "SequenceInsert": _sequence_insert,
     "SequenceConstruct": _sequence_construct, "ConcatFromSequence": _concat_from_sequence,
     "StringConcat": _string_concat, "StringSplit": _string_split,

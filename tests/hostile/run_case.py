@@ -1,6 +1,12 @@
-"""Run one hostile case in this process, under an address-space cap; print one JSON line.
+"""Run hostile cases, each in its own process under an address-space cap; one JSON line each.
 
-    python run_case.py CASE_FILE          # CASE_FILE: a pickle of (model bytes, feeds, limits)
+    python run_case.py CASE_FILE     # run one case in this process; print its line
+    python run_case.py --serve       # import onnxkit once, then for each CASE_FILE read on stdin
+                                     # fork a child that runs it (the child's line is written to
+                                     # CASE_FILE.json; a child past WALL_S is killed), answer "done"
+
+CASE_FILE is a pickle of (model bytes, feeds, limits keywords, threads, hide_re2).  Forking
+from a process that has already built the registry keeps each case's cost to the case itself.
 
 The parent (test_hostile.py) builds the case with the ``onnx`` package and writes it; this
 process needs only onnxkit.  The line says what happened: the error's class, its ``limit``,
@@ -29,7 +35,7 @@ def _chain_has_memory_error(exc) -> bool:
     return False
 
 
-def main(path: str) -> None:
+def main(path: str) -> str:
     resource.setrlimit(resource.RLIMIT_AS, (AS_CAP, AS_CAP))
     with open(path, "rb") as f:
         blob, feeds, limit_kwargs, threads, hide_re2 = pickle.load(f)
@@ -53,7 +59,38 @@ def main(path: str) -> None:
                    memory_error=_chain_has_memory_error(exc), onnxkit=type(exc).__module__.startswith("onnxkit"))
     out["seconds"] = time.perf_counter() - t0
     out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps(out))
+    return json.dumps(out)
+
+
+def serve(wall_s: float) -> None:
+    import os
+    import signal
+
+    import onnxkit  # noqa: F401 - imported once, before forking
+    from onnxkit.registry import get_registry
+
+    get_registry()
+    for line in sys.stdin:
+        path = line.strip()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                report = main(path)
+            except BaseException as exc:  # noqa: BLE001
+                report = json.dumps({"error": f"harness: {type(exc).__name__}: {exc}"})
+            with open(path + ".json", "w") as f:
+                f.write(report)
+            os._exit(0)
+        deadline = time.monotonic() + wall_s
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                with open(path + ".json", "w") as f:
+                    f.write(json.dumps({"error": "timeout", "seconds": wall_s}))
+                break
+            time.sleep(0.005)
+        print("done", flush=True)
 
 
 def _threads(sess, feeds, n):
@@ -82,4 +119,7 @@ def _threads(sess, feeds, n):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--serve":
+        serve(float(sys.argv[2]) if len(sys.argv) > 2 else 60.0)
+    else:
+        print(main(sys.argv[1]))

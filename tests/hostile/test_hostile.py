@@ -33,11 +33,33 @@ FAST_S = 5.0         # what "within seconds" means for the session's own time
 RSS_MIB = 1024
 
 
-def run_isolated(tmp_path, blob, feeds, limits=None, threads=0, hide_re2=False, suite_limits=True) -> dict:
-    """Run one session in a fresh, capped subprocess (see run_case.py); its JSON report."""
+@pytest.fixture(scope="module")
+def server():
+    """A process that has imported onnxkit once and forks one capped child per case."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, str(HERE / "run_case.py"), "--serve", str(WALL_S)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env)
+    yield proc
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+def run_isolated(tmp_path, blob, feeds, limits=None, threads=0, hide_re2=False, suite_limits=True,
+                 server=None) -> dict:
+    """Run one session in its own capped process (see run_case.py); its JSON report.
+
+    With ``server`` the process is forked from one that already imported onnxkit; without, a
+    fresh interpreter runs it (needed when the case changes what can be imported)."""
     path = tmp_path / "case.pkl"
     kwargs = {**(SUITE_LIMITS if suite_limits else {}), **(limits or {})}
     path.write_bytes(pickle.dumps((blob, feeds, kwargs, threads, hide_re2)))
+    if server is not None:
+        server.stdin.write(f"{path}\n")
+        server.stdin.flush()
+        assert server.stdout.readline().strip() == "done"
+        got = json.loads(Path(f"{path}.json").read_text())
+        assert got["error"] != "timeout", f"no answer within {WALL_S} s"
+        return got
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, str(HERE / "run_case.py"), str(path)], capture_output=True, text=True,
                           timeout=WALL_S, env=env)
@@ -52,9 +74,9 @@ def assert_bounded(got: dict) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_hostile_case(name, tmp_path):
+def test_hostile_case(name, tmp_path, server):
     case = CASES[name]()
-    got = run_isolated(tmp_path, case.model, case.feeds, case.limits)
+    got = run_isolated(tmp_path, case.model, case.feeds, case.limits, server=server)
     assert_bounded(got)
     if case.expect == "ok":
         assert got["error"] is None, got
@@ -70,10 +92,10 @@ def test_hostile_case(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["constant_of_shape", "tile", "range", "matmul", "random_normal"])
-def test_default_limits_refuse(name, tmp_path):
+def test_default_limits_refuse(name, tmp_path, server):
     """The default limits (derived from physical memory) refuse the astronomically large requests too."""
     case = CASES[name]()
-    got = run_isolated(tmp_path, case.model, case.feeds, suite_limits=False)
+    got = run_isolated(tmp_path, case.model, case.feeds, suite_limits=False, server=server)
     assert_bounded(got)
     assert got["error"] == "LimitExceeded" and got["limit"] == "max_value_bytes", got
 
@@ -85,12 +107,12 @@ def test_regex_without_re2_is_unsupported_at_session_creation(tmp_path):
     assert "RegexFullMatch" in got["message"] and "google-re2" in got["message"], got
 
 
-def test_session_from_8_threads_at_once(tmp_path):
+def test_session_from_8_threads_at_once(tmp_path, server):
     """Good and hostile runs interleaved on one session: each thread gets its own answer."""
     case = one_op("Tile", [("x", F, [2, 2]), ("r", I64, [2])], {})
     good = {"x": np.ones((2, 2), np.float32), "r": i64(2, 1)}
     bad = {"x": np.ones((2, 2), np.float32), "r": i64(1 << 19, 1 << 19)}
-    got = run_isolated(tmp_path, case.model, (good, bad), threads=8)
+    got = run_isolated(tmp_path, case.model, (good, bad), threads=8, server=server)
     assert_bounded(got)
     assert got["error"] is None, got
     for k, r in enumerate(got["result"]):

@@ -274,14 +274,13 @@ def _nested_types():
 
 
 def _run_budget():
-    # each value is allowed, together they are not: 8 live 96 MiB tensors under a 512 MiB run budget
+    # each value is allowed, together they are not: 8 live 16 MiB tensors under a 100 MiB run budget
     nodes = [node("ConstantOfShape", ["s"], [f"v{k}"], value=h.make_tensor("f", F, [1], [float(k)])) for k in range(8)]
-    nodes[0].name = "first"
     for k in range(8):
         nodes[k].name = f"c{k}"
     nodes.append(node("Sum", [f"v{k}" for k in range(8)], ["y"]))
-    c = Case(model(nodes, [vi("s", I64, [1])], [vi("y", F, ["n"])]), {"s": i64(24 << 20)}, "LimitExceeded:max_run_bytes")
-    c.limits = {"max_run_bytes": 512 << 20}
+    c = Case(model(nodes, [vi("s", I64, [1])], [vi("y", F, ["n"])]), {"s": i64(4 << 20)}, "LimitExceeded:max_run_bytes")
+    c.limits = {"max_run_bytes": 100 << 20}
     return c
 
 

@@ -5,7 +5,7 @@
                                      # fork a child that runs it (the child's line is written to
                                      # CASE_FILE.json; a child past WALL_S is killed), answer "done"
 
-CASE_FILE is a pickle of (model bytes, feeds, limits keywords, threads, hide_re2).  Forking
+CASE_FILE is a pickle of (model bytes, feeds, limits keywords, threads, hide_re2, backend).  Forking
 from a process that has already built the registry keeps each case's cost to the case itself.
 
 The parent (test_hostile.py) builds the case with the ``onnx`` package and writes it; this
@@ -38,7 +38,7 @@ def _chain_has_memory_error(exc) -> bool:
 def main(path: str) -> str:
     resource.setrlimit(resource.RLIMIT_AS, (AS_CAP, AS_CAP))
     with open(path, "rb") as f:
-        blob, feeds, limit_kwargs, threads, hide_re2 = pickle.load(f)
+        blob, feeds, limit_kwargs, threads, hide_re2, backend = pickle.load(f)
     if hide_re2:
         sys.modules["re2"] = None  # the binding is missing: import re2 raises ImportError
     import onnxkit
@@ -47,7 +47,7 @@ def main(path: str) -> str:
     out = {"error": None}
     t0 = time.perf_counter()
     try:
-        sess = onnxkit.InferenceSession(blob, limits=Limits(**limit_kwargs))
+        sess = onnxkit.InferenceSession(blob, backend, limits=Limits(**limit_kwargs))
         if threads:
             results = _threads(sess, feeds, threads)
             out["result"] = results
@@ -70,6 +70,10 @@ def serve(wall_s: float) -> None:
     from onnxkit.registry import get_registry
 
     get_registry()
+    try:  # the gpu backend's torch, imported once too (its import is not what a case measures)
+        import torch  # noqa: F401
+    except ImportError:
+        pass
     for line in sys.stdin:
         path = line.strip()
         pid = os.fork()

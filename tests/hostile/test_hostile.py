@@ -45,14 +45,14 @@ def server():
 
 
 def run_isolated(tmp_path, blob, feeds, limits=None, threads=0, hide_re2=False, suite_limits=True,
-                 server=None) -> dict:
+                 server=None, backend="cpu") -> dict:
     """Run one session in its own capped process (see run_case.py); its JSON report.
 
     With ``server`` the process is forked from one that already imported onnxkit; without, a
     fresh interpreter runs it (needed when the case changes what can be imported)."""
     path = tmp_path / "case.pkl"
     kwargs = {**(SUITE_LIMITS if suite_limits else {}), **(limits or {})}
-    path.write_bytes(pickle.dumps((blob, feeds, kwargs, threads, hide_re2)))
+    path.write_bytes(pickle.dumps((blob, feeds, kwargs, threads, hide_re2, backend)))
     if server is not None:
         server.stdin.write(f"{path}\n")
         server.stdin.flush()
@@ -98,6 +98,20 @@ def test_default_limits_refuse(name, tmp_path, server):
     got = run_isolated(tmp_path, case.model, case.feeds, suite_limits=False, server=server)
     assert_bounded(got)
     assert got["error"] == "LimitExceeded" and got["limit"] == "max_value_bytes", got
+
+
+GPU_CASES = ["constant_of_shape", "expand", "tile", "range", "resize", "pad", "matmul", "einsum", "gather", "where",
+             "affine_grid", "conv_transpose", "max_unpool"]
+
+
+@pytest.mark.parametrize("name", GPU_CASES)
+def test_gpu_backend_refuses_the_same(name, tmp_path, server):
+    """The check is the run loop's, not a kernel's: the torch backend refuses before allocating too."""
+    pytest.importorskip("torch")
+    case = CASES[name]()
+    got = run_isolated(tmp_path, case.model, case.feeds, case.limits, server=server, backend="gpu")
+    assert_bounded(got)
+    assert got["error"] == "LimitExceeded" and got["limit"] == case.expect.partition(":")[2], got
 
 
 def test_regex_without_re2_is_unsupported_at_session_creation(tmp_path):

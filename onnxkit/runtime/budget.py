@@ -250,7 +250,12 @@ class Guard:
             else:
                 return 0  # too small to matter: not charged (bounded by the inputs' sizes)
         elif kind != "value":
-            return _ESTIMATORS[kind](self, budget, args)
+            try:
+                return _ESTIMATORS[kind](self, budget, args)
+            except OnnxkitError:
+                raise
+            except Exception:  # inputs the estimator cannot read: the kernel reports them, by name
+                return 0
         need = self.predict(args)
         return budget.charge(need, self.node, self.op, "outputs") if need else 0
 
@@ -266,8 +271,8 @@ class Guard:
         ctx.output_values = [None] * self.n_out
         try:
             ret = self.infer(ctx)
-        except (OnnxkitError, ArithmeticError, ValueError, TypeError, IndexError, KeyError, OverflowError):
-            return 0  # a contradiction: the kernel reports it, by name
+        except Exception:  # a contradiction, or inputs it cannot read: the kernel reports them, by name
+            return 0
         types = ret if isinstance(ret, (list, tuple)) else ctx.output_types
         return sum(type_bytes(t) or 0 for t in types)
 

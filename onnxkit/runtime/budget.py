@@ -5,7 +5,9 @@ run-time size check: those whose output can be larger than their inputs bound it
 from input *values* (ConstantOfShape, Expand, Tile, Range, Pad, Resize, OneHot, windows, ...),
 broadcasting and contracting products (elementwise operators, MatMul, Gemm, Einsum, Gather,
 Concat), generators whose size is an attribute (RandomNormal, Multinomial), and sequence and
-string operators.  Every other node gets no guard and costs the run loop one ``is None`` test.
+string operators.  Every other node gets no guard and costs the run loop one ``is None`` test:
+its output is bounded by inputs that were themselves checked or fed (Reshape, Slice, Scatter*,
+TopK, Compress, elementwise operators on equal shapes, reductions, convolutions, ...).
 
 A guard is called by :meth:`GraphPlan.run` with the node's input values, *before* the kernel.
 It predicts the output sizes from the operator's own inference function (Clause 9.2), called

@@ -14,9 +14,10 @@ It predicts the output sizes from the operator's own inference function (Clause 
 with the concrete input shapes and the values of small inputs (the same shape function that
 types the model, so the check and the kernel cannot disagree), or — for the few operators
 whose size depends on data an inference function never sees (NonZero's count, a sequence's
-length, strings' lengths) — from a small estimator in this module.  For product-like
-operators a cheap bound (the product of the input sizes) passes the common case without
-calling inference at all.
+length, strings' lengths) — from a small estimator in this module.  For broadcasting,
+contracting, gathering and concatenating operators a cheap bound on the output's elements
+(equal shapes; |a|·|b|/K for a contraction over K; the sum for Concat; the product of the
+input sizes otherwise) passes the common case without calling inference at all.
 
 Refusals raise :class:`~onnxkit.errors.LimitExceeded` naming the limit, the node, its op_type
 and the requested size; nothing has been allocated for the node by then.  The limits
@@ -51,13 +52,14 @@ VALUE_SIZED = frozenset("""
     RandomUniform Multinomial RoiAlign TfIdfVectorizer EyeLike
 """.split())
 
-#: Output elements are at most the product of the input sizes (broadcasting, contractions,
-#: gathers, concatenation): a cheap bound passes small cases, inference predicts the rest.
-PRODUCT_SIZED = frozenset("""
-    Add Sub Mul Div Pow Mod PRelu Equal Less LessOrEqual Greater GreaterOrEqual And Or Xor BitShift
-    BitwiseAnd BitwiseOr BitwiseXor Where Sum Mean Max Min MatMul MatMulInteger QLinearMatMul Gemm
-    Einsum Gather GatherND Concat GridSample
-""".split())
+#: Outputs a cheap bound on their elements usually shows small (broadcasting, contractions,
+#: gathers, concatenation): the bound passes those, inference predicts the rest exactly.
+BOUNDED = {
+    **dict.fromkeys("""Add Sub Mul Div Pow Mod PRelu Equal Less LessOrEqual Greater GreaterOrEqual And Or Xor
+        BitShift BitwiseAnd BitwiseOr BitwiseXor Where Sum Mean Max Min""".split(), "broadcast"),
+    "Concat": "concat", "MatMul": "matmul", "MatMulInteger": "matmul", "Gemm": "gemm", "Gather": "gather",
+    **dict.fromkeys("QLinearMatMul Einsum GatherND GridSample".split(), "product"),
+}
 
 #: Sizes that depend on data no inference function sees: an estimator of this module each.
 ESTIMATED = frozenset("NonZero SplitToSequence SequenceInsert SequenceConstruct ConcatFromSequence StringConcat "
@@ -241,16 +243,14 @@ class Guard:
 
     def __call__(self, budget: RunBudget, args) -> int:
         kind = self.kind
-        if kind == "product":
-            # output elements <= prod(size_i + 1); 16 bytes bound any numeric element
-            cap = budget.limits.max_value_bytes >> 4
-            bound = 1
-            for a in args:
-                bound *= numel(a) + 1
-                if bound > cap:
-                    break
-            else:
-                return 0  # too small to matter: not charged (bounded by the inputs' sizes)
+        if kind in _BOUNDS:
+            # 16 octets bound any numeric element: a small bound passes, uncharged (input-sized)
+            try:
+                small = _BOUNDS[kind](self, args) <= budget.limits.max_value_bytes >> 4
+            except Exception:  # inputs the bound cannot read: inference (or the kernel) will say
+                small = False
+            if small:
+                return 0
         elif kind != "value":
             try:
                 return _ESTIMATORS[kind](self, budget, args)
@@ -286,8 +286,8 @@ def guard_for(node, op: str, domain: str, schema, registry, version: int) -> Opt
     t = node.op_type
     if t in VALUE_SIZED:
         kind = "value"
-    elif t in PRODUCT_SIZED:
-        kind = "product"
+    elif t in BOUNDED:
+        kind = BOUNDED[t]
     elif t in ESTIMATED:
         kind = t
     else:
@@ -295,6 +295,55 @@ def guard_for(node, op: str, domain: str, schema, registry, version: int) -> Opt
     infer = registry.inference.get(schema.key) if schema is not None else None
     template = InferenceContext(None, node, schema, domain, version, [], [], {}, None, "", False).__dict__
     return Guard(node, op, infer, template, kind)
+
+
+# -- cheap upper bounds on output elements (a failed bound asks inference for the exact size) -----
+
+def _product_bound(g: Guard, args) -> int:
+    bound = 1
+    for a in args:
+        bound *= numel(a) + 1
+    return bound
+
+
+def _broadcast_bound(g: Guard, args) -> int:
+    shape = getattr(args[0], "shape", None)
+    if all(getattr(a, "shape", None) == shape for a in args):
+        return numel(args[0])  # no broadcasting: the output has the inputs' shape
+    return _product_bound(g, args)
+
+
+def _concat_bound(g: Guard, args) -> int:
+    return sum(numel(a) for a in args)
+
+
+def _contraction_bound(k_a: int, args) -> int:
+    # out = batch x M x N <= (|a| / K) x (|b| / K), K the contracted extent (unknown when 0)
+    a, b = args[0], args[1]
+    if a.ndim == 0 or b.ndim == 0:
+        return _product_bound(None, args)
+    k = int(a.shape[k_a])
+    return (numel(a) // k) * (numel(b) // k) if k else 1 << 62
+
+
+def _matmul_bound(g: Guard, args) -> int:
+    return _contraction_bound(-1, args)
+
+
+def _gemm_bound(g: Guard, args) -> int:
+    return _contraction_bound(0 if g.template["_attributes"].get("transA") else -1, args)
+
+
+def _gather_bound(g: Guard, args) -> int:
+    data, indices = args[0], args[1]
+    if data.ndim == 0:
+        return _product_bound(g, args)
+    extent = int(data.shape[int(g.template["_attributes"].get("axis", 0) or 0) % data.ndim])
+    return numel(indices) * (numel(data) // max(extent, 1))
+
+
+_BOUNDS = {"broadcast": _broadcast_bound, "concat": _concat_bound, "matmul": _matmul_bound, "gemm": _gemm_bound,
+           "gather": _gather_bound, "product": _product_bound}
 
 
 # -- estimators: sizes that depend on data inference does not see -----------------------------

@@ -71,11 +71,13 @@ _CURRENT: contextvars.ContextVar = contextvars.ContextVar("onnxkit_run_budget", 
 class RunBudget:
     """The bytes one run (``InferenceSession.run``, nested graphs included) holds in checked values."""
 
-    __slots__ = ("limits", "live")
+    __slots__ = ("limits", "live", "small")
 
     def __init__(self, limits=None):
         self.limits = limits or DEFAULT_LIMITS
         self.live = 0
+        #: output elements below which a bound passes a node uncharged (16 octets bound any element)
+        self.small = self.limits.max_value_bytes >> 4
 
     def charge(self, nbytes: int, node, op: str, what: str = "output") -> int:
         """Admit ``nbytes`` more for ``what`` of ``node``, or raise :class:`LimitExceeded`.  Returns ``nbytes``."""
@@ -235,18 +237,19 @@ class _ConcreteContext(InferenceContext):
 class Guard:
     """The run-time size check of one node; ``guard(budget, args)`` -> bytes charged to ``budget``."""
 
-    __slots__ = ("node", "op", "infer", "template", "kind", "n_out")
+    __slots__ = ("node", "op", "infer", "template", "kind", "n_out", "bound")
 
     def __init__(self, node, op: str, infer, template, kind: str):
         self.node, self.op, self.infer, self.template, self.kind = node, op, infer, template, kind
         self.n_out = len(node.output)
+        self.bound = _BOUNDS.get(kind)
 
     def __call__(self, budget: RunBudget, args) -> int:
+        bound = self.bound
         kind = self.kind
-        if kind in _BOUNDS:
-            # 16 octets bound any numeric element: a small bound passes, uncharged (input-sized)
-            try:
-                small = _BOUNDS[kind](self, args) <= budget.limits.max_value_bytes >> 4
+        if bound is not None:
+            try:  # a small bound passes, uncharged: the output is no bigger than its inputs allow
+                small = bound(self, args) <= budget.small
             except Exception:  # inputs the bound cannot read: inference (or the kernel) will say
                 small = False
             if small:
@@ -307,10 +310,11 @@ def _product_bound(g: Guard, args) -> int:
 
 
 def _broadcast_bound(g: Guard, args) -> int:
-    shape = getattr(args[0], "shape", None)
-    if all(getattr(a, "shape", None) == shape for a in args):
-        return numel(args[0])  # no broadcasting: the output has the inputs' shape
-    return _product_bound(g, args)
+    shape = args[0].shape
+    for a in args:
+        if a.shape != shape:
+            return _product_bound(g, args)
+    return numel(args[0])  # no broadcasting: the output has the inputs' shape
 
 
 def _concat_bound(g: Guard, args) -> int:

@@ -83,3 +83,24 @@ def test_sequence_length_limit():
     with pytest.raises(LimitExceeded, match="max_sequence_length") as info:
         sess.run(None, {"x": np.ones(101, np.float32)})
     assert info.value.value == 101
+
+
+def test_memory_the_system_refuses_is_an_onnxkit_error_without_a_memory_error():
+    sess = onnxkit.InferenceSession(_cos_model())
+    step = sess.plan.steps[1]
+    real = step.fn
+
+    def refuse(*args):
+        raise MemoryError("Unable to allocate 4.00 TiB")
+
+    step.fn = refuse
+    try:
+        with pytest.raises(onnxkit.errors.EvaluationError, match="'relu' \\(Relu\\): out of memory") as info:
+            sess.run(None, {"s": np.array([2, 2])})
+    finally:
+        step.fn = real
+    e, seen = info.value, []
+    while e is not None:
+        seen.append(type(e))
+        e = e.__cause__ or e.__context__
+    assert MemoryError not in seen

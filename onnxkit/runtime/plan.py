@@ -123,13 +123,11 @@ class GraphPlan:
                 out = step.fn(env, *args) if step.scope else step.fn(*args)
             except OnnxkitError:
                 raise
-            except MemoryError:  # allowed by the limits, refused by the system: said without the chain
-                out = _out_of_memory
+            except MemoryError:  # allowed by the limits, refused by the system: raised below, unchained
+                break
             except Exception as exc:
                 raise EvaluationError(f"{self.name}: node {step.node.name!r} ({step.op}) failed: "
                                       f"{type(exc).__name__}: {exc}", step.node.name, step.op) from exc
-            if out is _out_of_memory:
-                raise _out_of_memory(self.name, step)
             outs = step.outputs
             if type(out) is not tuple:
                 if outs and outs[0]:
@@ -142,10 +140,12 @@ class GraphPlan:
                 env.pop(n, None)
             for n in step.release:
                 budget.live -= held.pop(n, 0)
-        try:
-            return [env[n] for n in self.output_names]
-        except KeyError as exc:
-            raise EvaluationError(f"{self.name}: graph output {exc.args[0]!r} was not computed") from None
+        else:
+            try:
+                return [env[n] for n in self.output_names]
+            except KeyError as exc:
+                raise EvaluationError(f"{self.name}: graph output {exc.args[0]!r} was not computed") from None
+        raise _out_of_memory(self.name, step)
 
 
 class Planner:

@@ -7,11 +7,22 @@ One :class:`Limits` object carries every limit onnxkit enforces; the defaults ar
 
 from __future__ import annotations
 
+import os
+
 import attrs
 
 from .errors import LimitExceeded
 
 GiB = 1 << 30
+MiB = 1 << 20
+
+
+def physical_memory() -> int:
+    """The machine's physical memory in octets (16 GiB when the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - non-POSIX
+        return 16 * GiB
 
 
 @attrs.frozen
@@ -30,6 +41,18 @@ class Limits:
     max_loop_iterations: int = 10_000_000
     #: Largest external data file (15.4).
     max_external_file_bytes: int = 1 << 40
+
+    # -- computed values (evaluation; see onnxkit.runtime.budget) ---------------------------
+    #: Most bytes the size-checked values of one run hold at once (default: 3/4 of physical memory).
+    max_run_bytes: int = attrs.field(factory=lambda: physical_memory() * 3 // 4)
+    #: Largest single computed value, in octets, refused before it is allocated (default: half
+    #: of physical memory, never more than ``max_tensor_bytes`` nor ``max_run_bytes``).
+    max_value_bytes: int = attrs.field(default=attrs.Factory(
+        lambda self: min(physical_memory() // 2, self.max_tensor_bytes, self.max_run_bytes), takes_self=True))
+    #: Most elements of one computed sequence (a list of values costs ~100 octets per element).
+    max_sequence_length: int = 1 << 24
+    #: Longest single computed string element, in octets.
+    max_string_bytes: int = 256 * MiB
 
     def check(self, name: str, value: int, where: str = "") -> None:
         """Raise :class:`LimitExceeded` if ``value`` exceeds the limit ``name``."""

@@ -1,6 +1,6 @@
 """Evaluation (Clause 8): planning, the run loop, sessions, and the kernel contract for backends."""
 
-from .kernel import KernelTable, NodeContext, needs_scope
+from .kernel import KernelTable, NodeContext, Unsupported, needs_scope
 from .options import (
     ExecutionMode, GraphOptimizationLevel, ModelMetadata, NodeArg, RunOptions, SessionOptions,
 )
@@ -10,7 +10,7 @@ from .state import RunTerminated
 
 __all__ = ["ExecutionMode", "GraphOptimizationLevel", "IOBinding", "InferenceSession", "InputError", "KernelTable",
            "ModelMetadata", "NodeArg", "NodeContext", "OrtValue", "RunOptions", "RunTerminated", "SessionOptions",
-           "needs_scope", "run_model", "get_available_providers", "get_device"]
+           "Unsupported", "needs_scope", "run_model", "get_available_providers", "get_device"]
 
 
 def get_available_providers() -> list:

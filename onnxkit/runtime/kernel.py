@@ -36,7 +36,14 @@ from typing import Any, Callable, Optional
 import attrs
 import numpy as np
 
+from ..errors import OnnxkitError
 from ..registry import normalize_domain
+
+
+class Unsupported(OnnxkitError):
+    """Raised by a kernel factory that cannot serve its node on this installation (a library it
+    needs is missing, ...): the planner reports the operator unsupported, with this message as
+    the reason, together with every other unsupported operator (Clause 4.4)."""
 
 
 class KernelTable(dict):

@@ -31,8 +31,9 @@ from .. import ir
 from ..errors import EvaluationError, OnnxkitError
 from ..functions import GRAPH_TYPES, call_attributes, node_attributes, substitute
 from ..registry import normalize_domain
+from .budget import RunBudget, enter_run, guard_for, leave_run
 from .fallback import Placement
-from .kernel import NodeContext
+from .kernel import NodeContext, Unsupported
 from .state import RUN_STATE
 
 #: Operators whose result may differ between evaluations (Clause 8.5): never folded at planning.
@@ -40,12 +41,15 @@ NON_DETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLik
                                "Multinomial", "Bernoulli", "Dropout"})
 
 
-class Unsupported(OnnxkitError):
-    pass
+def _out_of_memory(graph: str, step) -> EvaluationError:
+    """The error of an allocation the limits allowed and the system refused (no MemoryError chained)."""
+    return EvaluationError(f"{graph}: node {step.node.name!r} ({step.op}): out of memory: the system refused an "
+                           "allocation within the configured limits; lower Limits.max_value_bytes / max_run_bytes "
+                           "to have such requests refused by size", step.node.name, step.op)
 
 
 class Step:
-    __slots__ = ("fn", "inputs", "outputs", "free", "scope", "node", "op", "_uses")
+    __slots__ = ("fn", "inputs", "outputs", "free", "scope", "node", "op", "_uses", "guard", "release")
 
     def __init__(self, fn, inputs, outputs, node, scope):
         self.fn = fn
@@ -56,10 +60,12 @@ class Step:
         self.free = ()
         self._uses = ()
         self.op = f"{node.domain + '::' if node.domain else ''}{node.op_type}"
+        self.guard = None    # the size check run before fn (onnxkit.runtime.budget), if it needs one
+        self.release = ()    # names freed after this step whose bytes a guard charged
 
     def copy(self) -> "Step":
         step = Step(self.fn, self.inputs, self.outputs, self.node, self.scope)
-        step._uses = self._uses
+        step._uses, step.guard = self._uses, self.guard
         return step
 
 
@@ -68,8 +74,11 @@ class GraphPlan:
 
     ``inputs``: values for ``input_names`` by position (None = not supplied: an initializer
     default is used where there is one).  ``scope``: the enclosing graph's values by name
-    (subgraphs see them, Clause 5.4.3).
+    (subgraphs see them, Clause 5.4.3).  Nodes with a size guard are checked against the
+    run's budget (``limits``) before their kernel runs (:mod:`onnxkit.runtime.budget`).
     """
+
+    limits = None
 
     def __init__(self, name, input_names, output_names, constants, steps, free_vars, defaults):
         self.name = name
@@ -87,7 +96,17 @@ class GraphPlan:
         """Evaluate the steps in order.  ``state`` (a :class:`~onnxkit.runtime.state.RunState`,
         or found in ``scope`` under :data:`RUN_STATE` for a subgraph) selects the watched loop,
         which checks termination and the time limit before each node and profiles the top
-        level; without one the loop only calls the kernels."""
+        level; without one the loop only calls the kernels (and the size guards, which are
+        decided at planning: :mod:`onnxkit.runtime.budget`)."""
+        budget, token = enter_run(self.limits)
+        held: dict = {}  # output name -> bytes its guard charged, until the loop frees it
+        try:
+            return self._run(inputs, scope, state, budget, held)
+        finally:
+            budget.live -= sum(held.values())
+            leave_run(token)
+
+    def _run(self, inputs, scope, state, budget, held) -> list:
         steps = self.steps
         if self.folded is not None and not any(
                 i < len(inputs) and inputs[i] is not None for i in self.default_positions):
@@ -108,15 +127,15 @@ class GraphPlan:
             env[name] = v
         if state is None:
             for step in steps:
-                _execute(self.name, step, env)
+                _execute(self.name, step, env, budget, held)
         else:
-            self._run_watched(steps, env, state, top=scope is None)
+            self._run_watched(steps, env, state, scope is None, budget, held)
         try:
             return [env[n] for n in self.output_names]
         except KeyError as exc:
             raise EvaluationError(f"{self.name}: graph output {exc.args[0]!r} was not computed") from None
 
-    def _run_watched(self, steps, env: dict, state, top: bool) -> None:
+    def _run_watched(self, steps, env: dict, state, top: bool, budget, held) -> None:
         """The run loop of a watched run: check before each node (and once for an empty body),
         and record a profiling event per node of the top-level graph."""
         env[RUN_STATE] = state  # subgraphs run with ``env`` as their scope find it there
@@ -125,29 +144,39 @@ class GraphPlan:
         for step in steps:
             state.check(f"node {step.node.name!r} ({step.op}) of graph {self.name!r}")
             if profiler is None:
-                _execute(self.name, step, env)
+                _execute(self.name, step, env, budget, held)
             else:
                 begin = profiler.now_us()
-                args, out = _execute(self.name, step, env, keep=True)
+                args, out = _execute(self.name, step, env, budget, held, keep=True)
                 profiler.node_event(step, begin, args, out)
         del env[RUN_STATE]
 
 
-def _execute(graph_name: str, step: Step, env: dict, keep: bool = False):
-    """Run one step: read its inputs from ``env``, call its kernel, store its outputs, free the
-    values it used last.  With ``keep`` returns ``(args, out)`` for the profiler."""
+_OUT_OF_MEMORY = object()
+
+
+def _execute(graph_name: str, step: Step, env: dict, budget, held: dict, keep: bool = False):
+    """Run one step: read its inputs from ``env``, check its size guard against ``budget`` (the
+    bytes it charges kept in ``held``), call its kernel, store its outputs, free the values it
+    used last.  With ``keep`` returns ``(args, out)`` for the profiler."""
     try:
         args = [env[n] if n else None for n in step.inputs]
     except KeyError as exc:
         raise EvaluationError(f"{graph_name}: node {step.node.name!r} ({step.op}) reads {exc.args[0]!r}, "
                               "which has no value (Clause 7.5)", step.node.name, step.op) from None
+    if step.guard is not None:
+        held[step.outputs[0] if step.outputs else ""] = step.guard(budget, args)
     try:
         out = step.fn(env, *args) if step.scope else step.fn(*args)
     except OnnxkitError:
         raise
+    except MemoryError:  # allowed by the limits, refused by the system: raised below, unchained
+        out = _OUT_OF_MEMORY
     except Exception as exc:
         raise EvaluationError(f"{graph_name}: node {step.node.name!r} ({step.op}) failed: "
                               f"{type(exc).__name__}: {exc}", step.node.name, step.op) from exc
+    if out is _OUT_OF_MEMORY:
+        raise _out_of_memory(graph_name, step)
     outs = step.outputs
     if type(out) is not tuple:
         if outs and outs[0]:
@@ -158,6 +187,8 @@ def _execute(graph_name: str, step: Step, env: dict, keep: bool = False):
                 env[name] = v
     for n in step.free:
         env.pop(n, None)
+    for n in step.release:
+        budget.live -= held.pop(n, 0)
     return (args, out) if keep else None
 
 
@@ -232,6 +263,7 @@ class Planner:
         plan = GraphPlan(name or graph.name or "graph", input_names, output_names, constants, steps,
                          frozenset(free), defaults)
         plan.folded = plan_with_defaults
+        plan.limits = self.limits
         return plan
 
     def _initializer_value(self, t):
@@ -240,8 +272,7 @@ class Planner:
             return to_backend(t.to_dense())
         return to_backend(t.numpy())
 
-    @staticmethod
-    def _fold_constants(steps, constants: dict, keep: set) -> list:
+    def _fold_constants(self, steps, constants: dict, keep: set) -> list:
         """Evaluate, once at planning, every deterministic node whose inputs are all constants
         (Clause 8.2 lets an implementation evaluate in any order; weights built by
         ConstantOfShape, Constant chains, shape arithmetic on initializers).  Their outputs
@@ -253,8 +284,11 @@ class Planner:
                     or not all((not n) or n in constants for n in step.inputs):
                 remaining.append(step)
                 continue
+            args = [constants[n] if n else None for n in step.inputs]
             try:
-                out = step.fn(*[constants[n] if n else None for n in step.inputs])
+                if step.guard is not None:  # a constant too big to compute is refused at run time, by name
+                    step.guard(RunBudget(self.limits), args)
+                out = step.fn(*args)
             except Exception:
                 remaining.append(step)
                 continue
@@ -285,8 +319,10 @@ class Planner:
         for n, i in last.items():
             if n not in keep:
                 frees.setdefault(i, []).append(n)
+        guarded = {s.outputs[0] for s in steps if s.guard is not None and s.outputs}
         for i, s in enumerate(steps):
             s.free = tuple(frees.get(i, ()))
+            s.release = tuple(n for n in s.free if n in guarded)
 
     # -- nodes --------------------------------------------------------------------------------
     def compile_node(self, node: ir.Node, opsets: dict, visible: frozenset, graph: Optional[ir.Graph] = None):
@@ -356,12 +392,16 @@ class Planner:
                 ctx._subgraphs[a.name] = plans if isinstance(a.value, list) else plans[0]
         try:
             fn = factory(ctx)
+        except Unsupported as exc:  # the kernel cannot serve this node here (a missing library, ...)
+            self._unsupported(domain, node.op_type, version, str(exc))
+            return None, free
         except OnnxkitError:
             raise
         except Exception as exc:
             raise EvaluationError(f"node {node.name!r} ({node.op_type}): cannot be prepared: {type(exc).__name__}: {exc}",
                                   node.name, node.op_type) from exc
         step = Step(fn, list(node.input), list(node.output), node, bool(getattr(fn, "needs_scope", False)))
+        step.guard = guard_for(node, step.op, domain, schema, self.registry, version)
         if free:
             step._uses = tuple(free)  # outer values a subgraph reads stay alive until this node ran
         return step, free

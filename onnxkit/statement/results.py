@@ -182,8 +182,6 @@ def _figure_divergences() -> list:
 OTHER_DIVERGENCES = (
     "STRING elements (Clause 6.4 leaves the encoding open) come back from a session as `str`, save an element "
     "that is not valid UTF-8, which comes back as `bytes`; inside onnxkit they are the octets the model holds.",
-    "`RegexFullMatch` uses Python's `re` after translating RE2 syntax; `(?i)` folds ASCII letters only and `\\s` "
-    "also matches `\\v` (see `kernels/string.py`).",
     "`Gradient` (ai.onnx.preview.training) differentiates the operators listed in `kernels/gradient.py`; a graph "
     "using another is refused when the session is created, naming the operator.",
     "`Loop` with a trip count and no condition input runs the trip count's iterations (the body's condition is "

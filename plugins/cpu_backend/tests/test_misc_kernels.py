@@ -380,6 +380,23 @@ def test_regex_full_match_re2_semantics():
     for bad in (r"a(?=b)", r"(a)\1", r"a*+"):
         with pytest.raises(EvaluationError, match="RE2"):
             run("RegexFullMatch", 20, [S("ab")], {"pattern": bad})
+    # RE2's own semantics: (?i) folds Unicode case, \s is [\t\n\f\r ] (no \v), \pL classes
+    y = run("RegexFullMatch", 20, [S("\u00c9T\u00c9", "\v", "\u00e9")], {"pattern": r"(?i)\x{e9}t\x{e9}|\s|\pL"})
+    assert y.tolist() == [True, False, True]
+    # linear time: the classic catastrophic-backtracking pattern answers at once
+    import time
+    t0 = time.perf_counter()
+    y = run("RegexFullMatch", 20, [S("a" * 5000 + "!")], {"pattern": "(a+)+$"})
+    assert y.tolist() == [False] and time.perf_counter() - t0 < 1.0
+
+
+def test_regex_full_match_without_re2_is_unsupported(monkeypatch):
+    from onnxkit.runtime import Unsupported
+    from onnxkit_cpu.kernels import string
+
+    monkeypatch.setattr(string, "_re2", None)
+    with pytest.raises(Unsupported, match="google-re2"):
+        string.regex_full_match(None)
 
 
 def test_tfidf_weighted_modes_against_the_reference():

@@ -15,6 +15,11 @@ Operators and the definitions (since_versions) implemented:
   9, 11, 16, 19, 21, 23, 24, 25 (``scan_input_axes``, ``scan_input_directions``,
   ``scan_output_axes``, ``scan_output_directions``; negative axes from 11 on).
 
+Scan outputs gather one value per iteration: each is charged to the run's budget as it
+arrives (:class:`onnxkit.runtime.budget.Accumulation`), so a loop whose accumulated output
+would exceed ``Limits.max_value_bytes`` or ``max_run_bytes`` is refused during the
+iteration that would cross it.
+
 The later versions of each operator only widen the type lists; their semantics are those of
 the version they follow.  Every subgraph sees the values of the enclosing scope (Clause
 5.4.3): the kernels are :func:`~onnxkit.runtime.needs_scope` functions and pass the scope
@@ -29,6 +34,7 @@ from onnxkit import ir
 from onnxkit.dtypes import ELEMENT_TYPES
 from onnxkit.limits import DEFAULT_LIMITS
 from onnxkit.runtime import KernelTable, needs_scope
+from onnxkit.runtime.budget import Accumulation
 
 KERNELS = KernelTable()
 
@@ -146,6 +152,7 @@ def loop(ctx):
             limits.check("max_loop_iterations", max(trip, 0), where=where)
         carried = list(v_initial)
         scans: list = [[] for _ in range(n_scan)]
+        acc = Accumulation(ctx.node, "Loop", n_scan, ctx.limits)
         cond_in = np.array(keep_going)
         i = 0
         while keep_going and (trip is None or i < trip):
@@ -154,6 +161,7 @@ def loop(ctx):
             outs = body.run([np.array(i, dtype=np.int64), cond_in, *carried], scope)
             carried = outs[1:1 + n_carried]
             for k in range(n_scan):
+                acc.add(k, outs[1 + n_carried + k])
                 scans[k].append(outs[1 + n_carried + k])
             if use_cond:
                 c = outs[0]
@@ -168,6 +176,7 @@ def loop(ctx):
                 results.append(_stack(ctx, scans[k], f"scan output {k}"))
             else:
                 results.append(_declared_zeros(scan_vis[k]))
+        acc.close()
         return tuple(results)
 
     return run
@@ -227,6 +236,7 @@ def scan_8(ctx):
                 ctx.fail(f"sequence_lens {lens} must hold {batch} lengths in [0, {max_len}]")
         final_states: list = [[] for _ in range(n_state)]
         per_batch_scans: list = [[] for _ in range(k)]
+        acc = Accumulation(ctx.node, "Scan", k, ctx.limits)
         for b in range(batch):
             st = [s[b, ...] for s in states]
             outs_b: list = [[] for _ in range(k)]
@@ -236,6 +246,7 @@ def scan_8(ctx):
                 outs = body.run([*st, *elems], scope)
                 st = outs[:n_state]
                 for q in range(k):
+                    acc.add(q, outs[n_state + q])
                     outs_b[q].append(outs[n_state + q])
             for i in range(n_state):
                 final_states[i].append(st[i])
@@ -253,6 +264,7 @@ def scan_8(ctx):
                 if r:
                     out[b, :len(r)] = _stack(ctx, r, f"scan output {q}")
             results.append(out)
+        acc.close()
         return tuple(results)
 
     return run
@@ -289,10 +301,12 @@ def scan(ctx):
                 ctx.fail(f"scan input {j} has {x.shape[0]} elements on its scan axis, scan input 0 has {length}")
             xs.append(x)
         scans: list = [[] for _ in range(k)]
+        acc = Accumulation(ctx.node, "Scan", k, ctx.limits)
         for t in range(length):
             outs = body.run([*states, *(x[t, ...] for x in xs)], scope)  # [t, ...]: 0-d arrays, not scalars
             states = outs[:n_state]
             for q in range(k):
+                acc.add(q, outs[n_state + q])
                 scans[q].append(outs[n_state + q])
         results = list(states)
         for q in range(k):
@@ -310,6 +324,7 @@ def scan(ctx):
             if a:
                 y = np.moveaxis(y, 0, a)
             results.append(np.ascontiguousarray(y))
+        acc.close()
         return tuple(results)
 
     return run

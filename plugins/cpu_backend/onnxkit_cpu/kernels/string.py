@@ -15,14 +15,9 @@ Documented choices:
   ONNX reference implementation instead removes words inside elements and strips accents).
   Case mapping is Unicode's default mapping (Python ``str.lower``/``str.upper``) whatever the
   ``locale`` attribute says; empty strings are kept.
-* RegexFullMatch: ONNX specifies RE2 syntax; onnxkit evaluates with Python ``re`` after a
-  translation.  Matching RE2: ``\\d \\w \\s \\b`` are ASCII-only (``re.ASCII``), ``\\z`` is end of
-  text, ``\\Q...\\E`` quotes, ``\\x{...}`` hex escapes, ``(?<name>...)`` groups and ASCII POSIX
-  classes (``[[:alpha:]]``) are understood.  Constructs RE2 rejects (back-references,
-  look-around, atomic groups, possessive quantifiers) are rejected; RE2 features Python
-  lacks (``\\p{...}`` Unicode classes, ``\\C``, ungreedy flag ``U``, flags after the start)
-  are rejected as unsupported.  Known remaining differences: case-insensitive matching
-  ``(?i)`` folds ASCII letters only, and ``\\s`` also matches ``\\v``.
+* RegexFullMatch: RE2 itself (the ``google-re2`` binding) with RE2's syntax and semantics,
+  matching in time linear in the text; without the binding the operator is reported
+  unsupported when the session is created.
 * TfIdfVectorizer: in IDF/TFIDF modes ``weights[j]`` scales output coordinate ``j`` (what the
   ONNX reference implementation and onnxruntime do; it equals the specification's "weight of
   the i-th pool n-gram" whenever ``ngram_indexes`` is the identity).
@@ -30,11 +25,9 @@ Documented choices:
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from onnxkit.runtime import KernelTable
+from onnxkit.runtime import KernelTable, Unsupported
 
 KERNELS = KernelTable()
 
@@ -139,111 +132,35 @@ def string_split(ctx):
 
 # -------------------------------------------------------------------------- RegexFullMatch
 
-_POSIX = {
-    "alnum": "0-9A-Za-z", "alpha": "A-Za-z", "ascii": "\\x00-\\x7f", "blank": "\\t ",
-    "cntrl": "\\x00-\\x1f\\x7f", "digit": "0-9", "graph": "!-~", "lower": "a-z", "print": " -~",
-    "punct": "!-/:-@\\[-`{-~", "space": "\\t\\n\\v\\f\\r ", "upper": "A-Z", "word": "0-9A-Za-z_",
-    "xdigit": "0-9A-Fa-f",
-}
+try:  # RE2 itself (google-re2): linear-time matching, RE2 syntax; never a backtracking engine
+    import re2 as _re2
+except ImportError:  # pragma: no cover - exercised by forcing the import to fail
+    _re2 = None
 
 
-def translate_re2(pattern: str) -> str:
-    """Python ``re`` syntax for an RE2 pattern; raises ValueError for constructs not supported."""
-    out = []
-    i, n = 0, len(pattern)
-    in_class = False
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            if i + 1 >= n:
-                raise ValueError("trailing backslash")
-            d = pattern[i + 1]
-            if d == "Q":
-                end = pattern.find("\\E", i + 2)
-                lit = pattern[i + 2:] if end < 0 else pattern[i + 2:end]
-                out.append(re.escape(lit))
-                i = n if end < 0 else end + 2
-                continue
-            if d == "z" and not in_class:
-                out.append("\\Z")
-            elif d == "x" and i + 2 < n and pattern[i + 2] == "{":
-                end = pattern.find("}", i + 3)
-                if end < 0:
-                    raise ValueError("unterminated \\x{...} escape")
-                out.append("\\U%08x" % int(pattern[i + 3:end], 16))
-                i = end + 1
-                continue
-            elif d in "pPC":
-                raise ValueError(f"\\{d} (Unicode classes / any byte) is not supported")
-            elif d.isdigit() and d != "0" and not in_class:
-                raise ValueError("back-references are not RE2 syntax")
-            else:
-                out.append(pattern[i:i + 2])
-            i += 2
-            continue
-        if in_class:
-            if pattern.startswith("[:", i):
-                end = pattern.find(":]", i + 2)
-                name = pattern[i + 2:end] if end > 0 else ""
-                if name.startswith("^"):
-                    raise ValueError("negated POSIX classes are not supported")
-                if name not in _POSIX:
-                    raise ValueError(f"unknown POSIX class [:{name}:]")
-                out.append(_POSIX[name])
-                i = end + 2
-                continue
-            if c == "]":
-                in_class = False
-            elif c == "[":
-                out.append("\\[")
-                i += 1
-                continue
-            out.append(c)
-            i += 1
-            continue
-        if c == "[":
-            in_class = True
-            out.append(c)
-            i += 1
-            if i < n and pattern[i] == "^":
-                out.append("^")
-                i += 1
-            if i < n and pattern[i] == "]":  # a leading ']' is literal
-                out.append("\\]")
-                i += 1
-            continue
-        if c == "(" and pattern.startswith("(?", i):
-            rest = pattern[i + 2:i + 4]
-            if rest[:1] in ("=", "!") or rest in ("<=", "<!"):
-                raise ValueError("look-around assertions are not RE2 syntax")
-            if rest[:1] == ">":
-                raise ValueError("atomic groups are not RE2 syntax")
-            if rest[:1] == "<":
-                out.append("(?P<")
-                i += 3
-                continue
-            m = re.match(r"\(\?([a-zA-Z-]*)([:)])", pattern[i:])
-            if m and "U" in m.group(1):
-                raise ValueError("the ungreedy flag U is not supported")
-        if c in "*+?}" and i + 1 < n and pattern[i + 1] == "+":
-            raise ValueError("possessive quantifiers are not RE2 syntax")
-        out.append(c)
-        i += 1
-    if in_class:
-        raise ValueError("missing ]")
-    return "".join(out)
+def _re2_options():
+    options = _re2.Options()
+    options.log_errors = False      # the error comes back as an exception, not on stderr
+    options.never_capture = True    # full-match only: no submatch bookkeeping
+    options.max_mem = 8 << 20       # compiled program and DFA cache per pattern (RE2's default)
+    return options
 
 
 @KERNELS.register("RegexFullMatch", 20)
 def regex_full_match(ctx):
-    pattern = ctx.attr_str("pattern")
+    """RE2's own engine, on the UTF-8 octets of each element (Clause 6.4: strings are octets)."""
+    if _re2 is None:
+        raise Unsupported("RegexFullMatch needs RE2 (pip install google-re2); "
+                          "onnxkit does not substitute a backtracking engine")
+    pattern = ctx.attr("pattern")
     if pattern is None:
         ctx.fail("the pattern attribute is required")
     try:
-        regex = re.compile(translate_re2(pattern), re.ASCII)
-    except (ValueError, re.error) as exc:
-        ctx.fail(f"invalid or unsupported RE2 pattern {pattern!r}: {exc}")
-    match = np.frompyfunc(lambda s: regex.fullmatch(_text(s)) is not None, 1, 1)
+        regex = _re2.compile(_raw(pattern), _re2_options())
+    except _re2.error as exc:
+        detail = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+        ctx.fail(f"invalid RE2 pattern {_text(pattern)!r}: {detail}")
+    match = np.frompyfunc(lambda s: regex.fullmatch(_raw(s)) is not None, 1, 1)
 
     def fn(x):
         _check_strings(ctx, x)

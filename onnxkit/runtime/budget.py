@@ -1,0 +1,453 @@
+"""The memory budget of evaluation: every computed value's size is known before it is allocated.
+
+One mechanism serves every backend.  At planning, :func:`guard_for` decides which nodes need a
+run-time size check: those whose output can be larger than their inputs bound it — sizes read
+from input *values* (ConstantOfShape, Expand, Tile, Range, Pad, Resize, OneHot, windows, ...),
+broadcasting and contracting products (elementwise operators, MatMul, Gemm, Einsum, Gather,
+Concat), generators whose size is an attribute (RandomNormal, Multinomial), and sequence and
+string operators.  Every other node gets no guard and costs the run loop one ``is None`` test:
+its output is bounded by inputs that were themselves checked or fed (Reshape, Slice, Scatter*,
+TopK, Compress, elementwise operators on equal shapes, reductions, convolutions, ...).
+
+A guard is called by :meth:`GraphPlan.run` with the node's input values, *before* the kernel.
+It predicts the output sizes from the operator's own inference function (Clause 9.2), called
+with the concrete input shapes and the values of small inputs (the same shape function that
+types the model, so the check and the kernel cannot disagree), or — for the few operators
+whose size depends on data an inference function never sees (NonZero's count, a sequence's
+length, strings' lengths) — from a small estimator in this module.  For broadcasting,
+contracting, gathering and concatenating operators a cheap bound on the output's elements
+(equal shapes; |a|·|b|/K for a contraction over K; the sum for Concat; the product of the
+input sizes otherwise) passes the common case without calling inference at all.
+
+Refusals raise :class:`~onnxkit.errors.LimitExceeded` naming the limit, the node, its op_type
+and the requested size; nothing has been allocated for the node by then.  The limits
+(:class:`onnxkit.limits.Limits`): ``max_value_bytes`` (one computed value),
+``max_run_bytes`` (the bytes the size-checked values of one run hold at once; released when
+the run loop frees them), ``max_sequence_length``, ``max_string_bytes``.
+
+Sizes are *logical*: ``numel x itemsize`` even for a broadcast view that numpy does not
+materialise, so a view cannot smuggle a huge extent to the next node.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+from typing import Optional
+
+import numpy as np
+
+from .. import ir
+from ..dtypes import ELEMENT_TYPES, from_numpy_dtype
+from ..errors import LimitExceeded, OnnxkitError
+from ..inference.context import MAX_CONSTANT_ELEMENTS, InferenceContext
+from ..limits import DEFAULT_LIMITS
+
+# -- which nodes are checked ------------------------------------------------------------------
+
+#: Output extents come from input values or attributes: always predicted by inference.
+VALUE_SIZED = frozenset("""
+    ConstantOfShape Expand Tile Range Resize Upsample Pad OneHot CenterCropPad ConvTranspose MaxUnpool
+    Col2Im DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix AffineGrid RandomNormal
+    RandomUniform Multinomial RoiAlign TfIdfVectorizer EyeLike
+""".split())
+
+#: Outputs a cheap bound on their elements usually shows small (broadcasting, contractions,
+#: gathers, concatenation): the bound passes those, inference predicts the rest exactly.
+BOUNDED = {
+    **dict.fromkeys("""Add Sub Mul Div Pow Mod PRelu Equal Less LessOrEqual Greater GreaterOrEqual And Or Xor
+        BitShift BitwiseAnd BitwiseOr BitwiseXor Where Sum Mean Max Min""".split(), "broadcast"),
+    "Concat": "concat", "MatMul": "matmul", "MatMulInteger": "matmul", "Gemm": "gemm", "Gather": "gather",
+    **dict.fromkeys("QLinearMatMul Einsum GatherND GridSample".split(), "product"),
+}
+
+#: Sizes that depend on data no inference function sees: an estimator of this module each.
+ESTIMATED = frozenset("NonZero SplitToSequence SequenceInsert SequenceConstruct ConcatFromSequence StringConcat "
+                      "StringSplit Unique".split())
+
+_CURRENT: contextvars.ContextVar = contextvars.ContextVar("onnxkit_run_budget", default=None)
+
+
+class RunBudget:
+    """The bytes one run (``InferenceSession.run``, nested graphs included) holds in checked values."""
+
+    __slots__ = ("limits", "live", "small")
+
+    def __init__(self, limits=None):
+        self.limits = limits or DEFAULT_LIMITS
+        self.live = 0
+        #: output elements below which a bound passes a node uncharged (16 octets bound any element)
+        self.small = self.limits.max_value_bytes >> 4
+
+    def charge(self, nbytes: int, node, op: str, what: str = "output") -> int:
+        """Admit ``nbytes`` more for ``what`` of ``node``, or raise :class:`LimitExceeded`.  Returns ``nbytes``."""
+        limits = self.limits
+        if nbytes > limits.max_value_bytes:
+            refuse("max_value_bytes", nbytes, limits.max_value_bytes, node, op, what)
+        if self.live + nbytes > limits.max_run_bytes:
+            refuse("max_run_bytes", self.live + nbytes, limits.max_run_bytes, node, op,
+                   f"{what} ({nbytes} bytes, {self.live} already held by this run)")
+        self.live += nbytes
+        return nbytes
+
+
+def current_budget(limits=None) -> RunBudget:
+    """The budget of the run in progress on this thread (a fresh one outside any run)."""
+    budget = _CURRENT.get()
+    return budget if budget is not None else RunBudget(limits)
+
+
+def enter_run(limits):
+    """``(budget, token)``: the run in progress, or a new one (token not None: call :func:`leave_run`)."""
+    budget = _CURRENT.get()
+    if budget is not None:
+        return budget, None
+    budget = RunBudget(limits)
+    return budget, _CURRENT.set(budget)
+
+
+def leave_run(token) -> None:
+    if token is not None:
+        _CURRENT.reset(token)
+
+
+def refuse(limit: str, value: int, maximum: int, node, op: str, what: str = "output"):
+    """Raise the :class:`LimitExceeded` of one refused request (names limit, node, op_type, size)."""
+    name = getattr(node, "name", "") or ""
+    label = f"node {name!r}" if name else "an unnamed node"
+    raise LimitExceeded(f"{limit} exceeded: {label} ({op}) requests {what} of {value:,} "
+                        f"{'elements' if limit == 'max_sequence_length' else 'bytes'} > {maximum:,} "
+                        "(see onnxkit.limits.Limits)", limit=limit, value=value, maximum=maximum,
+                        path=f"node {name!r} ({op})")
+
+
+class Accumulation:
+    """Values a kernel gathers over iterations before it combines them (a Loop's or Scan's scan
+    outputs): every value added is charged to the run's budget, and the values of one output
+    together — the value they will be stacked into — must stay within ``max_value_bytes``.
+    Refuses during the iteration that would exceed a limit, not after the loop.  ``close()``
+    releases the charge once the kernel has combined them."""
+
+    __slots__ = ("budget", "node", "op", "totals", "charged")
+
+    def __init__(self, node, op: str, n: int, limits=None):
+        self.budget = current_budget(limits)
+        self.node, self.op = node, op
+        self.totals = [0] * n
+        self.charged = 0
+
+    def add(self, k: int, value) -> None:
+        nb = nbytes(value)
+        total = self.totals[k] + nb
+        maximum = self.budget.limits.max_value_bytes
+        if total > maximum:
+            refuse("max_value_bytes", total, maximum, self.node, self.op, f"scan output {k} (accumulated over iterations)")
+        self.totals[k] = total
+        self.charged += self.budget.charge(nb, self.node, self.op, f"scan output {k}")
+
+    def close(self) -> None:
+        self.budget.live -= self.charged
+        self.charged = 0
+
+
+# -- sizes of concrete values ------------------------------------------------------------------
+
+def numel(v) -> int:
+    """Elements of a backend array (numpy or torch); 0 for anything else."""
+    if type(v) is np.ndarray:
+        return v.size
+    n = getattr(v, "numel", None)
+    return int(n()) if callable(n) else 0
+
+
+def nbytes(v) -> int:
+    """Logical bytes of a value: ``numel x itemsize`` of a tensor (a broadcast view counts in
+    full), the sum over a sequence or map's elements, 0 for None and opaque objects."""
+    if type(v) is np.ndarray:
+        return v.size * v.itemsize
+    if isinstance(v, list):
+        return sum(nbytes(x) for x in v)
+    if isinstance(v, dict):
+        return sum(nbytes(x) for x in v.values())
+    es = getattr(v, "element_size", None)
+    return numel(v) * int(es()) if callable(es) else 0
+
+
+def _tag(v) -> int:
+    dtype = v.dtype
+    if not isinstance(dtype, np.dtype):  # torch: its dtype's name is numpy's (bfloat16: ml_dtypes')
+        try:
+            dtype = np.dtype(str(dtype).rsplit(".", 1)[-1])
+        except TypeError:
+            return 0
+    try:
+        return from_numpy_dtype(dtype).tag
+    except OnnxkitError:
+        return 0
+
+
+def _type_of(v):
+    if isinstance(v, list):
+        return ir.SequenceType(_type_of(v[0]) if v else None)
+    if v is None or not hasattr(v, "shape"):
+        return None
+    return ir.TensorType(_tag(v), [int(d) for d in v.shape])
+
+
+def _small_value(v):
+    """The value inference may read: a small numeric tensor, as numpy (what ``ctx.constant`` gives)."""
+    if numel(v) > MAX_CONSTANT_ELEMENTS or not hasattr(v, "shape"):
+        return None
+    if type(v) is np.ndarray:
+        return None if v.dtype == object else v
+    try:
+        return np.asarray(v.detach().cpu().numpy())
+    except Exception:
+        return None
+
+
+def type_bytes(t) -> Optional[int]:
+    """Bytes a value of tensor type ``t`` takes, or None when its extents are not all known."""
+    if not isinstance(t, ir.TensorType) or t.shape is None:
+        return None
+    n = 1
+    for d in t.shape.values:
+        if type(d) is not int:
+            return None
+        n *= max(d, 0)
+    row = ELEMENT_TYPES.get(int(t.elem_type or 0))
+    return n * (row.dtype.itemsize if row is not None else 8)
+
+
+# -- the guards ------------------------------------------------------------------------------------
+
+class _ConcreteContext(InferenceContext):
+    """An inference context over concrete values (no engine: fresh dimensions are just unknown)."""
+
+    def fresh_dim(self):
+        return None
+
+    def warn(self, code, message):
+        pass
+
+    def subgraph_types(self, *args, **kwargs):
+        return None
+
+
+class Guard:
+    """The run-time size check of one node; ``guard(budget, args)`` -> bytes charged to ``budget``."""
+
+    __slots__ = ("node", "op", "infer", "template", "kind", "n_out", "bound")
+
+    def __init__(self, node, op: str, infer, template, kind: str):
+        self.node, self.op, self.infer, self.template, self.kind = node, op, infer, template, kind
+        self.n_out = len(node.output)
+        self.bound = _BOUNDS.get(kind)
+
+    def __call__(self, budget: RunBudget, args) -> int:
+        bound = self.bound
+        kind = self.kind
+        if bound is not None:
+            try:  # a small bound passes, uncharged: the output is no bigger than its inputs allow
+                small = bound(self, args) <= budget.small
+            except Exception:  # inputs the bound cannot read: inference (or the kernel) will say
+                small = False
+            if small:
+                return 0
+        elif kind != "value":
+            try:
+                return _ESTIMATORS[kind](self, budget, args)
+            except OnnxkitError:
+                raise
+            except Exception:  # inputs the estimator cannot read: the kernel reports them, by name
+                return 0
+        need = self.predict(args)
+        return budget.charge(need, self.node, self.op, "outputs") if need else 0
+
+    def predict(self, args) -> int:
+        """Bytes of the outputs the inference function determines (unknown extents count 0)."""
+        if self.infer is None:
+            return 0
+        ctx = _ConcreteContext.__new__(_ConcreteContext)
+        ctx.__dict__.update(self.template)
+        ctx._input_types = [_type_of(a) for a in args]
+        ctx._input_values = [_small_value(a) for a in args]
+        ctx.output_types = [None] * self.n_out
+        ctx.output_values = [None] * self.n_out
+        try:
+            ret = self.infer(ctx)
+        except Exception:  # a contradiction, or inputs it cannot read: the kernel reports them, by name
+            return 0
+        types = ret if isinstance(ret, (list, tuple)) else ctx.output_types
+        return sum(type_bytes(t) or 0 for t in types)
+
+
+def guard_for(node, op: str, domain: str, schema, registry, version: int) -> Optional[Guard]:
+    """The run-time size check a node needs, or None (decided once, at planning)."""
+    if domain not in ("", "ai.onnx"):
+        return None
+    t = node.op_type
+    if t in VALUE_SIZED:
+        kind = "value"
+    elif t in BOUNDED:
+        kind = BOUNDED[t]
+    elif t in ESTIMATED:
+        kind = t
+    else:
+        return None
+    infer = registry.inference.get(schema.key) if schema is not None else None
+    template = InferenceContext(None, node, schema, domain, version, [], [], {}, None, "", False).__dict__
+    return Guard(node, op, infer, template, kind)
+
+
+# -- cheap upper bounds on output elements (a failed bound asks inference for the exact size) -----
+
+def _product_bound(g: Guard, args) -> int:
+    bound = 1
+    for a in args:
+        bound *= numel(a) + 1
+    return bound
+
+
+def _broadcast_bound(g: Guard, args) -> int:
+    shape = args[0].shape
+    for a in args:
+        if a.shape != shape:
+            return _product_bound(g, args)
+    return numel(args[0])  # no broadcasting: the output has the inputs' shape
+
+
+def _concat_bound(g: Guard, args) -> int:
+    return sum(numel(a) for a in args)
+
+
+def _contraction_bound(k_a: int, args) -> int:
+    # out = batch x M x N <= (|a| / K) x (|b| / K), K the contracted extent (unknown when 0)
+    a, b = args[0], args[1]
+    if a.ndim == 0 or b.ndim == 0:
+        return _product_bound(None, args)
+    k = int(a.shape[k_a])
+    return (numel(a) // k) * (numel(b) // k) if k else 1 << 62
+
+
+def _matmul_bound(g: Guard, args) -> int:
+    return _contraction_bound(-1, args)
+
+
+def _gemm_bound(g: Guard, args) -> int:
+    return _contraction_bound(0 if g.template["_attributes"].get("transA") else -1, args)
+
+
+def _gather_bound(g: Guard, args) -> int:
+    data, indices = args[0], args[1]
+    if data.ndim == 0:
+        return _product_bound(g, args)
+    extent = int(data.shape[int(g.template["_attributes"].get("axis", 0) or 0) % data.ndim])
+    return numel(indices) * (numel(data) // max(extent, 1))
+
+
+_BOUNDS = {"broadcast": _broadcast_bound, "concat": _concat_bound, "matmul": _matmul_bound, "gemm": _gemm_bound,
+           "gather": _gather_bound, "product": _product_bound}
+
+
+# -- estimators: sizes that depend on data inference does not see -----------------------------
+
+def _nonzero(g: Guard, budget, args):
+    x = args[0]
+    count = int(np.count_nonzero(x)) if type(x) is np.ndarray else int(x.count_nonzero())
+    return budget.charge(count * max(x.ndim, 1) * 8, g.node, g.op)
+
+
+def _sequence_length(g: Guard, budget, n: int) -> None:
+    maximum = budget.limits.max_sequence_length
+    if n > maximum:
+        refuse("max_sequence_length", n, maximum, g.node, g.op, "a sequence")
+
+
+def _split_to_sequence(g: Guard, budget, args):
+    x = args[0]
+    split = args[1] if len(args) > 1 else None
+    axis = int(g.template["_attributes"].get("axis", 0) or 0)
+    rank = x.ndim
+    if not -rank <= axis < max(rank, 1):
+        return 0
+    dim = int(x.shape[axis]) if rank else 1
+    if split is None:
+        n = dim
+    elif numel(split) == 1 and split.ndim == 0:
+        step = int(split.reshape(()).item() if type(split) is np.ndarray else split.item())
+        n = -(-dim // step) if step > 0 else 0
+    else:
+        n = numel(split)
+    _sequence_length(g, budget, n)
+    return 0
+
+
+def _sequence_insert(g: Guard, budget, args):
+    _sequence_length(g, budget, len(args[0]) + 1 if isinstance(args[0], list) else 1)
+    return 0
+
+
+def _sequence_construct(g: Guard, budget, args):
+    _sequence_length(g, budget, len(args))
+    return 0
+
+
+def _concat_from_sequence(g: Guard, budget, args):
+    seq = args[0] if args else None
+    if not isinstance(seq, list):
+        return 0
+    return budget.charge(sum(nbytes(x) for x in seq), g.node, g.op)
+
+
+def _lengths(x) -> np.ndarray:
+    flat = x.reshape(-1)
+    return np.fromiter((len(s) if isinstance(s, (bytes, str)) else len(str(s)) for s in flat), np.int64, len(flat))
+
+
+def _string_concat(g: Guard, budget, args):
+    x, y = args[0], args[1]
+    if not (hasattr(x, "shape") and hasattr(y, "shape")):
+        return 0
+    try:
+        shape = np.broadcast_shapes(x.shape, y.shape)
+    except ValueError:
+        return 0  # the kernel names the mismatch
+    lx, ly = _lengths(x), _lengths(y)
+    longest = (int(lx.max()) if lx.size else 0) + (int(ly.max()) if ly.size else 0)
+    if longest > budget.limits.max_string_bytes:
+        refuse("max_string_bytes", longest, budget.limits.max_string_bytes, g.node, g.op, "a string")
+    n = math.prod(shape)
+    # broadcasting repeats each element of x n / x.size times: total text is exact
+    text = (int(lx.sum()) * (n // max(lx.size, 1)) if lx.size else 0) + \
+           (int(ly.sum()) * (n // max(ly.size, 1)) if ly.size else 0)
+    return budget.charge(n * 8 + text, g.node, g.op)
+
+
+def _string_split(g: Guard, budget, args):
+    x = args[0]
+    if not hasattr(x, "reshape"):
+        return 0
+    delim = g.template["_attributes"].get("delimiter") or None
+    if isinstance(delim, str):
+        delim = delim.encode("utf-8", "surrogateescape")
+    width = 0
+    for s in x.reshape(-1):
+        raw = s if isinstance(s, bytes) else str(s).encode("utf-8", "surrogateescape")
+        width = max(width, raw.count(delim) + 1 if delim else len(raw.split()))
+    return budget.charge(numel(x) * (width * 8 + 8), g.node, g.op)
+
+
+def _unique(g: Guard, budget, args):
+    # Y is at most the input, indices / inverse_indices / counts at most one int64 per element
+    x = args[0]
+    extra = sum(1 for k in range(1, g.n_out) if g.node.output[k])
+    return budget.charge(nbytes(x) + numel(x) * 8 * extra, g.node, g.op)
+
+
+_ESTIMATORS = {
+    "Unique": _unique,
+    "NonZero": _nonzero, "SplitToSequence": _split_to_sequence, "SequenceInsert": _sequence_insert,
+    "SequenceConstruct": _sequence_construct, "ConcatFromSequence": _concat_from_sequence,
+    "StringConcat": _string_concat, "StringSplit": _string_split,
+}

@@ -98,13 +98,22 @@ def _loop_model(trip=3):
                   [helper.make_tensor_value_info("V", F, [1])], [helper.make_tensor_value_info("V_out", F, [1])], [m])
 
 
-def test_cuda_falls_back_to_cpu_when_the_gpu_backend_cannot_evaluate_an_operator(caplog):
-    caplog.set_level(logging.WARNING, logger="onnxkit")
+def test_cuda_runs_what_torch_lacks_on_the_cpu_fallback_node_by_node():
     sess = InferenceSession(_loop_model(), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert sess.get_providers() == ["CUDAExecutionProvider"]
+    assert [f.op_type for f in sess.fallbacks] == ["Loop"]
+
+
+def test_cuda_falls_back_to_cpu_when_the_gpu_backend_cannot_evaluate_an_operator(caplog):
+    """Without a per-node fallback, onnxruntime's provider order decides: the whole model goes to the CPU."""
+    reg = build_registry()
+    reg.backends["gpu"].fallback = None
+    caplog.set_level(logging.WARNING, logger="onnxkit")
+    sess = InferenceSession(_loop_model(), providers=["CUDAExecutionProvider", "CPUExecutionProvider"], registry=reg)
     assert sess.get_providers() == ["CPUExecutionProvider"]
     assert any(r.name == "onnxkit.run" and "falling back" in r.getMessage() for r in caplog.records)
     with pytest.raises(UnsupportedOperatorError, match="Loop"):
-        InferenceSession(_loop_model(), backend="gpu")
+        InferenceSession(_loop_model(), backend="gpu", registry=reg)
 
 
 def test_a_missing_backend_names_the_pip_install():

@@ -38,7 +38,7 @@ class Limits:
     #: Most TensorProto messages one input may hold (initializers, attribute tensors, ...).
     max_tensors: int = 1_000_000
     #: Deepest chain of model-local function calls (a function calling a function, ...) (8.4, 15.4).
-    max_function_depth: int = 64
+    max_function_depth: int = 32
 
     def check(self, name: str, value: int, where: str = "") -> None:
         """Raise :class:`LimitExceeded` if ``value`` exceeds the limit ``name``."""

@@ -100,8 +100,37 @@ def _calls(ctx: Context, nodes, out: set) -> set:
     return out
 
 
+def _check_call_depth(ctx: Context, graph: dict) -> None:
+    """``limit-exceeded`` where a chain of calls between model-local functions is longer than
+    ``max_function_depth`` (15.4): found on the call graph, in time linear in its size, without
+    expanding a single call (a cycle, reported as ``function-recursion``, is not followed twice)."""
+    limit = ctx.limits.max_function_depth
+    depth: dict = {}   # key -> longest chain of calls starting with a call of key
+    for root in graph:
+        if root in depth:
+            continue
+        stack = [(root, iter(graph[root]))]
+        depth[root] = 0  # provisional: on the path (a cycle back to it counts no further)
+        while stack:
+            key, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                depth[key] = 1 + max((depth.get(c, 0) for c in graph[key]), default=0)
+                continue
+            if nxt not in depth:
+                depth[nxt] = 0
+                stack.append((nxt, iter(graph[nxt])))
+    worst = max(depth, key=depth.get, default=None)
+    if worst is not None and depth[worst] > limit:
+        ctx.emit("limit-exceeded", f"a chain of {depth[worst]} nested calls of model-local functions starts at "
+                 f"{function_label(ctx.functions[worst])}, more than max_function_depth={limit} (Clause 8.4, 15.4)",
+                 function_label(ctx.functions[worst]))
+
+
 def _check_recursion(ctx: Context) -> None:
     graph = {key: sorted(_calls(ctx, fn.node, set())) for key, fn in ctx.functions.items()}
+    _check_call_depth(ctx, graph)
     state: dict = {}  # key -> 1 on the path, 2 done
     reported = set()
     for root in graph:

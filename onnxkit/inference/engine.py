@@ -27,6 +27,7 @@ from ..diagnostics import Diagnostic, error, warning
 from ..dtypes import ELEMENT_TYPES
 from ..ir.attribute import AttributeType
 from ..functions import GRAPH_TYPES, call_attributes, substitute
+from ..locations import Location
 from ..registry import normalize_domain
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is_symbolic
 
@@ -230,19 +231,29 @@ class Engine:
     def node_label(node: ir.Node, idx: int) -> str:
         return node.name or f"{node.op_type}#{idx}"
 
-    def graph_location(self, path: str) -> str:
-        """``graph 'main'`` for the top graph, else the subgraph's path: the checker's style (Clause 10)."""
+    def graph_location(self, path) -> str:
+        """``graph 'main'`` for the top graph, else the subgraph's path: the checker's style (Clause 10).
+
+        Inside a function body ``path`` is a lazy :class:`~onnxkit.locations.Location`; it is
+        extended, never rendered into the next level (that made locations double per level)."""
+        if isinstance(path, Location):
+            return path
         if path:
             return f"graph {path!r}"
         return f"graph {self.model.graph.name!r}" if self.model.graph is not None else "graph"
 
-    def node_location(self, path: str, node: ir.Node, idx: Optional[int] = None) -> str:
+    def node_location(self, path, node: ir.Node, idx: Optional[int] = None):
         n = f"node {idx}" if idx is not None else "node"
         name = f" {node.name!r}" if node.name else ""
-        return f"{self.graph_location(path)} / {n}{name} ({node.domain + '::' if node.domain else ''}{node.op_type})"
+        segment = f"{n}{name} ({node.domain + '::' if node.domain else ''}{node.op_type})"
+        if isinstance(path, Location):
+            return Location(path, segment)
+        return f"{self.graph_location(path)} / {segment}"
 
-    def subgraph_path(self, path: str, node: ir.Node, idx: int, label: str) -> str:
+    def subgraph_path(self, path, node: ir.Node, idx: int, label: str):
         seg = f"{self.node_label(node, idx)}.{label}"
+        if isinstance(path, Location):
+            return Location(path, f"graph {seg!r}")
         return f"{path}/{seg}" if path else seg
 
     # -- model ----------------------------------------------------------------------------------
@@ -445,7 +456,7 @@ class Engine:
                 v = in_values[k] if k < len(in_values) else None
                 if v is not None:
                     scope.values[formal] = v
-        label = f"{where} / body of {fn.domain + '::' if fn.domain else ''}{fn.name}"
+        label = Location(where, f"body of {fn.domain + '::' if fn.domain else ''}{fn.name}")
         self.depth += 1
         try:
             for idx, n in enumerate(body):

@@ -25,6 +25,7 @@ from typing import Optional
 from .. import ir
 from ..errors import EvaluationError, OnnxkitError
 from ..functions import GRAPH_TYPES, call_attributes, node_attributes, substitute
+from ..limits import DEFAULT_LIMITS
 from ..registry import normalize_domain
 from .kernel import NodeContext
 
@@ -122,8 +123,31 @@ class GraphPlan:
             raise EvaluationError(f"{self.name}: graph output {exc.args[0]!r} was not computed") from None
 
 
+class Visible:
+    """The names visible at a point of a graph: its own ``names`` and those of ``outer`` (5.4.3).
+
+    A view, made in constant time: ``names`` is the graph's live set of defined names, so a
+    planner builds no per-node copy (the copy made planning quadratic in the node count).
+    Supports ``in`` only; ``outer`` is another :class:`Visible` or any container.
+    """
+
+    __slots__ = ("names", "outer")
+
+    def __init__(self, names, outer=()):
+        self.names = names
+        self.outer = outer
+
+    def __contains__(self, name) -> bool:
+        return name in self.names or name in self.outer
+
+
 class Planner:
-    """Binds and compiles a model for one backend.  Collects every unsupported operator."""
+    """Binds and compiles a model for one backend.  Collects every unsupported operator.
+
+    Planning is linear in the size of the model: one pass over each graph's nodes, no
+    per-node set copies; nesting (subgraphs, function calls) is refused at
+    ``max_subgraph_depth`` / ``max_function_depth`` before a deeper level is built.
+    """
 
     def __init__(self, model: ir.Model, registry, backend: str, seed=None, limits=None):
         self.model = model
@@ -137,6 +161,7 @@ class Planner:
         self.unsupported: list = []
         self._seen_unsupported: set = set()
         self.depth = 0
+        self.function_depth = 0
 
     # -- public -------------------------------------------------------------------------------
     def compile_model(self) -> GraphPlan:
@@ -148,7 +173,7 @@ class Planner:
         return plan
 
     # -- graphs -------------------------------------------------------------------------------
-    def compile_graph(self, graph: ir.Graph, opsets: dict, outer: frozenset, top: bool = False,
+    def compile_graph(self, graph: ir.Graph, opsets: dict, outer=frozenset(), top: bool = False,
                       name: Optional[str] = None) -> GraphPlan:
         if self.limits is not None:
             self.limits.check("max_subgraph_depth", self.depth, where=f"graph {graph.name!r}")
@@ -162,15 +187,17 @@ class Planner:
             value = self._initializer_value(t)
             (defaults if n in input_names else constants)[n] = value
         defined = set(input_names) | set(inits)
+        visible = Visible(defined, outer)
         steps = []
         free = set()
         for node in graph.node:
-            step, node_free = self.compile_node(node, opsets, outer | defined, graph)
-            free |= {n for n in node_free if n not in defined}
+            step, node_free = self.compile_node(node, opsets, visible, graph)
+            if node_free:
+                free.update(n for n in node_free if n not in defined)
             for n in node.input:
                 if n and n not in defined:
                     free.add(n)
-            defined |= {n for n in node.output if n}
+            defined.update(n for n in node.output if n)
             if step is not None:
                 steps.append(step)
         output_names = [vi.name for vi in graph.output]
@@ -247,7 +274,7 @@ class Planner:
             s.free = tuple(frees.get(i, ()))
 
     # -- nodes --------------------------------------------------------------------------------
-    def compile_node(self, node: ir.Node, opsets: dict, visible: frozenset, graph: Optional[ir.Graph] = None):
+    def compile_node(self, node: ir.Node, opsets: dict, visible=frozenset(), graph: Optional[ir.Graph] = None):
         """A :class:`Step` for ``node`` (None if unsupported) and the outer names its subgraphs read."""
         domain = normalize_domain(node.domain)
         version = opsets.get(domain)
@@ -339,15 +366,23 @@ class Planner:
     # -- functions (Clause 8.4) ----------------------------------------------------------------
     def _function_call(self, node, fn: ir.Function, opsets, schema, visible):
         """A node function evaluating ``fn``'s body with the call site's attributes."""
+        limits = self.limits if self.limits is not None else DEFAULT_LIMITS
+        label = f"{fn.domain + '::' if fn.domain else ''}{fn.name}"
+        # refused before the body is substituted and compiled: the deeper level is never built
+        limits.check("max_function_depth", self.function_depth + 1, where=f"call of function {label!r} by node "
+                     f"{node.name!r} ({node.op_type})")
+        limits.check("max_subgraph_depth", self.depth + 1, where=f"function {label!r}")
         values = call_attributes(schema, fn, node)
         body_nodes = [substitute(n, values) for n in fn.node]
-        graph = ir.Graph(node=body_nodes, name=f"{fn.domain + '::' if fn.domain else ''}{fn.name}",
+        graph = ir.Graph(node=body_nodes, name=label,
                          input=[ir.ValueInfo(n) for n in fn.input], output=[ir.ValueInfo(n) for n in fn.output])
         self.depth += 1
+        self.function_depth += 1
         try:
             plan = self.compile_graph(graph, opsets, frozenset())
         finally:
             self.depth -= 1
+            self.function_depth -= 1
         n_out = len(node.output)
 
         def call(*args):

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import ir
 from ..dtypes import ELEMENT_TYPES, from_numpy_dtype, tag_name
-from ..errors import OnnxkitError, ValidationError
+from ..errors import LimitExceeded, OnnxkitError, ValidationError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..registry import get_registry
 from .plan import Planner
@@ -88,7 +88,11 @@ class InferenceSession:
             from ..checker import check_model
         except ImportError:  # pragma: no cover - the checker is part of the host
             return
-        report = check_model(self.model, registry=self.registry)
+        report = check_model(self.model, registry=self.registry, limits=self.limits)
+        over = [d for d in report.errors if d.code == "limit-exceeded"]
+        if over:  # a documented limit refuses the model: the error says which (15.4)
+            raise LimitExceeded(f"the model is refused: {over[0]}", limit=_limit_named(over[0].message),
+                                path=str(over[0].location))
         if report.errors:
             raise ValidationError(report.errors, "the model does not conform, it is not evaluated (Clause 15.5)")
 
@@ -136,6 +140,11 @@ class InferenceSession:
                 raise InputError(f"{n!r} is not an output of the model; outputs: {self._outputs}")
             result.append(_to_host(by_name[n], to_numpy))
         return result
+
+
+def _limit_named(message: str) -> str:
+    """The name of the :class:`Limits` field a ``limit-exceeded`` diagnostic names, or ''."""
+    return next((f.name for f in attrs.fields(Limits) if f.name in message), "")
 
 
 def _to_backend(v, conv):

@@ -25,6 +25,7 @@ TensorProto are numpy views of it.
 
 from __future__ import annotations
 
+import gc
 import math
 import mmap
 import struct
@@ -448,6 +449,10 @@ def decode_message(data, message: str = "ModelProto", limits: Limits = DEFAULT_L
     reader = Reader(view, limits)
     if tensors is not None:
         reader.tensors = tensors
+    # The decoder builds only acyclic objects: the cyclic collector, run again and again over a
+    # growing heap while millions are built, would make the cost superlinear.  Off meanwhile.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return reader.message(message, 0, len(view), 1, _Path(None, message))
     except (DecodeError, LimitExceeded):
@@ -456,3 +461,6 @@ def decode_message(data, message: str = "ModelProto", limits: Limits = DEFAULT_L
         raise LimitExceeded("messages nest too deeply for the decoder (Clause 12.5)", limit="max_nesting_depth") from None
     except (IndexError, ValueError, TypeError, OverflowError, struct.error) as exc:  # defensive: never leak these
         raise DecodeError(f"malformed {message}: {type(exc).__name__}: {exc}") from None
+    finally:
+        if collecting:
+            gc.enable()

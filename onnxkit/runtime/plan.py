@@ -20,7 +20,10 @@ node that carries it).  The run loop does no registry look-ups and no attribute 
 
 from __future__ import annotations
 
+import mmap
 from typing import Optional
+
+import numpy as np
 
 from .. import ir
 from ..errors import EvaluationError, OnnxkitError
@@ -123,6 +126,23 @@ class GraphPlan:
             raise EvaluationError(f"{self.name}: graph output {exc.args[0]!r} was not computed") from None
 
 
+def _mapped(a: np.ndarray) -> bool:
+    """True if the octets of ``a`` belong to a memory map (a model file or an external data file)."""
+    base = a
+    for _ in range(64):  # a chain of views is short; bounded anyway
+        if isinstance(base, mmap.mmap):
+            return True
+        if isinstance(base, memoryview):
+            base = base.obj
+        elif isinstance(base, np.ndarray):
+            base = base.base
+        else:
+            return False
+        if base is None:
+            return False
+    return True
+
+
 class Visible:
     """The names visible at a point of a graph: its own ``names`` and those of ``outer`` (5.4.3).
 
@@ -149,8 +169,11 @@ class Planner:
     ``max_subgraph_depth`` / ``max_function_depth`` before a deeper level is built.
     """
 
-    def __init__(self, model: ir.Model, registry, backend: str, seed=None, limits=None):
+    def __init__(self, model: ir.Model, registry, backend: str, seed=None, limits=None, own_data: bool = True):
         self.model = model
+        #: copy every constant that is a view of a mapped file (model or external data), so the
+        #: plan never reads a file after planning (a rewrite or truncation cannot reach it)
+        self.own_data = own_data
         self.registry = registry
         self.backend_name = backend
         self.backend = registry.backends[backend]
@@ -165,6 +188,14 @@ class Planner:
 
     # -- public -------------------------------------------------------------------------------
     def compile_model(self) -> GraphPlan:
+        """The plan of the model's graph.  A model whose ``ir_version`` is newer than the newest
+        this implementation knows is refused (14.2: a newer IR version may change the meaning
+        of a model; the checker only warns, ``ir-version-newer``), as onnxruntime refuses it."""
+        from ..checker.context import CURRENT_IR
+
+        if self.model.ir_version > CURRENT_IR:
+            raise OnnxkitError(f"the model's ir_version {self.model.ir_version} is newer than IR version {CURRENT_IR}, "
+                               "the newest this implementation evaluates (Clause 14.1.2, 14.2); it is not evaluated")
         plan = self.compile_graph(self.model.graph, self.opsets, outer=frozenset(), top=True)
         if self.unsupported:
             from ..errors import UnsupportedOperatorError
@@ -222,11 +253,18 @@ class Planner:
     def _initializer_value(self, t):
         to_backend = self.backend.asarray or (lambda a: a)
         if isinstance(t, ir.SparseTensor):
-            return to_backend(t.to_dense())
-        return to_backend(t.numpy())
+            return to_backend(self._owned(t.to_dense()))
+        return to_backend(self._owned(t.numpy()))
 
-    @staticmethod
-    def _fold_constants(steps, constants: dict, keep: set) -> list:
+    def _owned(self, value):
+        """``value``, copied when it is a view of a memory map and the plan owns its data."""
+        if self.own_data and isinstance(value, np.ndarray) and _mapped(value):
+            copy = np.array(value, copy=True)
+            copy.flags.writeable = value.flags.writeable
+            return copy
+        return value
+
+    def _fold_constants(self, steps, constants: dict, keep: set) -> list:
         """Evaluate, once at planning, every deterministic node whose inputs are all constants
         (Clause 8.2 lets an implementation evaluate in any order; weights built by
         ConstantOfShape, Constant chains, shape arithmetic on initializers).  Their outputs
@@ -246,7 +284,7 @@ class Planner:
             outs = out if type(out) is tuple else (out,)
             for name, value in zip(step.outputs, outs):
                 if name:
-                    constants[name] = value
+                    constants[name] = self._owned(value)  # e.g. a Constant's view of the file
         if len(remaining) < len(steps):  # drop constants nothing reads any more
             used = {n for s in remaining for n in (*s.inputs, *s._uses)} | keep
             for name in [n for n in constants if n not in used]:

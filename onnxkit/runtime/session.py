@@ -56,14 +56,24 @@ def _arg(vi: ir.ValueInfo) -> NodeArg:
 
 
 class InferenceSession:
-    """Evaluates one model on one backend.  Planned once; ``run`` may be called many times."""
+    """Evaluates one model on one backend.  Planned once; ``run`` may be called many times.
+
+    ``own_data`` (default True): the session keeps copies of what it reads from the model
+    file and from external data files, so rewriting or truncating them under a live session
+    cannot change results or fault (SIGBUS).  ``own_data=False`` keeps zero-copy views of the
+    mapped files instead (less memory; the files must then not change while the session lives).
+    ``allow_outside``: passed to :func:`onnxkit.load` (Clause 15.3) when ``model`` is a path.
+    """
 
     def __init__(self, model, backend: str = "cpu", *, registry=None, seed: Optional[int] = None,
-                 limits: Limits = DEFAULT_LIMITS, validate: bool = True, external_data: str = "lazy"):
+                 limits: Limits = DEFAULT_LIMITS, validate: bool = True, external_data: str = "lazy",
+                 allow_outside: bool = False, own_data: bool = True):
         from ..api import load
 
         if not isinstance(model, ir.Model):
-            model = load(model, external_data=external_data, limits=limits)
+            # own_data: the file is read, not mapped, so rewriting or truncating it cannot reach the session
+            model = load(model, external_data=external_data, limits=limits, allow_outside=allow_outside,
+                         copy=own_data)
         self.model = model
         self.registry = registry or get_registry()
         if backend not in self.registry.backends:
@@ -74,7 +84,7 @@ class InferenceSession:
             raise ValidationError([], "the model has no graph (Clause 5.3.1)")
         if validate:
             self._validate()
-        self.plan = Planner(model, self.registry, backend, seed=seed, limits=limits).compile_model()
+        self.plan = Planner(model, self.registry, backend, seed=seed, limits=limits, own_data=own_data).compile_model()
         g = model.graph
         init_names = {t.name for t in g.initializer} | {s.values.name for s in g.sparse_initializer if s.values}
         self._inputs = [vi for vi in g.input]

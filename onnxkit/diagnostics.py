@@ -3,7 +3,8 @@
 A :class:`Diagnostic` is one condition found: its severity (10.5: an *error* means the
 model does not conform; a *warning* that it conforms but relies on behaviour the spec leaves
 open), a stable ``code`` (kebab-case, listed in the README), the clause it comes from, a
-message, and where: a location such as ``graph 'main' / node 3 'conv1' (Conv) / input 1 'W'``.
+message, and where: a location such as ``graph 'main' / node 3 'conv1' (Conv) / input 1 'W'``
+(a string, or a lazy :class:`onnxkit.locations.Location` that renders as one when printed).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class Diagnostic:
 
     def to_json(self) -> dict:
         return {"severity": self.severity, "code": self.code, "clause": self.clause,
-                "message": self.message, "location": self.location}
+                "message": self.message, "location": str(self.location)}
 
 
 def error(code: str, clause: str, message: str, location: str = "") -> Diagnostic:

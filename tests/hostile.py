@@ -110,6 +110,11 @@ import onnxkit
 from onnxkit.errors import OnnxkitError
 result = {{}}
 def peak_mib():
+    # VmHWM: this process's own peak resident memory (ru_maxrss would carry the forking parent's)
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 def timed(fn):
     t0 = time.perf_counter()

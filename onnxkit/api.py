@@ -108,7 +108,10 @@ def _read_fd(fd: int, size: int, name, copy: bool, limits: Limits) -> memoryview
     if size == 0:
         return memoryview(b"")
     if not copy:
-        return memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_READ))
+        try:
+            return memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_READ))
+        except (OSError, ValueError) as exc:  # e.g. the file shrank since fstat, or no address space
+            raise OnnxkitError(f"model file {name} cannot be mapped: {getattr(exc, 'strerror', None) or exc}") from None
     data = bytearray(size)
     view = memoryview(data)
     got = 0

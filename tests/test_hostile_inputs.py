@@ -158,6 +158,26 @@ def test_rewriting_or_truncating_the_model_under_a_session(tmp_path):
     assert r["outcome"] == "ok" and r["value"] == [2.0] * 6, r
 
 
+def test_attribute_tensors_of_a_mapped_model_are_owned(tmp_path):
+    # a model kept from load() is mapped; the session copies the tensors its kernels keep
+    r = _ok(run_capped(f"""
+        import numpy as np
+        from onnxkit import ir
+        from onnxkit.ir.attribute import AttributeType
+        path = {str(tmp_path / 'm.onnx')!r}
+        value = ir.Tensor(dims=[1], data_type=1, name="v", raw_data=np.float32(7).tobytes())
+        node = ir.Node(input=["S"], output=["Y"], op_type="ConstantOfShape",
+                       attribute=[ir.Attribute(name="value", type=AttributeType.TENSOR, value=value)])
+        g = ir.Graph(node=[node], name="g", input=[ir.ValueInfo("S", ir.tensor_type(7, [1]))],
+                     output=[ir.ValueInfo("Y", ir.tensor_type(1, ["n"]))])
+        onnxkit.save(ir.Model(ir_version=10, opset_import=[ir.OperatorSetId("", 17)], graph=g), path)
+        sess = onnxkit.InferenceSession(onnxkit.load(path))
+        open(path, "wb").close()
+        timed(lambda: sess.run(None, {{"S": np.array([3], np.int64)}})[0].tolist())
+    """))
+    assert r["outcome"] == "ok" and r["value"] == [7.0] * 3, r
+
+
 def test_truncating_external_data_under_a_session(tmp_path):
     r = _ok(run_capped(f"""
         import numpy as np, hostile

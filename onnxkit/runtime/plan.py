@@ -23,6 +23,7 @@ from __future__ import annotations
 import mmap
 from typing import Optional
 
+import attrs
 import numpy as np
 
 from .. import ir
@@ -141,6 +142,11 @@ def _mapped(a: np.ndarray) -> bool:
         if base is None:
             return False
     return True
+
+
+def _mapped_view(view: memoryview) -> bool:
+    """True if ``view`` shows octets of a memory map."""
+    return isinstance(view.obj, mmap.mmap)
 
 
 class Visible:
@@ -372,6 +378,10 @@ class Planner:
 
     def _context(self, node, domain, version, schema) -> NodeContext:
         attributes = node_attributes(schema, node)
+        if self.own_data:
+            for name, v in attributes.items():
+                if isinstance(v, ir.Tensor) and isinstance(v.raw_data, memoryview) and _mapped_view(v.raw_data):
+                    attributes[name] = attrs.evolve(v, raw_data=bytes(v.raw_data))  # a kernel keeps no view
         return NodeContext(node=node, domain=domain, op_type=node.op_type, since_version=schema.since_version,
                            opset_version=version, schema=schema, attributes=attributes, backend=self.backend,
                            seed=self.seed, limits=self.limits)

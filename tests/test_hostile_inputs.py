@@ -276,10 +276,16 @@ def test_non_regular_model_files_are_refused(tmp_path):
                         out.append([target, call.__name__, "accepted"])
                     except OnnxkitError as exc:
                         out.append([target, call.__name__, str(exc)])
+            with open("/dev/zero", "rb") as f:   # a device as a file object: refused, not read forever
+                try:
+                    onnxkit.load(f)
+                    out.append(["/dev/zero", "load(file object)", "accepted"])
+                except OnnxkitError as exc:
+                    out.append(["/dev/zero", "load(file object)", str(exc)])
             return out
         timed(go)
     """, timeout=20), seconds=3.0)
-    assert r["outcome"] == "ok" and len(r["value"]) == 9, r
+    assert r["outcome"] == "ok" and len(r["value"]) == 10, r
     for target, call, message in r["value"]:
         assert "not a regular file" in message and target in message, (target, call, message)
 

@@ -39,6 +39,9 @@ class Limits:
     max_tensors: int = 1_000_000
     #: Deepest chain of model-local function calls (a function calling a function, ...) (8.4, 15.4).
     max_function_depth: int = 32
+    #: Most calls of model-local functions one model expands, every nesting level counted: a
+    #: chain in which each function calls the next twice doubles per level (8.4, 15.4).
+    max_function_calls: int = 100_000
 
     def check(self, name: str, value: int, where: str = "") -> None:
         """Raise :class:`LimitExceeded` if ``value`` exceeds the limit ``name``."""

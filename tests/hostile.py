@@ -70,15 +70,17 @@ def relu_chain(n: int) -> ir.Model:
     return ir.Model(ir_version=10, opset_import=[ir.OperatorSetId("", 17)], graph=g)
 
 
-def function_chain(n: int, innermost: str = "Relu") -> ir.Model:
-    """A model calling F0, where Fi calls F(i+1) and the last calls ``innermost``: a chain of
-    ``n`` model-local functions (8.4), a few hundred octets per level."""
+def function_chain(n: int, innermost: str = "Relu", fan_out: int = 1) -> ir.Model:
+    """A model calling F0, where Fi calls F(i+1) (``fan_out`` times, in sequence) and the last
+    calls ``innermost``: a chain of ``n`` model-local functions (8.4), a few hundred octets
+    per level; with ``fan_out=2`` evaluating it expands 2**n calls."""
     imports = [ir.OperatorSetId("", 17), ir.OperatorSetId("local", 1)]
     fns = []
     for i in range(n):
         last = i + 1 == n
-        body = [ir.Node(input=["x"], output=["y"], op_type=innermost if last else f"F{i + 1}",
-                        domain="" if last else "local")]
+        names = ["x"] + [f"t{k}" for k in range(1, fan_out)] + ["y"]
+        body = [ir.Node(input=[names[k]], output=[names[k + 1]], op_type=innermost if last else f"F{i + 1}",
+                        domain="" if last else "local") for k in range(fan_out)]
         fns.append(ir.Function(name=f"F{i}", domain="local", input=["x"], output=["y"], node=body,
                                opset_import=list(imports)))
     g = ir.Graph(node=[ir.Node(input=["X"], output=["Y"], op_type="F0", domain="local")], name="g",

@@ -117,6 +117,39 @@ def test_function_chain_of_200_is_refused_at_once():
     assert r["peak_mib"] - r["base_mib"] < 100, r
 
 
+def test_doubling_function_chain_is_refused_at_once():
+    # each function calls the next twice: 30 levels (6 KB) expand 2**30 calls
+    r = _ok(run_capped("""
+        import hostile
+        from onnxkit.checker import check_model
+        from onnxkit.inference import infer_model
+        model = hostile.function_chain(30, fan_out=2)
+        onnxkit.InferenceSession(hostile.function_chain(2))
+        result["base_mib"] = peak_mib()
+        def go():
+            result["checker"] = [d.message for d in check_model(model).errors]
+            infer_model(model)
+            onnxkit.InferenceSession(model)
+        timed(go)
+    """), seconds=2.0)
+    assert r["outcome"] == "error" and r["error"] == "LimitExceeded" and r["limit"] == "max_function_calls", r
+    assert any("max_function_calls" in m for m in r["checker"]), r
+    assert r["peak_mib"] - r["base_mib"] < 100, r
+
+
+def test_function_call_limit_in_the_planner():
+    from onnxkit.errors import LimitExceeded
+    from onnxkit.limits import Limits
+    from onnxkit.runtime.session import InferenceSession
+
+    model = hostile.function_chain(6, fan_out=2)  # 1 + 2 + 4 + ... + 32 = 63 calls
+    x = {"X": np.array([-1, 2], np.float32)}
+    assert InferenceSession(model).run(None, x)[0].tolist() == [0, 2]
+    with pytest.raises(LimitExceeded) as exc:
+        InferenceSession(model, validate=False, limits=Limits(max_function_calls=50))
+    assert exc.value.limit == "max_function_calls"
+
+
 def test_function_chain_of_200_refused_by_checker_and_planner():
     from onnxkit.checker import check_model
     from onnxkit.errors import LimitExceeded

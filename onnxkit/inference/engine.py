@@ -33,6 +33,9 @@ from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is
 
 #: Deepest nesting of function bodies and subgraphs inferred.
 MAX_DEPTH = 48
+#: Most function bodies inferred per model, every call and nesting level counted (calls past it
+#: leave their outputs unknown): a chain of functions each calling the next twice doubles per level.
+MAX_EXPANSIONS = 100_000
 
 
 class Scope:
@@ -206,6 +209,7 @@ class Engine:
         self._counter = 0
         self.fresh: set = set()
         self.depth = 0
+        self.expansions = 0  # function bodies inferred (MAX_EXPANSIONS)
         self.last_subgraph_values: list = []
 
     # -- services for the context ------------------------------------------------------------
@@ -440,8 +444,9 @@ class Engine:
     def infer_function(self, node, fn: ir.Function, opsets, schema, in_types, in_values, where):
         """Infer a call of ``fn`` by inferring its body with the call's input types."""
         n_out = len(node.output)
-        if self.depth >= MAX_DEPTH:
+        if self.depth >= MAX_DEPTH or self.expansions >= MAX_EXPANSIONS:
             return [None] * n_out, [None] * n_out
+        self.expansions += 1
         values = call_attributes(schema, fn, node)
         missing = {formal for k, formal in enumerate(fn.input) if k >= len(node.input) or not node.input[k]}
         body = [substitute(n, values, missing) for n in fn.node]

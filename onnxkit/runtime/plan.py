@@ -172,7 +172,8 @@ class Planner:
 
     Planning is linear in the size of the model: one pass over each graph's nodes, no
     per-node set copies; nesting (subgraphs, function calls) is refused at
-    ``max_subgraph_depth`` / ``max_function_depth`` before a deeper level is built.
+    ``max_subgraph_depth`` / ``max_function_depth``, and expansion at ``max_function_calls``,
+    before a deeper level or a further call is built.
     """
 
     def __init__(self, model: ir.Model, registry, backend: str, seed=None, limits=None, own_data: bool = True):
@@ -191,6 +192,7 @@ class Planner:
         self._seen_unsupported: set = set()
         self.depth = 0
         self.function_depth = 0
+        self.function_calls = 0  # function bodies expanded so far (max_function_calls)
 
     # -- public -------------------------------------------------------------------------------
     def compile_model(self) -> GraphPlan:
@@ -420,6 +422,8 @@ class Planner:
         limits.check("max_function_depth", self.function_depth + 1, where=f"call of function {label!r} by node "
                      f"{node.name!r} ({node.op_type})")
         limits.check("max_subgraph_depth", self.depth + 1, where=f"function {label!r}")
+        self.function_calls += 1
+        limits.check("max_function_calls", self.function_calls, where=f"call of function {label!r}")
         values = call_attributes(schema, fn, node)
         body_nodes = [substitute(n, values) for n in fn.node]
         graph = ir.Graph(node=body_nodes, name=label,

@@ -33,9 +33,12 @@ from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is
 
 #: Deepest nesting of function bodies and subgraphs inferred.
 MAX_DEPTH = 48
-#: Most function bodies inferred per model, every call and nesting level counted (calls past it
-#: leave their outputs unknown): a chain of functions each calling the next twice doubles per level.
-MAX_EXPANSIONS = 100_000
+#: Function bodies inferred per model, every call and nesting level counted: this many, plus
+#: ``EXPANSIONS_PER_NODE`` per node of the model's graph and functions - linear in the model's
+#: size (calls past it leave their outputs unknown).  A chain of functions each calling the next
+#: twice would otherwise double the work per level.
+MAX_EXPANSIONS = 10_000
+EXPANSIONS_PER_NODE = 16
 
 
 class Scope:
@@ -209,7 +212,9 @@ class Engine:
         self._counter = 0
         self.fresh: set = set()
         self.depth = 0
-        self.expansions = 0  # function bodies inferred (MAX_EXPANSIONS)
+        self.expansions = 0  # function bodies inferred, at most max_expansions
+        size = (len(model.graph.node) if model.graph is not None else 0) + sum(len(f.node) for f in model.functions)
+        self.max_expansions = MAX_EXPANSIONS + EXPANSIONS_PER_NODE * size
         self.last_subgraph_values: list = []
 
     # -- services for the context ------------------------------------------------------------
@@ -444,7 +449,7 @@ class Engine:
     def infer_function(self, node, fn: ir.Function, opsets, schema, in_types, in_values, where):
         """Infer a call of ``fn`` by inferring its body with the call's input types."""
         n_out = len(node.output)
-        if self.depth >= MAX_DEPTH or self.expansions >= MAX_EXPANSIONS:
+        if self.depth >= MAX_DEPTH or self.expansions >= self.max_expansions:
             return [None] * n_out, [None] * n_out
         self.expansions += 1
         values = call_attributes(schema, fn, node)

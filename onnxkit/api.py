@@ -1,7 +1,8 @@
 """The public load / save API (Clause 12, 13).
 
-``load`` memory-maps a file and decodes it with onnxkit's own codec: tensor contents stay
-views of the mapped file until someone writes to them.  ``save`` writes the model in tag
+``load`` memory-maps a file (a regular file only, opened without blocking) and decodes it
+with onnxkit's own codec: tensor contents stay views of the mapped file until someone writes
+to them; ``load(copy=True)`` reads the file into memory instead.  ``save`` writes the model in tag
 order, retained unknown fields included (12.4).  External data (Clause 13) is resolved
 through :mod:`onnxkit.external`: lazily by default, never outside the model's directory
 unless asked (15.3, 15.5).
@@ -12,11 +13,12 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import stat
 from typing import Any, Optional, Union
 
 
 from . import ir
-from .errors import DecodeError, OnnxkitError
+from .errors import DecodeError, LimitExceeded, OnnxkitError
 from .limits import DEFAULT_LIMITS, Limits
 from .wire import decode_message, encode
 
@@ -26,30 +28,70 @@ Source = Union[str, os.PathLike, bytes, bytearray, memoryview, Any]
 EXTERNAL_MODES = ("lazy", "eager", "never")
 
 
-def _buffer(src: Source):
-    """(buffer, base directory or None) for a path, octets or a binary file object."""
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+               | getattr(os, "O_BINARY", 0))
+
+
+def _kind(mode: int) -> str:
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def _regular(fd: int, what: str) -> os.stat_result:
+    """``fstat`` of an opened model file; refuses anything but a regular file (FIFOs, devices, ...)."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise OnnxkitError(f"{what} is {_kind(st.st_mode)}, not a regular file; a model is read from a regular file, "
+                           "octets or a file object")
+    return st
+
+
+def _buffer(src: Source, copy: bool = False, limits: Limits = DEFAULT_LIMITS):
+    """(buffer, base directory or None) for a path, octets or a binary file object.
+
+    A path is opened without blocking (``O_NONBLOCK``: a FIFO cannot hang the open) and must
+    be a regular file (``fstat`` after the open).  It is memory-mapped, or with ``copy=True``
+    read into memory, so that later changes to the file cannot reach the model."""
     if isinstance(src, (bytes, bytearray, memoryview)):
         return memoryview(src), None
     if isinstance(src, (str, os.PathLike)):
         path = os.fspath(src)
         try:
-            with open(path, "rb") as fh:
-                return _map(fh), os.path.dirname(os.path.abspath(path))
+            fd = os.open(path, _OPEN_FLAGS)
         except FileNotFoundError:
             raise OnnxkitError(f"no such model file: {path}") from None
         except IsADirectoryError:
             raise OnnxkitError(f"{path} is a directory, not a model file") from None
-        except PermissionError as exc:
+        except OSError as exc:
             raise OnnxkitError(f"cannot read {path}: {exc.strerror}") from None
+        try:
+            st = _regular(fd, f"model file {path}")
+            buf = _read_fd(fd, st.st_size, path, copy, limits)
+        finally:
+            os.close(fd)
+        return buf, os.path.dirname(os.path.abspath(path))
     if hasattr(src, "read"):
         name = getattr(src, "name", None)
         base = os.path.dirname(os.path.abspath(name)) if isinstance(name, str) and os.path.exists(name) else None
         try:
-            src.fileno()
-            if src.seekable() and src.tell() == 0:
-                return _map(src), base
+            fd = src.fileno()
         except (OSError, AttributeError, ValueError):
-            pass
+            fd = None
+        if fd is not None:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode):
+                try:
+                    at_start = src.seekable() and src.tell() == 0
+                except (OSError, ValueError):
+                    at_start = False
+                if at_start and not copy:
+                    return _read_fd(fd, st.st_size, name, False, limits), base
+            elif not (stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)):  # a stream the caller chose is read
+                _regular(fd, f"file object {name!r}" if name is not None else "the file object")
         data = src.read()
         if not isinstance(data, (bytes, bytearray)):
             raise OnnxkitError("load() needs a binary file object (open the file with 'rb')")
@@ -57,15 +99,38 @@ def _buffer(src: Source):
     raise OnnxkitError(f"load() takes a path, bytes or a binary file object, not {type(src).__name__}")
 
 
-def _map(fh) -> memoryview:
-    size = os.fstat(fh.fileno()).st_size
+def _read_fd(fd: int, size: int, name, copy: bool, limits: Limits) -> memoryview:
+    """The octets of the regular file ``fd``: mapped, or read into memory (``copy``)."""
+    if size > limits.max_message_bytes:
+        raise LimitExceeded(f"model file {name} holds {size} octets, more than max_message_bytes="
+                            f"{limits.max_message_bytes} (Clause 12.5)", limit="max_message_bytes", value=size,
+                            maximum=limits.max_message_bytes, path=str(name))
     if size == 0:
         return memoryview(b"")
-    return memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+    if not copy:
+        try:
+            return memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_READ))
+        except (OSError, ValueError) as exc:  # e.g. the file shrank since fstat, or no address space
+            raise OnnxkitError(f"model file {name} cannot be mapped: {getattr(exc, 'strerror', None) or exc}") from None
+    data = bytearray(size)
+    view = memoryview(data)
+    got = 0
+    while got < size:
+        n = os.preadv(fd, [view[got:]], got) if hasattr(os, "preadv") else _pread_into(fd, view, got)
+        if n <= 0:  # the file shrank while read: what is there is what it holds
+            break
+        got += n
+    return view[:got]
+
+
+def _pread_into(fd: int, view: memoryview, at: int) -> int:  # pragma: no cover - platforms without preadv
+    chunk = os.pread(fd, len(view) - at, at)
+    view[at:at + len(chunk)] = chunk
+    return len(chunk)
 
 
 def load(src: Source, *, external_data: str = "lazy", allow_outside: bool = False,
-         limits: Limits = DEFAULT_LIMITS, base_dir: Optional[str] = None) -> ir.Model:
+         limits: Limits = DEFAULT_LIMITS, base_dir: Optional[str] = None, copy: bool = False) -> ir.Model:
     """Read a model (ModelProto) from a path, octets or a binary file object.
 
     ``external_data``: ``'lazy'`` (default: references are checked now and files opened when a
@@ -73,11 +138,15 @@ def load(src: Source, *, external_data: str = "lazy", allow_outside: bool = Fals
     (references kept, reading them refused) — Clause 15.5.  ``allow_outside`` lets a
     reference resolve outside the model's directory; it is never the default (15.3).
     ``base_dir`` sets the directory references resolve against (default: the file's).
+    ``copy``: read the file into memory instead of mapping it, so that rewriting or truncating
+    it later cannot change the model or fault (what a session does by default).
+    A path must name a regular file; it is opened without blocking, so a FIFO or a device is
+    refused, never waited on.
     Raises :class:`DecodeError` for malformed octets, :class:`LimitExceeded` past a limit.
     """
     if external_data not in EXTERNAL_MODES:
         raise OnnxkitError(f"external_data must be one of {EXTERNAL_MODES}, not {external_data!r}")
-    buf, found_dir = _buffer(src)
+    buf, found_dir = _buffer(src, copy, limits)
     tensors: list = []
     model = decode_message(buf, "ModelProto", limits, tensors=tensors)
     model.base_dir = base_dir or found_dir

@@ -4,7 +4,8 @@ A :class:`Diagnostic` is one condition found: its severity (onnxkit's position o
 *error* means the model's result is undefined or cannot be computed; a *warning* a condition
 that cannot change the result; see :mod:`onnxkit.checker.codes`), a stable ``code``
 (kebab-case, listed in docs/diagnostics.md), the clause it comes from, a message, and where: a
-location such as ``graph 'main' / node 3 'conv1' (Conv) / input 1 'W'``.
+location such as ``graph 'main' / node 3 'conv1' (Conv) / input 1 'W'`` (a string, or a lazy
+:class:`onnxkit.locations.Location` that renders as one when printed).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class Diagnostic:
 
     def to_json(self) -> dict:
         return {"severity": self.severity, "code": self.code, "clause": self.clause,
-                "message": self.message, "location": self.location}
+                "message": self.message, "location": str(self.location)}
 
 
 def error(code: str, clause: str, message: str, location: str = "") -> Diagnostic:

@@ -41,6 +41,18 @@ class Limits:
     max_loop_iterations: int = 10_000_000
     #: Largest external data file (15.4).
     max_external_file_bytes: int = 1 << 40
+    # -- counts: what a small input may make the decoder, checker and planner build (12.5, 15.4) --
+    #: Most messages of every kind one decoded input may hold (each becomes an object).
+    max_messages: int = 8_000_000
+    #: Most NodeProto messages one input may hold, all graphs and functions together.
+    max_nodes: int = 1_000_000
+    #: Most TensorProto messages one input may hold (initializers, attribute tensors, ...).
+    max_tensors: int = 1_000_000
+    #: Deepest chain of model-local function calls (a function calling a function, ...) (8.4, 15.4).
+    max_function_depth: int = 32
+    #: Most calls of model-local functions one model expands, every nesting level counted: a
+    #: chain in which each function calls the next twice doubles per level (8.4, 15.4).
+    max_function_calls: int = 100_000
 
     # -- computed values (evaluation; see onnxkit.runtime.budget) ---------------------------
     #: Most bytes the size-checked values of one run hold at once (default: 3/4 of physical memory).

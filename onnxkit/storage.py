@@ -31,8 +31,12 @@ only with the explicit ``allow_outside=True``, never by default (15.3); symbolic
 and hard links stay refused even then.
 
 Known limit: a mapped file truncated by another process while mapped makes the access
-fault (SIGBUS); this is inherent to memory mapping (13.2 invites it), and why the caller
-should not share a model directory with untrusted writers.
+fault (SIGBUS); this is inherent to memory mapping (13.2 invites it).  A session therefore
+copies what it keeps by default (``InferenceSession(own_data=True)``); zero-copy mapping is
+the explicit ``own_data=False``, for model directories no untrusted writer can reach.
+
+Maps are shared per file (:func:`_shared_map`): 70,000 tensors of one file hold one map
+and one descriptor, not one each.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ import os
 import re
 import secrets
 import stat
+import threading
+import weakref
 from collections.abc import Hashable, Iterable
 from typing import Optional
 
@@ -86,7 +92,8 @@ def split_location(location: str) -> list:
 def check_location(location, *, allow_outside: bool = False, tensor: str = "") -> list:
     """Check the syntax of a location (Clause 13.2) and return its components.
 
-    Refuses a non-string, empty or NUL-containing location (``'invalid-location'``), an
+    Refuses a non-string, empty or NUL-containing location, or one ending with a separator
+    (``"data.bin/"`` names a directory; ``'invalid-location'``), an
     absolute path in POSIX, drive or UNC form (``'absolute-path'``) and a ``..`` component
     (``'path-traversal'``).  ``allow_outside=True`` admits the last two (Clause 15.3 lets
     an explicit configuration resolve outside the model directory); the first never.
@@ -96,6 +103,10 @@ def check_location(location, *, allow_outside: bool = False, tensor: str = "") -
                                tensor=tensor, location=location if isinstance(location, str) else None, clause="13.2")
     if "\x00" in location:
         raise ExternalRefError("invalid-location", "the location contains a NUL character", tensor=tensor,
+                               location=location, clause="13.2")
+    if location[-1] in "/\\":
+        raise ExternalRefError("invalid-location", "the location ends with a path separator, so it names a directory, "
+                               "not a file (Table 11: the location names the file holding the data)", tensor=tensor,
                                location=location, clause="13.2")
     parts = split_location(location)
     if not parts:
@@ -143,15 +154,19 @@ class StorageFile:
         return cls(size=view.nbytes, key=key, description=description, buffer=view.toreadonly())
 
     def map(self) -> memoryview:
-        """The whole file as a read-only ``memoryview`` (format 'B'): a memory map, not a copy."""
+        """The whole file as a read-only ``memoryview`` (format 'B'): a memory map, not a copy.
+
+        One map (and so one descriptor) per file however many tensors read it: maps are
+        shared by ``key`` while any view of them lives.  A map the system refuses (address
+        space, map count) is an :class:`ExternalRefError` ``'map-failed'``, never an OSError."""
         if self._buffer is None:
             if self._fd is None:
-                raise ValueError("StorageFile is closed")
+                raise ExternalRefError("closed", "the storage file was closed before it was mapped",
+                                       location=self.description or None)
             if self.size == 0:
                 self._buffer = memoryview(b"")
             else:
-                # mmap dups the descriptor, so the map stays valid after close(); read-only (13.2).
-                self._buffer = memoryview(mmap.mmap(self._fd, self.size, access=mmap.ACCESS_READ))
+                self._buffer = memoryview(_shared_map(self._fd, self.size, self.key, self.description))
         return self._buffer
 
     def close(self) -> None:
@@ -170,6 +185,31 @@ class StorageFile:
             self.close()
         except Exception:
             pass
+
+
+_MAPS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+_MAPS_LOCK = threading.Lock()
+
+
+def _shared_map(fd: int, size: int, key: Hashable, description: str) -> mmap.mmap:
+    """The read-only map of the file ``key`` names (13.2): one per file while any view of it lives."""
+    with _MAPS_LOCK:
+        m = _MAPS.get(key)
+        if m is not None and not m.closed and len(m) == size:
+            return m
+        try:
+            # mmap dups the descriptor, so the map stays valid after close(); read-only (13.2).
+            m = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        except (OSError, ValueError, OverflowError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ExternalRefError("map-failed", f"the file of {size} octets cannot be mapped: {why} (the address "
+                                   "space or the number of maps is exhausted)", location=description or None,
+                                   clause="15.4") from None
+        try:
+            _MAPS[key] = m
+        except TypeError:  # a key that cannot be hashed: not shared
+            pass
+        return m
 
 
 class Storage:

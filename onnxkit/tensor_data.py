@@ -56,13 +56,25 @@ def _fail(t: Tensor, message: str):
     raise OnnxkitTypeError(f"{_label(t)}: {message}")
 
 
-def _shape(t: Tensor, dims) -> tuple:
+_INTP_MAX = int(np.iinfo(np.intp).max)
+
+
+def _shape(t: Tensor, dims, bits: int = 8) -> tuple:
+    """``dims`` as a shape numpy can hold: non-negative integers whose non-zero extents, times
+    the element size, fit in an index (numpy refuses larger ones even with a zero extent)."""
     try:
         shape = tuple(int(d) for d in dims)
     except (TypeError, ValueError):
         _fail(t, f"dims {list(dims)!r} are not integers")
     if any(d < 0 for d in shape):
         _fail(t, f"dims {list(shape)} contain a negative dimension")
+    span = max(1, (bits + 7) // 8)
+    for d in shape:
+        if d:
+            span *= d
+    if span > _INTP_MAX:
+        _fail(t, f"dims {list(shape)}: the product of the non-zero extents times the element size overflows a "
+                 f"{np.dtype(np.intp).itemsize * 8}-bit index, so no array can have this shape")
     return shape
 
 
@@ -91,7 +103,7 @@ def tensor_to_numpy(t: Tensor) -> np.ndarray:
     STRING, and a segmented tensor (``segment`` set; onnxkit does not reassemble segments).
     """
     et = element_type(t.data_type, where=_label(t))
-    shape = _shape(t, t.dims)
+    shape = _shape(t, t.dims, et.bits)
     n = _count(shape)
     if t.segment is not None:
         _fail(t, "segmented tensors (TensorProto.segment) are not supported")

@@ -200,7 +200,8 @@ def test_length_past_end_of_message_rejected():
 
 def test_nested_length_fitting_buffer_but_not_parent_rejected():
     # graph is 4 octets long; inside it a node claims 10 octets, which the buffer has but the graph has not
-    data = b"\x3a\x04" + b"\x0a\x0a" + b"\x12\x00" + b"\x00" * 12
+    # (the octets after the graph are a valid producer_name, so the graph's fault is the only one)
+    data = b"\x3a\x04" + b"\x0a\x0a" + b"\x12\x00" + b"\x12\x0a" + b"p" * 10
     with pytest.raises(ProtobufDecodeError):
         pb(data)  # protobuf rejects it as well
     err = decode_error(data)
@@ -224,7 +225,8 @@ def test_truncated_fixed_width_rejected():
     err = decode_error(b"\x08\x07" + key(99, 5) + b"\x00" * 3)  # unknown 32-bit field
     assert err.offset == 2
     # inside a graph whose length covers the partial value only
-    err = decode_error(ld(7, key(99, 5) + b"\x00\x00") + b"\x00\x00")
+    # (what follows the graph is a valid ir_version, so the graph's fault is the only one)
+    err = decode_error(ld(7, key(99, 5) + b"\x00\x00") + b"\x08\x07")
     assert err.path == "ModelProto.graph" and err.offset == 2
 
 

@@ -11,6 +11,12 @@ Locations read like a path, outermost first, joined by ``' / '``::
     function 'com.acme::Gelu' / node 2 (Mul)
 
 The helpers here build each component so that every module writes them the same way.
+
+A location need not be a string: inference hands the checker lazy
+:class:`~onnxkit.locations.Location` chains for what it finds inside function bodies (a path
+of small tuples, rendered only when a diagnostic is printed), so no level of a deep chain of
+calls embeds the text of the level above it.  :func:`extend` builds one; :meth:`Context.emit`
+keeps whichever it is given.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any, Mapping, Optional
 
 from ..diagnostics import Diagnostic, Report
 from ..limits import Limits
+from ..locations import Location
 from ..registry import normalize_domain
 from .codes import CODES
 
@@ -27,6 +34,11 @@ CURRENT_IR = 14
 
 #: Element type tags and the IR version that introduced each (Table 12); older tags are in every version.
 ELEM_TYPE_IR = {17: 9, 18: 9, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11, 24: 12, 25: 13, 26: 13, 27: 14, 28: 14}
+
+
+def extend(parent, segment: str) -> Location:
+    """``parent / segment`` as a lazy location (O(1), whatever the depth of ``parent``)."""
+    return Location(parent, segment)
 
 
 def q(name: Any) -> str:
@@ -94,8 +106,9 @@ class Context:
         self._domains = None
 
     # -- reporting -------------------------------------------------------------------------
-    def emit(self, code: str, message: str, location: str = "") -> None:
-        """Record one condition under ``code`` (severity and clause from the catalogue)."""
+    def emit(self, code: str, message: str, location="") -> None:
+        """Record one condition under ``code`` (severity and clause from the catalogue);
+        ``location`` a string or a lazy :class:`~onnxkit.locations.Location`, kept as given."""
         row = CODES[code]
         self.report.diagnostics.append(Diagnostic(row.severity, code, row.clause, message, location))
 

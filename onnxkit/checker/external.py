@@ -12,6 +12,9 @@ detects, without opening any file:
 * ``external-size-mismatch`` (6.3.4, 13.1): a ``length`` that differs from the octets the
   dims and element type need; ``limit-exceeded`` (15.4) a declared size over the limits.
 
+A model loaded with ``allow_outside=True`` (the explicit configuration of 15.3) is checked
+under that same configuration: its ``..`` and absolute locations are not refused here.
+
 With ``open_external=True`` the reference is also resolved through
 :func:`onnxkit.external.read_external` against the model's directory (symbolic and hard
 links refused, size and checksum verified): ``external-short-file``,
@@ -58,8 +61,11 @@ def check_external(ctx: Context, t: ir.Tensor, loc: str, *, embedded: bool) -> N
         if exc.code not in ("bad-dims", "unsupported-type"):
             _refused(ctx, exc, loc)
         return
+    # the explicit configuration of 15.3 the model was loaded with (load(allow_outside=True)) holds here too
+    loaded = t.external_options
+    allow_outside = bool(getattr(loaded, "allow_outside", False))
     try:
-        ref = parse_reference(t)
+        ref = parse_reference(t, allow_outside=allow_outside)
     except ExternalRefError as exc:
         _refused(ctx, exc, loc)
         return
@@ -70,7 +76,8 @@ def check_external(ctx: Context, t: ir.Tensor, loc: str, *, embedded: bool) -> N
     if ctx.open_external and not embedded:
         probe = attrs.evolve(t, base_dir=ctx.base_dir)
         try:
-            read_external(probe, options=ExternalDataOptions(mode="lazy", limits=ctx.limits))
+            read_external(probe, options=ExternalDataOptions(mode="lazy", allow_outside=allow_outside,
+                                                             limits=ctx.limits))
         except ExternalRefError as exc:
             _refused(ctx, exc, loc)
         except LimitExceeded as exc:

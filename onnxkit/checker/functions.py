@@ -87,7 +87,7 @@ def check_functions(ctx: Context, model: ir.Model) -> None:
         body = ir.Graph(node=fn.node, name=fn.name, input=[ir.ValueInfo(name=n) for n in fn.input],
                         output=[ir.ValueInfo(name=n) for n in fn.output], value_info=fn.value_info)
         check_graph(ctx, body, loc, Env({}, fn, _function_opsets(ctx, fn, loc)), "function")
-    _check_recursion(ctx)
+    _check_recursion(ctx, model)
 
 
 def _calls(ctx: Context, nodes, out: set) -> set:
@@ -100,8 +100,63 @@ def _calls(ctx: Context, nodes, out: set) -> set:
     return out
 
 
-def _check_recursion(ctx: Context) -> None:
+def _call_counts(ctx: Context, nodes, out: dict) -> dict:
+    """``{function key: number of call sites}`` among ``nodes`` and their subgraphs."""
+    for n in nodes:
+        key = function_key(n.domain, n.op_type, n.overload)
+        if key in ctx.functions:
+            out[key] = out.get(key, 0) + 1
+        for _, _, sub in _subgraphs(n):
+            _call_counts(ctx, sub.node, out)
+    return out
+
+
+def _check_call_depth(ctx: Context, graph: dict, model: ir.Model) -> None:
+    """``limit-exceeded`` where a chain of calls between model-local functions is longer than
+    ``max_function_depth``, or where evaluating the model would expand more than
+    ``max_function_calls`` calls (15.4; a function calling the next twice doubles per level).
+    Found on the call graph, in time linear in its size, without expanding a single call (a
+    cycle, reported as ``function-recursion``, is not followed twice)."""
+    limit = ctx.limits.max_function_depth
+    calls = {key: _call_counts(ctx, fn.node, {}) for key, fn in ctx.functions.items()}
+    depth: dict = {}   # key -> longest chain of calls starting with a call of key
+    expanded: dict = {}  # key -> calls one call of key expands, itself included
+    for root in graph:
+        if root in depth:
+            continue
+        stack = [(root, iter(graph[root]))]
+        depth[root] = 0  # provisional: on the path (a cycle back to it counts no further)
+        while stack:
+            key, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                depth[key] = 1 + max((depth.get(c, 0) for c in graph[key]), default=0)
+                expanded[key] = 1 + sum(k * expanded.get(c, 0) for c, k in calls[key].items())
+                continue
+            if nxt not in depth:
+                depth[nxt] = 0
+                stack.append((nxt, iter(graph[nxt])))
+    worst = max(depth, key=depth.get, default=None)
+    if worst is not None and depth[worst] > limit:
+        ctx.emit("limit-exceeded", f"a chain of {depth[worst]} nested calls of model-local functions starts at "
+                 f"{function_label(ctx.functions[worst])}, more than max_function_depth={limit} (Clause 8.4, 15.4)",
+                 function_label(ctx.functions[worst]))
+        return
+    roots: dict = {}
+    for g in (model.graph, *(getattr(t, f) for t in model.training_info for f in ("initialization", "algorithm"))):
+        if g is not None:
+            _call_counts(ctx, g.node, roots)
+    total = sum(k * expanded.get(key, 0) for key, k in roots.items())
+    most = ctx.limits.max_function_calls
+    if total > most:
+        ctx.emit("limit-exceeded", f"evaluating the model expands {total} calls of model-local functions, more than "
+                 f"max_function_calls={most} (Clause 8.4, 15.4)", "model")
+
+
+def _check_recursion(ctx: Context, model: ir.Model) -> None:
     graph = {key: sorted(_calls(ctx, fn.node, set())) for key, fn in ctx.functions.items()}
+    _check_call_depth(ctx, graph, model)
     state: dict = {}  # key -> 1 on the path, 2 done
     reported = set()
     for root in graph:

@@ -4,7 +4,8 @@
 values, sparse tensor parts, function attribute defaults):
 
 * ``invalid-elem-type`` (6.2): ``data_type`` 0 or not in Table 5;
-* ``negative-extent`` (6.5.1) / ``limit-exceeded`` (15.4): a negative or over-limit dims entry;
+* ``negative-extent`` (6.5.1) / ``limit-exceeded`` (15.4): a negative or over-limit dims entry, or dims
+  whose non-zero extents times the element size exceed ``max_tensor_bytes`` (e.g. ``[2**32, 2**32, 0]``);
 * ``invalid-data-location`` (13.1, B.20): data_location other than DEFAULT or EXTERNAL;
 * ``tensor-segment`` (warning): a segmented tensor, whose size cannot be checked alone;
 * ``external-data-not-external`` (13.1): external_data entries on a DEFAULT tensor;
@@ -62,8 +63,15 @@ def check_tensor(ctx: Context, t: ir.Tensor, loc: str) -> None:
     if not _dims_ok(ctx, t.dims, loc):
         return
     n = 1
+    span = max(1, et.bits // 8)  # octets the non-zero extents span: must fit the limits even when N = 0
     for d in t.dims:
         n *= int(d)
+        span *= int(d) or 1
+    if span > ctx.limits.max_tensor_bytes:
+        ctx.emit("limit-exceeded", f"dims {[int(d) for d in t.dims]}: the product of the non-zero extents times the "
+                 f"element size is {span} octets, over max_tensor_bytes={ctx.limits.max_tensor_bytes} (it overflows "
+                 "what an array can index)", loc)
+        return
     if t.data_location not in (0, 1):
         ctx.emit("invalid-data-location", f"data_location is {t.data_location}; Table B.20 defines 0 (DEFAULT) and "
                  "1 (EXTERNAL)", loc)

@@ -30,6 +30,7 @@ from ..diagnostics import ERROR, WARNING, Diagnostic, error, warning
 from ..dtypes import ELEMENT_TYPES
 from ..ir.attribute import AttributeType
 from ..functions import GRAPH_TYPES, call_attributes, substitute
+from ..locations import Location
 from ..registry import normalize_domain
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is_symbolic
 
@@ -39,6 +40,12 @@ CONTRADICTION_SEVERITY = {"inferred-type-mismatch": ERROR, "inferred-shape-misma
 
 #: Deepest nesting of function bodies and subgraphs inferred.
 MAX_DEPTH = 48
+#: Function bodies inferred per model, every call and nesting level counted: this many, plus
+#: ``EXPANSIONS_PER_NODE`` per node of the model's graph and functions - linear in the model's
+#: size (calls past it leave their outputs unknown).  A chain of functions each calling the next
+#: twice would otherwise double the work per level.
+MAX_EXPANSIONS = 10_000
+EXPANSIONS_PER_NODE = 16
 
 
 class Scope:
@@ -214,6 +221,9 @@ class Engine:
         self._counter = 0
         self.fresh: set = set()
         self.depth = 0
+        self.expansions = 0  # function bodies inferred, at most max_expansions
+        size = (len(model.graph.node) if model.graph is not None else 0) + sum(len(f.node) for f in model.functions)
+        self.max_expansions = MAX_EXPANSIONS + EXPANSIONS_PER_NODE * size
         self.last_subgraph_values: list = []
 
     # -- services for the context ------------------------------------------------------------
@@ -239,19 +249,29 @@ class Engine:
     def node_label(node: ir.Node, idx: int) -> str:
         return node.name or f"{node.op_type}#{idx}"
 
-    def graph_location(self, path: str) -> str:
-        """``graph 'main'`` for the top graph, else the subgraph's path: the checker's style (Clause 10)."""
+    def graph_location(self, path) -> str:
+        """``graph 'main'`` for the top graph, else the subgraph's path: the checker's style (Clause 10).
+
+        Inside a function body ``path`` is a lazy :class:`~onnxkit.locations.Location`; it is
+        extended, never rendered into the next level (that made locations double per level)."""
+        if isinstance(path, Location):
+            return path
         if path:
             return f"graph {path!r}"
         return f"graph {self.model.graph.name!r}" if self.model.graph is not None else "graph"
 
-    def node_location(self, path: str, node: ir.Node, idx: Optional[int] = None) -> str:
+    def node_location(self, path, node: ir.Node, idx: Optional[int] = None):
         n = f"node {idx}" if idx is not None else "node"
         name = f" {node.name!r}" if node.name else ""
-        return f"{self.graph_location(path)} / {n}{name} ({node.domain + '::' if node.domain else ''}{node.op_type})"
+        segment = f"{n}{name} ({node.domain + '::' if node.domain else ''}{node.op_type})"
+        if isinstance(path, Location):
+            return Location(path, segment)
+        return f"{self.graph_location(path)} / {segment}"
 
-    def subgraph_path(self, path: str, node: ir.Node, idx: int, label: str) -> str:
+    def subgraph_path(self, path, node: ir.Node, idx: int, label: str):
         seg = f"{self.node_label(node, idx)}.{label}"
+        if isinstance(path, Location):
+            return Location(path, f"graph {seg!r}")
         return f"{path}/{seg}" if path else seg
 
     # -- model ----------------------------------------------------------------------------------
@@ -443,8 +463,9 @@ class Engine:
     def infer_function(self, node, fn: ir.Function, opsets, schema, in_types, in_values, where):
         """Infer a call of ``fn`` by inferring its body with the call's input types."""
         n_out = len(node.output)
-        if self.depth >= MAX_DEPTH:
+        if self.depth >= MAX_DEPTH or self.expansions >= self.max_expansions:
             return [None] * n_out, [None] * n_out
+        self.expansions += 1
         values = call_attributes(schema, fn, node)
         missing = {formal for k, formal in enumerate(fn.input) if k >= len(node.input) or not node.input[k]}
         body = [substitute(n, values, missing) for n in fn.node]
@@ -459,7 +480,7 @@ class Engine:
                 v = in_values[k] if k < len(in_values) else None
                 if v is not None:
                     scope.values[formal] = v
-        label = f"{where} / body of {fn.domain + '::' if fn.domain else ''}{fn.name}"
+        label = Location(where, f"body of {fn.domain + '::' if fn.domain else ''}{fn.name}")
         self.depth += 1
         try:
             for idx, n in enumerate(body):

@@ -25,11 +25,16 @@ node that carries it).  The run loop does no registry look-ups and no attribute 
 
 from __future__ import annotations
 
+import mmap
 from typing import Optional
+
+import attrs
+import numpy as np
 
 from .. import ir
 from ..errors import EvaluationError, OnnxkitError
 from ..functions import GRAPH_TYPES, call_attributes, node_attributes, substitute
+from ..limits import DEFAULT_LIMITS
 from ..registry import normalize_domain
 from .budget import RunBudget, enter_run, guard_for, leave_run
 from .fallback import Placement
@@ -192,11 +197,60 @@ def _execute(graph_name: str, step: Step, env: dict, budget, held: dict, keep: b
     return (args, out) if keep else None
 
 
-class Planner:
-    """Binds and compiles a model for one backend.  Collects every unsupported operator."""
+def _mapped(a: np.ndarray) -> bool:
+    """True if the octets of ``a`` belong to a memory map (a model file or an external data file)."""
+    base = a
+    for _ in range(64):  # a chain of views is short; bounded anyway
+        if isinstance(base, mmap.mmap):
+            return True
+        if isinstance(base, memoryview):
+            base = base.obj
+        elif isinstance(base, np.ndarray):
+            base = base.base
+        else:
+            return False
+        if base is None:
+            return False
+    return True
 
-    def __init__(self, model: ir.Model, registry, backend: str, seed=None, limits=None):
+
+def _mapped_view(view: memoryview) -> bool:
+    """True if ``view`` shows octets of a memory map."""
+    return isinstance(view.obj, mmap.mmap)
+
+
+class Visible:
+    """The names visible at a point of a graph: its own ``names`` and those of ``outer`` (5.4.3).
+
+    A view, made in constant time: ``names`` is the graph's live set of defined names, so a
+    planner builds no per-node copy (the copy made planning quadratic in the node count).
+    Supports ``in`` only; ``outer`` is another :class:`Visible` or any container.
+    """
+
+    __slots__ = ("names", "outer")
+
+    def __init__(self, names, outer=()):
+        self.names = names
+        self.outer = outer
+
+    def __contains__(self, name) -> bool:
+        return name in self.names or name in self.outer
+
+
+class Planner:
+    """Binds and compiles a model for one backend.  Collects every unsupported operator.
+
+    Planning is linear in the size of the model: one pass over each graph's nodes, no
+    per-node set copies; nesting (subgraphs, function calls) is refused at
+    ``max_subgraph_depth`` / ``max_function_depth``, and expansion at ``max_function_calls``,
+    before a deeper level or a further call is built.
+    """
+
+    def __init__(self, model: ir.Model, registry, backend: str, seed=None, limits=None, own_data: bool = True):
         self.model = model
+        #: copy every constant that is a view of a mapped file (model or external data), so the
+        #: plan never reads a file after planning (a rewrite or truncation cannot reach it)
+        self.own_data = own_data
         self.registry = registry
         self.backend_name = backend
         self.backend = registry.backends[backend]
@@ -210,9 +264,19 @@ class Planner:
         #: Nodes planned on the backend's fallback (:class:`~onnxkit.runtime.fallback.Fallback`).
         self.fallbacks: list = []
         self._placement = Placement(self) if self.backend.fallback else None
+        self.function_depth = 0
+        self.function_calls = 0  # function bodies expanded so far (max_function_calls)
 
     # -- public -------------------------------------------------------------------------------
     def compile_model(self) -> GraphPlan:
+        """The plan of the model's graph.  A model whose ``ir_version`` is newer than the newest
+        this implementation knows is refused (14.2: a newer IR version may change the meaning
+        of a model; the checker only warns, ``ir-version-newer``), as onnxruntime refuses it."""
+        from ..checker.context import CURRENT_IR
+
+        if self.model.ir_version > CURRENT_IR:
+            raise OnnxkitError(f"the model's ir_version {self.model.ir_version} is newer than IR version {CURRENT_IR}, "
+                               "the newest this implementation evaluates (Clause 14.1.2, 14.2); it is not evaluated")
         plan = self.compile_graph(self.model.graph, self.opsets, outer=frozenset(), top=True)
         if self.unsupported:
             from ..errors import UnsupportedOperatorError
@@ -221,7 +285,7 @@ class Planner:
         return plan
 
     # -- graphs -------------------------------------------------------------------------------
-    def compile_graph(self, graph: ir.Graph, opsets: dict, outer: frozenset, top: bool = False,
+    def compile_graph(self, graph: ir.Graph, opsets: dict, outer=frozenset(), top: bool = False,
                       name: Optional[str] = None) -> GraphPlan:
         if self.limits is not None:
             self.limits.check("max_subgraph_depth", self.depth, where=f"graph {graph.name!r}")
@@ -235,15 +299,17 @@ class Planner:
             value = self._initializer_value(t)
             (defaults if n in input_names else constants)[n] = value
         defined = set(input_names) | set(inits)
+        visible = Visible(defined, outer)
         steps = []
         free = set()
         for node in graph.node:
-            step, node_free = self.compile_node(node, opsets, outer | defined, graph)
-            free |= {n for n in node_free if n not in defined}
+            step, node_free = self.compile_node(node, opsets, visible, graph)
+            if node_free:
+                free.update(n for n in node_free if n not in defined)
             for n in node.input:
                 if n and n not in defined:
                     free.add(n)
-            defined |= {n for n in node.output if n}
+            defined.update(n for n in node.output if n)
             if step is not None:
                 steps.append(step)
         output_names = [vi.name for vi in graph.output]
@@ -269,8 +335,16 @@ class Planner:
     def _initializer_value(self, t):
         to_backend = self.backend.asarray or (lambda a: a)
         if isinstance(t, ir.SparseTensor):
-            return to_backend(t.to_dense())
-        return to_backend(t.numpy())
+            return to_backend(self._owned(t.to_dense()))
+        return to_backend(self._owned(t.numpy()))
+
+    def _owned(self, value):
+        """``value``, copied when it is a view of a memory map and the plan owns its data."""
+        if self.own_data and isinstance(value, np.ndarray) and _mapped(value):
+            copy = np.array(value, copy=True)
+            copy.flags.writeable = value.flags.writeable
+            return copy
+        return value
 
     def _fold_constants(self, steps, constants: dict, keep: set) -> list:
         """Evaluate, once at planning, every deterministic node whose inputs are all constants
@@ -295,7 +369,7 @@ class Planner:
             outs = out if type(out) is tuple else (out,)
             for name, value in zip(step.outputs, outs):
                 if name:
-                    constants[name] = value
+                    constants[name] = self._owned(value)  # e.g. a Constant's view of the file
         if len(remaining) < len(steps):  # drop constants nothing reads any more
             used = {n for s in remaining for n in (*s.inputs, *s._uses)} | keep
             for name in [n for n in constants if n not in used]:
@@ -325,7 +399,7 @@ class Planner:
             s.release = tuple(n for n in s.free if n in guarded)
 
     # -- nodes --------------------------------------------------------------------------------
-    def compile_node(self, node: ir.Node, opsets: dict, visible: frozenset, graph: Optional[ir.Graph] = None):
+    def compile_node(self, node: ir.Node, opsets: dict, visible=frozenset(), graph: Optional[ir.Graph] = None):
         """A :class:`Step` for ``node`` (None if unsupported) and the outer names its subgraphs read.
 
         On a backend that declares a fallback, the node is first placed
@@ -408,6 +482,10 @@ class Planner:
 
     def _context(self, node, domain, version, schema) -> NodeContext:
         attributes = node_attributes(schema, node)
+        if self.own_data:
+            for name, v in attributes.items():
+                if isinstance(v, ir.Tensor) and isinstance(v.raw_data, memoryview) and _mapped_view(v.raw_data):
+                    attributes[name] = attrs.evolve(v, raw_data=bytes(v.raw_data))  # a kernel keeps no view
         return NodeContext(node=node, domain=domain, op_type=node.op_type, since_version=schema.since_version,
                            opset_version=version, schema=schema, attributes=attributes, backend=self.backend,
                            seed=self.seed, limits=self.limits)
@@ -442,17 +520,27 @@ class Planner:
         """A node function evaluating ``fn``'s body with the call site's attributes.
 
         ``caller``: the graph holding the call, whose types type the body where nodes are placed."""
+        limits = self.limits if self.limits is not None else DEFAULT_LIMITS
+        label = f"{fn.domain + '::' if fn.domain else ''}{fn.name}"
+        # refused before the body is substituted and compiled: the deeper level is never built
+        limits.check("max_function_depth", self.function_depth + 1, where=f"call of function {label!r} by node "
+                     f"{node.name!r} ({node.op_type})")
+        limits.check("max_subgraph_depth", self.depth + 1, where=f"function {label!r}")
+        self.function_calls += 1
+        limits.check("max_function_calls", self.function_calls, where=f"call of function {label!r}")
         values = call_attributes(schema, fn, node)
         body_nodes = [substitute(n, values) for n in fn.node]
-        graph = ir.Graph(node=body_nodes, name=f"{fn.domain + '::' if fn.domain else ''}{fn.name}",
+        graph = ir.Graph(node=body_nodes, name=label,
                          input=[ir.ValueInfo(n) for n in fn.input], output=[ir.ValueInfo(n) for n in fn.output])
         if self._placing():
             self._placement.type_body(graph, node, caller, opsets)
         self.depth += 1
+        self.function_depth += 1
         try:
             plan = self.compile_graph(graph, opsets, frozenset())
         finally:
             self.depth -= 1
+            self.function_depth -= 1
         n_out = len(node.output)
 
         def call(*args):

@@ -30,11 +30,12 @@ import os
 import time
 from typing import Any, Mapping, Optional, Sequence
 
+import attrs
 import numpy as np
 
 from .. import ir
 from ..dtypes import ELEMENT_TYPES, from_numpy_dtype, tag_name
-from ..errors import OnnxkitError, UnsupportedOperatorError, ValidationError
+from ..errors import LimitExceeded, OnnxkitError, UnsupportedOperatorError, ValidationError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..log import get_logger, log_plugin_faults, severity_to_level
 from ..registry import get_registry
@@ -78,6 +79,12 @@ class InferenceSession:
     installed and can evaluate every operator is used, ``CPUExecutionProvider`` last of all
     (onnxruntime's fallback).  A name that is neither an onnxruntime provider nor an onnxkit
     backend raises :class:`OnnxkitError`.
+
+    ``own_data`` (default True): the session keeps copies of what it reads from the model
+    file and from external data files, so rewriting or truncating them under a live session
+    cannot change results or fault (SIGBUS).  ``own_data=False`` keeps zero-copy views of the
+    mapped files instead (less memory; the files must then not change while the session lives).
+    ``allow_outside``: passed to :func:`onnxkit.load` (Clause 15.3) when the model is a path.
     """
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, **onnxkit_options):
@@ -93,7 +100,8 @@ class InferenceSession:
 
     def _setup(self, model, providers, provider_options, backend: Optional[str] = None, *, registry=None,
                seed: Optional[int] = None, limits: Optional[Limits] = None, validate: bool = True,
-               external_data: str = "lazy", base_dir: Optional[str] = None, strict: bool = False) -> None:
+               external_data: str = "lazy", base_dir: Optional[str] = None, strict: bool = False,
+               allow_outside: bool = False, own_data: bool = True) -> None:
         from ..api import load
 
         so = self._sess_options
@@ -105,7 +113,9 @@ class InferenceSession:
         if not isinstance(model, ir.Model):
             if isinstance(model, (bytearray, memoryview)):
                 model = bytes(model)
-            model = load(model, external_data=external_data, limits=limits, base_dir=base_dir)
+            # own_data: the file is read, not mapped, so rewriting or truncating it cannot reach the session
+            model = load(model, external_data=external_data, limits=limits, base_dir=base_dir,
+                         allow_outside=allow_outside, copy=own_data)
             self._log("load", 20, "loaded model %r (%d nodes) in %.1f ms", model.graph.name if model.graph else "",
                       len(model.graph.node) if model.graph else 0, (time.perf_counter() - t0) * 1e3)
         if self._profiler:
@@ -126,7 +136,7 @@ class InferenceSession:
             if name not in self.registry.backends:
                 raise OnnxkitError(missing_backend_message(name, self.registry.backends))
             t0 = time.perf_counter()
-            planner = Planner(model, self.registry, name, seed=seed, limits=limits)
+            planner = Planner(model, self.registry, name, seed=seed, limits=limits, own_data=own_data)
             try:
                 self.plan = planner.compile_model()
             except UnsupportedOperatorError as exc:
@@ -174,7 +184,11 @@ class InferenceSession:
             from ..checker import check_model
         except ImportError:  # pragma: no cover - the checker is part of the host
             return
-        report = check_model(self.model, registry=self.registry)
+        report = check_model(self.model, registry=self.registry, limits=self.limits)
+        over = [d for d in report.errors if d.code == "limit-exceeded"]
+        if over:  # a documented limit refuses the model: the error says which (15.4)
+            raise LimitExceeded(f"the model is refused: {over[0]}", limit=_limit_named(over[0].message),
+                                path=str(over[0].location))
         for d in report.warnings:
             self._log("check", 20, "%s", d)
         admit(report, self.strict)  # refuses, or reports the warnings once (the validation policy)
@@ -351,6 +365,11 @@ def _restore(data: bytes, sess_options, providers_arg, options):
     """Unpickle a session: load the model bytes and plan again."""
     providers, provider_options = providers_arg
     return InferenceSession(data, sess_options, providers, provider_options, **options)
+
+
+def _limit_named(message: str) -> str:
+    """The name of the :class:`Limits` field a ``limit-exceeded`` diagnostic names, or ''."""
+    return next((f.name for f in attrs.fields(Limits) if f.name in message), "")
 
 
 def _kept_value_ids(plan) -> frozenset:

@@ -7,8 +7,13 @@ Rules it keeps (each is tested):
 * wire types 3 and 4 rejected (12.2.1); a length running past the enclosing message rejected (12.2.5);
 * packed and unpacked forms both accepted, also mixed in one message (12.3.3);
 * a singular field: the last occurrence wins; an embedded message is merged field by field
-  with earlier occurrences (12.3.2) — done by decoding the concatenated occurrences, which is
-  what merging means on the wire;
+  with earlier occurrences (12.3.2) — the spans of every occurrence are collected while the
+  enclosing message is read and decoded once, in order, into one message at its end (what
+  decoding the concatenation means), so each octet is read once however the copies nest;
+* decoding cost is linear: repeated fields are appended to, never rescanned; every message
+  decoded is counted against ``max_messages`` and nodes and tensors against ``max_nodes``
+  and ``max_tensors`` (:mod:`onnxkit.limits`) *before* its object is built, so a small file
+  of empty entries cannot amplify into gigabytes;
 * unknown fields skipped by wire type and retained, octet for octet, with their tag (12.4); the
   deprecated field ``AttributeProto.tp`` is retained the same way, and its value also read;
 * documented limits on message size and nesting depth (12.5, :mod:`onnxkit.limits`).
@@ -20,9 +25,11 @@ TensorProto are numpy views of it.
 
 from __future__ import annotations
 
+import gc
 import math
 import mmap
 import struct
+from array import array
 
 import numpy as np
 
@@ -101,6 +108,9 @@ class Reader:
         self.max_depth = limits.max_nesting_depth
         #: Every Tensor decoded, in order (external data is attached to them by the loader).
         self.tensors: list = []
+        #: Messages decoded so far, and nodes and tensors among them (the count limits).
+        self.count = 0
+        self.counts = {"NodeProto": 0, "TensorProto": 0}
 
     def fail(self, message, offset, path):
         raise DecodeError(message, offset, path_str(path))
@@ -124,137 +134,177 @@ class Reader:
             if shift >= 70:
                 self.fail("a variable-length integer is longer than ten octets (12.2.2)", start, path)
 
-    def message(self, name, pos, end, depth, path):
-        """Decode the message ``name`` from ``buf[pos:end]``; returns the IR object."""
+    def _counted(self, name, pos, path):
+        """Count one message against the count limits before it is built (12.5, 15.4)."""
+        self.count += 1
+        limits = self.limits
+        if self.count > limits.max_messages:
+            raise LimitExceeded(
+                f"the input holds more than max_messages={limits.max_messages} messages (at {path_str(path)}, "
+                f"byte {pos}; Clause 12.5, 15.4)", limit="max_messages", value=self.count,
+                maximum=limits.max_messages, path=path_str(path), offset=pos)
+        n = self.counts.get(name)
+        if n is not None:
+            n += 1
+            self.counts[name] = n
+            which = "max_nodes" if name == "NodeProto" else "max_tensors"
+            maximum = getattr(limits, which)
+            if n > maximum:
+                raise LimitExceeded(
+                    f"the input holds more than {which}={maximum} {name} messages (at {path_str(path)}, byte {pos}; "
+                    "Clause 12.5, 15.4)", limit=which, value=n, maximum=maximum, path=path_str(path), offset=pos)
+
+    def message(self, name, pos, end, depth, path, rest=None):
+        """Decode the message ``name`` from ``buf[pos:end]``; returns the IR object.
+
+        ``rest``: further spans (an ``array('q')`` of start, stop pairs) of the same message,
+        read on into the same fields: the later occurrences a 12.3.2 merge folds in.
+        """
         if depth > self.max_depth:
             raise LimitExceeded(
                 f"messages nest deeper than max_nesting_depth={self.limits.max_nesting_depth} at {path_str(path)} (Clause 12.5, 15.4)",
                 limit="max_nesting_depth", value=depth, maximum=self.limits.max_nesting_depth, path=path_str(path), offset=pos)
+        self._counted(name, pos, path)
         plan = _PLANS[name]
         buf = self.raw
         view = self.buf
         fields: dict = {}
         unknown = None
-        spans = None
+        pending = None   # singular embedded messages: {field: (message, spans)}, decoded at the end
         explicit = None
-        while pos < end:
-            start = pos
-            b = buf[pos]
-            if b < 0x80:
-                key = b
-                pos += 1
-            else:
-                key, pos = self.varint(pos, end, path)
-            act = plan.get(key)
-            if act is None:
-                pos = self._skip(key, start, pos, end, path)
-                if unknown is None:
-                    unknown = []
-                unknown.append((key >> 3, bytes(buf[start:pos])))
-                continue
-            code, fname, repeated, arg = act
-            if code >= _MESSAGE:  # length-delimited: names, messages, octets (the common case first)
-                if pos < end and buf[pos] < 0x80:
-                    n = buf[pos]
+        rest_at = 0
+        while True:
+            while pos < end:
+                start = pos
+                b = buf[pos]
+                if b < 0x80:
+                    key = b
                     pos += 1
                 else:
-                    n, pos = self.varint(pos, end, _Path(path, fname))
-                if n > end - pos:
-                    if n > self.limits.max_message_bytes:
-                        raise LimitExceeded(f"field {fname} declares {n} octets, more than max_message_bytes (12.5)",
-                                            limit="max_message_bytes", value=n, maximum=self.limits.max_message_bytes,
-                                            path=path_str(_Path(path, fname)), offset=start)
-                    self.fail(f"length {n} of field {fname} runs past the end of its message (12.2.5)", start, _Path(path, fname))
-                stop = pos + n
-                if n == 0 and code <= _VIEW and code >= _STRING and not repeated and arg is None:
-                    explicit = (explicit or set()) | {fname}
-                if code == _MESSAGE:
-                    if repeated:
-                        lst = fields.get(fname)
-                        if lst is None:
-                            lst = fields[fname] = []
-                        lst.append(self.message(arg, pos, stop, depth + 1, (path, fname, len(lst))))
-                        pos = stop
-                        continue
-                    spans = spans or {}
-                    if fname in fields:  # 12.3.2: merge with the earlier occurrences
-                        spans[fname].append((pos, stop))
-                        v = self._merged(arg, spans[fname], depth, _Path(path, fname))
-                    else:
-                        spans[fname] = [(pos, stop)]
-                        v = self.message(arg, pos, stop, depth + 1, (path, fname, None))
-                elif code == _STRING:
-                    v = buf[pos:stop].decode("utf-8", "surrogateescape") if buf is not view else \
-                        bytes(view[pos:stop]).decode("utf-8", "surrogateescape")
-                elif code == _BYTES:
-                    v = bytes(buf[pos:stop])
-                elif code == _VIEW:
-                    v = view[pos:stop]
-                elif code == _PACKED:  # packed repeated scalars (12.3.3)
-                    v = self._packed(arg, pos, stop, path)
-                    if arg.array is None:
-                        fields.setdefault(fname, []).extend(v.tolist() if isinstance(v, np.ndarray) else v)
-                    else:
-                        fields.setdefault(fname, []).append(v)
-                    pos = stop
-                    continue
-                else:  # _DEPRECATED: Annex B.1 - read, retained (12.4), value kept for Part 2's sake
-                    v = self.message(arg, pos, stop, depth + 1, (path, fname, None))
+                    key, pos = self.varint(pos, end, path)
+                act = plan.get(key)
+                if act is None:
+                    pos = self._skip(key, start, pos, end, path)
                     if unknown is None:
                         unknown = []
-                    unknown.append((key >> 3, bytes(buf[start:stop])))
-                pos = stop
-            elif code <= _INT32:  # varint scalars
-                if pos < end and buf[pos] < 0x80:
-                    v = buf[pos]
-                    pos += 1
+                    unknown.append((key >> 3, bytes(buf[start:pos])))
+                    continue
+                code, fname, repeated, arg = act
+                if code >= _MESSAGE:  # length-delimited: names, messages, octets (the common case first)
+                    if pos < end and buf[pos] < 0x80:
+                        n = buf[pos]
+                        pos += 1
+                    else:
+                        n, pos = self.varint(pos, end, _Path(path, fname))
+                    if n > end - pos:
+                        if n > self.limits.max_message_bytes:
+                            raise LimitExceeded(f"field {fname} declares {n} octets, more than max_message_bytes (12.5)",
+                                                limit="max_message_bytes", value=n, maximum=self.limits.max_message_bytes,
+                                                path=path_str(_Path(path, fname)), offset=start)
+                        self.fail(f"length {n} of field {fname} runs past the end of its message (12.2.5)", start, _Path(path, fname))
+                    stop = pos + n
+                    if n == 0 and code <= _VIEW and code >= _STRING and not repeated and arg is None:
+                        explicit = (explicit or set()) | {fname}
+                    if code == _MESSAGE:
+                        if repeated:
+                            lst = fields.get(fname)
+                            if lst is None:
+                                lst = fields[fname] = []
+                            lst.append(self.message(arg, pos, stop, depth + 1, (path, fname, len(lst))))
+                            pos = stop
+                            continue
+                        # 12.3.2: every occurrence is merged into one message, decoded once at the end
+                        if pending is None:
+                            pending = {}
+                        got = pending.get(fname)
+                        if got is None:
+                            pending[fname] = (arg, array("q", (pos, stop)))
+                            fields[fname] = None  # keeps the field's place; filled in below
+                        else:
+                            got[1].append(pos)
+                            got[1].append(stop)
+                        pos = stop
+                        continue
+                    elif code == _STRING:
+                        v = buf[pos:stop].decode("utf-8", "surrogateescape") if buf is not view else \
+                            bytes(view[pos:stop]).decode("utf-8", "surrogateescape")
+                    elif code == _BYTES:
+                        v = bytes(buf[pos:stop])
+                    elif code == _VIEW:
+                        v = view[pos:stop]
+                    elif code == _PACKED:  # packed repeated scalars (12.3.3)
+                        v = self._packed(arg, pos, stop, path)
+                        if arg.array is None:
+                            fields.setdefault(fname, []).extend(v.tolist() if isinstance(v, np.ndarray) else v)
+                        else:
+                            fields.setdefault(fname, []).append(v)
+                        pos = stop
+                        continue
+                    else:  # _DEPRECATED: Annex B.1 - read, retained (12.4), value kept for Part 2's sake
+                        v = self.message(arg, pos, stop, depth + 1, (path, fname, None))
+                        if unknown is None:
+                            unknown = []
+                        unknown.append((key >> 3, bytes(buf[start:stop])))
+                    pos = stop
+                elif code <= _INT32:  # varint scalars
+                    if pos < end and buf[pos] < 0x80:
+                        v = buf[pos]
+                        pos += 1
+                    else:
+                        v, pos = self.varint(pos, end, _Path(path, fname))
+                    if code != _UINT64 and v >= 1 << 63:
+                        v -= 1 << 64
+                    if code == _INT32 and (v < _INT32_MIN or v > _INT32_MAX):
+                        self.fail(f"value {v} of int32 field {fname} is out of range (12.2.3)", start, _Path(path, fname))
+                    if v == 0 and not repeated and arg is None:
+                        explicit = (explicit or set()) | {fname}
+                elif code == _FLOAT:
+                    if end - pos < 4:
+                        self.fail(f"truncated 32-bit value of field {fname}", start, _Path(path, fname))
+                    v = _unpack_f(buf, pos)[0]
+                    if v != v:  # keep a NaN's exact bits (12.2.4): a Python float may lose them
+                        v = np.frombuffer(buf, dtype="<f4", count=1, offset=pos)[0]
+                    elif v == 0 and not repeated and arg is None and math.copysign(1.0, v) > 0:
+                        explicit = (explicit or set()) | {fname}
+                    pos += 4
+                elif code == _DOUBLE:
+                    if end - pos < 8:
+                        self.fail(f"truncated 64-bit value of field {fname}", start, _Path(path, fname))
+                    v = _unpack_d(buf, pos)[0]
+                    if v == 0 and not repeated and arg is None and math.copysign(1.0, v) > 0:
+                        explicit = (explicit or set()) | {fname}
+                    pos += 8
+                if repeated:
+                    lst = fields.get(fname)
+                    if lst is None:
+                        fields[fname] = [v]
+                    else:
+                        lst.append(v)
+                        if len(lst) == _RUN_AFTER and code != _STRING and code != _BYTES and code != _VIEW:
+                            # a long unpacked run (key, value, key, value, ...): decode the rest with numpy
+                            more, pos = self._run(key, code, pos, end, path, fname)
+                            if more is not None:
+                                if _FINISH[name][0].get(fname) is not None:
+                                    lst.append(more)
+                                else:
+                                    values = more.tolist()
+                                    if code == _FLOAT:  # a NaN keeps its exact bits (12.2.4), as one by one
+                                        for i in np.flatnonzero(np.isnan(more)).tolist():
+                                            values[i] = more[i]
+                                    lst.extend(values)
                 else:
-                    v, pos = self.varint(pos, end, _Path(path, fname))
-                if code != _UINT64 and v >= 1 << 63:
-                    v -= 1 << 64
-                if code == _INT32 and (v < _INT32_MIN or v > _INT32_MAX):
-                    self.fail(f"value {v} of int32 field {fname} is out of range (12.2.3)", start, _Path(path, fname))
-                if v == 0 and not repeated and arg is None:
-                    explicit = (explicit or set()) | {fname}
-            elif code == _FLOAT:
-                if end - pos < 4:
-                    self.fail(f"truncated 32-bit value of field {fname}", start, _Path(path, fname))
-                v = _unpack_f(buf, pos)[0]
-                if v != v:  # keep a NaN's exact bits (12.2.4): a Python float may lose them
-                    v = np.frombuffer(buf, dtype="<f4", count=1, offset=pos)[0]
-                elif v == 0 and not repeated and arg is None and math.copysign(1.0, v) > 0:
-                    explicit = (explicit or set()) | {fname}
-                pos += 4
-            elif code == _DOUBLE:
-                if end - pos < 8:
-                    self.fail(f"truncated 64-bit value of field {fname}", start, _Path(path, fname))
-                v = _unpack_d(buf, pos)[0]
-                if v == 0 and not repeated and arg is None and math.copysign(1.0, v) > 0:
-                    explicit = (explicit or set()) | {fname}
-                pos += 8
-            if repeated:
-                lst = fields.get(fname)
-                if lst is None:
-                    fields[fname] = [v]
-                else:
-                    lst.append(v)
-                    if len(lst) == _RUN_AFTER and code != _STRING and code != _BYTES and code != _VIEW:
-                        # a long unpacked run (key, value, key, value, ...): decode the rest with numpy
-                        more, pos = self._run(key, code, pos, end, path, fname)
-                        if more is not None:
-                            if _FINISH[name][0].get(fname) is not None:
-                                lst.append(more)
-                            else:
-                                values = more.tolist()
-                                if code == _FLOAT:  # a NaN keeps its exact bits (12.2.4), as one by one
-                                    for i in np.flatnonzero(np.isnan(more)).tolist():
-                                        values[i] = more[i]
-                                lst.extend(values)
-            else:
-                if arg is not None and code != _MESSAGE and code != _DEPRECATED:  # one-of: clear the others
-                    for other in arg:
-                        fields.pop(other, None)
-                fields[fname] = v
+                    if arg is not None and code != _MESSAGE and code != _DEPRECATED:  # one-of: clear the others
+                        for other in arg:
+                            fields.pop(other, None)
+                    fields[fname] = v
+            if rest is None or rest_at >= len(rest):
+                break
+            pos, end = rest[rest_at], rest[rest_at + 1]  # the next occurrence of a merged message
+            rest_at += 2
+        if pending is not None:
+            for fname, (msg, spans) in pending.items():
+                fields[fname] = self.message(msg, spans[0], spans[1], depth + 1, (path, fname, None),
+                                             spans[2:] if len(spans) > 2 else None)
         arrays, mandatory, builder = _FINISH[name]
         if arrays:
             for fname in arrays:
@@ -372,12 +422,6 @@ class Reader:
             return signed.astype(np.int32)
         return signed
 
-    def _merged(self, msg, spans, depth, path):
-        joined = b"".join(bytes(self.buf[a:b]) for a, b in spans)
-        sub = Reader(memoryview(joined), self.limits)
-        return sub.message(msg, 0, len(joined), depth + 1, path)
-
-
 _PLANS = {name: _plan(spec) for name, spec in MESSAGES.items()}
 _FINISH = {
     name: (
@@ -405,6 +449,10 @@ def decode_message(data, message: str = "ModelProto", limits: Limits = DEFAULT_L
     reader = Reader(view, limits)
     if tensors is not None:
         reader.tensors = tensors
+    # The decoder builds only acyclic objects: the cyclic collector, run again and again over a
+    # growing heap while millions are built, would make the cost superlinear.  Off meanwhile.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return reader.message(message, 0, len(view), 1, _Path(None, message))
     except (DecodeError, LimitExceeded):
@@ -413,3 +461,6 @@ def decode_message(data, message: str = "ModelProto", limits: Limits = DEFAULT_L
         raise LimitExceeded("messages nest too deeply for the decoder (Clause 12.5)", limit="max_nesting_depth") from None
     except (IndexError, ValueError, TypeError, OverflowError, struct.error) as exc:  # defensive: never leak these
         raise DecodeError(f"malformed {message}: {type(exc).__name__}: {exc}") from None
+    finally:
+        if collecting:
+            gc.enable()

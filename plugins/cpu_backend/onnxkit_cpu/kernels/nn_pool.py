@@ -173,10 +173,18 @@ def average_pool(ctx):
     return run
 
 
+def _lp_order(ctx) -> float:
+    """Attribute ``p`` of LpPool / GlobalLpPool: the order of the Lp norm, a finite number above 0."""
+    p = float(ctx.attr("p", 2))
+    if not (0 < p < float("inf")):
+        ctx.fail(f"attribute p is {p}; the order of an Lp norm must be a finite number greater than 0")
+    return p
+
+
 @KERNELS.register("LpPool", 1, 2, 11, 18, 22)
 def lp_pool(ctx):
     ceil_mode = bool(ctx.attr("ceil_mode", 0))
-    p = float(ctx.attr("p", 2))
+    p = _lp_order(ctx)
 
     def run(x):
         ct = compute_dtype(x.dtype)
@@ -216,7 +224,7 @@ def global_max_pool(ctx):
 
 @KERNELS.register("GlobalLpPool", 1, 2, 22)
 def global_lp_pool(ctx):
-    p = float(ctx.attr("p", 2))
+    p = _lp_order(ctx)
 
     def run(x):
         ct = compute_dtype(x.dtype)
@@ -339,9 +347,16 @@ def roi_align_attrs(ctx):
     ctm = ctx.attr_str("coordinate_transformation_mode", "half_pixel") if ctx.since_version >= 16 else "output_half_pixel"
     half_pixel = ctm == "half_pixel"
     if ctm not in ("half_pixel", "output_half_pixel"):
-        ctx.fail(f"unknown coordinate_transformation_mode {ctm!r}")
+        ctx.fail(f"attribute coordinate_transformation_mode is {ctm!r}, not half_pixel or output_half_pixel")
     if mode not in ("avg", "max"):
-        ctx.fail(f"unknown mode {mode!r}")
+        ctx.fail(f"attribute mode is {mode!r}, not avg or max")
+    for name, v in (("output_height", oh), ("output_width", ow)):
+        if v < 1:
+            ctx.fail(f"attribute {name} is {v}; an output extent must be at least 1")
+    if ratio < 0:
+        ctx.fail(f"attribute sampling_ratio is {ratio}; it must be 0 (adaptive) or positive")
+    if not np.isfinite(scale):
+        ctx.fail(f"attribute spatial_scale is {scale}; it must be finite")
     return mode, oh, ow, ratio, scale, half_pixel
 
 

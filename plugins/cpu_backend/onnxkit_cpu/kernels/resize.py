@@ -48,6 +48,10 @@ COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "alig
 
 # -- per-axis coefficient rules -----------------------------------------------------------------
 
+#: The nearest_mode values (the last, "simple", is Upsample's and Resize-10's own rule).
+NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple")
+
+
 @functools.lru_cache(maxsize=None)   # one rule object per mode: hashable, cacheable
 def _nearest_rule(mode):
     def coeffs(r, scale):
@@ -213,15 +217,17 @@ def resize_rule(ctx, mode, coord_mode, nearest_mode, cubic_a, antialias):
     """The per-axis weight rule of ``mode`` (a hashable function of (ratios, scale)); ctx.fail
     for an unknown mode or coordinate_transformation_mode."""
     if mode == "nearest":
+        if nearest_mode not in NEAREST_MODES:
+            ctx.fail(f"attribute nearest_mode is {nearest_mode!r}, not one of {', '.join(NEAREST_MODES[:-1])}")
         rule = _nearest_rule(nearest_mode)
     elif mode == "linear":
         rule = _linear_aa if antialias else _linear
     elif mode == "cubic":
         rule = _cubic_aa_rule(cubic_a) if antialias else _cubic_rule(cubic_a)
     else:
-        ctx.fail(f"unknown mode {mode!r}")
+        ctx.fail(f"attribute mode is {mode!r}, not one of nearest, linear, cubic")
     if coord_mode not in COORD_MODES:
-        ctx.fail(f"unknown coordinate_transformation_mode {coord_mode!r}")
+        ctx.fail(f"attribute coordinate_transformation_mode is {coord_mode!r}, not one this operator defines")
     return rule
 
 
@@ -277,15 +283,15 @@ def resize_attrs(ctx):
     base = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize"}
     allowed = {11: base | {"tf_half_pixel_for_nn"}, 13: base, 18: base, 19: base | {"half_pixel_symmetric"}}.get(v)
     if allowed is not None and opts["coord_mode"] not in allowed:
-        ctx.fail(f"coordinate_transformation_mode {opts['coord_mode']!r} is not defined in Resize-{v}")
+        ctx.fail(f"attribute coordinate_transformation_mode is {opts['coord_mode']!r}, not defined in Resize-{v}")
     if v >= 18:
         opts.update(antialias=bool(ctx.attr("antialias", 0)),
                     policy=ctx.attr_str("keep_aspect_ratio_policy", "stretch"))
         if opts["policy"] not in ("stretch", "not_larger", "not_smaller"):
-            ctx.fail(f"unknown keep_aspect_ratio_policy {opts['policy']!r}")
+            ctx.fail(f"attribute keep_aspect_ratio_policy is {opts['policy']!r}, not stretch, not_larger or not_smaller")
     axes_attr = ctx.attr("axes") if v >= 18 else None
     if mode not in ("nearest", "linear", "cubic"):
-        ctx.fail(f"unknown mode {mode!r}")
+        ctx.fail(f"attribute mode is {mode!r}, not one of nearest, linear, cubic")
     return opts, axes_attr
 
 
@@ -348,7 +354,7 @@ def upsample_mode(ctx):
     if mode == "bilinear":
         mode = "linear"
     if mode not in ("nearest", "linear"):
-        ctx.fail(f"unknown mode {mode!r}")
+        ctx.fail(f"attribute mode is {mode!r}, not nearest, linear or bilinear")
     return mode
 
 

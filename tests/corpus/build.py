@@ -67,7 +67,7 @@ def _build_source(out: Path, source: str, log) -> list[dict]:
     """Build one source into ``out``; its part of the manifest, also written to ``<source>.json``."""
     import importlib
 
-    t0 = time.perf_counter()
+    t0, key = time.perf_counter(), source_key(source)  # the key of the code that is about to run
     models = []
     for e in importlib.import_module(source).build(out):
         path = out / f"{e.name}.onnx"
@@ -78,7 +78,7 @@ def _build_source(out: Path, source: str, log) -> list[dict]:
                        "inputs": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in e.inputs.items()},
                        "note": e.note})
     seconds = round(time.perf_counter() - t0, 1)
-    (out / f"{source}.json").write_text(json.dumps({"key": source_key(source), "seconds": seconds,
+    (out / f"{source}.json").write_text(json.dumps({"key": key, "seconds": seconds,
                                                     "models": models}, indent=1) + "\n")
     log(f"{source}: {len(models)} models built in {seconds} s")
     return models

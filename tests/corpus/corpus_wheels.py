@@ -42,7 +42,7 @@ def _image(shape):
     return lambda rng: {"x": uniform(rng, shape)}
 
 
-P2O = "paddle2onnx (no producer_name in the file; p2o.* dimension names)"
+P2O = "PaddlePaddle"  # paddle2onnx's name for itself; these files leave producer_name empty (p2o.* dims)
 # (name, package, version, member in the wheel, inputs[, producer when the file names none])
 WHEEL_MODELS = [
     ("silero_vad", "silero-vad", "6.2.3", "silero_vad/data/silero_vad.onnx", _silero),
@@ -90,7 +90,8 @@ def build(out: Path) -> list[Entry]:
                     path = out / f"{name}.onnx"
                     path.write_bytes(z.read(member))
                     producer, producer_version = _producer(path, package, (fallback or ["?"])[0])
-                    entries.append(Entry(name, producer, producer_version, make_inputs(rng_for(name)),
-                                         note=f"{package}=={version}: {member}"))
+                    note = f"{package}=={version}: {member}" + (" (producer_name empty; p2o.* dimension names)"
+                                                                if fallback else "")
+                    entries.append(Entry(name, producer, producer_version, make_inputs(rng_for(name)), note=note))
             wheel.unlink()
     return entries

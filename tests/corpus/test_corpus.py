@@ -1,0 +1,72 @@
+"""The real-world corpus: every model run with onnxkit's defaults and compared with onnxruntime.
+
+The corpus is built into ``.cache/corpus/`` on first use (``build.ensure_corpus``; a few
+minutes, then reused).  Each model's expected outcome is one line of ``expected.toml``:
+``"match"``, ``"unsupported: <domain::op>, ..."``, ``"refused: <text>"`` or ``"mismatch: <text>"``
+(see ``corpus_outcome``).  The test asserts each model's outcome is exactly its expected one
+and that the counts of outcomes are the ones the README's "Real-world corpus" section states.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
+from corpus_outcome import agrees, counts, run_model  # noqa: E402
+
+EXPECTED: dict[str, str] = tomllib.loads((HERE / "expected.toml").read_text())["models"]
+# The README states these figures ("Real-world corpus"); a change to expected.toml changes them.
+MODELS, PRODUCERS = 47, 13
+COUNTS = {"match": 38, "mismatch": 1, "unsupported": 2, "refused": 6, "crash": 0}
+README_LINE = "47 models from 13 producers: 38 match, 1 mismatch, 2 unsupported, 6 refused, 0 crash."
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    """(folder, manifest entries by name) of the built corpus."""
+    from build import ensure_corpus
+
+    out, manifest = ensure_corpus(log=lambda line: print(line, file=sys.stderr))
+    return out, {m["name"]: m for m in manifest["models"]}
+
+
+def test_manifest_lists_the_expected_models(corpus):
+    out, models = corpus
+    assert list(models) == list(EXPECTED)
+    assert len(models) == MODELS
+    assert len({m["producer"].split(" (in ")[0] for m in models.values()}) == PRODUCERS  # "X (in pkg)" is X
+    for m in models.values():
+        path = out / m["file"]
+        assert path.stat().st_size == m["size"] > 0
+        assert m["producer_version"] and m["inputs"], m["name"]
+
+
+def test_expected_counts_are_the_readme_figures():
+    assert len(EXPECTED) == MODELS
+    assert counts(EXPECTED.values()) == COUNTS
+    readme = (HERE.parent.parent / "README.md").read_text()
+    assert README_LINE in readme
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_model(corpus, name):
+    from build import load_inputs
+
+    out, models = corpus
+    outcome = run_model(out / models[name]["file"], load_inputs(out, name))
+    assert agrees(outcome, EXPECTED[name]), (
+        f"{name}: expected {EXPECTED[name]!r}, got {outcome.label()!r}\n{outcome.message[:2000]}")
+    if outcome.kind == "unsupported":  # reported at session creation, naming every operator
+        for op in outcome.detail.split(", "):
+            assert op in outcome.message

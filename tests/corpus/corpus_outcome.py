@@ -136,6 +136,8 @@ def run_model(path: Path, inputs: dict) -> Outcome:
         stage = "run"
         got = sess.run(None, inputs)
     except UnsupportedOperatorError as e:
+        if stage != "session creation":  # the contract is: reported when the session is created
+            return Outcome("refused", "at run: UnsupportedOperatorError", str(e))
         ops = sorted({f"{d or 'ai.onnx'}::{op}" for d, op, _v, _why in e.operators})
         return Outcome("unsupported", ", ".join(ops), str(e))
     except OnnxkitError as e:
@@ -161,7 +163,7 @@ def run_model(path: Path, inputs: dict) -> Outcome:
 
 def run_corpus(out: Path, manifest: dict) -> dict[str, Outcome]:
     """The outcome of every model of the manifest, by name."""
-    from build import load_inputs
+    from corpus_cache import load_inputs
 
     return {m["name"]: run_model(out / m["file"], load_inputs(out, m["name"])) for m in manifest["models"]}
 

@@ -35,7 +35,7 @@ README_LINE = "47 models from 13 producers: 38 match, 1 mismatch, 2 unsupported,
 @pytest.fixture(scope="module")
 def corpus():
     """(folder, manifest entries by name) of the built corpus."""
-    from build import ensure_corpus
+    from corpus_cache import ensure_corpus
 
     out, manifest = ensure_corpus(log=lambda line: print(line, file=sys.stderr))
     return out, {m["name"]: m for m in manifest["models"]}
@@ -61,7 +61,7 @@ def test_expected_counts_are_the_readme_figures():
 
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_model(corpus, name):
-    from build import load_inputs
+    from corpus_cache import load_inputs
 
     out, models = corpus
     outcome = run_model(out / models[name]["file"], load_inputs(out, name))

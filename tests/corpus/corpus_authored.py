@@ -1,7 +1,7 @@
 """Corpus source: models authored with spox, and models rewritten by onnxruntime.
 
-The spox models are written here operator by operator (If, TopK, reductions).  The onnxruntime ones are what users get when they save
-onnxruntime's optimized graph or run its transformer optimizer: they use ``com.microsoft``
+The spox models are written here operator by operator (If, TopK, reductions).  The
+onnxruntime ones are what users get when they save onnxruntime's optimized graph or run its transformer optimizer: they use ``com.microsoft``
 operators, which onnxkit has no domain for, so they must be *reported* unsupported by name.
 They are built from ``hf_bert_ts.onnx`` and ``small_resnet_ts.onnx``, so this source runs
 after ``corpus_hf`` and ``corpus_torch``.

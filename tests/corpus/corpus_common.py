@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 

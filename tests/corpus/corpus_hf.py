@@ -3,8 +3,8 @@
 No hub download exists here: each model is ``Model(Config(...))`` (2 layers, hidden 64), its
 weights seeded, wrapped so that it is called with keyword inputs and returns its first output
 (``last_hidden_state`` or ``logits``), and exported with both torch.onnx exporters through
-:func:`corpus_torch.export` (batch and sequence axes dynamic; exported with a batch of 2 and 12 tokens, fed 3 and 9).  Whisper's encoder uses
-``aten::diff``, which the TorchScript exporter cannot translate, so it is exported by dynamo only;
+:func:`corpus_torch.export` (batch and sequence axes dynamic; exported with a batch of 2 and
+12 tokens, fed 3 and 9).  Whisper's encoder uses ``aten::diff``, which the TorchScript exporter cannot translate, so it is exported by dynamo only;
 T5 by TorchScript only (the dynamo exporter fails decomposing its attention reshape: "Cannot view
 a tensor with shape [2, 10, 2, 32] ... as a tensor with shape (2, 10, 64)").
 """

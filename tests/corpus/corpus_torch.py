@@ -14,8 +14,6 @@ import io
 import warnings
 from pathlib import Path
 
-import numpy as np
-
 from corpus_common import Entry, integers, normal, rng_for, seed_torch
 
 EXPORT_BATCH, FEED_BATCH = 2, 3

@@ -72,7 +72,8 @@ def _numeric_err(got: np.ndarray, ref: np.ndarray) -> tuple[float, bool]:
         return 0.0, True
     g, r = got.astype(np.float64), ref.astype(np.float64)
     same_special = (np.isnan(g) & np.isnan(r)) | (np.isinf(g) & (g == r))
-    diff = np.where(same_special, 0.0, np.abs(g - r))
+    with np.errstate(invalid="ignore"):  # inf - inf: handled by same_special
+        diff = np.where(same_special, 0.0, np.abs(g - r))
     ok = bool(np.all(same_special | (diff <= ATOL + RTOL * np.abs(r))))
     diff = diff[np.isfinite(diff)]
     return (float(diff.max()) if diff.size else (0.0 if ok else math.inf)), ok
@@ -82,7 +83,9 @@ def compare(got, ref, where: str = "output") -> tuple[float, str]:
     """Max abs error of ``got`` against onnxruntime's ``ref``, and "" or why they differ.
 
     Arrays must agree in dtype, shape and values; strings in Python type and value (onnxruntime
-    returns ``str``); sequences element by element; maps (ZipMap) in keys and, numerically, values.
+    returns ``str``); sequences element by element; maps (ZipMap) in keys and, numerically, values
+    (onnxkit returns a map's float values as 0-d float64 arrays, onnxruntime as Python ``float``:
+    the value is compared, not its Python type).
     """
     if isinstance(ref, list):
         if not isinstance(got, (list, tuple)) or len(got) != len(ref):

@@ -269,3 +269,15 @@ def test_dir_and_help_show_the_public_api():
         assert n in names and n in onnxkit.__all__
     assert "wire" not in names and "annotations" not in names
     assert "InferenceSession" in pydoc.render_doc(onnxkit)
+
+
+def test_map_values_come_back_as_the_python_scalars_onnxruntime_returns():
+    """ZipMap's probabilities: Python floats in the maps, not 0-d arrays (a corpus finding)."""
+    g = helper.make_graph([helper.make_node("ZipMap", ["X"], ["Z"], domain="ai.onnx.ml", classlabels_int64s=[0, 1])],
+                          "g", [helper.make_tensor_value_info("X", F, [None, 2])],
+                          [helper.make_value_info("Z", helper.make_sequence_type_proto(helper.make_map_type_proto(
+                              TensorProto.INT64, helper.make_tensor_type_proto(F, []))))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)])
+    m.ir_version = 8
+    out = InferenceSession(m.SerializeToString()).run(None, {"X": np.array([[0.25, 0.75]], np.float32)})[0]
+    assert out == [{0: 0.25, 1: 0.75}] and all(type(v) is float for v in out[0].values())

@@ -122,8 +122,9 @@ def to_backend(v, conv):
 
 
 def to_host(v, conv):
-    """A backend value as numpy (lists and dicts element by element)."""
-    if v is None or isinstance(v, np.ndarray) or conv is None:
+    """A backend value as numpy (lists and dicts element by element); Python and numpy scalars
+    (a map's values, e.g. ZipMap's floats) stay the scalars they are, as onnxruntime returns them."""
+    if v is None or isinstance(v, (np.ndarray, np.generic, int, float, complex, str, bytes)) or conv is None:
         return v
     if isinstance(v, list):
         return [to_host(x, conv) for x in v]

@@ -90,24 +90,28 @@ def check_functions(ctx: Context, model: ir.Model) -> None:
     _check_recursion(ctx, model)
 
 
-def _calls(ctx: Context, nodes, out: set) -> set:
+def _call_sites(ctx: Context, nodes, seen: set):
+    """The function keys called among ``nodes`` and their subgraphs, once per call site; a
+    subgraph reached twice (a cyclic IR built in Python, reported as ``subgraph-cycle``) once."""
     for n in nodes:
         key = function_key(n.domain, n.op_type, n.overload)
         if key in ctx.functions:
-            out.add(key)
+            yield key
         for _, _, sub in _subgraphs(n):
-            _calls(ctx, sub.node, out)
+            if id(sub) not in seen:
+                seen.add(id(sub))
+                yield from _call_sites(ctx, sub.node, seen)
+
+
+def _calls(ctx: Context, nodes, out: set) -> set:
+    out.update(_call_sites(ctx, nodes, set()))
     return out
 
 
 def _call_counts(ctx: Context, nodes, out: dict) -> dict:
     """``{function key: number of call sites}`` among ``nodes`` and their subgraphs."""
-    for n in nodes:
-        key = function_key(n.domain, n.op_type, n.overload)
-        if key in ctx.functions:
-            out[key] = out.get(key, 0) + 1
-        for _, _, sub in _subgraphs(n):
-            _call_counts(ctx, sub.node, out)
+    for key in _call_sites(ctx, nodes, set()):
+        out[key] = out.get(key, 0) + 1
     return out
 
 

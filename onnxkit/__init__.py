@@ -17,7 +17,7 @@ from .dtypes import DataType
 from .limits import DEFAULT_LIMITS, Limits
 from .registry import get_registry, register_plugin, unregister_plugin
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "hookimpl", "DecodeError", "EncodeError", "EvaluationError", "ExternalDataError", "LimitExceeded", "OnnxkitError",

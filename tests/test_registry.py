@@ -8,6 +8,7 @@ import types
 
 import pytest
 
+import onnxkit
 from onnxkit import hookimpl
 from onnxkit.cli import main as cli_main
 from onnxkit.registry import Backend, OpaqueTypeDef, build_registry, get_registry, register_plugin, \
@@ -49,7 +50,7 @@ def test_onnxkit_plugins_lists_the_four_distributions_with_versions(capsys):
     assert rows["onnxkit-cpu"]["backends"] == ["cpu"]
     assert rows["onnxkit-gpu"]["backends"] == ["gpu"]
     for dist in DISTRIBUTIONS:
-        assert rows[dist]["version"] == "0.1.0"
+        assert rows[dist]["version"] == onnxkit.__version__
 
 
 def test_onnxkit_plugins_text_form(capsys):
@@ -57,7 +58,7 @@ def test_onnxkit_plugins_text_form(capsys):
     assert cli_main(["plugins"]) == 0
     text = capsys.readouterr().out
     for dist in DISTRIBUTIONS:
-        assert f"{dist} 0.1.0" in text
+        assert f"{dist} {onnxkit.__version__}" in text
     assert "domain ai.onnx: operator sets 1-28" in text
     assert "domain ai.onnx.ml: operator sets 1-5" in text
 

@@ -12,6 +12,7 @@ import importlib
 import sys
 from typing import Optional
 
+from .. import __version__
 from ..errors import OnnxkitError
 
 COMMANDS = [
@@ -28,6 +29,7 @@ COMMANDS = [
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onnxkit", description="onnxkit: the ONNX core specification in Python")
+    parser.add_argument("--version", action="version", version=f"onnxkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:

@@ -1,0 +1,163 @@
+"""The distributions' metadata meets PyPI's conventions and their dependency graph has no cycle.
+
+Read from the pyproject.toml files (no build), except one test that builds a wheel with package
+data and looks inside it.  The full install from wheels into a fresh environment is `.ci/run`'s.
+"""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+import onnxkit
+
+try:
+    import tomllib
+except ImportError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Every distribution onnxkit publishes, by project folder (the example is a user's package).
+PROJECTS = {
+    "onnxkit-core": ROOT,
+    "onnxkit": ROOT / "packaging" / "onnxkit",
+    "onnxkit-default-domain": ROOT / "plugins" / "default_domain",
+    "onnxkit-ml": ROOT / "plugins" / "ml_domain",
+    "onnxkit-cpu": ROOT / "plugins" / "cpu_backend",
+    "onnxkit-gpu": ROOT / "plugins" / "gpu_backend",
+}
+EXAMPLE = ROOT / "examples" / "custom_domain"
+
+
+def _project(folder: Path) -> dict:
+    return tomllib.loads((folder / "pyproject.toml").read_text())["project"]
+
+
+def _requirements(project: dict, extras: bool = True) -> list:
+    reqs = [Requirement(r) for r in project.get("dependencies", [])]
+    if extras:
+        for group in project.get("optional-dependencies", {}).values():
+            reqs += [Requirement(r) for r in group]
+    return reqs
+
+
+@pytest.mark.parametrize("name", sorted(PROJECTS))
+def test_each_distribution_has_its_name_version_spdx_license_and_license_file(name):
+    folder = PROJECTS[name]
+    project = _project(folder)
+    assert project["name"] == name
+    assert project["version"] == onnxkit.__version__
+    assert project["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    assert (folder / "LICENSE").read_bytes() == (ROOT / "LICENSE").read_bytes()
+    assert "Apache License" in (ROOT / "LICENSE").read_text() and "Version 2.0" in (ROOT / "LICENSE").read_text()
+
+
+@pytest.mark.parametrize("name", sorted(PROJECTS))
+def test_each_distribution_has_a_long_description_classifiers_and_urls(name):
+    import trove_classifiers
+
+    folder = PROJECTS[name]
+    project = _project(folder)
+    readme = folder / project["readme"]
+    text = readme.read_text()
+    assert text.startswith(f"# {name}\n")
+    # A long description is read on an index, outside this repository: no links into it.
+    assert "](docs/" not in text and "DESIGN.md" not in text
+    assert project["classifiers"] and set(project["classifiers"]) <= trove_classifiers.classifiers
+    # With an SPDX license expression a License :: classifier is refused by the build backends.
+    assert not [c for c in project["classifiers"] if c.startswith("License ::")]
+    assert {"Homepage", "Source", "Issues"} <= set(project["urls"])
+    assert project["requires-python"] == ">=3.10"
+
+
+def test_the_example_domain_package_depends_on_the_host_only():
+    project = _project(EXAMPLE)
+    names = {canonicalize_name(r.name) for r in _requirements(project)}
+    assert "onnxkit-core" in names and "onnxkit" not in names
+    assert (EXAMPLE / project["readme"]).is_file() and (EXAMPLE / "LICENSE").is_file()
+
+
+def test_the_dependency_graph_has_no_cycle_and_every_internal_dependency_is_versioned():
+    graph = {}
+    for name, folder in PROJECTS.items():
+        graph[name] = set()
+        for req in _requirements(_project(folder)):
+            dep = canonicalize_name(req.name)
+            if dep in PROJECTS:
+                assert str(req.specifier) in ("<0.3,>=0.2", ">=0.2,<0.3"), (name, str(req))
+                assert Version(onnxkit.__version__) in req.specifier
+                graph[name].add(dep)
+    # Every plugin depends on the host, never on the meta-distribution.
+    for name in PROJECTS:
+        if name not in ("onnxkit", "onnxkit-core"):
+            assert "onnxkit-core" in graph[name] and "onnxkit" not in graph[name], name
+    assert graph["onnxkit-core"] == set()
+    done, visiting = set(), []
+
+    def visit(node):
+        assert node not in visiting, f"dependency cycle: {' -> '.join(visiting + [node])}"
+        if node not in done:
+            visiting.append(node)
+            for dep in graph[node]:
+                visit(dep)
+            visiting.pop()
+            done.add(node)
+
+    for name in graph:
+        visit(name)
+
+
+def test_the_meta_distribution_installs_the_usual_set_and_offers_the_extras():
+    project = _project(PROJECTS["onnxkit"])
+    assert {canonicalize_name(r.name) for r in _requirements(project, extras=False)} == {
+        "onnxkit-core", "onnxkit-default-domain", "onnxkit-ml", "onnxkit-cpu"}
+    extras = project["optional-dependencies"]
+    assert [Requirement(r).name for r in extras["gpu"]] == ["onnxkit-gpu"]
+    assert Requirement(extras["dask"][0]).extras == {"dask"}
+    assert Requirement(extras["ray"][0]).extras == {"ray"}
+    core = _project(ROOT)["optional-dependencies"]
+    assert any(Requirement(r).name == "dask" for r in core["dask"])
+    assert any(Requirement(r).name == "ray" for r in core["ray"])
+
+
+def test_the_test_extra_brings_the_scale_out_engines():
+    names = {canonicalize_name(Requirement(r).name) for r in _project(ROOT)["optional-dependencies"]["test"]}
+    assert {"pytest", "onnx", "onnxruntime", "skl2onnx", "dask", "ray"} <= names
+
+
+@pytest.mark.parametrize("name", ["onnxkit-default-domain", "onnxkit-ml", "onnxkit-cpu", "onnxkit-gpu"])
+def test_package_data_in_a_plugin_folder_is_declared(name):
+    folder = PROJECTS[name]
+    patterns = tomllib.loads((folder / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["*"]
+    for data in folder.rglob("*.json*"):
+        assert any(data.match(p) for p in patterns), data
+
+
+def test_the_ml_wheel_carries_its_schemas_license_and_readme(tmp_path):
+    folder = PROJECTS["onnxkit-ml"]
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path), str(folder)],
+                   check=True, capture_output=True)
+    [wheel] = tmp_path.glob("onnxkit_ml-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        meta = z.read(f"onnxkit_ml-{onnxkit.__version__}.dist-info/METADATA").decode()
+    assert "onnxkit_ml/schemas_data.json.gz" in names
+    assert f"onnxkit_ml-{onnxkit.__version__}.dist-info/licenses/LICENSE" in names
+    assert "License-Expression: Apache-2.0" in meta
+    assert "Requires-Dist: onnxkit-core<0.3,>=0.2" in meta
+    assert "# onnxkit-ml" in meta  # the README is the long description
+
+
+def test_onnxkit_version_flag(capsys):
+    from onnxkit.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"onnxkit {onnxkit.__version__}"

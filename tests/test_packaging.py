@@ -161,3 +161,17 @@ def test_onnxkit_version_flag(capsys):
         main(["--version"])
     assert info.value.code == 0
     assert capsys.readouterr().out.strip() == f"onnxkit {onnxkit.__version__}"
+
+
+def test_the_readme_set_up_commands_are_the_ones_ci_runs():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    setup = readme[readme.index("## Set-up"):readme.index("## Using it")]
+    install = next(line for line in setup.splitlines() if line.startswith("python3 -m pip install -e "))
+    pip_part, _, example = install.partition(" && ")
+    assert pip_part.replace("python3 -m pip install -e", "python3 -m pip install -q -e", 1) in ci
+    assert example in ci and "python3 -m pytest -q" in ci and "bash .ci/wheels" in ci
+    # Every distribution is installed by the set-up, the meta-distribution included.
+    for folder in PROJECTS.values():
+        rel = folder.relative_to(ROOT).as_posix()
+        assert ('-e ".[test]"' if rel == "." else f"-e {rel} ") in pip_part, rel

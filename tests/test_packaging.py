@@ -4,6 +4,7 @@ Read from the pyproject.toml files (no build), except one test that builds a whe
 data and looks inside it.  The full install from wheels into a fresh environment is `.ci/run`'s.
 """
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -140,10 +141,12 @@ def test_package_data_in_a_plugin_folder_is_declared(name):
 
 
 def test_the_ml_wheel_carries_its_schemas_license_and_readme(tmp_path):
-    folder = PROJECTS["onnxkit-ml"]
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path), str(folder)],
-                   check=True, capture_output=True)
-    [wheel] = tmp_path.glob("onnxkit_ml-*.whl")
+    # A copy: a build writes build/ and *.egg-info/ beside the sources it builds.
+    folder = tmp_path / "ml_domain"
+    shutil.copytree(PROJECTS["onnxkit-ml"], folder, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path / "dist"),
+                    str(folder)], check=True, capture_output=True)
+    [wheel] = (tmp_path / "dist").glob("onnxkit_ml-*.whl")
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         meta = z.read(f"onnxkit_ml-{onnxkit.__version__}.dist-info/METADATA").decode()

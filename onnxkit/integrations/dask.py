@@ -28,7 +28,7 @@ try:
     import dask.array as da
     import dask.dataframe as dd
     import pandas as pd
-except ImportError as exc:  # pragma: no cover - exercised without the extra
+except ImportError as exc:
     raise ImportError(f'onnxkit.integrations.dask needs Dask: pip install "onnxkit[dask]" ({exc})') from exc
 
 from ..errors import OnnxkitError
@@ -74,7 +74,7 @@ def score_dataframe(df: "dd.DataFrame", model: Any, *, columns: Optional[Sequenc
     payload = _payload(model, backend, threads, session_options)
     cols = list(columns) if columns is not None else list(df.columns)
     if meta is None:
-        probe = pd.DataFrame({c: np.zeros(1, dtype=df._meta[c].dtype) for c in cols})
+        probe = pd.DataFrame({c: np.zeros(1, dtype=df.dtypes[c]) for c in cols})
         meta = score_partition(probe, payload, cols, outputs, batch_size).iloc[:0]
     return df.map_partitions(score_partition, _shipped(payload), cols, outputs, batch_size, meta=meta,
                              enforce_metadata=False)

@@ -23,7 +23,7 @@ import numpy as np
 
 try:
     import ray.data
-except ImportError as exc:  # pragma: no cover - exercised without the extra
+except ImportError as exc:
     raise ImportError(f'onnxkit.integrations.ray needs Ray Data: pip install "onnxkit[ray]" ({exc})') from exc
 
 from ._scoring import DEFAULT_BATCH_SIZE, ModelPayload, feeds_from_columns, make_payload, score, session_for

@@ -3,7 +3,7 @@
 in-process ``InferenceSession.run`` over all rows.
 
 The model: RandomForestClassifier exported with skl2onnx (``--trees`` 100, ``--depth`` 10,
-``--features`` 20, 3 classes).  The data: ``--rows`` (100,000) float32 rows in ``--parts`` (8)
+``--features`` 20, 3 classes).  The data: ``--rows`` (400,000) float32 rows in ``--parts`` (8)
 partitions / blocks, scored in batches of ``--batch`` (8,192) rows, ``threads=1`` per worker.
 Every distributed result is checked equal to the in-process one.  Dask times are best-of
 ``--repeat`` after a warm-up run (sessions already built on the workers); Ray times are one
@@ -79,7 +79,7 @@ def _ray(model, X, ref, args, workers: int) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=int, default=100_000)
+    p.add_argument("--rows", type=int, default=400_000)
     p.add_argument("--features", type=int, default=20)
     p.add_argument("--trees", type=int, default=100)
     p.add_argument("--depth", type=int, default=10)

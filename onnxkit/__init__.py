@@ -24,7 +24,7 @@ from .dtypes import DataType
 from .limits import DEFAULT_LIMITS, Limits
 from .registry import get_registry, register_plugin, unregister_plugin
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: Names imported on first use (module that defines them), so that ``import onnxkit`` stays light.
 _LAZY = {

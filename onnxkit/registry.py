@@ -196,7 +196,8 @@ class Registry:
     ``operator_sets[(domain, version)]`` -> OperatorSet;  ``inference[(domain, op, since)]`` -> fn;
     ``backends[name]`` -> Backend;  ``kernels[backend][(domain, op, since)]`` -> kernel;
     ``storages[name]`` -> Storage;  ``opaque_types[(domain, name)]`` -> OpaqueTypeDef;
-    ``owner[...]`` names the plugin that provided each entry.
+    ``owner[(hook, key)]`` names the plugin that provided each entry; for kernels the key is
+    ``(backend, (domain, op, since))``.
     """
 
     def __init__(self, plugins: list[PluginInfo], faults: Optional[list[PluginFault]] = None):
@@ -238,12 +239,18 @@ class Registry:
         if self._trace:
             print(f"[onnxkit trace] FAULT {plugin} {hook}: {message}", file=sys.stderr)
 
-    def _claim(self, table: dict, key, value, plugin: str, hook: str, what: str) -> None:
+    def _claim(self, table: dict, key, value, plugin: str, hook: str, what: str, owner_key=None) -> None:
+        """Put ``value`` under ``key`` in ``table`` unless a plugin already did; record its owner.
+
+        The owner is recorded under ``(hook, owner_key)`` (default ``key``): kernels pass
+        ``(backend, key)``, because one (domain, op_type, since_version) has a kernel per backend.
+        """
+        owner_key = key if owner_key is None else owner_key
         if key in table:
-            self._fault(plugin, hook, f"{what} is already provided by plugin {self.owner[(hook, key)]!r}; ignored")
+            self._fault(plugin, hook, f"{what} is already provided by plugin {self.owner[(hook, owner_key)]!r}; ignored")
             return
         table[key] = value
-        self.owner[(hook, key)] = plugin
+        self.owner[(hook, owner_key)] = plugin
 
     def _load(self) -> None:
         for plugin, result in self._call("onnxkit_operator_sets"):
@@ -275,7 +282,8 @@ class Registry:
             table = self.kernels.setdefault(backend, {})
             for plugin, result in self._call("onnxkit_kernels", backend=backend):
                 for key, kernel in _triples(result, plugin, "onnxkit_kernels", self):
-                    self._claim(table, key, kernel, plugin, "onnxkit_kernels", f"{backend} kernel for {_fmt(key)}")
+                    self._claim(table, key, kernel, plugin, "onnxkit_kernels", f"{backend} kernel for {_fmt(key)}",
+                                owner_key=(backend, key))
         for plugin, result in self._call("onnxkit_storage"):
             for s in _iterable(result, plugin, "onnxkit_storage", self):
                 if not isinstance(getattr(s, "name", None), str) or not s.name:
@@ -330,7 +338,7 @@ class Registry:
             elif hook == "onnxkit_opaque_types":
                 out["opaque_types"].append(key)
         for backend, table in self.kernels.items():
-            n = sum(1 for k in table if self.owner.get(("onnxkit_kernels", k)) == plugin)
+            n = sum(1 for k in table if self.owner.get(("onnxkit_kernels", (backend, k))) == plugin)
             if n:
                 out["kernels"][backend] = n
         out["operator_sets"].sort()

@@ -1,5 +1,6 @@
 """The plugin manager: discovery, in-process plugins, selection, tracing and broken plugins."""
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -49,7 +50,8 @@ def test_onnxkit_plugins_lists_the_four_distributions_with_versions(capsys):
     assert rows["onnxkit-cpu"]["backends"] == ["cpu"]
     assert rows["onnxkit-gpu"]["backends"] == ["gpu"]
     for dist in DISTRIBUTIONS:
-        assert rows[dist]["version"] == "0.1.0"
+        assert rows[dist]["version"] == importlib.metadata.version(dist)
+    assert len({rows[dist]["version"] for dist in DISTRIBUTIONS}) == 1  # released together
 
 
 def test_onnxkit_plugins_text_form(capsys):
@@ -57,7 +59,7 @@ def test_onnxkit_plugins_text_form(capsys):
     assert cli_main(["plugins"]) == 0
     text = capsys.readouterr().out
     for dist in DISTRIBUTIONS:
-        assert f"{dist} 0.1.0" in text
+        assert f"{dist} {importlib.metadata.version(dist)}" in text
     assert "domain ai.onnx: operator sets 1-28" in text
     assert "domain ai.onnx.ml: operator sets 1-5" in text
 

@@ -1,0 +1,68 @@
+"""`onnxkit plugins` credits each kernel to the distribution that provided it, backend by backend."""
+
+import json
+import types
+
+from onnxkit import hookimpl
+from onnxkit.cli import main as cli_main
+from onnxkit.registry import Backend, build_registry, reset_registry
+
+TRIPLE = ("", "Relu", 14)
+
+
+def _plugin(**hooks):
+    mod = types.SimpleNamespace()
+    for name, fn in hooks.items():
+        fn.__name__ = name
+        setattr(mod, name, hookimpl(fn))
+    return mod
+
+
+def _kernel(ctx):  # a kernel factory; never called here
+    return lambda x: x
+
+
+def _backend_plugin(name):
+    """A plugin with its own backend ``name`` and one kernel, for TRIPLE, on that backend only."""
+    return _plugin(onnxkit_backends=lambda: [Backend(name)],
+                   onnxkit_kernels=lambda backend: {TRIPLE: _kernel} if backend == name else None)
+
+
+def test_one_definition_on_two_backends_is_credited_to_each_backends_own_plugin():
+    reg = build_registry(entry_points=False, extra=[("p-alpha", _backend_plugin("alpha")),
+                                                    ("p-beta", _backend_plugin("beta"))])
+    assert not reg.faults, reg.faults
+    assert reg.owner[("onnxkit_kernels", ("alpha", TRIPLE))] == "p-alpha"
+    assert reg.owner[("onnxkit_kernels", ("beta", TRIPLE))] == "p-beta"
+    assert reg.provided_by("p-alpha")["kernels"] == {"alpha": 1}
+    assert reg.provided_by("p-beta")["kernels"] == {"beta": 1}
+
+
+def test_a_duplicate_kernel_names_the_owner_on_that_backend():
+    dup = _plugin(onnxkit_kernels=lambda backend: {TRIPLE: _kernel} if backend == "beta" else None)
+    reg = build_registry(entry_points=False, extra=[("p-alpha", _backend_plugin("alpha")),
+                                                    ("p-beta", _backend_plugin("beta")), ("p-dup", dup)])
+    [fault] = reg.faults
+    assert fault.plugin == "p-dup" and "beta kernel" in fault.message and "'p-beta'" in fault.message
+    assert reg.provided_by("p-dup")["kernels"] == {}
+
+
+def test_installed_plugins_kernel_counts_add_up_per_backend():
+    reg = build_registry()
+    by_dist = {p.distribution: reg.provided_by(p.name)["kernels"] for p in reg.plugins}
+    # The cpu backend's kernels come from onnxkit-cpu and onnxkit-ml, the gpu backend's from onnxkit-gpu only.
+    assert set(by_dist["onnxkit-gpu"]) == {"gpu"}
+    assert set(by_dist["onnxkit-cpu"]) == {"cpu"}
+    assert set(by_dist["onnxkit-ml"]) == {"cpu"}
+    for backend, table in reg.kernels.items():
+        assert sum(k.get(backend, 0) for k in by_dist.values()) == len(table), backend
+    assert by_dist["onnxkit-gpu"]["gpu"] == len(reg.kernels["gpu"])
+    assert by_dist["onnxkit-cpu"]["cpu"] + by_dist["onnxkit-ml"]["cpu"] == len(reg.kernels["cpu"])
+
+
+def test_onnxkit_plugins_json_never_credits_gpu_with_cpu_kernels(capsys):
+    reset_registry()
+    assert cli_main(["plugins", "--json"]) == 0
+    rows = {r["distribution"]: r for r in json.loads(capsys.readouterr().out)["plugins"]}
+    assert list(rows["onnxkit-gpu"]["kernels"]) == ["gpu"]
+    assert "gpu" not in rows["onnxkit-cpu"]["kernels"]

@@ -54,7 +54,7 @@ def test_show_summarizes_a_model_as_json_and_as_tables():
     assert out.returncode == 0, out.stderr
     s = json.loads(out.stdout)
     model = onnxkit.load(DIGITS)
-    assert s["ir_version"] == model.ir_version and s["producer"] == "onnxkit 0.1.0"
+    assert s["ir_version"] == model.ir_version and s["producer"] == f"{model.producer_name} {model.producer_version}" == "onnxkit 0.2.0"
     assert s["opset_import"] == {"ai.onnx": 21}
     assert s["inputs"] == [{"name": "image", "type": "tensor(float)[N, 1, 8, 8]"}]
     assert s["nodes"]["by_op_type"] == {"Conv": 1, "Flatten": 1, "Gemm": 1, "MaxPool": 1, "Relu": 1, "Softmax": 1}

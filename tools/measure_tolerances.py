@@ -12,6 +12,11 @@ operator (``elementwise``, ``nn_conv``...) for a one-node vector, ``function`` w
 operator is evaluated through its function body, ``expanded`` for the ``*_expanded`` vectors
 (a function body written out as nodes), ``model`` for the model folders.
 
+With the real-world corpus built (``tests/corpus/build.py``; ``--no-corpus`` skips it), every
+corpus model's outputs are also compared with onnxruntime's on the same inputs, as family
+``corpus``: the reference there is another implementation, not expected data, so its needed
+rtol is taken at the corpus test's atol (:data:`CORPUS_ATOL`) rather than the type's.
+
 The output (a Python module holding one dict, ``MEASURED``) is what the conformance statement
 quotes as measured maxima; the guaranteed tolerances of :mod:`onnxkit.tolerances` must be at
 least these (``tests/test_tolerances.py`` checks both the data and the behaviour).  Random operators (Clause 11.6) are excluded, as the conformance runner does.
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import pprint
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +42,8 @@ from onnxkit.registry import get_registry, normalize_domain  # noqa: E402
 from onnxkit.runtime import InferenceSession  # noqa: E402
 from onnxkit.tolerances import TOLERANCES, type_key  # noqa: E402
 
+#: The absolute tolerance of the corpus comparison with onnxruntime (tests/corpus/corpus_outcome.py).
+CORPUS_ATOL = 1e-4
 FOLDERS = ("node", "simple", "pytorch-converted", "pytorch-operator", "light")
 
 
@@ -104,10 +112,36 @@ def measure(vectors: Path, backend: str = "cpu") -> dict:
     return table
 
 
-def _record(table, expected, actual, family, name) -> None:
+def measure_corpus(table: dict, backend: str = "cpu") -> int:
+    """Add the corpus models' outputs against onnxruntime's (family ``corpus``); returns how many ran."""
+    sys.path.insert(0, str(ROOT / "tests" / "corpus"))
+    from corpus_cache import corpus_dir, load_inputs
+    from corpus_outcome import _onnxruntime
+
+    out = corpus_dir()
+    manifest_file = out / "manifest.json"
+    if not manifest_file.exists():
+        return 0
+    import json
+
+    ran = 0
+    for entry in json.loads(manifest_file.read_text())["models"]:
+        name = entry["name"]
+        path, inputs = out / entry["file"], load_inputs(out, name)
+        try:
+            got = InferenceSession(str(path), backend).run(None, inputs)
+        except OnnxkitError:
+            continue
+        for g, r in zip(got, _onnxruntime(path, inputs)):
+            _record(table, r, g, "corpus", f"corpus/{name}", atol=CORPUS_ATOL)
+        ran += 1
+    return ran
+
+
+def _record(table, expected, actual, family, name, atol=None) -> None:
     if isinstance(expected, list):
         for e, a in zip(expected, actual if isinstance(actual, list) else []):
-            _record(table, e, a, family, name)
+            _record(table, e, a, family, name, atol)
         return
     if not isinstance(expected, np.ndarray) or expected.dtype == object:
         return
@@ -116,7 +150,8 @@ def _record(table, expected, actual, family, name) -> None:
         return
     if not isinstance(actual, np.ndarray) or actual.shape != expected.shape or actual.size == 0:
         return
-    abs_err, need, special_ok = errors(expected, actual, TOLERANCES[key].atol)
+    atol = TOLERANCES[key].atol if atol is None else max(atol, TOLERANCES[key].atol)
+    abs_err, need, special_ok = errors(expected, actual, atol)
     row = table.setdefault(key, {}).setdefault(family, {"max_abs_error": 0.0, "needed_rtol": 0.0,
                                                           "outputs": 0, "worst_case": "", "special_values_match": True})
     row["outputs"] += 1
@@ -131,11 +166,16 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--no-corpus", action="store_true", help="leave out the real-world corpus")
     ap.add_argument("--out", type=Path, default=ROOT / "onnxkit" / "statement" / "measured_tolerances.py")
     args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")  # the validation policy's reports: not what is measured here
     table = measure(ensure_vectors(), args.backend)
-    data = {"backend": args.backend, "source": "ONNX 1-3 test package (node, simple, pytorch-converted, "
-            "pytorch-operator, light)", "types": {k: dict(sorted(v.items())) for k, v in sorted(table.items())}}
+    corpus = 0 if args.no_corpus else measure_corpus(table, args.backend)
+    source = "ONNX 1-3 test package (node, simple, pytorch-converted, pytorch-operator, light)"
+    if corpus:
+        source += f"; {corpus} real-world corpus models against onnxruntime"
+    data = {"backend": args.backend, "source": source, "types": {k: dict(sorted(v.items())) for k, v in sorted(table.items())}}
     args.out.write_text(f'"""Generated by ``python tools/measure_tolerances.py`` (ONNX 1-3 package, backend '
                         f'{args.backend}); do not edit."""\n\nMEASURED = {pprint.pformat(data, width=110, sort_dicts=False)}\n')
     for t, fams in data["types"].items():

@@ -46,6 +46,7 @@ def build_statement(registry=None, backends: Optional[list] = None) -> dict:
         "operators": {b: operator_coverage(registry, b) for b in backends},
         "per_node_fallbacks": {b: _fallbacks(registry, b) for b in backends},
         "tolerances": _tolerances(),
+        "tolerances_source": _tolerances_source(),
         "test_package": _test_package(),
         "positions": [attrs.asdict(p) for p in _positions()],
         "divergences": _divergences(),
@@ -83,6 +84,12 @@ def _tolerances() -> list:
                      "measured_worst_case": None if worst is None else worst["worst_case"],
                      "measured_outputs": sum(r["outputs"] for r in measured.values())})
     return rows
+
+
+def _tolerances_source() -> str:
+    from .measured_tolerances import MEASURED
+
+    return MEASURED["source"]
 
 
 def _test_package() -> dict:
@@ -124,7 +131,11 @@ def _limits() -> list:
     docs = {}
     for comment, name in _LIMIT_DOC.findall(inspect.getsource(Limits)):
         docs[name] = " ".join(line.strip()[2:].strip() for line in comment.strip().splitlines())
-    return [{"limit": f.name, "default": getattr(DEFAULT_LIMITS, f.name), "meaning": docs.get(f.name, "")}
+    # A default computed when onnxkit starts (from the machine's memory) is stated as a rule, so the
+    # statement does not change from machine to machine; the JSON form also gives this machine's value.
+    return [{"limit": f.name, "meaning": docs.get(f.name, ""),
+             "default": "derived from the machine (see meaning)" if isinstance(f.default, attrs.Factory)
+             else getattr(DEFAULT_LIMITS, f.name), "value_here": getattr(DEFAULT_LIMITS, f.name)}
             for f in attrs.fields(Limits)]
 
 
@@ -229,8 +240,8 @@ def render_markdown(st: dict) -> str:
     add("")
     add("**Tolerance per element type** (Clause 11.5): a value `a` meets an expected `e` when "
         "`|a - e| <= atol + rtol * |e|`; NaN and the infinities match only themselves.  *Measured* is the "
-        "largest relative error needed over the ONNX 1-3 package (`python tools/measure_tolerances.py`), "
-        "which the conformance tests compare at these tolerances.")
+        f"largest relative error needed over {st['tolerances_source']} (`python tools/measure_tolerances.py`; the "
+        "corpus at its comparison's atol 1e-4); the conformance tests compare every vector at these tolerances.")
     add("")
     add("| element type | guaranteed | measured (rtol needed; outputs) | why |")
     add("|---|---|---|---|")

@@ -28,6 +28,12 @@ def _t(name: str) -> str:
 
 
 POSITIONS: tuple = (
+    Position("6.4", "the encoding of STRING elements",
+             "Inside onnxkit a STRING element is the octet string the model holds (kept losslessly). At a "
+             "session's boundary, as onnxruntime and `onnx.numpy_helper` do, a fed element may be `str` (encoded "
+             "as UTF-8) or `bytes`, and a returned element is a `str` decoded as UTF-8, except an element that is "
+             "not valid UTF-8, which comes back as the `bytes` it is.",
+             "tests/test_policy_regressions.py::test_a_string_that_is_not_utf8_comes_back_as_bytes"),
     Position("6.9", "type equality and assignability",
              "Two types are equal when their kinds, element types and shapes are equal. A value may be supplied "
              "where a type is declared unless the two contradict: different kinds, different element types, "

@@ -88,3 +88,16 @@ def test_cli_optimized_model(tmp_path, capsys):
     assert [n.op_type for n in written.graph.node] == ["Gemm"] and onnxkit.check_model(written).ok
     assert main(["run", str(src), "-i", f"x={x}", "--no-optimize", "--optimized-model", str(out)]) == 0
     assert [n.op_type for n in onnxkit.load(str(out)).graph.node] == ["Identity", "Cast", "MatMul", "Add"]
+
+
+def test_graph_read_by_a_gradient_node_is_left_alone():
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", TP.FLOAT, [3])
+    dx = helper.make_tensor_value_info("dx", TP.FLOAT, [3])
+    nodes = [helper.make_node("Identity", ["x"], ["i"]), helper.make_node("Neg", ["i"], ["y"]),
+             helper.make_node("Gradient", ["x"], ["dx"], domain="ai.onnx.preview.training", xs=["x"], y="y")]
+    proto = model(nodes, [x], [y, dx])
+    proto.opset_import.append(helper.make_opsetid("ai.onnx.preview.training", 1))
+    sess = InferenceSession(proto.SerializeToString())
+    assert not sess.optimized.changed
+    assert np.array_equal(sess.run(None, {"x": np.ones(3, np.float32)})[1], -np.ones(3, np.float32))

@@ -18,7 +18,8 @@ pass               rewrites                                         level
 ``ORT_ENABLE_ALL``, included).  Each pass is its own module whose docstring says why it is
 exact; ``conv_bn`` is exact up to rounding.  Subgraphs (If/Loop/Scan bodies) are left alone,
 and a name read inside one is never removed or renamed; graph outputs keep their names;
-graph inputs are kept as they were.  The user's :class:`~onnxkit.ir.Model` is not changed.
+graph inputs are kept as they were.  A graph with an ai.onnx.preview.training node (Gradient
+reads the graph it is in) is planned as given.  The user's :class:`~onnxkit.ir.Model` is not changed.
 
 ``disabled`` (a set of pass names, e.g. from the session config entry
 ``session.disable_passes``, comma-separated) switches single passes off.
@@ -31,6 +32,8 @@ from typing import Optional
 import attrs
 
 from ... import ir
+from ...errors import OnnxkitError
+from ...registry import normalize_domain
 from . import cast, conv_bn, identity, matmul_add, reshape, transpose
 from .view import GraphView
 
@@ -64,7 +67,7 @@ class Optimized:
 def optimize(model: ir.Model, level: int, registry=None, disabled=frozenset()) -> Optimized:
     """``model`` rewritten by the passes of ``level`` (a copy; ``model`` itself is unchanged)."""
     chosen = [(n, m) for n, m, lowest in PASSES if level >= lowest and n not in disabled]
-    if not chosen or model.graph is None:
+    if not chosen or model.graph is None or _reads_its_graph(model.graph):
         return Optimized(model, {})
     view = GraphView(model, registry)
     rewrites = {name: module.run(view) for name, module in chosen}
@@ -73,10 +76,15 @@ def optimize(model: ir.Model, level: int, registry=None, disabled=frozenset()) -
     return Optimized(view.finish(), rewrites, frozenset(view.consumed_defaults))
 
 
+def _reads_its_graph(graph: ir.Graph) -> bool:
+    """True if a node reads the graph's own structure by name (``Gradient`` of
+    ai.onnx.preview.training differentiates the nodes between its ``xs`` and ``y``): such a graph
+    is planned as given, since any rewrite would change what that node computes."""
+    return any(normalize_domain(n.domain) == "ai.onnx.preview.training" for n in graph.node)
+
+
 def disabled_passes(config_value: Optional[str]) -> frozenset:
     """The pass names of a comma-separated ``session.disable_passes`` entry (unknown names refused)."""
-    from ...errors import OnnxkitError
-
     names = frozenset(p.strip() for p in (config_value or "").split(",") if p.strip())
     unknown = names - set(PASS_NAMES)
     if unknown:

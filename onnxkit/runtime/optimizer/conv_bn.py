@@ -19,7 +19,6 @@ import numpy as np
 from ...registry import normalize_domain
 from .view import GraphView
 
-_FLOATS = {1: np.float32, 11: np.float64}  # Table 5 tag -> dtype
 
 
 def _inference_bn(view: GraphView, bn) -> bool:

@@ -22,6 +22,7 @@ import math
 import os
 import platform
 import sys
+import warnings
 from pathlib import Path
 
 from timing import interleaved_medians
@@ -61,7 +62,7 @@ def cases(light_only: bool, only):
         rng = np.random.default_rng(0)
         feed = {vi.name: rng.standard_normal([int(d) for d in vi.type.shape.values]).astype(np.float32)
                 for vi in model.graph.input if vi.name not in init}
-        yield path.stem[len("light_"):], path, feed
+        yield "light/" + path.stem[len("light_"):], path, feed
     if light_only:
         return
     sys.path.insert(0, str(ROOT / "tests" / "corpus"))
@@ -70,7 +71,7 @@ def cases(light_only: bool, only):
     folder = corpus_dir()
     for name in CORPUS:
         if (folder / f"{name}.onnx").is_file():
-            yield name, folder / f"{name}.onnx", load_inputs(folder, name)
+            yield "corpus/" + name, folder / f"{name}.onnx", load_inputs(folder, name)
 
 
 def main() -> int:
@@ -86,10 +87,11 @@ def main() -> int:
     from onnxkit.runtime.options import GraphOptimizationLevel
 
     ort.set_default_logger_severity(3)
+    warnings.simplefilter("ignore")  # the corpus models' validation warnings (reported by the corpus tests)
     print("conditions:", conditions())
     print(f"interleaved, median of {args.repeat} after one warm-up; onnxkit intra_op_num_threads=1 (BLAS 1 thread), "
           "onnxruntime intra_op_num_threads=1 inter_op_num_threads=1\n")
-    print(f"{'model':22s} {'kit-off':>10s} {'kit-on':>10s} {'ort':>10s}  {'on/ort':>7s} {'off/on':>7s}")
+    print(f"{'model':28s} {'kit-off':>10s} {'kit-on':>10s} {'ort':>10s}  {'on/ort':>7s} {'off/on':>7s}")
     rows = []
     for name, path, feed in cases(args.light_only, args.only):
         if args.only and args.only not in name:
@@ -107,13 +109,19 @@ def main() -> int:
         sessions["ort"] = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
         t = interleaved_medians({k: (lambda s=s: s.run(None, feed)) for k, s in sessions.items()}, args.repeat)
         rows.append((name, t["kit-off"], t["kit-on"], t["ort"]))
-        print(f"{name:22s} {t['kit-off'] * 1e3:8.1f}ms {t['kit-on'] * 1e3:8.1f}ms {t['ort'] * 1e3:8.1f}ms  "
+        print(f"{name:28s} {t['kit-off'] * 1e3:8.1f}ms {t['kit-on'] * 1e3:8.1f}ms {t['ort'] * 1e3:8.1f}ms  "
               f"{t['kit-on'] / t['ort']:7.2f} {t['kit-off'] / t['kit-on']:7.2f}", flush=True)
 
     def gmean(values):
         return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
 
-    print(f"\ngeometric mean onnxkit (optimizer on) / onnxruntime, 1 thread each:  {gmean([r[2] / r[3] for r in rows]):.2f}"
+    print()
+    for group in ("light/", "corpus/"):
+        part = [r for r in rows if r[0].startswith(group)]
+        if part:
+            print(f"geometric mean onnxkit (optimizer on) / onnxruntime, {group[:-1]} models ({len(part)}): "
+                  f"{gmean([r[2] / r[3] for r in part]):.2f}")
+    print(f"geometric mean onnxkit (optimizer on) / onnxruntime, 1 thread each:  {gmean([r[2] / r[3] for r in rows]):.2f}"
           "  (issue #14 target <= 1.5)")
     print(f"geometric mean onnxkit (optimizer off) / onnxruntime, 1 thread each: {gmean([r[1] / r[3] for r in rows]):.2f}")
     print(f"geometric mean onnxkit optimizer off / on:                          {gmean([r[1] / r[2] for r in rows]):.2f}")

@@ -1,83 +1,131 @@
-"""Evaluation speed on the nine light models of the onnx wheel, in one run (issue #5):
-onnxkit-cpu vs onnxruntime (one thread, and default threads) vs onnx.reference.
+"""Evaluation speed, thread-matched: onnxkit-cpu vs onnxruntime, one BLAS/intra-op thread each.
 
-Prints, per model, the best-of-N time of one inference and the ratios, then geometric means.
-Targets: onnxkit within 3x of onnxruntime (geometric mean), and at least 20x faster than
-onnx.reference on the convolutional models.  ``--skip-reference`` leaves out onnx.reference
-(slow).  Needs the test extras (onnx, onnxruntime).  Run: ``python benchmarks/models.py``.
+For each model (the nine light models of the ONNX test package, and real-world corpus models
+with their fixed inputs, ``.cache/corpus``), three sessions are timed *interleaved* (one call
+of each per round, the order rotating), median of ``--repeat`` rounds after a warm-up:
+
+* ``kit-off``: onnxkit, ``intra_op_num_threads=1``, ``graph_optimization_level=ORT_DISABLE_ALL``
+* ``kit-on``:  onnxkit, ``intra_op_num_threads=1``, the default level (``ORT_ENABLE_ALL``)
+* ``ort``:     onnxruntime, ``intra_op_num_threads=1``, ``inter_op_num_threads=1``, its default level
+
+It prints per model the medians and the ratios ``kit-on/ort`` and ``kit-off/kit-on``, then the
+geometric means, and first the conditions: date, CPUs available, load average, BLAS, versions.
+Needs the test extras (onnxruntime).  Run: ``python benchmarks/models.py [--repeat N] [-k NAME]
+[--light-only]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import math
+import os
+import platform
 import sys
+import warnings
 from pathlib import Path
 
-from timing import best_of
+from timing import interleaved_medians
+
+ROOT = Path(__file__).resolve().parent.parent
+#: corpus models timed (real architectures, real-size inputs)
+CORPUS = ("hf_bert_ts", "hf_vit_ts", "hf_gpt2_ts", "lstm_tagger_ts", "small_resnet_ts", "rapidocr_rec_v4",
+          "magika_standard_v3_3", "silero_vad_16k_op15")
 
 
-def light_models() -> list[Path]:
-    import onnx.backend.test as bt
+def light_models() -> list:
+    return sorted((ROOT / ".cache" / "onnx-vectors-1.23.2" / "light").glob("light_*.onnx"))
 
-    return sorted((Path(bt.__file__).parent / "data" / "light").glob("light_*.onnx"))
+
+def conditions() -> str:
+    import numpy
+    import onnxruntime
+    from threadpoolctl import threadpool_info
+
+    blas = ", ".join(f"{i['internal_api']} {i['version']} ({i['num_threads']} threads by default)"
+                     for i in threadpool_info() if i.get("user_api") == "blas")
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    return (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.processor() or platform.machine()}; "
+            f"{len(os.sched_getaffinity(0))} CPUs available; load average {load}; BLAS {blas}; "
+            f"numpy {numpy.__version__}, onnxruntime {onnxruntime.__version__}, Python {platform.python_version()}")
+
+
+def cases(light_only: bool, only):
+    """``(name, model path, feed)`` of every model timed."""
+    import numpy as np
+
+    import onnxkit
+
+    for path in light_models():
+        model = onnxkit.load(path)
+        init = {t.name for t in model.graph.initializer}
+        rng = np.random.default_rng(0)
+        feed = {vi.name: rng.standard_normal([int(d) for d in vi.type.shape.values]).astype(np.float32)
+                for vi in model.graph.input if vi.name not in init}
+        yield "light/" + path.stem[len("light_"):], path, feed
+    if light_only:
+        return
+    sys.path.insert(0, str(ROOT / "tests" / "corpus"))
+    from corpus_cache import corpus_dir, load_inputs
+
+    folder = corpus_dir()
+    for name in CORPUS:
+        if (folder / f"{name}.onnx").is_file():
+            yield "corpus/" + name, folder / f"{name}.onnx", load_inputs(folder, name)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--skip-reference", action="store_true")
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--light-only", action="store_true")
     parser.add_argument("-k", dest="only", default=None, help="only models whose name contains this")
     args = parser.parse_args()
 
-    import onnx
-    import onnx.reference
     import onnxruntime as ort
 
+    from onnxkit import InferenceSession, SessionOptions
+    from onnxkit.runtime.options import GraphOptimizationLevel
+
     ort.set_default_logger_severity(3)
-
-    import onnxkit
-    from onnxkit.conformance import dummy_input
-    from onnxkit.runtime import InferenceSession
-
+    warnings.simplefilter("ignore")  # the corpus models' validation warnings (reported by the corpus tests)
+    print("conditions:", conditions())
+    print(f"interleaved, median of {args.repeat} after one warm-up; onnxkit intra_op_num_threads=1 (BLAS 1 thread), "
+          "onnxruntime intra_op_num_threads=1 inter_op_num_threads=1\n")
+    print(f"{'model':28s} {'kit-off':>10s} {'kit-on':>10s} {'ort':>10s}  {'on/ort':>7s} {'off/on':>7s}")
     rows = []
-    print(f"{'model':14s} {'onnxkit':>10s} {'ort-1t':>10s} {'ort':>10s} {'reference':>10s}  "
-          f"{'kit/ort-1t':>10s} {'kit/ort':>8s} {'ref/kit':>8s}")
-    for path in light_models():
-        name = path.stem[len("light_"):]
+    for name, path, feed in cases(args.light_only, args.only):
         if args.only and args.only not in name:
             continue
-        model = onnxkit.load(path)
-        init = {t.name for t in model.graph.initializer}
-        feed = {vi.name: dummy_input(vi) for vi in model.graph.input if vi.name not in init}
-        sess = InferenceSession(model)
-        sess.run(None, feed)
-        t_kit = best_of(lambda: sess.run(None, feed), args.repeat)
+        sessions = {}
+        for key, level in (("kit-off", GraphOptimizationLevel.ORT_DISABLE_ALL),
+                           ("kit-on", GraphOptimizationLevel.ORT_ENABLE_ALL)):
+            so = SessionOptions()
+            so.intra_op_num_threads = 1
+            so.graph_optimization_level = level
+            sessions[key] = InferenceSession(str(path), so)
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1
         so.inter_op_num_threads = 1
-        o1 = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-        od = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        o1.run(None, feed)
-        od.run(None, feed)
-        t_o1 = best_of(lambda: o1.run(None, feed), args.repeat)
-        t_od = best_of(lambda: od.run(None, feed), args.repeat)
-        t_ref = math.nan
-        if not args.skip_reference:
-            ref = onnx.reference.ReferenceEvaluator(onnx.load(str(path)))
-            t_ref = best_of(lambda: ref.run(None, feed), 1, budget_s=0)
-        rows.append((name, t_kit, t_o1, t_od, t_ref))
-        print(f"{name:14s} {t_kit * 1e3:9.1f}ms {t_o1 * 1e3:9.1f}ms {t_od * 1e3:9.1f}ms {t_ref * 1e3:9.1f}ms  "
-              f"{t_kit / t_o1:10.2f} {t_kit / t_od:8.2f} {t_ref / t_kit:8.1f}", flush=True)
+        sessions["ort"] = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        t = interleaved_medians({k: (lambda s=s: s.run(None, feed)) for k, s in sessions.items()}, args.repeat)
+        rows.append((name, t["kit-off"], t["kit-on"], t["ort"]))
+        print(f"{name:28s} {t['kit-off'] * 1e3:8.1f}ms {t['kit-on'] * 1e3:8.1f}ms {t['ort'] * 1e3:8.1f}ms  "
+              f"{t['kit-on'] / t['ort']:7.2f} {t['kit-off'] / t['kit-on']:7.2f}", flush=True)
 
     def gmean(values):
-        values = [v for v in values if v == v]
         return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
 
-    print(f"\ngeometric mean onnxkit / onnxruntime(1 thread):  {gmean([r[1] / r[2] for r in rows]):.2f}  (target <= 3)")
-    print(f"geometric mean onnxkit / onnxruntime(default):   {gmean([r[1] / r[3] for r in rows]):.2f}")
-    if not args.skip_reference:
-        print(f"geometric mean onnx.reference / onnxkit:         {gmean([r[4] / r[1] for r in rows]):.1f}  (target >= 20)")
+    print()
+    for group in ("light/", "corpus/"):
+        part = [r for r in rows if r[0].startswith(group)]
+        if part:
+            print(f"geometric mean onnxkit (optimizer on) / onnxruntime, {group[:-1]} models ({len(part)}): "
+                  f"{gmean([r[2] / r[3] for r in part]):.2f}")
+    print(f"geometric mean onnxkit (optimizer on) / onnxruntime, 1 thread each:  {gmean([r[2] / r[3] for r in rows]):.2f}"
+          "  (issue #14 target <= 1.5)")
+    print(f"geometric mean onnxkit (optimizer off) / onnxruntime, 1 thread each: {gmean([r[1] / r[3] for r in rows]):.2f}")
+    print(f"geometric mean onnxkit optimizer off / on:                          {gmean([r[1] / r[2] for r in rows]):.2f}")
+    print(f"models above 3x onnxruntime (optimizer on): {[r[0] for r in rows if r[2] / r[3] > 3] or 'none'}")
     return 0
 
 

@@ -32,3 +32,23 @@ def median_of(fn, repeat: int = 5) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def interleaved_medians(fns: dict, repeat: int = 5) -> dict:
+    """``{name: median seconds}`` of the callables in ``fns``, timed interleaved: after one untimed
+    warm-up call of each, ``repeat`` rounds each call every one once (the order rotating per
+    round), so a change in machine load affects all of them alike."""
+    import statistics
+
+    names = list(fns)
+    for n in names:
+        fns[n]()
+    times: dict = {n: [] for n in names}
+    for r in range(repeat):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for n in order:
+            gc.collect()
+            t0 = time.perf_counter()
+            fns[n]()
+            times[n].append(time.perf_counter() - t0)
+    return {n: statistics.median(t) for n, t in times.items()}

@@ -1,4 +1,5 @@
-"""``onnxkit run MODEL --input NAME=FILE ... [--output-dir DIR] [--backend NAME] [--profile]``.
+"""``onnxkit run MODEL --input NAME=FILE ... [--output-dir DIR] [--backend NAME] [--profile]
+[--optimized-model OUT] [--no-optimize] [--threads N]``.
 
 Inputs are ``.npy`` files (pickled Python objects are refused: loading them could run code)
 or ``.pb`` value files of the ONNX test package.  Each output is printed; ``--output-dir``
@@ -7,6 +8,8 @@ path characters become ``_``).  ``--profile`` runs with profiling on, prints the
 that took the most time as a table and writes the Chrome trace (``chrome://tracing``).
 ``--strict`` is ``InferenceSession(strict=True)``: every violation refuses the model or the
 run, warnings included (Clause 8.6); without it warnings are reported and the model runs.
+``--optimized-model OUT`` writes the model the graph optimizer produced (the one planned);
+``--no-optimize`` plans the graph as given; ``--threads N`` is ``intra_op_num_threads``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ def add_parser(sub):
     p.add_argument("--top", type=int, default=10, metavar="N", help="with --profile: how many operators to list")
     p.add_argument("--strict", action="store_true",
                    help="refuse on any violation, warnings included (Clause 8.6); default: report warnings and run")
+    p.add_argument("--optimized-model", metavar="OUT", help="write the optimized model (the one planned) to OUT")
+    p.add_argument("--no-optimize", action="store_true",
+                   help="plan the graph as given (graph_optimization_level ORT_DISABLE_ALL)")
+    p.add_argument("--threads", type=int, default=0, metavar="N",
+                   help="BLAS threads during the run (intra_op_num_threads; default 0: the physical cores)")
     return p
 
 
@@ -65,12 +73,20 @@ def safe_file_name(name: str, taken: set) -> str:
 
 def run(args) -> int:
     from ..runtime import InferenceSession, SessionOptions
+    from ..runtime.options import GraphOptimizationLevel
 
     so = SessionOptions()
     so.log_severity_level = {0: 2, 1: 1}.get(getattr(args, "verbose", 0), 0)  # -v: info, -vv: verbose
     if args.profile:
         so.enable_profiling = True
         so.profile_file_prefix = "onnxkit_profile"
+    if args.optimized_model:
+        so.optimized_model_filepath = args.optimized_model
+    if args.no_optimize:
+        so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
+    if args.threads < 0:
+        raise OnnxkitError(f"--threads must be 0 (the physical cores) or more, got {args.threads}")
+    so.intra_op_num_threads = args.threads
     if not os.path.isfile(args.model):
         why = "is a directory, not a model file" if os.path.isdir(args.model) else "does not exist"
         raise OnnxkitError(f"{args.model} {why}")
@@ -102,6 +118,9 @@ def run(args) -> int:
                 print(f"  written to {file}")
         else:
             print(f"{name}: {value!r}")
+    if args.optimized_model:
+        done = ", ".join(f"{k} {v}" for k, v in sess.optimized.rewrites.items() if v) or "no rewrites"
+        print(f"optimized model ({done}) written to {args.optimized_model}")
     if args.profile:
         _print_profile(sess, args.top)
     return 0

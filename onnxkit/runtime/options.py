@@ -2,7 +2,7 @@
 
 :class:`SessionOptions` and :class:`RunOptions` are plain Python objects (they pickle, so a
 session pickles with its options).  Fields onnxkit cannot act on are accepted and kept, and
-their effect is stated on each: onnxkit plans one model on one backend, in one thread.
+their effect is stated on each: onnxkit plans one model on one backend, nodes in order.
 Providers name backends: :data:`PROVIDERS` maps onnxruntime's provider names to onnxkit's
 backends (``CPUExecutionProvider`` -> ``cpu``, ``CUDAExecutionProvider`` -> ``gpu``).
 """
@@ -18,7 +18,10 @@ from ..errors import OnnxkitError
 
 
 class GraphOptimizationLevel(enum.IntEnum):
-    """onnxruntime's levels.  onnxkit always folds constants at planning and rewrites nothing else."""
+    """onnxruntime's levels.  ``ORT_DISABLE_ALL``: the graph is planned as given; every other level
+    (the default ``ORT_ENABLE_ALL`` included) runs all the passes of
+    :mod:`onnxkit.runtime.optimizer` on a copy of the graph.  Constants are folded at planning
+    at every level."""
 
     ORT_DISABLE_ALL = 0
     ORT_ENABLE_BASIC = 1
@@ -40,11 +43,16 @@ class SessionOptions:
     ``log_severity_level`` (0 verbose .. 4 fatal, default 2): the least severe record the
     session logs (see :mod:`onnxkit.log`).  ``enable_profiling`` / ``profile_file_prefix``:
     write a Chrome trace on :meth:`InferenceSession.end_profiling`.
-    ``optimized_model_filepath``: the planned model is written there (onnxkit does no graph
-    rewriting, so it is the model as loaded).  ``limits``: an :class:`onnxkit.Limits` for the
-    session (onnxkit's own field).  ``intra_op_num_threads``, ``inter_op_num_threads``,
-    ``execution_mode``, ``graph_optimization_level`` and the memory flags are kept but do not
-    change evaluation (kernels use numpy's or torch's own threading).
+    ``graph_optimization_level`` (:class:`GraphOptimizationLevel`, default ``ORT_ENABLE_ALL``):
+    which optimizer passes rewrite a copy of the graph before planning; the session config entry
+    ``session.disable_passes`` (comma-separated pass names) switches single passes off.
+    ``optimized_model_filepath``: the optimized model (the one planned) is written there.
+    ``intra_op_num_threads`` (0 = the physical cores this process may use): BLAS threads during
+    the session's runs, set with threadpoolctl; the setting is process-wide, so sessions with
+    different counts running at the same time share one (:mod:`onnxkit.runtime.threads`).
+    ``limits``: an :class:`onnxkit.Limits` for the session (onnxkit's own field).
+    ``inter_op_num_threads``, ``execution_mode`` and the memory flags are kept but do not change
+    evaluation (nodes run one after another).
     """
 
     def __init__(self):
@@ -68,7 +76,7 @@ class SessionOptions:
         self._free_dims: dict = {}
 
     def add_session_config_entry(self, key: str, value: str) -> None:
-        """Keep a configuration entry (strings, as onnxruntime); onnxkit reads none of them."""
+        """Keep a configuration entry (strings, as onnxruntime); onnxkit reads ``session.disable_passes``."""
         self._config[str(key)] = str(value)
 
     def get_session_config_entry(self, key: str) -> str:

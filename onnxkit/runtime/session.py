@@ -46,6 +46,7 @@ from .policy import Bindings, OutputCheck, Reporter, admit
 from .providers import choose_backends
 from .state import Profiler, RunState
 from .strings import to_octets, to_text
+from .threads import blas_limit
 
 __all__ = ["InferenceSession", "InputError", "NodeArg", "run_model"]
 
@@ -130,13 +131,17 @@ class InferenceSession:
         if validate:
             self._validate()
         self._fallback = True
+        #: what the graph optimizer did (:mod:`onnxkit.runtime.optimizer`); ``.model`` is planned
+        self.optimized = self._optimize(model)
+        self._planner_args = dict(seed=seed, limits=limits, own_data=own_data)
+        self._plain_plan = None
         candidates = choose_backends(backend, providers, provider_options, self.registry, self._log)
         self.plan = None
         for i, (name, options) in enumerate(candidates):
             if name not in self.registry.backends:
                 raise OnnxkitError(missing_backend_message(name, self.registry.backends))
             t0 = time.perf_counter()
-            planner = Planner(model, self.registry, name, seed=seed, limits=limits, own_data=own_data)
+            planner = Planner(self.optimized.model, self.registry, name, **self._planner_args)
             try:
                 self.plan = planner.compile_model()
             except UnsupportedOperatorError as exc:
@@ -167,10 +172,36 @@ class InferenceSession:
         self._reporter = Reporter(strict)
         self._output_check = OutputCheck(g.output, self._reporter)
         self._kept_ids = _kept_value_ids(self.plan)
+        consumed = self.optimized.consumed_defaults
+        self._consumed_positions = [i for i, vi in enumerate(self._inputs) if vi.name in consumed]
+        self._threads = int(so.intra_op_num_threads or 0)
         if so.optimized_model_filepath:
             from ..api import save
 
-            save(model, so.optimized_model_filepath)
+            save(self.optimized.model, so.optimized_model_filepath)
+
+    def _optimize(self, model: ir.Model):
+        """The graph optimizer at the session's level, on a copy of ``model`` (never ``model`` itself)."""
+        from .optimizer import disabled_passes, optimize
+
+        so = self._sess_options
+        t0 = time.perf_counter()
+        result = optimize(model, int(so.graph_optimization_level), self.registry,
+                          disabled_passes(so._config.get("session.disable_passes")))
+        if result.changed:
+            self._log("plan", 20, "graph optimizer: %s in %.1f ms",
+                      ", ".join(f"{k} {v}" for k, v in result.rewrites.items() if v), (time.perf_counter() - t0) * 1e3)
+        return result
+
+    def _plan_for(self, values: list):
+        """The optimized plan, or, when a run feeds an IR < 4 input whose initializer the optimizer
+        read as a constant, a plan of the model as given (built on first need)."""
+        if not any(values[i] is not None for i in self._consumed_positions):
+            return self.plan
+        if self._plain_plan is None:
+            self._plain_plan = Planner(self.model, self.registry, self.backend_name, **self._planner_args).compile_model()
+            self._kept_ids |= _kept_value_ids(self._plain_plan)
+        return self._plain_plan
 
     def _log(self, part: str, level: int, msg: str, *args) -> None:
         """Log on ``onnxkit.<part>`` when ``level`` reaches the session's ``log_severity_level``."""
@@ -292,12 +323,18 @@ class InferenceSession:
         return values, bindings
 
     def _evaluate(self, values: list, run_options) -> list:
+        """Run the plan with BLAS limited to ``intra_op_num_threads`` (:mod:`onnxkit.runtime.threads`)."""
+        plan = self._plan_for(values) if self._consumed_positions else self.plan
+        with blas_limit(self._threads):
+            return self._run_plan(plan, values, run_options)
+
+    def _run_plan(self, plan, values: list, run_options) -> list:
         profiler = self._profiler
         if run_options is None and profiler is None:
-            return self.plan.run(values)
+            return plan.run(values)
         begin = profiler.now_us() if profiler else 0.0
         t0 = time.perf_counter()
-        outs = self.plan.run(values, state=RunState(run_options, profiler))
+        outs = plan.run(values, state=RunState(run_options, profiler))
         if profiler:
             profiler.session_event("model_run", begin)
         self._log("run", 10, "run %s took %.2f ms", getattr(run_options, "logid", "") or "", (time.perf_counter() - t0) * 1e3)

@@ -1,0 +1,95 @@
+"""The plan-time graph optimizer: exact rewrites of a copy of the model's graph.
+
+:func:`optimize` applies the passes selected by ``SessionOptions.graph_optimization_level``
+(onnxruntime's enum) to a copy of the top-level graph, in this order:
+
+=================  ==============================================  ====================
+pass               rewrites                                         level
+=================  ==============================================  ====================
+``identity``       Identity, inference-mode Dropout removed         ORT_ENABLE_BASIC +
+``cast``           Cast to the type the value already has removed   ORT_ENABLE_BASIC +
+``transpose``      Transpose pairs cancelled / merged               ORT_ENABLE_BASIC +
+``reshape``        Reshape -> Reshape collapsed                     ORT_ENABLE_BASIC +
+``conv_bn``        BatchNormalization folded into Conv              ORT_ENABLE_BASIC +
+``matmul_add``     MatMul + Add -> Gemm                             ORT_ENABLE_BASIC +
+=================  ==============================================  ====================
+
+``ORT_DISABLE_ALL`` runs none; every other level runs all of them (the default,
+``ORT_ENABLE_ALL``, included).  Each pass is its own module whose docstring says why it is
+exact; ``conv_bn`` is exact up to rounding.  Subgraphs (If/Loop/Scan bodies) are left alone,
+and a name read inside one is never removed or renamed; graph outputs keep their names;
+graph inputs are kept as they were.  A graph with an ai.onnx.preview.training node (Gradient
+reads the graph it is in) is planned as given.  The user's :class:`~onnxkit.ir.Model` is not changed.
+
+``disabled`` (a set of pass names, e.g. from the session config entry
+``session.disable_passes``, comma-separated) switches single passes off.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+
+from ... import ir
+from ...errors import OnnxkitError
+from ...registry import normalize_domain
+from . import cast, conv_bn, identity, matmul_add, reshape, transpose
+from .view import GraphView
+
+#: (name, module, lowest level that runs it), in the order they run
+PASSES = (
+    ("identity", identity, 1),
+    ("cast", cast, 1),
+    ("transpose", transpose, 1),
+    ("reshape", reshape, 1),
+    ("conv_bn", conv_bn, 1),
+    ("matmul_add", matmul_add, 1),
+)
+PASS_NAMES = tuple(name for name, _, _ in PASSES)
+
+
+@attrs.frozen
+class Optimized:
+    """The result of :func:`optimize`: the model to plan, what each pass rewrote, and the IR < 4
+    graph inputs whose initializers were read as constants (feeding one of those must run the
+    model as given)."""
+
+    model: ir.Model
+    rewrites: dict
+    consumed_defaults: frozenset = frozenset()
+
+    @property
+    def changed(self) -> bool:
+        return any(self.rewrites.values())
+
+
+def optimize(model: ir.Model, level: int, registry=None, disabled=frozenset()) -> Optimized:
+    """``model`` rewritten by the passes of ``level`` (a copy; ``model`` itself is unchanged)."""
+    chosen = [(n, m) for n, m, lowest in PASSES if level >= lowest and n not in disabled]
+    if not chosen or model.graph is None or _reads_its_graph(model.graph):
+        return Optimized(model, {})
+    view = GraphView(model, registry)
+    rewrites = {name: module.run(view) for name, module in chosen}
+    if not any(rewrites.values()):
+        return Optimized(model, rewrites)
+    return Optimized(view.finish(), rewrites, frozenset(view.consumed_defaults))
+
+
+def _reads_its_graph(graph: ir.Graph) -> bool:
+    """True if a node reads the graph's own structure by name (``Gradient`` of
+    ai.onnx.preview.training differentiates the nodes between its ``xs`` and ``y``): such a graph
+    is planned as given, since any rewrite would change what that node computes."""
+    return any(normalize_domain(n.domain) == "ai.onnx.preview.training" for n in graph.node)
+
+
+def disabled_passes(config_value: Optional[str]) -> frozenset:
+    """The pass names of a comma-separated ``session.disable_passes`` entry (unknown names refused)."""
+    names = frozenset(p.strip() for p in (config_value or "").split(",") if p.strip())
+    unknown = names - set(PASS_NAMES)
+    if unknown:
+        raise OnnxkitError(f"unknown optimizer pass(es) {sorted(unknown)}; passes: {list(PASS_NAMES)}")
+    return names
+
+
+__all__ = ["optimize", "Optimized", "PASSES", "PASS_NAMES", "disabled_passes", "GraphView"]

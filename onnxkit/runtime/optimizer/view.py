@@ -1,0 +1,197 @@
+"""The working copy a pass rewrites, and what every pass asks of it.
+
+:class:`GraphView` holds a *copy* of a top-level graph: a new node list whose nodes are shallow
+copies (their ``input``/``output`` lists are new), new initializer and value_info lists.  The
+user's :class:`~onnxkit.ir.Model` is never changed: passes edit the copy's lists and replace
+nodes, they never write into an object they did not create.
+
+A name is *protected* when a rewrite must not make it vanish or change its producer: a graph
+output, or a name read inside a subgraph (an outer-scope reference, Clause 5.4.3).  Subgraphs
+(If/Loop/Scan bodies) are left alone; every name they read counts as protected.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+import numpy as np
+
+from ... import ir
+from ...functions import GRAPH_TYPES
+from ...registry import normalize_domain
+
+
+def subgraph_reads(node: ir.Node, into: set) -> None:
+    """Add to ``into`` every name read (as a node input or a graph output) inside ``node``'s subgraphs."""
+    for a in node.attribute:
+        if a.type not in GRAPH_TYPES or a.value is None:
+            continue
+        for g in (a.value if isinstance(a.value, list) else [a.value]):
+            into.update(vi.name for vi in g.output)
+            for inner in g.node:
+                into.update(n for n in inner.input if n)
+                subgraph_reads(inner, into)
+
+
+#: the most elements :meth:`GraphView.constant` materializes for a ConstantOfShape
+MAX_FILLED = 1 << 24
+
+
+def _filled(shape: np.ndarray, value) -> Optional[np.ndarray]:
+    """What ``ConstantOfShape(shape, value)`` computes (Part 2: float32 zeros without ``value``)."""
+    if shape.ndim != 1 or shape.dtype != np.int64 or (shape < 0).any() or int(np.prod(shape)) > MAX_FILLED:
+        return None
+    fill = value.numpy().reshape(-1) if isinstance(value, ir.Tensor) else np.zeros(1, np.float32)
+    if fill.size != 1:
+        return None
+    return np.full(tuple(int(d) for d in shape), fill[0], dtype=fill.dtype)
+
+
+class GraphView:
+    """A rewritable copy of ``model.graph`` with use counts, producers and constants."""
+
+    def __init__(self, model: ir.Model, registry=None):
+        g = model.graph
+        self.model = model
+        self.registry = registry
+        self._types: Optional[dict] = None
+        self.opsets = {normalize_domain(o.domain): int(o.version) for o in model.opset_import}
+        self.node = [attrs.evolve(n, input=list(n.input), output=list(n.output)) for n in g.node]
+        self.initializer = list(g.initializer)
+        self.value_info = list(g.value_info)
+        self.graph = g
+        inputs = {vi.name for vi in g.input}
+        self.input_names = inputs
+        # IR < 4 lists every initializer as an input, and onnxruntime reads them as constants;
+        # onnxkit still accepts a fed value for one, so the session runs the unoptimized plan then
+        self.legacy_inputs = model.ir_version < 4
+        self.inits = {t.name: t for t in g.initializer
+                      if t.name not in inputs or self.legacy_inputs}
+        #: input names whose initializer a pass read as a constant (IR < 4 only)
+        self.consumed_defaults: set = set()
+        self.extra_inputs: list = []  # IR < 4: the new constants, listed as inputs too
+        self.protected = {vi.name for vi in g.output}
+        for n in g.node:
+            subgraph_reads(n, self.protected)
+        self.names = inputs | {t.name for t in g.initializer} | {o for n in g.node for o in n.output if o}
+        self._fresh = 0
+        self.refresh()
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Recompute producers and use counts (a pass calls it after a batch of edits)."""
+        self.producer = {}
+        self.uses: dict = {}
+        for n in self.node:
+            for o in n.output:
+                if o:
+                    self.producer[o] = n
+            for i in n.input:
+                if i:
+                    self.uses[i] = self.uses.get(i, 0) + 1
+
+    def use_count(self, name: str) -> int:
+        """Uses of ``name`` by nodes of this graph; a protected name counts as used elsewhere too."""
+        return self.uses.get(name, 0) + (1 if name in self.protected else 0)
+
+    def consumers(self, name: str) -> list:
+        return [n for n in self.node if name in n.input]
+
+    def sole_consumer(self, name: str) -> Optional[ir.Node]:
+        """The one node reading ``name`` once, if ``name`` is unprotected and read by it alone."""
+        if self.use_count(name) != 1:
+            return None
+        found = self.consumers(name)
+        return found[0] if found else None
+
+    def fresh_name(self, base: str) -> str:
+        while True:
+            self._fresh += 1
+            name = f"{base}__opt{self._fresh}"
+            if name not in self.names:
+                self.names.add(name)
+                return name
+
+    def version(self, domain: str = "") -> int:
+        return self.opsets.get(normalize_domain(domain), 0)
+
+    def type_of(self, name: str):
+        """The type inference (Clause 9) gives ``name`` in the model as given (None = unknown).
+        Passes keep every surviving value's type, so the answer holds for the copy too."""
+        if self._types is None:
+            from ...inference import infer_model
+
+            try:
+                self._types = infer_model(self.model, self.registry).graph("")
+            except Exception:  # a model inference cannot type: the passes needing types do nothing
+                self._types = {}
+        return self._types.get(name)
+
+    def tensor_type(self, name: str):
+        """``(elem_type, dims or None)`` of a tensor-typed ``name``, or None."""
+        t = self.type_of(name)
+        if not isinstance(t, ir.TensorType) or not t.elem_type:
+            return None
+        return t.elem_type, (None if t.shape is None else list(t.shape.values))
+
+    # -- constants ------------------------------------------------------------------------
+    def constant(self, name: str) -> Optional[np.ndarray]:
+        """The value of ``name`` if it is a constant of this graph (a non-overridable initializer,
+        or a Constant node's ``value``), else None."""
+        t = self.inits.get(name)
+        if t is not None:
+            return t.numpy()
+        node = self.producer.get(name)
+        if node is None or normalize_domain(node.domain) != "":
+            return None
+        if node.op_type == "Constant":
+            value = node.attr("value")
+            return value.numpy() if isinstance(value, ir.Tensor) else None
+        if node.op_type == "ConstantOfShape" and len(node.input) == 1 and node.input[0] in self.inits:
+            return _filled(self.inits[node.input[0]].numpy(), node.attr("value"))
+        return None
+
+    def read_constant(self, name: str) -> Optional[np.ndarray]:
+        """:meth:`constant`, noting an IR < 4 input whose initializer is thereby consumed."""
+        value = self.constant(name)
+        if value is not None and name in self.input_names:
+            self.consumed_defaults.add(name)
+        return value
+
+    def add_constant(self, base: str, value: np.ndarray, data_type: int) -> str:
+        """A new initializer holding ``value`` (an input too under IR < 4, where every one is)."""
+        name = self.fresh_name(base)
+        t = ir.Tensor.from_numpy(np.ascontiguousarray(value), name=name, data_type=data_type)
+        self.initializer.append(t)
+        self.inits[name] = t
+        if self.legacy_inputs:
+            self.extra_inputs.append(ir.ValueInfo(name=name, type=ir.TensorType(
+                elem_type=data_type, shape=ir.Shape.of(int(d) for d in value.shape))))
+        return name
+
+    # -- edits ----------------------------------------------------------------------------
+    def replace_uses(self, old: str, new: str) -> None:
+        """Every node input ``old`` reads ``new`` instead (``old`` must be unprotected)."""
+        for n in self.node:
+            if old in n.input:
+                n.input[:] = [new if i == old else i for i in n.input]
+
+    def remove(self, node: ir.Node) -> None:
+        self.node = [n for n in self.node if n is not node]
+
+    # -- result ---------------------------------------------------------------------------
+    def finish(self) -> ir.Model:
+        """The optimized model: unused Constant nodes and initializers dropped, stale value_info
+        removed.  Graph inputs are kept as they were (IR < 4: new constants appended)."""
+        self.refresh()
+        live = set(self.uses) | self.protected
+        self.node = [n for n in self.node if not (n.op_type == "Constant" and normalize_domain(n.domain) == ""
+                                                   and not any(o in live for o in n.output))]
+        defined = self.input_names | {o for n in self.node for o in n.output if o}
+        inits = [t for t in self.initializer if t.name in live or t.name in self.input_names]
+        defined |= {t.name for t in inits}
+        value_info = [vi for vi in self.value_info if vi.name in defined]
+        graph = attrs.evolve(self.graph, node=self.node, initializer=inits, value_info=value_info,
+                             input=list(self.graph.input) + list(self.extra_inputs))
+        return attrs.evolve(self.model, graph=graph)

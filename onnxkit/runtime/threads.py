@@ -1,0 +1,74 @@
+"""BLAS threads under the session's control (``SessionOptions.intra_op_num_threads``).
+
+numpy's matrix products run in its BLAS (OpenBLAS, MKL, BLIS), whose thread pool is sized at
+import and shared by the whole process.  A session limits it around each of its runs with
+threadpoolctl: ``intra_op_num_threads = n > 0`` gives ``n`` threads; ``0`` (the default)
+gives the number of physical cores this process may run on (:func:`default_threads`).
+
+The limit is process-wide (threadpoolctl sets the library's global setting), so sessions with
+different thread counts that run at the same time, from several Python threads, share one
+setting: whichever entered last, until the runs end (each restores the setting it found).
+Without threadpoolctl (it is a dependency of onnxkit) runs go unlimited.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+_lock = threading.Lock()
+_controller = None
+
+
+def controller():
+    """The process's one ``threadpoolctl.ThreadpoolController`` (created on first use), or None."""
+    global _controller
+    with _lock:
+        if _controller is None:
+            try:
+                from threadpoolctl import ThreadpoolController
+            except ImportError:  # pragma: no cover - a declared dependency
+                _controller = False
+            else:
+                _controller = ThreadpoolController()
+        return _controller or None
+
+
+def default_threads() -> int:
+    """Physical cores available to this process: the CPUs of its affinity mask, divided by the
+    hardware threads per core where ``/sys`` states them (1 per core otherwise)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        with open("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list") as f:
+            siblings = _count(f.read())
+    except OSError:
+        siblings = 1
+    return max(1, cpus // max(1, siblings))
+
+
+def _count(cpu_list: str) -> int:
+    """The number of CPUs in a Linux CPU list such as ``0-3,8``."""
+    n = 0
+    for part in cpu_list.strip().split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            n += int(b) - int(a) + 1
+        elif part:
+            n += 1
+    return n
+
+
+def blas_limit(num_threads: int):
+    """A context manager limiting BLAS to ``num_threads`` (0: :func:`default_threads`)."""
+    c = controller()
+    if c is None:
+        return contextlib.nullcontext()
+    return c.limit(limits=num_threads or default_threads(), user_api="blas")
+
+
+def blas_threads() -> list:
+    """``num_threads`` of each BLAS library loaded, as threadpoolctl reports it now."""
+    from threadpoolctl import threadpool_info
+
+    return [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]

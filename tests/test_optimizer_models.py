@@ -1,0 +1,75 @@
+"""Whole models give the same results with the optimizer on (ORT_ENABLE_ALL) as off
+(ORT_DISABLE_ALL), within onnxkit's tolerances: the nine light models of the ONNX test package
+(also against onnxruntime) and the corpus models on which the passes rewrite something.  The
+optimized model also checks with no error and no warning the model as given lacked."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import onnxkit
+from onnxkit import InferenceSession, SessionOptions
+from optimizer_cases import off, ort, within
+
+ROOT = Path(__file__).resolve().parent.parent
+LIGHT = [p for p in sorted((ROOT / ".cache" / "onnx-vectors-1.23.2" / "light").glob("light_*.onnx"))
+         if p.stem != "light_zfnet512"]  # no pass applies to zfnet512 (no Identity, Dropout, BatchNormalization)
+#: corpus models on which the passes rewrite (identity, cast, conv_bn, matmul_add), by pass
+CORPUS = {"hf_bert_ts": "identity, cast", "hf_t5_ts": "identity, cast", "attention_encoder_ts": "identity, cast",
+          "rapidocr_cls_v2": "conv_bn, matmul_add", "rapidocr_rec_v4": "conv_bn", "magika_standard_v3_3": "matmul_add",
+          "skl_mlp_string_labels": "cast, matmul_add", "silero_vad_16k_op15": "cast"}
+
+
+def same(a, b) -> bool:
+    if isinstance(a, np.ndarray):
+        return within(a, b)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def _compare(model, feed, oracle=None) -> int:
+    on = InferenceSession(model, SessionOptions())
+    assert on.optimized.changed
+    before = {d.code for d in onnxkit.check_model(on.model).warnings}
+    report = onnxkit.check_model(on.optimized.model)
+    assert report.ok and {d.code for d in report.warnings} <= before
+    optimized, plain = on.run(None, feed), InferenceSession(model, off()).run(None, feed)
+    assert same(optimized, plain)
+    if oracle is not None:
+        assert same(optimized, oracle.run(None, feed))
+    return sum(on.optimized.rewrites.values())
+
+
+@pytest.mark.skipif(not LIGHT, reason="the ONNX test vectors are not in .cache")
+@pytest.mark.parametrize("path", LIGHT, ids=lambda p: p.stem)
+def test_light_model(path):
+    model = onnxkit.load(path)
+    init = {t.name for t in model.graph.initializer}
+    rng = np.random.default_rng(0)
+    feed = {}
+    for vi in model.graph.input:
+        if vi.name not in init:
+            feed[vi.name] = rng.standard_normal([int(d) for d in vi.type.shape.values]).astype(np.float32)
+    _compare(model, feed, ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]))
+
+
+def _corpus():
+    sys.path.insert(0, str(ROOT / "tests" / "corpus"))
+    from corpus_cache import corpus_dir, load_inputs
+
+    return corpus_dir(), load_inputs
+
+
+@pytest.mark.parametrize("name", list(CORPUS))
+def test_corpus_model(name):
+    folder, load_inputs = _corpus()
+    if not (folder / f"{name}.onnx").is_file():
+        pytest.skip("the corpus is not built (python tests/corpus/build.py)")
+    assert _compare(str(folder / f"{name}.onnx"), load_inputs(folder, name)) > 0

@@ -1,0 +1,103 @@
+"""The optimizer in a session: level and switches, the user's model untouched, the written
+optimized model, the CLI's ``--optimized-model``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxkit
+from onnxkit import InferenceSession, SessionOptions
+from onnxkit.api import to_bytes
+from onnxkit.errors import OnnxkitError
+from onnxkit.runtime.options import GraphOptimizationLevel
+from optimizer_cases import TP, helper, init, model, off, within
+
+RNG = np.random.default_rng(1)
+
+
+def _proto():
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [3, 4])
+    y = helper.make_tensor_value_info("y", TP.FLOAT, [3, 2])
+    nodes = [helper.make_node("Identity", ["x"], ["i"]),
+             helper.make_node("Cast", ["i"], ["c"], to=TP.FLOAT),
+             helper.make_node("MatMul", ["c", "W"], ["m"]),
+             helper.make_node("Add", ["m", "B"], ["y"])]
+    return model(nodes, [x], [y], [init("W", RNG.standard_normal((4, 2)).astype(np.float32)),
+                                   init("B", RNG.standard_normal(2).astype(np.float32))])
+
+
+FEED = {"x": RNG.standard_normal((3, 4)).astype(np.float32)}
+
+
+def test_default_level_optimizes_disable_all_does_not():
+    data = _proto().SerializeToString()
+    on, plain = InferenceSession(data), InferenceSession(data, off())
+    assert SessionOptions().graph_optimization_level == GraphOptimizationLevel.ORT_ENABLE_ALL
+    assert on.optimized.rewrites == {"identity": 1, "cast": 1, "transpose": 0, "reshape": 0, "conv_bn": 0,
+                                     "matmul_add": 1}
+    assert [s.op for s in on.plan.steps] == ["Gemm"]
+    assert plain.optimized.rewrites == {} and len(plain.plan.steps) == 4
+    assert within(on.run(None, FEED)[0], plain.run(None, FEED)[0])
+    for level in (GraphOptimizationLevel.ORT_ENABLE_BASIC, GraphOptimizationLevel.ORT_ENABLE_EXTENDED):
+        so = SessionOptions()
+        so.graph_optimization_level = level
+        assert InferenceSession(data, so).optimized.changed
+
+
+def test_single_pass_switched_off_and_unknown_name_refused():
+    so = SessionOptions()
+    so.add_session_config_entry("session.disable_passes", "matmul_add, cast")
+    sess = InferenceSession(_proto().SerializeToString(), so)
+    assert sess.optimized.rewrites == {"identity": 1, "transpose": 0, "reshape": 0, "conv_bn": 0}
+    assert [s.op for s in sess.plan.steps] == ["Cast", "MatMul", "Add"]
+    so.add_session_config_entry("session.disable_passes", "no_such_pass")
+    with pytest.raises(OnnxkitError, match="no_such_pass"):
+        InferenceSession(_proto().SerializeToString(), so)
+
+
+def test_users_model_is_not_changed():
+    m = onnxkit.load(_proto().SerializeToString())
+    before = to_bytes(m)
+    sess = InferenceSession(m)
+    assert sess.optimized.changed and sess.model is m
+    assert to_bytes(m) == before and [n.op_type for n in m.graph.node] == ["Identity", "Cast", "MatMul", "Add"]
+
+
+def test_optimized_model_filepath_writes_the_optimized_model(tmp_path):
+    out = tmp_path / "opt.onnx"
+    so = SessionOptions()
+    so.optimized_model_filepath = str(out)
+    sess = InferenceSession(_proto().SerializeToString(), so)
+    written = onnxkit.load(str(out))
+    assert [n.op_type for n in written.graph.node] == ["Gemm"]
+    report = onnxkit.check_model(written)
+    assert report.ok and not report.warnings
+    assert within(InferenceSession(str(out), off()).run(None, FEED)[0], sess.run(None, FEED)[0])
+
+
+def test_cli_optimized_model(tmp_path, capsys):
+    from onnxkit.cli import main
+
+    src, out, x = tmp_path / "m.onnx", tmp_path / "opt.onnx", tmp_path / "x.npy"
+    src.write_bytes(_proto().SerializeToString())
+    np.save(x, FEED["x"])
+    assert main(["run", str(src), "-i", f"x={x}", "--optimized-model", str(out), "--threads", "1"]) == 0
+    assert "written to" in capsys.readouterr().out
+    written = onnxkit.load(str(out))
+    assert [n.op_type for n in written.graph.node] == ["Gemm"] and onnxkit.check_model(written).ok
+    assert main(["run", str(src), "-i", f"x={x}", "--no-optimize", "--optimized-model", str(out)]) == 0
+    assert [n.op_type for n in onnxkit.load(str(out)).graph.node] == ["Identity", "Cast", "MatMul", "Add"]
+
+
+def test_graph_read_by_a_gradient_node_is_left_alone():
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", TP.FLOAT, [3])
+    dx = helper.make_tensor_value_info("dx", TP.FLOAT, [3])
+    nodes = [helper.make_node("Identity", ["x"], ["i"]), helper.make_node("Neg", ["i"], ["y"]),
+             helper.make_node("Gradient", ["x"], ["dx"], domain="ai.onnx.preview.training", xs=["x"], y="y")]
+    proto = model(nodes, [x], [y, dx])
+    proto.opset_import.append(helper.make_opsetid("ai.onnx.preview.training", 1))
+    sess = InferenceSession(proto.SerializeToString())
+    assert not sess.optimized.changed
+    assert np.array_equal(sess.run(None, {"x": np.ones(3, np.float32)})[1], -np.ones(3, np.float32))

@@ -1,0 +1,54 @@
+"""``intra_op_num_threads``: BLAS threads limited around the session's runs (threadpoolctl)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+from onnxkit import InferenceSession, SessionOptions  # noqa: E402
+from onnxkit.runtime.threads import blas_threads, default_threads  # noqa: E402
+from optimizer_cases import TP, helper, model  # noqa: E402
+
+
+def _session(threads: int):
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [64, 64])
+    y = helper.make_tensor_value_info("y", TP.FLOAT, [64, 64])
+    so = SessionOptions()
+    so.intra_op_num_threads = threads
+    return InferenceSession(model([helper.make_node("MatMul", ["x", "x"], ["y"])], [x], [y]).SerializeToString(), so)
+
+
+def _spy(sess) -> list:
+    """Wrap the MatMul kernel: record threadpoolctl's BLAS thread counts as it runs."""
+    seen = []
+    step = sess.plan.steps[0]
+    kernel = step.fn
+
+    def spying(*args):
+        seen.append(blas_threads())
+        return kernel(*args)
+
+    step.fn = spying
+    return seen
+
+
+def test_one_thread_inside_the_kernel_and_same_results():
+    if not blas_threads():
+        pytest.skip("numpy's BLAS is not visible to threadpoolctl")
+    feed = {"x": np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)}
+    one, default = _session(1), _session(0)
+    seen_one, seen_default = _spy(one), _spy(default)
+    before = blas_threads()
+    a, b = one.run(None, feed)[0], default.run(None, feed)[0]
+    assert seen_one == [[1] * len(before)]
+    assert seen_default == [[default_threads()] * len(before)]
+    assert blas_threads() == before  # the setting found is restored after the run
+    assert np.array_equal(a, b)
+
+
+def test_default_is_the_physical_cores_available():
+    import os
+
+    assert 1 <= default_threads() <= len(os.sched_getaffinity(0))

@@ -14,6 +14,7 @@ Without threadpoolctl (it is a dependency of onnxkit) runs go unlimited.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 
@@ -35,9 +36,11 @@ def controller():
         return _controller or None
 
 
+@functools.lru_cache(maxsize=1)
 def default_threads() -> int:
     """Physical cores available to this process: the CPUs of its affinity mask, divided by the
-    hardware threads per core where ``/sys`` states them (1 per core otherwise)."""
+    hardware threads per core where ``/sys`` states them (1 per core otherwise).  Read once per
+    process (a run does not re-read ``/sys``)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     try:
         with open("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list") as f:

@@ -16,8 +16,8 @@ from onnxkit import InferenceSession, SessionOptions
 from optimizer_cases import off, ort, within
 
 ROOT = Path(__file__).resolve().parent.parent
-LIGHT = [p for p in sorted((ROOT / ".cache" / "onnx-vectors-1.23.2" / "light").glob("light_*.onnx"))
-         if p.stem != "light_zfnet512"]  # no pass applies to zfnet512 (no Identity, Dropout, BatchNormalization)
+#: the light models of the ONNX test package; no pass applies to zfnet512 (no Identity, Dropout, BatchNormalization)
+LIGHT = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet", "vgg19"]
 #: corpus models on which the passes rewrite (identity, cast, conv_bn, matmul_add), by pass
 CORPUS = {"hf_bert_ts": "identity, cast", "hf_t5_ts": "identity, cast", "attention_encoder_ts": "identity, cast",
           "rapidocr_cls_v2": "conv_bn, matmul_add", "rapidocr_rec_v4": "conv_bn", "magika_standard_v3_3": "matmul_add",
@@ -47,9 +47,9 @@ def _compare(model, feed, oracle=None) -> int:
     return sum(on.optimized.rewrites.values())
 
 
-@pytest.mark.skipif(not LIGHT, reason="the ONNX test vectors are not in .cache")
-@pytest.mark.parametrize("path", LIGHT, ids=lambda p: p.stem)
-def test_light_model(path):
+@pytest.mark.parametrize("name", LIGHT)
+def test_light_model(onnx_vectors_dir, name):
+    path = onnx_vectors_dir / "light" / f"light_{name}.onnx"
     model = onnxkit.load(path)
     init = {t.name for t in model.graph.initializer}
     rng = np.random.default_rng(0)
@@ -60,16 +60,17 @@ def test_light_model(path):
     _compare(model, feed, ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]))
 
 
-def _corpus():
+@pytest.fixture(scope="module")
+def corpus():
+    """(folder, load_inputs) of the real-world corpus, built on first use as tests/corpus does."""
     sys.path.insert(0, str(ROOT / "tests" / "corpus"))
-    from corpus_cache import corpus_dir, load_inputs
+    from corpus_cache import ensure_corpus, load_inputs
 
-    return corpus_dir(), load_inputs
+    folder, _ = ensure_corpus(log=lambda line: print(line, file=sys.stderr))
+    return folder, load_inputs
 
 
 @pytest.mark.parametrize("name", list(CORPUS))
-def test_corpus_model(name):
-    folder, load_inputs = _corpus()
-    if not (folder / f"{name}.onnx").is_file():
-        pytest.skip("the corpus is not built (python tests/corpus/build.py)")
+def test_corpus_model(corpus, name):
+    folder, load_inputs = corpus
     assert _compare(str(folder / f"{name}.onnx"), load_inputs(folder, name)) > 0

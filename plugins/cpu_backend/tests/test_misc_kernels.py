@@ -387,7 +387,7 @@ def test_regex_full_match_re2_semantics():
     import time
     t0 = time.perf_counter()
     y = run("RegexFullMatch", 20, [S("a" * 5000 + "!")], {"pattern": "(a+)+$"})
-    assert y.tolist() == [False] and time.perf_counter() - t0 < 1.0
+    assert y.tolist() == [False] and time.perf_counter() - t0 < 10.0  # a backtracking engine takes hours
 
 
 def test_regex_full_match_without_re2_is_unsupported(monkeypatch):

@@ -52,3 +52,19 @@ def test_default_is_the_physical_cores_available():
     import os
 
     assert 1 <= default_threads() <= len(os.sched_getaffinity(0))
+
+
+def test_a_model_without_matrix_products_skips_the_limit(monkeypatch):
+    """No BLAS user in any graph: runs do not pay for threadpoolctl (and still compute right)."""
+    import onnxkit.runtime.session as session_module
+
+    calls = []
+    real = session_module.blas_limit
+    monkeypatch.setattr(session_module, "blas_limit", lambda n: calls.append(n) or real(n))
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [3])
+    relu = InferenceSession(model([helper.make_node("Relu", ["x"], ["y"])], [x],
+                                  [helper.make_tensor_value_info("y", TP.FLOAT, [3])]).SerializeToString())
+    assert relu.run(None, {"x": np.array([-1.0, 0.0, 2.0], np.float32)})[0].tolist() == [0.0, 0.0, 2.0]
+    assert calls == []
+    _session(1).run(None, {"x": np.ones((64, 64), np.float32)})
+    assert calls == [1]

@@ -46,7 +46,7 @@ from .policy import Bindings, OutputCheck, Reporter, admit
 from .providers import choose_backends
 from .state import Profiler, RunState
 from .strings import to_octets, to_text
-from .threads import blas_limit
+from .threads import blas_limit, uses_blas
 
 __all__ = ["InferenceSession", "InputError", "NodeArg", "run_model"]
 
@@ -175,6 +175,7 @@ class InferenceSession:
         consumed = self.optimized.consumed_defaults
         self._consumed_positions = [i for i, vi in enumerate(self._inputs) if vi.name in consumed]
         self._threads = int(so.intra_op_num_threads or 0)
+        self._uses_blas = uses_blas(model)  # no matrix product anywhere: nothing to limit per run
         if so.optimized_model_filepath:
             from ..api import save
 
@@ -325,6 +326,8 @@ class InferenceSession:
     def _evaluate(self, values: list, run_options) -> list:
         """Run the plan with BLAS limited to ``intra_op_num_threads`` (:mod:`onnxkit.runtime.threads`)."""
         plan = self._plan_for(values) if self._consumed_positions else self.plan
+        if not self._uses_blas:
+            return self._run_plan(plan, values, run_options)
         with blas_limit(self._threads):
             return self._run_plan(plan, values, run_options)
 

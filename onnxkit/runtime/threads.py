@@ -62,6 +62,31 @@ def _count(cpu_list: str) -> int:
     return n
 
 
+#: Operators whose cpu kernels call BLAS (matrix products): a model with none of them, in any
+#: graph or function, has nothing to limit, so its runs skip threadpoolctl (a few µs per run).
+BLAS_OPERATORS = frozenset({
+    "MatMul", "Gemm", "Conv", "ConvTranspose", "ConvInteger", "MatMulInteger", "QLinearMatMul", "QLinearConv",
+    "Einsum", "LSTM", "GRU", "RNN", "Attention", "DeformConv", "Col2Im", "DFT", "STFT", "Det", "Gradient",
+    "LinearClassifier", "LinearRegressor", "SVMClassifier", "SVMRegressor",
+})
+
+
+def uses_blas(model) -> bool:
+    """True if a node of ``model`` (its graphs, their subgraphs, its functions) is a BLAS user."""
+    from ..functions import GRAPH_TYPES
+
+    def graph_nodes(nodes):
+        for n in nodes:
+            yield n
+            for a in n.attribute:
+                if a.type in GRAPH_TYPES and a.value is not None:
+                    for g in (a.value if isinstance(a.value, list) else [a.value]):
+                        yield from graph_nodes(g.node)
+
+    roots = [model.graph.node] + [f.node for f in model.functions]
+    return any(n.op_type in BLAS_OPERATORS for nodes in roots for n in graph_nodes(nodes))
+
+
 def blas_limit(num_threads: int):
     """A context manager limiting BLAS to ``num_threads`` (0: :func:`default_threads`)."""
     c = controller()

@@ -176,10 +176,6 @@ def _check_limit(limits: Limits, which: str, value: int, name: str, location: Op
 
 
 
-def _remember(tensor: Tensor, options: ExternalDataOptions) -> None:
-    tensor.external_options = options
-
-
 def options_of(tensor: Tensor) -> Optional[ExternalDataOptions]:
     """The options :func:`attach` recorded for ``tensor``, or None."""
     return tensor.external_options

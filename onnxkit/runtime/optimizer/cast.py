@@ -23,8 +23,7 @@ def run(view: GraphView) -> int:
         typed = view.tensor_type(x)
         if typed is None or typed[0] != node.attr("to"):
             continue
-        view.replace_uses(y, x)
-        view.remove(node)
+        view.bypass(node, x)
         removed += 1
     view.refresh()
     return removed

@@ -40,8 +40,7 @@ def run(view: GraphView) -> int:
             continue
         if node.op_type == "Dropout" and not _dropout_is_identity(view, node):
             continue
-        view.replace_uses(y, x)
-        view.remove(node)
+        view.bypass(node, x)
         removed += 1
     view.refresh()
     return removed

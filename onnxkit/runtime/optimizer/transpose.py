@@ -37,8 +37,7 @@ def run(view: GraphView) -> int:
         if r == list(range(len(r))):
             if y in view.protected:
                 continue
-            view.replace_uses(y, x)
-            view.remove(second)
+            view.bypass(second, x)
         else:
             perm = [a for a in second.attribute if a.name == "perm"][0]
             merged = attrs.evolve(second, input=[x], attribute=[

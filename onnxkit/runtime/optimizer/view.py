@@ -180,6 +180,11 @@ class GraphView:
     def remove(self, node: ir.Node) -> None:
         self.node = [n for n in self.node if n is not node]
 
+    def bypass(self, node: ir.Node, value: str) -> None:
+        """Remove ``node``, its (unprotected) first output read as ``value`` wherever it was read."""
+        self.replace_uses(node.output[0], value)
+        self.remove(node)
+
     # -- result ---------------------------------------------------------------------------
     def finish(self) -> ir.Model:
         """The optimized model: unused Constant nodes and initializers dropped, stale value_info

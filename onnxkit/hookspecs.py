@@ -1,4 +1,4 @@
-"""The whole plugin contract of onnxkit: six pluggy hooks, project name ``onnxkit``.
+"""The whole plugin contract of onnxkit: seven pluggy hooks, project name ``onnxkit``.
 
 Every hook returns a *table* and is called exactly once per plugin when a
 :class:`onnxkit.registry.Registry` is built (never per model, never per node).  A plugin
@@ -10,6 +10,15 @@ implements any subset of them with ``@onnxkit.hookimpl``.  What every hook share
   another plugin already made is reported against the plugin by name
   (:attr:`Registry.faults`, ``onnxkit plugins``) and that contribution is left out; the
   other plugins keep working.
+
+Who provides what.  A *domain* package provides its operator sets, inference functions and
+*portable kernels*: each operator written once against an array namespace (``ctx.xp``, the
+Python array API standard) so it runs on every backend.  A *backend* provides a
+:class:`~onnxkit.registry.Backend` (its namespace, device and the transfers to and from numpy)
+and *overrides*: kernels of its own, through ``onnxkit_kernels``, where a native routine is
+much faster (torch's convolution, an im2col convolution in numpy...) and computes the same
+result.  An override wins over the portable kernel of the same definition on its backend.
+Plugin authors import everything they need from :mod:`onnxkit.plugin`.
 
 Keys are ``(domain, op_type, since_version)`` triples, ``domain`` '' for ai.onnx (the
 host also accepts 'ai.onnx' and normalises it), per Clause 14.3 which identifies an
@@ -79,13 +88,30 @@ def onnxkit_backends():
 
 @hookspec
 def onnxkit_kernels(backend):
-    """Kernels this plugin provides for the backend named ``backend``.
+    """Kernels this plugin provides for the backend named ``backend``: a backend's overrides.
 
     Called once for each backend known to the registry.  Return a mapping
     ``{(domain, op_type, since_version): kernel}`` for that backend (empty or None for
     backends this plugin has no kernels for).  The triple is the definition the kernel
     implements exactly: a node bound to another definition never gets this kernel
     (Clause 4.4 forbids substituting another version's behaviour).
+    """
+
+
+@hookspec
+def onnxkit_portable_kernels():
+    """Kernels written once for every backend (a domain package's kernels).
+
+    Return a mapping ``{(domain, op_type, since_version): kernel}`` (a
+    :class:`onnxkit.plugin.KernelTable`).  A kernel is a factory ``kernel(ctx)`` as for
+    :func:`onnxkit_kernels`; it computes with the namespace ``ctx.xp`` of the backend the node
+    is planned on (array API functions only, values of that backend), moves values to the host
+    with ``ctx.to_host`` where it needs their contents (a shape, indices...), and makes dtypes
+    with ``ctx.dtype``.  Every backend with a ``namespace`` runs it unless it overrides that
+    definition.  A kernel that needs numpy itself (object arrays of strings, maps, ml_dtypes'
+    narrow types) is registered with ``host_only=True``: it runs on backends whose values are
+    numpy arrays (``host_arrays``, the cpu backend), and elsewhere through the backend's
+    per-node fallback.
     """
 
 

@@ -53,6 +53,15 @@ class Backend:
     session is planned and reported (:mod:`onnxkit.runtime.fallback`); None: such a node is
     unsupported.  ``asarray`` keeps on the host (returns as it is) an array whose element type
     is outside ``element_types``: only nodes planned on the fallback read such values.
+
+    ``namespace``: a callable returning the backend's array namespace (the Python array API
+    standard, e.g. ``array_api_compat.numpy`` or ``array_api_compat.torch``), called when the
+    first kernel is prepared, not when the registry is built.  A backend with a namespace runs
+    every *portable* kernel (:func:`~onnxkit.hookspecs.onnxkit_portable_kernels`) it has no
+    override for; its kernels read it as ``ctx.xp``.  ``host_arrays``: its values are numpy
+    arrays on the host, so it also runs the portable kernels marked ``host_only`` (those that
+    need numpy itself: strings, maps, the 4/2-bit types...).  ``dtype``: maps a numpy dtype to
+    the namespace's dtype, or None where the backend has none (default: the numpy dtype itself).
     """
 
     name: str
@@ -62,6 +71,17 @@ class Backend:
     to_numpy: Optional[Callable] = None
     element_types: Optional[frozenset] = None
     fallback: Optional[str] = None
+    namespace: Optional[Callable] = None
+    host_arrays: bool = False
+    dtype: Optional[Callable] = None
+
+    def xp(self):
+        """The backend's array namespace (see ``namespace``), or None if it declares none."""
+        return None if self.namespace is None else self.namespace()
+
+    def dtype_of(self, np_dtype):
+        """The namespace dtype of a numpy dtype (None if the backend has none)."""
+        return np_dtype if self.dtype is None else self.dtype(np_dtype)
 
 
 @attrs.define
@@ -198,6 +218,12 @@ class Registry:
     ``storages[name]`` -> Storage;  ``opaque_types[(domain, name)]`` -> OpaqueTypeDef;
     ``owner[(hook, key)]`` names the plugin that provided each entry; for kernels the key is
     ``(backend, (domain, op, since))``.
+
+    ``kernels[backend]`` is what that backend runs: its overrides (``onnxkit_kernels``) and,
+    where it has none, the portable kernels (``portable[(domain, op, since)]``) it can run -
+    every one on a backend with a ``namespace``, those marked ``host_only`` only on a backend
+    with ``host_arrays``.  A portable kernel a backend runs is owned by the plugin that
+    provided it (``owner[("onnxkit_portable_kernels", key)]``).
     """
 
     def __init__(self, plugins: list[PluginInfo], faults: Optional[list[PluginFault]] = None):
@@ -207,6 +233,7 @@ class Registry:
         self.inference: dict = {}
         self.backends: dict = {}
         self.kernels: dict = {}
+        self.portable: dict = {}
         self.storages: dict = {}
         self.opaque_types: dict = {}
         self.owner: dict = {}
@@ -278,12 +305,24 @@ class Registry:
                     self._fault(plugin, "onnxkit_backends", f"not a Backend with a name: {b!r}")
                     continue
                 self._claim(self.backends, b.name, b, plugin, "onnxkit_backends", f"backend {b.name!r}")
+        for plugin, result in self._call("onnxkit_portable_kernels"):
+            for key, kernel in _triples(result, plugin, "onnxkit_portable_kernels", self):
+                self._claim(self.portable, key, kernel, plugin, "onnxkit_portable_kernels",
+                            f"portable kernel for {_fmt(key)}")
         for backend in list(self.backends):
             table = self.kernels.setdefault(backend, {})
             for plugin, result in self._call("onnxkit_kernels", backend=backend):
                 for key, kernel in _triples(result, plugin, "onnxkit_kernels", self):
                     self._claim(table, key, kernel, plugin, "onnxkit_kernels", f"{backend} kernel for {_fmt(key)}",
                                 owner_key=(backend, key))
+            b = self.backends[backend]
+            if getattr(b, "namespace", None) is None:
+                continue
+            for key, kernel in self.portable.items():
+                if key in table or (getattr(kernel, "host_only", False) and not getattr(b, "host_arrays", False)):
+                    continue
+                table[key] = kernel
+                self.owner[("onnxkit_kernels", (backend, key))] = self.owner[("onnxkit_portable_kernels", key)]
         for plugin, result in self._call("onnxkit_storage"):
             for s in _iterable(result, plugin, "onnxkit_storage", self):
                 if not isinstance(getattr(s, "name", None), str) or not s.name:
@@ -333,6 +372,8 @@ class Registry:
                 out["backends"].append(key)
             elif hook == "onnxkit_inference_functions":
                 out["inference"] += 1
+            elif hook == "onnxkit_portable_kernels":
+                out["portable_kernels"] = out.get("portable_kernels", 0) + 1
             elif hook == "onnxkit_storage":
                 out["storages"].append(key)
             elif hook == "onnxkit_opaque_types":

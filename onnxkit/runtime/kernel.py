@@ -22,6 +22,12 @@ A kernel for a node carrying subgraphs (If, Loop, Scan, ...) marks its function 
 :func:`needs_scope`; it is then called as ``fn(scope, *inputs)`` and evaluates a subgraph
 with ``ctx.subgraph('body').run(inputs, scope)``.
 
+*Portable* kernels (a domain package's, :func:`onnxkit.hookspecs.onnxkit_portable_kernels`)
+compute with ``xp = ctx.xp``, the array namespace of the backend the node is planned on, so
+one body serves numpy and torch alike; ``ctx.to_host(v)`` gives a value's contents as numpy
+(for shapes, indices and other host arithmetic), ``ctx.from_host(a)`` a numpy array as a value
+of the backend, ``ctx.dtype(np_dtype)`` the namespace's dtype.
+
 Kernels never write into their inputs: an input may be a view of another value, of a
 constant, or of the mapped model file (outputs may be views of inputs).  Kernels must not
 keep state between calls other than what they parsed from the node
@@ -49,11 +55,17 @@ class Unsupported(OnnxkitError):
 class KernelTable(dict):
     """``{(domain, op_type, since_version): factory}`` with a registering decorator."""
 
-    def register(self, op_type: str, *since_versions: int, domain: str = ""):
+    def register(self, op_type: str, *since_versions: int, domain: str = "", host_only: bool = False):
+        """Register ``factory`` for each ``since_version`` of ``domain::op_type``.
+
+        ``host_only``: a portable kernel that needs numpy itself (values are numpy arrays):
+        only backends with ``host_arrays`` run it; others run the node on their fallback."""
         if not since_versions:
             raise ValueError(f"register({op_type!r}) needs at least one since_version")
 
         def deco(factory):
+            if host_only:
+                factory.host_only = True
             for v in since_versions:
                 self[(normalize_domain(domain), op_type, int(v))] = factory
             return factory
@@ -76,6 +88,12 @@ class NodeContext:
     ``input_types`` / ``output_types``: declared or inferred types where known, else None.
     ``opset_version``: the version of the node's domain the model imports; ``since_version``:
     the definition it is bound to (Clause 5.3.2).
+
+    Capabilities beyond the node itself: :attr:`xp` / :meth:`to_host` / :meth:`from_host` /
+    :meth:`dtype` (the backend's arrays), :meth:`subgraph` (a compiled GRAPH attribute),
+    :meth:`rng` (the random stream), and for operators that compile part of their graph
+    (Gradient): :attr:`enclosing_graph`, :attr:`opset_imports`, :meth:`definition`,
+    :meth:`compile`.  The planner and the registry stay private.
     """
 
     node: Any
@@ -91,10 +109,11 @@ class NodeContext:
     seed: Optional[int] = None
     limits: Any = None
     #: The graph holding the node, the planner compiling it and the operator set imports in
-    #: force there: operators such as Gradient compile part of the graph themselves.
-    graph: Any = None
-    planner: Any = None
-    opsets: Optional[dict] = None
+    #: force there (private: kernels use the capabilities below).
+    _graph: Any = attrs.field(default=None, alias="_graph")
+    _planner: Any = attrs.field(default=None, alias="_planner")
+    _opsets: Optional[dict] = attrs.field(default=None, alias="_opsets")
+    _xp: Any = attrs.field(default=None, alias="_xp")
     _subgraphs: dict = attrs.field(factory=dict, alias="_subgraphs")
     _rng: Any = attrs.field(default=None, alias="_rng")
 
@@ -141,6 +160,64 @@ class NodeContext:
             return self._subgraphs[name]
         except KeyError:
             raise KeyError(f"node {self.node.name!r} ({self.op_type}) has no subgraph attribute {name!r}") from None
+
+    # -- the backend's arrays --------------------------------------------------------------
+    @property
+    def xp(self):
+        """The array namespace of the backend the node runs on (array API standard)."""
+        if self._xp is None:
+            xp = self.backend.xp() if self.backend is not None and hasattr(self.backend, "xp") else None
+            if xp is None:
+                self.fail(f"backend {getattr(self.backend, 'name', '?')!r} declares no array namespace")
+            self._xp = xp
+        return self._xp
+
+    def to_host(self, value) -> np.ndarray:
+        """A value of the backend as a numpy array (its contents on the host)."""
+        conv = getattr(self.backend, "to_numpy", None)
+        return np.asarray(value if conv is None else conv(value))
+
+    def ints(self, value) -> list:
+        """An integer tensor's elements as Python ints, in row-major order (a shape, axes...)."""
+        return [int(v) for v in self.to_host(value).reshape(-1).tolist()]
+
+    def from_host(self, array):
+        """A numpy array as a value of the backend (the array itself on a host backend)."""
+        conv = getattr(self.backend, "asarray", None)
+        return array if conv is None else conv(array)
+
+    def dtype(self, np_dtype):
+        """The backend namespace's dtype for a numpy dtype; fails naming the node if it has none."""
+        np_dtype = np.dtype(np_dtype)
+        dt = self.backend.dtype_of(np_dtype) if hasattr(self.backend, "dtype_of") else np_dtype
+        if dt is None:
+            self.fail(f"element type {np_dtype} has no dtype on backend {getattr(self.backend, 'name', '?')!r}")
+        return dt
+
+    # -- compiling part of the graph (Gradient) ----------------------------------------------
+    @property
+    def enclosing_graph(self):
+        """The graph holding this node (None where unknown)."""
+        return self._graph
+
+    @property
+    def opset_imports(self) -> dict:
+        """``{domain: version}`` of the operator set imports in force at this node (a copy)."""
+        return dict(self._opsets or {})
+
+    def definition(self, domain: str, op_type: str):
+        """The definition (OpSchema) a node ``domain::op_type`` binds to here, or None."""
+        version = (self._opsets or {}).get(normalize_domain(domain))
+        if version is None or self._planner is None:
+            return None
+        return self._planner.registry.bind(normalize_domain(domain), op_type, version)
+
+    def compile(self, graph, name: str = ""):
+        """Compile ``graph`` (an :class:`onnxkit.ir.Graph`) with this node's operator set imports
+        on this node's backend; returns a plan whose ``run(inputs)`` evaluates it."""
+        if self._planner is None or self._opsets is None:
+            self.fail("this node cannot compile a graph (no planner)")
+        return self._planner.compile_graph(graph, dict(self._opsets), frozenset(), name=name or f"{self.op_type}.graph")
 
     def rng(self) -> np.random.Generator:
         """A generator seeded from the ``seed`` attribute if present, else the session's seed."""

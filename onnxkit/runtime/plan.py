@@ -449,7 +449,7 @@ class Planner:
             fn, free = self._function_call(node, body, self._local_opsets(body, opsets), schema, visible, graph)
             return Step(fn, list(node.input), list(node.output), node, False), free
         ctx = self._context(node, domain, version, schema)
-        ctx.graph, ctx.planner, ctx.opsets = graph, self, opsets
+        ctx._graph, ctx._planner, ctx._opsets = graph, self, opsets
         free = set()
         for a in node.attribute:
             if a.type in GRAPH_TYPES and a.value is not None:

@@ -11,7 +11,14 @@ from onnxkit.registry import Backend
 @hookimpl
 def onnxkit_backends():
     return [Backend(name="cpu", device="cpu", description="numpy + ml_dtypes on the host CPU",
-                    asarray=np.asarray, to_numpy=np.asarray)]
+                    asarray=np.asarray, to_numpy=np.asarray, namespace=_namespace, host_arrays=True)]
+
+
+def _namespace():
+    """numpy as an array API namespace (array-api-compat)."""
+    import array_api_compat.numpy
+
+    return array_api_compat.numpy
 
 
 @hookimpl
@@ -19,5 +26,8 @@ def onnxkit_kernels(backend):
     if backend != "cpu":
         return None
     from .kernels import all_kernels
+    from .overrides import all_overrides
 
-    return all_kernels()
+    table = all_kernels()
+    table.update(all_overrides())
+    return table

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from onnxkit import hookimpl
+from onnxkit.plugin import hookimpl
 
 
 @hookimpl
@@ -19,3 +19,11 @@ def onnxkit_inference_functions():
     from .inference import functions
 
     return functions()
+
+
+@hookimpl
+def onnxkit_portable_kernels():
+    """The kernels of ai.onnx and the preview domains, one body for every backend."""
+    from .kernels import all_kernels
+
+    return all_kernels()

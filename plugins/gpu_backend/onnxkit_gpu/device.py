@@ -39,6 +39,13 @@ def device() -> str:
     return wanted or ("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def namespace():
+    """torch as an array API namespace (array-api-compat)."""
+    import array_api_compat.torch
+
+    return array_api_compat.torch
+
+
 @functools.lru_cache(maxsize=None)
 def torch_dtype(np_dtype):
     """The torch dtype of a numpy dtype, or None when torch has none."""

@@ -17,7 +17,7 @@ import importlib.util
 from onnxkit import hookimpl
 from onnxkit.registry import Backend
 
-from .device import ELEMENT_TYPES, asarray, to_numpy
+from .device import ELEMENT_TYPES, asarray, namespace, to_numpy, torch_dtype
 
 
 @hookimpl
@@ -26,7 +26,8 @@ def onnxkit_backends():
         raise RuntimeError("torch is not installed: `pip install torch` to use the gpu backend")
     return [Backend(name="gpu", device="torch (cuda when present, else cpu)",
                     description="torch; CUDA when present, torch's CPU device otherwise",
-                    asarray=asarray, to_numpy=to_numpy, element_types=ELEMENT_TYPES, fallback="cpu")]
+                    asarray=asarray, to_numpy=to_numpy, element_types=ELEMENT_TYPES, fallback="cpu",
+                    namespace=namespace, dtype=torch_dtype)]
 
 
 @hookimpl
@@ -34,5 +35,8 @@ def onnxkit_kernels(backend):
     if backend != "gpu":
         return None
     from .kernels import all_kernels
+    from .overrides import all_overrides
 
-    return all_kernels()
+    table = all_kernels()
+    table.update(all_overrides())
+    return table

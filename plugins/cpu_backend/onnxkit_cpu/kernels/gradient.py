@@ -422,13 +422,6 @@ class _Values:
         return self.get(step.output)
 
 
-def _planning(ctx):
-    """The planner compiling this node and the operator set imports in effect at the node."""
-    if ctx.planner is None or ctx.opsets is None:
-        ctx.fail("Gradient needs the planner and the operator set imports of its graph (NodeContext.planner/opsets)")
-    return ctx.planner, dict(ctx.opsets)
-
-
 def _strs(value) -> list:
     if value is None:
         return []
@@ -490,10 +483,10 @@ def gradient(ctx):
         ctx.fail(f"expected {len(xs) + len(zs)} inputs (the values of xs then zs), got {ctx.num_inputs}")
     if ctx.num_outputs > len(xs):
         ctx.fail(f"at most {len(xs)} outputs (one per xs), got {ctx.num_outputs}")
-    graph = ctx.graph
+    graph = ctx.enclosing_graph
     if graph is None:
         ctx.fail("the enclosing graph is not known")
-    planner, opsets = _planning(ctx)
+    opsets = ctx.opset_imports
     order, constants = _select(ctx, graph, xs, zs, y)
 
     # Nodes on a path from xs to y: each needs an exact rule for its bound definition.
@@ -511,7 +504,7 @@ def gradient(ctx):
             ctx.fail(f"no gradient rule for {what} on the path from xs to y={y!r}")
         versions, diff, rule = entry
         version = opsets.get(domain)
-        schema = planner.registry.bind(domain, node.op_type, version) if version is not None else None
+        schema = ctx.definition(domain, node.op_type)
         if schema is None:
             ctx.fail(f"{what} has no definition at the imported operator set version {version}")
         if schema.since_version not in versions:
@@ -531,7 +524,7 @@ def gradient(ctx):
         initializer=[t for t in constants.values() if isinstance(t, ir.Tensor)],
         sparse_initializer=[t for t in constants.values() if not isinstance(t, ir.Tensor)],
         input=[ir.ValueInfo(n) for n in xs + zs], output=[ir.ValueInfo(n) for n in keep])
-    forward = planner.compile_graph(sub, opsets, frozenset(), name=f"Gradient.{ctx.name or 'forward'}")
+    forward = ctx.compile(sub, name=f"Gradient.{ctx.name or 'forward'}")
     n_out = ctx.num_outputs
     wanted = [ctx.output_requested(i) for i in range(n_out)]
 

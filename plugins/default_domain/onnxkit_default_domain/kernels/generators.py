@@ -1,23 +1,18 @@
-"""Generator kernels of ai.onnx (cpu backend): tensors made from attributes and shapes.
+"""Generators of ai.onnx: tensors made from attributes and shapes (every backend).
 
-Operators and the since_versions (definitions) implemented:
+Constant 1 9 11 12 13 19 21 23 24 25 (``value``; ``sparse_value`` made dense from 11;
+``value_float(s)``, ``value_int(s)``, ``value_string(s)`` from 12), ConstantOfShape 9 20 21 23
+24 25, Range 11 27 (``stash_type`` for float16 / bfloat16), EyeLike 9 22.
 
-* Constant 1, 9 (``value``), 11 (``sparse_value``, made dense), 12, 13, 19, 21, 23, 24, 25
-  (``value_float(s)``, ``value_int(s)``, ``value_string(s)``)
-* ConstantOfShape 9, 20, 21, 23, 24, 25
-* Range 11, 27 (``stash_type`` for float16 / bfloat16)
-* EyeLike 9, 22
+Attribute values are read and checked on the host, once, when the session is planned; the
+tensors are then made by the backend's namespace.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.dtypes import element_type
-from onnxkit.errors import OnnxkitTypeError
-from onnxkit.runtime import KernelTable
-
-from .shape import int_list
+from onnxkit.plugin import KernelTable, OnnxkitError, arrays, element_type
 
 KERNELS = KernelTable()
 
@@ -29,7 +24,7 @@ def _dtype_attr(ctx, name: str):
         return None
     try:
         return element_type(int(tag)).dtype
-    except OnnxkitTypeError as exc:
+    except OnnxkitError as exc:
         ctx.fail(f"attribute '{name}': {exc}")
 
 
@@ -40,7 +35,7 @@ def _strings(values) -> np.ndarray:
     return out
 
 
-#: attribute -> (first since_version that defines it, how its value becomes an array)
+#: attribute -> (first since_version that defines it, how its value becomes a host array)
 _CONSTANT_FORMS = {
     "value": (1, lambda v: v.numpy()),
     "sparse_value": (11, lambda v: v.to_dense()),
@@ -55,7 +50,7 @@ _CONSTANT_FORMS = {
 
 def constant_array(ctx) -> np.ndarray:
     """The value of a Constant node as a host array (STRING ones of dtype object); ctx.fail
-    for a missing, doubled or not yet defined attribute.  The gpu backend uses it too."""
+    for a missing, doubled or not yet defined attribute."""
     given = [name for name in _CONSTANT_FORMS if ctx.has_attr(name)]
     if len(given) != 1:
         ctx.fail(f"exactly one of value, sparse_value or value_* must be given, not {given or 'none'}")
@@ -73,7 +68,8 @@ def constant_array(ctx) -> np.ndarray:
 def constant(ctx):
     array = constant_array(ctx)
     array.flags.writeable = False   # the same array is every run's output: nobody may change it
-    return lambda: array
+    value = ctx.from_host(array)    # kernels never write into their inputs: sharing it is safe
+    return lambda: value
 
 
 # -- ConstantOfShape ---------------------------------------------------------------------------
@@ -96,11 +92,12 @@ def check_extents(ctx, dims: list) -> list:
 
 @KERNELS.register("ConstantOfShape", 9, 20, 21, 23, 24, 25)
 def constant_of_shape(ctx):
-    fill = fill_value(ctx)
+    xp = ctx.xp
+    fill = ctx.from_host(fill_value(ctx))
 
     def fn(shape):
-        dims = check_extents(ctx, int_list(shape))
-        return np.broadcast_to(fill, dims).copy()
+        dims = check_extents(ctx, ctx.ints(shape))
+        return xp.asarray(xp.broadcast_to(fill, tuple(dims)), copy=True)
 
     return fn
 
@@ -108,8 +105,7 @@ def constant_of_shape(ctx):
 # -- Range -------------------------------------------------------------------------------------
 def range_length(ctx, s, l, d) -> int:
     """How many elements Range(start=s, limit=l, delta=d) has: exact for Python ints, by
-    ceil((l - s) / d) for floats (which must be finite); ctx.fail for a delta of 0.
-    Host-side arithmetic only: the gpu backend uses it too."""
+    ceil((l - s) / d) for floats (which must be finite); ctx.fail for a delta of 0."""
     if d == 0:
         ctx.fail("delta must not be 0")
     if isinstance(s, int) and isinstance(l, int) and isinstance(d, int):
@@ -120,27 +116,26 @@ def range_length(ctx, s, l, d) -> int:
 
 
 def _range(ctx, start, limit, delta, compute=None):
-    start, limit, delta = (np.asarray(v) for v in (start, limit, delta))
-    for what, v in (("start", start), ("limit", limit), ("delta", delta)):
+    """Range computed in ``compute`` (a numpy dtype; float64 for floats when None): the
+    scalars are read on the host, start and delta rounded to the element type first."""
+    xp = ctx.xp
+    host = [ctx.to_host(v) for v in (start, limit, delta)]
+    for what, v in zip(("start", "limit", "delta"), host):
         if v.size != 1:
             ctx.fail(f"{what} must be a scalar, got shape {list(v.shape)}")
-    dtype = start.dtype
-    if dtype.kind in "iu":
-        s, l, d = int(start.reshape(())), int(limit.reshape(())), int(delta.reshape(()))
+    dtype = host[0].dtype
+    if arrays.is_integer(dtype):
+        s, l, d = (int(v.reshape(())) for v in host)
         n = range_length(ctx, s, l, d)
-        out = np.arange(n, dtype=dtype)
-        if d != 1:
-            out *= dtype.type(d)
-        if s:
-            out += dtype.type(s)
-        return out
-    s, l, d = (float(v.reshape(()).astype(np.float64)) for v in (start, limit, delta))
+        return xp.astype(xp.arange(n, dtype=xp.int64) * d + s, start.dtype)
+    s, l, d = (float(v.reshape(()).astype(np.float64)) for v in host)
     n = range_length(ctx, s, l, d)
     work = np.dtype(np.float64 if compute is None else compute)
-    out = np.arange(n, dtype=work)
-    out *= np.array(d).astype(dtype).astype(work)
-    out += np.array(s).astype(dtype).astype(work)
-    return out.astype(dtype, copy=False)
+    wdt = ctx.dtype(work)
+    out = xp.arange(n, dtype=wdt)
+    rounded = [float(np.array(v).astype(dtype).astype(work)) for v in (d, s)]
+    out = out * xp.asarray(rounded[0], dtype=wdt) + xp.asarray(rounded[1], dtype=wdt)
+    return xp.astype(out, start.dtype)
 
 
 @KERNELS.register("Range", 11)
@@ -154,8 +149,8 @@ def range_v27(ctx):
     stash_dtype = _dtype_attr(ctx, "stash_type")
 
     def fn(start, limit, delta):
-        dtype = np.asarray(start).dtype
-        low = dtype == np.float16 or dtype.name == "bfloat16"
+        dtype = ctx.to_host(start).dtype
+        low = arrays.dtype_name(dtype) in ("float16", "bfloat16")
         if low and stash_dtype is not None and stash_dtype != dtype:
             if stash_dtype not in (np.float32, np.float64):
                 ctx.fail(f"stash_type {stash} is not FLOAT or DOUBLE")
@@ -170,13 +165,15 @@ def range_v27(ctx):
 # -- EyeLike -----------------------------------------------------------------------------------
 @KERNELS.register("EyeLike", 9, 22)
 def eye_like(ctx):
+    xp = ctx.xp
     k = int(ctx.attr("k", 0))
     out_dtype = _dtype_attr(ctx, "dtype")
+    out_dt = None if out_dtype is None else ctx.dtype(out_dtype)
 
     def fn(x):
-        if np.ndim(x) != 2:
-            ctx.fail(f"input must have rank 2, got {np.ndim(x)}")
+        if x.ndim != 2:
+            ctx.fail(f"input must have rank 2, got {x.ndim}")
         n, m = x.shape
-        return np.eye(n, m, k, dtype=bool).astype(out_dtype or x.dtype)
+        return xp.astype(xp.eye(int(n), int(m), k=k, dtype=xp.bool), out_dt or x.dtype)
 
     return fn

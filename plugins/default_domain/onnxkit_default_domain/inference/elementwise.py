@@ -16,13 +16,39 @@ FUNCTIONS: dict = {}
 # from ``axis``): the output has A's shape.  From 7 on they broadcast multidirectionally (6.6.2).
 
 
+def legacy_b_shape(a_dims, b_dims, axis=None):
+    """Where B goes under the broadcasting of definitions before 7 (``broadcast=1``): B's extents
+    aligned with A's from position ``axis`` (suffix-matched when ``axis`` is None), each equal to
+    A's there or 1.  Extents are ``int | str | None`` (None/str: unknown/symbolic, taken to fit).
+
+    Returns ``(shape, start)``: ``shape`` is B's shape padded with trailing 1s to A's rank (so
+    that B then broadcasts multidirectionally to A), ``()`` for a one-element B, or None where B
+    does not fit A at position ``start``.  Used by inference and by the kernels alike."""
+    a_nd, b_nd = len(a_dims), len(b_dims)
+    if b_nd <= a_nd and all(d == 1 for d in b_dims):
+        return (), None
+    start = a_nd - b_nd if axis is None else (axis + a_nd if axis < 0 else axis)
+    if start < 0 or start + b_nd > a_nd:
+        return None, start
+    for bd, ad in zip(b_dims, list(a_dims)[start:start + b_nd]):
+        if isinstance(bd, int) and isinstance(ad, int) and bd not in (ad, 1):
+            return None, start
+    return tuple(b_dims) + (1,) * (a_nd - start - b_nd), start
+
+
 def _legacy_binary(elem=None):
     def rule_(ctx):
         a = ctx.input_type(0)
         e = elem if elem is not None else (elem_of(a) or elem_of(ctx.input_type(1)))
         if not ctx.attr("broadcast", 0) and a is not None and ctx.input_type(1) is not None:
             return [elementwise(ctx, e)]
-        return [tensor(e, dims_of(a))]
+        a_dims, b_dims = dims_of(a), dims_of(ctx.input_type(1))
+        if a_dims is not None and b_dims is not None:
+            axis = ctx.attr("axis") if ctx.has_attr("axis") else None
+            if legacy_b_shape(a_dims, b_dims, axis)[0] is None:
+                ctx.fail(f"B of shape {list(b_dims)} cannot be broadcast to A of shape {list(a_dims)} "
+                         f"(legacy broadcasting, axis {axis})")
+        return [tensor(e, a_dims)]
     return rule_
 
 

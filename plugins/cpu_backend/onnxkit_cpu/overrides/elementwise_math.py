@@ -28,22 +28,20 @@ def _erf64(x: np.ndarray) -> np.ndarray:
     return np.copysign(r, x, out=r)
 
 
-def _horner_in_place(t: np.ndarray, coefs) -> np.ndarray:
-    r = t * coefs[-1]
-    for c in coefs[-2:0:-1]:
-        r += c
-        r *= t
-    r += coefs[0]
-    return r
-
-
 def _erf32(x: np.ndarray) -> np.ndarray:
     c = np.clip(x, -4.0, 4.0)
     t = c * c
-    r = _horner_in_place(t, ERF_P)
-    r *= c
-    r /= _horner_in_place(t, ERF_Q)
-    return np.clip(r, -1.0, 1.0, out=r)
+    p, q = t * ERF_P[-1], t * ERF_Q[-1]         # both polynomials of t, by Horner's rule, in place
+    for cp, cq in zip(ERF_P[-2:0:-1], ERF_Q[-2:0:-1]):
+        p += cp
+        p *= t
+        q += cq
+        q *= t
+    p += ERF_P[0]
+    q += ERF_Q[0]
+    p *= c
+    p /= q
+    return np.clip(p, -1.0, 1.0, out=p)
 
 
 def erf(x) -> np.ndarray:

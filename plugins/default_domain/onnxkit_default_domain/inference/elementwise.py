@@ -1,4 +1,7 @@
-"""Elementwise operators: arithmetic, comparison, logic, bitwise, unary math, Where, Clip, Cast."""
+"""Inference of the elementwise operators (arithmetic, comparison, logic, bitwise, unary math,
+Where, Clip) and of Cast/CastLike.  :func:`legacy_b_shape`, the broadcasting of the binary
+operators before opset 7, is shared with their kernels
+(``onnxkit_default_domain/kernels/elementwise.py``)."""
 
 from __future__ import annotations
 
@@ -57,7 +60,7 @@ for _op in ("Add", "Sub", "Mul", "Div"):
     register(FUNCTIONS, _op, elementwise_rule(fold=_op), 7)
 register(FUNCTIONS, "Pow", _legacy_binary(), 1, 1)
 register(FUNCTIONS, "Mod", elementwise_rule(fold="Mod"))
-register(FUNCTIONS, "BitShift BitwiseAnd BitwiseOr BitwiseXor", elementwise_rule())
+register(FUNCTIONS, ["BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor"], elementwise_rule())
 
 
 @rule(FUNCTIONS, "Pow", 7)
@@ -104,7 +107,7 @@ register(FUNCTIONS, "LessOrEqual", elementwise_rule(BOOL, fold="LessOrEqual"))
 register(FUNCTIONS, "GreaterOrEqual", elementwise_rule(BOOL, fold="GreaterOrEqual"))
 
 
-@rule(FUNCTIONS, "Max Min Sum Mean")
+@rule(FUNCTIONS, ["Max", "Min", "Sum", "Mean"])
 def _variadic(ctx):
     t = elementwise(ctx)
     value = None
@@ -137,12 +140,12 @@ def _where(ctx):
     ctx.set_output(0, t, value)
 
 
-_UNARY_SAME = """Abs Neg Ceil Floor Round Sqrt Exp Log Reciprocal Sign Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh
-Atanh Erf Not BitwiseNot""".split()
+_UNARY_SAME = ["Abs", "Neg", "Ceil", "Floor", "Round", "Sqrt", "Exp", "Log", "Reciprocal", "Sign", "Sin", "Cos",
+               "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Erf", "Not", "BitwiseNot"]
 register(FUNCTIONS, _UNARY_SAME, same_as_input(0))
 
 
-@rule(FUNCTIONS, "Neg Abs", 6)
+@rule(FUNCTIONS, ["Neg", "Abs"], 6)
 def _neg_abs(ctx):
     t = ctx.input_type(0)
     c = ctx.constant(0)
@@ -152,7 +155,7 @@ def _neg_abs(ctx):
     ctx.set_output(0, t, value)
 
 
-@rule(FUNCTIONS, "IsNaN IsInf")
+@rule(FUNCTIONS, ["IsNaN", "IsInf"])
 def _is_class(ctx):
     return [tensor(BOOL, dims_of(ctx.input_type(0)))]
 

@@ -34,7 +34,6 @@ others (STRING, the 8/6/4/2-bit types) are host arithmetic on numpy and ml_dtype
 
 from __future__ import annotations
 
-import array_api_compat.numpy as np_xp
 import ml_dtypes
 import numpy as np
 
@@ -179,6 +178,8 @@ def cast_numeric(x: np.ndarray, tag: int, saturate: bool = True, round_mode: str
     x = _standard(x)
     with np.errstate(all="ignore"):
         if arrays.dtype_name(et.dtype) in XP_TYPES:
+            import array_api_compat.numpy as np_xp
+
             return np.asarray(cast_values(np_xp, x, et.dtype))
         if et.is_complex:
             return x.astype(et.dtype)

@@ -95,23 +95,28 @@ def legacy_align(ctx):
     return align
 
 
+def aligned(ctx, fn):
+    """The node function ``fn(a, b)`` with B first aligned by the legacy broadcasting (where
+    the definition has it), numpy's warnings off."""
+    align = legacy_align(ctx)
+    if align is None:
+        return quiet(fn)
+    return quiet(lambda a, b: fn(a, align(a, b)))
+
+
 def _binary(body, versions, names, upcast=True):
     """Register a two-input kernel ``body(xp) -> fn(a, b)`` (legacy broadcasting applied to B);
     with ``upcast`` narrow floats are computed in float32 (bool results stay bool)."""
     def factory(ctx):
         xp = ctx.xp
         fn = body(xp)
-        align = legacy_align(ctx)
 
-        @quiet
         def run(a, b):
-            if align is not None:
-                b = align(a, b)
             if upcast and arrays.is_narrow_float(a.dtype):
                 r = as_array(xp, fn(xp.astype(a, xp.float32), xp.astype(b, xp.float32)))
                 return r if arrays.is_bool(r.dtype) else xp.astype(r, a.dtype)
             return as_array(xp, fn(a, b))
-        return run
+        return aligned(ctx, run)
 
     for name in names:
         KERNELS.register(name, *versions)(factory)
@@ -171,19 +176,15 @@ def trunc_divide(xp, a, b):
 @KERNELS.register("Div", 1, 6, 7, 13, 14)
 def div(ctx):
     xp = ctx.xp
-    align = legacy_align(ctx)
 
-    @quiet
     def run(a, b):
-        if align is not None:
-            b = align(a, b)
         if arrays.is_integer(a.dtype):
             no_integer_zero(ctx, xp, b)
             return as_array(xp, trunc_divide(xp, a, b))
         if arrays.is_narrow_float(a.dtype):
             return back(xp, xp.astype(a, xp.float32) / xp.astype(b, xp.float32), a.dtype)
         return as_array(xp, xp.divide(a, b))
-    return run
+    return aligned(ctx, run)
 
 
 def float_mod(xp, fmod, a, b):
@@ -234,19 +235,15 @@ def integer_pow(xp, x, y):
 @KERNELS.register("Pow", 1, 7, 12, 13, 15)
 def pow_(ctx):
     xp = ctx.xp
-    align = legacy_align(ctx)
 
-    @quiet
     def run(x, y):
-        if align is not None:
-            y = align(x, y)
         dt = x.dtype
         if arrays.is_narrow_float(dt):
             return back(xp, xp.pow(xp.astype(x, xp.float32), xp.astype(y, xp.float32)), dt)
         if arrays.is_float(dt):
             return as_array(xp, xp.pow(x, y if y.dtype == dt else xp.astype(y, dt)))
         return as_array(xp, integer_pow(xp, x, y))
-    return run
+    return aligned(ctx, run)
 
 
 # -- BitShift ----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """numpy fast path of Cast / CastLike (portable: ``onnxkit_default_domain/kernels/cast.py``,
-which holds the rules and the attribute parsing): float -> integer by one ``astype`` where
-every value is finite and within int64 (the portable body's careful wrap of out-of-range
-values costs about ten passes; it still serves the other cases)."""
+which holds the rules and the attribute parsing): float -> integer by one ``astype`` to int64
+where numpy's cast raises no 'invalid' floating-point flag (every value finite and within
+int64); otherwise, and for every other conversion, the portable body (its careful wrap of
+out-of-range values costs about ten passes)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ KERNELS = KernelTable()
 
 def _values(xp, x, dtype):
     dst = np.dtype(dtype)
-    if x.dtype.kind == "f" and dst.kind in "iu" and (x.size == 0 or np.abs(x).max() < 2.0 ** 63):
-        r = x.astype(np.int64)                          # NaN and Inf failed the test: truncates
+    if x.dtype.kind == "f" and dst.kind in "iu":
+        try:
+            with np.errstate(invalid="raise"):          # NaN, Inf, beyond int64: no defined result
+                r = x.astype(np.int64)                  # truncates toward zero
+        except FloatingPointError:
+            return portable.cast_values(xp, x, dtype)   # the careful rule for those values
         return r if dst == np.int64 else r.astype(dst)  # integer -> integer: the low bits
     return portable.cast_values(xp, x, dtype)
 

@@ -1,8 +1,8 @@
 """numpy fast paths of the elementwise family (portable: ``onnxkit_default_domain/kernels/
 elementwise.py``, which holds the rules and the attribute parsing):
 
-* Clip by one ``np.clip`` pass, the lower bound lowered to the upper one where it is above it
-  (exactly the ONNX rule: every element becomes max), instead of maximum-then-minimum;
+* Clip by one ``np.clip`` pass (numpy's clip is min(max(x, lo), hi), the ONNX rule, lo > hi
+  included) instead of maximum-then-minimum;
 * Sum and Mean of three or more inputs accumulate into the first partial result (``out=``)
   instead of allocating one array per input.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable, arrays
+from onnxkit.plugin import KernelTable
 from onnxkit_default_domain.kernels import elementwise as portable
 
 KERNELS = KernelTable()
@@ -19,11 +19,9 @@ KERNELS = KernelTable()
 
 # -- Clip --------------------------------------------------------------------------------------
 def _np_clip(xp, x, lo, hi):
-    if arrays.is_narrow_float(x.dtype) and x.dtype.kind == "V":    # ml_dtypes: no numpy loops
+    if x.dtype.kind == "V":                             # ml_dtypes (bfloat16...): no numpy loops
         return portable.clip(xp, x, lo, hi)
-    if lo is not None and hi is not None and lo > hi:     # 0-d numpy arrays: a host comparison
-        lo = hi
-    return portable.as_array(xp, np.clip(x, lo, hi))
+    return portable.as_array(xp, np.clip(x, lo, hi))    # min(max(x, lo), hi), as ONNX says
 
 
 @KERNELS.register("Clip", 1, 6)

@@ -356,7 +356,8 @@ def clip_bound(ctx, xp, v, x, which: str):
         return None
     if size_of(v) != 1:
         ctx.fail(f"'{which}' must be a scalar (or a one-element tensor), got shape {shape_of(v)}")
-    v = xp.reshape(v, ())
+    if v.ndim:
+        v = xp.reshape(v, ())
     return v if v.dtype == x.dtype else xp.astype(v, x.dtype)
 
 

@@ -38,7 +38,8 @@ _LEAD = (slice(None), slice(None))
 
 
 class ConvPlan(NamedTuple):
-    """One convolution's geometry, checked: what :func:`conv_nd` needs."""
+    """One convolution's geometry, checked: what :func:`conv_nd` needs (and a ConvTranspose:
+    its ``out_pad`` and effective kernel extents ``eff`` too)."""
 
     n: int
     c: int
@@ -50,6 +51,8 @@ class ConvPlan(NamedTuple):
     begin: tuple
     end: tuple
     out_shape: tuple
+    out_pad: tuple = ()
+    eff: tuple = ()
 
 
 def check_rank(ctx, x, w) -> int:
@@ -101,8 +104,9 @@ def columns(xp, xpad, kernel, strides, dil, out_shape):
     return xp.stack(taps, axis=2)
 
 
-def conv_nd(xp, x, w, p: ConvPlan):
-    """The convolution proper (no bias) of arrays already in the compute dtype."""
+def conv_nd(xp, x, w, p: ConvPlan, im2col=columns):
+    """The convolution proper (no bias) of arrays already in the compute dtype; ``im2col``
+    makes the columns (:func:`columns`' contract: a backend may pass a faster one)."""
     n, c, m, group = p.n, p.c, p.m, p.group
     cg, mg = c // group, m // group
     length, kp = math.prod(p.out_shape), math.prod(p.kernel)
@@ -113,12 +117,12 @@ def conv_nd(xp, x, w, p: ConvPlan):
         sub = _LEAD + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(p.out_shape, p.strides))
         y = xp.matmul(xp.reshape(w, (group, mg, cg)), xp.reshape(x[sub], (n, group, cg, length)))
         return xp.reshape(y, out_full)
-    cols = columns(xp, pad_spatial(xp, x, p.begin, p.end), p.kernel, p.strides, p.dil, p.out_shape)
+    cols = im2col(xp, pad_spatial(xp, x, p.begin, p.end), p.kernel, p.strides, p.dil, p.out_shape)
     if cg == 1 and group > 1:                                  # depthwise (channel multiplier mg)
         y = xp.matmul(xp.reshape(w, (c, mg, kp)), xp.reshape(cols, (n, c, kp, length)))
     elif group == 1:
         w2 = xp.reshape(w, (m, cg * kp))
-        y = w2 @ xp.reshape(cols, (cg * kp, length)) if n == 1 else xp.matmul(w2, xp.reshape(cols, (n, cg * kp, length)))
+        y = xp.matmul(w2, xp.reshape(cols, (cg * kp, length) if n == 1 else (n, cg * kp, length)))
     else:
         y = xp.matmul(xp.reshape(w, (group, mg, cg * kp)), xp.reshape(cols, (n, group, cg * kp, length)))
     return xp.reshape(y, out_full)
@@ -142,6 +146,16 @@ def bias_of(ctx, xp, b, m: int, ct, nd: int):
     return xp.reshape(xp.astype(b, ct, copy=False), (1, -1) + (1,) * nd)
 
 
+def prepare(ctx, xp, allowed, plans, x, w, b) -> tuple:
+    """``(spatial axes, plan, compute dtype, bias as (1, M, 1...) or None)`` of a Conv or
+    ConvTranspose call, its inputs checked."""
+    check_like(ctx, allowed, x, W=w, B=b)
+    nd = check_rank(ctx, x, w)
+    plan = plans(x, w)
+    ct = compute_dtype(xp, x.dtype)
+    return nd, plan, ct, bias_of(ctx, xp, b, plan.m, ct, nd)
+
+
 # -- Conv --------------------------------------------------------------------------------------
 def conv_setup(ctx):
     """What a Conv node fixes when planned: ``(allowed types, plans)``; shared with the
@@ -150,23 +164,30 @@ def conv_setup(ctx):
     return schema_types(ctx, "T"), Plans(ctx, lambda c, xs, ws: conv_plan(c, group, xs, ws))
 
 
-@KERNELS.register("Conv", 1, 11, 22)
-def conv(ctx):
+def add(y, bias):
+    """``y + bias`` (a new array)."""
+    return y + bias
+
+
+def make_conv(ctx, im2col=columns, add_bias=add):
+    """The node function of a Conv node; a backend's override may pass a faster ``im2col``
+    and an ``add_bias(y, bias)`` that adds into ``y`` (the kernel's own product)."""
     xp = ctx.xp
     allowed, plans = conv_setup(ctx)
 
     def run(x, w, b=None):
-        check_like(ctx, allowed, x, W=w, B=b)
-        nd = check_rank(ctx, x, w)
-        plan = plans(x, w)
-        ct = compute_dtype(xp, x.dtype)
-        bias = bias_of(ctx, xp, b, plan.m, ct, nd)
-        y = conv_nd(xp, xp.astype(x, ct, copy=False), xp.astype(w, ct, copy=False), plan)
+        _, plan, ct, bias = prepare(ctx, xp, allowed, plans, x, w, b)
+        y = conv_nd(xp, xp.astype(x, ct, copy=False), xp.astype(w, ct, copy=False), plan, im2col)
         if bias is not None:
-            y = y + bias
+            y = add_bias(y, bias)
         return xp.astype(y, x.dtype, copy=False)
 
     return run
+
+
+@KERNELS.register("Conv", 1, 11, 22)
+def conv(ctx):
+    return make_conv(ctx)
 
 
 # -- ConvInteger -------------------------------------------------------------------------------
@@ -205,23 +226,6 @@ def conv_integer(ctx):
 
 
 # -- ConvTranspose -----------------------------------------------------------------------------
-class TransposePlan(NamedTuple):
-    """One ConvTranspose's geometry, checked."""
-
-    n: int
-    c: int
-    m: int
-    group: int
-    kernel: tuple
-    strides: tuple
-    dil: tuple
-    out_pad: tuple
-    eff: tuple
-    begin: tuple
-    end: tuple
-    out_shape: tuple
-
-
 def conv_transpose_setup(ctx):
     """What a ConvTranspose node fixes when planned: ``(allowed types, plans)``."""
     group = int(ctx.attr("group", 1))
@@ -236,9 +240,10 @@ def conv_transpose_setup(ctx):
         n, c = x_shape[:2]
         if group <= 0 or c % group or w_shape[0] != c:
             ctx.fail(f"W has {w_shape[0]} input channels, X has {c} (group {group})")
-        geometry = conv_transpose_geometry(ctx, x_shape[2:], kernel, strides, dil, pads, auto_pad, out_pad_attr,
-                                           out_shape_attr)
-        return TransposePlan(n, c, w_shape[1] * group, group, *(tuple(v) for v in (kernel, strides, dil, *geometry)))
+        out_pad, eff, begin, end, final = conv_transpose_geometry(ctx, x_shape[2:], kernel, strides, dil, pads,
+                                                                  auto_pad, out_pad_attr, out_shape_attr)
+        return ConvPlan(n, c, w_shape[1] * group, group,
+                        *(tuple(v) for v in (kernel, strides, dil, begin, end, final, out_pad, eff)))
 
     return schema_types(ctx, "T"), Plans(ctx, make)
 
@@ -249,14 +254,10 @@ def conv_transpose(ctx):
     allowed, plans = conv_transpose_setup(ctx)
 
     def run(x, w, b=None):
-        check_like(ctx, allowed, x, W=w, B=b)
-        nd = check_rank(ctx, x, w)
-        p = plans(x, w)
+        nd, p, ct, bias = prepare(ctx, xp, allowed, plans, x, w, b)
         n, m, group = p.n, p.m, p.group
         cg = p.c // group
         in_shape = shape_of(x)[2:]
-        ct = compute_dtype(xp, x.dtype)
-        bias = bias_of(ctx, xp, b, m, ct, nd)
         xc = xp.reshape(xp.astype(x, ct, copy=False), (n, group, cg, -1))
         wc = xp.reshape(xp.astype(w, ct, copy=False), (group, cg, -1))
         cols = xp.matmul(xp.permute_dims(wc, (0, 2, 1)), xc)            # (N, G, Mg*Kp, L)

@@ -15,7 +15,6 @@ import contextlib
 from onnxkit.plugin import KernelTable
 
 from onnxkit_default_domain.kernels import conv as portable
-from onnxkit_default_domain.kernels._common import compute_dtype
 from onnxkit_default_domain.kernels.conv_geometry import pad_spatial
 
 KERNELS = KernelTable()
@@ -53,11 +52,6 @@ def _torch_conv(nd: int, transpose: bool = False):
     return {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nd]
 
 
-def _flat_bias(ctx, xp, b, m, ct):
-    bias = portable.bias_of(ctx, xp, b, m, ct, 0)
-    return None if bias is None else xp.reshape(bias, (-1,))
-
-
 @KERNELS.register("Conv", 1, 11, 22)
 def conv(ctx):
     xp = ctx.xp
@@ -67,11 +61,8 @@ def conv(ctx):
     def run(x, w, b=None):
         if x.ndim > 5:
             return im2col(x, w, b)
-        portable.check_like(ctx, allowed, x, W=w, B=b)
-        nd = portable.check_rank(ctx, x, w)
-        p = plans(x, w)
-        ct = compute_dtype(xp, x.dtype)
-        bias = _flat_bias(ctx, xp, b, p.m, ct)
+        nd, p, ct, bias = portable.prepare(ctx, xp, allowed, plans, x, w, b)
+        bias = None if bias is None else bias.reshape(-1)
         if p.n == 0 or 0 in p.out_shape:
             return xp.zeros((p.n, p.m, *p.out_shape), dtype=x.dtype, device=x.device)
         xc, wc = x.to(ct), w.to(ct)
@@ -92,13 +83,10 @@ def conv_transpose(ctx):
     allowed, plans = portable.conv_transpose_setup(ctx)
 
     def run(x, w, b=None):
-        portable.check_like(ctx, allowed, x, W=w, B=b)
-        nd = portable.check_rank(ctx, x, w)
-        if nd > 3:
-            ctx.fail(f"the gpu backend computes this operator over 1 to 3 spatial axes; X has {nd}")
-        p = plans(x, w)
-        ct = compute_dtype(xp, x.dtype)
-        bias = _flat_bias(ctx, xp, b, p.m, ct)
+        if x.ndim > 5:
+            ctx.fail(f"the gpu backend computes this operator over 1 to 3 spatial axes; X has {x.ndim - 2}")
+        nd, p, ct, bias = portable.prepare(ctx, xp, allowed, plans, x, w, b)
+        bias = None if bias is None else bias.reshape(-1)
         in_shape = list(x.shape[2:])
         if p.n == 0 or 0 in p.out_shape or 0 in in_shape:
             y = xp.zeros((p.n, p.m, *p.out_shape), dtype=ct, device=x.device)

@@ -269,7 +269,7 @@ def einsum(ctx):
         ctx.fail(f"equation {eq!r} has more than one '->'")
     if not set(eq) <= _EINSUM_CHARS:
         ctx.fail(f"equation {eq!r} has characters other than letters, ',', '...' and '->'")
-    allowed = schema_types(ctx, "T") | {"bfloat16"}
+    allowed = schema_types(ctx, "T")
     native = getattr(xp, "einsum", None)
     # numpy contracts three or more operands pairwise (through BLAS) only when asked to
     options = {"optimize": True} if n_terms > 2 and array_api_compat.is_numpy_namespace(xp) else {}

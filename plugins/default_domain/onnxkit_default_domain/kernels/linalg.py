@@ -121,15 +121,12 @@ def gemm(ctx):
                 check_type(ctx, c, (arrays.dtype_name(a.dtype),), "C")
             gemm_dims(ctx, shape_of(a), shape_of(b), None if c is None else shape_of(c), trans_a, trans_b, strict_c)
             remember(checked, key)
-        aw, bw = work(xp, a), work(xp, b)
-        if trans_a:
-            aw = xp.matrix_transpose(aw)
-        if trans_b:
-            bw = xp.matrix_transpose(bw)
-        y = scaled(product(xp, aw, bw), alpha)
-        if c is not None:
-            y = y + scaled(xp.astype(work(xp, c), y.dtype, copy=False), beta)
-        return xp.astype(y, a.dtype, copy=False)
+        narrow = arrays.is_narrow_float(a.dtype)
+        aw, bw = (work(xp, a), work(xp, b)) if narrow else (a, b)
+        y = scaled(product(xp, aw.T if trans_a else aw, bw.T if trans_b else bw), alpha)
+        if c is not None:   # C has A's type: the product's, or widened like it
+            y = y + scaled(work(xp, c) if narrow else c, beta)
+        return xp.astype(y, a.dtype) if narrow else y
 
     return run
 

@@ -9,38 +9,18 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 torch = pytest.importorskip("torch")
-from onnx import helper  # noqa: E402
 
 import onnxkit  # noqa: E402
-from onnxkit.dtypes import from_numpy_dtype  # noqa: E402
+from one_node import BACKENDS, build, run  # noqa: E402
 from onnxkit.errors import OnnxkitError  # noqa: E402
 from onnxkit.inference import infer_model  # noqa: E402
-from onnxkit.runtime import InferenceSession  # noqa: E402
 from onnxkit_default_domain.kernels.linalg import einsum_broadcast, int_matmul  # noqa: E402
 
-BACKENDS = ["cpu", "gpu"]
 RNG = np.random.default_rng(1313)
 
 
 def randn(*shape, dtype=np.float32):
     return RNG.standard_normal(shape).astype(dtype)
-
-
-def build(op, opset, inputs, attrs=None):
-    names = [f"x{k}" if v is not None else "" for k, v in enumerate(inputs)]
-    node = helper.make_node(op, names, ["y"], name="n0", **(attrs or {}))
-    ins = [helper.make_tensor_value_info(n, int(from_numpy_dtype(v.dtype).tag), list(v.shape))
-           for n, v in zip(names, inputs) if v is not None]
-    g = helper.make_graph([node], "g", ins, [helper.make_empty_tensor_value_info("y")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m.SerializeToString(), {n: v for n, v in zip(names, inputs) if v is not None}
-
-
-def run(backend, op, opset, inputs, attrs=None):
-    model, feed = build(op, opset, inputs, attrs)
-    sess = InferenceSession(model, backend, validate=False)
-    return sess.run(None, feed)[0], sess
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -45,9 +45,9 @@ class Mutant:
 
 
 MUTANTS = (
-    Mutant("conv-ceil-mode", "plugins/cpu_backend/onnxkit_cpu/kernels/nn_conv.py",
-           "if (o - 1) * strides[i] >= in_shape[i] + begin[i]:",
-           "if (o - 1) * strides[i] > in_shape[i] + begin[i]:",
+    Mutant("conv-ceil-mode", "plugins/default_domain/onnxkit_default_domain/inference/nn_geometry.py",
+           "if (o - 1) * s >= d + begin[i]:",
+           "if (o - 1) * s > d + begin[i]:",
            (CPU_NODE_GATE, GPU_NODE_GATE, "plugins/gpu_backend/tests/test_nn.py", "plugins/cpu_backend/tests/test_nn.py")),
     Mutant("stft-frame-count", "plugins/cpu_backend/onnxkit_cpu/kernels/signal.py",
            "frames = (length - fl) // step + 1",

@@ -39,6 +39,7 @@ from ..errors import LimitExceeded, OnnxkitError, UnsupportedOperatorError, Vali
 from ..limits import DEFAULT_LIMITS, Limits
 from ..log import get_logger, log_plugin_faults, severity_to_level
 from ..registry import get_registry
+from .checked import CheckedSignatures
 from .feeds import InputError, coerce_feed, fresh_outputs, is_torch_backend, to_backend, to_host
 from .options import ModelMetadata, NodeArg, SessionOptions, missing_backend_message, provider_of
 from .plan import Planner
@@ -46,6 +47,7 @@ from .policy import Bindings, OutputCheck, Reporter, admit
 from .providers import choose_backends
 from .state import Profiler, RunState
 from .strings import to_octets, to_text
+from .optimizer.specialize import signature
 from .threads import blas_limit, uses_blas
 
 __all__ = ["InferenceSession", "InputError", "NodeArg", "run_model"]
@@ -158,6 +160,7 @@ class InferenceSession:
             self.fallbacks = list(planner.fallbacks)
             break
         self.backend = self.registry.backends[self.backend_name]
+        self._host_arrays = bool(getattr(self.backend, "host_arrays", False))
         self._torch = is_torch_backend(self.backend)
         if self._profiler:
             self._profiler.provider = provider_of(self.backend_name)
@@ -169,14 +172,14 @@ class InferenceSession:
         self._required = [vi.name for vi in g.input if vi.name not in init_names]
         self._constants = init_names - set(self._feedable)
         self._outputs = [vi.name for vi in g.output]
-        self._input_names = [vi.name for vi in g.input]
-        self._host_arrays = bool(getattr(self.backend, "host_arrays", False))
-        self._feed_memo: dict = {}  # feed signature -> _FeedMemo (see _seen_feed)
         self._reporter = Reporter(strict)
         self._output_check = OutputCheck(g.output, self._reporter)
+        self._checked = CheckedSignatures([vi.name for vi in g.input], self._outputs, self._output_check,
+                                          self._reporter)
         self._kept_ids = _kept_value_ids(self.plan)
         consumed = self.optimized.consumed_defaults
         self._consumed_positions = [i for i, vi in enumerate(self._inputs) if vi.name in consumed]
+        self._specializer = self._specializer_for(planner)
         self._threads = int(so.intra_op_num_threads or 0)
         self._uses_blas = uses_blas(model)  # no matrix product anywhere: nothing to limit per run
         if so.optimized_model_filepath:
@@ -196,6 +199,21 @@ class InferenceSession:
             self._log("plan", 20, "graph optimizer: %s in %.1f ms",
                       ", ".join(f"{k} {v}" for k, v in result.rewrites.items() if v), (time.perf_counter() - t0) * 1e3)
         return result
+
+    def _specializer_for(self, planner):
+        """The session's :class:`~onnxkit.runtime.optimizer.specialize.Specializer`, or None when the
+        ``specialize`` pass is off (level, ``session.disable_passes``) or cannot apply (a backend
+        whose values are not numpy arrays, a graph that reads its own structure)."""
+        from .optimizer import _reads_its_graph, disabled_passes, plan_pass_on
+        from .optimizer.specialize import Specializer
+
+        so = self._sess_options
+        if not plan_pass_on("specialize", int(so.graph_optimization_level),
+                            disabled_passes(so._config.get("session.disable_passes"))):
+            return None
+        if not self._host_arrays or _reads_its_graph(self.optimized.model.graph):
+            return None
+        return Specializer(self.optimized.model, self.plan, self.registry, self.limits)
 
     def _plan_for(self, values: list):
         """The optimized plan, or, when a run feeds an IR < 4 input whose initializer the optimizer
@@ -275,68 +293,18 @@ class InferenceSession:
     def run(self, output_names: Optional[Sequence[str]], input_feed: Mapping[str, Any], run_options=None) -> list:
         """Evaluate; returns the requested outputs (all when ``output_names`` is None or empty)
         in order, as fresh writable numpy arrays (sequences as lists, maps as dicts)."""
-        seen = self._seen_feed(input_feed)
+        seen = self._checked.seen(input_feed) if self._host_arrays else None
         if seen is not None:  # a feed signature that passed every check before: not checked again
             values, key, entry = seen
-            outs = self._evaluate(values, run_options)
+            outs = self._evaluate(values, run_options, key)
             if not output_names:
-                fetched = self._fetch_seen(outs, values, key, entry)
+                fetched = self._checked.fetch(outs, values, entry, self._kept_ids)
                 if fetched is not None:
                     return fetched
             return self._fetch(output_names, outs, host=True, feeds=values, bindings=entry.bindings())
         values, bindings = self._feed_values(input_feed)
         return self._fetch(output_names, self._evaluate(values, run_options), host=True, feeds=values,
                            bindings=bindings)
-
-    def _seen_feed(self, input_feed):
-        """``(values, signature, memo entry)`` when ``input_feed`` holds only numeric numpy arrays
-        (no strings, no objects) whose signature — the element type and shape of each input, in
-        input order — passed :meth:`_feed_values` before; else None (the full checks run).  The
-        checks are a function of that signature alone, so skipping them changes nothing."""
-        if type(input_feed) is not dict or not self._host_arrays:
-            return None
-        values, sig = [], []
-        for name in self._input_names:
-            v = input_feed.get(name, _UNFED)
-            if v is _UNFED:
-                values.append(None)
-                sig.append(None)
-            elif type(v) is np.ndarray and v.dtype.kind not in "OSU":
-                values.append(v)
-                sig.append((v.dtype, v.shape))
-            else:
-                return None
-        key = tuple(sig)
-        entry = self._feed_memo.get(key)
-        if entry is None or entry.fed != len(input_feed):
-            return None
-        return values, key, entry
-
-    def _remember_feed(self, values: list, bindings: Bindings) -> None:
-        """Note the signature of a feed :meth:`_feed_values` accepted (see :meth:`_seen_feed`)."""
-        if not self._host_arrays or not all(v is None or (type(v) is np.ndarray and v.dtype.kind not in "OSU")
-                                            for v in values):
-            return
-        key = tuple(None if v is None else (v.dtype, v.shape) for v in values)
-        if len(self._feed_memo) >= _MEMO_SIZE:
-            self._feed_memo.clear()
-        self._feed_memo[key] = _FeedMemo(sum(v is not None for v in values), dict(bindings.extents), self)
-
-    def _fetch_seen(self, outs: list, feeds: list, key, entry):
-        """All outputs of a run whose feed signature was seen, when each is a numeric numpy array:
-        the output check is skipped for an output signature that passed it with this feed
-        signature before.  None: the general :meth:`_fetch` applies."""
-        osig = []
-        for v in outs:
-            if type(v) is not np.ndarray or v.dtype.kind in "OSU":
-                return None
-            osig.append((v.dtype, v.shape))
-        osig = tuple(osig)
-        if self._output_check.checks and osig not in entry.outputs:
-            self._output_check(self._outputs, outs, entry.bindings())
-            if len(entry.outputs) < _MEMO_SIZE:
-                entry.outputs.add(osig)
-        return fresh_outputs(outs, self._kept_ids | {id(v) for v in feeds if v is not None})
 
     def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None) -> list:
         """Like :meth:`run` with :class:`OrtValue` feeds; returns a list of :class:`OrtValue`
@@ -383,16 +351,32 @@ class InferenceSession:
                 values.append(to_backend(v if actual is None else actual, conv))
             else:
                 values.append(None)
-        self._remember_feed(values, bindings)
+        if self._host_arrays:
+            self._checked.remember(values, bindings)
         return values, bindings
 
-    def _evaluate(self, values: list, run_options) -> list:
-        """Run the plan with BLAS limited to ``intra_op_num_threads`` (:mod:`onnxkit.runtime.threads`)."""
+    def _evaluate(self, values: list, run_options, sig=None) -> list:
+        """Run the plan with BLAS limited to ``intra_op_num_threads`` (:mod:`onnxkit.runtime.threads`):
+        the plan specialized for the feed's signature ``sig`` when the ``specialize`` pass is on
+        (computed from ``values`` when not given)."""
         plan = self._plan_for(values) if self._consumed_positions else self.plan
+        spec = self._specializer
+        recording = False
+        if spec is not None and plan is self.plan:
+            if sig is None:
+                sig = signature(values)
+            if sig is not None:
+                plan, recording = spec.plan_for(sig)
         if not self._uses_blas:
-            return self._run_plan(plan, values, run_options)
-        with blas_limit(self._threads):
-            return self._run_plan(plan, values, run_options)
+            outs = self._run_plan(plan, values, run_options)
+        else:
+            with blas_limit(self._threads):
+                outs = self._run_plan(plan, values, run_options)
+        if recording:
+            special = spec.complete(sig, plan)
+            if special is not None:  # its folded values are kept: outputs that are one are copied
+                self._kept_ids = self._kept_ids | _kept_value_ids(special)
+        return outs
 
     def _run_plan(self, plan, values: list, run_options) -> list:
         profiler = self._profiler
@@ -462,27 +446,6 @@ class InferenceSession:
         name = self.model.graph.name or "graph"
         return (f"InferenceSession({name!r}, provider={self.get_providers()[0]}, inputs=[{ins}], "
                 f"outputs=[{outs}], steps={len(self.plan.steps)})")
-
-
-_UNFED = object()
-#: feed signatures (and output signatures per feed signature) a session remembers as checked
-_MEMO_SIZE = 64
-
-
-class _FeedMemo:
-    """A feed signature that passed the checks: how many inputs it feeds, the extents its
-    dimension variables took, and the output signatures that passed the output check with it."""
-
-    __slots__ = ("fed", "extents", "outputs", "session")
-
-    def __init__(self, fed: int, extents: dict, session):
-        self.fed, self.extents, self.outputs, self.session = fed, extents, set(), session
-
-    def bindings(self) -> Bindings:
-        """Fresh :class:`Bindings` holding the extents the feed bound."""
-        b = Bindings(self.session._reporter, InputError)
-        b.extents = dict(self.extents)
-        return b
 
 
 def _restore(data: bytes, sess_options, providers_arg, options):

@@ -66,6 +66,15 @@ def test_each_signature_has_its_plan_lru_bounded():
     assert specialize.signature([_x(specialize.CAPACITY + 2, 3)]) in spec._plans
 
 
+def test_signatures_whose_runs_fail_are_not_kept():
+    sess = InferenceSession(_reshape_chain())
+    spec = sess._specializer
+    for n in range(1, specialize.CAPACITY + 5):
+        plan, recording = spec.plan_for(specialize.signature([_x(n, 2)]))  # recorded, never completed
+        assert recording
+    assert len(spec._recording) == specialize.CAPACITY and not spec._plans
+
+
 def test_switched_off_by_level_and_by_name():
     so = SessionOptions()
     so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL

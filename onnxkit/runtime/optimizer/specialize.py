@@ -105,6 +105,8 @@ class Specializer:
             rec = self._record(sig)
             with self._lock:
                 self._recording[sig] = rec
+                while len(self._recording) > self.capacity:  # runs that failed never complete
+                    del self._recording[next(iter(self._recording))]
         return rec.plan, True
 
     def complete(self, sig: tuple, plan):

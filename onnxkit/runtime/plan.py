@@ -20,7 +20,9 @@ planned on the fallback instead, with explicit transfers, and listed in
 
 A :class:`GraphPlan` is a list of steps with precomputed input/output names and the values
 to free after each step (their last use; a subgraph's free variables count as uses by the
-node that carries it).  The run loop does no registry look-ups and no attribute parsing.
+node that carries it).  The run loop (:mod:`onnxkit.runtime.loop`) runs them over values in
+numbered slots, laid out once per plan: no registry look-up, no attribute parsing, no
+dictionary look-up per node.
 """
 
 from __future__ import annotations

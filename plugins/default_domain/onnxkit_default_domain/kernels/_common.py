@@ -50,6 +50,12 @@ def compute_dtype(xp, dtype):
     return dtype if arrays.dtype_name(dtype) in ("float32", "float64") else xp.float32
 
 
+def as_dtype(xp, x, dtype):
+    """``x`` in ``dtype``: ``x`` itself when it has that dtype already (no copy, no call into
+    the namespace: a kernel's hot path converts many small arrays)."""
+    return x if x.dtype == dtype else xp.astype(x, dtype)
+
+
 def check_dtype(ctx, x, allowed: tuple, what: str = "input") -> None:
     """Fail naming the node unless ``x``'s element type is one of ``allowed`` (plain names:
     ``"float32"``, ``"int8"``...)."""

@@ -31,7 +31,7 @@ import numpy as np
 
 from onnxkit.plugin import KernelTable, arrays
 
-from ._common import compute_dtype, input_type_checker, norm_axis, scalar_int, shape_of, size_of
+from ._common import as_dtype, compute_dtype, input_type_checker, norm_axis, scalar_int, shape_of, size_of
 
 KERNELS = KernelTable()
 
@@ -79,14 +79,14 @@ def batch_norm_mode(ctx):
     return training, spatial
 
 
-def batch_norm_affine(xp, s, bb, m, vv, eps):
-    """Inference BatchNormalization as ``x * inv + shift`` over the (broadcast) parameters."""
-    inv = s / xp.sqrt(vv + eps)
-    return inv, bb - m * inv
+def scale_shift(x, inv, shift):
+    """``x * inv + shift`` (inference BatchNormalization; a backend may compute it in place)."""
+    return x * inv + shift
 
 
-@KERNELS.register("BatchNormalization", 1, 6, 7, 9, 14, 15)
-def batch_norm(ctx):
+def batch_norm_kernel(ctx, affine=scale_shift):
+    """BatchNormalization's node function; ``affine(xc, inv, shift)`` computes inference's
+    ``xc * inv + shift`` (``inv = scale / sqrt(var + epsilon)``, ``shift = B - mean * inv``)."""
     xp = ctx.xp
     v = ctx.since_version
     eps = float(ctx.attr("epsilon", 1e-5))
@@ -94,26 +94,26 @@ def batch_norm(ctx):
     training, spatial = batch_norm_mode(ctx)
     check = input_type_checker(ctx)
 
-    def params(p, x, ct, name):
-        p = xp.astype(p, ct, copy=False)
-        if spatial:
-            if size_of(p) != x.shape[1]:
-                ctx.fail(f"{name} has {size_of(p)} values, X has {x.shape[1]} channels")
-            return xp.reshape(p, _bshape(x.ndim, int(x.shape[1])))
-        if size_of(p) != math.prod(shape_of(x)[1:]):
-            ctx.fail(f"{name} has shape {shape_of(p)}, expected X.shape[1:] = {shape_of(x)[1:]} (spatial = 0)")
-        return xp.reshape(p, (1,) + tuple(x.shape[1:]))
+    def params(x, ct, *values):
+        """The four parameters in ``ct``, shaped to broadcast over X; ctx.fail for a wrong size."""
+        shape = _bshape(x.ndim, int(x.shape[1])) if spatial else (1,) + tuple(x.shape[1:])
+        want = math.prod(shape)
+        for p, name in zip(values, ("scale", "B", "mean", "var")):
+            if size_of(p) != want:
+                ctx.fail(f"{name} has shape {shape_of(p)}, expected {want} values "
+                         + (f"(X has {want} channels)" if spatial else "(X.shape[1:], spatial = 0)"))
+        return [xp.reshape(as_dtype(xp, p, ct), shape) for p in values]
 
     def run(x, scale, b, mean, var):
         check(x, scale, b, mean, var)
         if x.ndim < 2:
             ctx.fail(f"X must have rank 2 or more, got {x.ndim}")
         ct = compute_dtype(xp, x.dtype)
-        xc = xp.astype(x, ct, copy=False)
-        s, bb, m, vv = (params(p, x, ct, n) for p, n in ((scale, "scale"), (b, "B"), (mean, "mean"), (var, "var")))
+        xc = as_dtype(xp, x, ct)
+        s, bb, m, vv = params(x, ct, scale, b, mean, var)
         if not training:
-            inv, shift = batch_norm_affine(xp, s, bb, m, vv, eps)
-            return xp.astype(xc * inv + shift, x.dtype, copy=False)
+            inv = s / xp.sqrt(vv + eps)
+            return as_dtype(xp, affine(xc, inv, bb - m * inv), x.dtype)
         axes = (0,) + tuple(range(2, x.ndim)) if spatial else (0,)
         bm, d, bv = _moments(xp, xc, axes)
         y = d / xp.sqrt(bv + eps) * s + bb
@@ -122,14 +122,19 @@ def batch_norm(ctx):
         pshape = tuple(mean.shape)
 
         def out(a, dt):
-            return xp.astype(xp.reshape(a, pshape), dt, copy=False)
+            return as_dtype(xp, xp.reshape(a, pshape), dt)
 
         if v >= 14:
-            return xp.astype(y, x.dtype, copy=False), out(rm, mean.dtype), out(rv, var.dtype)
-        return (xp.astype(y, x.dtype, copy=False), out(rm, x.dtype), out(rv, x.dtype), out(bm, x.dtype),
+            return as_dtype(xp, y, x.dtype), out(rm, mean.dtype), out(rv, var.dtype)
+        return (as_dtype(xp, y, x.dtype), out(rm, x.dtype), out(rv, x.dtype), out(bm, x.dtype),
                 out(bv, x.dtype))
 
     return run
+
+
+@KERNELS.register("BatchNormalization", 1, 6, 7, 9, 14, 15)
+def batch_norm(ctx):
+    return batch_norm_kernel(ctx)
 
 
 # -- Instance / Layer / Group / RMS normalization -----------------------------------------------
@@ -148,10 +153,10 @@ def instance_norm(ctx):
         if size_of(scale) != c or size_of(b) != c:
             ctx.fail(f"scale and B must have {c} values")
         ct = compute_dtype(xp, x.dtype)
-        _, d, var = _moments(xp, xp.astype(x, ct, copy=False), tuple(range(2, x.ndim)))
+        _, d, var = _moments(xp, as_dtype(xp, x, ct), tuple(range(2, x.ndim)))
         bs = _bshape(x.ndim, c)
-        y = d / xp.sqrt(var + eps) * xp.reshape(xp.astype(scale, ct), bs) + xp.reshape(xp.astype(b, ct), bs)
-        return xp.astype(y, x.dtype, copy=False)
+        y = d / xp.sqrt(var + eps) * xp.reshape(as_dtype(xp, scale, ct), bs) + xp.reshape(as_dtype(xp, b, ct), bs)
+        return as_dtype(xp, y, x.dtype)
 
     return run
 
@@ -168,15 +173,15 @@ def layer_norm(ctx):
         check(x, scale, b)
         axis = norm_axis(ctx, axis_attr, x.ndim)
         st = stash_dtype(ctx, xp, x.dtype)
-        m, d, var = _moments(xp, xp.astype(x, st, copy=False), tuple(range(axis, x.ndim)))
+        m, d, var = _moments(xp, as_dtype(xp, x, st), tuple(range(axis, x.ndim)))
         inv = 1 / xp.sqrt(var + eps)
         ct = compute_dtype(xp, x.dtype)
-        y = xp.astype(xp.astype(d * inv, x.dtype, copy=False), ct, copy=False)
-        y = y * xp.astype(scale, ct, copy=False)
+        y = as_dtype(xp, as_dtype(xp, d * inv, x.dtype), ct)   # rounded to X's type first, as the reference
+        y = y * as_dtype(xp, scale, ct)
         if b is not None:
-            y = y + xp.astype(b, ct, copy=False)
+            y = y + as_dtype(xp, b, ct)
         stat = xp.float32 if stat_float32 else st
-        return xp.astype(y, x.dtype, copy=False), xp.astype(m, stat, copy=False), xp.astype(inv, stat, copy=False)
+        return as_dtype(xp, y, x.dtype), as_dtype(xp, m, stat), as_dtype(xp, inv, stat)
 
     return run
 
@@ -200,16 +205,15 @@ def group_norm(ctx):
         if size_of(scale) != want or size_of(bias) != want:
             ctx.fail(f"scale and bias must have {want} values")
         st = compute_dtype(xp, x.dtype) if per_group_params else stash_dtype(ctx, xp, x.dtype)
-        _, d, var = _moments(xp, xp.reshape(xp.astype(x, st, copy=False), (n, groups, -1)), (2,))
+        _, d, var = _moments(xp, xp.reshape(as_dtype(xp, x, st), (n, groups, -1)), (2,))
         ct = compute_dtype(xp, x.dtype)
-        y = xp.astype(xp.astype(xp.reshape(d / xp.sqrt(var + eps), tuple(x.shape)), x.dtype, copy=False), ct,
-                      copy=False)
-        s, bb = (xp.reshape(xp.astype(p, ct), (-1,)) for p in (scale, bias))
+        y = as_dtype(xp, as_dtype(xp, xp.reshape(d / xp.sqrt(var + eps), tuple(x.shape)), x.dtype), ct)
+        s, bb = (xp.reshape(as_dtype(xp, p, ct), (-1,)) for p in (scale, bias))
         if per_group_params:   # one value per group: repeated over its channels
             s, bb = (xp.reshape(xp.broadcast_to(xp.reshape(p, (groups, 1)), (groups, c // groups)), (c,))
                      for p in (s, bb))
         bs = _bshape(x.ndim, c)
-        return xp.astype(y * xp.reshape(s, bs) + xp.reshape(bb, bs), x.dtype, copy=False)
+        return as_dtype(xp, y * xp.reshape(s, bs) + xp.reshape(bb, bs), x.dtype)
 
     return run
 
@@ -224,11 +228,11 @@ def rms_norm(ctx):
     def run(x, scale):
         check(x, scale)
         axis = norm_axis(ctx, axis_attr, x.ndim)
-        xc = xp.astype(x, stash_dtype(ctx, xp, x.dtype), copy=False)
+        xc = as_dtype(xp, x, stash_dtype(ctx, xp, x.dtype))
         ms = xp.mean(xc * xc, axis=tuple(range(axis, x.ndim)), keepdims=True)
         ct = compute_dtype(xp, x.dtype)
-        y = xp.astype(xp.astype(xc / xp.sqrt(ms + eps), x.dtype, copy=False), ct, copy=False)
-        return xp.astype(y * xp.astype(scale, ct, copy=False), x.dtype, copy=False)
+        y = as_dtype(xp, as_dtype(xp, xc / xp.sqrt(ms + eps), x.dtype), ct)
+        return as_dtype(xp, y * as_dtype(xp, scale, ct), x.dtype)
 
     return run
 
@@ -247,14 +251,14 @@ def lp_norm(ctx):
     def run(x):
         check(x)
         axis = norm_axis(ctx, axis_attr, x.ndim)
-        xc = xp.astype(x, compute_dtype(xp, x.dtype), copy=False)
+        xc = as_dtype(xp, x, compute_dtype(xp, x.dtype))
         if p == 1:
             norm = xp.sum(xp.abs(xc), axis=axis, keepdims=True)
         else:
             norm = xp.sqrt(xp.sum(xc * xc, axis=axis, keepdims=True))
         zero = norm == 0          # a zero norm gives 0 (the divisor made 1 there: no warning)
         y = xp.where(zero, _const(xp, 0, xc), xc / xp.where(zero, _const(xp, 1, norm), norm))
-        return xp.astype(y, x.dtype, copy=False)
+        return as_dtype(xp, y, x.dtype)
 
     return run
 
@@ -276,7 +280,7 @@ def lrn(ctx):
         if x.ndim < 3:
             ctx.fail(f"X must have rank 3 or more, got {x.ndim}")
         ct = compute_dtype(xp, x.dtype)
-        xc = xp.astype(x, ct, copy=False)
+        xc = as_dtype(xp, x, ct)
         c = int(x.shape[1])
         # the sum of squares over the channel window [c - lo, c - lo + size - 1], one shifted add per tap
         padded = xp.zeros((x.shape[0], c + size - 1) + tuple(x.shape[2:]), dtype=ct, device=array_api_compat.device(x))
@@ -289,7 +293,7 @@ def lrn(ctx):
             d = xp.sqrt(d * xp.sqrt(d))
         elif beta != 1.0:
             d = d ** beta
-        return xp.astype(xc / d, x.dtype, copy=False)
+        return as_dtype(xp, xc / d, x.dtype)
 
     return run
 
@@ -303,11 +307,11 @@ def mvn(ctx):
     def run(x):
         check(x)
         ax = tuple(sorted({norm_axis(ctx, a, x.ndim, "axes") for a in axes_attr}))   # a repeat is harmless
-        xc = xp.astype(x, compute_dtype(xp, x.dtype), copy=False)
+        xc = as_dtype(xp, x, compute_dtype(xp, x.dtype))
         m = xp.mean(xc, axis=ax, keepdims=True)
         var = xp.mean(xc * xc, axis=ax, keepdims=True) - m * m
         y = (xc - m) / (xp.sqrt(xp.clip(var, min=0)) + 1e-9)
-        return xp.astype(y, x.dtype, copy=False)
+        return as_dtype(xp, y, x.dtype)
 
     return run
 
@@ -342,8 +346,7 @@ def dropout(ctx):
                 ctx.fail(f"ratio must be in [0, 1), got {ratio}")
             keep = ctx.from_host(draw(tuple(int(d) for d in x.shape)) >= ratio)
             ct = compute_dtype(xp, x.dtype)
-            y = xp.astype(xp.astype(keep, ct) * xp.astype(x, ct, copy=False) * (1.0 / (1.0 - ratio)), x.dtype,
-                          copy=False)
+            y = as_dtype(xp, xp.astype(keep, ct) * as_dtype(xp, x, ct) * (1.0 / (1.0 - ratio)), x.dtype)
             mask = xp.astype(keep, mask_dtype) if want_mask else None
         return (y, mask) if want_mask else y
 

@@ -32,7 +32,7 @@ import numpy as np
 from onnxkit.plugin import KernelTable, arrays
 
 from ..inference.pool import declared_attr, pool_attrs, pool_geometry
-from ._common import compute_dtype, input_type_checker
+from ._common import as_dtype, compute_dtype, input_type_checker
 
 KERNELS = KernelTable()
 
@@ -127,15 +127,15 @@ def max_pool_kernel(ctx, reduce=None, fold=fold_taps):
 
     def run(x):
         check(x)
-        xc = xp.astype(x, compute_dtype(xp, x.dtype), copy=False)
+        xc = as_dtype(xp, x, compute_dtype(xp, x.dtype))
         xpad, a, out, begin, _ = padded_input(ctx, xc, geometry, _lowest(x.dtype))
         if want_indices:
             y, idx = _max_with_indices(xpad, x, a, out, begin)
-            return xp.astype(y, x.dtype, copy=False), idx
+            return as_dtype(xp, y, x.dtype), idx
         y = None if reduce is None else reduce(xpad, a, out)
         if y is None:
             y = separable(xp, xpad, a, out, xp.maximum, fold)
-        return xp.astype(y, x.dtype, copy=False)
+        return as_dtype(xp, y, x.dtype)
 
     def _max_with_indices(xpad, x, a, out, begin):
         in_shape = [int(d) for d in x.shape[2:]]
@@ -208,10 +208,10 @@ def average_pool_kernel(ctx, fold=fold_taps):
 
     def run(x):
         check(x)
-        xc = xp.astype(x, compute_dtype(xp, x.dtype), copy=False)
+        xc = as_dtype(xp, x, compute_dtype(xp, x.dtype))
         xpad, a, out, begin, end = padded_input(ctx, xc, geometry, 0.0)
         y = separable(xp, xpad, a, out, xp.add, fold)
-        return xp.astype(y / divisor(xc, a, out, begin, end), x.dtype, copy=False)
+        return as_dtype(xp, y / divisor(xc, a, out, begin, end), x.dtype)
 
     return run
 
@@ -239,10 +239,10 @@ def lp_pool_kernel(ctx, fold=fold_taps):
 
     def run(x):
         check(x)
-        xa = xp.abs(xp.astype(x, compute_dtype(xp, x.dtype), copy=False)) ** p
+        xa = xp.abs(as_dtype(xp, x, compute_dtype(xp, x.dtype))) ** p
         xpad, a, out, _, _ = padded_input(ctx, xa, geometry, 0.0)
         y = separable(xp, xpad, a, out, xp.add, fold)
-        return xp.astype(y ** (1.0 / p), x.dtype, copy=False)
+        return as_dtype(xp, y ** (1.0 / p), x.dtype)
 
     return run
 
@@ -264,8 +264,8 @@ def _global(ctx, reduce):
         check(x)
         if x.ndim < 2:
             ctx.fail(f"the input must have rank 2 or more, got {x.ndim}")
-        xc = xp.astype(x, compute_dtype(xp, x.dtype), copy=False)
-        return xp.astype(reduce(xp, xc, tuple(range(2, x.ndim))), x.dtype, copy=False)
+        xc = as_dtype(xp, x, compute_dtype(xp, x.dtype))
+        return as_dtype(xp, reduce(xp, xc, tuple(range(2, x.ndim))), x.dtype)
 
     return run
 

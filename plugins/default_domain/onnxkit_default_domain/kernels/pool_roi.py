@@ -23,7 +23,7 @@ import numpy as np
 from onnxkit.plugin import KernelTable, arrays
 
 from ..inference.pool import attr_text, declared_attr, pool_attrs, unpool_extents
-from ._common import compute_dtype, input_type_checker
+from ._common import as_dtype, compute_dtype, input_type_checker
 
 KERNELS = KernelTable()
 
@@ -43,7 +43,7 @@ def max_unpool(ctx):
             ctx.fail(f"I has shape {list(indices.shape)}, X has {list(x.shape)}")
         inferred = unpool_extents(ctx, [int(d) for d in x.shape], pool_attrs(ctx, x.ndim - 2))
         total = int(np.prod(inferred, dtype=np.int64))
-        flat_i = xp.reshape(xp.astype(indices, xp.int64, copy=False), (-1,))
+        flat_i = xp.reshape(as_dtype(xp, indices, xp.int64), (-1,))
         if flat_i.shape[0]:
             lo, hi = ctx.ints(xp.stack([xp.min(flat_i), xp.max(flat_i)]))
             if lo < 0 or hi >= total:
@@ -225,7 +225,7 @@ def roi_align(ctx):
         ct = compute_dtype(xp, x.dtype)
         cname = arrays.dtype_name(ct)
         dev = array_api_compat.device(x)
-        xc = xp.astype(x, ct, copy=False)
+        xc = as_dtype(xp, x, ct)
         regions = []
         for r, roi in enumerate(_host_rois(ctx, rois, 4)):
             b = bi[r]
@@ -249,6 +249,6 @@ def roi_align(ctx):
                 regions.append(xp.max(xp.reshape(best, (c, oh, gh, ow, gw)), axis=(2, 4)))
         if not regions:
             return xp.zeros((0, c, oh, ow), dtype=x.dtype, device=dev)
-        return xp.astype(xp.stack(regions), x.dtype, copy=False)
+        return as_dtype(xp, xp.stack(regions), x.dtype)
 
     return run

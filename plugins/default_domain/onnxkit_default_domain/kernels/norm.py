@@ -25,6 +25,7 @@ seed - so every backend gives the same mask, keeps those >= ratio and scales the
 from __future__ import annotations
 
 import math
+import operator
 
 import array_api_compat
 import numpy as np
@@ -32,6 +33,7 @@ import numpy as np
 from onnxkit.plugin import KernelTable, arrays
 
 from ._common import as_dtype, compute_dtype, input_type_checker, norm_axis, scalar_int, shape_of, size_of
+from .pool import fold_taps
 
 KERNELS = KernelTable()
 
@@ -263,8 +265,20 @@ def lp_norm(ctx):
     return run
 
 
-@KERNELS.register("LRN", 1, 13)
-def lrn(ctx):
+def lrn_base(xp, xc, size, lo, scale, bias):
+    """``bias + scale * (the sum of squares of xc over the channel window [c - lo, c - lo + size
+    - 1])``: LRN's denominator before the power, one shifted add per tap (a backend may compute
+    it in place)."""
+    c = int(xc.shape[1])
+    padded = xp.zeros((xc.shape[0], c + size - 1) + tuple(xc.shape[2:]), dtype=xc.dtype,
+                      device=array_api_compat.device(xc))
+    padded[:, lo:lo + c, ...] = xc * xc
+    return fold_taps(xp.add, [padded[:, t:t + c, ...] for t in range(size)]) * scale + bias
+
+
+def lrn_kernel(ctx, base=lrn_base, divide=operator.truediv):
+    """LRN's node function; ``base`` computes its denominator before the power (:func:`lrn_base`),
+    ``divide(xc, d)`` the quotient (a backend may write it into ``d``, an array of the kernel's)."""
     xp = ctx.xp
     alpha = float(ctx.attr("alpha", 1e-4))
     beta = float(ctx.attr("beta", 0.75))
@@ -272,30 +286,26 @@ def lrn(ctx):
     size = int(ctx.attr("size"))
     if size <= 0:
         ctx.fail(f"size must be positive, got {size}")
-    lo = (size - 1) // 2
     check = input_type_checker(ctx)
 
     def run(x):
         check(x)
         if x.ndim < 3:
             ctx.fail(f"X must have rank 3 or more, got {x.ndim}")
-        ct = compute_dtype(xp, x.dtype)
-        xc = as_dtype(xp, x, ct)
-        c = int(x.shape[1])
-        # the sum of squares over the channel window [c - lo, c - lo + size - 1], one shifted add per tap
-        padded = xp.zeros((x.shape[0], c + size - 1) + tuple(x.shape[2:]), dtype=ct, device=array_api_compat.device(x))
-        padded[:, lo:lo + c, ...] = xc * xc
-        d = padded[:, 0:c, ...]
-        for t in range(1, size):
-            d = d + padded[:, t:t + c, ...]
-        d = d * (alpha / size) + bias
+        xc = as_dtype(xp, x, compute_dtype(xp, x.dtype))
+        d = base(xp, xc, size, (size - 1) // 2, alpha / size, bias)
         if beta == 0.75:
             d = xp.sqrt(d * xp.sqrt(d))
         elif beta != 1.0:
             d = d ** beta
-        return as_dtype(xp, xc / d, x.dtype)
+        return as_dtype(xp, divide(xc, d), x.dtype)
 
     return run
+
+
+@KERNELS.register("LRN", 1, 13)
+def lrn(ctx):
+    return lrn_kernel(ctx)
 
 
 @KERNELS.register("MeanVarianceNormalization", 9, 13)

@@ -9,38 +9,18 @@ import itertools
 import numpy as np
 import pytest
 
-import onnxkit
-
 pytest.importorskip("torch")
-from onnx import TensorProto, helper  # noqa: E402  (test oracle / model building only)
 
+import onnxkit  # noqa: E402
 from onnxkit.errors import OnnxkitError  # noqa: E402
 from onnxkit.inference import infer_model  # noqa: E402
-from onnxkit.runtime import InferenceSession  # noqa: E402
+from one_node import BACKENDS, build, run_outputs  # noqa: E402
 
-BACKENDS = ["cpu", "gpu"]
-PROVIDERS = {"cpu": ["CPUExecutionProvider"], "gpu": ["CUDAExecutionProvider"]}
 RNG = np.random.default_rng(7)
 
 
-def model(op, opset, inputs, attrs=None, n_out=1):
-    names = [f"i{k}" if v is not None else "" for k, v in enumerate(inputs)]
-    node = helper.make_node(op, names, [f"o{k}" for k in range(n_out)], name="pool0", **(attrs or {}))
-    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
-           for n, v in zip(names, inputs) if v is not None]
-    outs = [helper.make_tensor_value_info(f"o{k}", 0, None) for k in range(n_out)]
-    m = helper.make_model(helper.make_graph([node], "g", ins, outs), opset_imports=[helper.make_opsetid("", opset)])
-    return m.SerializeToString(), {n: v for n, v in zip(names, inputs) if v is not None}
-
-
-def session(backend, op, opset, inputs, attrs=None, n_out=1):
-    b, feeds = model(op, opset, inputs, attrs, n_out)
-    return InferenceSession(b, providers=PROVIDERS[backend], validate=False), feeds
-
-
 def run(backend, op, opset, inputs, attrs=None, n_out=1):
-    sess, feeds = session(backend, op, opset, inputs, attrs, n_out)
-    outs = sess.run(None, feeds)
+    outs, _ = run_outputs(backend, op, opset, inputs, attrs, n_out)
     return outs if n_out > 1 else outs[0]
 
 
@@ -134,8 +114,8 @@ def test_attributes_a_definition_does_not_declare_are_not_read(backend):
 ])
 def test_inference_and_kernels_agree_on_the_output_extents(attrs):
     x = RNG.standard_normal((1, 2, 4, 9)).astype(np.float32)
-    b, feeds = model("MaxPool", 12, [x], attrs)
-    inferred = infer_model(onnxkit.load(b)).type_of("o0")
+    b, _ = build("MaxPool", 12, [x], attrs)
+    inferred = infer_model(onnxkit.load(b)).type_of("y")
     dims = list(inferred.shape.values)
     for backend in BACKENDS:
         assert list(run(backend, "MaxPool", 12, [x], attrs).shape) == dims
@@ -205,6 +185,6 @@ def test_pools_run_on_the_gpu_backend_itself():
     for op, opset, attrs, n_out in (("MaxPool", 22, dict(kernel_shape=[2, 2]), 2),
                                     ("AveragePool", 22, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), 1),
                                     ("GlobalAveragePool", 22, None, 1), ("LpPool", 22, dict(kernel_shape=[2, 2]), 1)):
-        sess, _ = session("gpu", op, opset, [x], attrs, n_out)
+        _, sess = run_outputs("gpu", op, opset, [x], attrs, n_out)
         assert sess.backend_name == "gpu"
-        assert "pool0" not in [f.node for f in sess.fallbacks], (op, sess.fallbacks)
+        assert "n0" not in [f.node for f in sess.fallbacks], (op, sess.fallbacks)

@@ -10,9 +10,9 @@ and every backend.
 
 :func:`pool_geometry` works over extents ``int | str | None`` (a ``str`` or ``None`` extent is
 unknown): output extents, the begin / end pads (explicit, or from ``auto_pad``) and the
-``tail`` a ``ceil_mode`` window reaches past the padded end.  A kernel larger than the padded
-input leaves no window: the output extent is 0 (the count of windows that fit), for inference
-and kernels alike.
+``tail`` a ``ceil_mode`` window reaches past the padded end.  The window rule is the
+convolutions' (:mod:`.nn_geometry`: a window one stride too wide for the padded input gives an
+empty output, a wider one is an error), for inference and kernels alike.
 """
 
 from __future__ import annotations
@@ -24,11 +24,9 @@ import attrs
 from onnxkit.inference.common import INT64, dims_of, elem_of, shape_input, tensor
 
 from ._util import rule
+from .nn_geometry import GeometryError, window_geometry
 
 FUNCTIONS: dict = {}
-
-_AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
-
 
 def declared_attr(ctx, name: str, default):
     """Attribute ``name`` where the node's definition declares it (schema default applied), else
@@ -63,7 +61,8 @@ class PoolAttrs:
 
 def pool_attrs(ctx, nd: int) -> PoolAttrs:
     """The :class:`PoolAttrs` of a pool node over ``nd`` spatial axes; ctx.fail for a missing
-    ``kernel_shape``, a list of the wrong length, a non-positive value or an unknown ``auto_pad``."""
+    ``kernel_shape``, a list of the wrong length or a non-positive value (``auto_pad`` is
+    checked with the geometry)."""
     if nd < 1:
         ctx.fail(f"the input must have rank 3 or more, got {nd + 2}")
     kernel = ctx.attr("kernel_shape")
@@ -83,37 +82,21 @@ def pool_attrs(ctx, nd: int) -> PoolAttrs:
             ctx.fail(f"{what} must be positive, got {list(vals)}")
     if pads is not None and len(pads) != 2 * nd:
         ctx.fail(f"pads must have {2 * nd} values, got {list(pads)}")
-    if auto_pad not in _AUTO_PADS:
-        ctx.fail(f"unknown auto_pad {auto_pad!r}")
     return PoolAttrs(kernel, strides, dil, pads, auto_pad, ceil_mode)
 
 
 def pool_geometry(ctx, in_dims, a: PoolAttrs):
     """``(out, begin, end, tail)``, one value per spatial axis of extents ``in_dims``: output
-    extents, begin / end pads and how far past ``end`` the last ``ceil_mode`` window reaches
-    (None where an extent is unknown and the value depends on it)."""
-    # The window count is the convolution's (ceil_mode rule of ONNX / PyTorch: the output
-    # count is rounded up, but the last window starts inside the input or its begin pad).
-    from onnxkit_cpu.kernels.nn_conv import conv_geometry   # repoint: the conv family's shared geometry
-
-    out, begin, end, tail = [], [], [], []
-    nd = len(a.kernel)
-    for i, d in enumerate(in_dims):
-        k, s, dl = a.kernel[i], a.strides[i], a.dilations[i]
-        pads = None if a.pads is None else [a.pads[i], a.pads[nd + i]]
-        if not isinstance(d, int):
-            known = a.auto_pad in ("NOTSET", "VALID")
-            pb, pe = (pads or [0, 0]) if a.auto_pad == "NOTSET" else (0, 0)
-            out.append(None)
-            begin.append(pb if known else None)
-            end.append(pe if known else None)
-            tail.append(None)
-            continue
-        [o], [b], [e] = conv_geometry(ctx, [d], [k], [s], [dl], pads, a.auto_pad, a.ceil_mode)
-        out.append(o)
-        begin.append(b)
-        end.append(e)
-        tail.append(max(0, (o - 1) * s + (k - 1) * dl + 1 - (d + b + e)))
+    extents, begin / end pads (:func:`~.nn_geometry.window_geometry`, the convolutions' rule)
+    and how far past ``end`` the last ``ceil_mode`` window reaches (None where unknown);
+    ctx.fail for an impossible geometry."""
+    try:
+        out, begin, end = window_geometry(in_dims, a.kernel, a.strides, a.dilations, a.pads, a.auto_pad, a.ceil_mode)
+    except GeometryError as exc:
+        ctx.fail(f"{ctx.op_type}: {exc}")
+    tail = [None if None in (o, b, e) or not isinstance(d, int)
+            else max(0, (o - 1) * s + (k - 1) * dl + 1 - (d + b + e))
+            for o, b, e, d, s, k, dl in zip(out, begin, end, in_dims, a.strides, a.kernel, a.dilations)]
     return out, begin, end, tail
 
 

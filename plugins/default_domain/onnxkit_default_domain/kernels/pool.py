@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import itertools
 
-import array_api_compat
 import numpy as np
 
 from onnxkit.plugin import KernelTable, arrays
 
 from ..inference.pool import declared_attr, pool_attrs, pool_geometry
 from ._common import as_dtype, compute_dtype, input_type_checker
+from .conv_geometry import device_of, pad_spatial, window_slice
 
 KERNELS = KernelTable()
 
@@ -56,20 +56,6 @@ def geometry_cache(ctx):
     return geometry
 
 
-def pad_spatial(xp, x, begin, end, fill):
-    """``x`` with its spatial axes (2..) padded by ``begin`` / ``end`` values ``fill`` (negative
-    pads crop); ``x`` itself when nothing is padded."""
-    if not any(begin) and not any(end):
-        return x
-    crop = tuple(slice(max(0, -b), n - max(0, -e)) for b, e, n in zip(begin, end, x.shape[2:]))
-    x = x[_LEAD + crop]
-    begin = [max(0, b) for b in begin]
-    shape = tuple(x.shape[:2]) + tuple(int(n) + b + max(0, e) for n, b, e in zip(x.shape[2:], begin, end))
-    out = xp.full(shape, fill, dtype=x.dtype, device=array_api_compat.device(x))
-    out[_LEAD + tuple(slice(b, b + int(n)) for b, n in zip(begin, x.shape[2:]))] = x
-    return out
-
-
 def padded_input(ctx, x, geometry, fill):
     """``(xpad, attrs, out, begin, end)``: ``x`` padded with ``fill``, ceil-mode tail included."""
     a, out, begin, end, tail = geometry(tuple(int(d) for d in x.shape))
@@ -90,7 +76,7 @@ def separable(xp, xpad, a, out, op, fold=fold_taps):
     one spatial axis at a time, one strided slice per kernel tap, the taps combined by
     ``fold(op, views)`` (a backend may fold in place into an array of its own)."""
     if 0 in out or 0 in xpad.shape[:2]:
-        return xp.zeros(tuple(xpad.shape[:2]) + tuple(out), dtype=xpad.dtype, device=array_api_compat.device(xpad))
+        return xp.zeros(tuple(xpad.shape[:2]) + tuple(out), dtype=xpad.dtype, device=device_of(xpad))
     y = xpad
     for i in range(len(out)):
         k, s, d, o = a.kernel[i], a.strides[i], a.dilations[i], out[i]
@@ -140,7 +126,7 @@ def max_pool_kernel(ctx, reduce=None, fold=fold_taps):
     def _max_with_indices(xpad, x, a, out, begin):
         in_shape = [int(d) for d in x.shape[2:]]
         n, c = int(x.shape[0]), int(x.shape[1])
-        dev = array_api_compat.device(x)
+        dev = device_of(x)
         if 0 in out or n == 0 or c == 0:
             shape = (n, c, *out)
             return xp.zeros(shape, dtype=xpad.dtype, device=dev), xp.zeros(shape, dtype=xp.int64, device=dev)
@@ -152,8 +138,7 @@ def max_pool_kernel(ctx, reduce=None, fold=fold_taps):
         base = ctx.from_host(base + (np.arange(n * c, dtype=np.int64) * spatial).reshape((n, c) + (1,) * len(out)))
         best = best_idx = None
         for offs in itertools.product(*(range(k) for k in a.kernel)):
-            sl = tuple(slice(o * d, o * d + (m - 1) * s + 1, s) for o, d, m, s in zip(offs, a.dilations, out, a.strides))
-            val = xpad[_LEAD + sl]
+            val = xpad[_LEAD + window_slice(offs, a.dilations, out, a.strides)]
             shift = sum(o * d * st for o, d, st in zip(offs, a.dilations, sstr))
             if best is None:
                 best, best_idx = val, base + shift

@@ -18,8 +18,9 @@ row-major offset order (the first maximum wins), as ONNX's flattened index
 ``storage_order`` 1).  Everything but float32 / float64 is computed in float32 (8-bit
 integers and the narrow floats are exact there) and rounded back once.
 
-Backends replace the window reduction only (``reduce`` of :func:`max_pool_kernel`, e.g.
-``F.max_pool2d`` on CUDA); the rest is this module's.
+Backends replace pieces of the window reduction only: ``fold`` (how one axis's taps are
+combined: numpy folds them in place) and MaxPool's ``reduce`` (``F.max_pool2d`` on CUDA); the
+rest is this module's.
 """
 
 from __future__ import annotations

@@ -11,14 +11,15 @@ from onnxkit.runtime import InferenceSession
 BACKENDS = ["cpu", "gpu"]
 
 
-def build(op, opset, inputs, attrs=None):
-    """A model of one node ``n0`` (output ``y``, untyped) over ``inputs`` (None: an omitted
-    optional input) and its feeds."""
+def build(op, opset, inputs, attrs=None, n_out=1):
+    """A model of one node ``n0`` (outputs ``y``, ``y1``... ``n_out`` of them, untyped) over
+    ``inputs`` (None: an omitted optional input) and its feeds."""
     names = [f"x{k}" if v is not None else "" for k, v in enumerate(inputs)]
-    node = helper.make_node(op, names, ["y"], name="n0", **(attrs or {}))
+    outs = ["y"] + [f"y{k}" for k in range(1, n_out)]
+    node = helper.make_node(op, names, outs, name="n0", **(attrs or {}))
     ins = [helper.make_tensor_value_info(n, int(from_numpy_dtype(v.dtype).tag), list(v.shape))
            for n, v in zip(names, inputs) if v is not None]
-    g = helper.make_graph([node], "g", ins, [helper.make_empty_tensor_value_info("y")])
+    g = helper.make_graph([node], "g", ins, [helper.make_empty_tensor_value_info(o) for o in outs])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
     return m.SerializeToString(), {n: v for n, v in zip(names, inputs) if v is not None}
@@ -29,3 +30,10 @@ def run(backend, op, opset, inputs, attrs=None):
     model, feed = build(op, opset, inputs, attrs)
     sess = InferenceSession(model, backend, validate=False)
     return sess.run(None, feed)[0], sess
+
+
+def run_outputs(backend, op, opset, inputs, attrs=None, n_out=1):
+    """``(every output, the session)`` of the one-node model with ``n_out`` outputs on ``backend``."""
+    model, feed = build(op, opset, inputs, attrs, n_out)
+    sess = InferenceSession(model, backend, validate=False)
+    return sess.run(None, feed), sess

@@ -230,7 +230,7 @@ def test_maxpool_indices_flatten_over_batch_and_channels():
 
 
 def test_maxpool_cuda_native_path_forced(monkeypatch):
-    from onnxkit_gpu.kernels import nn_pool
+    from onnxkit_gpu.overrides import pool as nn_pool
 
     monkeypatch.setattr(nn_pool, "_use_native", lambda x: True)
     x = randn(2, 3, 9, 8)

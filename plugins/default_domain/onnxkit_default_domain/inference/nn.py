@@ -1,12 +1,10 @@
-"""Neural-network operators: MatMul, Gemm, Conv / ConvTranspose / pooling, normalizations,
-recurrent layers, losses, Einsum."""
+"""Neural-network operators: MatMul, Gemm, Conv / ConvTranspose, RotaryEmbedding, recurrent layers,
+losses, Einsum (pooling: ``pool.py``; normalizations: ``norm.py``)."""
 
 from __future__ import annotations
 
 from onnxkit.dtypes import DataType
-from onnxkit.inference.common import (
-    INT64, broadcast, check_equal, dims_of, elem_of, normalize_axis, same_as_input, shape_input, tensor, unify,
-)
+from onnxkit.inference.common import broadcast, check_equal, dims_of, elem_of, same_as_input, tensor, unify
 
 from ._util import register, rule
 from .nn_geometry import GeometryError, transpose_geometry, window_geometry
@@ -158,90 +156,9 @@ def _conv_transpose(ctx):
     return [tensor(elem, [xd[0], c] + sp)]
 
 
-@rule(FUNCTIONS, "MaxPool AveragePool LpPool")
-def _pool(ctx):
-    x = ctx.input_type(0)
-    xd = dims_of(x)
-    if xd is None:
-        outs = [tensor(elem_of(x), None), tensor(INT64, None)]
-        return outs[:ctx.num_outputs]
-    kernel = ctx.attr("kernel_shape")
-    sp = _spatial(ctx, xd[2:], list(kernel) if kernel else None, ctx.attr("strides"), ctx.attr("dilations"),
-                  ctx.attr("pads"), ctx.attr("auto_pad", "NOTSET"), bool(ctx.attr("ceil_mode", 0)))
-    out = xd[:2] + sp
-    return [tensor(elem_of(x), out), tensor(INT64, out)][:ctx.num_outputs]
+# -- normalization ----------------------------------------------------------------------------
 
-
-@rule(FUNCTIONS, "GlobalAveragePool GlobalMaxPool GlobalLpPool")
-def _global_pool(ctx):
-    x = ctx.input_type(0)
-    xd = dims_of(x)
-    return [tensor(elem_of(x), None if xd is None else xd[:2] + [1] * (len(xd) - 2))]
-
-
-@rule(FUNCTIONS, "MaxRoiPool")
-def _max_roi_pool(ctx):
-    xd, rd = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))
-    pooled = [int(v) for v in ctx.attr("pooled_shape")]
-    return [tensor(elem_of(ctx.input_type(0)), [rd[0] if rd else None, xd[1] if xd else None] + pooled)]
-
-
-@rule(FUNCTIONS, "RoiAlign")
-def _roi_align(ctx):
-    xd, rd = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))
-    return [tensor(elem_of(ctx.input_type(0)), [rd[0] if rd else None, xd[1] if xd and len(xd) > 1 else None,
-                                                int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))])]
-
-
-@rule(FUNCTIONS, "MaxUnpool")
-def _max_unpool(ctx):
-    x = ctx.input_type(0)
-    xd = dims_of(x)
-    if ctx.has_input(2):
-        s = shape_input(ctx, 2)
-        return [tensor(elem_of(x), s if s is not None else (None if xd is None else [None] * len(xd)))]
-    if xd is None:
-        return [tensor(elem_of(x), None)]
-    n = len(xd) - 2
-    kernel = list(ctx.attr("kernel_shape"))
-    strides = list(ctx.attr("strides") or [1] * n)
-    pads = list(ctx.attr("pads") or [0] * (2 * n))
-    sp = [(d - 1) * strides[k] + kernel[k] - pads[k] - pads[k + n] if isinstance(d, int) else None
-          for k, d in enumerate(xd[2:])]
-    return [tensor(elem_of(x), xd[:2] + sp)]
-
-
-# -- normalization --------------------------------------------------------------------------------
-
-@rule(FUNCTIONS, "BatchNormalization")
-def _batch_norm(ctx):
-    x = ctx.input_type(0)
-    ctx.set_output(0, x)
-    for k in range(1, ctx.num_outputs):
-        if ctx.since_version < 9:
-            src = ctx.input_type(1)
-        else:
-            src = ctx.input_type(3 if k == 1 else 4) if k <= 2 else ctx.input_type(1)
-        ctx.set_output(k, tensor(elem_of(src) or elem_of(x), dims_of(src)))
-
-
-register(FUNCTIONS, "InstanceNormalization GroupNormalization RMSNormalization RotaryEmbedding", same_as_input(0))
-
-
-@rule(FUNCTIONS, "LayerNormalization")
-def _layer_norm(ctx):
-    x = ctx.input_type(0)
-    ctx.set_output(0, x)
-    xd = dims_of(x)
-    stat = int(ctx.attr("stash_type", 1))
-    if ctx.num_outputs > 1:
-        if xd is None:
-            st = tensor(stat, None)
-        else:
-            axis = normalize_axis(ctx, int(ctx.attr("axis", -1)), len(xd))
-            st = tensor(stat, xd[:axis] + [1] * (len(xd) - axis))
-        for k in range(1, ctx.num_outputs):
-            ctx.set_output(k, st)
+register(FUNCTIONS, "RotaryEmbedding", same_as_input(0))
 
 
 # -- recurrent layers -----------------------------------------------------------------------------

@@ -50,9 +50,57 @@ def compute_dtype(xp, dtype):
     return dtype if arrays.dtype_name(dtype) in ("float32", "float64") else xp.float32
 
 
+def as_dtype(xp, x, dtype):
+    """``x`` in ``dtype``: ``x`` itself when it has that dtype already (no copy, no call into
+    the namespace: a kernel's hot path converts many small arrays)."""
+    return x if x.dtype == dtype else xp.astype(x, dtype)
+
+
 def check_dtype(ctx, x, allowed: tuple, what: str = "input") -> None:
     """Fail naming the node unless ``x``'s element type is one of ``allowed`` (plain names:
     ``"float32"``, ``"int8"``...)."""
     name = arrays.dtype_name(x.dtype)
     if name not in allowed:
         ctx.fail(f"{what} has element type {name}, which this operator does not take (allowed: {', '.join(allowed)})")
+
+
+#: plain dtype names whose ONNX type string differs from the name
+_ONNX_NAMES = {"float32": "float", "float64": "double"}
+
+
+def _type_string(dtype) -> str:
+    name = arrays.dtype_name(dtype)
+    name = _ONNX_NAMES.get(name, name)
+    return f"tensor({name.replace('float8_', 'float8')})"
+
+
+def input_type_checker(ctx):
+    """A function ``check(*inputs)`` that fails naming the node unless each supplied input's
+    element type is one its definition's type constraint admits and inputs bound to the same
+    type parameter agree (Part 2: the tables, not a list of ours).  Checked dtype combinations
+    are remembered, so a run costs a tuple lookup."""
+    schema = ctx.schema
+    params = [schema.input_at(i) for i in range(ctx.num_inputs)]
+    seen = set()
+
+    def check(*values):
+        key = tuple(None if v is None else v.dtype for v in values)
+        if key in seen:
+            return
+        bound = {}
+        for i, (v, param) in enumerate(zip(values, params)):
+            if v is None or param is None:
+                continue
+            ts = _type_string(v.dtype)
+            allowed = schema.allowed_types(param)
+            if allowed and ts not in allowed:
+                ctx.fail(f"input {i} ({param.name}) has element type {arrays.dtype_name(v.dtype)}, which "
+                         f"{ctx.op_type}-{ctx.since_version} does not take "
+                         f"(allowed: {', '.join(a[7:-1] for a in allowed)})")
+            first = bound.setdefault(param.type_str, (i, ts))
+            if first[1] != ts:
+                ctx.fail(f"inputs {first[0]} and {i} must have the same element type ({param.type_str}), "
+                         f"got {first[1][7:-1]} and {ts[7:-1]}")
+        seen.add(key)
+
+    return check

@@ -91,6 +91,8 @@ def _table(xp, like):
 
 def _erfc64_positive(xp, a):
     """erfc(a) for float64 ``a >= 0`` (NaN passes through)."""
+    shape = tuple(a.shape)
+    a = xp.reshape(a, (-1,))                             # take: 1-d indices
     near = a < _TOP
     t = xp.where(near, a, _TOP)                         # NaN, inf -> _TOP: the index stays valid
     idx = xp.round(t * (1.0 / _H))
@@ -103,7 +105,7 @@ def _erfc64_positive(xp, a):
     z = xp.where(near, _TOP, a)                          # the asymptotic branch on z >= 8 only
     s = poly(1.0 / (2.0 * z * z), _ASYMPTOTIC)
     tail = xp.exp(-(z * z)) / (z * math.sqrt(math.pi)) * s
-    return xp.where(near, r, tail)
+    return xp.reshape(xp.where(near, r, tail), shape)
 
 
 def erfc(xp, z):

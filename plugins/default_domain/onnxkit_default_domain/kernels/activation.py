@@ -68,6 +68,28 @@ def _register(name, *versions, native16=False):
     return deco
 
 
+def versions(name: str) -> tuple:
+    """The since_versions this family implements for operator ``name`` (for an override)."""
+    return tuple(sorted(v for (_, op, v) in KERNELS if op == name))
+
+
+#: The float attributes of each activation, in order, with their defaults.
+FLOAT_ATTRS = {
+    "LeakyRelu": {"alpha": 0.01}, "ThresholdedRelu": {"alpha": 1.0}, "Elu": {"alpha": 1.0},
+    "Selu": {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875}, "Celu": {"alpha": 1.0},
+    "Shrink": {"bias": 0.0, "lambd": 0.5}, "HardSigmoid": {"alpha": 0.2, "beta": 0.5}, "Swish": {"alpha": 1.0},
+}
+
+
+def float_attrs(ctx) -> list:
+    """The node's :data:`FLOAT_ATTRS` as Python floats, in order ([] for an operator without
+    any); ctx.fail for a Celu ``alpha`` of 0."""
+    values = [float(ctx.attr(name, default)) for name, default in FLOAT_ATTRS.get(ctx.op_type, {}).items()]
+    if ctx.op_type == "Celu" and values[0] == 0.0:
+        ctx.fail("alpha must not be 0")
+    return values
+
+
 def in_type(value: float, x) -> float:
     """``value`` rounded to ``x``'s float type (float32 or float64), as a Python float."""
     return float(np.float32(value)) if arrays.dtype_name(x.dtype) == "float32" else float(value)
@@ -96,7 +118,7 @@ def relu(ctx, xp):
 
 @_register("LeakyRelu", 1, 6, 16)
 def leaky_relu(ctx, xp):
-    alpha = float(ctx.attr("alpha", 0.01))
+    alpha, = float_attrs(ctx)
     if 0.0 <= alpha <= 1.0:
         return lambda x: xp.maximum(x * alpha, x)       # exact for 0 <= alpha <= 1
     return lambda x: negative_part_scaled(xp, x, alpha)
@@ -135,27 +157,25 @@ def prelu(ctx):
 
 @_register("ThresholdedRelu", 10, 22)
 def thresholded_relu(ctx, xp):
-    alpha = float(ctx.attr("alpha", 1.0))
+    alpha, = float_attrs(ctx)
     return lambda x: xp.where(x > alpha, x, 0)          # NaN is not > alpha: 0
 
 
 @_register("Elu", 1, 6, 22)
 def elu(ctx, xp):
-    alpha = float(ctx.attr("alpha", 1.0))
+    alpha, = float_attrs(ctx)
     return lambda x: xp.expm1(xp.minimum(x, 0)) * alpha + xp.maximum(x, 0)
 
 
 @_register("Selu", 1, 6, 22)
 def selu(ctx, xp):
-    alpha, gamma = float(ctx.attr("alpha")), float(ctx.attr("gamma"))
+    alpha, gamma = float_attrs(ctx)
     return lambda x: (xp.expm1(xp.minimum(x, 0)) * alpha + xp.maximum(x, 0)) * gamma
 
 
 @_register("Celu", 12, 28)
 def celu(ctx, xp):
-    alpha = float(ctx.attr("alpha", 1.0))
-    if alpha == 0.0:
-        ctx.fail("alpha must not be 0")
+    alpha, = float_attrs(ctx)
 
     def fn(x):
         a = in_type(alpha, x)                             # alpha in the element type
@@ -166,7 +186,7 @@ def celu(ctx, xp):
 @KERNELS.register("Shrink", 9)
 def shrink(ctx):
     xp = ctx.xp
-    bias, lambd = float(ctx.attr("bias", 0.0)), float(ctx.attr("lambd", 0.5))
+    bias, lambd = float_attrs(ctx)
 
     def body(x):
         return xp.where(x < -lambd, x + bias, xp.where(x > lambd, x - bias, 0.0))
@@ -189,7 +209,7 @@ def sigmoid_kernel(ctx, xp):
 
 @_register("HardSigmoid", 1, 6, 22)
 def hard_sigmoid(ctx, xp):
-    alpha, beta = float(ctx.attr("alpha", 0.2)), float(ctx.attr("beta", 0.5))
+    alpha, beta = float_attrs(ctx)
     return lambda x: xp.clip(x * alpha + beta, 0, 1)
 
 
@@ -240,7 +260,7 @@ def mish(ctx, xp):
 
 @_register("Swish", 24)
 def swish(ctx, xp):
-    alpha = float(ctx.attr("alpha", 1.0))
+    alpha, = float_attrs(ctx)
     return lambda x: x * sigmoid(xp, x * alpha)
 
 

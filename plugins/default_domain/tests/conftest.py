@@ -1,0 +1,10 @@
+"""The portable kernel tests: their shared harness (kernel_harness.py) is importable."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # pytest runs with --import-mode=importlib
+    sys.path.insert(0, str(HERE))

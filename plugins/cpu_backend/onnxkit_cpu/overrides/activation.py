@@ -190,11 +190,11 @@ def swish(alpha):
 
 
 def _poly(a, coefs):
-    r = a * coefs[-1]
-    for c in coefs[-2:0:-1]:
-        r += c
+    """Horner's rule in place on a new array."""
+    r = np.full_like(a, coefs[-1])
+    for c in reversed(coefs[:-1]):
         r *= a
-    r += coefs[0]
+        r += c
     return r
 
 

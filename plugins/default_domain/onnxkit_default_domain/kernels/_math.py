@@ -56,19 +56,17 @@ _H, _TOP, _K, _ASYMPTOTIC_TERMS = 0.125, 8.0, 20, 14
 def _taylor_table() -> np.ndarray:
     """``table[k, i]``: the k-th Taylor coefficient of erfc around ``c = i * _H``.
 
-    erfc^(k)(c) = -erf^(k)(c) = (-1)^k * 2/sqrt(pi) * H_{k-1}(c) * exp(-c^2) for k >= 1, with
-    H the (physicists') Hermite polynomials."""
+    g = erfc' = -2/sqrt(pi) exp(-t^2) solves g' = -2 t g, so g's coefficients around c obey
+    (k+1) b[k+1] = -2 (c b[k] + b[k-1]); erfc's are erfc(c) and b[k-1] / k."""
     n = int(_TOP / _H) + 1
     table = np.zeros((_K + 1, n))
     for i in range(n):
         c = i * _H
-        herm = [1.0, 2.0 * c]
-        for m in range(1, _K):
-            herm.append(2.0 * c * herm[m] - 2.0 * m * herm[m - 1])
-        g = 2.0 / math.sqrt(math.pi) * math.exp(-c * c)
-        table[0, i] = math.erfc(c)
-        for k in range(1, _K + 1):
-            table[k, i] = (-1) ** k * herm[k - 1] * g / math.factorial(k)
+        b = [-2.0 / math.sqrt(math.pi) * math.exp(-c * c)]
+        while len(b) < _K:
+            k = len(b) - 1
+            b.append(-2.0 * (c * b[k] + (b[k - 1] if k else 0.0)) / (k + 1))
+        table[:, i] = [math.erfc(c)] + [bk / (k + 1) for k, bk in enumerate(b)]
     return table
 
 

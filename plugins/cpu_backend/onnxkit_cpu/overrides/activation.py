@@ -191,11 +191,11 @@ def swish(alpha):
 
 def _poly(a, coefs):
     """Horner's rule in place on a new array."""
-    r = np.full_like(a, coefs[-1])
-    for c in reversed(coefs[:-1]):
-        r *= a
+    r = a * coefs[-1]
+    for c in reversed(coefs[1:-1]):
         r += c
-    return r
+        r *= a
+    return np.add(r, coefs[0], out=r)
 
 
 def _gelu32(x):

@@ -57,7 +57,7 @@ for _op in _FOLD:
         register(FUNCTIONS, _op, _folding(1), 18)
 
 
-@rule(FUNCTIONS, "ArgMax ArgMin")
+@rule(FUNCTIONS, ("ArgMax", "ArgMin"))
 def _arg(ctx):
     dims = dims_of(ctx.input_type(0))
     return [tensor(INT64, reduce_shape(ctx, dims, [int(ctx.attr("axis", 0))], bool(ctx.attr("keepdims", 1))))]

@@ -1,4 +1,4 @@
-"""The portable kernel tests: their shared harness (kernel_harness.py) is importable."""
+"""The portable kernels' tests: their shared helpers (one_node.py, kernel_harness.py) are importable."""
 
 from __future__ import annotations
 

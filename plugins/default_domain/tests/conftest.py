@@ -1,4 +1,4 @@
-"""The portable kernels' tests: their shared one-node helpers (one_node.py) are importable."""
+"""The portable kernels' tests: their shared helpers (one_node.py, kernel_harness.py) are importable."""
 
 from __future__ import annotations
 

@@ -8,9 +8,10 @@ from ._util import register, rule
 
 FUNCTIONS: dict = {}
 
-register(FUNCTIONS, """Relu LeakyRelu Elu Selu Sigmoid HardSigmoid Tanh Softplus Softsign ThresholdedRelu Celu Gelu
-Mish HardSwish Swish Shrink Softmax LogSoftmax Hardmax LRN LpNormalization MeanVarianceNormalization
-CumSum CumProd Trilu ReverseSequence""", same_as_input(0))
+register(FUNCTIONS, ("Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "HardSigmoid", "Tanh", "Softplus", "Softsign",
+                     "ThresholdedRelu", "Celu", "Gelu", "Mish", "HardSwish", "Swish", "Shrink", "Softmax", "LogSoftmax",
+                     "Hardmax", "LRN", "LpNormalization", "MeanVarianceNormalization", "CumSum", "CumProd", "Trilu",
+                     "ReverseSequence"), same_as_input(0))
 
 
 @rule(FUNCTIONS, "PRelu")

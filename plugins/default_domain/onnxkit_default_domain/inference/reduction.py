@@ -1,10 +1,15 @@
-"""Reductions: Reduce* (axes as attribute, later as input), ArgMax / ArgMin."""
+"""Reductions: Reduce* (axes as attribute, later as input), ArgMax / ArgMin.
+
+The output geometry of every one of them is :func:`reduce_shape` (onnxkit.inference.common),
+over extents ``int | str | None``: the rules here and the kernels
+(``onnxkit_default_domain/kernels/reduction.py``) both call it.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.inference.common import INT64, axes_of, dims_of, normalize_axis, reduction_rule, tensor
+from onnxkit.inference.common import INT64, axes_of, dims_of, normalize_axis, reduce_shape, reduction_rule, tensor
 
 from ._util import register, rule
 
@@ -52,12 +57,7 @@ for _op in _FOLD:
         register(FUNCTIONS, _op, _folding(1), 18)
 
 
-@rule(FUNCTIONS, "ArgMax ArgMin")
+@rule(FUNCTIONS, ("ArgMax", "ArgMin"))
 def _arg(ctx):
     dims = dims_of(ctx.input_type(0))
-    if dims is None:
-        return [tensor(INT64, None)]
-    axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), len(dims))
-    keep = bool(ctx.attr("keepdims", 1))
-    out = [(1 if keep else None) if k == axis else d for k, d in enumerate(dims)]
-    return [tensor(INT64, [d for k, d in enumerate(out) if not (k == axis and not keep)])]
+    return [tensor(INT64, reduce_shape(ctx, dims, [int(ctx.attr("axis", 0))], bool(ctx.attr("keepdims", 1))))]

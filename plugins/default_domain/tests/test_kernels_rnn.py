@@ -164,6 +164,11 @@ CASES = [
     ("LSTM", 7, {"direction": "reverse", "input_forget": 1}, {"peep": True}),
     ("LSTM", 14, {"layout": 1}, {"states": True, "layout": 1}),
     ("GRU", 14, {"layout": 1, "direction": "bidirectional"}, {"D": 2, "states": True, "layout": 1}),
+    # enough steps x batch entries that R^T is laid out row-major once
+    ("LSTM", 22, {"direction": "bidirectional"}, {"T": 40, "B": 4, "D": 2, "states": True}),
+    ("GRU", 22, {"linear_before_reset": 1}, {"T": 40, "B": 4}),
+    ("GRU", 22, {}, {"T": 40, "B": 4}),
+    ("RNN", 22, {}, {"T": 40, "B": 4}),
 ]
 
 

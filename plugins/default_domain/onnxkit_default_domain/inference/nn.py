@@ -225,7 +225,8 @@ def _batch_norm(ctx):
         ctx.set_output(k, tensor(elem_of(src) or elem_of(x), dims_of(src)))
 
 
-register(FUNCTIONS, "InstanceNormalization GroupNormalization RMSNormalization RotaryEmbedding", same_as_input(0))
+register(FUNCTIONS, "InstanceNormalization GroupNormalization RMSNormalization", same_as_input(0))
+register(FUNCTIONS, "RotaryEmbedding", same_as_input(0))
 
 
 @rule(FUNCTIONS, "LayerNormalization")
@@ -246,7 +247,9 @@ def _layer_norm(ctx):
 
 # -- recurrent layers -----------------------------------------------------------------------------
 
-@rule(FUNCTIONS, "RNN GRU LSTM")
+@rule(FUNCTIONS, "RNN")
+@rule(FUNCTIONS, "GRU")
+@rule(FUNCTIONS, "LSTM")
 def _rnn(ctx):
     x = ctx.input_type(0)
     elem = elem_of(x)

@@ -13,43 +13,12 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("torch")
-from onnx import helper  # noqa: E402
-from onnx.reference import ReferenceEvaluator  # noqa: E402
+from kernel_cases import BACKENDS, check, one_node  # noqa: E402
 
 from onnxkit.errors import OnnxkitError  # noqa: E402
 from onnxkit.runtime import InferenceSession  # noqa: E402
 
-BACKENDS = ["cpu", "gpu"]
 RNG = np.random.default_rng(2323)
-
-
-def _model(op, opset, inputs: list, attrs: dict, n_out: int):
-    names = [f"x{k}" if v is not None else "" for k, v in enumerate(inputs)]
-    outs = [f"y{k}" for k in range(n_out)]
-    node = helper.make_node(op, names, outs, name="node0", **attrs)
-    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
-           for n, v in zip(names, inputs) if v is not None]
-    graph = helper.make_graph([node], "g", ins, [helper.make_empty_tensor_value_info(o) for o in outs])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 10
-    feeds = {n: v for n, v in zip(names, inputs) if v is not None}
-    return m.SerializeToString(), feeds
-
-
-def check(backend, op, opset, inputs, attrs=None, n_out=1, rtol=1e-5, atol=1e-6):
-    """Run the one-node model on ``backend`` (asserting it is not a fallback on gpu) and compare
-    with onnx.reference; returns the outputs."""
-    model, feeds = _model(op, opset, inputs, attrs or {}, n_out)
-    sess = InferenceSession(model, backend, validate=False)
-    if backend == "gpu":
-        assert not [f for f in sess.fallbacks if f.node == "node0"], sess.fallbacks
-    got = sess.run(None, feeds)
-    want = ReferenceEvaluator(onnx.load_from_string(model)).run(None, feeds)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol)
-    return got
 
 
 def randn(*shape, dtype=np.float32):
@@ -80,7 +49,7 @@ def test_attention_causal_softcap_scale_and_every_qk_output_mode(backend, mode):
     # mode 0 is the product itself, before the softcap (onnx.reference gives the softcapped one
     # there: its mode-0 output is compared on the same node without softcap)
     y = check(backend, "Attention", 23, [q, k, v, additive, past_k, past_v], attrs, n_out=3)
-    model, feeds = _model("Attention", 23, [q, k, v, additive, past_k, past_v], attrs, 4)
+    model, feeds = one_node("Attention", 23, [q, k, v, additive, past_k, past_v], attrs, 4)
     got = InferenceSession(model, backend, validate=False).run(None, feeds)
     np.testing.assert_array_equal(got[0], y[0])
     raw = check(backend, "Attention", 23, [q, k, v, additive, past_k, past_v], dict(attrs, softcap=0.0), n_out=4)[3]

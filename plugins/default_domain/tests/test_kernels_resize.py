@@ -13,47 +13,26 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("torch")
-from onnx import helper  # noqa: E402
-from onnx.reference import ReferenceEvaluator  # noqa: E402
+import kernel_cases  # noqa: E402
+from kernel_cases import BACKENDS  # noqa: E402
 
 from onnxkit import ir  # noqa: E402
 from onnxkit.dtypes import DataType  # noqa: E402
 from onnxkit.errors import OnnxkitError  # noqa: E402
 from onnxkit.inference import infer_model  # noqa: E402
-from onnxkit.runtime import InferenceSession  # noqa: E402
 from onnxkit_default_domain.inference.resize import resize_extents  # noqa: E402
 
-BACKENDS = ["cpu", "gpu"]
 RNG = np.random.default_rng(1818)
 
 
-def _model(op, opset, inputs: list, attrs: dict):
-    names = [f"x{k}" if v is not None else "" for k, v in enumerate(inputs)]
-    node = helper.make_node(op, names, ["y"], name="node0", **attrs)
-    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
-           for n, v in zip(names, inputs) if v is not None]
-    graph = helper.make_graph([node], "g", ins, [helper.make_empty_tensor_value_info("y")])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m.SerializeToString(), {n: v for n, v in zip(names, inputs) if v is not None}
-
-
 def run(backend, op, opset, inputs, attrs=None):
-    """The one output on ``backend``; on gpu the node must not be a fallback."""
-    model, feeds = _model(op, opset, inputs, attrs or {})
-    sess = InferenceSession(model, backend, validate=False)
-    if backend == "gpu":
-        assert not [f for f in sess.fallbacks if f.node == "node0"], sess.fallbacks
-    return sess.run(None, feeds)[0]
+    """The one output on ``backend`` (on gpu, not a fallback)."""
+    return kernel_cases.run(backend, op, opset, inputs, attrs)[0]
 
 
 def check(backend, op, opset, inputs, attrs=None, rtol=1e-5, atol=1e-6):
-    got = run(backend, op, opset, inputs, attrs)
-    model, feeds = _model(op, opset, inputs, attrs or {})
-    want = ReferenceEvaluator(onnx.load_from_string(model)).run(None, feeds)[0]
-    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, got.shape, want.shape)
-    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol)
-    return got
+    """The one output, compared with onnx.reference."""
+    return kernel_cases.check(backend, op, opset, inputs, attrs, 1, rtol, atol)[0]
 
 
 def scales(*v):

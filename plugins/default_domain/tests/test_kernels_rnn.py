@@ -14,43 +14,26 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("torch")
-from onnx import TensorProto, helper  # noqa: E402
-from onnx.reference import ReferenceEvaluator  # noqa: E402
+import kernel_cases  # noqa: E402
+from kernel_cases import BACKENDS  # noqa: E402
 
 from onnxkit.errors import OnnxkitError  # noqa: E402
-from onnxkit.runtime import InferenceSession  # noqa: E402
 
-BACKENDS = ["cpu", "gpu"]
 RNG = np.random.default_rng(1313)
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 INPUTS = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"]
 
 
-def _model(op, opset, feeds: dict, attrs: dict, n_out=3):
-    names = [n if n in feeds else "" for n in INPUTS[:8 if op == "LSTM" else 6]]
-    while names and not names[-1]:
-        names.pop()
-    outs = ["Y", "Y_h", "Y_c"][:n_out]
-    node = helper.make_node(op, names, outs, name="rec", **attrs)
-    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(feeds[n].dtype), list(feeds[n].shape))
-           for n in names if n]
-    graph = helper.make_graph([node], "g", ins, [helper.make_empty_tensor_value_info(o) for o in outs])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m.SerializeToString()
+def _inputs(op, feeds: dict) -> list:
+    return [feeds.get(n) for n in INPUTS[:8 if op == "LSTM" else 6]]
 
 
-def _run(backend, op, opset, feeds, attrs, n_out=3, check_placement=True):
-    model = _model(op, opset, feeds, attrs, n_out)
-    sess = InferenceSession(model, backend, validate=False)
-    if backend == "gpu" and check_placement:
-        assert not [f for f in sess.fallbacks if "rec" in str(f)], sess.fallbacks
-    return sess.run(None, feeds)
+def _run(backend, op, opset, feeds, attrs, n_out=3):
+    return kernel_cases.run(backend, op, opset, _inputs(op, feeds), attrs, n_out)
 
 
 def _reference(op, opset, feeds, attrs, n_out=3):
-    proto = onnx.load_from_string(_model(op, opset, feeds, attrs, n_out))
-    return ReferenceEvaluator(proto).run(None, feeds)
+    return kernel_cases.reference(op, opset, _inputs(op, feeds), attrs, n_out)
 
 
 def _feeds(op, T=5, B=3, I=4, H=6, D=1, dtype=np.float32, bias=True, states=False, peep=False, layout=0):
@@ -252,13 +235,13 @@ def test_element_types_keep_their_type(backend, dtype):
 def test_bad_inputs_name_the_node(backend):
     feeds = _feeds("GRU")
     h = feeds["R"].shape[-1]
-    with pytest.raises(OnnxkitError, match="'rec'.*hidden_size"):
+    with pytest.raises(OnnxkitError, match="'node0'.*hidden_size"):
         _run(backend, "GRU", 14, feeds, {"hidden_size": h + 1})
-    with pytest.raises(OnnxkitError, match="'rec'.*activations lists 1"):
+    with pytest.raises(OnnxkitError, match="'node0'.*activations lists 1"):
         _run(backend, "GRU", 14, feeds, {"hidden_size": h, "activations": ["Tanh"]})
-    with pytest.raises(OnnxkitError, match="'rec'.*unknown activation"):
+    with pytest.raises(OnnxkitError, match="'node0'.*unknown activation"):
         _run(backend, "GRU", 14, feeds, {"hidden_size": h, "activations": ["Tanh", "Nope"]})
-    with pytest.raises(OnnxkitError, match="'rec'.*sequence_lens"):
+    with pytest.raises(OnnxkitError, match="'node0'.*sequence_lens"):
         _run(backend, "GRU", 14, dict(feeds, sequence_lens=np.array([1, 9, 2], np.int32)), {"hidden_size": h})
-    with pytest.raises(OnnxkitError, match="'rec'.*B must have shape"):
+    with pytest.raises(OnnxkitError, match="'node0'.*B must have shape"):
         _run(backend, "GRU", 14, dict(feeds, B=feeds["B"][:, 1:]), {"hidden_size": h})

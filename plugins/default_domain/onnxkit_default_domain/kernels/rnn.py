@@ -226,28 +226,40 @@ def _finish(ctx, s: Setup, X_dtype, Y: list, finals: list, mask):
     return (xp.astype(Y, X_dtype, copy=False), *(xp.astype(f, X_dtype, copy=False) for f in finals))
 
 
+def _run_layer(ctx, s: Setup, gates: int, X, W, R, B, sequence_lens, initial: list, make_cell):
+    """The whole layer: inputs prepared, each direction run with the cell
+    ``make_cell(d, X, W, R, B, ct, H, work)`` makes for it (``work``: steps x batch entries),
+    outputs finished."""
+    dt = getattr(X, "dtype", None)
+    X, W, R, B, ct, states = _prepare(ctx, s, X, W, R, B, gates, initial)
+    T, Bn, _ = shape_of(X)
+    Hs = int(R.shape[-1])
+    mask = step_mask(ctx, sequence_lens, T, Bn)
+    Y, finals = [], [[] for _ in states]
+    for d in range(s.num_dirs):
+        cell = make_cell(d, X, W, R, B, ct, Hs, T * Bn)
+        y, last = _run_direction(ctx.xp, T, s.reverse[d], mask, [st[d] for st in states], cell)
+        Y.append(y)
+        for f, v in zip(finals, last):
+            f.append(v)
+    return _finish(ctx, s, dt, Y, finals, mask)
+
+
 # -- RNN ---------------------------------------------------------------------------------------
 @KERNELS.register("RNN", 1, 7, 14, 22)
 def rnn(ctx):
     xp = ctx.xp
     s = Setup(ctx, ["Tanh"])
 
+    def make_cell(d, X, W, R, B, ct, Hs, work):
+        f = s.acts[d][0]
+        wb, rb = _biases(xp, B, d, Hs, ct)
+        proj = _project(xp, X, W[d]) + (wb + rb)
+        rec = _recurrence(xp, R[d], work)
+        return lambda t, h: [f(proj[t] + rec(h))]
+
     def run(X, W, R, B=None, sequence_lens=None, initial_h=None):
-        dt = X.dtype
-        X, W, R, B, ct, (H0,) = _prepare(ctx, s, X, W, R, B, 1, [initial_h])
-        T, Bn, _ = shape_of(X)
-        Hs = int(R.shape[-1])
-        mask = step_mask(ctx, sequence_lens, T, Bn)
-        Y, finals = [], []
-        for d in range(s.num_dirs):
-            f = s.acts[d][0]
-            wb, rb = _biases(xp, B, d, Hs, ct)
-            proj = _project(xp, X, W[d]) + (wb + rb)
-            rec = _recurrence(xp, R[d], T * Bn)
-            y, (h,) = _run_direction(xp, T, s.reverse[d], mask, [H0[d]], lambda t, h: [f(proj[t] + rec(h))])
-            Y.append(y)
-            finals.append(h)
-        return _finish(ctx, s, dt, Y, [finals], mask)
+        return _run_layer(ctx, s, 1, X, W, R, B, sequence_lens, [initial_h], make_cell)
 
     return run
 
@@ -259,36 +271,29 @@ def gru(ctx):
     s = Setup(ctx, ["Sigmoid", "Tanh"])
     linear_before_reset = bool(ctx.attr("linear_before_reset", 0) or 0) if ctx.since_version >= 3 else False
 
+    def make_cell(d, X, W, R, B, ct, Hs, work):
+        f, g = s.acts[d]
+        wb, rb = _biases(xp, B, d, 3 * Hs, ct)
+        # z, r, h parts; the recurrence bias of z and r is added with the input's
+        proj = _project(xp, X, W[d]) + (wb + xp.concat((rb[:2 * Hs], xp.zeros(Hs, dtype=ct))))
+        rzr = _recurrence(xp, R[d, :2 * Hs], work)
+        rh = _recurrence(xp, R[d, 2 * Hs:], work)
+        rbh = rb[2 * Hs:]
+
+        def cell(t, h):
+            p = proj[t]
+            zr = f(p[:, :2 * Hs] + rzr(h))
+            z, r = zr[:, :Hs], zr[:, Hs:]
+            if linear_before_reset:
+                hh = g(p[:, 2 * Hs:] + r * (rh(h) + rbh))
+            else:
+                hh = g(p[:, 2 * Hs:] + rh(r * h) + rbh)
+            return [(1 - z) * hh + z * h]
+
+        return cell
+
     def run(X, W, R, B=None, sequence_lens=None, initial_h=None):
-        dt = X.dtype
-        X, W, R, B, ct, (H0,) = _prepare(ctx, s, X, W, R, B, 3, [initial_h])
-        T, Bn, _ = shape_of(X)
-        Hs = int(R.shape[-1])
-        mask = step_mask(ctx, sequence_lens, T, Bn)
-        Y, finals = [], []
-        for d in range(s.num_dirs):
-            f, g = s.acts[d]
-            wb, rb = _biases(xp, B, d, 3 * Hs, ct)
-            # z, r, h parts; the recurrence bias of z and r is added with the input's
-            proj = _project(xp, X, W[d]) + (wb + xp.concat((rb[:2 * Hs], xp.zeros(Hs, dtype=ct))))
-            rzr = _recurrence(xp, R[d, :2 * Hs], T * Bn)
-            rh = _recurrence(xp, R[d, 2 * Hs:], T * Bn)
-            rbh = rb[2 * Hs:]
-
-            def cell(t, h, proj=proj, rzr=rzr, rh=rh, rbh=rbh, f=f, g=g):
-                p = proj[t]
-                zr = f(p[:, :2 * Hs] + rzr(h))
-                z, r = zr[:, :Hs], zr[:, Hs:]
-                if linear_before_reset:
-                    hh = g(p[:, 2 * Hs:] + r * (rh(h) + rbh))
-                else:
-                    hh = g(p[:, 2 * Hs:] + rh(r * h) + rbh)
-                return [(1 - z) * hh + z * h]
-
-            y, (h,) = _run_direction(xp, T, s.reverse[d], mask, [H0[d]], cell)
-            Y.append(y)
-            finals.append(h)
-        return _finish(ctx, s, dt, Y, [finals], mask)
+        return _run_layer(ctx, s, 3, X, W, R, B, sequence_lens, [initial_h], make_cell)
 
     return run
 
@@ -301,27 +306,16 @@ def lstm(ctx):
     input_forget = bool(ctx.attr("input_forget", 0) or 0)
 
     def run(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None):
-        dt = X.dtype
-        X, W, R, B, ct, (H0, C0) = _prepare(ctx, s, X, W, R, B, 4, [initial_h, initial_c])
-        T, Bn, _ = shape_of(X)
-        Hs = int(R.shape[-1])
-        D = s.num_dirs
-        if P is not None and shape_of(P) != [D, 3 * Hs]:
-            ctx.fail(f"P must have shape {[D, 3 * Hs]}, got {shape_of(P)}")
-        mask = step_mask(ctx, sequence_lens, T, Bn)
-        Y, finals_h, finals_c = [], [], []
-        for d in range(D):
-            f, g, hfn = s.acts[d]
+        if P is not None and R is not None and shape_of(P) != [s.num_dirs, 3 * int(R.shape[-1])]:
+            ctx.fail(f"P must have shape {[s.num_dirs, 3 * int(R.shape[-1])]}, got {shape_of(P)}")
+
+        def make_cell(d, X, W, R, B, ct, Hs, work):
             wb, rb = _biases(xp, B, d, 4 * Hs, ct)
             proj = _project(xp, X, W[d]) + (wb + rb)    # [T, B, 4H]: i, o, f, c
-            rec = _recurrence(xp, R[d], T * Bn)
             peep = None if P is None else [xp.astype(P[d, k * Hs:(k + 1) * Hs], ct) for k in range(3)]
-            cell = _lstm_cell(proj, rec, Hs, f, g, hfn, peep, input_forget)
-            y, (h, c) = _run_direction(xp, T, s.reverse[d], mask, [H0[d], C0[d]], cell)
-            Y.append(y)
-            finals_h.append(h)
-            finals_c.append(c)
-        return _finish(ctx, s, dt, Y, [finals_h, finals_c], mask)
+            return _lstm_cell(proj, _recurrence(xp, R[d], work), Hs, *s.acts[d], peep, input_forget)
+
+        return _run_layer(ctx, s, 4, X, W, R, B, sequence_lens, [initial_h, initial_c], make_cell)
 
     return run
 

@@ -193,29 +193,27 @@ def _steps(T: int, reverse: bool):
     return range(T - 1, -1, -1) if reverse else range(T)
 
 
-def _run_direction(xp, T: int, reverse: bool, mask, states: list, cell):
-    """Run ``cell(t, *states) -> (h, *states)`` over the steps of one direction; returns the
-    [T, B, H] outputs (zero past an entry's length) and the final states.  Masked steps keep
-    every state as it was."""
-    ys = [None] * T
-    for t in _steps(T, reverse):
+def _run_direction(xp, Y, d: int, reverse: bool, mask, states: list, cell):
+    """Run ``cell(t, *states) -> (h, *states)`` over the steps of direction ``d``, writing
+    each step's ``h`` into ``Y[t, d]`` (zero past an entry's length; ``Y`` is an array the
+    kernel made); returns the final states.  Masked steps keep every state as it was."""
+    for t in _steps(int(Y.shape[0]), reverse):
         new = cell(t, *states)
         if mask is not None:
             m = mask[t]
             new = [xp.where(m, n, o) for n, o in zip(new, states)]
-            ys[t] = xp.where(m, new[0], xp.zeros((), dtype=new[0].dtype))
+            Y[t, d] = xp.where(m, new[0], xp.zeros((), dtype=new[0].dtype))
         else:
-            ys[t] = new[0]
+            Y[t, d] = new[0]
         states = new
-    return xp.stack(ys, axis=0), states
+    return states
 
 
-def _finish(ctx, s: Setup, X_dtype, Y: list, finals: list, mask):
-    """Y (one [T,B,H] per direction) and final states (one [D,B,H] list per state) in the
-    node's layout and element type.  The final states of a batch entry of length 0 are zeros
-    (as onnxruntime; the operator leaves it open)."""
+def _finish(ctx, s: Setup, X_dtype, Y, finals: list, mask):
+    """Y [T, D, B, H] and the final states (one [D, B, H] list per state) in the node's layout
+    and element type.  The final states of a batch entry of length 0 are zeros (as
+    onnxruntime; the operator leaves it open)."""
     xp = ctx.xp
-    Y = xp.stack(Y, axis=1)                      # [T, D, B, H]
     finals = [xp.stack(f, axis=0) for f in finals]
     if mask is not None:
         empty = xp.logical_not(xp.any(mask, axis=0))      # [B, 1]
@@ -235,11 +233,11 @@ def _run_layer(ctx, s: Setup, gates: int, X, W, R, B, sequence_lens, initial: li
     T, Bn, _ = shape_of(X)
     Hs = int(R.shape[-1])
     mask = step_mask(ctx, sequence_lens, T, Bn)
-    Y, finals = [], [[] for _ in states]
+    Y = ctx.xp.empty((T, s.num_dirs, Bn, Hs), dtype=ct)     # every step of every direction is written
+    finals = [[] for _ in states]
     for d in range(s.num_dirs):
         cell = make_cell(d, X, W, R, B, ct, Hs, T * Bn)
-        y, last = _run_direction(ctx.xp, T, s.reverse[d], mask, [st[d] for st in states], cell)
-        Y.append(y)
+        last = _run_direction(ctx.xp, Y, d, s.reverse[d], mask, [st[d] for st in states], cell)
         for f, v in zip(finals, last):
             f.append(v)
     return _finish(ctx, s, dt, Y, finals, mask)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from array_api_compat import device as device_of
 
 from onnxkit.plugin import KernelTable, arrays, element_type
 
@@ -36,12 +37,12 @@ KERNELS = KernelTable()
 
 def _softmax(xp, x):
     """Softmax over the last axis; a row of -inf gives zeros, not NaN."""
-    zero = xp.zeros((), dtype=x.dtype)
+    zero = xp.zeros((), dtype=x.dtype, device=device_of(x))
     m = xp.max(x, axis=-1, keepdims=True)
     m = xp.where(xp.isinf(m) & (m < zero), zero, m)
     e = xp.exp(x - m)
     s = xp.sum(e, axis=-1, keepdims=True)
-    return e / xp.where(s == zero, xp.ones((), dtype=x.dtype), s)
+    return e / xp.where(s == zero, xp.ones_like(zero), s)
 
 
 def _matmul(xp, a, b):
@@ -97,11 +98,13 @@ def _additive_mask(ctx, mask, kv_len: int, t):
     padw = kv_len - int(mask.shape[-1])
     if padw > 0:
         shape = tuple(shape_of(mask)[:-1]) + (padw,)
-        fill = xp.zeros(shape, dtype=xp.bool) if arrays.is_bool(mask.dtype) else \
-            xp.full(shape, -math.inf, dtype=mask.dtype)
+        dev = device_of(mask)
+        fill = xp.zeros(shape, dtype=xp.bool, device=dev) if arrays.is_bool(mask.dtype) else \
+            xp.full(shape, -math.inf, dtype=mask.dtype, device=dev)
         mask = xp.concat((mask, fill), axis=-1)
     if arrays.is_bool(mask.dtype):
-        mask = xp.where(mask, xp.zeros((), dtype=t), xp.full((), -math.inf, dtype=t))
+        dev = device_of(mask)
+        mask = xp.where(mask, xp.zeros((), dtype=t, device=dev), xp.full((), -math.inf, dtype=t, device=dev))
     return xp.astype(mask, t, copy=False)
 
 
@@ -144,13 +147,14 @@ def attention(ctx):
             val = to_heads(ctx, val, int(kv_heads_attr), "V")
         batch, hq, q_len = (int(d) for d in q.shape[:3])
         scale = (1 / math.sqrt(int(q.shape[3]))) if scale_attr is None else float(scale_attr)
-        sq = xp.asarray(math.sqrt(scale), dtype=t)
+        dev = device_of(q)
+        sq = xp.asarray(math.sqrt(scale), dtype=t, device=dev)
         if past_key is not None:
             k = xp.concat((past_key, k), axis=2)
             val = xp.concat((past_value, val), axis=2)
         present_k, present_v = k, val
         kv_len = int(k.shape[2])
-        zero, neg = xp.zeros((), dtype=t), xp.full((), -math.inf, dtype=t)
+        zero, neg = xp.zeros((), dtype=t, device=dev), xp.full((), -math.inf, dtype=t, device=dev)
         bias = None if attn_mask is None else _additive_mask(ctx, attn_mask, kv_len, t)
         allowed = allowed_keys(ctx, q_len, kv_len, batch, causal=is_causal, left=left, right=right,
                                past_len=0 if past_key is None else int(past_key.shape[2]),
@@ -167,7 +171,7 @@ def attention(ctx):
         qk = _matmul(xp, q * sq, xp.permute_dims(k, (0, 1, 3, 2)) * sq)
         raw = qk
         if softcap > 0:
-            cap = xp.asarray(softcap, dtype=t)
+            cap = xp.asarray(softcap, dtype=t, device=dev)
             qk = xp.tanh(qk / cap) * cap
         with_bias = qk if bias is None else qk + bias
         qk_out = (raw, qk, with_bias, None)[mode]
@@ -176,7 +180,7 @@ def attention(ctx):
         probs = _softmax(xp, with_bias)
         if bias is not None:
             row_max = xp.max(bias, axis=-1, keepdims=True)
-            probs = xp.where(xp.isinf(row_max) & (row_max < zero), xp.zeros((), dtype=probs.dtype), probs)
+            probs = xp.where(xp.isinf(row_max) & (row_max < zero), xp.zeros_like(probs), probs)
         if mode == 3:
             qk_out = probs
         y = _matmul(xp, xp.astype(probs, t), val)
@@ -293,7 +297,7 @@ def causal_conv_with_state(ctx):
         b, c, _ = shape_of(x)
         k = int(weight.shape[2])
         if past_state is None:
-            pad = xp.zeros((b, c, k - 1), dtype=x.dtype)
+            pad = xp.zeros((b, c, k - 1), dtype=x.dtype, device=device_of(x))
         else:
             if shape_of(past_state) != [b, c, k - 1]:
                 ctx.fail(f"past_state has shape {shape_of(past_state)}, expected {[b, c, k - 1]}")
@@ -361,7 +365,7 @@ def linear_attention(ctx):
             state = xp.astype(past_state, xp.float32)
         else:
             state_dtype = query.dtype
-            state = xp.zeros((b, hk, dk, dv), dtype=xp.float32)
+            state = xp.zeros((b, hk, dk, dv), dtype=xp.float32, device=device_of(query))
         scale = 1.0 / math.sqrt(dk) if scale_attr == 0.0 else scale_attr
         group = hq // hk
         out = []
@@ -374,7 +378,7 @@ def linear_attention(ctx):
             state = state + kt[..., :, None] * vt[..., None, :]
             read = state if group == 1 else xp.repeat(state, group, axis=1)
             out.append(scale * (q4[:, :, i][:, :, None, :] @ read)[:, :, 0, :])
-        y = xp.stack(out, axis=2) if out else xp.zeros((b, hq, 0, dv), dtype=xp.float32)
+        y = xp.stack(out, axis=2) if out else xp.zeros((b, hq, 0, dv), dtype=xp.float32, device=device_of(query))
         y = xp.reshape(xp.permute_dims(y, (0, 2, 1, 3)), (b, t, hq * dv))
         return xp.astype(y, query.dtype), xp.astype(state, state_dtype)
 

@@ -21,6 +21,7 @@ import itertools
 import math
 
 import numpy as np
+from array_api_compat import device as device_of
 
 from onnxkit.plugin import KernelTable, arrays
 
@@ -104,13 +105,14 @@ def grid_sample(ctx):
             taps.append(_axis_taps(xp, xp.astype(xi, xp.float64), mode))
             borders.append((lo, hi))
         flat = xp.reshape(xp.astype(x, ct, copy=False), (n, c, -1))
-        y = xp.zeros((n, c, q), dtype=ct)
+        dev = device_of(x)
+        y = xp.zeros((n, c, q), dtype=ct, device=dev)
         strides = [math.prod(dims[i + 1:]) for i in range(nd)]
         if math.prod(dims) == 0:
             return xp.reshape(y, (n, c, *gs[1:-1]))
         for combo in itertools.product(*taps):
-            weight = xp.ones((n, q), dtype=xp.float64)
-            index = xp.zeros((n, q), dtype=xp.int64)
+            weight = xp.ones((n, q), dtype=xp.float64, device=dev)
+            index = xp.zeros((n, q), dtype=xp.int64, device=dev)
             for i, (ti, wi) in enumerate(combo):
                 size = dims[i]
                 if padding == "zeros":

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from array_api_compat import device as device_of
 
 from onnxkit.plugin import KernelTable, arrays
 
@@ -227,7 +228,7 @@ def _resize_axis(ctx, data, axis, scale, out_len, rule, coord_mode, roi, exclude
         if in_len == 0 and out_len > 0 and all(d for i, d in enumerate(shape) if i != axis):
             ctx.fail(f"cannot resize an empty axis {axis} to {out_len}")
         shape[axis] = out_len
-        return xp.zeros(tuple(shape), dtype=data.dtype)
+        return xp.zeros(tuple(shape), dtype=data.dtype, device=device_of(data))
     pick, idx, coeffs, extrap = axis_taps(rule, coord_mode, in_len, out_len, scale, roi, exclude_outside)
     if pick is not None:
         res = xp.take(data, ctx.from_host(pick), axis=axis)
@@ -236,14 +237,15 @@ def _resize_axis(ctx, data, axis, scale, out_len, rule, coord_mode, roi, exclude
         host = np.float64 if arrays.dtype_name(data.dtype) == "float64" else np.float32
         res = None
         for t in range(idx.shape[0]):
-            term = xp.take(data, ctx.from_host(idx[t]), axis=axis) * ctx.from_host(coeffs[t].astype(host).reshape(bshape))
+            weight = ctx.from_host(coeffs[t].astype(host).reshape(bshape))
+            term = xp.take(data, ctx.from_host(idx[t]), axis=axis) * weight
             if res is None:
                 res = term
             else:
                 res += term              # an array this kernel made
     if extrap is not None:
         mask = ctx.from_host(extrap.reshape((out_len,) + (1,) * (len(shape) - 1 - axis)))
-        res = xp.where(mask, xp.asarray(extrapolation, dtype=res.dtype), res)
+        res = xp.where(mask, xp.asarray(extrapolation, dtype=res.dtype, device=device_of(res)), res)
     return res
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from array_api_compat import device as device_of
 from onnxkit.plugin import KernelTable
 
 from ._common import compute_dtype, shape_of
@@ -31,7 +32,7 @@ KERNELS = KernelTable()
 # Each is ``make(xp, alpha, beta) -> f(x)``; ``zero`` below is a 0-d array of x's dtype, so no
 # Python float promotes a narrow or bfloat16 value.
 def _zero(xp, x):
-    return xp.zeros((), dtype=x.dtype)
+    return xp.zeros((), dtype=x.dtype, device=device_of(x))
 
 
 def _sigmoid(xp, a, b):
@@ -141,7 +142,7 @@ def _prepare(ctx, s: Setup, X, W, R, B, gates: int, states: list):
     out_states = []
     for h in states:
         if h is None:
-            out_states.append(xp.zeros((D, Bn, H), dtype=ct))
+            out_states.append(xp.zeros((D, Bn, H), dtype=ct, device=device_of(X)))
         elif shape_of(h) != [D, Bn, H]:
             ctx.fail(f"an initial state must have shape {[D, Bn, H]} (sequence-first), got {shape_of(h)}")
         else:
@@ -163,10 +164,11 @@ def step_mask(ctx, seq_lens, T: int, B: int):
     return ctx.from_host((np.arange(T)[:, None] < lens[None, :])[:, :, None])
 
 
-def _biases(xp, B, d: int, n: int, ct):
-    """The input and recurrence biases of direction ``d`` (each ``n`` wide), or zeros."""
+def _biases(xp, B, d: int, n: int, ct, like):
+    """The input and recurrence biases of direction ``d`` (each ``n`` wide), or zeros (on the
+    device of ``like``)."""
     if B is None:
-        zero = xp.zeros(n, dtype=ct)
+        zero = xp.zeros(n, dtype=ct, device=device_of(like))
         return zero, zero
     return B[d, :n], B[d, n:]
 
@@ -202,7 +204,7 @@ def _run_direction(xp, Y, d: int, reverse: bool, mask, states: list, cell):
         if mask is not None:
             m = mask[t]
             new = [xp.where(m, n, o) for n, o in zip(new, states)]
-            Y[t, d] = xp.where(m, new[0], xp.zeros((), dtype=new[0].dtype))
+            Y[t, d] = xp.where(m, new[0], xp.zeros_like(new[0]))
         else:
             Y[t, d] = new[0]
         states = new
@@ -217,7 +219,7 @@ def _finish(ctx, s: Setup, X_dtype, Y, finals: list, mask):
     finals = [xp.stack(f, axis=0) for f in finals]
     if mask is not None:
         empty = xp.logical_not(xp.any(mask, axis=0))      # [B, 1]
-        finals = [xp.where(empty, xp.zeros((), dtype=f.dtype), f) for f in finals]
+        finals = [xp.where(empty, xp.zeros_like(f), f) for f in finals]
     if s.layout:
         Y = xp.permute_dims(Y, (2, 0, 1, 3))
         finals = [xp.permute_dims(f, (1, 0, 2)) for f in finals]
@@ -233,7 +235,7 @@ def _run_layer(ctx, s: Setup, gates: int, X, W, R, B, sequence_lens, initial: li
     T, Bn, _ = shape_of(X)
     Hs = int(R.shape[-1])
     mask = step_mask(ctx, sequence_lens, T, Bn)
-    Y = ctx.xp.empty((T, s.num_dirs, Bn, Hs), dtype=ct)     # every step of every direction is written
+    Y = ctx.xp.empty((T, s.num_dirs, Bn, Hs), dtype=ct, device=device_of(X))   # every step is written
     finals = [[] for _ in states]
     for d in range(s.num_dirs):
         cell = make_cell(d, X, W, R, B, ct, Hs, T * Bn)
@@ -251,7 +253,7 @@ def rnn(ctx):
 
     def make_cell(d, X, W, R, B, ct, Hs, work):
         f = s.acts[d][0]
-        wb, rb = _biases(xp, B, d, Hs, ct)
+        wb, rb = _biases(xp, B, d, Hs, ct, W)
         proj = _project(xp, X, W[d]) + (wb + rb)
         rec = _recurrence(xp, R[d], work)
         return lambda t, h: [f(proj[t] + rec(h))]
@@ -271,9 +273,9 @@ def gru(ctx):
 
     def make_cell(d, X, W, R, B, ct, Hs, work):
         f, g = s.acts[d]
-        wb, rb = _biases(xp, B, d, 3 * Hs, ct)
+        wb, rb = _biases(xp, B, d, 3 * Hs, ct, W)
         # z, r, h parts; the recurrence bias of z and r is added with the input's
-        proj = _project(xp, X, W[d]) + (wb + xp.concat((rb[:2 * Hs], xp.zeros(Hs, dtype=ct))))
+        proj = _project(xp, X, W[d]) + (wb + xp.concat((rb[:2 * Hs], xp.zeros(Hs, dtype=ct, device=device_of(rb)))))
         rzr = _recurrence(xp, R[d, :2 * Hs], work)
         rh = _recurrence(xp, R[d, 2 * Hs:], work)
         rbh = rb[2 * Hs:]
@@ -308,7 +310,7 @@ def lstm(ctx):
             ctx.fail(f"P must have shape {[s.num_dirs, 3 * int(R.shape[-1])]}, got {shape_of(P)}")
 
         def make_cell(d, X, W, R, B, ct, Hs, work):
-            wb, rb = _biases(xp, B, d, 4 * Hs, ct)
+            wb, rb = _biases(xp, B, d, 4 * Hs, ct, W)
             proj = _project(xp, X, W[d]) + (wb + rb)    # [T, B, 4H]: i, o, f, c
             peep = None if P is None else [xp.astype(P[d, k * Hs:(k + 1) * Hs], ct) for k in range(3)]
             return _lstm_cell(proj, _recurrence(xp, R[d], work), Hs, *s.acts[d], peep, input_forget)

@@ -13,12 +13,19 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("torch")
-from kernel_cases import BACKENDS, check, one_node  # noqa: E402
+from one_node import BACKENDS, assert_close, build, outputs, reference  # noqa: E402
 
 from onnxkit.errors import OnnxkitError  # noqa: E402
 from onnxkit.runtime import InferenceSession  # noqa: E402
 
 RNG = np.random.default_rng(2323)
+
+
+def check(backend, op, opset, inputs, attrs=None, n_out=1, rtol=1e-5, atol=1e-6) -> list:
+    """The outputs on ``backend`` (on gpu, not a fallback), compared with onnx.reference."""
+    got = outputs(backend, op, opset, inputs, attrs, n_out)
+    assert_close(got, reference(op, opset, inputs, attrs, n_out), rtol, atol)
+    return got
 
 
 def randn(*shape, dtype=np.float32):
@@ -49,7 +56,7 @@ def test_attention_causal_softcap_scale_and_every_qk_output_mode(backend, mode):
     # mode 0 is the product itself, before the softcap (onnx.reference gives the softcapped one
     # there: its mode-0 output is compared on the same node without softcap)
     y = check(backend, "Attention", 23, [q, k, v, additive, past_k, past_v], attrs, n_out=3)
-    model, feeds = one_node("Attention", 23, [q, k, v, additive, past_k, past_v], attrs, 4)
+    model, feeds = build("Attention", 23, [q, k, v, additive, past_k, past_v], attrs, 4)
     got = InferenceSession(model, backend, validate=False).run(None, feeds)
     np.testing.assert_array_equal(got[0], y[0])
     raw = check(backend, "Attention", 23, [q, k, v, additive, past_k, past_v], dict(attrs, softcap=0.0), n_out=4)[3]
@@ -85,11 +92,11 @@ def test_attention_25_windows(backend, window):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_attention_refusals_name_the_node(backend):
     q = randn(1, 2, 3, 4)
-    with pytest.raises(OnnxkitError, match="'node0'.*past_key and past_value"):
+    with pytest.raises(OnnxkitError, match="'n0'.*past_key and past_value"):
         check(backend, "Attention", 23, [q, q, q, None, randn(1, 2, 1, 4)])
-    with pytest.raises(OnnxkitError, match="'node0'.*must not be given for 4-D"):
+    with pytest.raises(OnnxkitError, match="'n0'.*must not be given for 4-D"):
         check(backend, "Attention", 25, [q, q, q], {"q_num_heads": 2, "kv_num_heads": 2})
-    with pytest.raises(OnnxkitError, match="'node0'.*cannot attend"):
+    with pytest.raises(OnnxkitError, match="'n0'.*cannot attend"):
         check(backend, "Attention", 23, [randn(1, 3, 3, 4), q, q])
 
 
@@ -105,7 +112,7 @@ def test_rotary_embedding(backend, interleaved):
     x3 = randn(2, 5, 3 * 8)
     check(backend, "RotaryEmbedding", 23, [x3, randn(2, 5, 4), randn(2, 5, 4)],
           {"interleaved": interleaved, "num_heads": 3})
-    with pytest.raises(OnnxkitError, match="'node0'.*outside the caches"):
+    with pytest.raises(OnnxkitError, match="'n0'.*outside the caches"):
         check(backend, "RotaryEmbedding", 23, [x4, cos, sin, pid + 10], attrs)
 
 
@@ -117,7 +124,7 @@ def test_tensor_scatter(backend, mode):
     check(backend, "TensorScatter", 24, [cache, update, idx], {"mode": mode})
     check(backend, "TensorScatter", 24, [randn(2, 5, 3), randn(2, 5, 2), None], {"mode": mode, "axis": -1})
     if mode == "linear":
-        with pytest.raises(OnnxkitError, match="'node0'.*exceeds"):
+        with pytest.raises(OnnxkitError, match="'n0'.*exceeds"):
             check(backend, "TensorScatter", 24, [cache, update, np.array([0, 5, 1], np.int64)])
 
 
@@ -147,5 +154,5 @@ def test_linear_attention(backend, rule):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_swiglu(backend):
     check(backend, "SwiGLU", 28, [randn(3, 4), randn(3, 4)], {"alpha": 1.5})
-    with pytest.raises(OnnxkitError, match="'node0'.*same shape"):
+    with pytest.raises(OnnxkitError, match="'n0'.*same shape"):
         check(backend, "SwiGLU", 28, [randn(3, 4), randn(3, 5)])

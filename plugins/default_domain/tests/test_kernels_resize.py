@@ -13,8 +13,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("torch")
-import kernel_cases  # noqa: E402
-from kernel_cases import BACKENDS  # noqa: E402
+from one_node import BACKENDS, assert_close, outputs, reference  # noqa: E402
 
 from onnxkit import ir  # noqa: E402
 from onnxkit.dtypes import DataType  # noqa: E402
@@ -27,12 +26,14 @@ RNG = np.random.default_rng(1818)
 
 def run(backend, op, opset, inputs, attrs=None):
     """The one output on ``backend`` (on gpu, not a fallback)."""
-    return kernel_cases.run(backend, op, opset, inputs, attrs)[0]
+    return outputs(backend, op, opset, inputs, attrs)[0]
 
 
 def check(backend, op, opset, inputs, attrs=None, rtol=1e-5, atol=1e-6):
     """The one output, compared with onnx.reference."""
-    return kernel_cases.check(backend, op, opset, inputs, attrs, 1, rtol, atol)[0]
+    got = run(backend, op, opset, inputs, attrs)
+    assert_close([got], reference(op, opset, inputs, attrs), rtol, atol)
+    return got
 
 
 def scales(*v):
@@ -157,17 +158,17 @@ def test_resize_10_and_every_upsample_form(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_resize_refusals_name_the_node(backend):
     x = RNG.standard_normal((1, 1, 2, 2)).astype(np.float32)
-    with pytest.raises(OnnxkitError, match="'node0'.*complex64"):
+    with pytest.raises(OnnxkitError, match="'n0'.*complex64"):
         run(backend, "Resize", 13, [x.astype(np.complex64), None, scales(1, 1, 2, 2)])
-    with pytest.raises(OnnxkitError, match="'node0'.*half_pixel_symmetric"):
+    with pytest.raises(OnnxkitError, match="'n0'.*half_pixel_symmetric"):
         run(backend, "Resize", 18, [x, None, scales(1, 1, 2, 2)], {"coordinate_transformation_mode": "half_pixel_symmetric"})
-    with pytest.raises(OnnxkitError, match="'node0'.*one of scales and sizes"):
+    with pytest.raises(OnnxkitError, match="'n0'.*one of scales and sizes"):
         run(backend, "Resize", 13, [x, None, scales(1, 1, 2, 2), np.array([1, 1, 4, 4], np.int64)])
-    with pytest.raises(OnnxkitError, match="'node0'.*scales must be positive"):
+    with pytest.raises(OnnxkitError, match="'n0'.*scales must be positive"):
         run(backend, "Resize", 13, [x, None, scales(1, 1, -2, 2)])
-    with pytest.raises(OnnxkitError, match="'node0'.*nearest_mode"):
+    with pytest.raises(OnnxkitError, match="'n0'.*nearest_mode"):
         run(backend, "Resize", 13, [x, None, scales(1, 1, 2, 2)], {"mode": "linear", "nearest_mode": "nope"})
-    with pytest.raises(OnnxkitError, match="'node0'.*scales has 3 values"):
+    with pytest.raises(OnnxkitError, match="'n0'.*scales has 3 values"):
         run(backend, "Resize", 13, [x, None, scales(1, 2, 2)])
 
 
@@ -195,7 +196,7 @@ def test_affine_grid_and_grid_sample_refusals(backend):
               {"align_corners": align}, rtol=1e-5)
         check(backend, "AffineGrid", 20, [RNG.standard_normal((1, 3, 4)).astype(np.float32), np.array([1, 1, 2, 3, 4])],
               {"align_corners": align}, rtol=1e-5)
-    with pytest.raises(OnnxkitError, match="'node0'.*int32"):
+    with pytest.raises(OnnxkitError, match="'n0'.*int32"):
         run(backend, "GridSample", 20, [np.ones((1, 1, 2, 2), np.int32), np.zeros((1, 1, 1, 2), np.float32)])
-    with pytest.raises(OnnxkitError, match="'node0'.*affine grid"):
+    with pytest.raises(OnnxkitError, match="'n0'.*affine grid"):
         run(backend, "AffineGrid", 20, [np.zeros((1, 2, 3), np.float32), np.array([1, 1, 2, 3, 4])])

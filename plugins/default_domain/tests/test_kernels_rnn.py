@@ -14,8 +14,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("torch")
-import kernel_cases  # noqa: E402
-from kernel_cases import BACKENDS  # noqa: E402
+from one_node import BACKENDS, outputs, reference  # noqa: E402
 
 from onnxkit.errors import OnnxkitError  # noqa: E402
 
@@ -29,11 +28,11 @@ def _inputs(op, feeds: dict) -> list:
 
 
 def _run(backend, op, opset, feeds, attrs, n_out=3):
-    return kernel_cases.run(backend, op, opset, _inputs(op, feeds), attrs, n_out)
+    return outputs(backend, op, opset, _inputs(op, feeds), attrs, n_out)
 
 
 def _reference(op, opset, feeds, attrs, n_out=3):
-    return kernel_cases.reference(op, opset, _inputs(op, feeds), attrs, n_out)
+    return reference(op, opset, _inputs(op, feeds), attrs, n_out)
 
 
 def _feeds(op, T=5, B=3, I=4, H=6, D=1, dtype=np.float32, bias=True, states=False, peep=False, layout=0):
@@ -235,13 +234,13 @@ def test_element_types_keep_their_type(backend, dtype):
 def test_bad_inputs_name_the_node(backend):
     feeds = _feeds("GRU")
     h = feeds["R"].shape[-1]
-    with pytest.raises(OnnxkitError, match="'node0'.*hidden_size"):
+    with pytest.raises(OnnxkitError, match="'n0'.*hidden_size"):
         _run(backend, "GRU", 14, feeds, {"hidden_size": h + 1})
-    with pytest.raises(OnnxkitError, match="'node0'.*activations lists 1"):
+    with pytest.raises(OnnxkitError, match="'n0'.*activations lists 1"):
         _run(backend, "GRU", 14, feeds, {"hidden_size": h, "activations": ["Tanh"]})
-    with pytest.raises(OnnxkitError, match="'node0'.*unknown activation"):
+    with pytest.raises(OnnxkitError, match="'n0'.*unknown activation"):
         _run(backend, "GRU", 14, feeds, {"hidden_size": h, "activations": ["Tanh", "Nope"]})
-    with pytest.raises(OnnxkitError, match="'node0'.*sequence_lens"):
+    with pytest.raises(OnnxkitError, match="'n0'.*sequence_lens"):
         _run(backend, "GRU", 14, dict(feeds, sequence_lens=np.array([1, 9, 2], np.int32)), {"hidden_size": h})
-    with pytest.raises(OnnxkitError, match="'node0'.*B must have shape"):
+    with pytest.raises(OnnxkitError, match="'n0'.*B must have shape"):
         _run(backend, "GRU", 14, dict(feeds, B=feeds["B"][:, 1:]), {"hidden_size": h})

@@ -52,7 +52,8 @@ def _gather_nd(ctx):
     return [tensor(elem, i[:-1] + d[b + last:])]
 
 
-register(FUNCTIONS, "Scatter ScatterElements ScatterND TensorScatter", same_as_input(0))
+register(FUNCTIONS, "Scatter ScatterElements ScatterND", same_as_input(0))
+register(FUNCTIONS, "TensorScatter", same_as_input(0))
 
 
 @rule(FUNCTIONS, "Compress")

@@ -163,7 +163,9 @@ register(FUNCTIONS, "RotaryEmbedding", same_as_input(0))
 
 # -- recurrent layers -----------------------------------------------------------------------------
 
-@rule(FUNCTIONS, "RNN GRU LSTM")
+@rule(FUNCTIONS, "RNN")
+@rule(FUNCTIONS, "GRU")
+@rule(FUNCTIONS, "LSTM")
 def _rnn(ctx):
     x = ctx.input_type(0)
     elem = elem_of(x)

@@ -17,8 +17,56 @@ INT32, UINT8 = int(DataType.INT32), int(DataType.UINT8)
 
 # -- resizing, sampling ---------------------------------------------------------------------------
 
-def _scaled(dims, scales):
-    return [int(math.floor(d * s)) if isinstance(d, int) else (d if s == 1 else None) for d, s in zip(dims, scales)]
+def resize_extents(dims, axes, scales=None, sizes=None, policy="stretch"):
+    """The per-axis scales and the output extents of Resize / Upsample, for inference and the
+    kernels alike.
+
+    ``dims``: the input's extents (int, or str / None where symbolic / unknown); ``axes``: the
+    distinct non-negative axes that ``scales`` or ``sizes`` (host sequences, exactly one of
+    them given) hold one value each for; ``policy``: ``keep_aspect_ratio_policy`` (sizes only).
+    Returns full-rank lists ``(scales, extents)``; an axis not listed keeps its extent and scale
+    1.0.  From scales, an extent is floor(scale * input extent), whatever the roi (as the ONNX
+    reference and onnxruntime compute it); an unknown input extent stays as it is under scale 1
+    and becomes None otherwise.  From sizes, ``stretch`` takes them as they are (scale = size /
+    input extent); ``not_larger`` / ``not_smaller`` take the smallest / largest of those ratios
+    for every listed axis, each extent then round-half-up(scale * input extent), and every
+    listed extent is None unless all listed input extents are known.  A zero input extent has
+    scale 1.0.  A scale that is not positive or a negative size gives extent None (the kernels
+    refuse both).
+    """
+    r = len(dims)
+    out_scales, out = [1.0] * r, list(dims)
+
+    def ratio(a, s):
+        d = dims[a]
+        return None if not isinstance(d, int) else (s / d if d else 1.0)
+
+    if sizes is not None:
+        sizes = [int(s) for s in sizes]
+        if policy == "stretch":
+            for a, s in zip(axes, sizes):
+                out_scales[a], out[a] = ratio(a, s), (s if s >= 0 else None)
+        elif not all(isinstance(dims[a], int) for a in axes):
+            for a in axes:
+                out_scales[a] = out[a] = None
+        else:
+            pick = min if policy == "not_larger" else max
+            s = pick(ratio(a, n) for a, n in zip(axes, sizes))
+            for a in axes:
+                out_scales[a] = s
+                out[a] = int(math.floor(s * dims[a] + 0.5)) if s > 0 else None
+        return out_scales, out
+    for a, s in zip(axes, scales):
+        s = float(s)
+        d = dims[a]
+        out_scales[a] = s
+        if s <= 0:
+            out[a] = None
+        elif isinstance(d, int):
+            out[a] = int(math.floor(d * s))
+        else:
+            out[a] = d if s == 1 else None
+    return out_scales, out
 
 
 @rule(FUNCTIONS, "Resize", 10, 10)
@@ -28,7 +76,7 @@ def _resize_10(ctx):
     scales = ctx.constant(1)
     if xd is None or scales is None or scales.size != len(xd):
         return [tensor(elem_of(x), None if xd is None else [None] * len(xd))]
-    return [tensor(elem_of(x), _scaled(xd, [float(s) for s in scales.reshape(-1)]))]
+    return [tensor(elem_of(x), resize_extents(xd, range(len(xd)), scales=scales.reshape(-1).tolist())[1])]
 
 
 @rule(FUNCTIONS, "Resize", 11)
@@ -46,27 +94,13 @@ def _resize(ctx):
     scales_c = ctx.constant(2) if ctx.has_input(2) else None
     if scales_c is not None and scales_c.size == 0:
         scales_c = None
-    if ctx.has_input(3) and sizes is None and (scales_c is None):
+    if ctx.has_input(3) and sizes is None and scales_c is None:
         return [unknown]
-    out = list(xd)
     if sizes is not None and len(sizes) == len(axes):
         policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
-        if policy == "stretch":
-            for a, s in zip(axes, sizes):
-                out[a] = s
-        else:
-            if not all(isinstance(xd[a], int) and xd[a] > 0 for a in axes):
-                return [unknown]
-            ratios = [s / xd[a] for a, s in zip(axes, sizes)]
-            scale = min(ratios) if policy == "not_larger" else max(ratios)
-            for a in axes:
-                out[a] = int(math.floor(scale * xd[a] + 0.5))
-        return [tensor(elem, out)]
+        return [tensor(elem, resize_extents(xd, axes, sizes=sizes, policy=policy)[1])]
     if scales_c is not None and scales_c.size == len(axes):
-        for a, s in zip(axes, scales_c.reshape(-1).tolist()):
-            d = xd[a]
-            out[a] = int(math.floor(d * s)) if isinstance(d, int) else (d if s == 1 else None)
-        return [tensor(elem, out)]
+        return [tensor(elem, resize_extents(xd, axes, scales=scales_c.reshape(-1).tolist())[1])]
     return [unknown]
 
 
@@ -85,7 +119,7 @@ def _upsample(ctx):
         scales = [1.0, 1.0, float(ctx.attr("height_scale")), float(ctx.attr("width_scale"))] if len(xd) == 4 else None
     if scales is None or len(scales) != len(xd):
         return [tensor(elem_of(x), [None] * len(xd))]
-    return [tensor(elem_of(x), _scaled(xd, scales))]
+    return [tensor(elem_of(x), resize_extents(xd, range(len(xd)), scales=scales)[1])]
 
 
 @rule(FUNCTIONS, "GridSample")

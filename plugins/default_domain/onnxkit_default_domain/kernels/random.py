@@ -1,26 +1,23 @@
-"""Random-number kernels of ai.onnx (non-deterministic without a seed, Clause 8.5).
+"""Random-number operators of ai.onnx (non-deterministic without a seed, Clause 8.5; every backend).
 
-Operators and the definitions (since_versions) implemented:
+RandomNormal, RandomUniform, RandomNormalLike, RandomUniformLike, Multinomial and Bernoulli;
+the later definitions only add BFLOAT16 to the type lists.
 
-* RandomNormal 1, 22; RandomUniform 1, 22; RandomNormalLike 1, 22; RandomUniformLike 1, 22
-  (22 only adds BFLOAT16 to the type lists).
-* Multinomial 7, 22.
-* Bernoulli 15, 22.
-
-Every kernel draws from ``ctx.rng()``: a numpy ``Generator`` seeded from the node's ``seed``
-attribute (its float32 bit pattern), else from the session's seed, else from the operating
-system.  The generator lives as long as the planned node, so successive runs of one session
-continue the same stream (as onnxruntime's kernels do).  Values are drawn in double
-precision and rounded to the output type.  The streams are onnxkit's own: ONNX does not
-specify them, and no two implementations agree even with the same seed.
+Every kernel draws on the host from ``ctx.rng()``: a numpy ``Generator`` seeded from the
+node's ``seed`` attribute (its float32 bit pattern), else from the session's seed, else from
+the operating system, and hands the result to the backend (``ctx.from_host``), so that a
+seeded node gives the same stream on every backend.  The generator lives as long as the
+planned node, so successive runs of one session continue the same stream (as onnxruntime's
+kernels do).  Values are drawn in double precision and rounded to the output type.  The
+streams are onnxkit's own: ONNX does not specify them, and no two implementations agree even
+with the same seed.  Multinomial and Bernoulli read their input on the host.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.dtypes import element_type
-from onnxkit.runtime import KernelTable
+from onnxkit.plugin import KernelTable, arrays, element_type
 
 KERNELS = KernelTable()
 
@@ -32,6 +29,11 @@ def _out_dtype(ctx, default=None):
     if tag is None:
         return default
     return element_type(int(tag)).dtype
+
+
+def _host_dtype(dtype) -> np.dtype:
+    """The numpy dtype of a backend dtype (numpy, ml_dtypes or torch)."""
+    return dtype if isinstance(dtype, np.dtype) else np.dtype(arrays.dtype_name(dtype))
 
 
 def _float_dtype(ctx, dtype, what: str):
@@ -56,7 +58,7 @@ def random_normal(ctx):
     mean, scale = float(ctx.attr("mean", 0.0)), float(ctx.attr("scale", 1.0))
     shape = _shape_attr(ctx)
     rng = ctx.rng()
-    return lambda: rng.normal(mean, scale, size=shape).astype(dtype)
+    return lambda: ctx.from_host(rng.normal(mean, scale, size=shape).astype(dtype))
 
 
 @KERNELS.register("RandomUniform", 1, 22)
@@ -65,7 +67,7 @@ def random_uniform(ctx):
     low, high = float(ctx.attr("low", 0.0)), float(ctx.attr("high", 1.0))
     shape = _shape_attr(ctx)
     rng = ctx.rng()
-    return lambda: rng.uniform(low, high, size=shape).astype(dtype)
+    return lambda: ctx.from_host(rng.uniform(low, high, size=shape).astype(dtype))
 
 
 @KERNELS.register("RandomNormalLike", 1, 22)
@@ -75,8 +77,8 @@ def random_normal_like(ctx):
     rng = ctx.rng()
 
     def fn(x):
-        dtype = _float_dtype(ctx, fixed if fixed is not None else x.dtype, "RandomNormalLike")
-        return rng.normal(mean, scale, size=x.shape).astype(dtype)
+        dtype = _float_dtype(ctx, fixed if fixed is not None else _host_dtype(x.dtype), "RandomNormalLike")
+        return ctx.from_host(rng.normal(mean, scale, size=tuple(int(d) for d in x.shape)).astype(dtype))
 
     return fn
 
@@ -88,8 +90,8 @@ def random_uniform_like(ctx):
     rng = ctx.rng()
 
     def fn(x):
-        dtype = _float_dtype(ctx, fixed if fixed is not None else x.dtype, "RandomUniformLike")
-        return rng.uniform(low, high, size=x.shape).astype(dtype)
+        dtype = _float_dtype(ctx, fixed if fixed is not None else _host_dtype(x.dtype), "RandomUniformLike")
+        return ctx.from_host(rng.uniform(low, high, size=tuple(int(d) for d in x.shape)).astype(dtype))
 
     return fn
 
@@ -105,6 +107,7 @@ def multinomial(ctx):
     rng = ctx.rng()
 
     def fn(x):
+        x = ctx.to_host(x)
         if x.ndim != 2:
             ctx.fail(f"input must have shape [batch_size, class_size], got {list(x.shape)}")
         batch, classes = x.shape
@@ -118,7 +121,7 @@ def multinomial(ctx):
         out = np.empty((batch, samples), dtype=np.int64)
         for b in range(batch):  # one searchsorted per batch row
             out[b] = np.searchsorted(cdf[b], u[b], side="right")
-        return np.minimum(out, classes - 1).astype(dtype)
+        return ctx.from_host(np.minimum(out, classes - 1).astype(dtype))
 
     return fn
 
@@ -129,9 +132,10 @@ def bernoulli(ctx):
     rng = ctx.rng()
 
     def fn(x):
+        x = ctx.to_host(x)
         if np.dtype(x.dtype).name not in _FLOAT_KINDS:
             ctx.fail(f"input must hold floating-point probabilities, got {x.dtype}")
         draws = rng.random(x.shape) < x.astype(np.float64)
-        return draws.astype(fixed if fixed is not None else x.dtype)
+        return ctx.from_host(draws.astype(fixed if fixed is not None else x.dtype))
 
     return fn

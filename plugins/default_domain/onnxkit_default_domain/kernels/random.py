@@ -52,48 +52,55 @@ def _shape_attr(ctx):
     return shape
 
 
+def _draw(ctx, kind: str):
+    """The drawing function of a RandomNormal/RandomUniform(Like) node: ``draw(size)`` gives
+    float64 samples of the node's distribution from the node's generator."""
+    rng = ctx.rng()
+    if kind == "normal":
+        mean, scale = float(ctx.attr("mean", 0.0)), float(ctx.attr("scale", 1.0))
+        return lambda size: rng.normal(mean, scale, size=size)
+    low, high = float(ctx.attr("low", 0.0)), float(ctx.attr("high", 1.0))
+    return lambda size: rng.uniform(low, high, size=size)
+
+
+def _generator(ctx, kind: str):
+    """RandomNormal / RandomUniform: the ``shape`` and ``dtype`` attributes fix the output."""
+    dtype = _float_dtype(ctx, _out_dtype(ctx, np.dtype(np.float32)), ctx.op_type)
+    shape = _shape_attr(ctx)
+    draw = _draw(ctx, kind)
+    return lambda: ctx.from_host(draw(shape).astype(dtype))
+
+
+def _generator_like(ctx, kind: str):
+    """RandomNormalLike / RandomUniformLike: the input's shape, its type unless ``dtype`` says."""
+    fixed = _out_dtype(ctx)
+    draw = _draw(ctx, kind)
+
+    def fn(x):
+        dtype = _float_dtype(ctx, fixed if fixed is not None else _host_dtype(x.dtype), ctx.op_type)
+        return ctx.from_host(draw(tuple(int(d) for d in x.shape)).astype(dtype))
+
+    return fn
+
+
 @KERNELS.register("RandomNormal", 1, 22)
 def random_normal(ctx):
-    dtype = _float_dtype(ctx, _out_dtype(ctx, np.dtype(np.float32)), "RandomNormal")
-    mean, scale = float(ctx.attr("mean", 0.0)), float(ctx.attr("scale", 1.0))
-    shape = _shape_attr(ctx)
-    rng = ctx.rng()
-    return lambda: ctx.from_host(rng.normal(mean, scale, size=shape).astype(dtype))
+    return _generator(ctx, "normal")
 
 
 @KERNELS.register("RandomUniform", 1, 22)
 def random_uniform(ctx):
-    dtype = _float_dtype(ctx, _out_dtype(ctx, np.dtype(np.float32)), "RandomUniform")
-    low, high = float(ctx.attr("low", 0.0)), float(ctx.attr("high", 1.0))
-    shape = _shape_attr(ctx)
-    rng = ctx.rng()
-    return lambda: ctx.from_host(rng.uniform(low, high, size=shape).astype(dtype))
+    return _generator(ctx, "uniform")
 
 
 @KERNELS.register("RandomNormalLike", 1, 22)
 def random_normal_like(ctx):
-    fixed = _out_dtype(ctx)
-    mean, scale = float(ctx.attr("mean", 0.0)), float(ctx.attr("scale", 1.0))
-    rng = ctx.rng()
-
-    def fn(x):
-        dtype = _float_dtype(ctx, fixed if fixed is not None else _host_dtype(x.dtype), "RandomNormalLike")
-        return ctx.from_host(rng.normal(mean, scale, size=tuple(int(d) for d in x.shape)).astype(dtype))
-
-    return fn
+    return _generator_like(ctx, "normal")
 
 
 @KERNELS.register("RandomUniformLike", 1, 22)
 def random_uniform_like(ctx):
-    fixed = _out_dtype(ctx)
-    low, high = float(ctx.attr("low", 0.0)), float(ctx.attr("high", 1.0))
-    rng = ctx.rng()
-
-    def fn(x):
-        dtype = _float_dtype(ctx, fixed if fixed is not None else _host_dtype(x.dtype), "RandomUniformLike")
-        return ctx.from_host(rng.uniform(low, high, size=tuple(int(d) for d in x.shape)).astype(dtype))
-
-    return fn
+    return _generator_like(ctx, "uniform")
 
 
 @KERNELS.register("Multinomial", 7, 22)

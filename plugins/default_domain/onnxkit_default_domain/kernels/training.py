@@ -38,6 +38,11 @@ def _groups(ctx, args, per: int):
     return float(ctx.to_host(r).reshape(-1)[0]), int(ctx.to_host(t).reshape(-1)[0]), groups
 
 
+def _floats(ctx, **defaults) -> list:
+    """The FLOAT attributes named, in order, each its default where the node has none."""
+    return [float(ctx.attr(name, d)) for name, d in defaults.items()]
+
+
 def _f64(xp, a):
     return xp.astype(a, xp.float64)
 
@@ -50,9 +55,7 @@ def _cast(xp, value, like):
 @KERNELS.register("Adagrad", 1, domain=DOMAIN)
 def adagrad(ctx):
     xp = ctx.xp
-    decay = float(ctx.attr("decay_factor", 0.0))
-    eps = float(ctx.attr("epsilon", 0.0))
-    norm = float(ctx.attr("norm_coefficient", 0.0))
+    decay, eps, norm = _floats(ctx, decay_factor=0.0, epsilon=0.0, norm_coefficient=0.0)
 
     def fn(*args):
         r, t, (xs, gs, hs) = _groups(ctx, args, 3)
@@ -71,11 +74,8 @@ def adagrad(ctx):
 @KERNELS.register("Adam", 1, domain=DOMAIN)
 def adam(ctx):
     xp = ctx.xp
-    alpha = float(ctx.attr("alpha", 0.9))
-    beta = float(ctx.attr("beta", 0.999))
-    eps = float(ctx.attr("epsilon", 0.0))
-    norm = float(ctx.attr("norm_coefficient", 0.0))
-    norm_post = float(ctx.attr("norm_coefficient_post", 0.0))
+    alpha, beta, eps, norm, norm_post = _floats(ctx, alpha=0.9, beta=0.999, epsilon=0.0, norm_coefficient=0.0,
+                                                norm_coefficient_post=0.0)
 
     def fn(*args):
         r, t, (xs, gs, vs, hs) = _groups(ctx, args, 4)
@@ -97,9 +97,7 @@ def adam(ctx):
 @KERNELS.register("Momentum", 1, domain=DOMAIN)
 def momentum(ctx):
     xp = ctx.xp
-    alpha = float(ctx.attr("alpha", 0.0))
-    beta = float(ctx.attr("beta", 0.0))
-    norm = float(ctx.attr("norm_coefficient", 0.0))
+    alpha, beta, norm = _floats(ctx, alpha=0.0, beta=0.0, norm_coefficient=0.0)
     mode = ctx.attr_str("mode", "standard")
     if mode not in ("standard", "nesterov"):
         ctx.fail(f"mode must be 'standard' or 'nesterov', got {mode!r}")

@@ -14,11 +14,11 @@ from onnxkit import ir
 from onnxkit.errors import EvaluationError, LimitExceeded
 from onnxkit.limits import Limits
 from onnxkit.runtime import InferenceSession
+from one_node import BACKENDS
 
+pytest.importorskip("torch")
 A = ir.Attribute.make
 F32, I64, BOOL = 1, 7, 9
-BACKENDS = ["cpu", pytest.param("gpu", marks=pytest.mark.skipif(
-    __import__("importlib").util.find_spec("torch") is None, reason="torch is not installed"))]
 
 
 def vi(name, elem=F32, shape=None):

@@ -5,19 +5,17 @@ precision."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from onnxkit import ir
 from onnxkit.errors import EvaluationError
 from onnxkit.runtime import InferenceSession
+from one_node import BACKENDS
 
+pytest.importorskip("torch")
 A = ir.Attribute.make
 F32, I32, I64, F64 = 1, 6, 7, 11
-BACKENDS = ["cpu", pytest.param("gpu", marks=pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                                                 reason="torch is not installed"))]
 
 
 def vi(name, elem, shape=None):

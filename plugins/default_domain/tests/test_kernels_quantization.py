@@ -8,8 +8,6 @@ types here), decided by element type.  Expected values are hand-computed.
 
 from __future__ import annotations
 
-import importlib.util
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -17,11 +15,11 @@ import pytest
 from onnxkit import ir
 from onnxkit.errors import EvaluationError
 from onnxkit.runtime import InferenceSession
+from one_node import BACKENDS
 
+pytest.importorskip("torch")
 A = ir.Attribute.make
 F32, U8, I8, I16, I32, F8 = 1, 2, 3, 5, 6, 17
-BACKENDS = ["cpu", pytest.param("gpu", marks=pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                                                 reason="torch is not installed"))]
 
 
 def vi(name, elem, shape=None):

@@ -4,17 +4,15 @@ node's generator, so a seeded node gives the very same values on both backends, 
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from onnxkit import ir
 from onnxkit.runtime import InferenceSession
 
+pytest.importorskip("torch")
 A = ir.Attribute.make
 F32, F64, I32, I64 = 1, 11, 6, 7
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 
 
 def vi(name, elem, shape=None):

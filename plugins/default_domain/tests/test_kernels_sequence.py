@@ -6,19 +6,17 @@ session asserts ``sess.fallbacks`` is empty.  Expected values are hand-computed.
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from onnxkit import ir
 from onnxkit.errors import EvaluationError
 from onnxkit.runtime import InferenceSession
+from one_node import BACKENDS
 
+pytest.importorskip("torch")
 A = ir.Attribute.make
 F32, I64, BOOL = 1, 7, 9
-BACKENDS = ["cpu", pytest.param("gpu", marks=pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                                                 reason="torch is not installed"))]
 
 
 def vi(name, elem=F32, shape=None):

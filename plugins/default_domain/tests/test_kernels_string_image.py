@@ -4,19 +4,17 @@ is refused when the session is created, on both backends.  Expected values are h
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from onnxkit import ir
 from onnxkit.errors import UnsupportedOperatorError
 from onnxkit.runtime import InferenceSession
+from one_node import BACKENDS
 
+pytest.importorskip("torch")
 A = ir.Attribute.make
 F32, I64, STR, BOOL = 1, 7, 8, 9
-BACKENDS = ["cpu", pytest.param("gpu", marks=pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                                                 reason="torch is not installed"))]
 
 
 def vi(name, elem, shape=None):

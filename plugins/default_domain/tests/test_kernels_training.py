@@ -4,19 +4,17 @@ Expected values are hand-computed."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from onnxkit import ir
 from onnxkit.runtime import InferenceSession
+from one_node import BACKENDS
 
+pytest.importorskip("torch")
 A = ir.Attribute.make
 F32, F64, I64 = 1, 11, 7
 TRAIN = "ai.onnx.preview.training"
-BACKENDS = ["cpu", pytest.param("gpu", marks=pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                                                 reason="torch is not installed"))]
 
 
 def vi(name, elem, shape=None):

@@ -84,23 +84,15 @@ def _generator_like(ctx, kind: str):
 
 
 @KERNELS.register("RandomNormal", 1, 22)
-def random_normal(ctx):
-    return _generator(ctx, "normal")
-
-
 @KERNELS.register("RandomUniform", 1, 22)
-def random_uniform(ctx):
-    return _generator(ctx, "uniform")
+def random_generator(ctx):
+    return _generator(ctx, "normal" if ctx.op_type == "RandomNormal" else "uniform")
 
 
 @KERNELS.register("RandomNormalLike", 1, 22)
-def random_normal_like(ctx):
-    return _generator_like(ctx, "normal")
-
-
 @KERNELS.register("RandomUniformLike", 1, 22)
-def random_uniform_like(ctx):
-    return _generator_like(ctx, "uniform")
+def random_generator_like(ctx):
+    return _generator_like(ctx, "normal" if ctx.op_type == "RandomNormalLike" else "uniform")
 
 
 @KERNELS.register("Multinomial", 7, 22)

@@ -78,11 +78,14 @@ def _is_tensor(v) -> bool:
 def stack(ctx, values: list, what: str):
     """The values of one scan output, one per iteration, stacked along a new first axis;
     ctx.fail if one is not a tensor or their extents differ."""
+    shapes = set()
     for v in values:
-        if not _is_tensor(v):
+        shape = getattr(v, "shape", None)
+        if shape is None or isinstance(v, (list, dict)):
             ctx.fail(f"{what} must be a tensor in every iteration, got {type(v).__name__}")
-    shapes = sorted({tuple(shape_of(v)) for v in values})
+        shapes.add(tuple(shape))
     if len(shapes) > 1:
+        shapes = sorted(tuple(int(d) for d in s) for s in shapes)
         ctx.fail(f"{what} changes shape across iterations ({[list(s) for s in shapes[:3]]}); "
                  "its extents must be the same in every iteration")
     return ctx.xp.stack(values)

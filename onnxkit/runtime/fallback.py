@@ -139,7 +139,8 @@ def _wrap(fn, consts: dict, move, convert_out: dict, scope_names):
     position is in ``consts``, read instead from the value prepared at planning.
     ``convert_out``: {output position: converter}.  A scope-taking function
     (:func:`~onnxkit.runtime.needs_scope`) gets a scope holding only the free names its
-    subgraphs read (``scope_names``), converted with ``move``."""
+    subgraphs read (``scope_names``), converted with ``move``; with ``move`` None (a home step
+    converting only its outputs) it gets the enclosing scope as it is."""
 
     def finish(out):
         if not convert_out:
@@ -156,7 +157,9 @@ def _wrap(fn, consts: dict, move, convert_out: dict, scope_names):
 
     if getattr(fn, "needs_scope", False):
         def run(scope, *args):
-            inner = {n: (move(scope[n]) if move else scope[n]) for n in scope_names if n in scope}
+            if move is None:  # a step of the home backend converting only its outputs: its scope as it is
+                return finish(fn(scope, *args))
+            inner = {n: move(scope[n]) for n in scope_names if n in scope}
             return finish(fn(inner, *args_of(args)))
 
         run.needs_scope = True

@@ -392,7 +392,7 @@ def test_regex_full_match_re2_semantics():
 
 def test_regex_full_match_without_re2_is_unsupported(monkeypatch):
     from onnxkit.runtime import Unsupported
-    from onnxkit_cpu.kernels import string
+    from onnxkit_default_domain.kernels import string
 
     monkeypatch.setattr(string, "_re2", None)
     with pytest.raises(Unsupported, match="google-re2"):

@@ -74,6 +74,21 @@ def _concat_from_sequence(ctx):
     return [tensor(elem_of(e), out)]
 
 
+def split_pieces(dim, split):
+    """The extents of SplitToSequence's pieces along its axis, of extent ``dim`` (``int | str |
+    None``): ``split`` None gives pieces of 1, an int pieces of that size (the last one shorter
+    when it does not divide ``dim``), a list the pieces it lists.  None where ``dim`` is needed
+    and unknown.  The kernel checks the sizes before it uses them; inference and the kernel
+    both cut by this function."""
+    if isinstance(split, (list, tuple)):
+        return [int(v) for v in split]
+    if not isinstance(dim, int):
+        return None
+    if split is None:
+        return [1] * dim
+    return [split] * (dim // split) + ([dim % split] if dim % split else [])
+
+
 @rule(FUNCTIONS, "SplitToSequence")
 def _split_to_sequence(ctx):
     t = ctx.input_type(0)
@@ -90,16 +105,19 @@ def _split_to_sequence(ctx):
             del out[axis]
         return [ir.SequenceType(tensor(el, out))]
     split = ctx.constant(1)
-    if split is not None and split.ndim == 0:
-        s = int(split)
-        dim = d[axis]
-        out[axis] = s if isinstance(dim, int) and dim % s == 0 else None
-    elif split is not None:
-        vals = int_list(ctx, 1)
-        out[axis] = vals[0] if vals and len(set(vals)) == 1 else None
+    if split is not None and split.ndim == 0 and int(split) > 0:
+        pieces = split_pieces(d[axis], int(split))
+        out[axis] = int(split) if pieces == [] else _common(pieces)
+    elif split is not None and split.ndim == 1:
+        out[axis] = _common(split_pieces(d[axis], int_list(ctx, 1)))
     else:
         out[axis] = None
     return [ir.SequenceType(tensor(el, out))]
+
+
+def _common(pieces):
+    """The one extent every piece has, or None (no pieces, unknown, or several extents)."""
+    return pieces[0] if pieces and len(set(pieces)) == 1 else None
 
 
 @rule(FUNCTIONS, "Optional")

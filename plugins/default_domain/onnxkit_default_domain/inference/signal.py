@@ -48,13 +48,35 @@ def _dft(ctx):
         ctx.fail("DFT: the axis cannot be the last one")
     out = list(xd)
     out[-1] = last
-    n = xd[axis] if length is None else length
-    if onesided and inverse:
-        n = length if length is not None else (2 * (xd[axis] - 1) if isinstance(xd[axis], int) else None)
-    elif onesided:
-        n = n // 2 + 1 if isinstance(n, int) else None
-    out[axis] = n
+    out[axis] = dft_extents(xd[axis], length, inverse, onesided)[1]
     return [tensor(elem, out)]
+
+
+def dft_extents(dim, length, inverse: bool, onesided: bool):
+    """``(n, extent)`` of a DFT along an axis of extent ``dim`` (``int | str | None``): ``n`` the
+    transform length (``dft_length`` when given, else ``2 * (dim - 1)`` for a one-sided inverse,
+    else ``dim``) and the output's extent on that axis (``n // 2 + 1`` for a one-sided forward
+    transform, else ``n``); None where unknown.  Inference and the kernel both use it."""
+    if length is None:
+        if inverse and onesided:
+            length = 2 * (dim - 1) if isinstance(dim, int) else None
+        else:
+            length = dim
+    if onesided and not inverse:
+        return length, (length // 2 + 1 if isinstance(length, int) else None)
+    return length, length
+
+
+def stft_extents(signal_length, frame_length, step, onesided: bool):
+    """``(frames, bins)`` of an STFT: ``(signal_length - frame_length) // step + 1`` frames and
+    ``frame_length // 2 + 1`` (one-sided) or ``frame_length`` bins; None where an extent it needs
+    is unknown (``int | str | None``).  Inference and the kernel both use it."""
+    known = isinstance(signal_length, int) and isinstance(frame_length, int) and isinstance(step, int)
+    frames = (signal_length - frame_length) // step + 1 if known else None
+    bins = None
+    if isinstance(frame_length, int):
+        bins = frame_length // 2 + 1 if onesided else frame_length
+    return frames, bins
 
 
 @rule(FUNCTIONS, "STFT")
@@ -68,11 +90,9 @@ def _stft(ctx):
         wd = dims_of(ctx.input_type(2))
         length = wd[0] if wd is not None and len(wd) == 1 and isinstance(wd[0], int) else None
     batch = xd[0] if xd else None
-    frames = bins = None
-    if xd is not None and len(xd) >= 2 and isinstance(xd[1], int) and step is not None and length is not None:
-        frames = (xd[1] - int(length)) // int(step) + 1
-    if length is not None:
-        bins = int(length) // 2 + 1 if ctx.attr("onesided", 1) else int(length)
+    signal_length = xd[1] if xd is not None and len(xd) >= 2 else None
+    frames, bins = stft_extents(signal_length, None if length is None else int(length),
+                                None if step is None else int(step), bool(ctx.attr("onesided", 1)))
     return [tensor(elem, [batch, frames, bins, 2])]
 
 

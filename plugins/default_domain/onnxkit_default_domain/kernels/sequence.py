@@ -1,30 +1,32 @@
-"""Sequences and optionals of ai.onnx.
+"""Sequences and optionals of ai.onnx (every backend).
 
-Operators and the definitions (since_versions) implemented:
+Construction and access (SequenceConstruct, SequenceEmpty, SequenceAt, SequenceInsert,
+SequenceErase, SequenceLength), tensors to and from sequences (SplitToSequence,
+ConcatFromSequence), SequenceMap (its body evaluated once per element by this kernel, not by
+the function body) and the optionals (Optional, OptionalHasElement, OptionalGetElement; from
+OptionalHasElement-18 / OptionalGetElement-18 on the input may also be a plain tensor or
+sequence).  Later definitions only add element types.
 
-* ``SequenceConstruct`` 11, ``SequenceEmpty`` 11, ``SequenceAt`` 11, ``SequenceInsert`` 11,
-  ``SequenceErase`` 11, ``SequenceLength`` 11, ``ConcatFromSequence`` 11,
-  ``SplitToSequence`` 11, 24 (24 only adds element types);
-* ``SequenceMap`` 17 — its body is evaluated once per element (a kernel, not the function body);
-* ``Optional`` 15, 28, ``OptionalHasElement`` 15, 18, 28, ``OptionalGetElement`` 15, 18, 28
-  (from 18 on the input may also be a plain tensor or sequence; 28 only adds types).
-
-Values: a sequence is a Python ``list`` of arrays (kernels never mutate an input list, they
-build a new one); an optional is its element, or ``None`` when it is empty.
+Values: a sequence is a Python ``list`` of backend arrays (kernels never mutate an input list,
+they build a new one); an optional is its element, or ``None`` when it is empty.  Positions and
+split sizes are read on the host; the tensors stay on the backend.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.runtime import KernelTable, needs_scope
+from onnxkit.plugin import KernelTable, arrays, needs_scope
+from onnxkit_default_domain.inference.sequence import split_pieces
+
+from ._common import norm_axis, shape_of
 
 KERNELS = KernelTable()
 
 
 def _index(ctx, value, what: str = "position") -> int:
-    arr = np.asarray(value)
-    if arr.size != 1 or arr.dtype.kind not in "iu":
+    arr = ctx.to_host(value)
+    if arr.size != 1 or not arrays.is_integer(arr.dtype):
         ctx.fail(f"{what} must be one integer, got dtype {arr.dtype} shape {list(arr.shape)}")
     return int(arr.reshape(-1)[0])
 
@@ -36,9 +38,9 @@ def _seq(ctx, value, what: str = "input sequence") -> list:
 
 
 def _same_dtype(ctx, tensors, what: str) -> None:
-    dtypes = {np.asarray(t).dtype for t in tensors}
-    if len(dtypes) > 1:
-        ctx.fail(f"{what} must all have one element type, got {sorted(str(d) for d in dtypes)}")
+    names = {arrays.dtype_name(t.dtype) for t in tensors}
+    if len(names) > 1:
+        ctx.fail(f"{what} must all have one element type, got {sorted(names)}")
 
 
 # -- construction and access -------------------------------------------------------------------
@@ -112,46 +114,53 @@ def sequence_erase(ctx):
 
 @KERNELS.register("SequenceLength", 11)
 def sequence_length(ctx):
-    return lambda seq: np.array(len(_seq(ctx, seq)), dtype=np.int64)
+    return lambda seq: ctx.from_host(np.array(len(_seq(ctx, seq)), dtype=np.int64))
 
 
 # -- tensors <-> sequences ---------------------------------------------------------------------
+def _split_sizes(ctx, split, dim: int, axis: int) -> list:
+    """The piece extents of SplitToSequence's ``split`` input (read on the host), checked."""
+    s = ctx.to_host(split)
+    if not arrays.is_integer(s.dtype):
+        ctx.fail(f"split must be int32 or int64, got {s.dtype}")
+    if s.ndim == 0:
+        size = int(s)
+        if size <= 0:
+            ctx.fail(f"split must be positive, got {size}")
+        return split_pieces(dim, size)
+    if s.ndim != 1:
+        ctx.fail(f"split must be a scalar or 1-D, got shape {list(s.shape)}")
+    sizes = split_pieces(dim, s.tolist())
+    if any(v < 0 for v in sizes) or sum(sizes) != dim:
+        ctx.fail(f"split {sizes} must be non-negative and sum to the extent {dim} of axis {axis}")
+    return sizes
+
+
 @KERNELS.register("SplitToSequence", 11, 24)
 def split_to_sequence(ctx):
+    xp = ctx.xp
     axis = int(ctx.attr("axis", 0))
     keepdims = int(ctx.attr("keepdims", 1))
 
     def run(x, split=None):
-        r = x.ndim
-        if not -r <= axis < r:
-            ctx.fail(f"axis {axis} is out of range for rank {r}")
-        a = axis % r
-        dim = x.shape[a]
-        if split is None:
-            parts = np.split(x, dim, axis=a) if dim else []
-            return [np.squeeze(p, axis=a) for p in parts] if not keepdims else parts
-        s = np.asarray(split)
-        if s.dtype.kind not in "iu":
-            ctx.fail(f"split must be int32 or int64, got {s.dtype}")
-        if s.ndim == 0:
-            size = int(s)
-            if size <= 0:
-                ctx.fail(f"split must be positive, got {size}")
-            sizes = [size] * (dim // size) + ([dim % size] if dim % size else [])
-        elif s.ndim == 1:
-            sizes = [int(v) for v in s]
-            if any(v < 0 for v in sizes) or sum(sizes) != dim:
-                ctx.fail(f"split {sizes} must be non-negative and sum to the extent {dim} of axis {axis}")
-        else:
-            ctx.fail(f"split must be a scalar or 1-D, got shape {list(s.shape)}")
-        bounds = np.cumsum(sizes)[:-1]
-        return list(np.split(x, bounds, axis=a)) if sizes else []
+        a = norm_axis(ctx, axis, x.ndim)
+        dim = int(x.shape[a])
+        sizes = split_pieces(dim, None) if split is None else _split_sizes(ctx, split, dim, axis)
+        lead = (slice(None),) * a
+        out, start = [], 0
+        for n in sizes:
+            out.append(x[(*lead, slice(start, start + n))])
+            start += n
+        if split is None and not keepdims:
+            return [xp.squeeze(p, axis=a) for p in out]
+        return out
 
     return run
 
 
 @KERNELS.register("ConcatFromSequence", 11)
 def concat_from_sequence(ctx):
+    xp = ctx.xp
     if ctx.attr("axis") is None:
         ctx.fail("attribute axis is required")
     axis = int(ctx.attr("axis"))
@@ -166,10 +175,15 @@ def concat_from_sequence(ctx):
         lo, hi = (-r - 1, r) if new_axis else (-r, r - 1)
         if not lo <= axis <= hi:
             ctx.fail(f"axis {axis} is out of range [{lo}, {hi}] for tensors of rank {r}")
-        try:
-            return np.stack(seq, axis=axis) if new_axis else np.concatenate(seq, axis=axis)
-        except ValueError as exc:
-            ctx.fail(f"the tensors cannot be {'stacked' if new_axis else 'concatenated'}: {exc}")
+        shapes = [shape_of(t) for t in seq]
+        a = axis % (r + 1) if new_axis else axis % r
+        if new_axis:
+            if any(s != shapes[0] for s in shapes):
+                ctx.fail(f"the tensors cannot be stacked: their shapes differ ({shapes[:3]}...)")
+            return xp.stack(seq, axis=a)
+        if any(len(s) != r or s[:a] + s[a + 1:] != shapes[0][:a] + shapes[0][a + 1:] for s in shapes):
+            ctx.fail(f"the tensors cannot be concatenated on axis {axis}: their other extents differ ({shapes[:3]}...)")
+        return xp.concat(seq, axis=a)
 
     return run
 
@@ -221,7 +235,7 @@ def optional_has_element(ctx):
         ctx.fail("OptionalHasElement-15 requires its input")
 
     def run(x=None):
-        return np.array(x is not None)
+        return ctx.from_host(np.array(x is not None))
 
     return run
 

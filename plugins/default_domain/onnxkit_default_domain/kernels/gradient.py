@@ -1,31 +1,27 @@
-"""Reverse-mode differentiation: the ``Gradient`` operator of ai.onnx.preview.training.
+"""Reverse-mode differentiation: the ``Gradient`` operator of ai.onnx.preview.training (host_only).
 
-Operators and the definitions (since_versions) implemented:
-
-* Gradient 1 (ai.onnx.preview.training) -- the gradients of the value named by ``y`` with
-  respect to the values named by ``xs``, through the nodes of the *enclosing* graph that
-  compute ``y`` from ``xs`` and ``zs``.  The node's inputs are the values of ``xs`` followed
-  by those of ``zs``; output ``i`` is dy/dxs[i] (``y`` seeded with ones, i.e. the gradient
-  of the sum of ``y``), with the shape and element type of ``xs[i]``; an ``xs`` value ``y``
-  does not depend on gets zeros.
+Gradient computes the gradients of the value named by ``y`` with respect to the values named by
+``xs``, through the nodes of the *enclosing* graph that compute ``y`` from ``xs`` and ``zs``.
+The node's inputs are the values of ``xs`` followed by those of ``zs``; output ``i`` is
+dy/dxs[i] (``y`` seeded with ones, i.e. the gradient of the sum of ``y``), with the shape and
+element type of ``xs[i]``; an ``xs`` value ``y`` does not depend on gets zeros.
 
 When the session is planned, the kernel walks back from ``y`` to ``xs``/``zs`` and the
 graph's constants (initializers that are not graph inputs, and constant-producing nodes),
-and compiles those nodes as a nested plan with the same operator set imports (so each runs
-the backend's own kernel for its bound definition).  Every node on a path from ``xs`` to
-``y`` needs an exact gradient rule for its bound definition (below); a node without one,
+and compiles those nodes as a nested plan (``ctx.compile``) with the same operator set imports
+(so each runs the backend's own kernel for its bound definition).  Every node on a path from
+``xs`` to ``y`` needs an exact gradient rule for its bound definition; a node without one,
 ``y`` depending on a value that is neither in ``xs``/``zs`` nor constant, or a node with
 subgraphs on the way, are reported at planning time as an EvaluationError naming the
-operator.  Nothing is ever approximated (no numerical differentiation, Clause 4.4).
+operator.  Nothing is ever approximated (no numerical differentiation, Clause 4.4).  The rules
+are written with numpy, so the operator is host_only: the gpu backend runs it on its cpu
+fallback (the forward nodes then run there too).
 
-Gradient rules (ai.onnx, with the definitions they are exact for):
-Add, Sub, Mul, Div 1 6 7 13 14 (legacy ``broadcast``/``axis`` included); Pow 1 7 12 13 15
-(base and exponent); Neg, Abs, Reciprocal, Sigmoid, Tanh, Exp, Log, Sqrt 1 6 13;
-Relu 1 6 13 14; LeakyRelu 1 6 16; Identity 1 13 14 16 19 21 23 24 25; MatMul 1 9 13;
-Gemm 1 6 7 9 11 13; Sum, Mean 1 6 8 13; ReduceSum 1 11 13; ReduceMean 1 11 13 18;
-Reshape 1 5 13 14 19 21 23 24 25; Flatten 1 9 11 13 21 23 24 25; Squeeze, Unsqueeze
-1 11 13 21 23 24 25; Expand 8 13; Transpose 1 13 21 23 24 25; Concat 1 4 11 13;
-Softmax, LogSoftmax 1 11 (2-D coercion) and 13 (one axis).
+Gradient rules exist for the elementwise arithmetic (Add, Sub, Mul, Div with legacy
+``broadcast``/``axis``, Pow in base and exponent), Neg, Abs, Reciprocal, Sigmoid, Tanh, Exp,
+Log, Sqrt, Relu, LeakyRelu, Identity, MatMul, Gemm, Sum, Mean, ReduceSum, ReduceMean, Reshape,
+Flatten, Squeeze, Unsqueeze, Expand, Transpose, Concat, Softmax and LogSoftmax (2-D coercion
+before 13, one axis from 13); ``_RULES`` holds the definitions each rule is exact for.
 
 Where a function is not differentiable at a point, the usual one-sided convention is used:
 Relu and LeakyRelu take the slope of the negative side at 0, Abs has derivative 0 at 0,
@@ -37,15 +33,13 @@ to each ``xs`` element type; ``xs`` must be float16, bfloat16, float32 or float6
 
 from __future__ import annotations
 
-
 import ml_dtypes
 import numpy as np
 
-from onnxkit import ir
 from onnxkit.functions import node_attributes
 from onnxkit.ir.attribute import AttributeType
+from onnxkit.plugin import KernelTable, ir
 from onnxkit.registry import normalize_domain
-from onnxkit.runtime import KernelTable
 
 KERNELS = KernelTable()
 DOMAIN = "ai.onnx.preview.training"
@@ -471,7 +465,7 @@ def _select(ctx, graph, xs, zs, y):
     return sorted(needed), constants
 
 
-@KERNELS.register("Gradient", 1, domain=DOMAIN)
+@KERNELS.register("Gradient", 1, domain=DOMAIN, host_only=True)
 def gradient(ctx):
     xs, zs = _strs(ctx.attr("xs")), _strs(ctx.attr("zs"))
     y = (_strs(ctx.attr("y")) or [""])[0]

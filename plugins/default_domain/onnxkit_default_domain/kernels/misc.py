@@ -1,28 +1,26 @@
-"""The remaining kernels of ai.onnx and ai.onnx.preview (those no other family covers).
+"""The remaining operators of ai.onnx and ai.onnx.preview (those no other family covers).
 
-Operators and the definitions (since_versions) implemented:
-
-* NegativeLogLikelihoodLoss 12, 13, 22; SoftmaxCrossEntropyLoss 12, 13 (later versions only
-  add element types).
-* CumProd 26; BitCast 26.
-* ai.onnx.preview FlexAttention 1 (``score_mod`` / ``prob_mod`` subgraphs, GQA).
-
-Not implemented: ai.onnx.preview.training Gradient 1 (see ``training.py``).
+The losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (later definitions only add
+element types), CumProd and BitCast (26), and ai.onnx.preview FlexAttention (``score_mod`` /
+``prob_mod`` subgraphs, grouped-query heads).  The losses, CumProd and FlexAttention run on
+every backend; BitCast is host_only (it reinterprets octets with numpy views and the narrow
+types' codes, :mod:`onnxkit.narrow`).  Gradient is in ``gradient.py``.
 
 Documented choices: the losses accumulate in double precision; ``mean`` divides by the total
-weight of the targets not equal to ``ignore_index`` (their count when there is no
-``weight``), which is NaN when every target is ignored.  BitCast to BOOL gives True for any
-non-zero byte.  FlexAttention computes in float32 (double for DOUBLE inputs or
-``softmax_precision``) and rounds the result to V's element type.
+weight of the targets not equal to ``ignore_index`` (their count when there is no ``weight``),
+which is NaN when every target is ignored.  BitCast to BOOL gives True for any non-zero byte.
+FlexAttention computes in float32 (double for DOUBLE inputs or ``softmax_precision``) and
+rounds the result to V's element type.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.dtypes import DataType, element_type, from_numpy_dtype
 from onnxkit.narrow import from_codes, to_codes
-from onnxkit.runtime import KernelTable, needs_scope
+from onnxkit.plugin import DataType, KernelTable, arrays, element_type, from_numpy_dtype, needs_scope
+
+from ._common import shape_of
 
 KERNELS = KernelTable()
 
@@ -30,33 +28,35 @@ KERNELS = KernelTable()
 # ----------------------------------------------------------------------------------- losses
 
 def _nll(ctx, logp, target, weight, ignore_index, reduction, dtype):
-    """Negative log-likelihood of log-probabilities ``logp`` (N, C, d...) at ``target`` (N, d...)."""
+    """Negative log-likelihood of float64 log-probabilities ``logp`` (N, C, d...) at ``target`` (N, d...)."""
+    xp = ctx.xp
     if logp.ndim < 2:
-        ctx.fail(f"input must have shape (N, C, ...), got {list(logp.shape)}")
-    if target.shape != (logp.shape[0],) + logp.shape[2:]:
-        ctx.fail(f"target shape {list(target.shape)} does not fit input shape {list(logp.shape)}")
-    c = logp.shape[1]
-    t = target.astype(np.int64)
-    ignored = (t == ignore_index) if ignore_index is not None else np.zeros(t.shape, dtype=bool)
+        ctx.fail(f"input must have shape (N, C, ...), got {shape_of(logp)}")
+    lshape = shape_of(logp)
+    if shape_of(target) != [lshape[0]] + lshape[2:]:
+        ctx.fail(f"target shape {shape_of(target)} does not fit input shape {lshape}")
+    c = lshape[1]
+    t = xp.astype(target, xp.int64)
+    ignored = (t == ignore_index) if ignore_index is not None else xp.zeros_like(t, dtype=xp.bool)
     bad = ~ignored & ((t < 0) | (t >= c))
-    if bad.any():
-        ctx.fail(f"target value {int(t[bad][0])} is outside [0, {c - 1}]")
-    tc = np.where(ignored, 0, t)
-    picked = np.take_along_axis(logp, tc[:, None, ...], axis=1)[:, 0]
+    if bool(xp.any(bad)):
+        ctx.fail(f"target value {int(ctx.to_host(t)[ctx.to_host(bad)][0])} is outside [0, {c - 1}]")
+    tc = xp.where(ignored, 0, t)
+    picked = xp.take_along_axis(logp, xp.expand_dims(tc, axis=1), axis=1)[:, 0, ...]
     if weight is not None:
-        if weight.shape != (c,):
-            ctx.fail(f"weight must have shape [{c}], got {list(weight.shape)}")
-        w = weight.astype(np.float64)[tc]
+        if shape_of(weight) != [c]:
+            ctx.fail(f"weight must have shape [{c}], got {shape_of(weight)}")
+        w = xp.reshape(xp.take(xp.astype(weight, xp.float64), xp.reshape(tc, (-1,))), tuple(shape_of(t)))
     else:
-        w = np.ones(t.shape, dtype=np.float64)
-    w = np.where(ignored, 0.0, w)
+        w = xp.ones_like(picked)
+    w = xp.where(ignored, 0.0, w)
     loss = -picked * w
     if reduction == "none":
-        return loss.astype(dtype)
+        return xp.astype(loss, dtype)
     if reduction == "sum":
-        return np.array(loss.sum(), dtype=dtype)
+        return xp.astype(xp.sum(loss), dtype)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.array(loss.sum() / w.sum(), dtype=dtype)
+        return xp.astype(xp.sum(loss) / xp.sum(w), dtype)
 
 
 def _loss_attrs(ctx):
@@ -69,28 +69,30 @@ def _loss_attrs(ctx):
 
 @KERNELS.register("NegativeLogLikelihoodLoss", 12, 13, 22)
 def negative_log_likelihood_loss(ctx):
+    xp = ctx.xp
     reduction, ignore_index = _loss_attrs(ctx)
 
     def fn(x, target, weight=None):
-        return _nll(ctx, x.astype(np.float64), target, weight, ignore_index, reduction, x.dtype)
+        return _nll(ctx, xp.astype(x, xp.float64), target, weight, ignore_index, reduction, x.dtype)
 
     return fn
 
 
 @KERNELS.register("SoftmaxCrossEntropyLoss", 12, 13)
 def softmax_cross_entropy_loss(ctx):
+    xp = ctx.xp
     reduction, ignore_index = _loss_attrs(ctx)
     want_log_prob = ctx.output_requested(1)
 
     def fn(scores, labels, weights=None):
         if scores.ndim < 2:
-            ctx.fail(f"scores must have shape (N, C, ...), got {list(scores.shape)}")
-        s = scores.astype(np.float64)
-        m = np.max(s, axis=1, keepdims=True)
-        log_prob = s - m - np.log(np.sum(np.exp(s - m), axis=1, keepdims=True))
+            ctx.fail(f"scores must have shape (N, C, ...), got {shape_of(scores)}")
+        s = xp.astype(scores, xp.float64)
+        m = xp.max(s, axis=1, keepdims=True)
+        log_prob = s - m - xp.log(xp.sum(xp.exp(s - m), axis=1, keepdims=True))
         loss = _nll(ctx, log_prob, labels, weights, ignore_index, reduction, scores.dtype)
         if want_log_prob:
-            return loss, log_prob.astype(scores.dtype)
+            return loss, xp.astype(log_prob, scores.dtype)
         return loss
 
     return fn
@@ -100,11 +102,12 @@ def softmax_cross_entropy_loss(ctx):
 
 @KERNELS.register("CumProd", 26)
 def cum_prod(ctx):
+    xp = ctx.xp
     exclusive = bool(ctx.attr("exclusive", 0))
     reverse = bool(ctx.attr("reverse", 0))
 
     def fn(x, axis):
-        a = np.asarray(axis)
+        a = ctx.to_host(axis)
         if a.ndim != 0 and a.size != 1:
             ctx.fail(f"axis must be a scalar, got shape {list(a.shape)}")
         ax = int(a.reshape(-1)[0])
@@ -112,25 +115,26 @@ def cum_prod(ctx):
         if not -r <= ax < r:
             ctx.fail(f"axis {ax} is out of range for rank {x.ndim}")
         ax %= r
-        data = x.reshape(1) if x.ndim == 0 else x
-        acc = np.float64 if from_numpy_dtype(data.dtype).is_float else data.dtype
-        d = data.astype(acc, copy=False)
+        data = xp.reshape(x, (1,)) if x.ndim == 0 else x
+        acc = xp.float64 if arrays.is_float(data.dtype) else data.dtype
+        d = xp.astype(data, acc, copy=False)
         if reverse:
-            d = np.flip(d, axis=ax)
-        y = np.cumprod(d, axis=ax, dtype=acc)
+            d = xp.flip(d, axis=ax)
+        y = xp.cumulative_prod(d, axis=ax, dtype=acc)
         if exclusive:
-            ones = np.ones_like(np.take(y, [0], axis=ax))
-            y = np.concatenate([ones, np.take(y, np.arange(y.shape[ax] - 1), axis=ax)], axis=ax)
+            lead = (slice(None),) * ax
+            ones = xp.ones_like(y[(*lead, slice(0, 1))])
+            y = xp.concat([ones, y[(*lead, slice(0, int(y.shape[ax]) - 1))]], axis=ax)
         if reverse:
-            y = np.flip(y, axis=ax)
-        return y.astype(x.dtype).reshape(x.shape)
+            y = xp.flip(y, axis=ax)
+        return xp.reshape(xp.astype(y, x.dtype), tuple(shape_of(x)))
 
     return fn
 
 
 # ----------------------------------------------------------------------------------- BitCast
 
-@KERNELS.register("BitCast", 26)
+@KERNELS.register("BitCast", 26, host_only=True)
 def bit_cast(ctx):
     to = ctx.attr("to")
     if to is None:
@@ -166,47 +170,52 @@ _SOFTMAX_TYPES = {DataType.FLOAT, DataType.FLOAT16, DataType.BFLOAT16, DataType.
 
 @KERNELS.register("FlexAttention", 1, domain="ai.onnx.preview")
 def flex_attention(ctx):
+    xp = ctx.xp
     scale_attr = ctx.attr("scale")
     precision = ctx.attr("softmax_precision")
     if precision is not None and int(precision) not in _SOFTMAX_TYPES:
         ctx.fail(f"softmax_precision must be FLOAT, FLOAT16, BFLOAT16 or DOUBLE, got {precision}")
     score_mod = ctx.subgraph("score_mod") if ctx.has_attr("score_mod") else None
     prob_mod = ctx.subgraph("prob_mod") if ctx.has_attr("prob_mod") else None
+    fixed = None if precision is None else ctx.dtype(element_type(int(precision)).dtype)
 
     def modify(plan, value, scope, name):
         outs = plan.run([value], scope)
-        if len(outs) != 1 or np.shape(outs[0]) != value.shape:
-            ctx.fail(f"{name} must return one tensor of shape {list(value.shape)}")
-        return np.asarray(outs[0]).astype(value.dtype, copy=False)
+        if len(outs) != 1 or outs[0] is None or shape_of(outs[0]) != shape_of(value):
+            ctx.fail(f"{name} must return one tensor of shape {shape_of(value)}")
+        return xp.astype(outs[0], value.dtype, copy=False)
 
     @needs_scope
     def fn(scope, q, k, v):
         if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
-            ctx.fail(f"Q, K, V must have rank 4, got {list(q.shape)}, {list(k.shape)}, {list(v.shape)}")
-        b, h, _, e = q.shape
-        hkv, s = k.shape[1], k.shape[2]
-        if k.shape[0] != b or v.shape[0] != b or v.shape[1] != hkv or v.shape[2] != s or k.shape[3] != e:
-            ctx.fail(f"Q {list(q.shape)}, K {list(k.shape)} and V {list(v.shape)} do not agree")
+            ctx.fail(f"Q, K, V must have rank 4, got {shape_of(q)}, {shape_of(k)}, {shape_of(v)}")
+        b, h, _, e = shape_of(q)
+        kb, hkv, s, ke = shape_of(k)
+        vb, vh, vs, _ = shape_of(v)
+        if kb != b or vb != b or vh != hkv or vs != s or ke != e:
+            ctx.fail(f"Q {shape_of(q)}, K {shape_of(k)} and V {shape_of(v)} do not agree")
         if hkv <= 0 or h % hkv:
             ctx.fail(f"q_num_heads {h} must be a multiple of kv_num_heads {hkv}")
-        if precision is not None:
-            cdt = element_type(int(precision)).dtype
+        if fixed is not None:
+            cdt = fixed
         else:
-            cdt = np.dtype(np.float64) if q.dtype == np.float64 else np.dtype(np.float32)
-        acc = np.float64 if cdt == np.float64 else np.float32
+            cdt = xp.float64 if arrays.dtype_name(q.dtype) == "float64" else xp.float32
+        acc = xp.float64 if cdt == xp.float64 else xp.float32
         scale = float(scale_attr) if scale_attr is not None else 1.0 / np.sqrt(e)
+        if acc == xp.float32:
+            scale = float(np.float32(scale))
         if h != hkv:
-            k = np.repeat(k, h // hkv, axis=1)
-            v = np.repeat(v, h // hkv, axis=1)
-        scores = (np.matmul(q.astype(acc), np.swapaxes(k.astype(acc), -1, -2)) * acc(scale)).astype(cdt)
+            k = xp.repeat(k, h // hkv, axis=1)
+            v = xp.repeat(v, h // hkv, axis=1)
+        scores = xp.astype(xp.matmul(xp.astype(q, acc), xp.matrix_transpose(xp.astype(k, acc))) * scale, cdt)
         if score_mod is not None:
             scores = modify(score_mod, scores, scope, "score_mod")
-        sf = scores.astype(acc)
+        sf = xp.astype(scores, acc)
         with np.errstate(invalid="ignore", over="ignore"):
-            ex = np.exp(sf - np.max(sf, axis=-1, keepdims=True))
-            probs = (ex / np.sum(ex, axis=-1, keepdims=True)).astype(cdt)
+            ex = xp.exp(sf - xp.max(sf, axis=-1, keepdims=True))
+            probs = xp.astype(ex / xp.sum(ex, axis=-1, keepdims=True), cdt)
         if prob_mod is not None:
             probs = modify(prob_mod, probs, scope, "prob_mod")
-        return np.matmul(probs.astype(acc), v.astype(acc)).astype(v.dtype)
+        return xp.astype(xp.matmul(xp.astype(probs, acc), xp.astype(v, acc)), v.dtype)
 
     return fn

@@ -1,9 +1,9 @@
-"""String and text kernels of ai.onnx.
+"""String and text operators of ai.onnx (host_only).
 
-Operators and the definitions (since_versions) implemented:
-
-* StringNormalizer 10, StringConcat 20, StringSplit 20, RegexFullMatch 20.
-* TfIdfVectorizer 9 (string or integer n-grams, skips, TF / IDF / TFIDF weighting).
+StringNormalizer, StringConcat, StringSplit, RegexFullMatch and TfIdfVectorizer (string or
+integer n-grams, skips, TF / IDF / TFIDF weighting).  They are host_only: STRING tensors are
+numpy object arrays, and RegexFullMatch needs the RE2 binding; the gpu backend runs these
+nodes on its cpu fallback.
 
 STRING tensors are object arrays; inputs may hold ``bytes`` (UTF-8) or ``str``; outputs hold
 ``bytes`` (what the tensor files hold).  Text is decoded as UTF-8 (``surrogateescape``, so
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.runtime import KernelTable, Unsupported
+from onnxkit.plugin import KernelTable, Unsupported
 
 KERNELS = KernelTable()
 
@@ -57,7 +57,7 @@ def _object_array(items, shape) -> np.ndarray:
 
 # ------------------------------------------------------------------------ StringNormalizer
 
-@KERNELS.register("StringNormalizer", 10)
+@KERNELS.register("StringNormalizer", 10, host_only=True)
 def string_normalizer(ctx):
     action = ctx.attr_str("case_change_action", "NONE")
     if action not in ("NONE", "LOWER", "UPPER"):
@@ -89,7 +89,7 @@ def string_normalizer(ctx):
 _concat = np.frompyfunc(lambda a, b: _raw(a) + _raw(b), 2, 1)
 
 
-@KERNELS.register("StringConcat", 20)
+@KERNELS.register("StringConcat", 20, host_only=True)
 def string_concat(ctx):
     def fn(x, y):
         _check_strings(ctx, x, "X")
@@ -108,7 +108,7 @@ def string_concat(ctx):
 
 # ----------------------------------------------------------------------------- StringSplit
 
-@KERNELS.register("StringSplit", 20)
+@KERNELS.register("StringSplit", 20, host_only=True)
 def string_split(ctx):
     delim = ctx.attr_str("delimiter", "") or None
     maxsplit = ctx.attr("maxsplit")
@@ -146,7 +146,7 @@ def _re2_options():
     return options
 
 
-@KERNELS.register("RegexFullMatch", 20)
+@KERNELS.register("RegexFullMatch", 20, host_only=True)
 def regex_full_match(ctx):
     """RE2's own engine, on the UTF-8 octets of each element (Clause 6.4: strings are octets)."""
     if _re2 is None:
@@ -181,7 +181,7 @@ def _code(grams, radix: int):
     return code
 
 
-@KERNELS.register("TfIdfVectorizer", 9)
+@KERNELS.register("TfIdfVectorizer", 9, host_only=True)
 def tfidf_vectorizer(ctx):
     mode = ctx.attr_str("mode")
     if mode not in ("TF", "IDF", "TFIDF"):

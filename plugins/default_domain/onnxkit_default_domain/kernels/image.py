@@ -1,11 +1,11 @@
-"""Image operators of ai.onnx: ImageDecoder and NonMaxSuppression.
+"""Image operators of ai.onnx: ImageDecoder and NonMaxSuppression (host_only: Pillow decodes
+images, and the greedy suppression runs over numpy arrays; the gpu backend runs these nodes on
+its cpu fallback).
 
-Operators and the definitions (since_versions) implemented:
-
-* ImageDecoder 20 - BMP, JPEG, JPEG 2000, TIFF, PNG, WebP, PNM through Pillow (imported when
+* ImageDecoder - BMP, JPEG, JPEG 2000, TIFF, PNG, WebP, PNM through Pillow (imported when
   a node is prepared); ``pixel_format`` RGB / BGR / Grayscale; an undecodable stream gives an
   empty (0, 0, C) uint8 tensor, as the definition says.
-* NonMaxSuppression 10, 11 - greedy per (batch, class): candidates above
+* NonMaxSuppression - greedy per (batch, class): candidates above
   ``score_threshold`` (strictly), highest score first (ties: lower box index first), a box
   is dropped when its IOU with a kept box is strictly greater than ``iou_threshold``;
   ``center_point_box`` 0 (corners, either order) or 1 (centre, size).  The IOU of every
@@ -18,19 +18,19 @@ import io
 
 import numpy as np
 
-from onnxkit.runtime import KernelTable
+from onnxkit.plugin import KernelTable
 
 KERNELS = KernelTable()
 
 
-@KERNELS.register("ImageDecoder", 20)
+@KERNELS.register("ImageDecoder", 20, host_only=True)
 def image_decoder(ctx):
     fmt = ctx.attr_str("pixel_format", "RGB")
     if fmt not in ("RGB", "BGR", "Grayscale"):
         ctx.fail(f"unknown pixel_format {fmt!r}")
     try:
         import PIL.Image
-    except ImportError:  # pragma: no cover - Pillow is a dependency of onnxkit-cpu
+    except ImportError:  # pragma: no cover - Pillow is a dependency of onnxkit-default-domain
         ctx.fail("ImageDecoder needs Pillow")
     channels = 1 if fmt == "Grayscale" else 3
 
@@ -70,7 +70,7 @@ def _iou_matrix(boxes, center):
         return np.where(ok, inter / np.where(union > 0, union, 1), 0.0), ok
 
 
-@KERNELS.register("NonMaxSuppression", 10, 11)
+@KERNELS.register("NonMaxSuppression", 10, 11, host_only=True)
 def non_max_suppression(ctx):
     center = int(ctx.attr("center_point_box", 0))
     if center not in (0, 1):

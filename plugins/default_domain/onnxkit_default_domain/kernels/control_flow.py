@@ -1,40 +1,39 @@
-"""Control flow of ai.onnx: the operators that evaluate subgraphs.
+"""Control flow of ai.onnx: If, Loop and Scan, the operators that evaluate subgraphs (every backend).
 
-Operators and the definitions (since_versions) implemented:
-
-* ``If``   1, 11, 13, 16, 19, 21, 23, 24, 25 — one branch evaluated; its outputs may be
-  tensors, sequences (13+) or optionals (16+, an absent optional is ``None``).
-* ``Loop`` 1, 11, 13, 16, 19, 21, 23, 24, 25 — trip count ``M`` and condition ``cond`` both
-  optional (absent or empty); loop-carried dependencies (tensors, sequences, optionals);
-  scan outputs stacked along a new first axis.  Without a ``cond`` input the body's condition
-  output is ignored, as the operator's table of modes says (``for`` loop / infinite loop;
-  onnxruntime stops on it anyway).  At most ``limits.max_loop_iterations`` iterations run
-  (:class:`onnxkit.errors.LimitExceeded` otherwise, Clause 15.4); zero iterations give empty
-  scan outputs typed from the body's declared outputs.
-* ``Scan`` 8 (batch axis 0, scan axis 1, ``sequence_lens``, ``directions``) and
-  9, 11, 16, 19, 21, 23, 24, 25 (``scan_input_axes``, ``scan_input_directions``,
-  ``scan_output_axes``, ``scan_output_directions``; negative axes from 11 on).
+``If`` evaluates one branch; its outputs may be tensors, sequences or optionals (an absent
+optional is ``None``).  ``Loop`` takes an optional trip count ``M`` and an optional condition
+``cond`` (absent or empty); without a ``cond`` input the body's condition output is ignored,
+as the operator's table of modes says (a ``for`` loop or an infinite loop; onnxruntime stops on
+it anyway).  At most ``limits.max_loop_iterations`` iterations run
+(:class:`onnxkit.errors.LimitExceeded` otherwise, Clause 15.4); zero iterations give empty scan
+outputs typed from the body's declared outputs.  ``Scan`` 8 has a batch axis 0, a scan axis 1,
+``sequence_lens`` and ``directions``; from 9 on the axes and directions of every scan input and
+output are attributes, and from 11 on those axes may be negative.  The later definitions of each
+operator only widen the type lists.
 
 Scan outputs gather one value per iteration: each is charged to the run's budget as it
 arrives (:class:`onnxkit.runtime.budget.Accumulation`), so a loop whose accumulated output
-would exceed ``Limits.max_value_bytes`` or ``max_run_bytes`` is refused during the
-iteration that would cross it.
+would exceed ``Limits.max_value_bytes`` or ``max_run_bytes`` is refused during the iteration
+that would cross it.  Every subgraph sees the values of the enclosing scope (Clause 5.4.3): the
+kernels are :func:`~onnxkit.plugin.needs_scope` functions and pass the scope to the subgraph's
+``run``.
 
-The later versions of each operator only widen the type lists; their semantics are those of
-the version they follow.  Every subgraph sees the values of the enclosing scope (Clause
-5.4.3): the kernels are :func:`~onnxkit.runtime.needs_scope` functions and pass the scope
-to :meth:`GraphPlan.run`.
+Subgraph values stay on the node's backend (its subgraphs are planned there): only the
+conditions, trip counts and sequence lengths are read on the host (``ctx.to_host``), and the
+iteration number and condition fed to a Loop body are made with ``ctx.from_host``.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from array_api_compat import device as device_of
 
-from onnxkit import ir
 from onnxkit.dtypes import ELEMENT_TYPES
 from onnxkit.limits import DEFAULT_LIMITS
-from onnxkit.runtime import KernelTable, needs_scope
+from onnxkit.plugin import KernelTable, ir, needs_scope
 from onnxkit.runtime.budget import Accumulation
+
+from ._common import norm_axis, shape_of
 
 KERNELS = KernelTable()
 
@@ -42,9 +41,9 @@ _LATER = (19, 21, 23, 24, 25)
 
 
 # -- helpers -----------------------------------------------------------------------------------
-def _scalar(ctx, value, what: str):
-    """The single element of a one-element tensor (a scalar or shape [1])."""
-    arr = np.asarray(value)
+def host_scalar(ctx, value, what: str):
+    """The single element of a one-element tensor (a scalar or shape [1]), read on the host."""
+    arr = ctx.to_host(value)
     if arr.size != 1:
         ctx.fail(f"{what} must hold exactly one element, got shape {list(arr.shape)}")
     return arr.reshape(-1)[0]
@@ -57,7 +56,7 @@ def _graph_attr(ctx, name: str):
     return None
 
 
-def _declared_zeros(vi, lead: tuple = (0,)) -> np.ndarray:
+def declared_zeros(ctx, vi, lead: tuple = (0,)):
     """Zeros for a scan output no iteration produced: the element type and extents of the
     body's declared output (unknown extents taken as 0) after the leading extents ``lead``."""
     t = getattr(vi, "type", None)
@@ -69,19 +68,40 @@ def _declared_zeros(vi, lead: tuple = (0,)) -> np.ndarray:
             dtype = row.dtype
         if t.shape is not None:
             dims = [d if isinstance(d, int) else 0 for d in t.shape.values]
-    return np.zeros((*lead, *dims), dtype=dtype)
+    return ctx.from_host(np.zeros((*lead, *dims), dtype=dtype))
 
 
-def _stack(ctx, values: list, what: str) -> np.ndarray:
+def _is_tensor(v) -> bool:
+    return v is not None and not isinstance(v, (list, dict)) and hasattr(v, "shape") and hasattr(v, "dtype")
+
+
+def stack(ctx, values: list, what: str):
+    """The values of one scan output, one per iteration, stacked along a new first axis;
+    ctx.fail if one is not a tensor or their extents differ."""
+    shapes = set()
     for v in values:
-        if not isinstance(v, (np.ndarray, np.generic)):
+        shape = getattr(v, "shape", None)
+        if shape is None or isinstance(v, (list, dict)):
             ctx.fail(f"{what} must be a tensor in every iteration, got {type(v).__name__}")
-    try:
-        return np.stack(values)
-    except ValueError:
-        shapes = sorted({tuple(v.shape) for v in values})
+        shapes.add(tuple(shape))
+    if len(shapes) > 1:
+        shapes = sorted(tuple(int(d) for d in s) for s in shapes)
         ctx.fail(f"{what} changes shape across iterations ({[list(s) for s in shapes[:3]]}); "
                  "its extents must be the same in every iteration")
+    return ctx.xp.stack(values)
+
+
+def body_arity(body, supplied: int) -> int:
+    """How many of ``body``'s inputs the operator fills, given that it supplies ``supplied`` values.
+
+    Exporters of IR version 3 and earlier list every initializer as a graph input (7.2), so a
+    body's trailing inputs may be initializers the operator does not supply: those keep their
+    initializer value (a default) and are not counted."""
+    names = body.input_names
+    k = len(names)
+    while k > supplied and names[k - 1] in body.defaults:
+        k -= 1
+    return k
 
 
 # -- If ----------------------------------------------------------------------------------------
@@ -98,31 +118,19 @@ def if_(ctx):
     def run(scope, cond):
         if cond is None:
             ctx.fail("the condition is missing")
-        branch = then_branch if bool(_scalar(ctx, cond, "cond")) else else_branch
+        branch = then_branch if bool(host_scalar(ctx, cond, "cond")) else else_branch
         outs = branch.run([], scope)
         return tuple(outs[:n_out])
 
     return run
 
 
-def _body_arity(body, supplied: int) -> int:
-    """How many of ``body``'s inputs the operator fills, given that it supplies ``supplied`` values.
-
-    Exporters of IR version 3 and earlier list every initializer as a graph input (7.2), so a
-    body's trailing inputs may be initializers the operator does not supply: those keep their
-    initializer value (a default) and are not counted."""
-    names = body.input_names
-    k = len(names)
-    while k > supplied and names[k - 1] in body.defaults:
-        k -= 1
-    return k
-
-
 # -- Loop --------------------------------------------------------------------------------------
 @KERNELS.register("Loop", 1, 11, 13, 16, *_LATER)
 def loop(ctx):
+    xp = ctx.xp
     body = ctx.subgraph("body")
-    n_carried = _body_arity(body, ctx.num_inputs) - 2
+    n_carried = body_arity(body, ctx.num_inputs) - 2
     if n_carried < 0:
         ctx.fail(f"the body must take at least 2 inputs (iteration number, condition), it has {len(body.input_names)}")
     n_scan = len(body.output_names) - 1 - n_carried
@@ -140,25 +148,26 @@ def loop(ctx):
         if len(v_initial) != n_carried:
             ctx.fail(f"{len(v_initial)} initial values for {n_carried} loop-carried dependencies of the body")
         trip = None
-        if M is not None and np.asarray(M).size:
-            trip = int(_scalar(ctx, M, "M (the trip count)"))
+        m_host = None if M is None else ctx.to_host(M)
+        if m_host is not None and m_host.size:
+            trip = int(host_scalar(ctx, m_host, "M (the trip count)"))
         keep_going = True
-        if cond is not None and np.asarray(cond).size:
-            keep_going = bool(_scalar(ctx, cond, "cond"))
-            use_cond = True
-        else:
-            use_cond = False  # the body's condition output is ignored (a for loop / infinite loop)
+        c_host = None if cond is None else ctx.to_host(cond)
+        use_cond = c_host is not None and c_host.size > 0
+        if use_cond:
+            keep_going = bool(host_scalar(ctx, c_host, "cond"))
+        # else the body's condition output is ignored (a for loop / infinite loop)
         if trip is not None and not use_cond:
             limits.check("max_loop_iterations", max(trip, 0), where=where)
         carried = list(v_initial)
         scans: list = [[] for _ in range(n_scan)]
         acc = Accumulation(ctx.node, "Loop", n_scan, ctx.limits)
-        cond_in = np.array(keep_going)
+        cond_in = ctx.from_host(np.array(keep_going))
         i = 0
         while keep_going and (trip is None or i < trip):
             if i >= max_iter:
                 limits.check("max_loop_iterations", i + 1, where=where)
-            outs = body.run([np.array(i, dtype=np.int64), cond_in, *carried], scope)
+            outs = body.run([ctx.from_host(np.array(i, dtype=np.int64)), cond_in, *carried], scope)
             carried = outs[1:1 + n_carried]
             for k in range(n_scan):
                 acc.add(k, outs[1 + n_carried + k])
@@ -167,15 +176,15 @@ def loop(ctx):
                 c = outs[0]
                 if c is None:
                     ctx.fail("the body's condition output has no value")
-                keep_going = bool(_scalar(ctx, c, "the body's condition output"))
-                cond_in = np.asarray(c, dtype=bool).reshape(())
+                keep_going = bool(host_scalar(ctx, c, "the body's condition output"))
+                cond_in = xp.reshape(xp.astype(c, xp.bool), ())
             i += 1
         results = carried
         for k in range(n_scan):
             if scans[k]:
-                results.append(_stack(ctx, scans[k], f"scan output {k}"))
+                results.append(stack(ctx, scans[k], f"scan output {k}"))
             else:
-                results.append(_declared_zeros(scan_vis[k]))
+                results.append(declared_zeros(ctx, scan_vis[k]))
         acc.close()
         return tuple(results)
 
@@ -183,7 +192,7 @@ def loop(ctx):
 
 
 # -- Scan --------------------------------------------------------------------------------------
-def _ints(ctx, name: str, n: int, what: str) -> list:
+def _per_value_ints(ctx, name: str, n: int, what: str) -> list:
     v = ctx.attr(name)
     if v is None:
         return [0] * n
@@ -196,7 +205,7 @@ def _ints(ctx, name: str, n: int, what: str) -> list:
 def _scan_common(ctx):
     body = ctx.subgraph("body")
     m = int(ctx.attr("num_scan_inputs"))
-    n_state = _body_arity(body, ctx.num_inputs - (1 if ctx.since_version < 9 else 0)) - m
+    n_state = body_arity(body, ctx.num_inputs - (1 if ctx.since_version < 9 else 0)) - m
     if m < 1 or n_state < 0:
         ctx.fail(f"num_scan_inputs={m} does not fit a body with {n_state + m} inputs")
     k = len(body.output_names) - n_state
@@ -207,10 +216,23 @@ def _scan_common(ctx):
     return body, m, n_state, k, scan_vis
 
 
+def _padded(ctx, rows: list, proto, length: int, what: str):
+    """One batch entry's scan output (``rows``, one value per step it took, maybe none) stacked
+    and padded with zeros to ``length`` steps; ``proto`` is a value of that output."""
+    xp = ctx.xp
+    y = stack(ctx, rows, what) if rows else None
+    taken = 0 if y is None else int(y.shape[0])
+    if taken == length:
+        return y
+    pad = xp.zeros((length - taken, *shape_of(proto)), dtype=proto.dtype, device=device_of(proto))
+    return pad if y is None else xp.concat([y, pad], axis=0)
+
+
 @KERNELS.register("Scan", 8)
 def scan_8(ctx):
+    xp = ctx.xp
     body, m, n_state, k, scan_vis = _scan_common(ctx)
-    directions = _ints(ctx, "directions", m, "scan input")
+    directions = _per_value_ints(ctx, "directions", m, "scan input")
 
     @needs_scope
     def run(scope, sequence_lens, *args):
@@ -219,19 +241,19 @@ def scan_8(ctx):
         states, xs = list(args[:n_state]), list(args[n_state:])
         for j, x in enumerate(xs):
             if x.ndim < 2:
-                ctx.fail(f"scan input {j} must have a batch axis and a sequence axis, got shape {list(x.shape)}")
-        batch, max_len = xs[0].shape[0], xs[0].shape[1]
+                ctx.fail(f"scan input {j} must have a batch axis and a sequence axis, got shape {shape_of(x)}")
+        batch, max_len = int(xs[0].shape[0]), int(xs[0].shape[1])
         for j, x in enumerate(xs):
-            if x.shape[:2] != (batch, max_len):
-                ctx.fail(f"scan input {j} has batch and sequence extents {list(x.shape[:2])}, "
+            if shape_of(x)[:2] != [batch, max_len]:
+                ctx.fail(f"scan input {j} has batch and sequence extents {shape_of(x)[:2]}, "
                          f"scan input 0 has {[batch, max_len]}")
         for i, s in enumerate(states):
-            if not isinstance(s, np.ndarray) or s.ndim < 1 or s.shape[0] != batch:
+            if not _is_tensor(s) or s.ndim < 1 or int(s.shape[0]) != batch:
                 ctx.fail(f"state variable {i} must have the batch extent {batch} on axis 0")
         if sequence_lens is None:
             lens = [max_len] * batch
         else:
-            lens = [int(v) for v in np.asarray(sequence_lens).reshape(-1)]
+            lens = ctx.ints(sequence_lens)
             if len(lens) != batch or any(not 0 <= n <= max_len for n in lens):
                 ctx.fail(f"sequence_lens {lens} must hold {batch} lengths in [0, {max_len}]")
         final_states: list = [[] for _ in range(n_state)]
@@ -252,18 +274,16 @@ def scan_8(ctx):
                 final_states[i].append(st[i])
             for q in range(k):
                 per_batch_scans[q].append(outs_b[q])
-        results = [_stack(ctx, f, f"final state {i}") if batch else states[i] for i, f in enumerate(final_states)]
+        results = [stack(ctx, f, f"final state {i}") if batch else states[i] for i, f in enumerate(final_states)]
         for q in range(k):
             rows = per_batch_scans[q]
             proto = next((r[0] for r in rows if r), None)
             if proto is None:
-                results.append(_declared_zeros(scan_vis[q], (batch, max_len)))
+                results.append(declared_zeros(ctx, scan_vis[q], (batch, max_len)))
                 continue
-            out = np.zeros((batch, max_len, *np.shape(proto)), dtype=np.asarray(proto).dtype)
-            for b, r in enumerate(rows):
-                if r:
-                    out[b, :len(r)] = _stack(ctx, r, f"scan output {q}")
-            results.append(out)
+            if not _is_tensor(proto):
+                ctx.fail(f"scan output {q} must be a tensor in every iteration, got {type(proto).__name__}")
+            results.append(xp.stack([_padded(ctx, r, proto, max_len, f"scan output {q}") for r in rows]))
         acc.close()
         return tuple(results)
 
@@ -272,13 +292,13 @@ def scan_8(ctx):
 
 @KERNELS.register("Scan", 9, 11, 16, *_LATER)
 def scan(ctx):
+    xp = ctx.xp
     body, m, n_state, k, scan_vis = _scan_common(ctx)
-    in_axes = _ints(ctx, "scan_input_axes", m, "scan input")
-    in_dirs = _ints(ctx, "scan_input_directions", m, "scan input")
-    out_axes = _ints(ctx, "scan_output_axes", k, "scan output")
-    out_dirs = _ints(ctx, "scan_output_directions", k, "scan output")
-    negative_ok = ctx.since_version >= 11
-    if not negative_ok and any(a < 0 for a in in_axes + out_axes):
+    in_axes = _per_value_ints(ctx, "scan_input_axes", m, "scan input")
+    in_dirs = _per_value_ints(ctx, "scan_input_directions", m, "scan input")
+    out_axes = _per_value_ints(ctx, "scan_output_axes", k, "scan output")
+    out_dirs = _per_value_ints(ctx, "scan_output_directions", k, "scan output")
+    if ctx.since_version < 11 and any(a < 0 for a in in_axes + out_axes):
         ctx.fail("negative scan axes are allowed from Scan-11 on")
 
     @needs_scope
@@ -288,21 +308,19 @@ def scan(ctx):
         states, xs = list(args[:n_state]), []
         length = None
         for j, x in enumerate(args[n_state:]):
-            r = x.ndim
-            a = in_axes[j]
-            if not -r <= a < r:
-                ctx.fail(f"scan_input_axes[{j}]={a} is out of range for rank {r}")
-            x = np.moveaxis(x, a % r, 0)
+            a = norm_axis(ctx, in_axes[j], x.ndim, f"scan_input_axes[{j}]")
+            if a:
+                x = xp.moveaxis(x, a, 0)
             if in_dirs[j]:
-                x = x[::-1]
+                x = xp.flip(x, axis=0)
             if length is None:
-                length = x.shape[0]
-            elif x.shape[0] != length:
-                ctx.fail(f"scan input {j} has {x.shape[0]} elements on its scan axis, scan input 0 has {length}")
+                length = int(x.shape[0])
+            elif int(x.shape[0]) != length:
+                ctx.fail(f"scan input {j} has {int(x.shape[0])} elements on its scan axis, scan input 0 has {length}")
             xs.append(x)
         scans: list = [[] for _ in range(k)]
         acc = Accumulation(ctx.node, "Scan", k, ctx.limits)
-        for t in range(length):
+        for t in range(length or 0):
             outs = body.run([*states, *(x[t, ...] for x in xs)], scope)  # [t, ...]: 0-d arrays, not scalars
             states = outs[:n_state]
             for q in range(k):
@@ -310,20 +328,13 @@ def scan(ctx):
                 scans[q].append(outs[n_state + q])
         results = list(states)
         for q in range(k):
-            if scans[q]:
-                y = _stack(ctx, scans[q], f"scan output {q}")
-            else:
-                y = _declared_zeros(scan_vis[q])
+            y = stack(ctx, scans[q], f"scan output {q}") if scans[q] else declared_zeros(ctx, scan_vis[q])
             if out_dirs[q]:
-                y = y[::-1]
-            r = y.ndim
-            a = out_axes[q]
-            if not -r <= a < r:
-                ctx.fail(f"scan_output_axes[{q}]={a} is out of range for rank {r}")
-            a %= r
+                y = xp.flip(y, axis=0)
+            a = norm_axis(ctx, out_axes[q], y.ndim, f"scan_output_axes[{q}]")
             if a:
-                y = np.moveaxis(y, 0, a)
-            results.append(np.ascontiguousarray(y))
+                y = xp.moveaxis(y, 0, a)
+            results.append(y)
         acc.close()
         return tuple(results)
 

@@ -1,11 +1,8 @@
-"""The gpu backend's overrides: native kernels that replace a portable kernel of
-``onnxkit_default_domain.kernels`` on this backend because they are much faster there, and
-compute the same result within the type's tolerance (Clause 11).
-
-One module per operator family, named as the portable family it overrides, each exposing
-``KERNELS`` (an :class:`onnxkit.plugin.KernelTable`).  An override holds only what is
-specific to this backend's library; attribute parsing and geometry come from the portable
-family it overrides, never repeated here.
+"""Overrides of the gpu backend: torch-native kernels (``torch.nn.functional`` convolution and
+pooling, fused softmax...) that replace a portable kernel on this backend where they are much
+faster on a device and give the same result within the type's tolerance (Clause 11).  Same
+layout and rules as :mod:`onnxkit_cpu.overrides`: one module per portable family it
+overrides, ``KERNELS`` in each, nothing but torch-specific code.
 """
 
 from __future__ import annotations

@@ -98,10 +98,21 @@ def _loop_model(trip=3):
                   [helper.make_tensor_value_info("V", F, [1])], [helper.make_tensor_value_info("V_out", F, [1])], [m])
 
 
+def _dft_model():
+    """A DFT (opset 17): its kernel needs numpy's FFT (host-only), so the gpu backend runs it on cpu."""
+    return _model([helper.make_node("Relu", ["X"], ["R"]), helper.make_node("DFT", ["R"], ["Y"], onesided=0)],
+                  [helper.make_tensor_value_info("X", F, [1, 8, 1])], [helper.make_tensor_value_info("Y", F, [1, 8, 2])])
+
+
 def test_cuda_runs_what_torch_lacks_on_the_cpu_fallback_node_by_node():
-    sess = InferenceSession(_loop_model(), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    sess = InferenceSession(_dft_model(), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
     assert sess.get_providers() == ["CUDAExecutionProvider"]
-    assert [f.op_type for f in sess.fallbacks] == ["Loop"]
+    assert [f.op_type for f in sess.fallbacks] == ["DFT"]          # the Relu runs on torch
+    assert InferenceSession(_loop_model(), providers=["CUDAExecutionProvider"]).fallbacks == []   # a Loop does too
+    x = np.arange(8, dtype=np.float32).reshape(1, 8, 1) - 3
+    (y,) = sess.run(None, {"X": x})
+    want = np.fft.fft(np.maximum(x[0, :, 0], 0))
+    np.testing.assert_allclose(y[0, :, 0] + 1j * y[0, :, 1], want, rtol=1e-5, atol=1e-5)
 
 
 def test_cuda_falls_back_to_cpu_when_the_gpu_backend_cannot_evaluate_an_operator(caplog):
@@ -109,11 +120,11 @@ def test_cuda_falls_back_to_cpu_when_the_gpu_backend_cannot_evaluate_an_operator
     reg = build_registry()
     reg.backends["gpu"].fallback = None
     caplog.set_level(logging.WARNING, logger="onnxkit")
-    sess = InferenceSession(_loop_model(), providers=["CUDAExecutionProvider", "CPUExecutionProvider"], registry=reg)
+    sess = InferenceSession(_dft_model(), providers=["CUDAExecutionProvider", "CPUExecutionProvider"], registry=reg)
     assert sess.get_providers() == ["CPUExecutionProvider"]
     assert any(r.name == "onnxkit.run" and "falling back" in r.getMessage() for r in caplog.records)
-    with pytest.raises(UnsupportedOperatorError, match="Loop"):
-        InferenceSession(_loop_model(), backend="gpu", registry=reg)
+    with pytest.raises(UnsupportedOperatorError, match="DFT"):
+        InferenceSession(_dft_model(), backend="gpu", registry=reg)
 
 
 def test_a_missing_backend_names_the_pip_install():

@@ -775,10 +775,10 @@ def test_registered_versions_mirror_the_cpu_kernels():
     """Every gpu kernel of these families is registered for the same definitions as on cpu."""
     from onnxkit_cpu.kernels import all_kernels as cpu_kernels
 
-    from onnxkit_gpu.kernels import activation, cast, elementwise, reduction, shape
+    from onnxkit_gpu.kernels import activation, cast, elementwise, reduction
 
     cpu = cpu_kernels()
-    for module in (activation, cast, elementwise, reduction, shape):
+    for module in (activation, cast, elementwise, reduction):
         ops = {op for (_, op, _) in module.KERNELS}
         for op in ops:
             gpu_versions = sorted(v for (d, o, v) in module.KERNELS if o == op)

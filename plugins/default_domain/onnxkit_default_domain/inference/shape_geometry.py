@@ -18,25 +18,11 @@ from typing import Optional
 
 from onnxkit.inference.common import product
 
+from ..kernels._common import norm_axes, norm_axis  # noqa: F401  (the kernels' own axis rules)
+
 #: Slice ends at or beyond this (or starts, for a negative step) mean "to the end" even where
 #: the extent is not known.
 _TO_END = 2**31 - 1
-
-
-def norm_axis(ctx, axis: int, rank: int, what: str = "axis") -> int:
-    """``axis`` in [-rank, rank-1] made non-negative; ctx.fail otherwise."""
-    axis = int(axis)
-    if not -rank <= axis < rank:
-        ctx.fail(f"{what} {axis} is out of range for a tensor of rank {rank}")
-    return axis + rank if axis < 0 else axis
-
-
-def norm_axes(ctx, axes, rank: int, what: str = "axes") -> list:
-    """Each axis normalised; ctx.fail for one out of range or repeated."""
-    out = [norm_axis(ctx, a, rank, what) for a in axes]
-    if len(set(out)) != len(out):
-        ctx.fail(f"{what} {list(axes)} repeats an axis")
-    return out
 
 
 # -- Reshape / Flatten / Squeeze / Unsqueeze ---------------------------------------------------

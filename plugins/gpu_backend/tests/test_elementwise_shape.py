@@ -774,10 +774,11 @@ def test_argmax_argmin(op, dtype):
 def test_registered_versions_mirror_the_cpu_kernels():
     """Every gpu kernel of these families is registered for the same definitions as on cpu."""
     from onnxkit_cpu.kernels import all_kernels as cpu_kernels
+    from onnxkit_default_domain.kernels import all_kernels as portable_kernels
 
     from onnxkit_gpu.kernels import activation, cast, elementwise, reduction
 
-    cpu = cpu_kernels()
+    cpu = {**portable_kernels(), **cpu_kernels()}
     for module in (activation, cast, elementwise, reduction):
         ops = {op for (_, op, _) in module.KERNELS}
         for op in ops:

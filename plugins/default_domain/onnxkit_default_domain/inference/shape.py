@@ -11,13 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from onnxkit.inference.common import (
-    INT64, broadcast, dims_of, elem_of, int_list, normalize_axis, product, shape_input, tensor,
+    INT64, dims_of, elem_of, int_list, normalize_axis, product, shape_input, tensor,
 )
 from onnxkit.inference.context import MAX_CONSTANT_ELEMENTS, InferenceError
 
 from ._util import rule
 from .shape_geometry import (
-    center_crop_pad_extents, concat_extents, depth_space_extents, flatten_extents, numpy_slices, pad_extents,
+    center_crop_pad_extents, concat_extents, depth_space_extents, expand_extents, flatten_extents, numpy_slices, pad_extents,
     pad_widths, reshape_extents, shape_range, slice_plan, sliced_extents, split_sizes, squeeze_extents, tile_extents,
     unsqueeze_extents,
 )
@@ -278,7 +278,7 @@ def _expand(ctx):
         return [tensor(elem_of(t), None)]
     if dims is None:
         return [tensor(elem_of(t), None)]
-    return [tensor(elem_of(t), broadcast(ctx, [dims, target]))]
+    return [tensor(elem_of(t), expand_extents(ctx, dims, target))]
 
 
 @rule(FUNCTIONS, "Tile")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Optional
 
 from onnxkit.inference.common import product
+from onnxkit.shapes import BroadcastError, broadcast_multidirectional
 
 from ..kernels._common import norm_axes, norm_axis  # noqa: F401  (the kernels' own axis rules)
 
@@ -182,6 +183,14 @@ def split_sizes(ctx, dim, n: int, split: Optional[list], num_outputs: Optional[i
     if n < 1 or dim % n:
         ctx.fail(f"an extent of {dim} cannot be split into {n} equal parts")
     return [dim // n] * n
+
+
+def expand_extents(ctx, dims: list, target: list) -> list:
+    """Expand's output extents: ``dims`` and the ``shape`` input broadcast both ways (6.6.2)."""
+    try:
+        return list(broadcast_multidirectional([dims, target]).shape)
+    except BroadcastError as exc:
+        ctx.fail(f"cannot expand {list(dims)} to {list(target)}: {exc}")
 
 
 def tile_extents(ctx, dims: list, repeats: list) -> list:

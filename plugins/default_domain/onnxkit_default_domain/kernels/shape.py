@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.inference.common import broadcast
 from onnxkit.plugin import KernelTable
 
 from ..inference.shape_geometry import (
-    concat_extents, flatten_extents, reshape_extents, shape_range, split_sizes, squeeze_extents, tile_extents,
+    concat_extents, expand_extents, flatten_extents, reshape_extents, shape_range, split_sizes, squeeze_extents, tile_extents,
     unsqueeze_extents,
 )
 from ._common import norm_axis, scalar_int, shape_of, size_of
@@ -197,7 +196,7 @@ def split(ctx):
 # -- Expand / Tile -----------------------------------------------------------------------------
 def expand_target(ctx, x, target: list) -> tuple:
     """Expand's output extents: ``x``'s and ``target`` broadcast both ways (Clause 6.6)."""
-    return tuple(broadcast(ctx, [shape_of(x), target]))
+    return tuple(expand_extents(ctx, shape_of(x), target))
 
 
 @KERNELS.register("Expand", 8, 13)

@@ -208,16 +208,17 @@ def scatter_apply(ctx, x, lin: np.ndarray, tail: int, updates, reduction: str):
     """A copy of ``x`` with ``updates`` written (or combined by ``reduction``) at the flat
     positions ``lin`` of ``x`` seen as [positions, ``tail`` elements]."""
     xp = ctx.xp
+    if lin.size == 0 or tail == 0:
+        return xp.asarray(x, copy=True)
     flat = xp.reshape(xp.asarray(x, copy=True), (-1, tail))
     u = xp.reshape(xp.astype(updates, x.dtype), (-1, tail))
-    if lin.size:
-        if reduction == "none":
-            flat = xpx.at(flat, ctx.from_host(lin)).set(u, copy=False)
-        else:
-            op = _combine(xp, reduction)
-            for sel in occurrence_passes(lin):
-                t, s = ctx.from_host(lin[sel]), ctx.from_host(sel)
-                flat = xpx.at(flat, t).set(op(xp.take(flat, t, axis=0), xp.take(u, s, axis=0)), copy=False)
+    if reduction == "none":
+        flat = xpx.at(flat, ctx.from_host(lin)).set(u, copy=False)
+    else:
+        op = _combine(xp, reduction)
+        for sel in occurrence_passes(lin):
+            t, s = ctx.from_host(lin[sel]), ctx.from_host(sel)
+            flat = xpx.at(flat, t).set(op(xp.take(flat, t, axis=0), xp.take(u, s, axis=0)), copy=False)
     return xp.reshape(flat, tuple(x.shape))
 
 

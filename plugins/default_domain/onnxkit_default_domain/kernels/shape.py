@@ -110,21 +110,28 @@ def unsqueeze(ctx):
 
 
 # -- Transpose ---------------------------------------------------------------------------------
-def transpose_perm(ctx, perm, rank: int) -> tuple:
-    """Transpose's permutation: ``perm`` (None or empty: the axes reversed) checked."""
+def transpose_perm(ctx):
+    """Transpose's ``perm`` as a function of the input's rank giving the permutation (None or
+    empty: the axes reversed); ctx.fail where ``perm`` does not permute that many axes."""
+    perm = ctx.attr("perm")
     if perm is None or len(perm) == 0:
-        return tuple(reversed(range(rank)))
+        return lambda rank: tuple(reversed(range(rank)))
     p = tuple(int(a) for a in perm)
-    if sorted(p) != list(range(rank)):
-        ctx.fail(f"perm {list(p)} is not a permutation of the {rank} axes")
-    return p
+    valid = sorted(p) == list(range(len(p)))
+
+    def of_rank(rank: int) -> tuple:
+        if not valid or rank != len(p):
+            ctx.fail(f"perm {list(p)} is not a permutation of the {rank} axes")
+        return p
+
+    return of_rank
 
 
 @KERNELS.register("Transpose", 1, 13, *_LATEST)
 def transpose(ctx):
     xp = ctx.xp
-    perm = ctx.attr("perm")
-    return lambda x: xp.permute_dims(x, transpose_perm(ctx, perm, x.ndim))
+    perm = transpose_perm(ctx)
+    return lambda x: xp.permute_dims(x, perm(x.ndim))
 
 
 # -- Concat / Split ----------------------------------------------------------------------------
@@ -143,7 +150,10 @@ def concat_check(ctx, xs, axis: int) -> int:
     if not xs:
         ctx.fail("Concat needs at least one input")
     a = norm_axis(ctx, axis, xs[0].ndim)
-    concat_extents(ctx, [shape_of(v) for v in xs], a)
+    first = tuple(xs[0].shape)
+    lead, tail = first[:a], first[a + 1:]
+    if any(tuple(v.shape[:a]) != lead or tuple(v.shape[a + 1:]) != tail for v in xs[1:]):
+        concat_extents(ctx, [shape_of(v) for v in xs], a)   # fails, saying how they differ
     return a
 
 

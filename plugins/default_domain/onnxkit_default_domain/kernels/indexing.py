@@ -184,6 +184,8 @@ def nd_targets(ctx, x, indices, updates) -> tuple:
         ctx.fail(f"updates of shape {shape_of(updates)}; expected {idims[:-1] + dims[k:]}")
     host = ctx.to_host(indices).reshape(-1, k)
     cols = tuple(wrap_indices(ctx, np, host[:, j], dims[j]) for j in range(k))
+    if k == 1:
+        return cols[0], _prod(dims[1:])
     lin = np.ravel_multi_index(cols, dims[:k]) if host.shape[0] and k else np.zeros(host.shape[0], dtype=np.int64)
     return np.asarray(lin, dtype=np.int64).reshape(-1), _prod(dims[k:])
 

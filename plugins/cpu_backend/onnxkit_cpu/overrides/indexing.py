@@ -13,17 +13,12 @@ from __future__ import annotations
 import numpy as np
 from onnxkit_default_domain.inference.shape_geometry import numpy_slices, slice_plan, wrap_indices
 from onnxkit_default_domain.kernels._common import norm_axis
-from onnxkit_default_domain.kernels.indexing import (
-    _attr_ints, elements_targets, nd_targets, occurrence_passes, scatter_reduction,
-)
+from onnxkit_default_domain.kernels import indexing as portable
+from onnxkit_default_domain.kernels.indexing import elements_targets, nd_targets, occurrence_passes, scatter_reduction
 
 from onnxkit.plugin import KernelTable
 
 KERNELS = KernelTable()
-
-
-def _ints(v):
-    return None if v is None else np.asarray(v).reshape(-1).tolist()
 
 
 def _slice(ctx, x, starts, ends, axes, steps):
@@ -32,18 +27,12 @@ def _slice(ctx, x, starts, ends, axes, steps):
 
 @KERNELS.register("Slice", 1)
 def slice_v1(ctx):
-    starts, ends, axes = _attr_ints(ctx, "starts"), _attr_ints(ctx, "ends"), _attr_ints(ctx, "axes")
-    if starts is None or ends is None:
-        ctx.fail("Slice-1 needs the 'starts' and 'ends' attributes")
-    return lambda x: _slice(ctx, x, starts, ends, axes, None)
+    return portable.slice_v1(ctx, take=_slice)
 
 
 @KERNELS.register("Slice", 10, 11, 13)
 def slice_(ctx):
-    def fn(x, starts, ends, axes=None, steps=None):
-        return _slice(ctx, x, _ints(starts), _ints(ends), _ints(axes), _ints(steps))
-
-    return fn
+    return portable.slice_(ctx, take=_slice)
 
 
 @KERNELS.register("Gather", 1, 11, 13)

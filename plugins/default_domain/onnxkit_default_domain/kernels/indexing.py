@@ -71,17 +71,20 @@ def _attr_ints(ctx, name: str):
 
 
 @KERNELS.register("Slice", 1)
-def slice_v1(ctx):
+def slice_v1(ctx, take=slice_value):
+    """Slice-1 (attributes); ``take(ctx, x, starts, ends, axes, steps)`` slices (a backend's
+    override passes its own)."""
     starts, ends, axes = _attr_ints(ctx, "starts"), _attr_ints(ctx, "ends"), _attr_ints(ctx, "axes")
     if starts is None or ends is None:
         ctx.fail("Slice-1 needs the 'starts' and 'ends' attributes")
-    return lambda x: slice_value(ctx, x, starts, ends, axes, None)
+    return lambda x: take(ctx, x, starts, ends, axes, None)
 
 
 @KERNELS.register("Slice", 10, 11, 13)
-def slice_(ctx):
+def slice_(ctx, take=slice_value):
+    """Slice from 10 (inputs, read on the host); ``take`` as for :func:`slice_v1`."""
     def fn(x, starts, ends, axes=None, steps=None):
-        return slice_value(ctx, x, ctx.ints(starts), ctx.ints(ends), _opt_ints(ctx, axes), _opt_ints(ctx, steps))
+        return take(ctx, x, ctx.ints(starts), ctx.ints(ends), _opt_ints(ctx, axes), _opt_ints(ctx, steps))
 
     return fn
 

@@ -135,10 +135,7 @@ def unique(ctx):
     axis = None if axis is None else int(axis)
     is_sorted = bool(ctx.attr("sorted", 1))
 
-    def fn(x):
-        return tuple(ctx.from_host(v) for v in unique_host(ctx, ctx.to_host(x), axis, is_sorted))
-
-    return fn
+    return lambda x: tuple(ctx.from_host(v) for v in unique_host(ctx, ctx.to_host(x), axis, is_sorted))
 
 
 # -- CumSum ------------------------------------------------------------------------------------

@@ -83,30 +83,24 @@ def _attr_ints(ctx, name: str):
     return None if value is None else [int(a) for a in value]
 
 
-@KERNELS.register("Squeeze", 1, 11)
-def squeeze_attr(ctx):
+def _axes_kernel(ctx, target):
+    """Squeeze / Unsqueeze over ``target`` (their extents): ``axes`` an attribute up to 11,
+    an (optional) input from 13."""
     xp = ctx.xp
-    axes = _attr_ints(ctx, "axes")
-    return lambda x: xp.reshape(x, squeeze_target(ctx, x, axes))
+    if ctx.since_version <= 11:
+        axes = _attr_ints(ctx, "axes")
+        return lambda x: xp.reshape(x, target(ctx, x, axes))
+    return lambda x, axes=None: xp.reshape(x, target(ctx, x, None if axes is None else ctx.ints(axes)))
 
 
-@KERNELS.register("Squeeze", 13, *_LATEST)
+@KERNELS.register("Squeeze", 1, 11, 13, *_LATEST)
 def squeeze(ctx):
-    xp = ctx.xp
-    return lambda x, axes=None: xp.reshape(x, squeeze_target(ctx, x, None if axes is None else ctx.ints(axes)))
+    return _axes_kernel(ctx, squeeze_target)
 
 
-@KERNELS.register("Unsqueeze", 1, 11)
-def unsqueeze_attr(ctx):
-    xp = ctx.xp
-    axes = _attr_ints(ctx, "axes")
-    return lambda x: xp.reshape(x, unsqueeze_target(ctx, x, axes))
-
-
-@KERNELS.register("Unsqueeze", 13, *_LATEST)
+@KERNELS.register("Unsqueeze", 1, 11, 13, *_LATEST)
 def unsqueeze(ctx):
-    xp = ctx.xp
-    return lambda x, axes: xp.reshape(x, unsqueeze_target(ctx, x, ctx.ints(axes)))
+    return _axes_kernel(ctx, unsqueeze_target)
 
 
 # -- Transpose ---------------------------------------------------------------------------------

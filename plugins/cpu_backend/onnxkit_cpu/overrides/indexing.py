@@ -32,7 +32,7 @@ def slice_v1(ctx):
 
 @KERNELS.register("Slice", 10, 11, 13)
 def slice_(ctx):
-    return portable.slice_(ctx, take=_slice)
+    return portable.slice_(ctx, take=_slice, ints=lambda v: v.reshape(-1).tolist())
 
 
 @KERNELS.register("Gather", 1, 11, 13)

@@ -61,10 +61,6 @@ def slice_value(ctx, x, starts, ends, axes=None, steps=None):
     return ctx.xp.flip(y, axis=flips) if flips else y
 
 
-def _opt_ints(ctx, v):
-    return None if v is None else ctx.ints(v)
-
-
 def _attr_ints(ctx, name: str):
     v = ctx.attr(name)
     return None if v is None else [int(a) for a in v]
@@ -81,10 +77,14 @@ def slice_v1(ctx, take=slice_value):
 
 
 @KERNELS.register("Slice", 10, 11, 13)
-def slice_(ctx, take=slice_value):
-    """Slice from 10 (inputs, read on the host); ``take`` as for :func:`slice_v1`."""
+def slice_(ctx, take=slice_value, ints=None):
+    """Slice from 10 (inputs, read on the host by ``ints``, default ``ctx.ints``); ``take`` as
+    for :func:`slice_v1`."""
+    ints = ints or ctx.ints
+
     def fn(x, starts, ends, axes=None, steps=None):
-        return take(ctx, x, ctx.ints(starts), ctx.ints(ends), _opt_ints(ctx, axes), _opt_ints(ctx, steps))
+        return take(ctx, x, ints(starts), ints(ends), None if axes is None else ints(axes),
+                    None if steps is None else ints(steps))
 
     return fn
 

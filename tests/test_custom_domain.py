@@ -99,3 +99,47 @@ def test_the_package_is_pip_installable_and_listed_by_onnxkit_plugins(tmp_path):
     with zipfile.ZipFile(wheel) as z:
         eps = z.read(next(n for n in z.namelist() if n.endswith("entry_points.txt"))).decode()
     assert "[onnxkit]" in eps and "example_stats = onnxkit_example_stats.plugin" in eps
+
+
+def standardize_model() -> ir.Model:
+    """Standardize, then a histogram of the result and its quantiles: one tensor operator and two
+    operators passing an opaque value."""
+    A = ir.Attribute.make
+    graph = ir.Graph(
+        node=[ir.Node(["x"], ["s"], name="std", op_type="Standardize", domain=DOMAIN, attribute=[A("epsilon", 0.0)]),
+              ir.Node(["s"], ["h"], name="hist", op_type="MakeHistogram", domain=DOMAIN, attribute=[A("bins", 4)]),
+              ir.Node(["h", "q"], ["y"], name="quant", op_type="HistogramQuantile", domain=DOMAIN)],
+        name="standardize",
+        input=[ir.ValueInfo("x", ir.tensor_type(1, ["N"])), ir.ValueInfo("q", ir.tensor_type(1, [3]))],
+        output=[ir.ValueInfo("s", ir.tensor_type(1, ["N"])), ir.ValueInfo("y", ir.tensor_type(1, [3]))],
+    )
+    return ir.Model(ir_version=10, opset_import=[ir.OperatorSetId("", 21), ir.OperatorSetId(DOMAIN, 1)], graph=graph)
+
+
+@pytest.mark.parametrize("provider", ["CPUExecutionProvider", "CUDAExecutionProvider"])
+def test_the_domain_kernels_run_on_both_backends_without_backend_code(stats_plugin, provider):
+    """The example's kernels are written once: Standardize runs on the gpu backend itself (torch),
+    the two opaque-value operators run on the host, listed as per-node fallbacks on gpu."""
+    reg = build_registry(extra=[("example_stats", stats_plugin)])
+    assert not reg.faults
+    sess = InferenceSession(standardize_model(), registry=reg, providers=[provider])
+    x = np.array([1, 2, 3, 4, 5, 6, 7, 8], dtype=np.float32)
+    s, y = sess.run(None, {"x": x, "q": np.array([0.0, 0.5, 1.0], dtype=np.float32)})
+    expected = (x - x.mean()) / x.std()
+    np.testing.assert_allclose(s, expected, rtol=1e-6)
+    np.testing.assert_allclose(y, [expected[0], 0.0, expected[-1]], atol=1e-6)
+    fell_back = {fb.node for fb in sess.fallbacks}
+    if provider == "CPUExecutionProvider":
+        assert sess.get_providers()[0] == "CPUExecutionProvider" and fell_back == set()
+    else:
+        assert fell_back == {"hist", "quant"}        # the opaque values live on the host
+
+
+def test_the_example_imports_only_the_plugin_surface():
+    """A plugin author needs one module: onnxkit.plugin."""
+    import ast
+
+    for path in (EXAMPLE / "onnxkit_example_stats").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("onnxkit"):
+                assert node.module == "onnxkit.plugin", f"{path.name} imports {node.module}"

@@ -20,7 +20,9 @@ planned on the fallback instead, with explicit transfers, and listed in
 
 A :class:`GraphPlan` is a list of steps with precomputed input/output names and the values
 to free after each step (their last use; a subgraph's free variables count as uses by the
-node that carries it).  The run loop does no registry look-ups and no attribute parsing.
+node that carries it).  The run loop (:mod:`onnxkit.runtime.loop`) runs them over values in
+numbered slots, laid out once per plan: no registry look-up, no attribute parsing, no
+dictionary look-up per node.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from ..registry import normalize_domain
 from .budget import RunBudget, enter_run, guard_for, leave_run
 from .fallback import Placement
 from .kernel import NodeContext, Unsupported
+from .loop import ABSENT, Layout, run_checked, run_fast
 from .state import RUN_STATE
 
 #: Operators whose result may differ between evaluations (Clause 8.5): never folded at planning.
@@ -46,18 +49,18 @@ NON_DETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLik
                                "Multinomial", "Bernoulli", "Dropout"})
 
 
-def _out_of_memory(graph: str, step) -> EvaluationError:
-    """The error of an allocation the limits allowed and the system refused (no MemoryError chained)."""
-    return EvaluationError(f"{graph}: node {step.node.name!r} ({step.op}): out of memory: the system refused an "
-                           "allocation within the configured limits; lower Limits.max_value_bytes / max_run_bytes "
-                           "to have such requests refused by size", step.node.name, step.op)
-
-
 class Step:
-    __slots__ = ("fn", "inputs", "outputs", "free", "scope", "node", "op", "_uses", "guard", "release")
+    """One node of a plan: its kernel ``fn``, input and output names, the names freed after it.
+
+    Assigning ``fn`` (a test spying on a kernel) is seen by the next run: every plan's slot
+    layout (:mod:`onnxkit.runtime.loop`) is rebuilt after any step's ``fn`` changed."""
+
+    __slots__ = ("_fn", "inputs", "outputs", "free", "scope", "node", "op", "_uses", "guard", "release")
+    #: bumped whenever a step's ``fn`` is assigned after construction (layouts made before are stale)
+    generation = 0
 
     def __init__(self, fn, inputs, outputs, node, scope):
-        self.fn = fn
+        self._fn = fn
         self.inputs = inputs
         self.outputs = outputs
         self.node = node
@@ -68,8 +71,17 @@ class Step:
         self.guard = None    # the size check run before fn (onnxkit.runtime.budget), if it needs one
         self.release = ()    # names freed after this step whose bytes a guard charged
 
+    @property
+    def fn(self):
+        return self._fn
+
+    @fn.setter
+    def fn(self, fn) -> None:
+        self._fn = fn
+        Step.generation += 1
+
     def copy(self) -> "Step":
-        step = Step(self.fn, self.inputs, self.outputs, self.node, self.scope)
+        step = Step(self._fn, self.inputs, self.outputs, self.node, self.scope)
         step._uses, step.guard = self._uses, self.guard
         return step
 
@@ -96,6 +108,7 @@ class GraphPlan:
         #: (constants, steps) of a plan that also folded the defaults, used while none is overridden
         self.folded = None
         self.default_positions = [i for i, n in enumerate(input_names) if n in defaults]
+        self._layouts = [None, None]    # slot layouts of (constants, steps) and of ``folded``
 
     def run(self, inputs, scope: Optional[dict] = None, state=None) -> list:
         """Evaluate the steps in order.  ``state`` (a :class:`~onnxkit.runtime.state.RunState`,
@@ -112,89 +125,49 @@ class GraphPlan:
             leave_run(token)
 
     def _run(self, inputs, scope, state, budget, held) -> list:
-        steps = self.steps
         if self.folded is not None and not any(
                 i < len(inputs) and inputs[i] is not None for i in self.default_positions):
-            constants, steps = self.folded  # no default overridden: the plan that folded them
-            env = dict(constants)
+            layout = self._layout(1, *self.folded)  # no default overridden: the plan that folded them
         else:
-            env = dict(self.constants)
+            layout = self._layout(0, self.constants, self.steps)
+        env = layout.template.copy()
+        checked = layout.checked or (scope is None and bool(layout.free))
         if scope is not None:
             if state is None:
                 state = scope.get(RUN_STATE)
-            for n in self.free_vars:
-                if n in scope:
-                    env[n] = scope[n]
-        for i, name in enumerate(self.input_names):
-            v = inputs[i] if i < len(inputs) else None
-            if v is None and name in self.defaults:
-                v = self.defaults[name]
-            env[name] = v
-        if state is None:
-            for step in steps:
-                _execute(self.name, step, env, budget, held)
+            for name, i in layout.free:
+                if name in scope:
+                    env[i] = scope[name]
+                else:
+                    checked = True  # absent from the scope: reads of it are checked (and reported)
+        defaults = self.defaults
+        n = len(inputs)
+        for k, i in enumerate(layout.inputs):
+            v = inputs[k] if k < n else None
+            if v is None and defaults:
+                v = defaults.get(self.input_names[k])
+            env[i] = v
+        if state is not None:
+            state.check(f"graph {self.name!r}")
+            run_checked(self.name, layout, env, budget, held, state, state.profiler if scope is None else None)
+        elif checked:
+            run_checked(self.name, layout, env, budget, held, None, None)
         else:
-            self._run_watched(steps, env, state, scope is None, budget, held)
-        try:
-            return [env[n] for n in self.output_names]
-        except KeyError as exc:
-            raise EvaluationError(f"{self.name}: graph output {exc.args[0]!r} was not computed") from None
+            run_fast(self.name, layout, env, budget, held)
+        outs = [env[i] for i in layout.outputs]
+        for k, v in enumerate(outs):
+            if v is ABSENT:
+                raise EvaluationError(f"{self.name}: graph output {self.output_names[k]!r} was not computed")
+        return outs
 
-    def _run_watched(self, steps, env: dict, state, top: bool, budget, held) -> None:
-        """The run loop of a watched run: check before each node (and once for an empty body),
-        and record a profiling event per node of the top-level graph."""
-        env[RUN_STATE] = state  # subgraphs run with ``env`` as their scope find it there
-        profiler = state.profiler if top else None
-        state.check(f"graph {self.name!r}")
-        for step in steps:
-            state.check(f"node {step.node.name!r} ({step.op}) of graph {self.name!r}")
-            if profiler is None:
-                _execute(self.name, step, env, budget, held)
-            else:
-                begin = profiler.now_us()
-                args, out = _execute(self.name, step, env, budget, held, keep=True)
-                profiler.node_event(step, begin, args, out)
-        del env[RUN_STATE]
-
-
-_OUT_OF_MEMORY = object()
-
-
-def _execute(graph_name: str, step: Step, env: dict, budget, held: dict, keep: bool = False):
-    """Run one step: read its inputs from ``env``, check its size guard against ``budget`` (the
-    bytes it charges kept in ``held``), call its kernel, store its outputs, free the values it
-    used last.  With ``keep`` returns ``(args, out)`` for the profiler."""
-    try:
-        args = [env[n] if n else None for n in step.inputs]
-    except KeyError as exc:
-        raise EvaluationError(f"{graph_name}: node {step.node.name!r} ({step.op}) reads {exc.args[0]!r}, "
-                              "which has no value (Clause 7.5)", step.node.name, step.op) from None
-    if step.guard is not None:
-        held[step.outputs[0] if step.outputs else ""] = step.guard(budget, args)
-    try:
-        out = step.fn(env, *args) if step.scope else step.fn(*args)
-    except OnnxkitError:
-        raise
-    except MemoryError:  # allowed by the limits, refused by the system: raised below, unchained
-        out = _OUT_OF_MEMORY
-    except Exception as exc:
-        raise EvaluationError(f"{graph_name}: node {step.node.name!r} ({step.op}) failed: "
-                              f"{type(exc).__name__}: {exc}", step.node.name, step.op) from exc
-    if out is _OUT_OF_MEMORY:
-        raise _out_of_memory(graph_name, step)
-    outs = step.outputs
-    if type(out) is not tuple:
-        if outs and outs[0]:
-            env[outs[0]] = out
-    else:
-        for name, v in zip(outs, out):
-            if name:
-                env[name] = v
-    for n in step.free:
-        env.pop(n, None)
-    for n in step.release:
-        budget.live -= held.pop(n, 0)
-    return (args, out) if keep else None
+    def _layout(self, which: int, constants: dict, steps: list) -> Layout:
+        """The slot layout of ``(constants, steps)`` (0: the plan, 1: its folded variant), made
+        on first need and again when the steps or a step's ``fn`` changed."""
+        layout = self._layouts[which]
+        if layout is None or layout.steps is not steps or layout.generation != Step.generation:
+            layout = Layout(self, constants, steps, Step.generation)
+            self._layouts[which] = layout
+        return layout
 
 
 def _mapped(a: np.ndarray) -> bool:

@@ -39,6 +39,7 @@ from ..errors import LimitExceeded, OnnxkitError, UnsupportedOperatorError, Vali
 from ..limits import DEFAULT_LIMITS, Limits
 from ..log import get_logger, log_plugin_faults, severity_to_level
 from ..registry import get_registry
+from .checked import CheckedSignatures
 from .feeds import InputError, coerce_feed, fresh_outputs, is_torch_backend, to_backend, to_host
 from .options import ModelMetadata, NodeArg, SessionOptions, missing_backend_message, provider_of
 from .plan import Planner
@@ -46,6 +47,7 @@ from .policy import Bindings, OutputCheck, Reporter, admit
 from .providers import choose_backends
 from .state import Profiler, RunState
 from .strings import to_octets, to_text
+from .optimizer.specialize import signature
 from .threads import blas_limit, uses_blas
 
 __all__ = ["InferenceSession", "InputError", "NodeArg", "run_model"]
@@ -158,6 +160,7 @@ class InferenceSession:
             self.fallbacks = list(planner.fallbacks)
             break
         self.backend = self.registry.backends[self.backend_name]
+        self._host_arrays = bool(getattr(self.backend, "host_arrays", False))
         self._torch = is_torch_backend(self.backend)
         if self._profiler:
             self._profiler.provider = provider_of(self.backend_name)
@@ -171,9 +174,12 @@ class InferenceSession:
         self._outputs = [vi.name for vi in g.output]
         self._reporter = Reporter(strict)
         self._output_check = OutputCheck(g.output, self._reporter)
+        self._checked = CheckedSignatures([vi.name for vi in g.input], self._outputs, self._output_check,
+                                          self._reporter)
         self._kept_ids = _kept_value_ids(self.plan)
         consumed = self.optimized.consumed_defaults
         self._consumed_positions = [i for i, vi in enumerate(self._inputs) if vi.name in consumed]
+        self._specializer = self._specializer_for(planner)
         self._threads = int(so.intra_op_num_threads or 0)
         self._uses_blas = uses_blas(model)  # no matrix product anywhere: nothing to limit per run
         if so.optimized_model_filepath:
@@ -193,6 +199,21 @@ class InferenceSession:
             self._log("plan", 20, "graph optimizer: %s in %.1f ms",
                       ", ".join(f"{k} {v}" for k, v in result.rewrites.items() if v), (time.perf_counter() - t0) * 1e3)
         return result
+
+    def _specializer_for(self, planner):
+        """The session's :class:`~onnxkit.runtime.optimizer.specialize.Specializer`, or None when the
+        ``specialize`` pass is off (level, ``session.disable_passes``) or cannot apply (a backend
+        whose values are not numpy arrays, a graph that reads its own structure)."""
+        from .optimizer import _reads_its_graph, disabled_passes, plan_pass_on
+        from .optimizer.specialize import Specializer
+
+        so = self._sess_options
+        if not plan_pass_on("specialize", int(so.graph_optimization_level),
+                            disabled_passes(so._config.get("session.disable_passes"))):
+            return None
+        if not self._host_arrays or _reads_its_graph(self.optimized.model.graph):
+            return None
+        return Specializer(self.optimized.model, self.plan, self.registry, self.limits)
 
     def _plan_for(self, values: list):
         """The optimized plan, or, when a run feeds an IR < 4 input whose initializer the optimizer
@@ -272,6 +293,15 @@ class InferenceSession:
     def run(self, output_names: Optional[Sequence[str]], input_feed: Mapping[str, Any], run_options=None) -> list:
         """Evaluate; returns the requested outputs (all when ``output_names`` is None or empty)
         in order, as fresh writable numpy arrays (sequences as lists, maps as dicts)."""
+        seen = self._checked.seen(input_feed) if self._host_arrays else None
+        if seen is not None:  # a feed signature that passed every check before: not checked again
+            values, key, entry = seen
+            outs = self._evaluate(values, run_options, key)
+            if not output_names:
+                fetched = self._checked.fetch(outs, values, entry, self._kept_ids)
+                if fetched is not None:
+                    return fetched
+            return self._fetch(output_names, outs, host=True, feeds=values, bindings=entry.bindings())
         values, bindings = self._feed_values(input_feed)
         return self._fetch(output_names, self._evaluate(values, run_options), host=True, feeds=values,
                            bindings=bindings)
@@ -321,15 +351,32 @@ class InferenceSession:
                 values.append(to_backend(v if actual is None else actual, conv))
             else:
                 values.append(None)
+        if self._host_arrays:
+            self._checked.remember(values, bindings)
         return values, bindings
 
-    def _evaluate(self, values: list, run_options) -> list:
-        """Run the plan with BLAS limited to ``intra_op_num_threads`` (:mod:`onnxkit.runtime.threads`)."""
+    def _evaluate(self, values: list, run_options, sig=None) -> list:
+        """Run the plan with BLAS limited to ``intra_op_num_threads`` (:mod:`onnxkit.runtime.threads`):
+        the plan specialized for the feed's signature ``sig`` when the ``specialize`` pass is on
+        (computed from ``values`` when not given)."""
         plan = self._plan_for(values) if self._consumed_positions else self.plan
+        spec = self._specializer
+        recording = False
+        if spec is not None and plan is self.plan:
+            if sig is None:
+                sig = signature(values)
+            if sig is not None:
+                plan, recording = spec.plan_for(sig)
         if not self._uses_blas:
-            return self._run_plan(plan, values, run_options)
-        with blas_limit(self._threads):
-            return self._run_plan(plan, values, run_options)
+            outs = self._run_plan(plan, values, run_options)
+        else:
+            with blas_limit(self._threads):
+                outs = self._run_plan(plan, values, run_options)
+        if recording:
+            special = spec.complete(sig, plan)
+            if special is not None:  # its folded values are kept: outputs that are one are copied
+                self._kept_ids = self._kept_ids | _kept_value_ids(special)
+        return outs
 
     def _run_plan(self, plan, values: list, run_options) -> list:
         profiler = self._profiler

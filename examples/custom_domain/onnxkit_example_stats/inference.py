@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from onnxkit import ir
+from onnxkit.plugin import ir
 
 from . import DOMAIN
 
@@ -19,7 +19,13 @@ def histogram_quantile(ctx):
     return [ir.TensorType(1, shape)]
 
 
+def standardize(ctx):
+    """Standardize: the type and shape of ``x``."""
+    return [ctx.input_type(0)]
+
+
 FUNCTIONS = {
+    (DOMAIN, "Standardize", 1): standardize,
     (DOMAIN, "MakeHistogram", 1): make_histogram,
     (DOMAIN, "HistogramQuantile", 1): histogram_quantile,
 }

@@ -12,11 +12,14 @@ pass               rewrites                                         level
 ``reshape``        Reshape -> Reshape collapsed                     ORT_ENABLE_BASIC +
 ``conv_bn``        BatchNormalization folded into Conv              ORT_ENABLE_BASIC +
 ``matmul_add``     MatMul + Add -> Gemm                             ORT_ENABLE_BASIC +
+``specialize``     a plan per input-shape signature, shape          ORT_ENABLE_BASIC +
+                   arithmetic folded (:mod:`.specialize`)
 =================  ==============================================  ====================
 
 ``ORT_DISABLE_ALL`` runs none; every other level runs all of them (the default,
-``ORT_ENABLE_ALL``, included).  Each pass is its own module whose docstring says why it is
-exact; ``conv_bn`` is exact up to rounding.  Subgraphs (If/Loop/Scan bodies) are left alone,
+``ORT_ENABLE_ALL``, included).  ``specialize`` works on the plan, at run time (the
+session's :class:`~.specialize.Specializer`), the others on the graph.  Each pass is its own
+module whose docstring says why it is exact; ``conv_bn`` is exact up to rounding.  Subgraphs (If/Loop/Scan bodies) are left alone,
 and a name read inside one is never removed or renamed; graph outputs keep their names;
 graph inputs are kept as they were.  A graph with an ai.onnx.preview.training node (Gradient
 reads the graph it is in) is planned as given.  The user's :class:`~onnxkit.ir.Model` is not changed.
@@ -46,7 +49,9 @@ PASSES = (
     ("conv_bn", conv_bn, 1),
     ("matmul_add", matmul_add, 1),
 )
-PASS_NAMES = tuple(name for name, _, _ in PASSES)
+#: passes on the plan rather than the graph (run by the session), with the lowest level that runs them
+PLAN_PASSES = (("specialize", 1),)
+PASS_NAMES = tuple(name for name, _, _ in PASSES) + tuple(name for name, _ in PLAN_PASSES)
 
 
 @attrs.frozen
@@ -66,7 +71,7 @@ class Optimized:
 
 def optimize(model: ir.Model, level: int, registry=None, disabled=frozenset()) -> Optimized:
     """``model`` rewritten by the passes of ``level`` (a copy; ``model`` itself is unchanged)."""
-    chosen = [(n, m) for n, m, lowest in PASSES if level >= lowest and n not in disabled]
+    chosen = [(n, m) for n, m, lowest in PASSES if level >= lowest and n not in disabled]  # PLAN_PASSES: not here
     if not chosen or model.graph is None or _reads_its_graph(model.graph):
         return Optimized(model, {})
     view = GraphView(model, registry)
@@ -92,4 +97,10 @@ def disabled_passes(config_value: Optional[str]) -> frozenset:
     return names
 
 
-__all__ = ["optimize", "Optimized", "PASSES", "PASS_NAMES", "disabled_passes", "GraphView"]
+def plan_pass_on(name: str, level: int, disabled=frozenset()) -> bool:
+    """True if the plan pass ``name`` runs at ``level`` with ``disabled`` switched off."""
+    return name not in disabled and any(n == name and level >= lowest for n, lowest in PLAN_PASSES)
+
+
+__all__ = ["optimize", "Optimized", "PASSES", "PASS_NAMES", "PLAN_PASSES", "disabled_passes", "plan_pass_on",
+           "GraphView"]

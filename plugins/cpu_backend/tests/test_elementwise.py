@@ -22,7 +22,7 @@ from onnx import helper  # noqa: E402
 from onnxkit.errors import OnnxkitError  # noqa: E402
 from onnxkit.runtime import InferenceSession  # noqa: E402
 
-from onnxkit_cpu.kernels.elementwise import erf  # noqa: E402
+from onnxkit_cpu.overrides.elementwise_math import erf  # noqa: E402
 
 
 def _tensor_type(a) -> int:

@@ -430,7 +430,7 @@ def test_matmul(sa, sb):
 
 
 def test_integer_products_on_the_cuda_path_wrap_like_numpy():
-    from onnxkit_gpu.kernels.linalg import einsum_broadcast, int_matmul
+    from onnxkit_default_domain.kernels.linalg import einsum_broadcast, int_matmul
 
     for sa, sb in (((4,), (4,)), ((4,), (2, 4, 3)), ((2, 3, 4), (4,)), ((2, 1, 3, 4), (5, 4, 2))):
         a = RNG.integers(-2**31, 2**31 - 1, sa).astype(np.int32)

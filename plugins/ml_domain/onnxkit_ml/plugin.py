@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from onnxkit import hookimpl
+from onnxkit.plugin import hookimpl
 
 
 @hookimpl
@@ -14,11 +14,12 @@ def onnxkit_operator_sets():
 
 
 @hookimpl
-def onnxkit_kernels(backend):
-    """CPU kernels of every ai.onnx.ml definition (numpy), for the ``cpu`` backend only."""
+def onnxkit_portable_kernels():
+    """The kernels of every ai.onnx.ml definition: numpy (``host_only``), so they run on the cpu
+    backend, and on the gpu backend through its per-node fallback."""
     from .kernels import all_kernels
 
-    return all_kernels() if backend == "cpu" else None
+    return all_kernels()
 
 
 @hookimpl

@@ -1,4 +1,7 @@
-"""Elementwise operators: arithmetic, comparison, logic, bitwise, unary math, Where, Clip, Cast."""
+"""Inference of the elementwise operators (arithmetic, comparison, logic, bitwise, unary math,
+Where, Clip) and of Cast/CastLike.  :func:`legacy_b_shape`, the broadcasting of the binary
+operators before opset 7, is shared with their kernels
+(``onnxkit_default_domain/kernels/elementwise.py``)."""
 
 from __future__ import annotations
 
@@ -16,13 +19,39 @@ FUNCTIONS: dict = {}
 # from ``axis``): the output has A's shape.  From 7 on they broadcast multidirectionally (6.6.2).
 
 
+def legacy_b_shape(a_dims, b_dims, axis=None):
+    """Where B goes under the broadcasting of definitions before 7 (``broadcast=1``): B's extents
+    aligned with A's from position ``axis`` (suffix-matched when ``axis`` is None), each equal to
+    A's there or 1.  Extents are ``int | str | None`` (None/str: unknown/symbolic, taken to fit).
+
+    Returns ``(shape, start)``: ``shape`` is B's shape padded with trailing 1s to A's rank (so
+    that B then broadcasts multidirectionally to A), ``()`` for a one-element B, or None where B
+    does not fit A at position ``start``.  Used by inference and by the kernels alike."""
+    a_nd, b_nd = len(a_dims), len(b_dims)
+    if b_nd <= a_nd and all(d == 1 for d in b_dims):
+        return (), None
+    start = a_nd - b_nd if axis is None else (axis + a_nd if axis < 0 else axis)
+    if start < 0 or start + b_nd > a_nd:
+        return None, start
+    for bd, ad in zip(b_dims, list(a_dims)[start:start + b_nd]):
+        if isinstance(bd, int) and isinstance(ad, int) and bd not in (ad, 1):
+            return None, start
+    return tuple(b_dims) + (1,) * (a_nd - start - b_nd), start
+
+
 def _legacy_binary(elem=None):
     def rule_(ctx):
         a = ctx.input_type(0)
         e = elem if elem is not None else (elem_of(a) or elem_of(ctx.input_type(1)))
         if not ctx.attr("broadcast", 0) and a is not None and ctx.input_type(1) is not None:
             return [elementwise(ctx, e)]
-        return [tensor(e, dims_of(a))]
+        a_dims, b_dims = dims_of(a), dims_of(ctx.input_type(1))
+        if a_dims is not None and b_dims is not None:
+            axis = ctx.attr("axis") if ctx.has_attr("axis") else None
+            if legacy_b_shape(a_dims, b_dims, axis)[0] is None:
+                ctx.fail(f"B of shape {list(b_dims)} cannot be broadcast to A of shape {list(a_dims)} "
+                         f"(legacy broadcasting, axis {axis})")
+        return [tensor(e, a_dims)]
     return rule_
 
 
@@ -31,7 +60,7 @@ for _op in ("Add", "Sub", "Mul", "Div"):
     register(FUNCTIONS, _op, elementwise_rule(fold=_op), 7)
 register(FUNCTIONS, "Pow", _legacy_binary(), 1, 1)
 register(FUNCTIONS, "Mod", elementwise_rule(fold="Mod"))
-register(FUNCTIONS, "BitShift BitwiseAnd BitwiseOr BitwiseXor", elementwise_rule())
+register(FUNCTIONS, ["BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor"], elementwise_rule())
 
 
 @rule(FUNCTIONS, "Pow", 7)
@@ -78,7 +107,7 @@ register(FUNCTIONS, "LessOrEqual", elementwise_rule(BOOL, fold="LessOrEqual"))
 register(FUNCTIONS, "GreaterOrEqual", elementwise_rule(BOOL, fold="GreaterOrEqual"))
 
 
-@rule(FUNCTIONS, "Max Min Sum Mean")
+@rule(FUNCTIONS, ["Max", "Min", "Sum", "Mean"])
 def _variadic(ctx):
     t = elementwise(ctx)
     value = None
@@ -111,12 +140,12 @@ def _where(ctx):
     ctx.set_output(0, t, value)
 
 
-_UNARY_SAME = """Abs Neg Ceil Floor Round Sqrt Exp Log Reciprocal Sign Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh
-Atanh Erf Not BitwiseNot""".split()
+_UNARY_SAME = ["Abs", "Neg", "Ceil", "Floor", "Round", "Sqrt", "Exp", "Log", "Reciprocal", "Sign", "Sin", "Cos",
+               "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Erf", "Not", "BitwiseNot"]
 register(FUNCTIONS, _UNARY_SAME, same_as_input(0))
 
 
-@rule(FUNCTIONS, "Neg Abs", 6)
+@rule(FUNCTIONS, ["Neg", "Abs"], 6)
 def _neg_abs(ctx):
     t = ctx.input_type(0)
     c = ctx.constant(0)
@@ -126,7 +155,7 @@ def _neg_abs(ctx):
     ctx.set_output(0, t, value)
 
 
-@rule(FUNCTIONS, "IsNaN IsInf")
+@rule(FUNCTIONS, ["IsNaN", "IsInf"])
 def _is_class(ctx):
     return [tensor(BOOL, dims_of(ctx.input_type(0)))]
 

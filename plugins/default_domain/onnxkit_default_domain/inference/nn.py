@@ -9,6 +9,7 @@ from onnxkit.inference.common import (
 )
 
 from ._util import register, rule
+from .nn_geometry import GeometryError, transpose_geometry, window_geometry
 
 FUNCTIONS: dict = {}
 INT32, UINT8 = int(DataType.INT32), int(DataType.UINT8)
@@ -46,53 +47,57 @@ def _qlinear_matmul(ctx):
     return [tensor(elem_of(ctx.input_type(7)), matmul_dims(ctx, dims_of(ctx.input_type(0)), dims_of(ctx.input_type(3))))]
 
 
+def gemm_dims(ctx, a, b, c=None, trans_a=False, trans_b=False, strict_c=False):
+    """``[M, N]``, the output extents of Gemm over the extents of A, B and C (each a list of
+    ``int | str | None``, or None when unknown); the kernels use it too.  A and B must be
+    2-D with equal inner extents; C must broadcast to ``(M, N)`` (be exactly that shape when
+    ``strict_c``: Gemm before 7 without ``broadcast``)."""
+    m = n = None
+    inner = []
+    for dims, what, trans in ((a, "A", trans_a), (b, "B", trans_b)):
+        if dims is None:
+            inner.append(None)
+            continue
+        if len(dims) != 2:
+            ctx.fail(f"Gemm: {what} must be 2-D, got shape {list(dims)}")
+        outer_i, inner_i = (1, 0) if trans else (0, 1)
+        if what == "B":
+            outer_i, inner_i = inner_i, outer_i
+        inner.append(dims[inner_i])
+        if what == "A":
+            m = dims[outer_i]
+        else:
+            n = dims[outer_i]
+    check_equal(ctx, inner[0], inner[1], "Gemm: the inner extents of A' and B' differ")
+    if c is not None:
+        if strict_c:
+            if len(c) != 2 or any(isinstance(x, int) and isinstance(y, int) and x != y for x, y in zip(c, (m, n))):
+                ctx.fail(f"Gemm: C has shape {list(c)}; with broadcast = 0 it must be {[m, n]}")
+        elif len(c) > 2 or any(isinstance(x, int) and isinstance(y, int) and x not in (1, y)
+                               for x, y in zip(reversed(c), (n, m))):
+            ctx.fail(f"Gemm: C of shape {list(c)} does not broadcast to {[m, n]}")
+    return [m, n]
+
+
 @rule(FUNCTIONS, "Gemm")
 def _gemm(ctx):
     a, b = ctx.input_type(0), ctx.input_type(1)
-    elem = elem_of(a) or elem_of(b)
-    da, db = dims_of(a), dims_of(b)
-    m = n = None
-    if da is not None:
-        if len(da) != 2:
-            return [tensor(elem, [None, None])]
-        m = da[1] if ctx.attr("transA", 0) else da[0]
-    if db is not None:
-        if len(db) != 2:
-            return [tensor(elem, [None, None])]
-        n = db[0] if ctx.attr("transB", 0) else db[1]
-    return [tensor(elem, [m, n])]
+    c = dims_of(ctx.input_type(2)) if ctx.has_input(2) and float(ctx.attr("beta", 1.0)) != 0.0 else None
+    strict_c = ctx.since_version < 7 and not ctx.attr("broadcast", 0)
+    dims = gemm_dims(ctx, dims_of(a), dims_of(b), c, bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0)),
+                     strict_c)
+    return [tensor(elem_of(a) or elem_of(b), dims)]
 
 
 # -- convolution and pooling ----------------------------------------------------------------------
 
 def _spatial(ctx, in_dims, kernel, strides, dilations, pads, auto_pad, ceil_mode=False):
-    n = len(in_dims)
-    strides = list(strides) if strides else [1] * n
-    dilations = list(dilations) if dilations else [1] * n
-    out = []
-    for k in range(n):
-        d = in_dims[k]
-        if not isinstance(d, int) or kernel is None or not isinstance(kernel[k], int):
-            out.append(None)
-            continue
-        s, dil = strides[k], dilations[k]
-        ek = (kernel[k] - 1) * dil + 1
-        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            out.append(-(-d // s))
-            continue
-        if auto_pad == "VALID":
-            pb = pe = 0
-        else:
-            pb, pe = (pads[k], pads[k + n]) if pads else (0, 0)
-        total = d + pb + pe - ek
-        if ceil_mode:
-            o = -(-total // s) + 1
-            if (o - 1) * s >= d + pb:
-                o -= 1
-        else:
-            o = total // s + 1
-        out.append(max(o, 0) if total >= 0 or ceil_mode else None)
-    return out
+    """The output extents of a sliding window (:func:`.nn_geometry.window_geometry`, which the
+    kernels use too); an impossible geometry is reported."""
+    try:
+        return window_geometry(in_dims, kernel, strides, dilations, pads, auto_pad, ceil_mode)[0]
+    except GeometryError as exc:
+        ctx.fail(f"{ctx.op_type}: {exc}")
 
 
 def _conv_like(ctx, x_index=0, w_index=1, out_elem=None):
@@ -144,24 +149,12 @@ def _conv_transpose(ctx):
     c = wd[1] * group if wd is not None and len(wd) > 1 and isinstance(wd[1], int) else None
     kernel = ctx.attr("kernel_shape")
     kernel = list(kernel) if kernel else (wd[2:] if wd is not None and len(wd) == n + 2 else None)
-    output_shape = ctx.attr("output_shape")
-    if output_shape:
-        return [tensor(elem, [xd[0], c] + [int(v) for v in output_shape[-n:]])]
-    strides = list(ctx.attr("strides") or [1] * n)
-    dil = list(ctx.attr("dilations") or [1] * n)
-    opad = list(ctx.attr("output_padding") or [0] * n)
-    pads = list(ctx.attr("pads") or [0] * (2 * n))
-    auto_pad = ctx.attr("auto_pad", "NOTSET")
-    sp = []
-    for k in range(n):
-        d = xd[2 + k]
-        if not isinstance(d, int) or kernel is None or not isinstance(kernel[k], int):
-            sp.append(None)
-        elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            sp.append(d * strides[k])
-        else:
-            pb, pe = (0, 0) if auto_pad == "VALID" else (pads[k], pads[k + n])
-            sp.append(strides[k] * (d - 1) + opad[k] + (kernel[k] - 1) * dil[k] + 1 - pb - pe)
+    try:
+        sp = transpose_geometry(xd[2:], kernel, ctx.attr("strides"), ctx.attr("dilations"), ctx.attr("pads"),
+                                ctx.attr("auto_pad", "NOTSET"), ctx.attr("output_padding"),
+                                ctx.attr("output_shape"))[3]
+    except GeometryError as exc:
+        ctx.fail(f"ConvTranspose: {exc}")
     return [tensor(elem, [xd[0], c] + sp)]
 
 

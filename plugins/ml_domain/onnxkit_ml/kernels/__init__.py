@@ -1,4 +1,4 @@
-"""CPU kernels of the ai.onnx.ml domain, one module per operator family.
+"""Kernels of the ai.onnx.ml domain (numpy), one module per operator family.
 
 ``linear.py`` (LinearClassifier, LinearRegressor), ``svm.py`` (SVMClassifier, SVMRegressor),
 ``trees.py`` (TreeEnsemble, TreeEnsembleClassifier, TreeEnsembleRegressor),
@@ -6,14 +6,19 @@
 Normalizer, OneHotEncoder, Scaler) and ``mapping.py`` (CastMap, CategoryMapper,
 DictVectorizer, LabelEncoder, ZipMap).  Each exposes ``KERNELS``, an
 :class:`onnxkit.runtime.KernelTable` keyed by ``("ai.onnx.ml", op_type, since_version)``;
-:func:`all_kernels` merges them (modules whose name starts with ``_`` hold shared helpers).
+:func:`all_kernels` merges them (modules whose name starts with ``_`` hold shared helpers) and
+marks every one ``host_only``: they compute on numpy arrays (maps, strings, tree traversal on
+the host), so a backend whose values are not numpy runs these nodes on its fallback (cpu).
 """
 
 from __future__ import annotations
 
-from onnxkit.plugin_tools import merge_family_tables
+from onnxkit.plugin import merge_family_tables
 
 
 def all_kernels() -> dict:
-    """Every kernel of every family module of this package."""
-    return merge_family_tables(__name__, __path__, "KERNELS")
+    """Every kernel of every family module of this package, each marked ``host_only``."""
+    table = merge_family_tables(__name__, __path__, "KERNELS")
+    for factory in table.values():
+        factory.host_only = True
+    return table

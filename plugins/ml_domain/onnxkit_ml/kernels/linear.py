@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.runtime import KernelTable
+from onnxkit.plugin import KernelTable
 
 from ._common import as_float_matrix, bytes_array, labels_from, post_transform, str_list, transform_name
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.runtime import KernelTable
+from onnxkit.plugin import KernelTable
 
 from ._common import bytes_array, is_string_tensor, raw, str_list, text, text_array
 

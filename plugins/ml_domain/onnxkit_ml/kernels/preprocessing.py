@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.runtime import KernelTable
+from onnxkit.plugin import KernelTable
 
 from ._common import is_string_tensor, str_list, text_array
 

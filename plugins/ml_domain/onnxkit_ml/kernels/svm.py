@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.runtime import KernelTable
+from onnxkit.plugin import KernelTable
 
 from ._common import as_float_matrix, labels_from, logistic, post_transform, str_list, transform_name
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.runtime import KernelTable
+from onnxkit.plugin import KernelTable
 
 from ._common import labels_from, post_transform, str_list, transform_name
 

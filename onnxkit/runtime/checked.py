@@ -1,0 +1,102 @@
+"""Feed signatures a session has checked: the per-run checks skipped where they cannot fail.
+
+``InferenceSession.run`` checks each feed against the declared inputs (element type, rank,
+static extents, dimension variables bound consistently, 6.5.2) and each output against its
+declaration.  For a feed of numeric numpy arrays those checks are a function of the feed's
+*signature* alone — the element type and shape of each input, in input order, None for an input
+not fed — and, for the output check, of the outputs' signature.  :class:`CheckedSignatures`
+remembers (at most :data:`SIZE`) the signatures that passed, with the extents their dimension
+variables took, so a run with a signature seen before skips straight to evaluation; a string,
+object, sequence or map feed, a dict subclass, or a signature not seen before takes the full
+checks (which then remember it).  Only for backends whose values are numpy arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .feeds import InputError, fresh_outputs
+from .policy import Bindings
+
+#: the most feed signatures remembered (and output signatures per feed signature)
+SIZE = 64
+_UNFED = object()
+
+
+def _plain(v) -> bool:
+    return type(v) is np.ndarray and v.dtype.kind not in "OSU"
+
+
+class Signature:
+    """A feed signature that passed the checks: how many inputs it feeds, the extents its
+    dimension variables took, and the output signatures that passed the output check with it."""
+
+    __slots__ = ("fed", "extents", "outputs", "reporter")
+
+    def __init__(self, fed: int, extents: dict, reporter):
+        self.fed, self.extents, self.outputs, self.reporter = fed, extents, set(), reporter
+
+    def bindings(self) -> Bindings:
+        """Fresh :class:`Bindings` holding the extents the feed bound."""
+        b = Bindings(self.reporter, InputError)
+        b.extents = dict(self.extents)
+        return b
+
+
+class CheckedSignatures:
+    """The signatures one session has checked (see the module docstring)."""
+
+    def __init__(self, input_names: list, output_names: list, output_check, reporter):
+        self.input_names, self.output_names = input_names, output_names
+        self.output_check = output_check
+        self.reporter = reporter
+        self.memo: dict = {}  # feed signature -> Signature
+
+    def seen(self, input_feed):
+        """``(values in input order, signature, Signature)`` when ``input_feed`` is a dict of
+        numeric numpy arrays whose signature passed the checks before; else None."""
+        if type(input_feed) is not dict:
+            return None
+        values, sig = [], []
+        for name in self.input_names:
+            v = input_feed.get(name, _UNFED)
+            if v is _UNFED:
+                values.append(None)
+                sig.append(None)
+            elif _plain(v):
+                values.append(v)
+                sig.append((v.dtype, v.shape))
+            else:
+                return None
+        key = tuple(sig)
+        entry = self.memo.get(key)
+        if entry is None or entry.fed != len(input_feed):  # a name that is not an input: checked
+            return None
+        return values, key, entry
+
+    def remember(self, values: list, bindings: Bindings) -> None:
+        """Note the signature of checked feed ``values`` (in input order)."""
+        if not all(v is None or _plain(v) for v in values):
+            return
+        key = tuple(None if v is None else (v.dtype, v.shape) for v in values)
+        if len(self.memo) >= SIZE:
+            self.memo.clear()
+        self.memo[key] = Signature(sum(v is not None for v in values), dict(bindings.extents), self.reporter)
+
+    def fetch(self, outs: list, feeds: list, entry: Signature, kept_ids: frozenset):
+        """All outputs of a run whose feed signature was seen, when each is a numeric numpy array,
+        as the caller's own arrays; the output check runs unless this output signature passed it
+        with this feed signature before.  None: the session's general fetch applies."""
+        osig = []
+        for v in outs:
+            if not _plain(v):
+                return None
+            osig.append((v.dtype, v.shape))
+        osig = tuple(osig)
+        check = self.output_check
+        if check.checks and osig not in entry.outputs:
+            check(self.output_names, outs, entry.bindings())
+            if len(entry.outputs) < SIZE:
+                entry.outputs.add(osig)
+        return fresh_outputs(outs, kept_ids | {id(v) for v in feeds if v is not None})
+

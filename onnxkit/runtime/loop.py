@@ -1,0 +1,240 @@
+"""The run loop of a :class:`~onnxkit.runtime.plan.GraphPlan`: values in numbered slots.
+
+A :class:`Layout` is made once per ``(constants, steps)`` of a plan (on its first run): every
+name the plan reads or writes gets a slot (slot 0 always holds None, the value of an absent
+optional input ``""``), each step becomes a tuple of its kernel, its input slots, its output
+slot(s) and the slots it frees (its inputs' last use), and the constants are laid out in a
+template list a run copies.  A run is then a list copy, the feeds stored by slot, and
+:func:`run_fast`: per node, one tuple unpack, the kernel call with its arguments read by index,
+one store, and the frees — no dictionary look-up, no attribute look-up, no check.
+
+What the fast loop does not check it proves beforehand.  A value a node reads is *guaranteed*
+when it is a constant, a graph input, a free name of the enclosing scope present at the run's
+start, or an output of an earlier node; the layout marks itself ``checked`` when some read is
+not guaranteed (a graph not in topological order, planned with ``validate=False``), and a
+kernel that returns fewer outputs than its node names switches the run to :func:`run_checked`
+for its remaining nodes.  :func:`run_checked` also serves every watched run (termination, time
+limit, profiling: :mod:`onnxkit.runtime.state`); it reads each input with a presence check and
+reports a read of a value that was never computed by name (Clause 7.5).
+
+Nodes with a size guard, a freed value whose bytes a guard charged, or a subgraph reading the
+enclosing scope (:func:`~onnxkit.runtime.kernel.needs_scope`) are *special*: one flag per
+tuple routes them through :func:`_call_special`, the only place guards and scopes are handled.
+A scope is a :class:`SlotScope`, a read-only mapping over the run's slots.
+
+Errors are those of the loop they replace: a kernel's exception, wrapped in
+:class:`EvaluationError` naming the node and op_type (an :class:`OnnxkitError` passes as it
+is; a :class:`MemoryError` becomes the out-of-memory error, unchained).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..errors import EvaluationError, OnnxkitError
+from .state import RUN_STATE
+
+#: the content of a slot whose value is not (or no longer) there
+ABSENT = type("Absent", (), {"__repr__": lambda self: "<absent>", "__slots__": ()})()
+
+
+class _Short(Exception):
+    """Raised by the fast loop after storing a kernel's result that left a named output absent."""
+
+
+class Layout:
+    """Slots and step tuples of one ``(constants, steps)`` of a plan (see the module docstring)."""
+
+    __slots__ = ("slots", "template", "inputs", "free", "outputs", "fast", "checked", "steps", "generation")
+
+    def __init__(self, plan, constants: dict, steps: list, generation: int):
+        slots = {"": 0}
+
+        def slot(name: str) -> int:
+            i = slots.get(name)
+            if i is None:
+                i = slots[name] = len(slots)
+            return i
+
+        for name in constants:
+            slot(name)
+        self.inputs = tuple(slot(n) for n in plan.input_names)
+        self.free = tuple((n, slot(n)) for n in sorted(plan.free_vars))
+        produced = {n for step in steps for n in step.outputs}
+        # a free name produced here too is read before it is made (a graph out of order): not known
+        known = set(constants) | set(plan.input_names) | (set(plan.free_vars) - produced) | {""}
+        checked = False
+        fast = []
+        for step in steps:
+            ins = tuple(slot(n) for n in step.inputs)
+            if not checked and not all(n in known for n in (*step.inputs, *step._uses)):
+                checked = True  # a read the loop cannot prove is there: check every read
+            for n in step._uses:
+                slot(n)
+            outs = step.outputs
+            o = slot(outs[0]) if len(outs) == 1 and outs[0] else 0
+            multi = tuple((k, slot(n)) for k, n in enumerate(outs) if n)
+            known.update(n for n in outs if n)
+            kill = tuple(slot(n) for n in step.free)
+            release = tuple(slot(n) for n in step.release)
+            special = step.guard is not None or bool(step.scope) or bool(release)
+            fast.append((step.fn, len(ins), ins[0] if ins else 0, ins[1] if len(ins) > 1 else 0, ins, o, multi,
+                         kill, special, step, release))
+        self.outputs = tuple(slot(n) for n in plan.output_names)
+        template = [ABSENT] * len(slots)
+        template[0] = None
+        for name, value in constants.items():
+            template[slots[name]] = value
+        self.template = template
+        self.slots = slots
+        self.fast = tuple(fast)
+        self.checked = checked
+        self.steps = steps
+        self.generation = generation
+
+
+class SlotScope(Mapping):
+    """The values of a run by name, as the subgraphs of a node read their enclosing scope
+    (Clause 5.4.3); the run's :class:`~onnxkit.runtime.state.RunState` under :data:`RUN_STATE`."""
+
+    __slots__ = ("env", "slots", "state")
+
+    def __init__(self, env: list, slots: dict, state=None):
+        self.env, self.slots, self.state = env, slots, state
+
+    def __getitem__(self, name):
+        if name is RUN_STATE:
+            if self.state is None:
+                raise KeyError(name)
+            return self.state
+        v = self.env[self.slots[name]]
+        if v is ABSENT:
+            raise KeyError(name)
+        return v
+
+    def __iter__(self):
+        env = self.env
+        names = [n for n, i in self.slots.items() if i and env[i] is not ABSENT]
+        return iter(names + ([RUN_STATE] if self.state is not None else []))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def out_of_memory(graph: str, step) -> EvaluationError:
+    """The error of an allocation the limits allowed and the system refused (no MemoryError chained)."""
+    return EvaluationError(f"{graph}: node {step.node.name!r} ({step.op}): out of memory: the system refused an "
+                           "allocation within the configured limits; lower Limits.max_value_bytes / max_run_bytes "
+                           "to have such requests refused by size", step.node.name, step.op)
+
+
+def _failed(graph: str, step, exc: Exception) -> EvaluationError:
+    return EvaluationError(f"{graph}: node {step.node.name!r} ({step.op}) failed: {type(exc).__name__}: {exc}",
+                           step.node.name, step.op)
+
+
+def _call_special(t, args: list, env: list, layout: Layout, budget, held: dict, state):
+    """Call a special step's kernel: its guard first, its scope as a :class:`SlotScope`."""
+    step = t[9]
+    if step.guard is not None:  # charged to the slot of the first output (0 when unnamed)
+        held[layout.slots[step.outputs[0]] if step.outputs else 0] = step.guard(budget, args)
+    if step.scope:
+        return t[0](SlotScope(env, layout.slots, state), *args)
+    return t[0](*args)
+
+
+def _store(out, multi: tuple, env: list) -> bool:
+    """Store a result by position; False if a named output was left absent."""
+    if type(out) is not tuple:
+        out = (out,)
+    n = len(out)
+    whole = True
+    for k, i in multi:
+        if k < n:
+            env[i] = out[k]
+        else:
+            env[i] = ABSENT
+            whole = False
+    return whole
+
+
+def _release(t, budget, held: dict) -> None:
+    for i in t[10]:
+        budget.live -= held.pop(i, 0)
+
+
+def run_fast(graph: str, layout: Layout, env: list, budget, held: dict) -> None:
+    """Run every step of ``layout`` on ``env``: the unwatched loop (see the module docstring)."""
+    start = 0
+    try:
+        for t in layout.fast:
+            fn, n, a0, a1, ins, o, multi, kill, special, step, _ = t
+            if special:
+                out = _call_special(t, [env[i] for i in ins], env, layout, budget, held, None)
+            elif n == 2:
+                out = fn(env[a0], env[a1])
+            elif n == 1:
+                out = fn(env[a0])
+            else:
+                out = fn(*[env[i] for i in ins])
+            if o and type(out) is not tuple:
+                env[o] = out
+            elif not _store(out, multi, env):
+                raise _Short
+            for i in kill:
+                env[i] = ABSENT
+            if special:
+                _release(t, budget, held)
+        return
+    except _Short:
+        start = layout.fast.index(t) + 1
+        for i in t[7]:
+            env[i] = ABSENT
+        _release(t, budget, held)
+    except OnnxkitError:
+        raise
+    except MemoryError:  # allowed by the limits, refused by the system: raised below, unchained
+        start = -1
+    except Exception as exc:
+        raise _failed(graph, step, exc) from exc
+    if start < 0:
+        raise out_of_memory(graph, step)
+    run_checked(graph, layout, env, budget, held, None, None, start)
+
+
+def run_checked(graph: str, layout: Layout, env: list, budget, held: dict, state, profiler, start: int = 0) -> None:
+    """Run the steps of ``layout`` from ``start``: each read checked for presence, ``state``
+    (a :class:`~onnxkit.runtime.state.RunState`, or None) checked before each node, and one
+    profiling event per node when ``profiler`` is given."""
+    fast = layout.fast
+    for k in range(start, len(fast)):
+        t = fast[k]
+        step = t[9]
+        if state is not None:
+            state.check(f"node {step.node.name!r} ({step.op}) of graph {graph!r}")
+        args = [env[i] for i in t[4]]
+        for i, a in enumerate(args):
+            if a is ABSENT:
+                raise EvaluationError(f"{graph}: node {step.node.name!r} ({step.op}) reads {step.inputs[i]!r}, "
+                                      "which has no value (Clause 7.5)", step.node.name, step.op)
+        begin = profiler.now_us() if profiler is not None else 0.0
+        failed = False
+        try:
+            out = _call_special(t, args, env, layout, budget, held, state) if t[8] else t[0](*args)
+        except OnnxkitError:
+            raise
+        except MemoryError:
+            failed = True
+        except Exception as exc:
+            raise _failed(graph, step, exc) from exc
+        if failed:
+            raise out_of_memory(graph, step)
+        if t[5] and type(out) is not tuple:
+            env[t[5]] = out
+        else:
+            _store(out, t[6], env)
+        for i in t[7]:
+            env[i] = ABSENT
+        _release(t, budget, held)
+        if profiler is not None:
+            profiler.node_event(step, begin, args, out)

@@ -1,0 +1,304 @@
+"""Shape specialization: a plan per input-shape signature, its shape arithmetic folded away.
+
+A model exported with dynamic axes computes its reshape targets, masks and position ids at run
+time: ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape`` chains, ``ConstantOfShape`` /
+``Range`` / ``Where`` over extents read from the feeds.  Once the feeds' extents are known these
+chains are constants.  :class:`Specializer` keeps, per *signature* — the element type and shape
+of every fed tensor, in input order (None for an input not fed) — a specialized
+:class:`~onnxkit.runtime.plan.GraphPlan` of the top-level graph, at most ``capacity`` of them
+(least recently used dropped first).
+
+Making one (two phases, so that no shape is taken on trust):
+
+1. *record*: the first run of a new signature runs a copy of the plan in which each ``Shape``
+   and ``Size`` node whose input inference (Clause 9, :mod:`onnxkit.inference`, with the
+   graph inputs typed by the signature) gives a fully static shape also records the shape it
+   saw and the value its kernel computed;
+2. *fold* (:meth:`Specializer.complete`, after that run): a recorded node whose observed shape
+   equals the inferred one becomes a constant — inference proves the shape is the same for
+   every feed of the signature, the run proves inference right — and every deterministic node
+   of the default domain whose inputs are then all constants is evaluated once, by its own
+   kernel, on those constants, and removed (as planning folds constants,
+   :meth:`~onnxkit.runtime.plan.Planner._fold_constants`); a value over
+   :data:`MAX_FOLDED_BYTES` is left to the run.  A node nothing reads any more (it fed only
+   folded nodes) is dropped when it cannot fail (:func:`_live`).  Size guards (:mod:`onnxkit.runtime.budget`)
+   whose bound reads only shapes inference knows and that pass the bound uncharged for those
+   shapes are dropped (they would return 0 at every run of the signature).
+
+The specialized plan computes exactly what the plan it came from computes: the same kernels on
+the same values, some of them earlier.  Only numpy-array backends (``host_arrays``) are
+specialized; feeds other than tensors (sequences, maps, optionals fed as such) use the plan as
+it is.  Nested graphs (subgraphs, function bodies) are not specialized.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Optional
+
+import attrs
+import numpy as np
+
+from ... import ir
+from ...dtypes import from_numpy_dtype
+from ...errors import OnnxkitError
+from ..budget import RunBudget
+from ..plan import NON_DETERMINISTIC, GraphPlan, Planner, Step
+
+#: the most bytes one folded value may take (a larger one stays a node: memory per signature)
+MAX_FOLDED_BYTES = 1 << 22
+#: signatures whose plans a session keeps
+CAPACITY = 8
+#: operators whose output is read off the input's shape
+SHAPE_OPS = frozenset({"Shape", "Size"})
+#: size-guard kinds whose bound reads only the inputs' shapes
+SHAPE_BOUNDS = frozenset({"broadcast", "concat", "matmul", "gemm", "gather", "product"})
+
+
+def signature(values: list) -> Optional[tuple]:
+    """The signature of a run's input values (by position), or None if one is not a numpy tensor."""
+    sig = []
+    for v in values:
+        if v is None:
+            sig.append(None)
+        elif type(v) is np.ndarray and v.dtype.kind not in "OSU":
+            sig.append((v.dtype, v.shape))
+        else:
+            return None
+    return tuple(sig)
+
+
+class _Recording:
+    """The record phase of one signature: the instrumented plan and what its nodes saw."""
+
+    __slots__ = ("plan", "base", "types", "seen")
+
+    def __init__(self, plan, base, types: dict):
+        self.plan, self.base, self.types = plan, base, types
+        self.seen: dict = {}  # index of the step in base -> (observed shape, computed value)
+
+
+class Specializer:
+    """The specialized plans of one session (see the module docstring).  Thread-safe."""
+
+    def __init__(self, model: ir.Model, plan, registry, limits=None, capacity: int = CAPACITY):
+        self.model, self.plan, self.registry, self.limits = model, plan, registry, limits
+        self.capacity = capacity
+        self._plans: OrderedDict = OrderedDict()   # signature -> specialized plan
+        self._recording: dict = {}                  # signature -> _Recording
+        self._lock = threading.Lock()
+        self.stats: dict = {}                       # signature -> (steps before, steps after)
+
+    def plan_for(self, sig: tuple) -> tuple:
+        """``(plan, recording)``: the specialized plan of ``sig``, or (``recording`` True) the
+        recording plan of a new signature, after whose successful run :meth:`complete` is called."""
+        with self._lock:
+            plan = self._plans.get(sig)
+            if plan is not None:
+                self._plans.move_to_end(sig)
+                if plan.origin_generation != Step.generation:
+                    _refresh(plan)
+                return plan, False
+            rec = self._recording.get(sig)
+        if rec is None:
+            rec = self._record(sig)
+            with self._lock:
+                self._recording[sig] = rec
+                while len(self._recording) > self.capacity:  # runs that failed never complete
+                    del self._recording[next(iter(self._recording))]
+        return rec.plan, True
+
+    def complete(self, sig: tuple, plan):
+        """After a successful run of the recording ``plan`` of ``sig``: make, keep and return its
+        specialized plan (None if another thread did)."""
+        with self._lock:
+            rec = self._recording.get(sig)
+            if rec is None or rec.plan is not plan:
+                return None
+            del self._recording[sig]
+        special = self._fold(rec)
+        with self._lock:
+            self._plans[sig] = special
+            self.stats[sig] = (len(rec.base[1]), len(special.steps))
+            while len(self._plans) > self.capacity:
+                old, _ = self._plans.popitem(last=False)
+                self.stats.pop(old, None)
+        return special
+
+    # -- record -----------------------------------------------------------------------------
+    def _base(self, sig: tuple):
+        """``(constants, steps)`` the plan runs for ``sig`` (the folded-defaults variant when
+        the signature feeds no default)."""
+        plan = self.plan
+        if plan.folded is not None and not any(i < len(sig) and sig[i] is not None for i in plan.default_positions):
+            return plan.folded
+        return plan.constants, plan.steps
+
+    def _types(self, sig: tuple) -> dict:
+        """``{name: Type}`` of the top-level graph, inferred with its inputs typed by ``sig``."""
+        from ...inference import infer_model
+
+        g = self.model.graph
+        inputs = []
+        for k, vi in enumerate(g.input):
+            s = sig[k] if k < len(sig) else None
+            if s is not None:
+                vi = attrs.evolve(vi, type=ir.TensorType(elem_type=from_numpy_dtype(s[0]).tag, shape=ir.Shape.of(s[1])))
+            inputs.append(vi)
+        model = attrs.evolve(self.model, graph=attrs.evolve(g, input=inputs))
+        try:
+            return infer_model(model, self.registry).graph("")
+        except (OnnxkitError, ValueError, TypeError, KeyError, IndexError):  # untypable: nothing is specialized
+            return {}
+
+    def _record(self, sig: tuple) -> _Recording:
+        constants, steps = self._base(sig)
+        types = self._types(sig)
+        rec = _Recording(None, (constants, steps), types)
+        copies = []
+        for k, step in enumerate(steps):
+            if _static_shape(step, types) is not None:
+                step = step.copy()
+                step.free, step.release = steps[k].free, steps[k].release
+                step._fn = _recorder(step._fn, k, rec.seen)  # a new step: no layout to invalidate
+            copies.append(step)
+        p = self.plan
+        rec.plan = GraphPlan(p.name, p.input_names, p.output_names, constants, copies, p.free_vars, p.defaults)
+        rec.plan.limits = p.limits
+        return rec
+
+    # -- fold -------------------------------------------------------------------------------
+    def _fold(self, rec: _Recording):
+        constants, steps = rec.base
+        known = dict(constants)
+        types = rec.types
+        remaining = []
+        origin: dict = {}  # id of a copy -> the step of the base plan it copies
+        budget = RunBudget(self.limits)
+        for k, step in enumerate(steps):
+            node = step.node
+            seen = rec.seen.get(k)
+            if seen is not None and seen[0] == _static_shape(step, types):
+                _set(known, step, seen[1])
+                continue
+            if not step.scope and node.op_type not in NON_DETERMINISTIC and node.domain in ("", "ai.onnx") \
+                    and all((not n) or n in known for n in step.inputs):
+                out = _evaluate(step, [known[n] if n else None for n in step.inputs], budget)
+                if out is not None:
+                    _set(known, step, out)
+                    continue
+            copy = _unguarded(step, types, budget)  # a copy: the base plan's steps stay as they are
+            origin[id(copy)] = step
+            remaining.append(copy)
+        keep = set(self.plan.output_names)
+        remaining = _live(remaining, keep, types)
+        used = {n for s in remaining for n in (*s.inputs, *s._uses)} | keep
+        folded = {n: v for n, v in known.items() if n in used}
+        Planner._lifetimes(remaining, keep)
+        p = self.plan
+        plan = GraphPlan(p.name, p.input_names, p.output_names, folded, remaining, p.free_vars, p.defaults)
+        plan.limits = p.limits
+        plan.origins = [(s, origin[id(s)]) for s in remaining]
+        plan.origin_generation = Step.generation
+        return plan
+
+
+#: operators that can fail on their input values alone (integer division by zero): never dropped unread
+FAILS_ON_VALUES = frozenset({"Div", "Mod"})
+
+
+def _static(t) -> bool:
+    return isinstance(t, ir.TensorType) and t.shape is not None and all(type(d) is int and d >= 0
+                                                                         for d in t.shape.values)
+
+
+def _live(steps: list, keep: set, types: dict) -> list:
+    """``steps`` without those nothing reads any more (their readers were folded): deterministic
+    nodes of the default domain, no subgraph, every output given a static type by inference (its
+    inputs agree, so it cannot fail on their shapes) and not an operator that can fail on values."""
+    needed = set(keep)
+    live = []
+    for step in reversed(steps):
+        node = step.node
+        if any(n in needed for n in step.outputs if n) or step.scope or node.domain not in ("", "ai.onnx") \
+                or node.op_type in NON_DETERMINISTIC or node.op_type in FAILS_ON_VALUES \
+                or not all(_static(types.get(n)) for n in step.outputs if n):
+            live.append(step)
+            needed.update(n for n in (*step.inputs, *step._uses) if n)
+    live.reverse()
+    return live
+
+
+def _static_shape(step, types: dict) -> Optional[tuple]:
+    """The static shape inference gives the input of a Shape/Size step, else None."""
+    node = step.node
+    if node.op_type not in SHAPE_OPS or node.domain not in ("", "ai.onnx") or not step.inputs or step.scope:
+        return None
+    t = types.get(step.inputs[0])
+    return tuple(t.shape.values) if _static(t) else None
+
+
+def _refresh(plan) -> None:
+    """A kernel of the base plan was assigned (:attr:`Step.fn`): its copies in ``plan`` take it too."""
+    for copy, orig in plan.origins:
+        copy._fn = orig._fn
+    plan.origin_generation = Step.generation
+
+
+def _recorder(fn, k: int, seen: dict):
+    """``fn`` also noting the shape of its input and the value it computed."""
+    def record(x, *rest):
+        out = fn(x, *rest)
+        if type(x) is np.ndarray:
+            seen[k] = (tuple(x.shape), out)
+        return out
+    return record
+
+
+def _set(known: dict, step, out) -> None:
+    outs = out if type(out) is tuple else (out,)
+    for name, value in zip(step.outputs, outs):
+        if name:
+            known[name] = value
+
+
+def _evaluate(step, args: list, budget: RunBudget):
+    """The step's result on constant ``args`` (None if it fails, or a value is too big to keep)."""
+    try:
+        if step.guard is not None:
+            step.guard(budget, args)
+        out = step.fn(*args)
+    except Exception:  # left to fail at run time, by name
+        return None
+    finally:
+        budget.live = 0
+    outs = out if type(out) is tuple else (out,)
+    if len(outs) < sum(1 for n in step.outputs if n):
+        return None
+    for v in outs:  # a numpy scalar (a kernel's 0-d result) is kept as the kernel gave it
+        if not isinstance(v, (np.ndarray, np.generic)) or v.nbytes > MAX_FOLDED_BYTES:
+            return None
+    return out
+
+
+def _unguarded(step, types: dict, budget: RunBudget):
+    """``step``, without its size guard when that guard's bound reads only shapes inference knows
+    and passes them uncharged (the guard would return 0 at every run of the signature)."""
+    copy = step.copy()  # its lifetimes are set for the specialized plan
+    guard = step.guard
+    if guard is None or guard.kind not in SHAPE_BOUNDS:
+        return copy
+    stand_ins = []
+    for n in step.inputs:
+        t = types.get(n) if n else None
+        if not _static(t):
+            return copy
+        stand_ins.append(np.broadcast_to(np.zeros((), np.uint8), tuple(t.shape.values)))
+    try:
+        small = guard.bound(guard, stand_ins) <= budget.small
+    except Exception:
+        return copy
+    if small:
+        copy.guard = None
+    return copy

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from onnxkit.inference.common import product
 from onnxkit.shapes import BroadcastError, broadcast_multidirectional
 
@@ -187,6 +189,11 @@ def split_sizes(ctx, dim, n: int, split: Optional[list], num_outputs: Optional[i
 
 def expand_extents(ctx, dims: list, target: list) -> list:
     """Expand's output extents: ``dims`` and the ``shape`` input broadcast both ways (6.6.2)."""
+    if all(isinstance(d, int) for d in dims) and all(isinstance(d, int) for d in target):
+        try:
+            return list(np.broadcast_shapes(tuple(dims), tuple(target)))   # the same rule, static extents
+        except ValueError:
+            pass   # the general rule says why
     try:
         return list(broadcast_multidirectional([dims, target]).shape)
     except BroadcastError as exc:

@@ -771,16 +771,3 @@ def test_argmax_argmin(op, dtype):
 
 
 # ============================================================================ kernel table
-def test_registered_versions_mirror_the_cpu_kernels():
-    """Every gpu kernel of these families is registered for the same definitions as on cpu."""
-    from onnxkit_cpu.kernels import all_kernels as cpu_kernels
-
-    from onnxkit_gpu.kernels import shape
-
-    cpu = cpu_kernels()
-    for module in (shape,):
-        ops = {op for (_, op, _) in module.KERNELS}
-        for op in ops:
-            gpu_versions = sorted(v for (d, o, v) in module.KERNELS if o == op)
-            cpu_versions = sorted(v for (d, o, v) in cpu if o == op and d == "")
-            assert gpu_versions == cpu_versions, op

@@ -1,4 +1,7 @@
-"""Indexing: Gather*, Scatter*, Compress, OneHot, NonZero, TopK, Unique, TensorScatter."""
+"""Indexing: Gather*, Scatter*, Compress, OneHot, NonZero, TopK, Unique, TensorScatter.
+
+The output geometry is computed by :mod:`.shape_geometry`, which the kernels call too.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from onnxkit.inference.common import (
 )
 
 from ._util import register, rule
+from .shape_geometry import check_elements_fit, gather_extents, gather_nd_extents, norm_axis, one_hot_extents, wrap_indices
 
 FUNCTIONS: dict = {}
 
@@ -20,36 +24,32 @@ def _gather(ctx):
     d, i = dims_of(dt), dims_of(it)
     if d is None or i is None:
         return [tensor(elem, None)]
-    r = len(d)
-    if r == 0:
-        ctx.fail("Gather: data must have rank >= 1")
-    axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), r)
-    out = d[:axis] + i + d[axis + 1:]
+    out = gather_extents(ctx, d, i, int(ctx.attr("axis", 0)))
+    axis = norm_axis(ctx, int(ctx.attr("axis", 0)), len(d))
     value = None
     s, idx = ctx.symbolic(0), ctx.constant(1)
     if s is not None and idx is not None and idx.dtype.kind in "iu":
-        n = s.shape[axis]
-        if np.all((idx >= -n) & (idx < n)):
-            value = np.asarray(np.take(s, np.where(idx < 0, idx + n, idx).astype(np.int64), axis=axis), dtype=object)
+        idx = wrap_indices(ctx, np, idx, s.shape[axis])
+        value = np.asarray(np.take(s, idx, axis=axis), dtype=object)
     ctx.set_output(0, tensor(elem, out), value)
 
 
 @rule(FUNCTIONS, "GatherElements")
 def _gather_elements(ctx):
-    return [tensor(elem_of(ctx.input_type(0)), dims_of(ctx.input_type(1)))]
+    d, i = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))
+    if d is not None and i is not None:
+        check_elements_fit(ctx, d, i, norm_axis(ctx, int(ctx.attr("axis", 0)), len(d)))
+    return [tensor(elem_of(ctx.input_type(0)), i)]
 
 
 @rule(FUNCTIONS, "GatherND")
 def _gather_nd(ctx):
     d, i = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))
     elem = elem_of(ctx.input_type(0))
-    if d is None or i is None or not i or not isinstance(i[-1], int):
+    if d is None or i is None:
         return [tensor(elem, None)]
-    b = int(ctx.attr("batch_dims", 0))
-    last = i[-1]
-    if b + last > len(d):
-        ctx.fail(f"GatherND: last indices extent {last} + batch_dims {b} exceeds the data rank {len(d)}")
-    return [tensor(elem, i[:-1] + d[b + last:])]
+    b = int(ctx.attr("batch_dims", 0)) if ctx.since_version >= 12 else 0
+    return [tensor(elem, gather_nd_extents(ctx, d, i, b))]
 
 
 register(FUNCTIONS, "Scatter ScatterElements ScatterND", same_as_input(0))
@@ -78,13 +78,7 @@ def _one_hot(ctx):
     if i is None:
         return [tensor(elem, None)]
     depth = scalar(ctx, 1)
-    r = len(i) + 1
-    axis = normalize_axis(ctx, int(ctx.attr("axis", -1)), r)
-    extent = None
-    if depth is not None:
-        extent = int(depth)
-    out = i[:axis] + [extent] + i[axis:]
-    return [tensor(elem, out)]
+    return [tensor(elem, one_hot_extents(ctx, i, None if depth is None else int(depth), int(ctx.attr("axis", -1))))]
 
 
 @rule(FUNCTIONS, "NonZero")

@@ -1,0 +1,109 @@
+"""cpu overrides of the indexing family (``onnxkit_default_domain/kernels/indexing.py``).
+
+Slice takes numpy's own view (negative steps included) and Gather ``np.take`` (which checks
+the bounds itself and counts negative indices from the end): both run in every model, on
+small tensors, where the portable bodies' extra passes (the index bounds, ``flip``) cost more
+than the work.  ScatterElements / ScatterND with a reduction combine duplicate targets in one
+sorted ``reduceat`` pass instead of a pass per duplicate.  Attribute parsing, geometry and the
+targets of a scatter are the portable family's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnxkit_default_domain.inference.shape_geometry import numpy_slices, slice_plan, wrap_indices
+from onnxkit_default_domain.kernels._common import norm_axis
+from onnxkit_default_domain.kernels import indexing as portable
+from onnxkit_default_domain.kernels.indexing import elements_targets, nd_targets, occurrence_passes, scatter_reduction
+
+from onnxkit.plugin import KernelTable
+
+KERNELS = KernelTable()
+
+
+def _slice(ctx, x, starts, ends, axes, steps):
+    return x[numpy_slices(slice_plan(ctx, x.shape, starts, ends, axes, steps), x.ndim)]
+
+
+@KERNELS.register("Slice", 1)
+def slice_v1(ctx):
+    return portable.slice_v1(ctx, take=_slice)
+
+
+@KERNELS.register("Slice", 10, 11, 13)
+def slice_(ctx):
+    return portable.slice_(ctx, take=_slice, ints=lambda v: v.reshape(-1).tolist())
+
+
+@KERNELS.register("Gather", 1, 11, 13)
+def gather(ctx):
+    axis = int(ctx.attr("axis", 0))
+
+    def fn(x, indices):
+        if x.ndim == 0:
+            ctx.fail("data must have rank >= 1")
+        a = norm_axis(ctx, axis, x.ndim)
+        if indices.dtype.kind not in "iu":
+            wrap_indices(ctx, np, indices, x.shape[a])   # fails, naming the element type
+        try:
+            return np.take(x, indices, axis=a)
+        except IndexError:
+            wrap_indices(ctx, np, indices, x.shape[a])   # fails, naming the index out of range
+            raise
+
+    return fn
+
+
+# -- Scatter: duplicate targets combined by a sorted reduceat ---------------------------------
+_REDUCE_AT = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _apply(x, lin: np.ndarray, tail: int, updates, reduction: str):
+    """A copy of ``x`` with ``updates`` written (combined) at the flat positions ``lin`` of
+    ``x`` seen as [positions, ``tail`` elements]; the stable sort keeps one target's updates
+    in their order."""
+    out = np.array(x, order="C")
+    if lin.size == 0 or tail == 0:
+        return out
+    flat = out.reshape(-1, tail)
+    u = np.asarray(updates).astype(x.dtype, copy=False).reshape(-1, tail)
+    if reduction == "none":
+        flat[lin] = u
+        return out
+    ufunc = _REDUCE_AT[reduction]
+    order = np.argsort(lin, kind="stable")
+    ls = lin[order]
+    starts = np.flatnonzero(np.concatenate(([True], ls[1:] != ls[:-1])))
+    if tail >= 16 and int(np.diff(np.append(starts, ls.size)).max()) <= 32:
+        # wide slices, few duplicates: a pass per occurrence (no target repeats in a pass)
+        for sel in occurrence_passes(lin):
+            t = lin[sel]
+            flat[t] = ufunc(flat[t], u[sel])
+        return out
+    targets = ls[starts]
+    try:
+        combined = ufunc.reduceat(u[order], starts, axis=0)
+    except TypeError:   # an element type without a reduceat loop
+        ufunc.at(flat, lin, u)
+        return out
+    flat[targets] = ufunc(flat[targets], combined)
+    return out
+
+
+@KERNELS.register("Scatter", 9, 11)
+def scatter(ctx):
+    axis = int(ctx.attr("axis", 0))
+    return lambda x, indices, updates: _apply(x, *elements_targets(ctx, x, indices, updates, axis), updates, "none")
+
+
+@KERNELS.register("ScatterElements", 11, 13, 16, 18)
+def scatter_elements(ctx):
+    axis = int(ctx.attr("axis", 0))
+    reduction = scatter_reduction(ctx)
+    return lambda x, indices, updates: _apply(x, *elements_targets(ctx, x, indices, updates, axis), updates, reduction)
+
+
+@KERNELS.register("ScatterND", 11, 13, 16, 18)
+def scatter_nd(ctx):
+    reduction = scatter_reduction(ctx)
+    return lambda x, indices, updates: _apply(x, *nd_targets(ctx, x, indices, updates), updates, reduction)

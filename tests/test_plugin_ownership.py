@@ -69,3 +69,28 @@ def test_onnxkit_plugins_json_never_credits_gpu_with_cpu_kernels(capsys):
     rows = {r["distribution"]: r for r in json.loads(capsys.readouterr().out)["plugins"]}
     assert list(rows["onnxkit-gpu"]["kernels"]) == ["gpu"]
     assert "gpu" not in rows["onnxkit-cpu"]["kernels"]
+
+
+def test_the_gpu_backend_imports_nothing_of_the_cpu_backend():
+    """The gpu backend is a namespace plus overrides: it reuses the domain's kernels, never onnxkit-cpu's code
+    (it depends on onnxkit-cpu only as the backend its per-node fallback runs on)."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parent.parent / "plugins" / "gpu_backend" / "onnxkit_gpu"
+    files = list(package.rglob("*.py"))
+    assert len(files) >= 5
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n.split(".")[0] == "onnxkit_cpu" for n in names), f"{path.name} imports {names}"
+
+
+def test_every_kernel_of_the_builtin_domains_is_written_once_in_its_domain_package():
+    """No backend carries a kernel of its own for ai.onnx or ai.onnx.ml that the domain lacks: each backend
+    kernel is an override of a portable kernel."""
+    reg = build_registry()
+    for backend, table in reg.kernels.items():
+        own = [k for k, fn in table.items() if fn is not reg.portable.get(k) and k not in reg.portable]
+        assert own == [], (backend, own[:5])

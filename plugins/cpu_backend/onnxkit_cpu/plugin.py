@@ -1,11 +1,15 @@
-"""Hook implementations of onnxkit-cpu (entry point ``cpu_backend`` in group ``onnxkit``)."""
+"""Hook implementations of onnxkit-cpu (entry point ``cpu_backend`` in group ``onnxkit``).
+
+The backend supplies numpy (through array-api-compat) as its array namespace, so it runs every
+portable kernel of the domain packages, the host-only ones included (its values are numpy
+arrays), and its overrides in ``onnxkit_cpu/overrides/<family>.py``.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from onnxkit import hookimpl
-from onnxkit.registry import Backend
+from onnxkit.plugin import Backend, hookimpl
 
 
 @hookimpl
@@ -25,9 +29,6 @@ def _namespace():
 def onnxkit_kernels(backend):
     if backend != "cpu":
         return None
-    from .kernels import all_kernels
     from .overrides import all_overrides
 
-    table = all_kernels()
-    table.update(all_overrides())
-    return table
+    return all_overrides()

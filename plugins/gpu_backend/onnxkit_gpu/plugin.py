@@ -3,8 +3,9 @@
 torch is imported when the backend is first used, not when the registry is built (building
 the registry must stay cheap for every onnxkit user).  The device is CUDA where torch sees
 one, else torch's CPU device (CI has no GPU); ``ONNXKIT_GPU_DEVICE`` overrides, e.g. ``cpu``
-or ``cuda:1``.  Kernels live in ``onnxkit_gpu/kernels/<family>.py``.  The backend declares
-``fallback="cpu"``: a node without a gpu kernel, or with a type outside
+or ``cuda:1``.  The backend supplies torch as its array namespace (the portable kernels of the
+domain packages compute with it) and its overrides in ``onnxkit_gpu/overrides/<family>.py``.
+It declares ``fallback="cpu"``: a node whose kernel is host-only, or with a type outside
 :data:`~onnxkit_gpu.device.ELEMENT_TYPES`, runs on the cpu backend's kernel with explicit
 transfers, decided when the session is planned and listed (``InferenceSession.fallbacks``,
 ``onnxkit unsupported MODEL --backend gpu``), never behind the user's back (Clause 4.4).
@@ -14,8 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from onnxkit import hookimpl
-from onnxkit.registry import Backend
+from onnxkit.plugin import Backend, hookimpl
 
 from .device import ELEMENT_TYPES, asarray, namespace, to_numpy, torch_dtype
 
@@ -34,9 +34,6 @@ def onnxkit_backends():
 def onnxkit_kernels(backend):
     if backend != "gpu":
         return None
-    from .kernels import all_kernels
     from .overrides import all_overrides
 
-    table = all_kernels()
-    table.update(all_overrides())
-    return table
+    return all_overrides()

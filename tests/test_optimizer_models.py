@@ -58,6 +58,8 @@ def test_light_model(onnx_vectors_dir, name):
         if vi.name not in init:
             feed[vi.name] = rng.standard_normal([int(d) for d in vi.type.shape.values]).astype(np.float32)
     _compare(model, feed, ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]))
+    if name == "densenet121":   # Caffe's BatchNormalization + Scale (Mul, Add) pairs, each folded into one node
+        assert InferenceSession(model).optimized.rewrites["channel_affine"] == 121
 
 
 @pytest.fixture(scope="module")

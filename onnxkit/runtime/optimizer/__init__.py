@@ -11,6 +11,7 @@ pass               rewrites                                         level
 ``transpose``      Transpose pairs cancelled / merged               ORT_ENABLE_BASIC +
 ``reshape``        Reshape -> Reshape collapsed                     ORT_ENABLE_BASIC +
 ``conv_bn``        BatchNormalization folded into Conv              ORT_ENABLE_BASIC +
+``channel_affine`` per-channel Mul/Add folded into Conv or BN        ORT_ENABLE_BASIC +
 ``matmul_add``     MatMul + Add -> Gemm                             ORT_ENABLE_BASIC +
 ``specialize``     a plan per input-shape signature, shape          ORT_ENABLE_BASIC +
                    arithmetic folded (:mod:`.specialize`)
@@ -19,7 +20,7 @@ pass               rewrites                                         level
 ``ORT_DISABLE_ALL`` runs none; every other level runs all of them (the default,
 ``ORT_ENABLE_ALL``, included).  ``specialize`` works on the plan, at run time (the
 session's :class:`~.specialize.Specializer`), the others on the graph.  Each pass is its own
-module whose docstring says why it is exact; ``conv_bn`` is exact up to rounding.  Subgraphs (If/Loop/Scan bodies) are left alone,
+module whose docstring says why it is exact; ``conv_bn`` and ``channel_affine`` are exact up to rounding.  Subgraphs (If/Loop/Scan bodies) are left alone,
 and a name read inside one is never removed or renamed; graph outputs keep their names;
 graph inputs are kept as they were.  A graph with an ai.onnx.preview.training node (Gradient
 reads the graph it is in) is planned as given.  The user's :class:`~onnxkit.ir.Model` is not changed.
@@ -37,7 +38,7 @@ import attrs
 from ... import ir
 from ...errors import OnnxkitError
 from ...registry import normalize_domain
-from . import cast, conv_bn, identity, matmul_add, reshape, transpose
+from . import cast, channel_affine, conv_bn, identity, matmul_add, reshape, transpose
 from .view import GraphView
 
 #: (name, module, lowest level that runs it), in the order they run
@@ -47,6 +48,7 @@ PASSES = (
     ("transpose", transpose, 1),
     ("reshape", reshape, 1),
     ("conv_bn", conv_bn, 1),
+    ("channel_affine", channel_affine, 1),
     ("matmul_add", matmul_add, 1),
 )
 #: passes on the plan rather than the graph (run by the session), with the lowest level that runs them

@@ -1,0 +1,150 @@
+"""Fold a per-channel scale and shift after a Conv or a BatchNormalization into its parameters.
+
+Exporters of Caffe models write BatchNormalization (or a Conv) followed by ``Mul`` by a
+per-channel scale ``s`` and ``Add`` of a per-channel shift ``t`` (Caffe's "Scale" layer).  For
+a Conv, ``conv(X, W, B)[m] * s[m] + t[m] = conv(X, W * s[m])[m] + (B[m] * s[m] + t[m])`` (a
+convolution is linear in its weights); for an inference-mode BatchNormalization,
+``((x - mean) / sqrt(var + eps) * scale + bias) * s + t`` is the same BatchNormalization with
+``scale * s`` and ``bias * s + t``.  The pass replaces the Mul and/or Add by those parameters:
+equal in real arithmetic, equal up to one rounding in floating point (parameters computed in
+float64, rounded once to the model's type; the tests check :mod:`onnxkit.tolerances`).
+
+Folded only when: the element type is float32/float64; the producer's parameters are
+constants read by it alone; its output is read by the Mul (or Add) alone; the Mul's/Add's other
+operand is a constant that broadcasts along the channel axis only (shape ``(C, 1, ...)`` of
+rank r-1, ``(1, C, 1, ...)`` of rank r, a single element), possibly through an
+Unsqueeze/Reshape of a constant; and the output rank is known.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+import numpy as np
+
+from ...registry import normalize_domain
+from .conv_bn import _inference_bn
+from .view import GraphView
+
+
+def _constant(view: GraphView, name: str) -> Optional[np.ndarray]:
+    """A constant, also through an Unsqueeze or Reshape of a constant (what exporters write)."""
+    value = view.constant(name)
+    if value is not None:
+        return value
+    node = view.producer.get(name)
+    if node is None or normalize_domain(node.domain) != "" or node.op_type not in ("Unsqueeze", "Reshape"):
+        return None
+    src = view.constant(node.input[0]) if node.input else None
+    if src is None:
+        return None
+    if node.op_type == "Reshape":
+        shape = view.constant(node.input[1]) if len(node.input) > 1 else None
+        if shape is None or (shape <= 0).any():
+            return None
+        return src.reshape([int(d) for d in shape]) if int(np.prod(shape)) == src.size else None
+    axes = node.attr("axes") if len(node.input) < 2 else view.constant(node.input[1])
+    if axes is None:
+        return None
+    rank = src.ndim + len(list(axes))
+    out = src
+    for a in sorted(int(a) % rank for a in axes):
+        out = np.expand_dims(out, a)
+    return out
+
+
+def _per_channel(value: np.ndarray, rank: int, channels: int) -> Optional[np.ndarray]:
+    """``value`` as a (channels,) vector if it broadcasts along axis 1 of a rank-``rank`` tensor only."""
+    if value.size == 1:
+        return np.full(channels, value.reshape(-1)[0])
+    shape = list(value.shape)
+    if len(shape) == rank:
+        shape = shape[1:] if shape[0] == 1 else None
+    if shape is None or len(shape) != rank - 1 or shape[0] != channels or any(d != 1 for d in shape[1:]):
+        return None
+    return value.reshape(channels)
+
+
+def _parameters(view: GraphView, node) -> Optional[tuple]:
+    """``(channels, dtype, names of the parameters scaled, names shifted)`` of a foldable producer."""
+    if node.op_type == "Conv":
+        if len(node.input) < 2 or len(node.output) != 1:
+            return None
+        w = view.constant(node.input[1])
+        if w is None or w.ndim < 3 or view.use_count(node.input[1]) != 1:
+            return None
+        b = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        if b and (view.use_count(b) != 1 or view.constant(b) is None):
+            return None
+        return w.shape[0], w.dtype
+    if node.op_type == "BatchNormalization" and _inference_bn(view, node):
+        params = [view.constant(n) for n in node.input[1:3]]
+        if any(p is None or p.ndim != 1 for p in params) or any(view.use_count(n) != 1 for n in node.input[1:3]):
+            return None
+        return params[0].shape[0], params[0].dtype
+    return None
+
+
+def _fold(view: GraphView, node, s: np.ndarray, t: np.ndarray, dtype, out: str) -> None:
+    tag = 1 if dtype == np.float32 else 11
+    s64, t64 = s.astype(np.float64), t.astype(np.float64)
+    if node.op_type == "Conv":
+        w = view.read_constant(node.input[1]).astype(np.float64)
+        b_name = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        b = view.read_constant(b_name).astype(np.float64) if b_name else np.zeros(w.shape[0])
+        w2 = w * s64.reshape((-1,) + (1,) * (w.ndim - 1))
+        inputs = [node.input[0], view.add_constant(node.input[1], w2.astype(dtype), tag),
+                  view.add_constant(b_name or f"{out}_bias", (b * s64 + t64).astype(dtype), tag)]
+    else:
+        scale, bias = (view.read_constant(n).astype(np.float64) for n in node.input[1:3])
+        inputs = [node.input[0], view.add_constant(node.input[1], (scale * s64).astype(dtype), tag),
+                  view.add_constant(node.input[2], (bias * s64 + t64).astype(dtype), tag), *node.input[3:]]
+    view.node[view.node.index(node)] = attrs.evolve(node, input=inputs, output=[out])
+
+
+def _affine_after(view: GraphView, name: str, rank: int, channels: int, dtype):
+    """The Mul and/or Add reading ``name`` alone, with their per-channel constants: ``(nodes, s, t)``."""
+    nodes, s, t = [], np.ones(channels), np.zeros(channels)
+    current = name
+    for op in ("Mul", "Add"):
+        reader = view.sole_consumer(current)
+        if reader is None or reader.op_type != op or normalize_domain(reader.domain) != "" or len(reader.input) != 2:
+            continue
+        other = reader.input[1] if reader.input[0] == current else reader.input[0]
+        value = _constant(view, other)
+        if value is None or value.dtype != dtype:
+            return nodes, s, t
+        vec = _per_channel(value, rank, channels)
+        if vec is None:
+            return nodes, s, t
+        if op == "Mul":
+            s, t = s * vec.astype(np.float64), t * vec.astype(np.float64)
+        else:
+            t = t + vec.astype(np.float64)
+        nodes.append(reader)
+        current = reader.output[0]
+    return nodes, s, t
+
+
+def run(view: GraphView) -> int:
+    folded = 0
+    for node in list(view.node):
+        if normalize_domain(node.domain) != "" or node.op_type not in ("Conv", "BatchNormalization"):
+            continue
+        found = _parameters(view, node)
+        known = view.tensor_type(node.output[0]) if found else None
+        if found is None or known is None or known[1] is None:
+            continue
+        channels, dtype = found
+        if dtype not in (np.float32, np.float64):
+            continue
+        nodes, s, t = _affine_after(view, node.output[0], len(known[1]), channels, dtype)
+        if not nodes:
+            continue
+        _fold(view, node, s, t, dtype, nodes[-1].output[0])
+        for n in nodes:
+            view.remove(n)
+        view.refresh()
+        folded += 1
+    return folded

@@ -24,6 +24,12 @@ print(f"gpu_check: ONNXKIT_GPU_DEVICE={want or '(unset)'}; torch {torch.__versio
       f"CUDA available: {torch.cuda.is_available()}")
 EOF
 
+if ! "$PY" -c "import array_api_compat, array_api_extra" 2>/dev/null; then
+    echo "gpu_check: array-api-compat and array-api-extra are needed (pip install array-api-compat array-api-extra," \
+         "or PIP_FIND_LINKS=DIR with their wheels)"
+    "$PY" -m pip install -q array-api-compat array-api-extra || exit 2
+fi
+
 if ! "$PY" -c "import sys; from onnxkit.registry import get_registry; sys.exit('gpu' not in get_registry().backends)" 2>/dev/null; then
     SITE="$(mktemp -d)/site"
     echo "gpu_check: onnxkit's plugins are not installed here; installing them into $SITE"
@@ -34,7 +40,7 @@ fi
 
 status=0
 echo "== the gpu backend's tests"
-"$PY" -m pytest -q -p no:cacheprovider plugins/gpu_backend/tests tests/test_fallback.py || status=1
+"$PY" -m pytest -q -p no:cacheprovider plugins/gpu_backend/tests plugins/default_domain/tests tests/test_fallback.py || status=1
 echo "== vectors and speed"
 (cd benchmarks && "$PY" gpu_check.py "$@") || status=$?
 echo "gpu_check: exit status $status"

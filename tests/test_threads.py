@@ -34,7 +34,11 @@ def _spy(sess) -> list:
     return seen
 
 
-def test_one_thread_inside_the_kernel_and_same_results():
+def test_one_thread_inside_the_kernel_and_same_results(monkeypatch):
+    import onnxkit.runtime.threads as threads
+
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (0.0, 0.0, 0.0))   # a quiet machine
+    monkeypatch.setattr(threads, "_load_cache", [0.0, 0.0])
     if not blas_threads():
         pytest.skip("numpy's BLAS is not visible to threadpoolctl")
     feed = {"x": np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)}
@@ -52,6 +56,34 @@ def test_default_is_the_physical_cores_available():
     import os
 
     assert 1 <= default_threads() <= len(os.sched_getaffinity(0))
+
+
+def test_default_threads_leave_the_cores_other_processes_keep_busy(monkeypatch):
+    """The default (0) gives the physical cores less those the load average shows busy elsewhere
+    (this process's own runnable thread not counted), never fewer than one."""
+    import os
+
+    from onnxkit.runtime.threads import free_threads
+
+    cpus = len(os.sched_getaffinity(0))
+    assert free_threads(now=0.0, loadavg=(1.0, 0, 0)) == default_threads()          # only this process
+    assert free_threads(now=0.0, loadavg=(1.0 + cpus, 0, 0)) == 1                    # every core busy elsewhere
+    assert free_threads(now=0.0, loadavg=(100.0, 0, 0)) == 1
+    if default_threads() >= 2:
+        assert free_threads(now=0.0, loadavg=(2.0, 0, 0)) == min(default_threads(), cpus - 1)
+
+
+def test_a_busy_machine_runs_the_default_session_on_fewer_threads(monkeypatch):
+    import onnxkit.runtime.threads as threads
+
+    if not blas_threads():
+        pytest.skip("numpy's BLAS is not visible to threadpoolctl")
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (1000.0, 0.0, 0.0))
+    monkeypatch.setattr(threads, "_load_cache", [0.0, 0.0])
+    sess = _session(0)
+    seen = _spy(sess)
+    sess.run(None, {"x": np.ones((64, 64), np.float32)})
+    assert seen == [[1] * len(blas_threads())]
 
 
 def test_a_model_without_matrix_products_skips_the_limit(monkeypatch):

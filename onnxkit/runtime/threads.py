@@ -3,7 +3,10 @@
 numpy's matrix products run in its BLAS (OpenBLAS, MKL, BLIS), whose thread pool is sized at
 import and shared by the whole process.  A session limits it around each of its runs with
 threadpoolctl: ``intra_op_num_threads = n > 0`` gives ``n`` threads; ``0`` (the default)
-gives the number of physical cores this process may run on (:func:`default_threads`).
+gives the physical cores this process may run on (:func:`default_threads`) *that other
+processes leave free* (:func:`free_threads`): BLAS threads that share a core with a busy
+process wait for each other at every barrier (and OpenBLAS's spin-wait), which made a
+convolution network 20x slower on a loaded machine than with one thread.
 
 The limit is process-wide (threadpoolctl sets the library's global setting), so sessions with
 different thread counts that run at the same time, from several Python threads, share one
@@ -50,6 +53,35 @@ def default_threads() -> int:
     return max(1, cpus // max(1, siblings))
 
 
+#: how long a reading of the load average is reused (seconds)
+LOAD_REFRESH_S = 1.0
+_load_cache = [0.0, 0.0]   # [time read, threads]
+
+
+def free_threads(now: float = None, loadavg=None) -> int:
+    """:func:`default_threads` less the cores other processes keep busy, at least 1.
+
+    Other processes' demand is the one-minute load average less this process's own runnable
+    thread (``os.getloadavg``; re-read at most every :data:`LOAD_REFRESH_S` seconds).  Where
+    the load average is not available, :func:`default_threads`."""
+    import time
+
+    now = time.monotonic() if now is None else now
+    if loadavg is None and now - _load_cache[0] < LOAD_REFRESH_S and _load_cache[1]:
+        return int(_load_cache[1])
+    try:
+        load = (loadavg or os.getloadavg())[0]
+    except (OSError, AttributeError):
+        return default_threads()
+    physical = default_threads()
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    others = max(0.0, load - 1.0)
+    free = max(1, min(physical, int(cpus - others + 0.5)))
+    if loadavg is None:
+        _load_cache[:] = [now, free]
+    return free
+
+
 def _count(cpu_list: str) -> int:
     """The number of CPUs in a Linux CPU list such as ``0-3,8``."""
     n = 0
@@ -88,11 +120,11 @@ def uses_blas(model) -> bool:
 
 
 def blas_limit(num_threads: int):
-    """A context manager limiting BLAS to ``num_threads`` (0: :func:`default_threads`)."""
+    """A context manager limiting BLAS to ``num_threads`` (0: :func:`free_threads`)."""
     c = controller()
     if c is None:
         return contextlib.nullcontext()
-    return c.limit(limits=num_threads or default_threads(), user_api="blas")
+    return c.limit(limits=num_threads or free_threads(), user_api="blas")
 
 
 def blas_threads() -> list:

@@ -254,3 +254,20 @@ def test_gpu_runs_the_family_on_torch_not_on_the_fallback():
     cpu_h, cpu_u = InferenceSession(m.SerializeToString(), "cpu").run(None, {"a": a, "b": b})
     np.testing.assert_allclose(h.astype(np.float32), cpu_h.astype(np.float32), rtol=1e-3)
     assert u.tolist() == cpu_u.tolist()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("exponent,shape", [(2.0, ()), (3.0, ()), (3.0, (1, 1)), (0.5, (1,)), (2.5, ()), (3.0, (4,))])
+def test_pow_by_a_small_constant_exponent_matches_pow(backend, exponent, shape):
+    """Exponents 2, 3 and 0.5 of one element are products / a square root: within the float32
+    guarantee of pow, negatives and NaN included (0.5 of a negative is NaN either way)."""
+    from one_node import run
+
+    x = np.array([[-2.5, -1.0, 0.0, 1e-3], [0.5, 3.0, np.nan, 7.25]], np.float32)
+    y = np.full(shape, exponent, np.float32)
+    got, sess = run(backend, "Pow", 15, [x, y])
+    with np.errstate(invalid="ignore"):
+        want = np.power(x.astype(np.float64), np.float64(exponent))
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-6, equal_nan=True)
+    assert got.dtype == np.float32 and got.shape == np.broadcast_shapes(x.shape, shape)
+    assert not sess.fallbacks

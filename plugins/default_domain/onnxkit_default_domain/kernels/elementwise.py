@@ -232,6 +232,24 @@ def integer_pow(xp, x, y):
     return exact if arrays.is_unsigned(y.dtype) else xp.where(y64 < 0, wide, exact)
 
 
+def small_power(ctx, xp, x, y):
+    """``x ** y`` for a one-element float exponent 2, 3 or 0.5, by products or a square root
+    (what exporters' GELU and norm expansions use; within two ulps of pow, as onnxruntime
+    computes them), else None.  The exponent is read on the host only when it has one element."""
+    if y.ndim > x.ndim or any(int(d) != 1 for d in y.shape):
+        return None
+    e = float(ctx.to_host(y).reshape(-1)[0])
+    if e == 2.0:
+        return x * x
+    if e == 3.0:
+        r = x * x          # a fresh array: multiplied in place
+        r *= x
+        return r
+    if e == 0.5:
+        return xp.sqrt(x)
+    return None
+
+
 @KERNELS.register("Pow", 1, 7, 12, 13, 15)
 def pow_(ctx):
     xp = ctx.xp
@@ -241,6 +259,9 @@ def pow_(ctx):
         if arrays.is_narrow_float(dt):
             return back(xp, xp.pow(xp.astype(x, xp.float32), xp.astype(y, xp.float32)), dt)
         if arrays.is_float(dt):
+            fast = small_power(ctx, xp, x, y) if arrays.is_float(y.dtype) and x.ndim >= y.ndim else None
+            if fast is not None:
+                return as_array(xp, fast)
             return as_array(xp, xp.pow(x, y if y.dtype == dt else xp.astype(y, dt)))
         return as_array(xp, integer_pow(xp, x, y))
     return aligned(ctx, run)

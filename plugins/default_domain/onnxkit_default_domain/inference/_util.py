@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+import sys
+from functools import lru_cache, update_wrapper
 
 
 @lru_cache(maxsize=1)
@@ -20,8 +21,33 @@ def versions(op: str, lo: int = 1, hi: int = 10**6, domain: str = "") -> list:
     return [v for v in _since_versions().get((domain, op), ()) if lo <= v <= hi]
 
 
+def _attributed(fn):
+    """``fn`` as written by the family module registering it: a rule built by a host helper
+    (``same_as_input(0)``, ...) is wrapped so that its ``__module__`` names the family module
+    (the operator index says where an operator's inference is registered)."""
+    module = getattr(fn, "__module__", "") or ""
+    if module.startswith(__package__ + "."):
+        return fn
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    caller = frame.f_globals.get("__name__") if frame is not None else None
+    if not caller:
+        return fn
+
+    def rule_of_family(ctx):
+        return fn(ctx)
+
+    update_wrapper(rule_of_family, fn)
+    rule_of_family.__module__ = caller
+    return rule_of_family
+
+
 def register(table: dict, ops, fn, lo: int = 1, hi: int = 10**6, domain: str = ""):
-    """Register ``fn`` for every since_version in [lo, hi] of each op in ``ops``."""
+    """Register ``fn`` for every since_version in [lo, hi] of each op in ``ops`` (a tuple of
+    names, written out so that ``grep '"OpName"'`` finds them; a space-separated string is
+    accepted too)."""
+    fn = _attributed(fn)
     if isinstance(ops, str):
         ops = ops.split()
     for op in ops:

@@ -101,13 +101,13 @@ def _eye_like(ctx):
     return [tensor(elem, d if d is not None else [None, None])]
 
 
-@rule(FUNCTIONS, "RandomNormal RandomUniform")
+@rule(FUNCTIONS, ("RandomNormal", "RandomUniform"))
 def _random(ctx):
     shape = ctx.attr("shape")
     return [tensor(int(ctx.attr("dtype", FLOAT)), None if shape is None else [int(x) for x in shape])]
 
 
-@rule(FUNCTIONS, "RandomNormalLike RandomUniformLike Bernoulli")
+@rule(FUNCTIONS, ("RandomNormalLike", "RandomUniformLike", "Bernoulli"))
 def _random_like(ctx):
     t = ctx.input_type(0)
     dt = ctx.attr("dtype")
@@ -121,7 +121,7 @@ def _multinomial(ctx):
     return [tensor(int(ctx.attr("dtype", 6)), [batch, int(ctx.attr("sample_size", 1))])]
 
 
-@rule(FUNCTIONS, "HannWindow HammingWindow BlackmanWindow")
+@rule(FUNCTIONS, ("HannWindow", "HammingWindow", "BlackmanWindow"))
 def _window(ctx):
     n = scalar(ctx, 0)
     return [tensor(int(ctx.attr("output_datatype", FLOAT)), [None if n is None else int(n)])]

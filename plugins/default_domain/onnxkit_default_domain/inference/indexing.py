@@ -52,7 +52,7 @@ def _gather_nd(ctx):
     return [tensor(elem, gather_nd_extents(ctx, d, i, b))]
 
 
-register(FUNCTIONS, "Scatter ScatterElements ScatterND", same_as_input(0))
+register(FUNCTIONS, ("Scatter", "ScatterElements", "ScatterND"), same_as_input(0))
 register(FUNCTIONS, "TensorScatter", same_as_input(0))
 
 

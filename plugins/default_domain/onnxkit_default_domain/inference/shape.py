@@ -379,7 +379,7 @@ def _pad_input(ctx):
     return [_pad(ctx, pads, axes)]
 
 
-@rule(FUNCTIONS, "DepthToSpace SpaceToDepth")
+@rule(FUNCTIONS, ("DepthToSpace", "SpaceToDepth"))
 def _depth_space(ctx):
     t = ctx.input_type(0)
     dims = dims_of(t)

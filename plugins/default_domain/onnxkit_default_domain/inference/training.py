@@ -8,7 +8,7 @@ FUNCTIONS: dict = {}
 DOMAIN = "ai.onnx.preview.training"
 
 
-@rule(FUNCTIONS, "Adagrad Adam Momentum", domain=DOMAIN)
+@rule(FUNCTIONS, ("Adagrad", "Adam", "Momentum"), domain=DOMAIN)
 def _optimizer(ctx):
     # inputs R, T, X1..Xn, G1..Gn, (V1..Vn | H1..Hn) [, H1..Hn for Adam]; outputs X'.., then the states
     groups = 4 if ctx.op_type == "Adam" else 3

@@ -25,6 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from timing import median_of
+
 ROOT = Path(__file__).resolve().parent.parent
 PLUGINS = ("default_domain", "ml_domain", "cpu_backend", "gpu_backend")
 
@@ -39,21 +41,6 @@ def _model(n_nodes: int):
              for i in range(n_nodes)]
     graph = ir.Graph(node=nodes, name="chain", input=[ir.ValueInfo("x", t)], output=[ir.ValueInfo("y", t)])
     return ir.Model(ir_version=8, opset_import=[ir.OperatorSetId("", 17)], graph=graph)
-
-
-def _median_call(fn, repeat: int, inner: int) -> float:
-    import gc
-    import time
-
-    fn()
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        times.append((time.perf_counter() - t0) / inner)
-    return statistics.median(times)
 
 
 def measure(models, n_nodes: int, repeat: int, level: str = "ORT_ENABLE_ALL") -> dict:
@@ -72,9 +59,9 @@ def measure(models, n_nodes: int, repeat: int, level: str = "ORT_ENABLE_ALL") ->
     x = {"x": np.ones(1, np.float32)}
     out = {}
     trivial = InferenceSession(_model(1), so)
-    out["trivial"] = _median_call(lambda: trivial.run(None, x), repeat, 200)
+    out["trivial"] = median_of(lambda: trivial.run(None, x), repeat, 200)
     chain = InferenceSession(_model(n_nodes), so)
-    out["chain"] = _median_call(lambda: chain.run(None, x), repeat, 20)
+    out["chain"] = median_of(lambda: chain.run(None, x), repeat, 20)
     out["per_node"] = (out["chain"] - out["trivial"]) / max(n_nodes - 1, 1)
     sys.path.insert(0, str(ROOT / "tests" / "corpus"))
     from corpus_cache import corpus_dir, load_inputs
@@ -83,7 +70,7 @@ def measure(models, n_nodes: int, repeat: int, level: str = "ORT_ENABLE_ALL") ->
     for name in models:
         sess = InferenceSession(str(folder / f"{name}.onnx"), so)
         feed = load_inputs(folder, name)
-        out[name] = _median_call(lambda: sess.run(None, feed), repeat, 3)
+        out[name] = median_of(lambda: sess.run(None, feed), repeat, 3)
     return out
 
 

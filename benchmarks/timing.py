@@ -20,8 +20,9 @@ def best_of(fn, repeat: int, budget_s: float = 30.0) -> float:
     return min(times)
 
 
-def median_of(fn, repeat: int = 5) -> float:
-    """The median of ``repeat`` timed calls of ``fn`` (seconds), after one untimed warm-up call."""
+def median_of(fn, repeat: int = 5, inner: int = 1) -> float:
+    """The median over ``repeat`` timings of ``inner`` back-to-back calls of ``fn``, per call
+    (seconds), after one untimed warm-up call."""
     import statistics
 
     fn()
@@ -29,8 +30,9 @@ def median_of(fn, repeat: int = 5) -> float:
     for _ in range(repeat):
         gc.collect()
         t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - t0) / inner)
     return statistics.median(times)
 
 

@@ -61,13 +61,3 @@ def is_bool(dtype) -> bool:
 def widened(xp, x):
     """``x`` in float32 if its type is a narrow float, else ``x`` itself."""
     return xp.astype(x, xp.float32) if is_narrow_float(x.dtype) else x
-
-
-def in_float32(fn):
-    """Wrap ``fn(x)``: a narrow float input is computed in float32 and the result rounded back
-    once to the input's type; other types are passed as they are."""
-    def run(xp, x, *args):
-        if is_narrow_float(x.dtype):
-            return xp.astype(fn(xp, xp.astype(x, xp.float32), *args), x.dtype)
-        return fn(xp, x, *args)
-    return run

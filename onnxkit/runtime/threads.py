@@ -20,6 +20,7 @@ import contextlib
 import functools
 import os
 import threading
+import time
 
 _lock = threading.Lock()
 _controller = None
@@ -64,8 +65,6 @@ def free_threads(now: float = None, loadavg=None) -> int:
     Other processes' demand is the one-minute load average less this process's own runnable
     thread (``os.getloadavg``; re-read at most every :data:`LOAD_REFRESH_S` seconds).  Where
     the load average is not available, :func:`default_threads`."""
-    import time
-
     now = time.monotonic() if now is None else now
     if loadavg is None and now - _load_cache[0] < LOAD_REFRESH_S and _load_cache[1]:
         return int(_load_cache[1])

@@ -56,16 +56,29 @@ def as_dtype(xp, x, dtype):
     return x if x.dtype == dtype else xp.astype(x, dtype)
 
 
-def check_dtype(ctx, x, allowed: tuple, what: str = "input") -> None:
+def check_dtype(ctx, x, allowed, what: str = "input") -> None:
     """Fail naming the node unless ``x``'s element type is one of ``allowed`` (plain names:
     ``"float32"``, ``"int8"``...)."""
     name = arrays.dtype_name(x.dtype)
     if name not in allowed:
-        ctx.fail(f"{what} has element type {name}, which this operator does not take (allowed: {', '.join(allowed)})")
+        ctx.fail(f"{what} has element type {name}, which this definition does not take "
+                 f"(allowed: {', '.join(sorted(allowed))})")
 
 
 #: plain dtype names whose ONNX type string differs from the name
 _ONNX_NAMES = {"float32": "float", "float64": "double"}
+_PLAIN_NAMES = {v: k for k, v in _ONNX_NAMES.items()}
+
+
+def schema_types(ctx, param: str) -> frozenset:
+    """The plain element type names (``float32``, ``int8``...) type parameter ``param`` of the
+    node's definition allows (what :func:`check_dtype` takes)."""
+    for tc in getattr(ctx.schema, "type_constraints", ()):
+        if tc.type_param == param:
+            names = (t[len("tensor("):-1] for t in tc.allowed_types if t.startswith("tensor("))
+            return frozenset(_PLAIN_NAMES.get(n, n.replace("float8", "float8_", 1) if n.startswith("float8") else n)
+                             for n in names)
+    return frozenset()
 
 
 def _type_string(dtype) -> str:

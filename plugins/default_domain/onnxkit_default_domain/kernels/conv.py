@@ -27,10 +27,9 @@ from typing import NamedTuple
 
 from onnxkit.plugin import KernelTable, arrays
 
-from ._common import compute_dtype, shape_of
+from ._common import check_dtype, compute_dtype, schema_types, shape_of
 from .conv_geometry import (col2im_geometry, conv_geometry, conv_transpose_geometry, device_of, pad_spatial,
                             spatial_attrs, window_slice)
-from .linalg import check_type, schema_types
 
 KERNELS = KernelTable()
 
@@ -130,11 +129,11 @@ def conv_nd(xp, x, w, p: ConvPlan, im2col=columns):
 
 def check_like(ctx, allowed, x, **others) -> None:
     """X of an ``allowed`` type, the others (None: not given) of X's type."""
-    check_type(ctx, x, allowed, "X")
+    check_dtype(ctx, x, allowed, "X")
     same = (arrays.dtype_name(x.dtype),)
     for what, v in others.items():
         if v is not None:
-            check_type(ctx, v, same, what)
+            check_dtype(ctx, v, same, what)
 
 
 def bias_of(ctx, xp, b, m: int, ct, nd: int):
@@ -199,20 +198,20 @@ def conv_integer(ctx):
     allowed = {"x": schema_types(ctx, "T1"), "w": schema_types(ctx, "T2")}
 
     def run(x, w, x_zero_point=None, w_zero_point=None):
-        check_type(ctx, x, allowed["x"], "x")
-        check_type(ctx, w, allowed["w"], "w")
+        check_dtype(ctx, x, allowed["x"], "x")
+        check_dtype(ctx, w, allowed["w"], "w")
         check_rank(ctx, x, w)
         plan = plans(x, w)
         # exact in float64: |products| < 2^16, sums far below 2^53, whatever the order;
         # the zero points apply to the data only: padding contributes zeros after the shift
         xf, wf = xp.astype(x, xp.float64), xp.astype(w, xp.float64)
         if x_zero_point is not None:
-            check_type(ctx, x_zero_point, (arrays.dtype_name(x.dtype),), "x_zero_point")
+            check_dtype(ctx, x_zero_point, (arrays.dtype_name(x.dtype),), "x_zero_point")
             if math.prod(shape_of(x_zero_point)) != 1:
                 ctx.fail("x_zero_point must be a scalar")
             xf = xf - xp.reshape(xp.astype(x_zero_point, xp.float64), (-1,))[0]
         if w_zero_point is not None:
-            check_type(ctx, w_zero_point, (arrays.dtype_name(w.dtype),), "w_zero_point")
+            check_dtype(ctx, w_zero_point, (arrays.dtype_name(w.dtype),), "w_zero_point")
             zp = xp.reshape(xp.astype(w_zero_point, xp.float64), (-1,))
             if zp.shape[0] == 1:
                 wf = wf - zp[0]

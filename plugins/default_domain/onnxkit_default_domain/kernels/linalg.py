@@ -21,30 +21,9 @@ import array_api_compat
 from onnxkit.plugin import KernelTable, arrays
 
 from ..inference.nn import gemm_dims, matmul_dims
-from ._common import compute_dtype, shape_of
+from ._common import check_dtype, compute_dtype, schema_types, shape_of
 
 KERNELS = KernelTable()
-
-_TYPE_NAMES = {"float": "float32", "double": "float64"}
-
-
-def schema_types(ctx, param: str) -> frozenset:
-    """The plain element type names (``float32``, ``int8``...) type parameter ``param`` of the
-    node's definition allows."""
-    for tc in getattr(ctx.schema, "type_constraints", ()):
-        if tc.type_param == param:
-            names = (t[len("tensor("):-1] for t in tc.allowed_types if t.startswith("tensor("))
-            return frozenset(_TYPE_NAMES.get(n, n) for n in names)
-    return frozenset()
-
-
-def check_type(ctx, x, allowed, what: str) -> None:
-    """Fail naming the node unless ``x`` has one of the ``allowed`` element type names."""
-    name = arrays.dtype_name(x.dtype)
-    if name not in allowed:
-        ctx.fail(f"{what} has element type {name}, which this definition does not take "
-                 f"(allowed: {', '.join(sorted(allowed))})")
-
 
 def work(xp, a):
     """``a`` in the dtype products are computed in: integers and float32/64 as they are, the
@@ -115,10 +94,10 @@ def gemm(ctx):
         c = c if beta != 0.0 else None
         key = (a.shape, b.shape, a.dtype, b.dtype, None if c is None else (c.shape, c.dtype))
         if key not in checked:
-            check_type(ctx, a, allowed, "A")
-            check_type(ctx, b, (arrays.dtype_name(a.dtype),), "B")
+            check_dtype(ctx, a, allowed, "A")
+            check_dtype(ctx, b, (arrays.dtype_name(a.dtype),), "B")
             if c is not None:
-                check_type(ctx, c, (arrays.dtype_name(a.dtype),), "C")
+                check_dtype(ctx, c, (arrays.dtype_name(a.dtype),), "C")
             gemm_dims(ctx, shape_of(a), shape_of(b), None if c is None else shape_of(c), trans_a, trans_b, strict_c)
             remember(checked, key)
         narrow = arrays.is_narrow_float(a.dtype)
@@ -141,8 +120,8 @@ def matmul(ctx):
     def run(a, b):
         key = (a.shape, b.shape, a.dtype, b.dtype)
         if key not in checked:
-            check_type(ctx, a, allowed, "A")
-            check_type(ctx, b, (arrays.dtype_name(a.dtype),), "B")
+            check_dtype(ctx, a, allowed, "A")
+            check_dtype(ctx, b, (arrays.dtype_name(a.dtype),), "B")
             matmul_dims(ctx, shape_of(a), shape_of(b))
             remember(checked, key)
         if arrays.is_narrow_float(a.dtype):
@@ -172,16 +151,16 @@ def matmul_integer(ctx):
     allowed = {"A": schema_types(ctx, "T1"), "B": schema_types(ctx, "T2")}
 
     def run(a, b, a_zero_point=None, b_zero_point=None):
-        check_type(ctx, a, allowed["A"], "A")
-        check_type(ctx, b, allowed["B"], "B")
+        check_dtype(ctx, a, allowed["A"], "A")
+        check_dtype(ctx, b, allowed["B"], "B")
         matmul_dims(ctx, shape_of(a), shape_of(b))
         # exact in float64: |products| < 2^16, sums far below 2^53
         af, bf = xp.astype(a, xp.float64), xp.astype(b, xp.float64)
         if a_zero_point is not None:
-            check_type(ctx, a_zero_point, (arrays.dtype_name(a.dtype),), "a_zero_point")
+            check_dtype(ctx, a_zero_point, (arrays.dtype_name(a.dtype),), "a_zero_point")
             af = _minus_zero_point(ctx, xp, af, a_zero_point, -2, "a_zero_point")
         if b_zero_point is not None:
-            check_type(ctx, b_zero_point, (arrays.dtype_name(b.dtype),), "b_zero_point")
+            check_dtype(ctx, b_zero_point, (arrays.dtype_name(b.dtype),), "b_zero_point")
             bf = _minus_zero_point(ctx, xp, bf, b_zero_point, -1, "b_zero_point")
         return xp.astype(xp.astype(xp.round(xp.asarray(xp.matmul(af, bf))), xp.int64), xp.int32)
 
@@ -276,7 +255,7 @@ def einsum(ctx):
             ctx.fail(f"the equation has {n_terms} terms but {len(inputs)} inputs were given")
         dt = inputs[0].dtype
         for i, x in enumerate(inputs):
-            check_type(ctx, x, allowed if i == 0 else (arrays.dtype_name(dt),), f"input {i}")
+            check_dtype(ctx, x, allowed if i == 0 else (arrays.dtype_name(dt),), f"input {i}")
         ops = [work(xp, x) for x in inputs]
         try:
             parse_einsum(eq, [x.ndim for x in ops])
@@ -298,7 +277,7 @@ def det(ctx):
     allowed = schema_types(ctx, "T")
 
     def run(x):
-        check_type(ctx, x, allowed, "X")
+        check_dtype(ctx, x, allowed, "X")
         if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
             ctx.fail(f"X must be (..., M, M), got {shape_of(x)}")
         return xp.astype(xp.asarray(xp.linalg.det(work(xp, x))), x.dtype, copy=False)

@@ -13,8 +13,11 @@ geometric means, and first the conditions: date, CPUs available, load average, B
 ``--threads default`` times both runtimes with their default threads instead (onnxkit: BLAS
 threads = physical cores, set by threadpoolctl per run; onnxruntime: its default pools), and
 ``--busy N`` keeps N other processes spinning on the CPUs while timing (a busy machine).
+A timing is one call after a garbage collection (caches as the other two sessions left them);
+``--warm`` makes it back-to-back calls instead (~20 ms of onnxruntime's time: a warm serving
+loop), where a small model's fixed per-node costs show fully.
 Needs the test extras (onnxruntime).  Run: ``python benchmarks/models.py [--repeat N] [-k NAME]
-[--light-only] [--threads 1|default] [--busy N]``.
+[--light-only] [--threads 1|default] [--busy N] [--warm]``.
 """
 
 from __future__ import annotations
@@ -84,6 +87,8 @@ def main() -> int:
     parser.add_argument("-k", dest="only", default=None, help="only models whose name contains this")
     parser.add_argument("--threads", choices=("1", "default"), default="1")
     parser.add_argument("--busy", type=int, default=0, help="spinning processes kept running while timing")
+    parser.add_argument("--warm", action="store_true",
+                        help="time back-to-back calls (a warm loop, ~20 ms per timing) instead of one call each")
     args = parser.parse_args()
     one = args.threads == "1"
     spinners = [_spin() for _ in range(args.busy)]
@@ -92,6 +97,22 @@ def main() -> int:
     finally:
         for p in spinners:
             p.kill()
+
+
+def _ms(seconds: float) -> str:
+    """A time in milliseconds, 8 wide, three significant digits for small ones."""
+    ms = seconds * 1e3
+    return f"{ms:8.1f}ms" if ms >= 10 else f"{ms:8.3f}ms" if ms < 1 else f"{ms:8.2f}ms"
+
+
+def _inner_calls(fn, target_s: float = 0.02) -> int:
+    """Back-to-back calls per timing in ``--warm`` mode: about ``target_s`` of onnxruntime's time."""
+    import time
+
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    return max(1, min(200, int(target_s / max(time.perf_counter() - t0, 1e-6))))
 
 
 def _spin():
@@ -111,11 +132,13 @@ def _run(args, one: bool) -> int:
     ort.set_default_logger_severity(3)
     warnings.simplefilter("ignore")  # the corpus models' validation warnings (reported by the corpus tests)
     print("conditions:", conditions())
+    how = ("back-to-back calls (warm loop, ~20 ms of onnxruntime time per timing)" if args.warm
+           else "one call each after a garbage collection")
     if one:
-        print(f"interleaved, median of {args.repeat} after one warm-up; onnxkit intra_op_num_threads=1 (BLAS 1 thread), "
+        print(f"interleaved, median of {args.repeat} timings of {how}; onnxkit intra_op_num_threads=1 (BLAS 1 thread), "
               f"onnxruntime intra_op_num_threads=1 inter_op_num_threads=1; {args.busy} spinning processes\n")
     else:
-        print(f"interleaved, median of {args.repeat} after one warm-up; default threads for both; "
+        print(f"interleaved, median of {args.repeat} timings of {how}; default threads for both; "
               f"{args.busy} spinning processes\n")
     print(f"{'model':28s} {'kit-off':>10s} {'kit-on':>10s} {'ort':>10s}  {'on/ort':>7s} {'off/on':>7s}")
     rows = []
@@ -135,9 +158,11 @@ def _run(args, one: bool) -> int:
             so.intra_op_num_threads = 1
             so.inter_op_num_threads = 1
         sessions["ort"] = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-        t = interleaved_medians({k: (lambda s=s: s.run(None, feed)) for k, s in sessions.items()}, args.repeat)
+        fns = {k: (lambda s=s: s.run(None, feed)) for k, s in sessions.items()}
+        inner = _inner_calls(fns["ort"]) if args.warm else 1
+        t = interleaved_medians(fns, args.repeat, inner)
         rows.append((name, t["kit-off"], t["kit-on"], t["ort"]))
-        print(f"{name:28s} {t['kit-off'] * 1e3:8.1f}ms {t['kit-on'] * 1e3:8.1f}ms {t['ort'] * 1e3:8.1f}ms  "
+        print(f"{name:28s} {_ms(t['kit-off'])} {_ms(t['kit-on'])} {_ms(t['ort'])}  "
               f"{t['kit-on'] / t['ort']:7.2f} {t['kit-off'] / t['kit-on']:7.2f}", flush=True)
 
     def gmean(values):

@@ -36,21 +36,26 @@ def median_of(fn, repeat: int = 5, inner: int = 1) -> float:
     return statistics.median(times)
 
 
-def interleaved_medians(fns: dict, repeat: int = 5) -> dict:
-    """``{name: median seconds}`` of the callables in ``fns``, timed interleaved: after one untimed
-    warm-up call of each, ``repeat`` rounds each call every one once (the order rotating per
-    round), so a change in machine load affects all of them alike."""
+def interleaved_medians(fns: dict, repeat: int = 5, inner: int = 1) -> dict:
+    """``{name: median seconds per call}`` of the callables in ``fns``, timed interleaved: after
+    one untimed warm-up call of each, ``repeat`` rounds each time every one once (the order
+    rotating per round), so a change in machine load affects all of them alike.  A timing is one
+    call (``inner=1``: caches as the other callables and a garbage collection left them) or
+    ``inner`` back-to-back calls (a warm loop, as a serving loop runs), divided by ``inner``."""
     import statistics
 
     names = list(fns)
     for n in names:
-        fns[n]()
+        for _ in range(min(inner, 3)):
+            fns[n]()
     times: dict = {n: [] for n in names}
     for r in range(repeat):
         order = names[r % len(names):] + names[:r % len(names)]
         for n in order:
+            fn = fns[n]
             gc.collect()
             t0 = time.perf_counter()
-            fns[n]()
-            times[n].append(time.perf_counter() - t0)
+            for _ in range(inner):
+                fn()
+            times[n].append((time.perf_counter() - t0) / inner)
     return {n: statistics.median(t) for n, t in times.items()}

@@ -22,17 +22,6 @@ enclosing scope (:func:`~onnxkit.runtime.kernel.needs_scope`) are *special*: one
 tuple routes them through :func:`_call_special`, the only place guards and scopes are handled.
 A scope is a :class:`SlotScope`, a read-only mapping over the run's slots.
 
-A kernel may offer to compute *in place*: ``fn.inplace`` is a dict ``{position: alt}`` where
-``alt`` takes the same arguments as ``fn`` and may overwrite the array at ``position`` (the
-kernel's contract: it does so only where that array is a writable array owning its memory whose
-shape and element type are the result's, and computes as ``fn`` otherwise).  The layout marks
-a plain step whose input at such a position dies at that node (its last use: never a constant,
-a graph input or output, a value a subgraph reads) as a *donor*; the fast loop then clears the
-value's slot before the call and, when nothing else references the value (its reference count:
-no other slot, no view of it, no caller), calls ``alt`` instead of ``fn``.  A run then
-allocates little for chains of elementwise nodes (Clause 7.5 still holds: a donated value has
-no later reader).
-
 Errors are those of the loop they replace: a kernel's exception, wrapped in
 :class:`EvaluationError` naming the node and op_type (an :class:`OnnxkitError` passes as it
 is; a :class:`MemoryError` becomes the out-of-memory error, unchained).
@@ -40,7 +29,6 @@ is; a :class:`MemoryError` becomes the out-of-memory error, unchained).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 
 from ..errors import EvaluationError, OnnxkitError
@@ -48,16 +36,6 @@ from .state import RUN_STATE
 
 #: the content of a slot whose value is not (or no longer) there
 ABSENT = type("Absent", (), {"__repr__": lambda self: "<absent>", "__slots__": ()})()
-
-
-def _lone_reference_count() -> int:
-    """What ``sys.getrefcount`` gives for an object held by one list element only."""
-    held = [object()]
-    return sys.getrefcount(held[0])
-
-
-#: the reference count of a value only the loop's argument list holds (see the module docstring)
-LONE = _lone_reference_count()
 
 
 class _Short(Exception):
@@ -100,9 +78,8 @@ class Layout:
             kill = tuple(slot(n) for n in step.free)
             release = tuple(slot(n) for n in step.release)
             special = step.guard is not None or bool(step.scope) or bool(release)
-            donor = None if step.scope else _donor(step.fn, ins, kill)
-            fast.append((step.fn, -1 if donor and not special else len(ins), ins[0] if ins else 0, ins[1] if len(ins) > 1 else 0,
-                         ins, o, multi, kill, special, step, release, donor))
+            fast.append((step.fn, len(ins), ins[0] if ins else 0, ins[1] if len(ins) > 1 else 0, ins, o, multi,
+                         kill, special, step, release))
         self.outputs = tuple(slot(n) for n in plan.output_names)
         template = [ABSENT] * len(slots)
         template[0] = None
@@ -114,18 +91,6 @@ class Layout:
         self.checked = checked
         self.steps = steps
         self.generation = generation
-
-
-def _donor(fn, ins: tuple, kill: tuple):
-    """``(position, slot, alt)`` of the first input ``fn`` can overwrite (``fn.inplace``) whose
-    slot is freed at this step and read once by it, or None."""
-    inplace = getattr(fn, "inplace", None)
-    if not inplace:
-        return None
-    for k, alt in inplace.items():
-        if k < len(ins) and ins[k] and ins[k] in kill and ins.count(ins[k]) == 1:
-            return k, ins[k], alt
-    return None
 
 
 class SlotScope(Mapping):
@@ -169,19 +134,12 @@ def _failed(graph: str, step, exc: Exception) -> EvaluationError:
 
 
 def _call_special(t, args: list, env: list, layout: Layout, budget, held: dict, state):
-    """Call a special step's kernel: its guard first, its scope as a :class:`SlotScope`, its
-    in-place form where it is a donor and ``args`` (a list only the call holds) is the sole
-    holder of the dying value."""
+    """Call a special step's kernel: its guard first, its scope as a :class:`SlotScope`."""
     step = t[9]
     if step.guard is not None:  # charged to the slot of the first output (0 when unnamed)
         held[layout.slots[step.outputs[0]] if step.outputs else 0] = step.guard(budget, args)
     if step.scope:
         return t[0](SlotScope(env, layout.slots, state), *args)
-    donor = t[11]
-    if donor is not None:  # the caller dropped its own reference to the previous result
-        env[donor[1]] = ABSENT
-        if sys.getrefcount(args[donor[0]]) == LONE:
-            return donor[2](*args)
     return t[0](*args)
 
 
@@ -210,20 +168,13 @@ def run_fast(graph: str, layout: Layout, env: list, budget, held: dict) -> None:
     start = 0
     try:
         for t in layout.fast:
-            fn, n, a0, a1, ins, o, multi, kill, special, step, _, donor = t
+            fn, n, a0, a1, ins, o, multi, kill, special, step, _ = t
             if special:
-                out = None  # the previous step's result may be the donated value
                 out = _call_special(t, [env[i] for i in ins], env, layout, budget, held, None)
             elif n == 2:
                 out = fn(env[a0], env[a1])
             elif n == 1:
                 out = fn(env[a0])
-            elif n < 0:  # a donor: the dying input overwritten where nothing else holds it
-                args = [env[i] for i in ins]
-                env[donor[1]] = ABSENT
-                out = None  # the previous step's result may be the donated value
-                out = (donor[2] if sys.getrefcount(args[donor[0]]) == LONE else fn)(*args)
-                del args
             else:
                 out = fn(*[env[i] for i in ins])
             if o and type(out) is not tuple:

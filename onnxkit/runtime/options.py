@@ -18,10 +18,10 @@ from ..errors import OnnxkitError
 
 
 class GraphOptimizationLevel(enum.IntEnum):
-    """onnxruntime's levels.  ``ORT_DISABLE_ALL``: the graph is planned as given; every other level
-    (the default ``ORT_ENABLE_ALL`` included) runs all the passes of
-    :mod:`onnxkit.runtime.optimizer` on a copy of the graph.  Constants are folded at planning
-    at every level."""
+    """onnxruntime's levels.  ``ORT_DISABLE_ALL``: the graph is planned as given;
+    ``ORT_ENABLE_BASIC``: the exact passes of :mod:`onnxkit.runtime.optimizer` on a copy of the
+    graph; ``ORT_ENABLE_EXTENDED`` and above (the default ``ORT_ENABLE_ALL`` included): the
+    fusions too.  Constants are folded at planning at every level."""
 
     ORT_DISABLE_ALL = 0
     ORT_ENABLE_BASIC = 1

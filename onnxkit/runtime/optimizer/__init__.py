@@ -13,14 +13,19 @@ pass               rewrites                                         level
 ``conv_bn``        BatchNormalization folded into Conv              ORT_ENABLE_BASIC +
 ``channel_affine`` per-channel Mul/Add folded into Conv or BN        ORT_ENABLE_BASIC +
 ``matmul_add``     MatMul + Add -> Gemm                             ORT_ENABLE_BASIC +
+``gelu``           the exporters' GELU expansions -> Gelu           ORT_ENABLE_EXTENDED +
+                   (ai.onnx from opset 20, else ``ai.onnxkit``)
 ``specialize``     a plan per input-shape signature, shape          ORT_ENABLE_BASIC +
                    arithmetic folded (:mod:`.specialize`)
 =================  ==============================================  ====================
 
-``ORT_DISABLE_ALL`` runs none; every other level runs all of them (the default,
-``ORT_ENABLE_ALL``, included).  ``specialize`` works on the plan, at run time (the
-session's :class:`~.specialize.Specializer`), the others on the graph.  Each pass is its own
-module whose docstring says why it is exact; ``conv_bn`` and ``channel_affine`` are exact up to rounding.  Subgraphs (If/Loop/Scan bodies) are left alone,
+``ORT_DISABLE_ALL`` runs none; ``ORT_ENABLE_BASIC`` the exact rewrites; from
+``ORT_ENABLE_EXTENDED`` on (the default, ``ORT_ENABLE_ALL``, included) also the fusions into
+one node that computes the same function rounded once (as onnxruntime's extended level fuses
+into its own operators).  ``specialize`` works on the plan, at run time (the session's
+:class:`~.specialize.Specializer`), the others on the graph.  Each pass is its own module
+whose docstring says why it is exact; ``conv_bn`` and ``channel_affine`` are exact up to
+rounding, ``gelu`` within the element type's tolerance.  Subgraphs (If/Loop/Scan bodies) are left alone,
 and a name read inside one is never removed or renamed; graph outputs keep their names;
 graph inputs are kept as they were.  A graph with an ai.onnx.preview.training node (Gradient
 reads the graph it is in) is planned as given.  The user's :class:`~onnxkit.ir.Model` is not changed.
@@ -38,7 +43,7 @@ import attrs
 from ... import ir
 from ...errors import OnnxkitError
 from ...registry import normalize_domain
-from . import cast, channel_affine, conv_bn, identity, matmul_add, reshape, transpose
+from . import cast, channel_affine, conv_bn, gelu, identity, matmul_add, reshape, transpose
 from .view import GraphView
 
 #: (name, module, lowest level that runs it), in the order they run
@@ -50,6 +55,7 @@ PASSES = (
     ("conv_bn", conv_bn, 1),
     ("channel_affine", channel_affine, 1),
     ("matmul_add", matmul_add, 1),
+    ("gelu", gelu, 2),
 )
 #: passes on the plan rather than the graph (run by the session), with the lowest level that runs them
 PLAN_PASSES = (("specialize", 1),)

@@ -75,6 +75,7 @@ class GraphView:
         for n in g.node:
             subgraph_reads(n, self.protected)
         self.names = inputs | {t.name for t in g.initializer} | {o for n in g.node for o in n.output if o}
+        self.new_opsets: dict = {}  # domain -> version a rewrite's node needs imported
         self._fresh = 0
         self.refresh()
 
@@ -115,6 +116,11 @@ class GraphView:
 
     def version(self, domain: str = "") -> int:
         return self.opsets.get(normalize_domain(domain), 0)
+
+    def require_opset(self, domain: str, version: int) -> None:
+        """Import ``domain`` at ``version`` in the optimized model (a fused node's domain)."""
+        if normalize_domain(domain) not in self.opsets:
+            self.new_opsets[domain] = version
 
     def type_of(self, name: str):
         """The type inference (Clause 9) gives ``name`` in the model as given (None = unknown).
@@ -188,7 +194,8 @@ class GraphView:
     # -- result ---------------------------------------------------------------------------
     def finish(self) -> ir.Model:
         """The optimized model: unused Constant nodes and initializers dropped, stale value_info
-        removed.  Graph inputs are kept as they were (IR < 4: new constants appended)."""
+        removed, the operator sets fused nodes need imported.  Graph inputs are kept as they
+        were (IR < 4: new constants appended)."""
         self.refresh()
         live = set(self.uses) | self.protected
         self.node = [n for n in self.node if not (n.op_type == "Constant" and normalize_domain(n.domain) == ""
@@ -199,4 +206,6 @@ class GraphView:
         value_info = [vi for vi in self.value_info if vi.name in defined]
         graph = attrs.evolve(self.graph, node=self.node, initializer=inits, value_info=value_info,
                              input=list(self.graph.input) + list(self.extra_inputs))
-        return attrs.evolve(self.model, graph=graph)
+        opsets = list(self.model.opset_import) + [ir.OperatorSetId(domain=d, version=v)
+                                                  for d, v in sorted(self.new_opsets.items())]
+        return attrs.evolve(self.model, graph=graph, opset_import=opsets)

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from onnxkit.plugin import KernelTable
+from onnxkit_default_domain.fused import FUSED_DOMAIN
 from onnxkit_default_domain.kernels import activation as portable
 from onnxkit_default_domain.kernels._math import ERFC32_CLIP, ERFC32_P, ERFC32_Q
 
@@ -228,6 +229,7 @@ def _gelu_tanh(x):
     return t
 
 
+@KERNELS.register("Gelu", 1, domain=FUSED_DOMAIN)     # ai.onnxkit Gelu-1 is ai.onnx Gelu-20
 @KERNELS.register("Gelu", *portable.versions("Gelu"))
 def gelu(ctx):
     xp = ctx.xp

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from onnxkit.plugin import KernelTable, arrays
+from onnxkit_default_domain.fused import FUSED_DOMAIN
 from onnxkit_default_domain.kernels import activation as portable
 
 KERNELS = KernelTable()
@@ -24,6 +25,7 @@ def sigmoid(ctx):
     return portable.in_float(ctx.xp, torch.sigmoid)
 
 
+@KERNELS.register("Gelu", 1, domain=FUSED_DOMAIN)     # ai.onnxkit Gelu-1 is ai.onnx Gelu-20
 @KERNELS.register("Gelu", *portable.versions("Gelu"))
 def gelu(ctx):
     import torch

@@ -1,0 +1,13 @@
+"""Inference functions of ai.onnxkit, onnxkit's fused operators (:mod:`onnxkit_default_domain.fused`):
+each that of the ai.onnx definition it repeats."""
+
+from __future__ import annotations
+
+from onnxkit.inference.common import same_as_input
+
+from ..fused import FUSED_DOMAIN
+from ._util import _attributed
+
+FUNCTIONS: dict = {
+    (FUSED_DOMAIN, "Gelu", 1): _attributed(same_as_input(0)),
+}

@@ -135,11 +135,13 @@ class GraphPlan:
         if scope is not None:
             if state is None:
                 state = scope.get(RUN_STATE)
+            get = scope.get
             for name, i in layout.free:
-                if name in scope:
-                    env[i] = scope[name]
-                else:
+                v = get(name, ABSENT)
+                if v is ABSENT:
                     checked = True  # absent from the scope: reads of it are checked (and reported)
+                else:
+                    env[i] = v
         defaults = self.defaults
         n = len(inputs)
         for k, i in enumerate(layout.inputs):

@@ -112,6 +112,20 @@ class SlotScope(Mapping):
             raise KeyError(name)
         return v
 
+    def get(self, name, default=None):
+        """``self[name]``, or ``default`` where it has no value (no exception raised: a subgraph
+        run reads its free names and the run state this way)."""
+        if name is RUN_STATE:
+            return default if self.state is None else self.state
+        i = self.slots.get(name)
+        if i is None:
+            return default
+        v = self.env[i]
+        return default if v is ABSENT else v
+
+    def __contains__(self, name) -> bool:
+        return self.get(name, ABSENT) is not ABSENT
+
     def __iter__(self):
         env = self.env
         names = [n for n, i in self.slots.items() if i and env[i] is not ABSENT]

@@ -135,11 +135,13 @@ class GraphPlan:
         if scope is not None:
             if state is None:
                 state = scope.get(RUN_STATE)
+            get = scope.get
             for name, i in layout.free:
-                if name in scope:
-                    env[i] = scope[name]
-                else:
+                v = get(name, ABSENT)
+                if v is ABSENT:
                     checked = True  # absent from the scope: reads of it are checked (and reported)
+                else:
+                    env[i] = v
         defaults = self.defaults
         n = len(inputs)
         for k, i in enumerate(layout.inputs):
@@ -200,14 +202,34 @@ class Visible:
     Supports ``in`` only; ``outer`` is another :class:`Visible` or any container.
     """
 
-    __slots__ = ("names", "outer")
+    __slots__ = ("names", "outer", "constants", "backend")
 
-    def __init__(self, names, outer=()):
+    def __init__(self, names, outer=(), constants=None, backend=None):
         self.names = names
         self.outer = outer
+        self.constants = constants  # name -> value: the graph's constants (initializers not inputs)
+        self.backend = backend      # the backend those constants are values of
 
     def __contains__(self, name) -> bool:
         return name in self.names or name in self.outer
+
+
+_NOT_CONSTANT = object()
+
+
+def outer_constant(visible, name: str, backend: str):
+    """The value of ``name`` where an enclosing graph (a chain of :class:`Visible`) holds it as
+    a constant of ``backend``, else :data:`_NOT_CONSTANT`.  The innermost graph defining
+    ``name`` decides: a name an inner graph defines otherwise (an input, a node output)
+    shadows an outer constant."""
+    v = visible
+    while isinstance(v, Visible):
+        if v.constants is not None and name in v.constants:
+            return v.constants[name] if v.backend == backend else _NOT_CONSTANT
+        if name in v.names:
+            return _NOT_CONSTANT
+        v = v.outer
+    return _NOT_CONSTANT
 
 
 class Planner:
@@ -272,7 +294,7 @@ class Planner:
             value = self._initializer_value(t)
             (defaults if n in input_names else constants)[n] = value
         defined = set(input_names) | set(inits)
-        visible = Visible(defined, outer)
+        visible = Visible(defined, outer, constants, self.backend_name)
         steps = []
         free = set()
         for node in graph.node:
@@ -288,16 +310,23 @@ class Planner:
         output_names = [vi.name for vi in graph.output]
         free |= {n for n in output_names if n not in defined}
         keep = set(output_names)
+        # a subgraph's reads of its enclosing graphs' constants fold like its own (Clause 5.4.3)
+        outer_values = self._outer_constants(free, outer) if free else {}
         plan_with_defaults = None
         if defaults:
             # Initializers that are also inputs are defaults a caller may override (7.2): they are
             # not constants.  A second plan folds them too; it serves every run that feeds none.
             folded_constants = {**constants, **defaults}
-            folded = self._fold_constants([s.copy() for s in steps], folded_constants, keep | set(defaults))
+            folded = self._fold_constants([s.copy() for s in steps], folded_constants, keep | set(defaults),
+                                          outer_values)
             if len(folded) < len(steps):
                 self._lifetimes(folded, keep)
                 plan_with_defaults = (folded_constants, folded)
-        steps = self._fold_constants(steps, constants, keep)
+        n_steps = len(steps)
+        steps = self._fold_constants(steps, constants, keep, outer_values)
+        if outer_values and len(steps) < n_steps:  # free names only folded nodes read are not read
+            read = {n for s in steps for n in (*s.inputs, *s._uses)} | keep
+            free = {n for n in free if n in read}
         self._lifetimes(steps, keep)
         plan = GraphPlan(name or graph.name or "graph", input_names, output_names, constants, steps,
                          frozenset(free), defaults)
@@ -319,19 +348,31 @@ class Planner:
             return copy
         return value
 
-    def _fold_constants(self, steps, constants: dict, keep: set) -> list:
+    def _outer_constants(self, free, outer) -> dict:
+        """``{name: value}`` of the free names of a subgraph that an enclosing graph planned on
+        this backend holds as constants (:func:`outer_constant`)."""
+        found = {}
+        for n in free:
+            v = outer_constant(outer, n, self.backend_name)
+            if v is not _NOT_CONSTANT:
+                found[n] = v
+        return found
+
+    def _fold_constants(self, steps, constants: dict, keep: set, outer: Optional[dict] = None) -> list:
         """Evaluate, once at planning, every deterministic node whose inputs are all constants
         (Clause 8.2 lets an implementation evaluate in any order; weights built by
         ConstantOfShape, Constant chains, shape arithmetic on initializers).  Their outputs
-        join ``constants``; a node that fails here is left to fail at run time, by name."""
+        join ``constants``; a node that fails here is left to fail at run time, by name.
+        ``outer``: constants of the enclosing graphs a subgraph reads (its free names)."""
         remaining = []
+        outer = outer or {}
         for step in steps:
             node = step.node
             if step.scope or node.op_type in NON_DETERMINISTIC or node.domain not in ("", "ai.onnx") \
-                    or not all((not n) or n in constants for n in step.inputs):
+                    or not all((not n) or n in constants or n in outer for n in step.inputs):
                 remaining.append(step)
                 continue
-            args = [constants[n] if n else None for n in step.inputs]
+            args = [(constants[n] if n in constants else outer[n]) if n else None for n in step.inputs]
             try:
                 if step.guard is not None:  # a constant too big to compute is refused at run time, by name
                     step.guard(RunBudget(self.limits), args)

@@ -161,3 +161,62 @@ def test_gpu_if_whose_output_only_the_fallback_reads_keeps_its_scope():
     assert [(f.op_type, f.runs_on) for f in sess.fallbacks] == [("Cast", "cpu")]
     (z,) = sess.run(None, {"c": np.array(True), "x": np.array([1.0, 3.0], np.float32)})
     assert z.dtype == np.uint32 and z.tolist() == [2, 6]
+
+
+# -- a subgraph's reads of enclosing constants fold at planning -------------------------------------
+def _branch_reading(name_in, out):
+    """A branch computing Slice(name_in, [1], [3]) * 2 (a chain that reads only constants)."""
+    return graph([node("Slice", [name_in, "s0", "s1"], ["sl"]), node("Add", ["sl", "sl"], [out])], [], [vi(out, F32, [2])],
+                 name=f"br_{out}", initializer=[const("s0", np.array([1])), const("s1", np.array([3]))])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_if_branch_chains_over_outer_constants_fold_and_stay_right(backend):
+    w = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    g = graph([node("If", ["c"], ["y"], then_branch=_branch_reading("w", "t"),
+                    else_branch=graph([node("Neg", ["x"], ["e"])], [], [vi("e", F32, [2])], name="else"))],
+              [vi("c", BOOL, None), vi("x", F32, [2])], [vi("y", F32, [2])], initializer=[const("w", w)])
+    sess = session(g, backend)
+    step = sess.plan.steps[0]
+    assert "w" not in step._uses       # the branch no longer reads w at run time: its chain is a constant
+    for _ in range(2):
+        assert sess.run(None, {"c": np.array(True), "x": np.zeros(2, np.float32)})[0].tolist() == [4.0, 6.0]
+    assert sess.run(None, {"c": np.array(False), "x": np.ones(2, np.float32)})[0].tolist() == [-1.0, -1.0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_outer_initializer_a_caller_may_override_does_not_fold(backend):
+    w = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    g = graph([node("If", ["c"], ["y"], then_branch=_branch_reading("w", "t"), else_branch=_branch_reading("w", "e"))],
+              [vi("c", BOOL, None), vi("w", F32, [4])], [vi("y", F32, [2])], initializer=[const("w", w)])
+    sess = session(g, backend)
+    assert sess.run(None, {"c": np.array(True)})[0].tolist() == [4.0, 6.0]   # the default
+    fed = np.array([0.0, 10.0, 20.0, 30.0], np.float32)
+    assert sess.run(None, {"c": np.array(True), "w": fed})[0].tolist() == [20.0, 40.0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_body_input_shadows_an_outer_constant_of_its_name(backend):
+    # the body's own input "w" (a loop-carried value) is what its nodes read, not the outer "w"
+    body = graph([node("Identity", ["c_in"], ["c_out"]), node("Add", ["w", "w"], ["w_out"])],
+                 [vi("i", I64, []), vi("c_in", BOOL, []), vi("w", F32, [2])], [vi("c_out", BOOL, []), vi("w_out", F32, [2])],
+                 name="body")
+    g = graph([node("Loop", ["M", "", "x0"], ["x_final"], body=body)], [vi("M", I64, []), vi("x0", F32, [2])],
+              [vi("x_final", F32, [2])], initializer=[const("w", np.array([100.0, 100.0], np.float32))])
+    sess = InferenceSession(ir.Model(ir_version=10, opset_import=[ir.OperatorSetId("", 21)], graph=g), backend,
+                            validate=False)
+    out = sess.run(None, {"M": np.int64(3), "x0": np.array([1.0, -0.5], np.float32)})[0]
+    assert out.tolist() == [8.0, -4.0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nested_branches_fold_over_every_enclosing_graph(backend):
+    inner = graph([node("If", ["c"], ["z"], then_branch=_branch_reading("w", "t2"), else_branch=_branch_reading("v", "e2"))],
+                  [], [vi("z", F32, [2])], name="mid")
+    g = graph([node("If", ["c"], ["y"], then_branch=inner, else_branch=_branch_reading("v", "e"))],
+              [vi("c", BOOL, None)], [vi("y", F32, [2])],
+              initializer=[const("w", np.array([1.0, 2.0, 3.0, 4.0], np.float32)),
+                           const("v", np.array([0.0, -1.0, -2.0, 0.0], np.float32))])
+    sess = session(g, backend)
+    assert sess.run(None, {"c": np.array(True)})[0].tolist() == [4.0, 6.0]
+    assert sess.run(None, {"c": np.array(False)})[0].tolist() == [-2.0, -4.0]

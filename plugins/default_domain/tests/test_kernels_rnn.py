@@ -244,3 +244,62 @@ def test_bad_inputs_name_the_node(backend):
         _run(backend, "GRU", 14, dict(feeds, sequence_lens=np.array([1, 9, 2], np.int32)), {"hidden_size": h})
     with pytest.raises(OnnxkitError, match="'n0'.*B must have shape"):
         _run(backend, "GRU", 14, dict(feeds, B=feeds["B"][:, 1:]), {"hidden_size": h})
+
+
+# -- the cpu backend's fast path (default activations): weights kept per node, NaN stays put ---------
+def _with_initializers(op, feeds, attrs):
+    """A one-node model whose W, R, B are initializers (the same arrays every run); X and the
+    initial states are fed."""
+    from onnx import helper, numpy_helper
+
+    names = ["X", "W", "R", "B", "", "initial_h"] + (["initial_c"] if op == "LSTM" else [])
+    outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
+    fed = [n for n in names if n and n not in ("W", "R", "B")]
+    g = helper.make_graph([helper.make_node(op, names, outs, name="n0", **attrs)], "g",
+                          [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, list(feeds[n].shape)) for n in fed],
+                          [helper.make_empty_tensor_value_info(o) for o in outs],
+                          initializer=[numpy_helper.from_array(feeds[n], n) for n in ("W", "R", "B")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 8
+    return m.SerializeToString(), fed
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op, attrs", [("LSTM", {"direction": "bidirectional"}), ("GRU", {"direction": "bidirectional"}),
+                                       ("GRU", {"linear_before_reset": 1, "direction": "reverse"}), ("RNN", {})])
+def test_initializer_weights_serve_every_run(backend, op, attrs):
+    from onnxkit.runtime import InferenceSession
+
+    D = 2 if attrs.get("direction") == "bidirectional" else 1
+    feeds = _feeds(op, D=D, states=True)
+    attrs = dict(attrs, hidden_size=feeds["R"].shape[-1])
+    model, fed = _with_initializers(op, feeds, attrs)
+    sess = InferenceSession(model, backend, validate=False)
+    for _ in range(3):     # new inputs each run, the same weights
+        feeds = dict(feeds, X=RNG.standard_normal(feeds["X"].shape).astype(np.float32))
+        got = sess.run(None, {n: feeds[n] for n in fed})
+        _close(got, [w.astype(np.float32) for w in _oracle(op, feeds, attrs)])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_a_nan_stays_in_its_batch_entry_and_direction(backend, op):
+    feeds = _feeds(op, T=5, B=3, D=2, states=True)
+    feeds["X"][3, 1, 0] = np.nan         # entry 1 at step 3: the reverse direction meets it second
+    attrs = {"hidden_size": feeds["R"].shape[-1], "direction": "bidirectional"}
+    got = _run(backend, op, 14, feeds, attrs, _n_out(op))
+    want = [w.astype(np.float32) for w in _oracle(op, feeds, attrs)]
+    assert np.isnan(got[0][3:, 0, 1]).all() and not np.isnan(got[0][:3, 0, 1]).any()
+    assert np.isnan(got[0][:4, 1, 1]).all() and not np.isnan(got[0][4:, 1, 1]).any()
+    assert not np.isnan(got[0][:, :, [0, 2]]).any()
+    _close(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_default_activations_named_explicitly_in_double(backend, op):
+    feeds = _feeds(op, D=2, states=True, dtype=np.float64)
+    names = [n.lower() for n in _DEFAULTS[op]] * 2
+    attrs = {"hidden_size": feeds["R"].shape[-1], "direction": "bidirectional", "activations": names}
+    got = _run(backend, op, 14, feeds, attrs, _n_out(op))
+    _close(got, _oracle(op, feeds, attrs), rtol=1e-12, atol=1e-12)

@@ -100,7 +100,7 @@ def _clipped(xp, f, clip):
 class Setup:
     """The attributes every recurrent layer shares, parsed once per node."""
 
-    __slots__ = ("hidden", "num_dirs", "layout", "acts", "reverse")
+    __slots__ = ("hidden", "num_dirs", "layout", "acts", "reverse", "default_acts")
 
     def __init__(self, ctx, defaults: list, unclipped: tuple = ()):
         # (GRU-1's schema spells its default "foward"; the node's own value is what counts)
@@ -115,6 +115,10 @@ class Setup:
         if self.layout not in (0, 1):
             ctx.fail(f"layout must be 0 or 1, got {self.layout}")
         self.acts = activations(ctx, defaults, self.num_dirs, unclipped)
+        #: the operator's default activations, unclipped (a backend's fast path may serve only these)
+        names = ctx.attr("activations") if ctx.has_attr("activations") else None
+        names = [(n.decode() if isinstance(n, (bytes, bytearray)) else str(n)).lower() for n in names or ()]
+        self.default_acts = ctx.attr("clip") is None and names in ([], [d.lower() for d in defaults] * self.num_dirs)
 
 
 def _prepare(ctx, s: Setup, X, W, R, B, gates: int, states: list):
@@ -122,33 +126,53 @@ def _prepare(ctx, s: Setup, X, W, R, B, gates: int, states: list):
     states (None or arrays).  Returns (X [T,B,I], W, R, B or None, compute dtype, states
     [D,B,H] each)."""
     xp = ctx.xp
-    if X is None or W is None or R is None:
-        ctx.fail("X, W and R are required")
-    if X.ndim != 3:
-        ctx.fail(f"X must be 3-D, got shape {shape_of(X)}")
+    require_inputs(ctx, X, W, R)
     ct = compute_dtype(xp, X.dtype)
     if s.layout:
         X = xp.permute_dims(X, (1, 0, 2))
         states = [None if h is None else xp.permute_dims(h, (1, 0, 2)) for h in states]
+    H = check_shapes(ctx, s, X, W, R, B, gates, states)
     T, Bn, I = shape_of(X)
-    H = int(R.shape[-1])
-    if s.hidden is not None and s.hidden != H:
-        ctx.fail(f"hidden_size={s.hidden} but R has shape {shape_of(R)}")
     D = s.num_dirs
-    for name, value, want in (("W", W, [D, gates * H, I]), ("R", R, [D, gates * H, H]),
-                              ("B", B, [D, 2 * gates * H])):
-        if value is not None and shape_of(value) != want:
-            ctx.fail(f"{name} must have shape {want}, got {shape_of(value)}")
     out_states = []
     for h in states:
         if h is None:
             out_states.append(xp.zeros((D, Bn, H), dtype=ct, device=device_of(X)))
-        elif shape_of(h) != [D, Bn, H]:
-            ctx.fail(f"an initial state must have shape {[D, Bn, H]} (sequence-first), got {shape_of(h)}")
         else:
             out_states.append(xp.astype(h, ct))
     cast = [None if v is None else xp.astype(v, ct, copy=False) for v in (X, W, R, B)]
     return (*cast, ct, out_states)
+
+
+def require_inputs(ctx, X, W, R) -> None:
+    """ctx.fail unless X, W and R are given and X is 3-D."""
+    if X is None or W is None or R is None:
+        ctx.fail("X, W and R are required")
+    if X.ndim != 3:
+        ctx.fail(f"X must be 3-D, got shape {shape_of(X)}")
+
+
+def check_shapes(ctx, s: Setup, X, W, R, B, gates: int, states: list) -> int:
+    """The hidden size; ctx.fail unless W, R, B and the initial states (None or arrays) fit the
+    sequence-first X [T, B, I] and the node's hidden_size and directions."""
+    T, Bn, I = (int(d) for d in X.shape)
+    H = int(R.shape[-1])
+    if s.hidden is not None and s.hidden != H:
+        ctx.fail(f"hidden_size={s.hidden} but R has shape {shape_of(R)}")
+    D = s.num_dirs
+    for name, value, want in (("W", W, (D, gates * H, I)), ("R", R, (D, gates * H, H)),
+                              ("B", B, (D, 2 * gates * H))):
+        if value is not None and tuple(value.shape) != want:
+            ctx.fail(f"{name} must have shape {list(want)}, got {shape_of(value)}")
+    for h in states:
+        if h is not None and tuple(h.shape) != (D, Bn, H):
+            ctx.fail(f"an initial state must have shape {[D, Bn, H]} (sequence-first), got {shape_of(h)}")
+    return H
+
+
+def gru_linear_before_reset(ctx) -> bool:
+    """GRU's ``linear_before_reset`` (from GRU-3; GRU-1 has none, i.e. 0)."""
+    return bool(ctx.attr("linear_before_reset", 0) or 0) if ctx.since_version >= 3 else False
 
 
 def step_mask(ctx, seq_lens, T: int, B: int):
@@ -269,7 +293,7 @@ def rnn(ctx):
 def gru(ctx):
     xp = ctx.xp
     s = Setup(ctx, ["Sigmoid", "Tanh"])
-    linear_before_reset = bool(ctx.attr("linear_before_reset", 0) or 0) if ctx.since_version >= 3 else False
+    linear_before_reset = gru_linear_before_reset(ctx)
 
     def make_cell(d, X, W, R, B, ct, Hs, work):
         f, g = s.acts[d]

@@ -1,0 +1,272 @@
+"""numpy fast paths of RNN, GRU and LSTM with their default activations (RNN: Tanh; GRU:
+Sigmoid, Tanh; LSTM: Sigmoid, Tanh, Tanh), no ``clip``, and (LSTM) no peepholes and no
+``input_forget``: every other node, and every call with inputs the fast path does not take
+(not numpy float arrays, no steps or no batch entries), runs the portable kernel
+(:mod:`onnxkit_default_domain.kernels.rnn`), whose checks, attribute parsing and sequence
+masking this module reuses.
+
+What makes a step cheap:
+
+* the weights are prepared once per node while ``W``, ``R`` and ``B`` are the same objects
+  (initializers are): ``W^T`` of every direction as one contiguous matrix, ``R`` contiguous
+  (a model's initializers are often unaligned views of its file, which numpy multiplies
+  without BLAS, about 10x slower), the biases summed;
+* the input projection of every step and direction is one (batched) matrix product, each
+  direction's steps in the order it runs them, its bias added in one call;
+* a step does every direction at once: one batched product ``h @ R^T`` ([D, B, gates * H]),
+  then each elementwise operation is one numpy call into a buffer the kernel made (no
+  allocation per step);
+* the sigmoid is the portable kernel's ``0.5 * (tanh(0.5 x) + 1)``, its ``0.5 x`` folded into
+  the sigmoid gates' rows of ``W``, ``R`` and ``B`` (a power-of-two scale is exact), so one
+  ``tanh`` serves every gate of an LSTM step; ``t * 0.5 + 0.5`` equals ``(t + 1) * 0.5``
+  exactly, and the other gates pass ``* 1 + (-0.0)``, an identity even for a signed zero.
+
+Results are those of the portable kernel's formulas, operation for operation; only the
+summation order inside the matrix products may differ (Clause 11 tolerance of the products).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxkit.plugin import KernelTable
+from onnxkit_default_domain.kernels import rnn as portable
+
+KERNELS = KernelTable()
+
+
+def _takes(X, W, R) -> bool:
+    """True when the fast path serves these inputs (else the portable kernel runs)."""
+    return (type(X) is np.ndarray and type(W) is np.ndarray and type(R) is np.ndarray and X.ndim == 3
+            and X.dtype.kind == "f" and X.shape[0] > 0 and X.shape[1] > 0)
+
+
+def _weights(W, R, B, D: int, gates: int, H: int, sig: int, ct, split: bool) -> tuple:
+    """``(W^T [D, I, G], bias [D, 1, 1, G], R^T [D, H, G], rbh, consts)`` in the compute type
+    ``ct``, the columns of the first ``sig`` gates halved.  ``split`` (GRU): the bias holds the
+    recurrence bias of z and r only, the h gate's ``rbh`` [D, 1, H] is returned apart (None
+    otherwise).  ``consts``: the per-column scale and shift that finish the sigmoid gates after
+    one ``tanh`` over every gate, and the scalars 1 and 0.5."""
+    G = gates * H
+    scale = np.ones(G, ct)
+    scale[:sig * H] = 0.5
+    wt = np.ascontiguousarray(np.swapaxes(W.astype(ct), 1, 2) * scale)
+    rt = np.ascontiguousarray(np.swapaxes(R.astype(ct), 1, 2) * scale)
+    b = np.zeros((D, 2 * G), ct) if B is None else B.astype(ct)
+    wb, rb = b[:, :G], b[:, G:]
+    rbh = None
+    if split:
+        rbh = np.ascontiguousarray(rb[:, None, 2 * H:])
+        rb = np.concatenate((rb[:, :2 * H], np.zeros((D, H), ct)), axis=1)
+    bias = ((wb + rb) * scale)[:, None, None, :]
+    shift = np.where(scale == 0.5, scale, ct(-0.0))    # a sigmoid gate: t * 0.5 + 0.5; else t * 1 + (-0.0)
+    return wt, bias, rt, rbh, (scale, shift, np.array(1, ct), np.array(0.5, ct))
+
+
+class _Layer:
+    """The per-call work of one node: weights cached by identity, the projection of every
+    step, the steps run by ``steps(...)``, the outputs assembled as the portable kernel's."""
+
+    def __init__(self, ctx, s, gates: int, sig: int, split: bool = False):
+        self.ctx, self.s, self.gates, self.sig, self.split = ctx, s, gates, sig, split
+        self.cache = None   # (W, R, B, ct, prepared weights): replaced whole, never edited
+
+    def prepared(self, W, R, B, H: int, ct) -> tuple:
+        c = self.cache
+        if c is None or c[0] is not W or c[1] is not R or c[2] is not B or c[3] is not ct:
+            c = (W, R, B, ct, _weights(W, R, B, self.s.num_dirs, self.gates, H, self.sig, ct, self.split))
+            self.cache = c
+        return c[4]
+
+    def run(self, X, W, R, B, sequence_lens, states: list, steps):
+        """Y and the final states; ``steps(p, rt, rbh, consts, hs, states, keep) -> final states``
+        ([D, B, H] each) runs the recurrence, writing step k's hidden states into ``hs[k]``;
+        ``p[:, k]`` is step k's projection, ``keep[k]`` (None without sequence_lens) the
+        entries step k leaves unchanged."""
+        ctx, s = self.ctx, self.s
+        dt = X.dtype
+        if s.layout:
+            X = X.transpose(1, 0, 2)
+            states = [None if h is None else h.transpose(1, 0, 2) for h in states]
+        H = portable.check_shapes(ctx, s, X, W, R, B, self.gates, states)
+        ct = np.float64 if dt == np.float64 else np.float32
+        T, Bn, I = X.shape
+        D = s.num_dirs
+        wt, bias, rt, rbh, consts = self.prepared(W, R, B, H, ct)
+        X = X.astype(ct, copy=False)
+        xs = [X[::-1] if rev else X for rev in s.reverse]
+        xs = xs[0][None] if D == 1 else np.stack(xs)             # [D, T, B, I], in step order
+        p = np.matmul(xs.reshape(D, T * Bn, I), wt).reshape(D, T, Bn, -1)
+        np.add(p, bias, out=p)
+        mask = portable.step_mask(ctx, sequence_lens, T, Bn)      # [T, B, 1] by time, or None
+        keep = None
+        if mask is not None:
+            keep = np.empty((T, D, Bn, 1), bool)
+            for d in range(D):
+                np.logical_not(mask[::-1] if s.reverse[d] else mask, out=keep[:, d])
+        init = [np.zeros((D, Bn, H), ct) if h is None else h.astype(ct, copy=False) for h in states]
+        hs = np.empty((T, D, Bn, H), ct)
+        finals = [f.copy() for f in steps(p, rt, rbh, consts, hs, init, keep)]
+        if s.reverse == [False]:
+            Y = hs
+        else:
+            Y = np.empty((T, D, Bn, H), ct)
+            for d in range(D):
+                np.copyto(Y[:, d], hs[::-1, d] if s.reverse[d] else hs[:, d])
+        if mask is not None:
+            np.copyto(Y, 0, where=np.logical_not(mask)[:, None])
+            empty = np.logical_not(mask.any(axis=0))   # [B, 1]: entries of length 0
+            for f in finals:
+                np.copyto(f, 0, where=empty)
+        if s.layout:
+            Y = Y.transpose(2, 0, 1, 3)
+            finals = [f.transpose(1, 0, 2) for f in finals]
+        return (Y.astype(dt, copy=False), *(f.astype(dt, copy=False) for f in finals))
+
+
+def _sigmoid_of_halved(x, one, half) -> None:
+    """``x = 0.5 * (tanh(x) + 1)`` in place, for an ``x`` already holding half the gate input."""
+    np.tanh(x, out=x)
+    np.add(x, one, out=x)
+    np.multiply(x, half, out=x)
+
+
+def _hold(k: int, keep, new: list, old: list) -> None:
+    """Entries that step ``k`` does not reach keep their states (sequence_lens)."""
+    if keep is not None:
+        for n, o in zip(new, old):
+            np.copyto(n, o, where=keep[k])
+
+
+# -- RNN ---------------------------------------------------------------------------------------
+def _rnn_steps(p, rt, rbh, consts, hs, init, keep):
+    h = init[0]
+    for k in range(p.shape[1]):
+        hn = hs[k]
+        np.matmul(h, rt, out=hn)
+        np.add(p[:, k], hn, out=hn)
+        np.tanh(hn, out=hn)
+        _hold(k, keep, [hn], [h])
+        h = hn
+    return [h]
+
+
+@KERNELS.register("RNN", 1, 7, 14, 22)
+def rnn(ctx):
+    slow = portable.rnn(ctx)
+    s = portable.Setup(ctx, ["Tanh"])
+    if not s.default_acts:
+        return slow
+    layer = _Layer(ctx, s, 1, 0)
+
+    def run(X, W, R, B=None, sequence_lens=None, initial_h=None):
+        if not _takes(X, W, R):
+            return slow(X, W, R, B, sequence_lens, initial_h)
+        return layer.run(X, W, R, B, sequence_lens, [initial_h], _rnn_steps)
+
+    return run
+
+
+# -- GRU ---------------------------------------------------------------------------------------
+def _gru_update(z, hh, h, hn, tmp, one) -> None:
+    """``hn = (1 - z) * hh + z * h``."""
+    np.subtract(one, z, out=tmp)
+    np.multiply(tmp, hh, out=tmp)
+    np.multiply(z, h, out=hn)
+    np.add(tmp, hn, out=hn)
+
+
+def _gru_steps(linear_before_reset: bool):
+    def steps(p, rt, rbh, consts, hs, init, keep):
+        D, T, Bn, G = p.shape
+        H = G // 3
+        ct = p.dtype.type
+        one, half = consts[2:]
+        h = init[0]
+        zr, gh, tmp = np.empty((D, Bn, 2 * H), ct), np.empty((D, Bn, H), ct), np.empty((D, Bn, H), ct)
+        z, rr = zr[..., :H], zr[..., H:]
+        r_zr, r_h = rt[..., :2 * H], rt[..., 2 * H:]
+        p_zr, p_h = p[..., :2 * H], p[..., 2 * H:]
+        for k in range(T):
+            np.matmul(h, r_zr, out=zr)
+            np.add(p_zr[:, k], zr, out=zr)
+            _sigmoid_of_halved(zr, one, half)
+            if linear_before_reset:                 # p + r * (h @ Rh^T + Rbh)
+                np.matmul(h, r_h, out=gh)
+                np.add(gh, rbh, out=gh)
+                np.multiply(rr, gh, out=gh)
+                np.add(p_h[:, k], gh, out=gh)
+            else:                                   # p + (r * h) @ Rh^T, then + Rbh
+                np.multiply(rr, h, out=tmp)
+                np.matmul(tmp, r_h, out=gh)
+                np.add(p_h[:, k], gh, out=gh)
+                np.add(gh, rbh, out=gh)
+            np.tanh(gh, out=gh)
+            hn = hs[k]
+            _gru_update(z, gh, h, hn, tmp, one)
+            _hold(k, keep, [hn], [h])
+            h = hn
+        return [h]
+
+    return steps
+
+
+@KERNELS.register("GRU", 1, 3, 7, 14, 22)
+def gru(ctx):
+    slow = portable.gru(ctx)
+    s = portable.Setup(ctx, ["Sigmoid", "Tanh"])
+    if not s.default_acts:
+        return slow
+    layer = _Layer(ctx, s, 3, 2, split=True)
+    steps = _gru_steps(portable.gru_linear_before_reset(ctx))
+
+    def run(X, W, R, B=None, sequence_lens=None, initial_h=None):
+        if not _takes(X, W, R):
+            return slow(X, W, R, B, sequence_lens, initial_h)
+        return layer.run(X, W, R, B, sequence_lens, [initial_h], steps)
+
+    return run
+
+
+# -- LSTM --------------------------------------------------------------------------------------
+def _lstm_steps(p, rt, rbh, consts, hs, init, keep):
+    D, T, Bn, G = p.shape
+    H = G // 4
+    ct = p.dtype.type
+    scale, shift = consts[:2]                   # i, o, f: finish the sigmoid; c: identity
+    h, c = init
+    g = np.empty((D, Bn, G), ct)
+    i, o, f, gg = g[..., :H], g[..., H:2 * H], g[..., 2 * H:3 * H], g[..., 3 * H:]
+    cs = np.empty((2, D, Bn, H), ct)
+    tmp = np.empty((D, Bn, H), ct)
+    for k in range(T):
+        np.matmul(h, rt, out=g)
+        np.add(p[:, k], g, out=g)
+        np.tanh(g, out=g)                           # i, o, f: tanh of half their input; c: tanh
+        np.multiply(g, scale, out=g)
+        np.add(g, shift, out=g)
+        cn, hn = cs[k & 1], hs[k]
+        np.multiply(f, c, out=cn)                   # c' = f * c + i * tanh(.)
+        np.multiply(i, gg, out=tmp)
+        np.add(cn, tmp, out=cn)
+        np.tanh(cn, out=tmp)                        # h' = o * tanh(c')
+        np.multiply(o, tmp, out=hn)
+        _hold(k, keep, [hn, cn], [h, c])
+        h, c = hn, cn
+    return [h, c]
+
+
+@KERNELS.register("LSTM", 1, 7, 14, 22)
+def lstm(ctx):
+    slow = portable.lstm(ctx)
+    s = portable.Setup(ctx, ["Sigmoid", "Tanh", "Tanh"], unclipped=(2,))
+    if not s.default_acts or bool(ctx.attr("input_forget", 0) or 0):
+        return slow
+    layer = _Layer(ctx, s, 4, 3)
+
+    def run(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None):
+        if P is not None or not _takes(X, W, R):
+            return slow(X, W, R, B, sequence_lens, initial_h, initial_c, P)
+        return layer.run(X, W, R, B, sequence_lens, [initial_h, initial_c], _lstm_steps)
+
+    return run

@@ -87,6 +87,9 @@ class InferenceSession:
     file and from external data files, so rewriting or truncating them under a live session
     cannot change results or fault (SIGBUS).  ``own_data=False`` keeps zero-copy views of the
     mapped files instead (less memory; the files must then not change while the session lives).
+    With ``own_data`` the session also keeps an aligned copy of each tensor of the model whose
+    octets do not start at a multiple of its element size (raw data sits at any offset of a
+    model file; numpy's fast loops and BLAS skip unaligned data).
     ``allow_outside``: passed to :func:`onnxkit.load` (Clause 15.3) when the model is a path.
     """
 

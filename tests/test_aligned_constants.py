@@ -1,0 +1,48 @@
+"""A session keeps aligned constants: tensors whose raw data starts at an offset of the model's
+octets that is no multiple of the element size are copied when the session owns its data
+(numpy and BLAS skip unaligned operands), and kept as views with ``own_data=False``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from onnxkit import InferenceSession  # noqa: E402
+
+
+def _model() -> bytes:
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4), "w")
+    # a one-octet name before the tensor's raw data, as in real files: offsets are arbitrary
+    odd = numpy_helper.from_array(np.array([1], np.uint8), "o")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [odd, w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString()
+
+
+def _find_unaligned_layout() -> bytes:
+    """The model bytes with ``w``'s raw data at an odd offset (padding the graph's name until it is)."""
+    data = _model()
+    for k in range(8):
+        m = onnx.load_from_string(data)
+        m.graph.name = "g" + "x" * k
+        b = m.SerializeToString()
+        raw = numpy_helper.to_array(m.graph.initializer[1]).tobytes()
+        if b.find(raw) % 4:
+            return b
+    raise AssertionError("no layout puts w at an unaligned offset")
+
+
+def test_unaligned_initializers_are_copied_aligned_when_the_session_owns_its_data():
+    data = _find_unaligned_layout()
+    x = {"x": np.ones((2, 3), np.float32)}
+    owned = InferenceSession(data)
+    assert owned.plan.constants["w"].flags.aligned
+    views = InferenceSession(data, own_data=False)
+    assert not views.plan.constants["w"].flags.aligned  # the zero-copy view, as asked
+    expected = x["x"] @ np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert np.array_equal(owned.run(None, x)[0], expected)
+    assert np.array_equal(views.run(None, x)[0], expected)

@@ -80,14 +80,16 @@ def _axes_kernel(ctx, target):
     return fn
 
 
-@KERNELS.register("Squeeze", 1, 11, 13, *_LATEST)
-def squeeze(ctx):
-    return _axes_kernel(ctx, squeeze_target)
+def _axes_factory(name: str, target):
+    def factory(ctx):
+        return _axes_kernel(ctx, target)
+
+    factory.__name__ = name
+    return factory
 
 
-@KERNELS.register("Unsqueeze", 1, 11, 13, *_LATEST)
-def unsqueeze(ctx):
-    return _axes_kernel(ctx, unsqueeze_target)
+KERNELS.register("Squeeze", 1, 11, 13, *_LATEST)(_axes_factory("squeeze", squeeze_target))
+KERNELS.register("Unsqueeze", 1, 11, 13, *_LATEST)(_axes_factory("unsqueeze", unsqueeze_target))
 
 
 @KERNELS.register("Transpose", 1, 13, *_LATEST)

@@ -1,10 +1,12 @@
 """cpu overrides of the indexing family (``onnxkit_default_domain/kernels/indexing.py``).
 
-Slice takes numpy's own view (negative steps included) and Gather ``np.take`` (which checks
-the bounds itself and counts negative indices from the end): both run in every model, on
-small tensors, where the portable bodies' extra passes (the index bounds, ``flip``) cost more
-than the work.  ScatterElements / ScatterND with a reduction combine duplicate targets in one
-sorted ``reduceat`` pass instead of a pass per duplicate.  Attribute parsing, geometry and the
+Slice takes numpy's own view (negative steps included), its index kept per key of the input's
+extents and the starts / ends / axes / steps values (:mod:`._plans`), and Gather ``take``
+(which checks the bounds itself and counts negative indices from the end) on an aligned copy
+of an unaligned initializer: both run in every model, on small tensors, where the portable
+bodies' extra passes (the index bounds, ``flip``) cost more than the work.  ScatterElements /
+ScatterND with a reduction combine duplicate targets in one sorted ``reduceat`` pass instead
+of a pass per duplicate.  Attribute parsing, geometry and the
 targets of a scatter are the portable family's.
 """
 
@@ -18,26 +20,47 @@ from onnxkit_default_domain.kernels.indexing import elements_targets, nd_targets
 
 from onnxkit.plugin import KernelTable
 
+from ._plans import Aligned, host_ints, remember
+
 KERNELS = KernelTable()
-
-
-def _slice(ctx, x, starts, ends, axes, steps):
-    return x[numpy_slices(slice_plan(ctx, x.shape, starts, ends, axes, steps), x.ndim)]
 
 
 @KERNELS.register("Slice", 1)
 def slice_v1(ctx):
-    return portable.slice_v1(ctx, take=_slice)
+    plans: dict = {}
+
+    def take(ctx, x, starts, ends, axes, steps):
+        index = plans.get(x.shape)
+        if index is None:
+            index = remember(plans, x.shape, numpy_slices(slice_plan(ctx, x.shape, starts, ends, axes, steps), x.ndim))
+        return x[index]
+
+    return portable.slice_v1(ctx, take=take)
+
+
+def _opt_ints(v):
+    return None if v is None else host_ints(v)
 
 
 @KERNELS.register("Slice", 10, 11, 13)
 def slice_(ctx):
-    return portable.slice_(ctx, take=_slice, ints=lambda v: v.reshape(-1).tolist())
+    plans: dict = {}
+
+    def fn(x, starts, ends, axes=None, steps=None):
+        key = (x.shape, host_ints(starts), host_ints(ends), _opt_ints(axes), _opt_ints(steps))
+        index = plans.get(key)
+        if index is None:
+            args = [None if v is None else list(v) for v in key[1:]]
+            index = remember(plans, key, numpy_slices(slice_plan(ctx, x.shape, *args), x.ndim))
+        return x[index]
+
+    return fn
 
 
 @KERNELS.register("Gather", 1, 11, 13)
 def gather(ctx):
     axis = int(ctx.attr("axis", 0))
+    aligned = Aligned()
 
     def fn(x, indices):
         if x.ndim == 0:
@@ -46,7 +69,7 @@ def gather(ctx):
         if indices.dtype.kind not in "iu":
             wrap_indices(ctx, np, indices, x.shape[a])   # fails, naming the element type
         try:
-            return np.take(x, indices, axis=a)
+            return aligned(x).take(indices, axis=a)
         except IndexError:
             wrap_indices(ctx, np, indices, x.shape[a])   # fails, naming the index out of range
             raise

@@ -1,53 +1,149 @@
-"""numpy fast path for ReduceSum and ReduceMean of ``onnxkit_default_domain.kernels.reduction``.
+"""cpu overrides of the Reduce* operators of ``onnxkit_default_domain.kernels.reduction``.
 
-A sum over a block of adjacent axes of a C-contiguous float32/float64 tensor, with no more
-than one side of the block longer than 1, is a BLAS matrix-vector product with a vector of
-ones: much faster than numpy's reduction over many short rows.  Anything else, the axes
-parsing and the output geometry are the portable family's.
+Per node, a plan per ``(shape, dtype, contiguity, axes)`` of a run: the axes are read once
+(``tolist``), normalised and checked by the portable family's own functions, and the output
+geometry fixed, so a run of a known key does only the array work.  Bad axes are not cached:
+every run with them fails, naming the node, as the portable kernel does.
+
+Array work of a float32/float64 input, non-empty, over at least one axis:
+
+* ReduceSum / ReduceMean over a block of adjacent axes of a C-contiguous tensor (at most
+  2^16 summed elements) is a BLAS product with a vector of ones (a batched one where both
+  sides of the block are longer than 1): much faster than numpy's reduction over many short
+  rows.  Otherwise ``np.add.reduce``, the portable body's own reduction (bit-identical).
+  The BLAS sum is a float sum in another order: within Clause 11's tolerance of the exact one.
+* ReduceMax / ReduceMin: ``np.maximum.reduce`` / ``np.minimum.reduce``, the portable body's
+  own reduction (bit-identical).
+
+Everything else (other types, empty inputs, no axes, the other operators) runs the portable
+:func:`~onnxkit_default_domain.kernels.reduction.reduce` with the cached axes.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from onnxkit_default_domain.kernels import reduction as portable
+from onnxkit_default_domain.kernels._common import norm_axes
 
 from onnxkit.plugin import KernelTable
-from onnxkit_default_domain.kernels import reduction as portable
+
+from ._plans import host_ints, remember
 
 KERNELS = KernelTable()
 _BLAS_MAX = 1 << 16
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _blas_sum(ctx, x, ax, kd):
-    """The sum over the sorted axes ``ax`` as ``x2d @ ones``, or None if not applicable."""
-    if x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous or x.size == 0:
-        return None
+def _blas_sum(x, ax: tuple, out_shape: tuple, scale: int):
+    """``run(x)``: the sum over the sorted axes ``ax`` as a product with ones (divided by
+    ``scale`` when it is not 1), or None where that does not apply."""
     if ax[-1] - ax[0] + 1 != len(ax):
         return None
-    outer = int(np.prod(x.shape[:ax[0]], dtype=np.int64))
-    r = int(np.prod(x.shape[ax[0]:ax[-1] + 1], dtype=np.int64))
-    inner = int(np.prod(x.shape[ax[-1] + 1:], dtype=np.int64))
-    if r > _BLAS_MAX or (outer > 1 and inner > 1):
+    dims = x.shape
+    outer, r, inner = math.prod(dims[:ax[0]]), math.prod(dims[ax[0]:ax[-1] + 1]), math.prod(dims[ax[-1] + 1:])
+    if r > _BLAS_MAX:
         return None
-    ones = np.ones(r, dtype=x.dtype)
-    out = x.reshape(outer, r) @ ones if inner == 1 else ones @ x.reshape(r, inner)
-    return out.reshape(portable.out_shape(ctx, x, ax, kd))
+    if inner == 1:
+        ones, lhs = np.ones(r, dtype=x.dtype), (outer, r)
+        prod = lambda x: x.reshape(lhs) @ ones            # noqa: E731
+    elif outer == 1:
+        ones, rhs = np.ones(r, dtype=x.dtype), (r, inner)
+        prod = lambda x: ones @ x.reshape(rhs)            # noqa: E731
+    else:
+        ones, rhs = np.ones((1, r), dtype=x.dtype), (outer, r, inner)
+        prod = lambda x: np.matmul(ones, x.reshape(rhs))  # noqa: E731
+
+    def run(x):
+        with np.errstate(all="ignore"):
+            y = prod(x)
+            if scale != 1:
+                y /= scale
+        return y.reshape(out_shape)
+
+    return run
 
 
-def _sum(ctx, xp, x, ax, kd):
-    fast = _blas_sum(ctx, x, ax, kd)
-    return portable.BODIES["ReduceSum"](ctx, xp, x, ax, kd) if fast is None else fast
+def _ufunc_reduce(ufunc, ax: tuple, kd: bool, scale: int, quiet: bool):
+    """``run(x)``: ``ufunc.reduce`` over ``ax`` (then divided by ``scale`` when it is not 1),
+    as the portable body computes it."""
+    def run(x):
+        if quiet:
+            with np.errstate(all="ignore"):
+                r = ufunc.reduce(x, axis=ax, keepdims=kd)
+                if scale != 1:
+                    r = r / scale
+        else:
+            r = ufunc.reduce(x, axis=ax, keepdims=kd)
+        return r if type(r) is np.ndarray else np.asarray(r)
+
+    return run
 
 
-def _mean(ctx, xp, x, ax, kd):
-    fast = _blas_sum(ctx, x, ax, kd)
-    if fast is None:
-        return portable.BODIES["ReduceMean"](ctx, xp, x, ax, kd)
-    fast /= x.size // max(fast.size, 1)
-    return fast
+def _fast(ctx, name: str, x, ax: tuple, kd: bool):
+    """The array work of a fast case, or None."""
+    if x.dtype not in _FLOATS or x.size == 0 or not ax:
+        return None
+    if name in ("ReduceMax", "ReduceMin"):
+        return _ufunc_reduce(np.maximum if name == "ReduceMax" else np.minimum, ax, kd, 1, False)
+    if name not in ("ReduceSum", "ReduceMean"):
+        return None
+    scale = 1 if name == "ReduceSum" else math.prod(x.shape[a] for a in ax)
+    if x.flags.c_contiguous:
+        run = _blas_sum(x, ax, portable.out_shape(ctx, x, ax, kd), scale)
+        if run is not None:
+            return run
+    return _ufunc_reduce(np.add, ax, kd, scale, True)
+
+
+def _plan(ctx, name: str, body, x, axes, kd: bool):
+    """``run(x)`` for inputs like ``x`` reduced over ``axes`` (ints, None: every axis, ():
+    none), after the portable kernel's checks."""
+    ax = tuple(range(x.ndim)) if axes is None else tuple(sorted(norm_axes(ctx, axes, x.ndim)))
+    run = _fast(ctx, name, x, ax, kd) if ax else None
+    if run is None:
+        return lambda x: portable.reduce(ctx, body, x, axes, kd)
+    return run
+
+
+def reduction_factory(name: str, input_from: int):
+    """The kernel factory of Reduce* ``name`` (axes an input from definition ``input_from``),
+    as the portable :func:`~onnxkit_default_domain.kernels.reduction.reduction_factory`, with
+    a plan per input key."""
+    body = portable.BODIES[name]
+
+    def factory(ctx):
+        kd = bool(ctx.attr("keepdims", 1))
+        plans: dict = {}
+        if ctx.since_version < input_from:
+            attr_axes = ctx.attr("axes")
+            fixed = [int(a) for a in attr_axes] if attr_axes else None
+
+            def fn(x):
+                key = (x.shape, x.dtype, x.flags.c_contiguous)
+                run = plans.get(key)
+                if run is None:
+                    run = remember(plans, key, _plan(ctx, name, body, x, fixed, kd))
+                return run(x)
+
+            return fn
+        noop = bool(ctx.attr("noop_with_empty_axes", 0))
+
+        def fn(x, axes=None):
+            given = None if axes is None else host_ints(axes)
+            key = (x.shape, x.dtype, x.flags.c_contiguous, given)
+            run = plans.get(key)
+            if run is None:
+                ax = list(given) if given else (() if noop else None)
+                run = remember(plans, key, _plan(ctx, name, body, x, ax, kd))
+            return run(x)
+
+        return fn
+
+    factory.__name__ = name
+    return factory
 
 
 for _name, _versions, _input_from in portable.REDUCE_DEFINITIONS:
-    if _name == "ReduceSum":
-        KERNELS.register("ReduceSum", *_versions)(portable.reduction_factory(_name, _input_from, _sum))
-    elif _name == "ReduceMean":
-        KERNELS.register("ReduceMean", *_versions)(portable.reduction_factory(_name, _input_from, _mean))
+    KERNELS.register(_name, *_versions)(reduction_factory(_name, _input_from))

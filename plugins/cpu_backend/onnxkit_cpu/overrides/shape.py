@@ -1,33 +1,95 @@
 """cpu overrides of the shape family (``onnxkit_default_domain/kernels/shape.py``).
 
-Reshape, Transpose, Concat, Squeeze, Unsqueeze, Expand and Shape run in every model, mostly
-on small tensors, where the per-call cost is the array-api-compat wrappers' (a few
-microseconds each): these call numpy itself.  Attribute parsing and geometry are the
-portable family's.
+Reshape, Flatten, Squeeze, Unsqueeze, Expand, Concat, Split, Transpose and Shape run in every
+model, mostly on small tensors, where the per-call cost is the checks and the geometry, not
+the array work.  Each kernel here keeps the portable family's decision per key of its inputs
+(:mod:`._plans`: the input's extents and the values of its shape / axes / split input), so a
+run of a known key is one dictionary look-up and one numpy call.  The checks and the geometry
+are the portable family's own functions, run once per key; a key they refuse is not stored
+(every run with it fails, naming the node).  Results are those of the portable kernels,
+exactly: views where they give views, a fresh C-contiguous array from Expand.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from onnxkit_default_domain.kernels.shape import (
-    _LATEST, concat_axis, concat_check, expand_target, reshape_allowzero, reshape_target, shape_bounds,
-    squeeze_target, transpose_perm, unsqueeze_target,
+    _LATEST, axes_attr, concat_axis, concat_check, expand_target, reshape_allowzero, reshape_target, shape_bounds,
+    split_args, split_attr_args, split_index, split_lengths, squeeze_target, transpose_perm, unsqueeze_target,
 )
+from onnxkit_default_domain.inference.shape_geometry import flatten_extents
 
 from onnxkit.plugin import KernelTable
 
+from ._plans import host_ints, remember
+
 KERNELS = KernelTable()
-
-
-def _ints(v) -> list:
-    """An integer numpy array's elements as Python ints (``tolist`` gives ints already)."""
-    return np.asarray(v).reshape(-1).tolist()
 
 
 @KERNELS.register("Reshape", 5, 13, 14, 19, *_LATEST)
 def reshape(ctx):
     allowzero = reshape_allowzero(ctx)
-    return lambda x, shape: x.reshape(reshape_target(ctx, x, _ints(shape), allowzero))
+    plans: dict = {}
+
+    def fn(x, shape):
+        key = (x.shape, host_ints(shape))
+        target = plans.get(key)
+        if target is None:
+            target = remember(plans, key, reshape_target(ctx, x, list(key[1]), allowzero))
+        return x.reshape(target)
+
+    return fn
+
+
+@KERNELS.register("Flatten", 1, 9, 11, 13, *_LATEST)
+def flatten(ctx):
+    axis = int(ctx.attr("axis", 1))
+    plans: dict = {}
+
+    def fn(x):
+        target = plans.get(x.shape)
+        if target is None:
+            target = remember(plans, x.shape, tuple(flatten_extents(ctx, list(x.shape), axis)))
+        return x.reshape(target)
+
+    return fn
+
+
+def _axes_kernel(ctx, target):
+    """Squeeze / Unsqueeze over ``target`` (their extents): ``axes`` an attribute up to 11,
+    an (optional) input from 13."""
+    plans: dict = {}
+    if ctx.since_version <= 11:
+        axes = axes_attr(ctx)
+
+        def fn(x):
+            out = plans.get(x.shape)
+            if out is None:
+                out = remember(plans, x.shape, target(ctx, x, axes))
+            return x.reshape(out)
+
+        return fn
+
+    def fn(x, axes=None):
+        key = (x.shape, None if axes is None else host_ints(axes))
+        out = plans.get(key)
+        if out is None:
+            out = remember(plans, key, target(ctx, x, None if key[1] is None else list(key[1])))
+        return x.reshape(out)
+
+    return fn
+
+
+def _axes_factory(name: str, target):
+    def factory(ctx):
+        return _axes_kernel(ctx, target)
+
+    factory.__name__ = name
+    return factory
+
+
+KERNELS.register("Squeeze", 1, 11, 13, *_LATEST)(_axes_factory("squeeze", squeeze_target))
+KERNELS.register("Unsqueeze", 1, 11, 13, *_LATEST)(_axes_factory("unsqueeze", unsqueeze_target))
 
 
 @KERNELS.register("Transpose", 1, 13, *_LATEST)
@@ -39,24 +101,61 @@ def transpose(ctx):
 @KERNELS.register("Concat", 1, 4, 11, 13)
 def concat(ctx):
     axis = concat_axis(ctx)
-    return lambda *xs: np.concatenate(xs, axis=concat_check(ctx, xs, axis))
+    plans: dict = {}
+
+    def fn(*xs):
+        key = tuple([v.shape for v in xs])
+        a = plans.get(key)
+        if a is None:
+            a = remember(plans, key, concat_check(ctx, xs, axis))
+        return np.concatenate(xs, axis=a)
+
+    return fn
 
 
-@KERNELS.register("Squeeze", 13, *_LATEST)
-def squeeze(ctx):
-    return lambda x, axes=None: x.reshape(squeeze_target(ctx, x, None if axes is None else _ints(axes)))
+def _split_kernel(ctx, axis: int, lengths):
+    """Split along ``axis``; ``lengths(split)`` gives ``(lengths or None, num_outputs)`` for
+    the optional ``split`` input's values (a tuple, or None when absent)."""
+    plans: dict = {}
+
+    def fn(x, split=None):
+        key = (x.shape, None if split is None else host_ints(split))
+        index = plans.get(key)
+        if index is None:
+            sizes, num_outputs = lengths(key[1])
+            index = remember(plans, key, split_index(ctx, x, axis, sizes, num_outputs))
+        return tuple([x[i] for i in index])
+
+    return fn
 
 
-@KERNELS.register("Unsqueeze", 13, *_LATEST)
-def unsqueeze(ctx):
-    return lambda x, axes: x.reshape(unsqueeze_target(ctx, x, _ints(axes)))
+@KERNELS.register("Split", 1, 2, 11)
+def split_attr(ctx):
+    axis, attr_split = split_attr_args(ctx)
+    return _split_kernel(ctx, axis, lambda given: (attr_split if given is None else list(given), None))
+
+
+@KERNELS.register("Split", 13, 18)
+def split(ctx):
+    axis, num_outputs = split_args(ctx)
+    return _split_kernel(ctx, axis, lambda given: (split_lengths(ctx, None if given is None else list(given), num_outputs),
+                                             num_outputs))
 
 
 @KERNELS.register("Expand", 8, 13)
 def expand(ctx):
+    plans: dict = {}
+
     def fn(x, shape):
-        out = expand_target(ctx, x, _ints(shape))
-        return x if out == x.shape else np.array(np.broadcast_to(x, out))
+        key = (x.shape, host_ints(shape))
+        out = plans.get(key)
+        if out is None:
+            out = remember(plans, key, expand_target(ctx, x, list(key[1])))
+        if out == x.shape:
+            return x
+        y = np.empty(out, dtype=x.dtype)
+        y[...] = x
+        return y
 
     return fn
 

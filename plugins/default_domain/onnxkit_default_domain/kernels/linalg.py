@@ -72,16 +72,37 @@ def product(xp, a, b):
 
 
 # -- Gemm --------------------------------------------------------------------------------------
+def gemm_attrs(ctx) -> tuple:
+    """Gemm's ``(alpha, beta, transA, transB, strict_c)``; ``strict_c``: C must already be
+    (M, N) (Gemm-6 and older without ``broadcast``)."""
+    return (float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0)), bool(ctx.attr("transA", 0)),
+            bool(ctx.attr("transB", 0)), ctx.since_version < 7 and not ctx.attr("broadcast", 0))
+
+
+def gemm_checker(ctx, trans_a: bool, trans_b: bool, strict_c: bool):
+    """``check(a, b, c)``: fails naming the node unless the element types and shapes are a
+    Gemm's (``c`` None: no C); each checked signature is remembered."""
+    allowed = schema_types(ctx, "T")
+    checked = set()
+
+    def check(a, b, c):
+        key = (a.shape, b.shape, a.dtype, b.dtype, None if c is None else (c.shape, c.dtype))
+        if key not in checked:
+            check_dtype(ctx, a, allowed, "A")
+            check_dtype(ctx, b, (arrays.dtype_name(a.dtype),), "B")
+            if c is not None:
+                check_dtype(ctx, c, (arrays.dtype_name(a.dtype),), "C")
+            gemm_dims(ctx, shape_of(a), shape_of(b), None if c is None else shape_of(c), trans_a, trans_b, strict_c)
+            remember(checked, key)
+
+    return check
+
+
 @KERNELS.register("Gemm", 1, 6, 7, 9, 11, 13)
 def gemm(ctx):
     xp = ctx.xp
-    alpha = float(ctx.attr("alpha", 1.0))
-    beta = float(ctx.attr("beta", 1.0))
-    trans_a = bool(ctx.attr("transA", 0))
-    trans_b = bool(ctx.attr("transB", 0))
-    strict_c = ctx.since_version < 7 and not ctx.attr("broadcast", 0)
-    allowed = schema_types(ctx, "T")
-    checked = set()
+    alpha, beta, trans_a, trans_b, strict_c = gemm_attrs(ctx)
+    check = gemm_checker(ctx, trans_a, trans_b, strict_c)
 
     def scaled(v, k):
         if k == 1.0:
@@ -92,14 +113,7 @@ def gemm(ctx):
 
     def run(a, b, c=None):
         c = c if beta != 0.0 else None
-        key = (a.shape, b.shape, a.dtype, b.dtype, None if c is None else (c.shape, c.dtype))
-        if key not in checked:
-            check_dtype(ctx, a, allowed, "A")
-            check_dtype(ctx, b, (arrays.dtype_name(a.dtype),), "B")
-            if c is not None:
-                check_dtype(ctx, c, (arrays.dtype_name(a.dtype),), "C")
-            gemm_dims(ctx, shape_of(a), shape_of(b), None if c is None else shape_of(c), trans_a, trans_b, strict_c)
-            remember(checked, key)
+        check(a, b, c)
         narrow = arrays.is_narrow_float(a.dtype)
         aw, bw = (work(xp, a), work(xp, b)) if narrow else (a, b)
         y = scaled(product(xp, aw.T if trans_a else aw, bw.T if trans_b else bw), alpha)
@@ -111,19 +125,30 @@ def gemm(ctx):
 
 
 # -- MatMul ------------------------------------------------------------------------------------
-@KERNELS.register("MatMul", 1, 9, 13)
-def matmul(ctx):
-    xp = ctx.xp
+def matmul_checker(ctx):
+    """``check(a, b)``: fails naming the node unless the element types and shapes are a
+    MatMul's; each checked signature is remembered."""
     allowed = schema_types(ctx, "T")
     checked = set()
 
-    def run(a, b):
+    def check(a, b):
         key = (a.shape, b.shape, a.dtype, b.dtype)
         if key not in checked:
             check_dtype(ctx, a, allowed, "A")
             check_dtype(ctx, b, (arrays.dtype_name(a.dtype),), "B")
             matmul_dims(ctx, shape_of(a), shape_of(b))
             remember(checked, key)
+
+    return check
+
+
+@KERNELS.register("MatMul", 1, 9, 13)
+def matmul(ctx):
+    xp = ctx.xp
+    check = matmul_checker(ctx)
+
+    def run(a, b):
+        check(a, b)
         if arrays.is_narrow_float(a.dtype):
             return xp.astype(xp.asarray(xp.matmul(work(xp, a), work(xp, b))), a.dtype)
         y = int_matmul(a, b) if arrays.is_integer(a.dtype) else xp.matmul(a, b)

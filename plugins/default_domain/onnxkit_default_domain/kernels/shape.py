@@ -79,8 +79,14 @@ def unsqueeze_target(ctx, x, axes) -> tuple:
 
 
 def _attr_ints(ctx, name: str):
+    """An ints attribute as a list of Python ints, or None when absent."""
     value = ctx.attr(name)
     return None if value is None else [int(a) for a in value]
+
+
+def axes_attr(ctx):
+    """Squeeze / Unsqueeze up to 11: the ``axes`` attribute (None when absent)."""
+    return _attr_ints(ctx, "axes")
 
 
 def _axes_kernel(ctx, target):
@@ -88,7 +94,7 @@ def _axes_kernel(ctx, target):
     an (optional) input from 13."""
     xp = ctx.xp
     if ctx.since_version <= 11:
-        axes = _attr_ints(ctx, "axes")
+        axes = axes_attr(ctx)
         return lambda x: xp.reshape(x, target(ctx, x, axes))
     return lambda x, axes=None: xp.reshape(x, target(ctx, x, None if axes is None else ctx.ints(axes)))
 
@@ -158,22 +164,32 @@ def concat(ctx):
     return lambda *xs: xp.concat(list(xs), axis=concat_check(ctx, xs, axis))
 
 
-def split_parts(ctx, x, axis: int, split, num_outputs) -> tuple:
-    """Split of ``x`` along ``axis`` into the node's outputs (views of ``x``)."""
+def split_index(ctx, x, axis: int, split, num_outputs) -> tuple:
+    """The index of each of the node's outputs in ``x`` for Split along ``axis`` (``split``:
+    the lengths, or None)."""
     a = norm_axis(ctx, axis, x.ndim)
     sizes = split_sizes(ctx, int(x.shape[a]), ctx.num_outputs, split, num_outputs)
-    parts, start = [], 0
+    index, start = [], 0
     lead = (slice(None),) * a
     for s in sizes:
-        parts.append(x[lead + (slice(start, start + s),)])
+        index.append(lead + (slice(start, start + s),))
         start += s
-    return tuple(parts)
+    return tuple(index)
+
+
+def split_parts(ctx, x, axis: int, split, num_outputs) -> tuple:
+    """Split of ``x`` along ``axis`` into the node's outputs (views of ``x``)."""
+    return tuple(x[i] for i in split_index(ctx, x, axis, split, num_outputs))
+
+
+def split_attr_args(ctx) -> tuple:
+    """Split-1/2/11's ``axis`` and ``split`` attribute (None when absent or empty)."""
+    return int(ctx.attr("axis", 0)), _attr_ints(ctx, "split") or None
 
 
 @KERNELS.register("Split", 1, 2, 11)
 def split_attr(ctx):
-    axis = int(ctx.attr("axis", 0))
-    attr_split = _attr_ints(ctx, "split") or None
+    axis, attr_split = split_attr_args(ctx)
 
     def fn(x, split=None):   # Split-1 also takes the lengths as an optional second input
         return split_parts(ctx, x, axis, ctx.ints(split) if split is not None else attr_split, None)
@@ -181,18 +197,28 @@ def split_attr(ctx):
     return fn
 
 
-@KERNELS.register("Split", 13, 18)
-def split(ctx):
-    axis = int(ctx.attr("axis", 0))
+def split_args(ctx) -> tuple:
+    """Split-13/18's ``axis`` and ``num_outputs`` (from 18; checked against the outputs)."""
     num_outputs = ctx.attr("num_outputs") if ctx.since_version >= 18 else None
     if num_outputs is not None and int(num_outputs) != ctx.num_outputs:
         ctx.fail(f"num_outputs={num_outputs} but the node has {ctx.num_outputs} outputs")
+    return int(ctx.attr("axis", 0)), num_outputs
+
+
+def split_lengths(ctx, sizes, num_outputs):
+    """The ``split`` input's lengths (None: absent or empty); both it and ``num_outputs`` fail."""
+    if sizes and num_outputs is not None:
+        ctx.fail("give either the 'split' input or the 'num_outputs' attribute, not both")
+    return sizes or None
+
+
+@KERNELS.register("Split", 13, 18)
+def split(ctx):
+    axis, num_outputs = split_args(ctx)
 
     def fn(x, split=None):
-        sizes = None if split is None else ctx.ints(split)
-        if sizes is not None and num_outputs is not None and sizes:
-            ctx.fail("give either the 'split' input or the 'num_outputs' attribute, not both")
-        return split_parts(ctx, x, axis, sizes or None, num_outputs)
+        sizes = split_lengths(ctx, None if split is None else ctx.ints(split), num_outputs)
+        return split_parts(ctx, x, axis, sizes, num_outputs)
 
     return fn
 

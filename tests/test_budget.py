@@ -47,6 +47,25 @@ def test_computed_value_limit_follows_max_tensor_bytes():
     assert "'make' (ConstantOfShape)" in str(e)
 
 
+def test_a_remembered_prediction_still_refuses_and_charges_each_run():
+    # guards remember inference's answer per input key: the key must tell runs apart
+    sess = onnxkit.InferenceSession(_cos_model(), limits=Limits(max_tensor_bytes=MiB))
+    for _ in range(3):
+        assert sess.run(None, {"s": np.array([16, 16])})[0].shape == (16, 16)
+        with pytest.raises(LimitExceeded):
+            sess.run(None, {"s": np.array([5000, 5000])})
+    guard = next(s.guard for s in sess.plan.steps if s.node.op_type == "ConstantOfShape")
+    assert len(guard.known) == 2
+    sess = onnxkit.InferenceSession(_cos_model(), limits=Limits(max_run_bytes=3 * MiB))
+    budget, token = enter_run(sess.limits)
+    try:  # 1 MiB charged by every run while the value lives, remembered or not
+        for k in range(3):
+            sess.plan.run([np.array([512, 512])])
+            assert budget.live == 0
+    finally:
+        leave_run(token)
+
+
 def test_run_bytes_are_released_after_a_run():
     sess = onnxkit.InferenceSession(_cos_model(), limits=Limits(max_run_bytes=8 * MiB))
     budget, token = enter_run(sess.limits)

@@ -237,12 +237,14 @@ class _ConcreteContext(InferenceContext):
 class Guard:
     """The run-time size check of one node; ``guard(budget, args)`` -> bytes charged to ``budget``."""
 
-    __slots__ = ("node", "op", "infer", "template", "kind", "n_out", "bound")
+    __slots__ = ("node", "op", "infer", "template", "kind", "n_out", "bound", "known")
 
     def __init__(self, node, op: str, infer, template, kind: str):
         self.node, self.op, self.infer, self.template, self.kind = node, op, infer, template, kind
         self.n_out = len(node.output)
         self.bound = _BOUNDS.get(kind)
+        #: predicted bytes by what inference reads of the inputs (their types, small values)
+        self.known: dict = {}
 
     def __call__(self, budget: RunBudget, args) -> int:
         bound = self.bound
@@ -265,13 +267,30 @@ class Guard:
         return budget.charge(need, self.node, self.op, "outputs") if need else 0
 
     def predict(self, args) -> int:
-        """Bytes of the outputs the inference function determines (unknown extents count 0)."""
+        """Bytes of the outputs the inference function determines (unknown extents count 0).
+
+        Inference reads only the inputs' types and small values, so its answer is remembered
+        per such key (up to :data:`KNOWN_MAX` per node): a run with the shapes and shape
+        values of an earlier one costs a key, not an inference call."""
         if self.infer is None:
             return 0
+        values = [_small_value(a) for a in args]
+        key = tuple(None if a is None else
+                    (_dtype_key(a), tuple(a.shape) if hasattr(a, "shape") else type(a), None if v is None else v.tobytes())
+                    for a, v in zip(args, values))
+        need = self.known.get(key)
+        if need is None:
+            need = self._infer(args, values)
+            if len(self.known) >= KNOWN_MAX:
+                self.known.clear()
+            self.known[key] = need
+        return need
+
+    def _infer(self, args, values) -> int:
         ctx = _ConcreteContext.__new__(_ConcreteContext)
         ctx.__dict__.update(self.template)
         ctx._input_types = [_type_of(a) for a in args]
-        ctx._input_values = [_small_value(a) for a in args]
+        ctx._input_values = values
         ctx.output_types = [None] * self.n_out
         ctx.output_values = [None] * self.n_out
         try:
@@ -280,6 +299,17 @@ class Guard:
             return 0
         types = ret if isinstance(ret, (list, tuple)) else ctx.output_types
         return sum(type_bytes(t) or 0 for t in types)
+
+
+#: input keys whose predicted size one guard remembers (emptied when full)
+KNOWN_MAX = 64
+
+
+def _dtype_key(v):
+    """What a key holds of a value's element type (and a sequence's length, which its type shows)."""
+    if isinstance(v, list):
+        return ("seq", len(v), (_dtype_key(v[0]), tuple(getattr(v[0], "shape", ()))) if v else None)
+    return str(getattr(v, "dtype", type(v).__name__))
 
 
 def guard_for(node, op: str, domain: str, schema, registry, version: int) -> Optional[Guard]:

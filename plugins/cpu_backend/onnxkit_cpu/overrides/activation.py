@@ -7,6 +7,13 @@ slow, ``put_along_axis`` for Hardmax.  The definitions served, the attributes
 (:func:`float_attrs`, :func:`gelu_mode`), the type rules (:func:`in_float`), PRelu's slope
 geometry and the softmax family's axis handling (:func:`normalizer`) are the portable
 family's, and so is every input a fast path does not take (integers, float64 Gelu).
+
+Per call, a fast path costs one type test: a float32/float64 X of rank 1 or more goes straight
+to the numpy body, with numpy's floating-point warnings off (:func:`_lean`); anything else
+(narrow floats, 0-d, integers) takes the portable wrapper :func:`~onnxkit_default_domain.
+kernels.activation.in_float` around the same body.  Relu and Tanh are one ufunc call (Relu is
+``np.maximum(x, 0)``, as the portable kernel and the reference: -0 gives +0).  The softmax
+family from 13 decides its axis once per rank and computes in place.
 """
 
 from __future__ import annotations
@@ -19,8 +26,22 @@ from onnxkit.plugin import KernelTable
 from onnxkit_default_domain.fused import FUSED_DOMAIN
 from onnxkit_default_domain.kernels import activation as portable
 from onnxkit_default_domain.kernels._math import ERFC32_CLIP, ERFC32_P, ERFC32_Q
+from onnxkit_default_domain.kernels.elementwise import quiet
 
 KERNELS = KernelTable()
+
+_FLOATS = frozenset(np.dtype(t) for t in (np.float32, np.float64))
+
+
+def _lean(fn, other):
+    """``fn(x)`` (warnings off) for a float32/float64 ``x`` of rank >= 1, else ``other(x)``."""
+    quiet_fn = quiet(fn)
+
+    def run(x):
+        if x.dtype in _FLOATS and x.ndim:
+            return quiet_fn(x)
+        return other(x)
+    return run
 
 
 def _fast(name, native16=False):
@@ -28,7 +49,8 @@ def _fast(name, native16=False):
     definition of ``name`` the portable family implements, with its type rules."""
     def deco(make):
         def factory(ctx):
-            return portable.in_float(ctx.xp, make(*portable.float_attrs(ctx)), native16)
+            fn = make(*portable.float_attrs(ctx))
+            return _lean(fn, portable.in_float(ctx.xp, fn, native16))
         factory.__name__ = make.__name__
         KERNELS.register(name, *portable.versions(name))(factory)
         return make
@@ -60,11 +82,25 @@ def _negative_part_scaled(x, slope):
 
 
 # ----------------------------------------------------------------------------- rectifiers
+_NATIVE = _FLOATS | frozenset(np.dtype(t) for t in (np.float16, np.int8, np.int16, np.int32, np.int64))
+
+
 @KERNELS.register("Relu", *portable.versions("Relu"))
 def relu(ctx):
-    xp = ctx.xp
-    other = portable.in_float(xp, portable.relu(ctx, xp), native16=True)
-    return lambda x: np.asarray(np.clip(x, 0, np.inf)) if x.dtype.kind == "f" else other(x)
+    other = portable.in_float(ctx.xp, portable.relu(ctx, ctx.xp), native16=True)
+
+    def run(x):                 # maximum raises no floating-point flag (NaN stays NaN)
+        return np.maximum(x, 0, out=...) if x.dtype in _NATIVE else other(x)
+    return run
+
+
+@KERNELS.register("Tanh", *portable.versions("Tanh"))
+def tanh(ctx):
+    other = portable.in_float(ctx.xp, np.tanh)
+
+    def run(x):                 # tanh raises no floating-point flag
+        return np.tanh(x, out=...) if x.dtype in _FLOATS else other(x)
+    return run
 
 
 @_fast("LeakyRelu")
@@ -234,24 +270,26 @@ def _gelu_tanh(x):
 def gelu(ctx):
     xp = ctx.xp
     if portable.gelu_mode(ctx) == "tanh":
-        return portable.in_float(xp, _gelu_tanh)
+        return _lean(_gelu_tanh, portable.in_float(xp, _gelu_tanh))
     other = portable.gelu(ctx, xp)
-    return portable.in_float(xp, lambda x: _gelu32(x) if x.dtype == np.float32 else other(x))
+
+    def body(x):
+        return _gelu32(x) if x.dtype == np.float32 else other(x)
+    return _lean(body, portable.in_float(xp, body))
 
 
 # ----------------------------------------------------------------------------- softmax family
 def _softmax(x, axis):
-    e = x - x.max(axis=axis, keepdims=True)
+    e = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True))
     np.exp(e, out=e)
-    e /= e.sum(axis=axis, keepdims=True)
-    return e
+    return np.divide(e, np.add.reduce(e, axis=axis, keepdims=True), out=e)
 
 
 def _log_softmax(x, axis):
-    e = x - x.max(axis=axis, keepdims=True)
-    s = np.exp(e).sum(axis=axis, keepdims=True)
-    e -= np.log(s)
-    return e
+    e = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True))
+    s = np.add.reduce(np.exp(e), axis=axis, keepdims=True)
+    np.log(s, out=s)
+    return np.subtract(e, s, out=e)
 
 
 def _hardmax(x, axis):
@@ -260,6 +298,26 @@ def _hardmax(x, axis):
     return y
 
 
+def _normalizer(ctx, body):
+    """``body(x, axis)`` on float32/float64 X (warnings off) with the axis of its rank decided
+    once (definitions from 13; an empty X and other types take the portable normalizer)."""
+    other = portable.normalizer(ctx, portable.in_float(ctx.xp, body, native16=True))
+    if ctx.since_version < 13:
+        return other
+    axis_attr = int(ctx.attr("axis", -1))
+    quiet_body = quiet(body)
+    axes = {}                   # rank -> the non-negative axis
+
+    def run(x):
+        if x.dtype in _FLOATS and x.size:
+            a = axes.get(x.ndim)
+            if a is None and -x.ndim <= axis_attr < x.ndim:
+                a = axes[x.ndim] = axis_attr % x.ndim
+            if a is not None:
+                return quiet_body(x, a)
+        return other(x)                       # also fails naming the node for a bad axis
+    return run
+
+
 for _name, _body in (("Softmax", _softmax), ("LogSoftmax", _log_softmax), ("Hardmax", _hardmax)):
-    KERNELS.register(_name, *portable.versions(_name))(
-        lambda ctx, body=_body: portable.normalizer(ctx, portable.in_float(ctx.xp, body, native16=True)))
+    KERNELS.register(_name, *portable.versions(_name))(lambda ctx, body=_body: _normalizer(ctx, body))

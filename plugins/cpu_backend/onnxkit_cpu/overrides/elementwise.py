@@ -1,6 +1,12 @@
 """numpy fast paths of the elementwise family (portable: ``onnxkit_default_domain/kernels/
 elementwise.py``, which holds the rules and the attribute parsing):
 
+* the binary operators (Add, Sub, Mul, Div, the comparisons, the logical and bitwise ones)
+  and Where call their numpy function directly when the operands share one element type that
+  numpy computes natively (float32/float64 with the floating-point warnings off, integers and
+  bool as they are; integer Div stays portable for its zero check): the same ufunc the
+  portable body calls, without its per-call type dispatch; anything else (narrow floats,
+  mixed types, STRING, legacy broadcasting before 7) is the portable kernel's;
 * Clip by one ``np.clip`` pass (numpy's clip is min(max(x, lo), hi), the ONNX rule, lo > hi
   included) instead of maximum-then-minimum;
 * Sum and Mean of three or more inputs accumulate into the first partial result (``out=``)
@@ -15,6 +21,64 @@ from onnxkit.plugin import KernelTable
 from onnxkit_default_domain.kernels import elementwise as portable
 
 KERNELS = KernelTable()
+
+
+# -- binary operators, Where ------------------------------------------------------------------
+_FLOATS = frozenset(np.dtype(t) for t in (np.float32, np.float64))
+_EXACT = frozenset(np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64,
+                                         np.uint8, np.uint16, np.uint32, np.uint64))
+
+
+def _direct(name: str, ufunc, exact: bool = True) -> None:
+    """Register, for every definition of ``name`` the portable family has, ``ufunc(a, b)``
+    called directly on operands of one element type of :data:`_FLOATS` (with numpy's warnings
+    off) or, with ``exact``, of :data:`_EXACT` (integer and boolean loops raise no
+    floating-point flag); the portable kernel otherwise and for legacy broadcasting."""
+    def direct(a, b):
+        return ufunc(a, b, out=...)           # out=...: an array for 0-d operands too
+    quiet_direct = portable.quiet(direct)
+
+    def factory(ctx):
+        other = make[ctx.since_version](ctx)
+        if portable.legacy_align(ctx) is not None:
+            return other
+
+        def run(a, b):
+            dt = a.dtype
+            if dt is b.dtype:
+                if dt in _FLOATS:
+                    return quiet_direct(a, b)
+                if exact and dt in _EXACT:
+                    return ufunc(a, b, out=...)
+            return other(a, b)
+        return run
+
+    make = {v: portable.KERNELS[("", op, v)] for (_, op, v) in portable.KERNELS if op == name}
+    factory.__name__ = f"{name.lower()}_direct"
+    KERNELS.register(name, *sorted(make))(factory)
+
+
+for _name, _ufunc in (("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply), ("Equal", np.equal),
+                      ("Greater", np.greater), ("Less", np.less), ("GreaterOrEqual", np.greater_equal),
+                      ("LessOrEqual", np.less_equal), ("And", np.logical_and), ("Or", np.logical_or),
+                      ("Xor", np.logical_xor), ("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or),
+                      ("BitwiseXor", np.bitwise_xor)):
+    _direct(_name, _ufunc)
+_direct("Div", np.divide, exact=False)        # integer Div: the portable zero check and truncation
+
+
+@KERNELS.register("Where", *sorted(v for (_, op, v) in portable.KERNELS if op == "Where"))
+def where(ctx):
+    other = portable.where(ctx)
+
+    def run(cond, x, y):
+        if cond.dtype is _BOOL and x.dtype is y.dtype:
+            return np.where(cond, x, y)
+        return other(cond, x, y)
+    return run
+
+
+_BOOL = np.dtype(np.bool_)
 
 
 # -- Clip --------------------------------------------------------------------------------------

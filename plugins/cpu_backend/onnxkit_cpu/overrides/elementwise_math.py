@@ -1,7 +1,16 @@
 """numpy fast path of the elementwise math family (portable: ``onnxkit_default_domain/kernels/
-elementwise_math.py``, which holds the rules and the coefficients): Erf by the same
-polynomials evaluated in place (``out=``, ``take(mode='clip')``), about 1.5x (float32) to 2x
-(float64) faster than the portable body on numpy.  :func:`erf` also serves the cpu Gelu."""
+elementwise_math.py``, which holds the rules and the coefficients): Erf.
+
+float64 (and integers): the portable Taylor polynomials evaluated in place (``out=``,
+``take(mode='clip')``), about 2x faster than the portable body.  float32 (and narrower): the
+portable rational ``x * P(t) / Q(t)``, ``t = x^2``, with both polynomials in one matrix
+product: the rows ``t^0 .. t^5`` (four in-place products) times the ``(2, 6)`` coefficient
+matrix.  The coefficients are all positive, so the sum of the terms is as well conditioned as
+Horner's rule (the results differ from the portable body by a few ulps; the error stays below
+4e-7 relative, the fit's), and the ~25 numpy passes of Horner's rule become ~10.  ``t`` is
+capped at 16 (|x| = 4, where erf rounds to 1 in float32) and the quotient clipped to [-1, 1]
+(beyond 4, ``|x| * P(16) / Q(16)`` exceeds 1).  NaN gives NaN; the warnings of inf * inf are off.
+"""
 
 from __future__ import annotations
 
@@ -28,30 +37,39 @@ def _erf64(x: np.ndarray) -> np.ndarray:
     return np.copysign(r, x, out=r)
 
 
+#: rows: P's and Q's coefficients, lowest power first (the portable fit's, rounded to float32)
+_ERF32_PQ = np.array([ERF_P, ERF_Q], dtype=np.float32)
+_ERF32_T_CAP = np.float32(16.0)
+
+
 def _erf32(x: np.ndarray) -> np.ndarray:
-    c = np.clip(x, -4.0, 4.0)
-    t = c * c
-    p, q = t * ERF_P[-1], t * ERF_Q[-1]         # both polynomials of t, by Horner's rule, in place
-    for cp, cq in zip(ERF_P[-2:0:-1], ERF_Q[-2:0:-1]):
-        p += cp
-        p *= t
-        q += cq
-        q *= t
-    p += ERF_P[0]
-    q += ERF_Q[0]
-    p *= c
-    p /= q
+    """erf of a 1-d float32 array (module docstring); a new array."""
+    powers = np.empty((_ERF32_PQ.shape[1], x.shape[0]), dtype=np.float32)
+    powers[0] = 1
+    t = np.multiply(x, x, out=powers[1])
+    np.minimum(t, _ERF32_T_CAP, out=t)
+    for k in range(2, powers.shape[0]):
+        np.multiply(powers[k - 1], t, out=powers[k])
+    pq = np.matmul(_ERF32_PQ, powers)
+    p = pq[0]
+    p *= x
+    p /= pq[1]
     return np.clip(p, -1.0, 1.0, out=p)
 
 
+_F32 = np.dtype(np.float32)
+
+
+@np.errstate(all="ignore")
 def erf(x) -> np.ndarray:
     """The error function: float64 for float64 and integer input, else float32."""
     x = np.asarray(x)
     flat = x.reshape(-1)
-    with np.errstate(all="ignore"):
-        if x.dtype == np.float64 or not arrays.is_float(x.dtype):
-            return _erf64(flat.astype(np.float64, copy=False)).reshape(x.shape)
-        return _erf32(flat.astype(np.float32, copy=False)).reshape(x.shape)
+    if x.dtype is _F32:
+        return _erf32(flat).reshape(x.shape)
+    if x.dtype == np.float64 or not arrays.is_float(x.dtype):
+        return _erf64(flat.astype(np.float64, copy=False)).reshape(x.shape)
+    return _erf32(flat.astype(np.float32, copy=False)).reshape(x.shape)
 
 
 @KERNELS.register("Erf", 9, 13)

@@ -1,15 +1,29 @@
-"""BatchNormalization and LRN on numpy: the portable kernels with their large intermediates
-computed in place (a fresh array of X's size per step costs numpy a page-faulting
-allocation: LRN size 5 on (1, 64, 56, 56) about 1.7x slower, BatchNormalization about 1.2x).
-Attributes, checks and the rest of the computation are the portable kernels'.
+"""BatchNormalization, LRN and LayerNormalization on numpy.
+
+BatchNormalization and LRN are the portable kernels with their large intermediates computed
+in place (a fresh array of X's size per step costs numpy a page-faulting allocation: LRN size
+5 on (1, 64, 56, 56) about 1.7x slower, BatchNormalization about 1.2x); attributes, checks and
+the rest of the computation are the portable kernels'.
+
+LayerNormalization (:func:`layer_norm`) has a lean body for float32 and float64 X whose
+statistics are in X's own type (every stash_type but 11 for float32, any for float64): the
+portable kernel's operations in its order (``np.mean`` as numpy computes it, ``1 / sqrt(var +
+epsilon)``, ``d * inv * scale + B``), so the results are bit-identical, with the attributes,
+the axis geometry and the outputs requested decided at planning or once per input shape and
+every step after the first written into an array of the kernel's.  Everything else (narrow
+floats, float32 with stash_type 11, an empty X, a scale or B that would broadcast X to a larger
+shape) is the portable kernel's.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from onnxkit.plugin import KernelTable
-from onnxkit_default_domain.kernels.norm import batch_norm_kernel, lrn_kernel
+from onnxkit_default_domain.kernels._common import input_type_checker, norm_axis
+from onnxkit_default_domain.kernels.norm import batch_norm_kernel, layer_norm as portable_layer_norm, lrn_kernel
 
 KERNELS = KernelTable()
 
@@ -42,3 +56,73 @@ def batch_norm(ctx):
 @KERNELS.register("LRN", 1, 13)
 def lrn(ctx):
     return lrn_kernel(ctx, base=lrn_base_in_place, divide=lambda x, d: np.divide(x, d, out=d))
+
+
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def _mean_into(s, n):
+    """``s`` (a sum over ``n`` elements, an array of the kernel's) divided by ``n`` in place,
+    with np.mean's result: np.mean divides by an ``intp`` count in float64 and casts back; a
+    Python int ``n`` below 2**24 is exact in float32, and a float32 quotient correctly rounded
+    once equals the float64 one rounded to float32 (53 >= 2 * 24 + 2 bits), so ``n`` is given
+    as a Python int then (one float32 division, half the cost) and as ``np.intp`` otherwise."""
+    if type(n) is int:
+        return np.divide(s, n, out=s)
+    return np.true_divide(s, n, out=s, casting="unsafe")
+
+
+@KERNELS.register("LayerNormalization", 17)
+def layer_norm(ctx):
+    """LayerNormalization-17: the lean float32/float64 body (module docstring), else the
+    portable kernel.  Returns Y alone when the node names one output, else (Y, Mean,
+    InvStdDev) with None for an output not requested."""
+    other = portable_layer_norm(ctx)
+    eps = float(ctx.attr("epsilon", 1e-5))
+    axis_attr = int(ctx.attr("axis", -1))
+    stash = int(ctx.attr("stash_type", 1))
+    stat_dtype = {_F32: None if stash == 11 else _F32, _F64: _F32 if stash == 1 else _F64}
+    want_mean, want_inv = ctx.output_requested(1), ctx.output_requested(2)
+    only_y = ctx.num_outputs == 1
+    check = input_type_checker(ctx)
+    plans = {}      # (X, scale, B shapes) -> (axes, count) or None: the portable kernel
+
+    def plan(key, x):
+        axis = norm_axis(ctx, axis_attr, x.ndim)
+        n = math.prod(x.shape[axis:])
+        try:
+            fits = np.broadcast_shapes(*(s for s in key if s is not None)) == x.shape
+        except ValueError:
+            fits = False
+        count = n if n < 2 ** 24 else np.intp(n)             # see _mean_into
+        plans[key] = p = (tuple(range(axis, x.ndim)), count) if fits and n and x.size else None
+        return p
+
+    def run(x, scale, b=None):
+        dt = x.dtype
+        stat = stat_dtype.get(dt)
+        if stat is None:
+            return other(x, scale, b)
+        if scale.dtype != dt or (b is not None and b.dtype != dt):
+            check(x, scale, b)             # fails: X's own type is one the definition takes
+        key = (x.shape, scale.shape, None if b is None else b.shape)
+        p = plans[key] if key in plans else plan(key, x)
+        if p is None:
+            return other(x, scale, b)
+        axes, n = p
+        m = _mean_into(np.add.reduce(x, axis=axes, keepdims=True), n)
+        d = np.subtract(x, m)
+        v = _mean_into(np.add.reduce(np.multiply(d, d), axis=axes, keepdims=True), n)
+        v += eps
+        np.sqrt(v, out=v)
+        inv = np.divide(1, v, out=v)
+        np.multiply(d, inv, out=d)
+        np.multiply(d, scale, out=d)
+        if b is not None:
+            np.add(d, b, out=d)
+        if only_y:
+            return d
+        return (d, (m if m.dtype == stat else m.astype(stat)) if want_mean else None,
+                (inv if inv.dtype == stat else inv.astype(stat)) if want_inv else None)
+
+    return run

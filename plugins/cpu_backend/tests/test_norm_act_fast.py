@@ -267,3 +267,25 @@ def test_binary_narrow_and_broadcast_paths():
     cond = np.array([[True], [False]])
     w = run("Where", [cond, np.array([1.0, 2.0], np.float32), np.array(-1.0, np.float32)], opset=16, out_types=[TP.FLOAT])
     assert w.tolist() == [[1.0, 2.0], [-1.0, -1.0]]
+
+
+# ============================================================================ unary math
+def test_unary_direct_paths_values_types_and_quiet():
+    x = np.array([4.0, 0.0, -1.0, np.nan, np.inf], np.float32)
+    s = run("Sqrt", [x], opset=13)
+    assert s.dtype == np.float32 and s[[0, 1, 4]].tolist() == [2.0, 0.0, np.inf] and np.isnan(s[2:4]).all()
+    lg = run("Log", [x], opset=13)                                     # log 0, log -1: no warning
+    assert lg[1] == -np.inf and np.isnan(lg[2]) and abs(lg[0] - math.log(4.0)) < 1e-6
+    assert run("Exp", [np.array([1000.0, 0.0], np.float64)], opset=13).tolist() == [np.inf, 1.0]
+    r = run("Reciprocal", [np.array([4.0, 0.0, -0.0], np.float32)], opset=13)
+    assert r.tolist() == [0.25, np.inf, -np.inf]
+    assert run("Abs", [np.array([-128, 5], np.int8)], opset=13).tolist() == [-128, 5]   # wraps, as numpy
+    assert run("Neg", [np.array([3, -4], np.int64)], opset=13).tolist() == [-3, 4]
+    assert run("Floor", [np.array([-1.5, 2.5], np.float32)], opset=13).tolist() == [-2.0, 2.0]
+    assert run("Ceil", [np.array([-1.5, 2.5], np.float64)], opset=13).tolist() == [-1.0, 3.0]
+    nan = run("IsNaN", [x], opset=20, out_types=[TP.BOOL])
+    assert nan.dtype == np.bool_ and nan.tolist() == [False, False, False, True, False]
+    zero_d = run("Neg", [np.array(2.0, np.float32)], opset=13)
+    assert isinstance(zero_d, np.ndarray) and zero_d.shape == () and zero_d == -2.0
+    h = run("Sqrt", [np.array([2.0], np.float16)], opset=13)
+    assert h.dtype == np.float16 and abs(float(h[0]) - math.sqrt(2)) < 1e-3

@@ -25,6 +25,7 @@ import numpy as np
 from onnxkit.plugin import KernelTable
 from onnxkit_default_domain.fused import FUSED_DOMAIN
 from onnxkit_default_domain.kernels import activation as portable
+from onnxkit_cpu.overrides.elementwise_math import powers_buffer
 from onnxkit_default_domain.kernels._math import ERFC32_CLIP, ERFC32_P, ERFC32_Q
 from onnxkit_default_domain.kernels.elementwise import quiet
 
@@ -226,32 +227,33 @@ def swish(alpha):
     return fn
 
 
-def _poly(a, coefs):
-    """Horner's rule in place on a new array."""
-    r = a * coefs[-1]
-    for c in reversed(coefs[1:-1]):
-        r += c
-        r *= a
-    return np.add(r, coefs[0], out=r)
+#: rows: erfc32's P (padded with a 0) and Q, lowest power first, as the powers_buffer rows
+_ERFC32_PQ = np.array([tuple(ERFC32_P) + (0.0,) * (len(ERFC32_Q) - len(ERFC32_P)), ERFC32_Q], dtype=np.float32)
 
 
 def _gelu32(x):
-    """0.5 * x * erfc(-x / sqrt 2) for float32 ``x``, with the portable erfc's coefficients."""
-    a = np.abs(x)
+    """0.5 * x * erfc(-x / sqrt 2) for float32 ``x`` of rank >= 1, with the portable erfc's
+    rational: P(a) and Q(a) (a = |x| / sqrt 2, capped at ERFC32_CLIP) as one matrix product of
+    the rows a^0 .. a^5 (all coefficients positive: as well conditioned as Horner's rule)."""
+    flat = x.reshape(-1)
+    powers = powers_buffer(_ERFC32_PQ.shape[1], flat.shape[0])
+    a = np.abs(flat, out=powers[1])
     a *= np.float32(1.0 / math.sqrt(2.0))
-    np.clip(a, 0, ERFC32_CLIP, out=a)
-    e = _poly(a, ERFC32_P)
-    e /= _poly(a, ERFC32_Q)
-    np.square(a, out=a)
-    np.negative(a, out=a)
-    np.exp(a, out=a)
-    e *= a                                     # erfc(|x| / sqrt 2)
-    a = 2 - 2 * e                              # x >= 0: erfc(-z) = 2 - erfc(z)
-    a *= x >= 0
-    e += a
-    e *= x
+    np.minimum(a, np.float32(ERFC32_CLIP), out=a)             # a >= 0 (NaN passes)
+    for k in range(2, powers.shape[0]):
+        np.multiply(powers[k - 1], a, out=powers[k])
+    pq = np.matmul(_ERFC32_PQ, powers)
+    e = pq[0]
+    e /= pq[1]
+    g = np.negative(powers[2], out=pq[1])
+    np.exp(g, out=g)
+    e *= g                                     # erfc(|x| / sqrt 2)
+    g = 2 - 2 * e                              # x >= 0: erfc(-z) = 2 - erfc(z)
+    g *= flat >= 0
+    e += g
+    e *= flat
     e *= np.float32(0.5)
-    return e
+    return e.reshape(x.shape)
 
 
 def _gelu_tanh(x):

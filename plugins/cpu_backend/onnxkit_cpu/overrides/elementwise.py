@@ -29,21 +29,24 @@ _EXACT = frozenset(np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, 
                                          np.uint8, np.uint16, np.uint32, np.uint64))
 
 
-def _direct(name: str, ufunc, exact: bool = True) -> None:
-    """Register, for every definition of ``name`` the portable family has, ``ufunc(a, b)``
-    called directly on operands of one element type of :data:`_FLOATS` (with numpy's warnings
-    off) or, with ``exact``, of :data:`_EXACT` (integer and boolean loops raise no
-    floating-point flag); the portable kernel otherwise and for legacy broadcasting."""
-    def direct(a, b):
-        return ufunc(a, b, out=...)           # out=...: an array for 0-d operands too
-    quiet_direct = portable.quiet(direct)
+def register_direct(table, family, name: str, ufunc, arity: int = 2, exact: bool = True,
+                    quiet_floats: bool = True) -> None:
+    """Register on ``table``, for every definition of ``name`` in the portable ``family``
+    module, ``ufunc`` called directly on ``arity`` operands of one element type: of
+    :data:`_FLOATS` (numpy's warnings off unless not ``quiet_floats``) or, with ``exact``, of
+    :data:`_EXACT` (integer and boolean loops raise no floating-point flag); the portable
+    kernel otherwise and for legacy broadcasting.  ``out=...`` makes a 0-d result an array."""
+    def direct(*xs):
+        return ufunc(*xs, out=...)
+    quiet_direct = portable.quiet(direct) if quiet_floats else direct
+    make = {v: family.KERNELS[("", op, v)] for (_, op, v) in family.KERNELS if op == name}
 
     def factory(ctx):
         other = make[ctx.since_version](ctx)
         if portable.legacy_align(ctx) is not None:
             return other
 
-        def run(a, b):
+        def binary(a, b):
             dt = a.dtype
             if dt is b.dtype:
                 if dt in _FLOATS:
@@ -51,11 +54,18 @@ def _direct(name: str, ufunc, exact: bool = True) -> None:
                 if exact and dt in _EXACT:
                     return ufunc(a, b, out=...)
             return other(a, b)
-        return run
 
-    make = {v: portable.KERNELS[("", op, v)] for (_, op, v) in portable.KERNELS if op == name}
+        def unary(x):
+            dt = x.dtype
+            if dt in _FLOATS:
+                return quiet_direct(x)
+            if exact and dt in _EXACT:
+                return ufunc(x, out=...)
+            return other(x)
+        return binary if arity == 2 else unary
+
     factory.__name__ = f"{name.lower()}_direct"
-    KERNELS.register(name, *sorted(make))(factory)
+    table.register(name, *sorted(make))(factory)
 
 
 for _name, _ufunc in (("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply), ("Equal", np.equal),
@@ -63,8 +73,8 @@ for _name, _ufunc in (("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply
                       ("LessOrEqual", np.less_equal), ("And", np.logical_and), ("Or", np.logical_or),
                       ("Xor", np.logical_xor), ("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or),
                       ("BitwiseXor", np.bitwise_xor)):
-    _direct(_name, _ufunc)
-_direct("Div", np.divide, exact=False)        # integer Div: the portable zero check and truncation
+    register_direct(KERNELS, portable, _name, _ufunc)
+register_direct(KERNELS, portable, "Div", np.divide, exact=False)   # integer Div: the portable zero check
 
 
 @KERNELS.register("Where", *sorted(v for (_, op, v) in portable.KERNELS if op == "Where"))

@@ -1,5 +1,9 @@
-"""numpy fast path of the elementwise math family (portable: ``onnxkit_default_domain/kernels/
-elementwise_math.py``, which holds the rules and the coefficients): Erf.
+"""numpy fast paths of the elementwise math family (portable: ``onnxkit_default_domain/kernels/
+elementwise_math.py``, which holds the rules and the coefficients): Erf, and Abs, Neg, Sqrt,
+Exp, Log, Floor, Ceil, Reciprocal and IsNaN as one direct ufunc call on float32/float64 (see
+:func:`~onnxkit_cpu.overrides.elementwise.register_direct`).
+
+Erf:
 
 float64 (and integers): the portable Taylor polynomials evaluated in place (``out=``,
 ``take(mode='clip')``), about 2x faster than the portable body.  float32 (and narrower): the
@@ -10,13 +14,19 @@ Horner's rule (the results differ from the portable body by a few ulps; the erro
 4e-7 relative, the fit's), and the ~25 numpy passes of Horner's rule become ~10.  ``t`` is
 capped at 16 (|x| = 4, where erf rounds to 1 in float32) and the quotient clipped to [-1, 1]
 (beyond 4, ``|x| * P(16) / Q(16)`` exceeds 1).  NaN gives NaN; the warnings of inf * inf are off.
+The powers array is per thread and kept between calls of one small size (its row of ones
+written once); the result is always a new array.
 """
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from onnxkit.plugin import KernelTable, arrays
+from onnxkit_cpu.overrides.elementwise import register_direct
+from onnxkit_default_domain.kernels import elementwise_math as portable
 from onnxkit_default_domain.kernels.elementwise_math import ERF_H, ERF_K, ERF_P, ERF_Q, ERF_TAYLOR, ERF_TOP
 
 KERNELS = KernelTable()
@@ -42,10 +52,27 @@ _ERF32_PQ = np.array([ERF_P, ERF_Q], dtype=np.float32)
 _ERF32_T_CAP = np.float32(16.0)
 
 
+_SCRATCH = threading.local()
+#: the largest input whose powers array a thread keeps for its next call (rows * 4 bytes each)
+_KEEP_POWERS = 1 << 16
+
+
+def powers_buffer(rows: int, n: int) -> np.ndarray:
+    """A ``(rows, n)`` float32 array whose row 0 holds ones, rows 1.. to be written (and row 0
+    never): the calling thread's own, kept for its next call of the same shape when ``n`` is
+    small.  Erf and the cpu Gelu evaluate their rationals on it."""
+    buf = getattr(_SCRATCH, "powers", None)
+    if buf is None or buf.shape != (rows, n):
+        buf = np.empty((rows, n), dtype=np.float32)
+        buf[0] = 1
+        if n <= _KEEP_POWERS:
+            _SCRATCH.powers = buf
+    return buf
+
+
 def _erf32(x: np.ndarray) -> np.ndarray:
     """erf of a 1-d float32 array (module docstring); a new array."""
-    powers = np.empty((_ERF32_PQ.shape[1], x.shape[0]), dtype=np.float32)
-    powers[0] = 1
+    powers = powers_buffer(_ERF32_PQ.shape[1], x.shape[0])
     t = np.multiply(x, x, out=powers[1])
     np.minimum(t, _ERF32_T_CAP, out=t)
     for k in range(2, powers.shape[0]):
@@ -78,3 +105,13 @@ def erf_kernel(ctx):
         r = erf(x)
         return r if r.dtype == x.dtype else r.astype(x.dtype)   # Erf-9 takes integers: truncated
     return run
+
+
+# -- the other unary operators: one ufunc call -------------------------------------------------
+# float32/float64 (and, for Abs and Neg, integers) straight to the ufunc the portable body
+# calls; Reciprocal as its 1 / x; narrow floats and other types take the portable kernel.
+for _name, _ufunc, _exact in (("Abs", np.abs, True), ("Neg", np.negative, True), ("Sqrt", np.sqrt, False),
+                              ("Exp", np.exp, False), ("Log", np.log, False), ("Floor", np.floor, False),
+                              ("Ceil", np.ceil, False), ("Reciprocal", lambda x, out: np.divide(1, x, out=out), False)):
+    register_direct(KERNELS, portable, _name, _ufunc, arity=1, exact=_exact)
+register_direct(KERNELS, portable, "IsNaN", np.isnan, arity=1, exact=False, quiet_floats=False)   # no flag raised

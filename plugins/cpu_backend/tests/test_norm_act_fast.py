@@ -289,3 +289,20 @@ def test_unary_direct_paths_values_types_and_quiet():
     assert isinstance(zero_d, np.ndarray) and zero_d.shape == () and zero_d == -2.0
     h = run("Sqrt", [np.array([2.0], np.float16)], opset=13)
     assert h.dtype == np.float16 and abs(float(h[0]) - math.sqrt(2)) < 1e-3
+
+
+def test_erf_from_several_threads_at_once():
+    """Runs of one session from four threads, inputs of several sizes (the kept powers buffer
+    changes size between them): each result is its own input's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    m, _ = model("Erf", [randn(3, 9, 128)], opset=13)
+    m.graph.input[0].type.tensor_type.shape.ClearField("dim")
+    m.graph.input[0].type.tensor_type.shape.dim.add().dim_param = "n"      # one dynamic axis
+    sess = InferenceSession(m.SerializeToString(), validate=False)
+    blocks = [randn(n) * 2 for n in (5, 777, 9000)] + [randn(3456) * 2 for _ in range(60)]
+    want = [np.array([math.erf(float(v)) for v in b]) for b in blocks]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda b: sess.run(None, {"x0": b})[0], blocks))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=5e-7, atol=1e-7)

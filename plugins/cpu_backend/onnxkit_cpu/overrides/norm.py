@@ -95,6 +95,8 @@ def layer_norm(ctx):
         except ValueError:
             fits = False
         count = n if n < 2 ** 24 else np.intp(n)             # see _mean_into
+        if len(plans) >= 64:                                    # many shapes (dynamic axes): start over
+            plans.clear()
         plans[key] = p = (tuple(range(axis, x.ndim)), count) if fits and n and x.size else None
         return p
 

@@ -1,0 +1,135 @@
+"""Depthwise convolution on numpy (``group`` = input channels, any channel multiplier), and
+the window view and scratch rule shared with :mod:`.conv`.
+
+A depthwise product is one small product per channel (``(mg, K) @ (K, L)``): the columns
+(im2col, ``K`` times the input) are what costs, not the arithmetic.  Two things cut it:
+
+* where every stride is 1 (and there are two spatial axes or more) the columns are read from
+  the *flattened* padded image: the row of tap ``t`` of channel ``c`` is one contiguous run of
+  the flat buffer starting at the tap's offset, ``O[0] * prod(P[1:])`` long, so the copy has
+  long inner runs instead of ``O[-1]``-long ones; the outputs that fall on the padded
+  border columns (``P[i] - O[i]`` per inner axis) are junk and dropped by the final copy
+  (which adds the bias on the way);
+* the channels are processed in blocks whose columns fit in the core's L2 cache
+  (:data:`BLOCK_BYTES`), each block copied into one reused buffer and multiplied with
+  ``out=`` into the output (1.7-2.2x over one big copy and product, measured on
+  (1, 240, 12, 40) 5x5 and (1, 64, 24, 80) 3x3).
+
+Each output element is the same ``K``-term dot product as the portable kernel's, so results
+agree with it to float rounding of the BLAS kernel's order (bit-identical in practice).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: columns of one channel block at most this large (bytes): the block stays in L2
+BLOCK_BYTES = 384 << 10
+
+#: scratch (padded input, columns) kept per thread and node when no larger than this (bytes)
+KEEP_BYTES = 4 << 20
+
+
+def window_view(xpad, kernel, strides, dil, out_shape):
+    """``(N, C, *K, *O)``: a read-only strided view of the windows of the padded input
+    (element ``[n, c, k..., o...]`` is ``xpad[n, c, o*s + k*d ...]``)."""
+    sp = xpad.strides[2:]
+    return np.lib.stride_tricks.as_strided(
+        xpad, xpad.shape[:2] + tuple(kernel) + tuple(out_shape),
+        xpad.strides[:2] + tuple(d * st for d, st in zip(dil, sp)) + tuple(s * st for s, st in zip(strides, sp)),
+        writeable=False)
+
+
+class Scratch:
+    """Per-thread scratch of one prepared convolution: ``get()`` returns the thread's own
+    (made by ``make()`` once) when it is at most :data:`KEEP_BYTES`, else a fresh one."""
+
+    __slots__ = ("make", "keep", "local")
+
+    def __init__(self, make, nbytes: int, local):
+        self.make, self.keep, self.local = make, nbytes <= KEEP_BYTES, local
+
+    def get(self):
+        if not self.keep:
+            return self.make()
+        mine = getattr(self.local, "scratch", None)
+        if mine is None:
+            mine = self.local.scratch = self.make()
+        return mine
+
+
+class Depthwise:
+    """The depthwise product of one input shape (``plan``: the portable :class:`ConvPlan`;
+    ``lo`` / ``inner`` / ``padded``: the pads before, the cropped input's and the padded
+    extents per spatial axis; ``ct``: the compute dtype)."""
+
+    def __init__(self, plan, lo, inner, padded, ct, local):
+        n, c, m = plan.n, plan.c, plan.m
+        kernel, out = plan.kernel, plan.out_shape
+        nd = len(kernel)
+        self.mg, self.kp = m // c, math.prod(kernel)
+        it = np.dtype(ct).itemsize
+        self.flat = nd >= 2 and all(s == 1 for s in plan.strides)
+        if self.flat:                                   # rows over the full padded inner extents
+            ps = [math.prod(padded[i + 1:]) for i in range(nd)]
+            self.length = out[0] * ps[0]
+            size = max(math.prod(padded), sum((k - 1) * d * p for k, d, p in zip(kernel, plan.dil, ps)) + self.length)
+            self.crop = (slice(None),) * 3 + tuple(slice(0, o) for o in out[1:])
+            self.grid = (n, m, out[0], *padded[1:])
+        else:
+            size = math.prod(padded)
+            self.length = math.prod(out)
+        self.block = max(1, min(c, BLOCK_BYTES // max(1, self.kp * self.length * it)))
+        self.starts = list(range(0, c, self.block))
+        self.shape = (n, c, self.mg, self.length)
+        self.out_full = (n, m, *out)
+        self.ct = ct
+        geometry = (n, c, size, lo, inner, padded, kernel, plan, it)
+        nbytes = (n * c * size + self.block * self.kp * self.length) * it
+        self.scratch = Scratch(lambda: self._make(*geometry), nbytes, local)
+
+    def _make(self, n, c, size, lo, inner, padded, kernel, plan, it):
+        """``(interior of the padded buffer, [(source block, column block, its matrix)...])``."""
+        buf = np.zeros((n, c, size), dtype=self.ct)
+        image = buf[:, :, :math.prod(padded)].reshape(n, c, *padded)
+        interior = image[(slice(None), slice(None)) + tuple(slice(a, a + b) for a, b in zip(lo, inner))]
+        if self.flat:
+            ps = [math.prod(padded[i + 1:]) * it for i in range(len(kernel))]
+            src = np.lib.stride_tricks.as_strided(
+                buf, (n, c, *kernel, self.length),
+                buf.strides[:2] + tuple(d * p for d, p in zip(plan.dil, ps)) + (it,), writeable=False)
+        else:
+            src = window_view(image, kernel, plan.strides, plan.dil, plan.out_shape)
+        tail = (self.length,) if self.flat else tuple(plan.out_shape)
+        cols = np.empty((self.block, *kernel, *tail), dtype=self.ct)
+        mat = cols.reshape(self.block, self.kp, self.length)
+        blocks = []
+        for i in range(n):
+            for c0 in self.starts:
+                k = min(c, c0 + self.block) - c0
+                blocks.append((i, c0, c0 + k, src[i, c0:c0 + k], cols[:k], mat[:k]))
+        return interior, blocks
+
+    def weights(self, w):
+        """W as ``(C, mg, K)`` in the compute dtype, one slice per channel block."""
+        wg = w.reshape(self.shape[1], self.mg, self.kp).astype(self.ct, copy=False)
+        return [wg[c0:c0 + self.block] for c0 in self.starts]
+
+    def __call__(self, x, wblocks, bias):
+        """The convolution of ``x`` (cropped already), plus ``bias`` (``(M, 1...)`` or None):
+        a fresh ``(N, M, *O)`` array in the compute dtype."""
+        interior, blocks = self.scratch.get()
+        interior[...] = x
+        out = np.empty(self.shape, dtype=self.ct)
+        for i, c0, c1, src, cols, mat in blocks:
+            np.copyto(cols, src)
+            np.matmul(wblocks[c0 // self.block], mat, out=out[i, c0:c1])
+        if self.flat:
+            y = out.reshape(self.grid)[self.crop]
+            return np.ascontiguousarray(y) if bias is None else np.add(y, bias)
+        y = out.reshape(self.out_full)
+        if bias is not None:
+            y += bias
+        return y

@@ -29,7 +29,7 @@ from onnxkit.plugin import KernelTable
 from onnxkit_default_domain.kernels import conv as portable
 from onnxkit_default_domain.kernels._common import compute_dtype
 
-from .conv_depthwise import Depthwise, Scratch, window_view
+from .conv_depthwise import Depthwise, Scratch, pad_layout, window_view
 
 KERNELS = KernelTable()
 
@@ -65,16 +65,10 @@ class Prepared:
         self.w_cache = (None, None)
         self.b_cache = (None, None)
         self.local = threading.local()
-        self.crop = None
+        self.crop, lo, inner, padded = pad_layout(in_shape, plan.begin, plan.end)
         if n == 0 or c == 0 or m == 0 or length == 0 or kp == 0:
             self.kind = "portable"
             return
-        if any(b < 0 for b in plan.begin) or any(e < 0 for e in plan.end):
-            self.crop = _ALL + tuple(slice(max(0, -b), d - max(0, -e))
-                                     for d, b, e in zip(in_shape, plan.begin, plan.end))
-        lo = [max(0, b) for b in plan.begin]
-        inner = [d - max(0, -b) - max(0, -e) for d, b, e in zip(in_shape, plan.begin, plan.end)]
-        padded = [i + a + max(0, e) for i, a, e in zip(inner, lo, plan.end)]
         if kp == 1 and not any(plan.begin) and not any(plan.end):
             self.kind = "pointwise"
             self.sub = None if all(s == 1 for s in plan.strides) else _ALL + tuple(

@@ -42,6 +42,20 @@ def window_view(xpad, kernel, strides, dil, out_shape):
         writeable=False)
 
 
+def pad_layout(in_shape, begin, end) -> tuple:
+    """``(crop, lo, inner, padded)`` of padding spatial extents ``in_shape`` by ``begin`` /
+    ``end`` (negative: cropping): the slices cropping X (None: nothing to crop), the pads
+    before, the cropped extents and the padded extents, per spatial axis."""
+    crop = None
+    if any(b < 0 for b in begin) or any(e < 0 for e in end):
+        crop = (slice(None), slice(None)) + tuple(slice(max(0, -b), d - max(0, -e))
+                                                  for d, b, e in zip(in_shape, begin, end))
+    lo = [max(0, b) for b in begin]
+    inner = [d - max(0, -b) - max(0, -e) for d, b, e in zip(in_shape, begin, end)]
+    padded = [i + a + max(0, e) for i, a, e in zip(inner, lo, end)]
+    return crop, lo, inner, padded
+
+
 class Scratch:
     """Per-thread scratch of one prepared convolution: ``get()`` returns the thread's own
     (made by ``make()`` once) when it is at most :data:`KEEP_BYTES`, else a fresh one."""

@@ -1,15 +1,38 @@
-"""Pools on numpy: the portable kernels with their kernel taps folded in place.
+"""Pools on numpy: the portable kernels' arithmetic with everything but the array work
+prepared once per node and input shape.
 
-A fresh array per tap costs numpy a page-faulting allocation of the whole output each time
-(MaxPool 3x3 stride 2 on (1, 64, 112, 112): about 5x slower than folding into one array);
-here the first tap is copied once and every other tap is combined into it with ``out=``.
-Everything else (attributes, geometry, padding, divisors, indices) is the portable kernel's.
+MaxPool (without ``Indices``) and AveragePool: per input ``(shape, dtype)`` the first call
+checks the element type and works out the geometry (the portable ``geometry_cache``); after
+that a call copies X into the interior of the thread's padded buffer (its border filled once
+with -inf / the type's minimum / 0; none where nothing is padded), then folds the kernel taps
+one spatial axis at a time with ``out=`` into the thread's buffers, the last axis into a fresh
+array (a fresh array per tap costs a page-faulting allocation each time: about 5x slower on
+(1, 64, 112, 112) 3x3 stride 2), and divides by the average's divisor made once.  The taps are
+combined in the portable kernel's order (:func:`~onnxkit_default_domain.kernels.pool.separable`),
+so results are bit-identical to it.
+
+GlobalMaxPool is one ``np.maximum.reduce`` over the spatial axes (what ``np.max`` does, less its
+per-call overhead: bit-identical).  GlobalAveragePool sums by a BLAS product with a vector of
+ones (5x ``np.add.reduce`` on (1, 480, 6, 40)) and divides as ``np.mean`` does: the sum's order
+differs from the portable kernel's pairwise sum, so results agree to float rounding of the
+summation order (a sum of zeros may come out +0 where the portable kernel gives -0).
+MaxPool with ``Indices``, LpPool, GlobalLpPool, empty inputs and rank-2 global pools take the
+portable kernels.
 """
 
 from __future__ import annotations
 
-from onnxkit.plugin import KernelTable
-from onnxkit_default_domain.kernels.pool import average_pool_kernel, lp_pool_kernel, max_pool_kernel
+import threading
+
+import numpy as np
+
+from onnxkit.plugin import KernelTable, arrays
+from onnxkit_default_domain.kernels._common import compute_dtype, input_type_checker
+from onnxkit_default_domain.kernels.pool import (_lowest, average_divisor, average_pool_kernel, declared_attr, geometry_cache,
+                                                 global_average_pool, global_max_pool, lp_pool_kernel,
+                                                 max_pool_kernel)
+
+from .conv_depthwise import Scratch, pad_layout
 
 KERNELS = KernelTable()
 
@@ -24,16 +47,177 @@ def fold_in_place(op, views):
     return acc
 
 
+class Windows:
+    """The window reduction of one input ``shape`` (ints) and ``dtype``: ``(a fresh or
+    scratch-viewing result, fresh?)`` by :meth:`reduce`; ``empty`` where the output or the
+    input is empty (the portable kernel answers those)."""
+
+    def __init__(self, geometry, shape, ct, fill, op):
+        a, out, begin, end, tail = geometry(shape)
+        self.a, self.out, self.begin, self.end = a, out, begin, end
+        self.ct, self.op, self.divisor = ct, op, None
+        n, c = shape[:2]
+        self.empty = 0 in out or n == 0 or c == 0 or 0 in shape
+        if self.empty:
+            return
+        self.crop, lo, inner, padded = pad_layout(shape[2:], begin, [e + t for e, t in zip(end, tail)])
+        self.padded = any(lo) or list(inner) != list(padded)
+        self.taps, shapes = [], []
+        for i, (k, s, d, o) in enumerate(zip(a.kernel, a.strides, a.dilations, out)):
+            lead = (slice(None),) * (2 + i)
+            self.taps.append([lead + (slice(t * d, t * d + (o - 1) * s + 1, s),) for t in range(k)])
+            shapes.append((n, c, *out[:i + 1], *padded[i + 1:]))
+        interior = (slice(None), slice(None)) + tuple(slice(b, b + i) for b, i in zip(lo, inner))
+        it = np.dtype(ct).itemsize
+
+        def make():
+            buf = np.full((n, c, *padded), fill, dtype=ct) if self.padded else None
+            inters = [np.empty(sh, dtype=ct) if len(t) > 1 and i < len(shapes) - 1 else None
+                      for i, (t, sh) in enumerate(zip(self.taps, shapes))]
+            return buf, None if buf is None else buf[interior], inters
+
+        nbytes = (n * c * int(np.prod(padded)) + sum(int(np.prod(sh)) for sh in shapes[:-1])) * it
+        self.scratch = Scratch(make, nbytes, threading.local())
+
+    def reduce(self, x):
+        if self.crop is not None:
+            x = x[self.crop]
+        buf, interior, inters = self.scratch.get()
+        if buf is None:
+            y = x if x.dtype == self.ct else x.astype(self.ct)
+        else:
+            interior[...] = x
+            y = buf
+        op, fresh = self.op, False
+        for taps, dst in zip(self.taps, inters):
+            if len(taps) == 1:
+                y, fresh = y[taps[0]], False
+                continue
+            acc = op(y[taps[0]], y[taps[1]], out=dst)
+            for t in taps[2:]:
+                op(acc, y[t], out=acc)
+            y, fresh = acc, dst is None
+        return y, fresh
+
+
+def windows_cache(ctx, fill_of, op):
+    """``windows(x)``: the node's :class:`Windows` for ``x``'s shape and dtype (type checked
+    once per dtype, as the portable kernels do), made once."""
+    check = input_type_checker(ctx)
+    geometry = geometry_cache(ctx)
+    known = {}
+
+    def windows(x):
+        key = (x.shape, x.dtype)
+        w = known.get(key)
+        if w is None:
+            check(x)
+            w = Windows(geometry, tuple(int(d) for d in x.shape), compute_dtype(np, x.dtype), fill_of(x.dtype), op)
+            if len(known) > 64:
+                known.clear()
+            known[key] = w
+        return w
+
+    return windows
+
+
 @KERNELS.register("MaxPool", 1, 8, 10, 11, 12, 22)
 def max_pool(ctx):
-    return max_pool_kernel(ctx, fold=fold_in_place)
+    portable = max_pool_kernel(ctx, fold=fold_in_place)
+    if ctx.since_version >= 8 and ctx.output_requested(1):
+        return portable
+    windows = windows_cache(ctx, _lowest, np.maximum)
+
+    def run(x):
+        w = windows(x)
+        if w.empty:
+            return portable(x)
+        y, fresh = w.reduce(x)
+        if y.dtype != x.dtype:
+            return y.astype(x.dtype)
+        return y if fresh else y.copy()
+
+    return run
 
 
 @KERNELS.register("AveragePool", 1, 7, 10, 11, 19, 22)
 def average_pool(ctx):
-    return average_pool_kernel(ctx, fold=fold_in_place)
+    portable = average_pool_kernel(ctx, fold=fold_in_place)
+    include_pad = bool(declared_attr(ctx, "count_include_pad", 0))
+    windows = windows_cache(ctx, lambda dt: 0.0, np.add)
+
+    def divisor(w, x):
+        d = w.divisor
+        if d is None:
+            d = average_divisor([int(s) for s in x.shape[2:]], w.a, w.out, w.begin, w.end, include_pad)
+            d[d == 0] = np.nan   # a window of pads only (count_include_pad 0): nan, as the portable kernel
+            d = w.divisor = d.astype(arrays.dtype_name(x.dtype)).astype(w.ct)
+        return d
+
+    def run(x):
+        w = windows(x)
+        if w.empty:
+            return portable(x)
+        y, fresh = w.reduce(x)
+        d = divisor(w, x)
+        y = np.true_divide(y, d, out=y) if fresh else y / d
+        return y if y.dtype == x.dtype else y.astype(x.dtype)
+
+    return run
 
 
 @KERNELS.register("LpPool", 1, 2, 11, 18, 22)
 def lp_pool(ctx):
     return lp_pool_kernel(ctx, fold=fold_in_place)
+
+
+_PORTABLE = ("portable",)
+
+
+def _global(ctx, portable, reduce, mean):
+    """A global pool: ``reduce`` (a ufunc's reduce) over the spatial axes, or where ``mean`` their
+    sum by BLAS divided by their number of elements (as ``np.mean``: an ``intp`` count, unsafe
+    casting)."""
+    check = input_type_checker(ctx)
+    known = {}
+
+    def run(x):
+        key = (x.shape, x.dtype)
+        p = known.get(key)
+        if p is None:
+            check(x)
+            if x.ndim <= 2 or x.size == 0:
+                p = None
+            else:
+                ct = compute_dtype(np, x.dtype)
+                count = int(np.prod(x.shape[2:]))
+                # a Python int divides in the compute dtype: the same quotient as np.mean's intp
+                # (float64, then rounded) where it is exact there
+                p = (ct, tuple(range(2, x.ndim)), count if count < 2 ** 24 else np.intp(count), np.ones(count, dtype=ct),
+                     tuple(x.shape[:2]) + (1,) * (x.ndim - 2))
+            known[key] = p = p or _PORTABLE
+        if p is _PORTABLE:
+            return portable(x)
+        ct, axes, count, ones, shape = p
+        xc = x if x.dtype == ct else x.astype(ct)
+        if mean:             # a sum by BLAS (gemv; 5x np.add.reduce on (1, 480, 6, 40)), then np.mean's division
+            y = np.matmul(xc.reshape(-1, count), ones).reshape(shape)
+            if count.__class__ is int:
+                y /= count
+            else:
+                np.true_divide(y, count, out=y, casting="unsafe")
+        else:
+            y = reduce(xc, axis=axes, keepdims=True)
+        return y if y.dtype == x.dtype else y.astype(x.dtype)
+
+    return run
+
+
+@KERNELS.register("GlobalAveragePool", 1, 22)
+def global_average(ctx):
+    return _global(ctx, global_average_pool(ctx), np.add.reduce, True)
+
+
+@KERNELS.register("GlobalMaxPool", 1, 22)
+def global_max(ctx):
+    return _global(ctx, global_max_pool(ctx), np.maximum.reduce, False)

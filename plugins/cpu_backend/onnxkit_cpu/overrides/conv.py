@@ -9,7 +9,8 @@ and per thread (``threading.local``) that buffer, its window view (built once ov
 column buffer, so a call is: copy X into the buffer's interior (casting a narrow float to
 float32 on the way), one copy of the window view into the columns, one matrix product, the
 bias added in place.  W in its product layout and B as ``(M, 1...)`` in the compute dtype are
-kept while the same array objects come back (initializers), made again otherwise.
+kept while the same array objects come back (initializers: read-only; a runtime input only
+where the layout is a view of it), made again otherwise.
 
 The products are the portable kernel's (:func:`~onnxkit_default_domain.kernels.conv.conv_nd`:
 ``(M, C*K) @ (C*K, L)``, grouped ``(G, Mg, Cg*K) @ (N, G, Cg*K, L)``, 1x1 a plain product), so
@@ -47,6 +48,13 @@ def add_into(y, bias):
     """``y += bias``: ``y`` is the kernel's own fresh product, never an input."""
     y += bias
     return y
+
+
+def kept(v, derived) -> bool:
+    """Whether ``derived`` (made from input ``v``) may be reused while ``v`` is the same object:
+    ``v`` is read-only (an initializer) or ``derived`` views its memory (and so sees any
+    change a caller makes in place to a runtime input between runs)."""
+    return not v.flags.writeable or np.may_share_memory(derived, v)
 
 
 class Prepared:
@@ -97,22 +105,29 @@ class Prepared:
         return interior, view, cols, cols.reshape(mat)
 
     def weights(self, w):
-        """W in this kind's product layout (kept while ``w`` is the same object)."""
+        """W in this kind's product layout (kept: see :func:`kept`)."""
         cached = self.w_cache
-        if cached[0] is not w:
-            if self.kind == "depthwise":
-                wg = self.depthwise.weights(w)
-            else:
-                wg = w.reshape(self.w_shape).astype(self.ct, copy=False)
-            cached = self.w_cache = (w, wg)
-        return cached[1]
+        if cached[0] is w:
+            return cached[1]
+        if self.kind == "depthwise":
+            wg = self.depthwise.weights(w)
+            if kept(w, wg[0]):
+                self.w_cache = (w, wg)
+            return wg
+        wg = w.reshape(self.w_shape).astype(self.ct, copy=False)
+        if kept(w, wg):
+            self.w_cache = (w, wg)
+        return wg
 
     def bias(self, b):
-        """B as ``(M, 1...)`` in the compute dtype (kept while ``b`` is the same object)."""
+        """B as ``(M, 1...)`` in the compute dtype (kept: see :func:`kept`)."""
         cached = self.b_cache
-        if cached[0] is not b:
-            cached = self.b_cache = (b, b.reshape(self.bias_shape).astype(self.ct, copy=False))
-        return cached[1]
+        if cached[0] is b:
+            return cached[1]
+        bias = b.reshape(self.bias_shape).astype(self.ct, copy=False)
+        if kept(b, bias):
+            self.b_cache = (b, bias)
+        return bias
 
     def __call__(self, x, w, b):
         wg = self.weights(w)

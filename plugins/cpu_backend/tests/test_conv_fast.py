@@ -104,6 +104,27 @@ def close(got, want, dtype=np.float32):
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol * scale)
 
 
+def two_threads(s, feeds, want, runs):
+    """Session ``s`` run ``runs`` times by each of two threads at once, thread ``k`` on
+    ``{"x": feeds[k]}``, every result compared with ``want[k]``."""
+    errors, start = [], threading.Barrier(2)
+
+    def work(k):
+        try:
+            start.wait()
+            for _ in range(runs):
+                close(s.run(None, {"x": feeds[k]})[0], want[k])
+        except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
 # -- Conv ---------------------------------------------------------------------------------------
 
 CASES = [
@@ -232,22 +253,7 @@ def test_conv_two_threads_on_one_session():
         strides, dil, begin, end = _pads_of(x_shape, w_shape, attrs)
         feeds = [randn(*x_shape) for _ in range(2)]
         want = [ref_conv(x, w, b, strides, dil, begin, end, attrs.get("group", 1)) for x in feeds]
-        errors, start = [], threading.Barrier(2)
-
-        def work(k):
-            try:
-                start.wait()
-                for _ in range(200):
-                    close(s.run(None, {"x": feeds[k]})[0], want[k])
-            except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
-                errors.append(exc)
-
-        threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors, errors[0]
+        two_threads(s, feeds, want, 200)
 
 
 def test_conv_bad_inputs_fail_naming_the_node_every_time():
@@ -363,18 +369,4 @@ def test_pools_two_threads_on_one_session():
     feeds = [randn(*x_shape) for _ in range(2)]
     kernel, strides, dil, begin, end, ceil = _pool_geometry(x_shape, attrs)
     want = [ref_pool(x, "avg", kernel, strides, dil, begin, end, ceil) for x in feeds]
-    errors = []
-
-    def work(k):
-        try:
-            for _ in range(300):
-                close(s.run(None, {"x": feeds[k]})[0], want[k])
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    two_threads(s, feeds, want, 300)

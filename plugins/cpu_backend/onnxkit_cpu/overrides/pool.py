@@ -100,25 +100,31 @@ class Windows:
         return y, fresh
 
 
-def windows_cache(ctx, fill_of, op):
-    """``windows(x)``: the node's :class:`Windows` for ``x``'s shape and dtype (type checked
-    once per dtype, as the portable kernels do), made once."""
+def per_shape(ctx, make):
+    """``lookup(x)``: ``make(x)`` for ``x``'s shape and dtype, made once (X's element type
+    checked then, as the portable kernels do)."""
     check = input_type_checker(ctx)
-    geometry = geometry_cache(ctx)
     known = {}
 
-    def windows(x):
+    def lookup(x):
         key = (x.shape, x.dtype)
-        w = known.get(key)
-        if w is None:
+        found = known.get(key)
+        if found is None:
             check(x)
-            w = Windows(geometry, tuple(int(d) for d in x.shape), compute_dtype(np, x.dtype), fill_of(x.dtype), op)
+            found = make(x)
             if len(known) > 64:
                 known.clear()
-            known[key] = w
-        return w
+            known[key] = found
+        return found
 
-    return windows
+    return lookup
+
+
+def windows_cache(ctx, fill_of, op):
+    """``windows(x)``: the node's :class:`Windows` for ``x``'s shape and dtype."""
+    geometry = geometry_cache(ctx)
+    return per_shape(ctx, lambda x: Windows(geometry, tuple(int(d) for d in x.shape), compute_dtype(np, x.dtype),
+                                            fill_of(x.dtype), op))
 
 
 @KERNELS.register("MaxPool", 1, 8, 10, 11, 12, 22)
@@ -178,24 +184,21 @@ def _global(ctx, portable, reduce, mean):
     """A global pool: ``reduce`` (a ufunc's reduce) over the spatial axes, or where ``mean`` their
     sum by BLAS divided by their number of elements (as ``np.mean``: an ``intp`` count, unsafe
     casting)."""
-    check = input_type_checker(ctx)
-    known = {}
+
+    def make(x):
+        if x.ndim <= 2 or x.size == 0:
+            return _PORTABLE
+        ct = compute_dtype(np, x.dtype)
+        count = int(np.prod(x.shape[2:]))
+        # a Python int divides in the compute dtype: the same quotient as np.mean's intp
+        # (float64, then rounded) where it is exact there
+        return (ct, tuple(range(2, x.ndim)), count if count < 2 ** 24 else np.intp(count), np.ones(count, dtype=ct),
+                tuple(x.shape[:2]) + (1,) * (x.ndim - 2))
+
+    lookup = per_shape(ctx, make)
 
     def run(x):
-        key = (x.shape, x.dtype)
-        p = known.get(key)
-        if p is None:
-            check(x)
-            if x.ndim <= 2 or x.size == 0:
-                p = None
-            else:
-                ct = compute_dtype(np, x.dtype)
-                count = int(np.prod(x.shape[2:]))
-                # a Python int divides in the compute dtype: the same quotient as np.mean's intp
-                # (float64, then rounded) where it is exact there
-                p = (ct, tuple(range(2, x.ndim)), count if count < 2 ** 24 else np.intp(count), np.ones(count, dtype=ct),
-                     tuple(x.shape[:2]) + (1,) * (x.ndim - 2))
-            known[key] = p = p or _PORTABLE
+        p = lookup(x)
         if p is _PORTABLE:
             return portable(x)
         ct, axes, count, ones, shape = p

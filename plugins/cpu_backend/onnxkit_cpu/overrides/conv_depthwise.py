@@ -74,51 +74,84 @@ class Scratch:
         return mine
 
 
-class Depthwise:
-    """The depthwise product of one input shape (``plan``: the portable :class:`ConvPlan`;
-    ``lo`` / ``inner`` / ``padded``: the pads before, the cropped input's and the padded
-    extents per spatial axis; ``ct``: the compute dtype)."""
+class PaddedWindows:
+    """The zero-bordered padded input of one convolution shape and the windows read from it
+    (``plan``: the portable :class:`ConvPlan`; ``lo`` / ``inner`` / ``padded``: the pads before,
+    the cropped input's and the padded extents per spatial axis, :func:`pad_layout`).
 
-    def __init__(self, plan, lo, inner, padded, ct, local):
-        n, c, m = plan.n, plan.c, plan.m
+    ``flat`` (every stride 1, two spatial axes or more): the windows are rows of the flattened
+    padded image, ``length = O[0] * prod(P[1:])`` long, the outputs on the border columns
+    junk that :meth:`finish` drops; else the windows are :func:`window_view`'s, ``length =
+    prod(O)``.  ``tail``: the windows' trailing extents (``(length,)`` or ``O``)."""
+
+    def __init__(self, plan, lo, inner, padded):
+        self.plan, self.lo, self.inner, self.padded = plan, lo, inner, padded
         kernel, out = plan.kernel, plan.out_shape
         nd = len(kernel)
-        self.mg, self.kp = m // c, math.prod(kernel)
-        it = np.dtype(ct).itemsize
         self.flat = nd >= 2 and all(s == 1 for s in plan.strides)
-        if self.flat:                                   # rows over the full padded inner extents
-            ps = [math.prod(padded[i + 1:]) for i in range(nd)]
-            self.length = out[0] * ps[0]
-            size = max(math.prod(padded), sum((k - 1) * d * p for k, d, p in zip(kernel, plan.dil, ps)) + self.length)
-            self.crop = (slice(None),) * 3 + tuple(slice(0, o) for o in out[1:])
-            self.grid = (n, m, out[0], *padded[1:])
-        else:
-            size = math.prod(padded)
-            self.length = math.prod(out)
-        self.block = max(1, min(c, BLOCK_BYTES // max(1, self.kp * self.length * it)))
-        self.starts = list(range(0, c, self.block))
-        self.shape = (n, c, self.mg, self.length)
-        self.out_full = (n, m, *out)
-        self.ct = ct
-        geometry = (n, c, size, lo, inner, padded, kernel, plan, it)
-        nbytes = (n * c * size + self.block * self.kp * self.length) * it
-        self.scratch = Scratch(lambda: self._make(*geometry), nbytes, local)
-
-    def _make(self, n, c, size, lo, inner, padded, kernel, plan, it):
-        """``(interior of the padded buffer, [(source block, column block, its matrix)...])``."""
-        buf = np.zeros((n, c, size), dtype=self.ct)
-        image = buf[:, :, :math.prod(padded)].reshape(n, c, *padded)
-        interior = image[(slice(None), slice(None)) + tuple(slice(a, a + b) for a, b in zip(lo, inner))]
         if self.flat:
-            ps = [math.prod(padded[i + 1:]) * it for i in range(len(kernel))]
-            src = np.lib.stride_tricks.as_strided(
-                buf, (n, c, *kernel, self.length),
-                buf.strides[:2] + tuple(d * p for d, p in zip(plan.dil, ps)) + (it,), writeable=False)
+            self.row_strides = [math.prod(padded[i + 1:]) for i in range(nd)]
+            self.length = out[0] * self.row_strides[0]
+            self.size = max(math.prod(padded),
+                            sum((k - 1) * d * p for k, d, p in zip(kernel, plan.dil, self.row_strides)) + self.length)
+            self.grid = (plan.n, plan.m, out[0], *padded[1:])
+            self.crop = (slice(None),) * 3 + tuple(slice(0, o) for o in out[1:])
+            self.tail = (self.length,)
         else:
-            src = window_view(image, kernel, plan.strides, plan.dil, plan.out_shape)
-        tail = (self.length,) if self.flat else tuple(plan.out_shape)
-        cols = np.empty((self.block, *kernel, *tail), dtype=self.ct)
-        mat = cols.reshape(self.block, self.kp, self.length)
+            self.size = math.prod(padded)
+            self.length = math.prod(out)
+            self.tail = tuple(out)
+        self.out_full = (plan.n, plan.m, *out)
+
+    def make(self, ct):
+        """``(interior, windows)`` over a new zero buffer: the view X is copied into and the
+        read-only ``(N, C, *K, *tail)`` view of its windows."""
+        p = self.plan
+        buf = np.zeros((p.n, p.c, self.size), dtype=ct)
+        image = buf[:, :, :math.prod(self.padded)].reshape(p.n, p.c, *self.padded)
+        interior = image[(slice(None), slice(None)) + tuple(slice(a, a + b) for a, b in zip(self.lo, self.inner))]
+        if not self.flat:
+            return interior, window_view(image, p.kernel, p.strides, p.dil, p.out_shape)
+        it = buf.itemsize
+        return interior, np.lib.stride_tricks.as_strided(
+            buf, (p.n, p.c, *p.kernel, self.length),
+            buf.strides[:2] + tuple(d * r * it for d, r in zip(p.dil, self.row_strides)) + (it,), writeable=False)
+
+    def finish(self, y, bias):
+        """The ``(N, M, *O)`` result from a fresh product ``y`` holding ``(N, M, length)``
+        values: the junk dropped (a fresh copy) where ``flat``, ``bias`` (``(M, 1...)`` or
+        None) added."""
+        if self.flat:
+            v = y.reshape(self.grid)[self.crop]
+            return np.ascontiguousarray(v) if bias is None else np.add(v, bias)
+        y = y.reshape(self.out_full)
+        if bias is not None:
+            y += bias
+        return y
+
+
+class Depthwise:
+    """The depthwise product of one input shape (``windows``: its :class:`PaddedWindows`;
+    ``ct``: the compute dtype; ``local``: the node's ``threading.local``)."""
+
+    def __init__(self, windows, ct, local):
+        plan = windows.plan
+        n, c = plan.n, plan.c
+        self.windows, self.ct = windows, ct
+        self.mg, self.kp = plan.m // c, math.prod(plan.kernel)
+        length = windows.length
+        self.block = max(1, min(c, BLOCK_BYTES // max(1, self.kp * length * np.dtype(ct).itemsize)))
+        self.starts = list(range(0, c, self.block))
+        self.shape = (n, c, self.mg, length)
+        nbytes = (n * c * windows.size + self.block * self.kp * length) * np.dtype(ct).itemsize
+        self.scratch = Scratch(self._make, nbytes, local)
+
+    def _make(self):
+        """``(interior of the padded buffer, [(n, c0, c1, source block, column block, its matrix)...])``."""
+        interior, src = self.windows.make(self.ct)
+        n, c = self.shape[:2]
+        cols = np.empty((self.block, *self.windows.plan.kernel, *self.windows.tail), dtype=self.ct)
+        mat = cols.reshape(self.block, self.kp, self.windows.length)
         blocks = []
         for i in range(n):
             for c0 in self.starts:
@@ -140,10 +173,4 @@ class Depthwise:
         for i, c0, c1, src, cols, mat in blocks:
             np.copyto(cols, src)
             np.matmul(wblocks[c0 // self.block], mat, out=out[i, c0:c1])
-        if self.flat:
-            y = out.reshape(self.grid)[self.crop]
-            return np.ascontiguousarray(y) if bias is None else np.add(y, bias)
-        y = out.reshape(self.out_full)
-        if bias is not None:
-            y += bias
-        return y
+        return self.windows.finish(out, bias)

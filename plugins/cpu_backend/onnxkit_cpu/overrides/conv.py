@@ -14,11 +14,12 @@ where the layout is a view of it), made again otherwise.
 
 The products are the portable kernel's (:func:`~onnxkit_default_domain.kernels.conv.conv_nd`:
 ``(M, C*K) @ (C*K, L)``, grouped ``(G, Mg, Cg*K) @ (N, G, Cg*K, L)``, 1x1 a plain product).
-Where every stride is 1 (two spatial axes or more) the columns are rows of the flattened padded
-image (:class:`~.conv_depthwise.PaddedWindows`: long copy runs, 1.2x on (3, 8, 8, 8) 3x3) and
-the product has a few junk columns more, so BLAS may sum a dot product in another order than
-for the portable kernel's ``L``: results agree with it to float rounding (up to 7e-6 relative
-seen in float32), bit-identical otherwise.  Depthwise convolutions go through
+Where every stride is 1 (two spatial axes or more) and the product is small (:data:`FLAT_MACS`)
+the columns are rows of the flattened padded image (:class:`~.conv_depthwise.PaddedWindows`:
+long copy runs, 1.2x on (3, 8, 8, 8) 3x3) and the product has a few junk columns more, so
+BLAS may sum a dot product in another order than for the portable kernel's ``L``: results
+agree with it to float rounding (up to 7e-6 relative seen in float32); bit-identical
+otherwise.  Depthwise convolutions go through
 :mod:`.conv_depthwise`.  Empty shapes take the portable kernel.
 """
 
@@ -39,6 +40,10 @@ from .conv_depthwise import Depthwise, PaddedWindows, Scratch, pad_layout, windo
 KERNELS = KernelTable()
 
 _ALL = (slice(None), slice(None))
+
+#: a convolution's columns are rows of the flattened padded image where its product has at most
+#: this many multiply-adds (and every stride is 1)
+FLAT_MACS = 1 << 20
 
 
 def strided_columns(xp, xpad, kernel, strides, dil, out_shape):
@@ -88,8 +93,12 @@ class Prepared:
             self.x_shape = ((c, length) if n == 1 else (n, c, length)) if group == 1 else (n, group, cg, length)
             self.w_shape = (m, c) if group == 1 else (group, mg, cg)
             return
-        windows = PaddedWindows(plan, lo, inner, padded)
-        if cg == 1 and group > 1:
+        depthwise = cg == 1 and group > 1
+        # flat rows: always for a depthwise product (the copy is its cost: 1.7x on (1, 240, 12, 40)
+        # 5x5), else only for small products, where the copy dominates (a few junk columns
+        # slow BLAS: 1.4x slower on (1, 512, 7, 7) 3x3, 1.2x faster on (3, 8, 8, 8) 3x3)
+        windows = PaddedWindows(plan, lo, inner, padded, depthwise or n * m * cg * kp * length <= FLAT_MACS)
+        if depthwise:
             self.kind = "depthwise"
             self.depthwise = Depthwise(windows, ct, self.local)
             return

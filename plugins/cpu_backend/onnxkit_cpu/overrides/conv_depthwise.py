@@ -79,16 +79,16 @@ class PaddedWindows:
     (``plan``: the portable :class:`ConvPlan`; ``lo`` / ``inner`` / ``padded``: the pads before,
     the cropped input's and the padded extents per spatial axis, :func:`pad_layout`).
 
-    ``flat`` (every stride 1, two spatial axes or more): the windows are rows of the flattened
+    ``flat`` (every stride 1, two spatial axes or more, and ``flat_ok``): the windows are rows of the flattened
     padded image, ``length = O[0] * prod(P[1:])`` long, the outputs on the border columns
     junk that :meth:`finish` drops; else the windows are :func:`window_view`'s, ``length =
     prod(O)``.  ``tail``: the windows' trailing extents (``(length,)`` or ``O``)."""
 
-    def __init__(self, plan, lo, inner, padded):
+    def __init__(self, plan, lo, inner, padded, flat_ok=True):
         self.plan, self.lo, self.inner, self.padded = plan, lo, inner, padded
         kernel, out = plan.kernel, plan.out_shape
         nd = len(kernel)
-        self.flat = nd >= 2 and all(s == 1 for s in plan.strides)
+        self.flat = flat_ok and nd >= 2 and all(s == 1 for s in plan.strides)
         if self.flat:
             self.row_strides = [math.prod(padded[i + 1:]) for i in range(nd)]
             self.length = out[0] * self.row_strides[0]

@@ -42,6 +42,17 @@ def digits(rows: int = 1000, seed: int = 0):
     return data, images, reference(data, images)
 
 
+def assert_batch_scores_match(got: np.ndarray, expected: np.ndarray) -> None:
+    """``got`` (scored batch by batch) equals ``expected`` (one run over every row) within
+    onnxkit's float tolerance: a matrix product's BLAS blocking, and so its rounding, depends
+    on how many rows a batch has, so a row's floats need not be identical across batchings."""
+    from onnxkit.tolerances import tolerance_for
+
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    tol = tolerance_for(expected.dtype)
+    np.testing.assert_allclose(got, expected, rtol=tol.rtol, atol=tol.atol)
+
+
 def reference(model_bytes: bytes, x: np.ndarray) -> dict:
     import onnxkit
 

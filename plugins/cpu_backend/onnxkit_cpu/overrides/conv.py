@@ -41,7 +41,7 @@ KERNELS = KernelTable()
 
 _ALL = (slice(None), slice(None))
 
-#: a convolution's columns are rows of the flattened padded image where its product has at most
+#: a convolution's columns are rows of the flattened padded image where one image's product has at most
 #: this many multiply-adds (and every stride is 1)
 FLAT_MACS = 1 << 20
 
@@ -96,8 +96,9 @@ class Prepared:
         depthwise = cg == 1 and group > 1
         # flat rows: always for a depthwise product (the copy is its cost: 1.7x on (1, 240, 12, 40)
         # 5x5), else only for small products, where the copy dominates (a few junk columns
-        # slow BLAS: 1.4x slower on (1, 512, 7, 7) 3x3, 1.2x faster on (3, 8, 8, 8) 3x3)
-        windows = PaddedWindows(plan, lo, inner, padded, depthwise or n * m * cg * kp * length <= FLAT_MACS)
+        # slow BLAS: 1.4x slower on (1, 512, 7, 7) 3x3, 1.2x faster on (3, 8, 8, 8) 3x3).  Decided
+        # by one image's product, so an image's result does not depend on the batch it is in.
+        windows = PaddedWindows(plan, lo, inner, padded, depthwise or m * cg * kp * length <= FLAT_MACS)
         if depthwise:
             self.kind = "depthwise"
             self.depthwise = Depthwise(windows, ct, self.local)

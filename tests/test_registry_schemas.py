@@ -123,7 +123,7 @@ def test_cli_opsets_selection(both):
     rc, lines, _ = _run_opsets(both)  # latest of every domain
     assert rc == 0 and {line.split("\t")[0] for line in lines} == {"ai.onnx", "ai.onnx.ml", "ai.onnx.preview",
                                                                     "ai.onnx.preview.training", "ai.onnxkit"}
-    assert len(lines) == 203 + 19 + 1 + 4 + 1
+    assert len(lines) == 203 + 19 + 1 + 4 + 2
     rc, lines, _ = _run_opsets(both, "-v", "5")  # version 5 wherever it exists
     assert rc == 0 and {line.split("\t")[0] for line in lines} == {"ai.onnx", "ai.onnx.ml"}
     rc, lines, _ = _run_opsets(both, "-d", "ai.onnx.ml", "--all")

@@ -15,6 +15,8 @@ pass               rewrites                                         level
 ``matmul_add``     MatMul + Add -> Gemm                             ORT_ENABLE_BASIC +
 ``gelu``           the exporters' GELU expansions -> Gelu           ORT_ENABLE_EXTENDED +
                    (ai.onnx from opset 20, else ``ai.onnxkit``)
+``hardswish``      ``x * Clip(x + 3, 0, 6) / 6`` -> HardSwish        ORT_ENABLE_EXTENDED +
+                   (ai.onnx from opset 14, else ``ai.onnxkit``)
 ``specialize``     a plan per input-shape signature, shape          ORT_ENABLE_BASIC +
                    arithmetic folded (:mod:`.specialize`)
 =================  ==============================================  ====================
@@ -25,7 +27,7 @@ one node that computes the same function rounded once (as onnxruntime's extended
 into its own operators).  ``specialize`` works on the plan, at run time (the session's
 :class:`~.specialize.Specializer`), the others on the graph.  Each pass is its own module
 whose docstring says why it is exact; ``conv_bn`` and ``channel_affine`` are exact up to
-rounding, ``gelu`` within the element type's tolerance.  Subgraphs (If/Loop/Scan bodies) are left alone,
+rounding, ``gelu`` and ``hardswish`` within the element type's tolerance.  Subgraphs (If/Loop/Scan bodies) are left alone,
 and a name read inside one is never removed or renamed; graph outputs keep their names;
 graph inputs are kept as they were.  A graph with an ai.onnx.preview.training node (Gradient
 reads the graph it is in) is planned as given.  The user's :class:`~onnxkit.ir.Model` is not changed.
@@ -43,7 +45,7 @@ import attrs
 from ... import ir
 from ...errors import OnnxkitError
 from ...registry import normalize_domain
-from . import cast, channel_affine, conv_bn, gelu, identity, matmul_add, reshape, transpose
+from . import cast, channel_affine, conv_bn, gelu, hardswish, identity, matmul_add, reshape, transpose
 from .view import GraphView
 
 #: (name, module, lowest level that runs it), in the order they run
@@ -56,6 +58,7 @@ PASSES = (
     ("channel_affine", channel_affine, 1),
     ("matmul_add", matmul_add, 1),
     ("gelu", gelu, 2),
+    ("hardswish", hardswish, 2),
 )
 #: passes on the plan rather than the graph (run by the session), with the lowest level that runs them
 PLAN_PASSES = (("specialize", 1),)

@@ -7,7 +7,8 @@ the same operator, with the same inputs, outputs, attributes, element types and 
 an optimized model written with ``onnxkit run --optimized-model`` checks clean with onnxkit
 (onnxruntime's optimizer does the same with its com.microsoft operators).  Version 1:
 
-* ``Gelu`` — ai.onnx Gelu-20 (``approximate`` 'none' or 'tanh').
+* ``Gelu`` — ai.onnx Gelu-20 (``approximate`` 'none' or 'tanh');
+* ``HardSwish`` — ai.onnx HardSwish-14.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from onnxkit.plugin import OperatorSet
 #: the domain of onnxkit's fused operators
 FUSED_DOMAIN = "ai.onnxkit"
 #: ai.onnx definitions each fused operator of version 1 takes its signature and semantics from
-SAME_AS = {"Gelu": 20}
+SAME_AS = {"Gelu": 20, "HardSwish": 14}
 
 
 @lru_cache(maxsize=1)

@@ -45,15 +45,18 @@ def _lean(fn, other):
     return run
 
 
-def _fast(name, native16=False):
+def _fast(name, native16=False, fused=False):
     """Register ``make(*float_attrs) -> fn(x)`` (a numpy body on float32/float64) for every
-    definition of ``name`` the portable family implements, with its type rules."""
+    definition of ``name`` the portable family implements, with its type rules (``fused``: and
+    for ai.onnxkit's definition of ``name``, the same operator)."""
     def deco(make):
         def factory(ctx):
             fn = make(*portable.float_attrs(ctx))
             return _lean(fn, portable.in_float(ctx.xp, fn, native16))
         factory.__name__ = make.__name__
         KERNELS.register(name, *portable.versions(name))(factory)
+        if fused:
+            KERNELS.register(name, 1, domain=FUSED_DOMAIN)(factory)
         return make
     return deco
 
@@ -185,7 +188,7 @@ def hard_sigmoid(alpha, beta):
     return fn
 
 
-@_fast("HardSwish")
+@_fast("HardSwish", fused=True)
 def hard_swish():
     def fn(x):
         r = hard_sigmoid(1.0 / 6.0, 0.5)(x)

@@ -10,4 +10,5 @@ from ._util import _attributed
 
 FUNCTIONS: dict = {
     (FUSED_DOMAIN, "Gelu", 1): _attributed(same_as_input(0)),
+    (FUSED_DOMAIN, "HardSwish", 1): _attributed(same_as_input(0)),
 }

@@ -12,3 +12,4 @@ from . import activation
 KERNELS = KernelTable()
 
 KERNELS.register("Gelu", 1, domain=FUSED_DOMAIN)(activation.KERNELS[("", "Gelu", 20)])
+KERNELS.register("HardSwish", 1, domain=FUSED_DOMAIN)(activation.KERNELS[("", "HardSwish", 14)])

@@ -370,3 +370,111 @@ def test_pools_two_threads_on_one_session():
     kernel, strides, dil, begin, end, ceil = _pool_geometry(x_shape, attrs)
     want = [ref_pool(x, "avg", kernel, strides, dil, begin, end, ceil) for x in feeds]
     two_threads(s, feeds, want, 300)
+
+
+# -- pools: bit-identity of the blocked, phase-split reduction (overrides/pool_windows.py) -------
+
+def fold_pool(x, kind, kernel, strides, dil, begin, end, ceil_mode=False, include_pad=False):
+    """The padded separable fold in float32, as the portable kernel orders it: per window,
+    the taps of the first spatial axis folded in order (``(t0 op t1) op t2 ...``) for each
+    position of the others, then those of the next axis; averages divided by the float32
+    count.  Pads are -inf / the type's minimum (max) or +0 (sum)."""
+    nd = len(kernel)
+    want = ref_pool(x[:1, :1], kind, kernel, strides, dil, begin, end, ceil_mode)   # the output extents
+    out = want.shape[2:]
+    tail = [max(0, (o - 1) * s + (k - 1) * d + 1 - (n + b + e))
+            for o, s, k, d, n, b, e in zip(out, strides, kernel, dil, x.shape[2:], begin, end)]
+    lowest = float(np.iinfo(x.dtype).min) if np.issubdtype(x.dtype, np.integer) else -np.inf
+    xf = x.astype(np.float32)
+    widths = [(0, 0), (0, 0)] + [(b, e + t) for b, e, t in zip(begin, end, tail)]
+    xp = np.pad(xf, widths, constant_values=lowest if kind == "max" else 0.0)
+    counted = np.pad(np.ones_like(xf), [(0, 0), (0, 0)] + [(b, e) for b, e in zip(begin, end)],
+                     constant_values=1.0 if include_pad else 0.0)
+    counted = np.pad(counted, [(0, 0), (0, 0)] + [(0, t) for t in tail])
+    op = np.maximum if kind == "max" else np.add
+    y = np.empty(x.shape[:2] + tuple(out), dtype=np.float32)
+    for (pos, win), (_, cnt) in zip(windows(xp, kernel, strides, dil, out), windows(counted, kernel, strides, dil, out)):
+        for _ in range(nd):
+            acc = win[:, :, 0]
+            for t in range(1, win.shape[2]):
+                acc = op(acc, win[:, :, t])
+            win = acc
+        if kind == "avg":
+            win = win / np.float32(cnt[0, 0].sum())
+        y[(Ellipsis,) + pos] = win
+    return y.astype(x.dtype)
+
+
+def special_values(shape, dtype=np.float32):
+    """Normal values with a share of signed zeros, infinities and NaNs."""
+    x = randn(*shape)
+    pick = RNG.random(shape)
+    x[pick < 0.15] = -0.0
+    x[(pick >= 0.15) & (pick < 0.2)] = 0.0
+    x[(pick >= 0.2) & (pick < 0.21)] = np.inf
+    x[(pick >= 0.21) & (pick < 0.22)] = -np.inf
+    x[(pick >= 0.22) & (pick < 0.225)] = np.nan
+    return x.astype(dtype)
+
+
+BLOCKED_POOLS = POOLS + [
+    ((2, 5, 13, 12), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 7, 12, 11), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1])),
+    ((1, 6, 11, 14), dict(kernel_shape=[3, 2], strides=[3, 3], dilations=[2, 3], pads=[2, 1, 0, 2])),
+    ((1, 9, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    ((1, 9, 7, 7), dict(kernel_shape=[7, 7])),
+    ((2, 3, 8, 9), dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)),
+    ((1, 5, 9, 9), dict(kernel_shape=[1, 1], strides=[2, 2], pads=[1, 0, 0, 1])),
+    ((1, 4, 6, 5), dict(kernel_shape=[1, 3], strides=[1, 1])),
+    ((3, 4, 23), dict(kernel_shape=[4], strides=[3], pads=[2, 1], dilations=[2])),
+    ((1, 3, 5, 7, 6), dict(kernel_shape=[3, 2, 3], strides=[2, 1, 2], pads=[1, 0, 1, 1, 1, 0])),
+]
+
+
+@pytest.mark.parametrize("block_bytes", [300, 1 << 20])
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("x_shape,attrs", BLOCKED_POOLS)
+def test_pools_bit_identical_to_the_padded_fold(x_shape, attrs, kind, block_bytes, monkeypatch):
+    from onnxkit_cpu.overrides import pool_windows
+    monkeypatch.setattr(pool_windows, "BLOCK_BYTES", block_bytes)   # 300: a few rows a block, a short last one
+    attrs = dict(attrs)
+    if kind == "avg":
+        attrs["count_include_pad"] = int(len(x_shape) % 2 == 0)
+    op = "MaxPool" if kind == "max" else "AveragePool"
+    s = session(op, {"x": randn(*x_shape)}, attrs, opset=19)
+    kernel, strides, dil, begin, end, ceil = _pool_geometry(x_shape, attrs)
+    for _ in range(3):
+        x = special_values(x_shape)
+        got = s.run(None, {"x": x})[0]
+        with np.errstate(invalid="ignore"):   # inf - inf in the references
+            want = fold_pool(x, kind, kernel, strides, dil, begin, end, ceil, bool(attrs.get("count_include_pad", 0)))
+        assert_same_bits(got, want)
+
+
+def assert_same_bits(got, want):
+    """``got`` is ``want`` bit for bit (signed zeros included), NaN where it is NaN (of any
+    sign: numpy's in-place and fresh loops may order a NaN + NaN's operands differently)."""
+    assert got.shape == want.shape and got.dtype == want.dtype
+    nan = np.isnan(want) if want.dtype.kind == "f" else np.zeros(want.shape, dtype=bool)
+    np.testing.assert_array_equal(np.isnan(got) if got.dtype.kind == "f" else nan, nan)
+    assert got[~nan].tobytes() == want[~nan].tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.int8, np.uint8])
+def test_max_pool_narrow_types_bit_identical(dtype):
+    x_shape, attrs = BLOCKED_POOLS[len(POOLS)]
+    s = session("MaxPool", {"x": np.zeros(x_shape, dtype=dtype)}, attrs)
+    kernel, strides, dil, begin, end, ceil = _pool_geometry(x_shape, attrs)
+    x = RNG.integers(0, 100, size=x_shape).astype(dtype) if dtype != np.float16 else special_values(x_shape, dtype)
+    got = s.run(None, {"x": x})[0]
+    assert_same_bits(got, fold_pool(x, "max", kernel, strides, dil, begin, end, ceil))
+
+
+def test_blocked_max_pool_two_threads(monkeypatch):
+    from onnxkit_cpu.overrides import pool_windows
+    monkeypatch.setattr(pool_windows, "BLOCK_BYTES", 1000)
+    x_shape, attrs = BLOCKED_POOLS[len(POOLS)]
+    s = session("MaxPool", {"x": randn(*x_shape)}, attrs)
+    feeds = [randn(*x_shape) for _ in range(2)]
+    kernel, strides, dil, begin, end, ceil = _pool_geometry(x_shape, attrs)
+    two_threads(s, feeds, [fold_pool(x, "max", kernel, strides, dil, begin, end, ceil) for x in feeds], 200)

@@ -12,7 +12,9 @@ every tap of every pass is *one contiguous run* of a flat buffer:
   ``xpad[c, s0*i0 + p0, s1*i1 + p1, ...]`` at ``B[p0, p1, ..., c, i0, i1, ...]``, extents
   ``Q[a] = out[a] + (k[a]-1)*d[a] // s[a]`` per axis (what the windows reach), the pads and
   whatever no window reaches holding the fill (-inf, the type's minimum, 0), written once per
-  thread; a call copies X into it, one strided copy per used phase;
+  thread; a call copies X into it, one copy (whole rows) per used phase.  The last axis is not
+  split (``s = 1`` there: a split would copy element by element): it is reduced densely and
+  every ``s``-th output kept;
 * tap ``t`` of axis ``a`` reads padded index ``s*o + t*d``: phase ``t*d % s``, offset
   ``t*d // s``; so the pass over axis ``a`` folds, per tap in order, the slab of its phase
   shifted by the offset times the axis's flat stride, into the next stage (the remaining

@@ -45,7 +45,8 @@ class _Short(Exception):
 class Layout:
     """Slots and step tuples of one ``(constants, steps)`` of a plan (see the module docstring)."""
 
-    __slots__ = ("slots", "template", "inputs", "free", "outputs", "fast", "checked", "steps", "generation")
+    __slots__ = ("slots", "template", "inputs", "free", "outputs", "fast", "checked", "steps", "generation",
+                 "outer")
 
     def __init__(self, plan, constants: dict, steps: list, generation: int):
         slots = {"": 0}
@@ -91,6 +92,19 @@ class Layout:
         self.checked = checked
         self.steps = steps
         self.generation = generation
+        #: (slots of the enclosing run last read, pairs of slots, complete): see :meth:`free_slots`
+        self.outer = None
+
+    def free_slots(self, slots: dict) -> tuple:
+        """``(pairs, complete)`` for a subgraph run in an enclosing run laid out by ``slots``: each
+        free name's slot there paired with its slot here, and whether every free name has one
+        there.  Kept for the last enclosing layout (a tuple replaced whole: safe across threads)."""
+        outer = self.outer
+        if outer is None or outer[0] is not slots:
+            pairs = tuple((slots[n], i) for n, i in self.free if n in slots)
+            outer = (slots, pairs, len(pairs) == len(self.free))
+            self.outer = outer
+        return outer[1], outer[2]
 
 
 class SlotScope(Mapping):

@@ -41,7 +41,7 @@ from ..registry import normalize_domain
 from .budget import RunBudget, enter_run, guard_for, leave_run
 from .fallback import Placement
 from .kernel import NodeContext, Unsupported
-from .loop import ABSENT, Layout, run_checked, run_fast
+from .loop import ABSENT, Layout, SlotScope, run_checked, run_fast
 from .state import RUN_STATE
 
 #: Operators whose result may differ between evaluations (Clause 8.5): never folded at planning.
@@ -121,8 +121,10 @@ class GraphPlan:
         try:
             return self._run(inputs, scope, state, budget, held)
         finally:
-            budget.live -= sum(held.values())
-            leave_run(token)
+            if held:
+                budget.live -= sum(held.values())
+            if token is not None:
+                leave_run(token)
 
     def _run(self, inputs, scope, state, budget, held) -> list:
         if self.folded is not None and not any(
@@ -132,7 +134,19 @@ class GraphPlan:
             layout = self._layout(0, self.constants, self.steps)
         env = layout.template.copy()
         checked = layout.checked or (scope is None and bool(layout.free))
-        if scope is not None:
+        if type(scope) is SlotScope:  # a node's subgraph: its free names read by slot
+            if state is None:
+                state = scope.state
+            pairs, complete = layout.free_slots(scope.slots)
+            checked = checked or not complete
+            outer = scope.env
+            for p, i in pairs:
+                v = outer[p]
+                if v is ABSENT:
+                    checked = True  # not there (yet, or any more): reads of it are checked (and reported)
+                else:
+                    env[i] = v
+        elif scope is not None:
             if state is None:
                 state = scope.get(RUN_STATE)
             get = scope.get

@@ -147,6 +147,10 @@ CASES = [
     ((3, 8, 8, 8), (16, 8, 1, 1), dict(strides=[2, 2])),                                 # 1x1 strided
     ((2, 6, 4, 5), (4, 3, 1, 1), dict(group=2)),                                         # grouped 1x1
     ((1, 4, 5, 5), (4, 4, 1, 1), dict(pads=[1, 0, 0, 1])),                               # padded 1x1
+    # flat rows, the bias added after the junk columns are dropped: long rows, none dropped, 3-D
+    ((3, 3, 16, 16), (8, 3, 3, 3), dict(pads=[1, 1, 1, 1])),
+    ((2, 3, 6, 5), (4, 3, 3, 1), dict(pads=[1, 0, 1, 0])),
+    ((2, 2, 4, 5, 3), (3, 2, 2, 3, 2), dict(pads=[1, 0, 1, 0, 1, 1])),
 ]
 
 

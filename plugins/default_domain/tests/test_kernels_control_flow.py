@@ -13,7 +13,7 @@ import pytest
 from onnxkit import ir
 from onnxkit.errors import EvaluationError, LimitExceeded
 from onnxkit.limits import Limits
-from onnxkit.runtime import InferenceSession
+from onnxkit.runtime import InferenceSession, SessionOptions
 from one_node import BACKENDS
 
 pytest.importorskip("torch")
@@ -220,3 +220,33 @@ def test_nested_branches_fold_over_every_enclosing_graph(backend):
     sess = session(g, backend)
     assert sess.run(None, {"c": np.array(True)})[0].tolist() == [4.0, 6.0]
     assert sess.run(None, {"c": np.array(False)})[0].tolist() == [-2.0, -4.0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("off", ["", "specialize"])
+def test_branches_read_the_enclosing_run_of_whichever_plan_ran(backend, off):
+    # the top-level plan has two layouts, their slots numbered differently (v = -w computed, or
+    # folded while the default w is not fed), and a plan per feed signature unless specialize is
+    # off: a branch, nested or not, reads the v and x of the run that holds it, alternating
+    inner = graph([node("If", ["c"], ["z"], then_branch=graph([node("Mul", ["v", "x"], ["m"])], [], [vi("m", F32, [4])],
+                                                              name="mul"),
+                        else_branch=graph([node("Sub", ["v", "x"], ["s"])], [], [vi("s", F32, [4])], name="sub"))],
+                  [], [vi("z", F32, [4])], name="mid")
+    g = graph([node("Neg", ["w"], ["v"]),
+               node("If", ["c"], ["y"], then_branch=inner,
+                    else_branch=graph([node("Add", ["v", "x"], ["a"])], [], [vi("a", F32, [4])], name="add"))],
+              [vi("c", BOOL, None), vi("x", F32, [4]), vi("w", F32, [4])], [vi("y", F32, [4])],
+              initializer=[const("w", np.array([1.0, 2.0, 3.0, 4.0], np.float32))])
+    so = SessionOptions()
+    so.add_session_config_entry("session.disable_passes", off)
+    sess = InferenceSession(ir.Model(ir_version=10, opset_import=[ir.OperatorSetId("", 21)], graph=g), so,
+                            backend=backend)
+    assert sess.fallbacks == [] and sess.plan.folded is not None
+    v0 = -np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    for k in range(3):
+        x = np.full(4, k + 1.0, np.float32)
+        w = np.array([5.0, -1.0, 0.5, 2.0], np.float32) * (k + 1)
+        assert sess.run(None, {"c": np.array(True), "x": x})[0].tolist() == (v0 * x).tolist()
+        assert sess.run(None, {"c": np.array([True]), "x": x, "w": w})[0].tolist() == (-w * x).tolist()
+        assert sess.run(None, {"c": np.array(False), "x": x, "w": w})[0].tolist() == (x - w).tolist()
+        assert sess.run(None, {"c": np.array([False]), "x": x})[0].tolist() == (v0 + x).tolist()

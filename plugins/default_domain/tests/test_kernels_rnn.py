@@ -151,6 +151,11 @@ CASES = [
     ("GRU", 22, {"linear_before_reset": 1}, {"T": 40, "B": 4}),
     ("GRU", 22, {}, {"T": 40, "B": 4}),
     ("RNN", 22, {}, {"T": 40, "B": 4}),
+    # the cpu fast path's gate-major LSTM steps: both directions, several entries, a single step
+    ("LSTM", 14, {"direction": "bidirectional"}, {"T": 7, "B": 3, "I": 16, "H": 24, "D": 2, "states": True}),
+    ("LSTM", 14, {"direction": "reverse"}, {"T": 4, "B": 2, "I": 5, "H": 3}),
+    ("LSTM", 14, {}, {"T": 1, "B": 1, "I": 16, "H": 16, "states": True}),
+    ("LSTM", 14, {"direction": "bidirectional", "layout": 1}, {"T": 3, "B": 2, "D": 2, "states": True, "layout": 1}),
 ]
 
 
@@ -303,3 +308,25 @@ def test_default_activations_named_explicitly_in_double(backend, op):
     attrs = {"hidden_size": feeds["R"].shape[-1], "direction": "bidirectional", "activations": names}
     got = _run(backend, op, 14, feeds, attrs, _n_out(op))
     _close(got, _oracle(op, feeds, attrs), rtol=1e-12, atol=1e-12)
+
+
+def test_one_session_checks_each_new_shape():
+    """The fast path checks the shapes of each new combination of input shapes: a second batch
+    size is computed right, and a bad initial state after good runs is still refused by name."""
+    from onnxkit.runtime import InferenceSession
+
+    feeds = _feeds("LSTM", T=4, B=2, D=2, states=True)
+    attrs = {"hidden_size": feeds["R"].shape[-1], "direction": "bidirectional"}
+    model, fed = _with_initializers("LSTM", feeds, attrs)
+    m = onnx.load_from_string(model)
+    for vi in m.graph.input:                        # any batch size
+        vi.type.tensor_type.shape.dim[1].dim_param = "batch"
+    sess = InferenceSession(m.SerializeToString(), "cpu", validate=False)
+    for B in (2, 5, 2):
+        f = _feeds("LSTM", T=4, B=B, D=2, states=True)
+        f.update(W=feeds["W"], R=feeds["R"], B=feeds["B"])
+        _close(sess.run(None, {n: f[n] for n in fed}), [w.astype(np.float32) for w in _oracle("LSTM", f, attrs)])
+    bad = {n: feeds[n] for n in fed}
+    bad["initial_c"] = feeds["initial_c"][:, :1]
+    with pytest.raises(OnnxkitError, match="'n0'.*initial state"):
+        sess.run(None, bad)

@@ -143,24 +143,33 @@ class Prepared:
         return bias
 
     def __call__(self, x, w, b):
-        wg = self.weights(w)
-        bias = None if b is None else self.bias(b)
+        cached = self.w_cache
+        wg = cached[1] if cached[0] is w else self.weights(w)
+        bias = None
+        if b is not None:
+            cached = self.b_cache
+            bias = cached[1] if cached[0] is b else self.bias(b)
         if self.crop is not None:
             x = x[self.crop]
         kind = self.kind
-        if kind == "depthwise":
-            y = self.depthwise(x, wg, bias)
+        if kind == "columns":
+            interior, view, cols, mat = self.scratch.get()
+            interior[...] = x
+            np.copyto(cols, view)
+            windows = self.windows
+            if bias is None or not windows.flat:
+                y = windows.finish(np.matmul(wg, mat), bias)
+            else:   # the junk dropped first (a fresh copy), the bias added to it as (N, M, L): contiguous
+                y = windows.finish(np.matmul(wg, mat), None)
+                flat = y.reshape(y.shape[0], y.shape[1], -1)
+                np.add(flat, bias.reshape(-1, 1), out=flat)
+        elif kind == "pointwise":
+            xs = x if self.sub is None else x[self.sub]
+            y = np.matmul(wg, xs.astype(self.ct, copy=False).reshape(self.x_shape)).reshape(self.out_full)
+            if bias is not None:
+                y += bias
         else:
-            if kind == "pointwise":
-                xs = x if self.sub is None else x[self.sub]
-                y = np.matmul(wg, xs.astype(self.ct, copy=False).reshape(self.x_shape)).reshape(self.out_full)
-                if bias is not None:
-                    y += bias
-            else:
-                interior, view, cols, mat = self.scratch.get()
-                interior[...] = x
-                np.copyto(cols, view)
-                y = self.windows.finish(np.matmul(wg, mat), bias)
+            y = self.depthwise(x, wg, bias)
         return y if y.dtype == self.out_dtype else y.astype(self.out_dtype)
 
 

@@ -116,11 +116,14 @@ def if_(ctx):
 
     @needs_scope
     def run(scope, cond):
-        if cond is None:
+        if type(cond) is np.ndarray and cond.size == 1:   # a host value: read as it is
+            take = cond.item()
+        elif cond is None:
             ctx.fail("the condition is missing")
-        branch = then_branch if bool(host_scalar(ctx, cond, "cond")) else else_branch
-        outs = branch.run([], scope)
-        return tuple(outs[:n_out])
+        else:
+            take = host_scalar(ctx, cond, "cond")
+        outs = (then_branch if take else else_branch).run([], scope)
+        return tuple(outs) if len(outs) == n_out else tuple(outs[:n_out])
 
     return run
 

@@ -230,33 +230,45 @@ def swish(alpha):
     return fn
 
 
-#: rows: erfc32's P (padded with a 0) and Q, lowest power first, as the powers_buffer rows
-_ERFC32_PQ = np.array([tuple(ERFC32_P) + (0.0,) * (len(ERFC32_Q) - len(ERFC32_P)), ERFC32_Q], dtype=np.float32)
+def _gelu32_rows():
+    """Rows ``(P~, Q~)``, lowest power of ``b = |x|`` first: with ``s = 1 / sqrt 2`` and the
+    portable erfc's rational ``P(a) / Q(a)`` (``a = b s``), ``P~(b) = 0.5 b P(b s)`` (degree 5)
+    and ``Q~(b) = Q(b s)``, so that ``0.5 |x| erfc(|x| s) = exp(-x^2 / 2) P~(b) / Q~(b)``."""
+    s = 1.0 / math.sqrt(2.0)
+    p = (0.0,) + tuple(0.5 * c * s ** k for k, c in enumerate(ERFC32_P))
+    q = tuple(c * s ** k for k, c in enumerate(ERFC32_Q))
+    return np.array([p, q], dtype=np.float32)
+
+
+_GELU32_PQ = _gelu32_rows()
+#: |x| where exp(-x^2 / 2) is 0 in float32 (the portable erfc's cap on |x| / sqrt 2)
+_GELU32_CAP = np.float32(ERFC32_CLIP * math.sqrt(2.0))
 
 
 def _gelu32(x):
-    """0.5 * x * erfc(-x / sqrt 2) for float32 ``x`` of rank >= 1, with the portable erfc's
-    rational: P(a) and Q(a) (a = |x| / sqrt 2, capped at ERFC32_CLIP) as one matrix product of
-    the rows a^0 .. a^5 (all coefficients positive: as well conditioned as Horner's rule)."""
+    """Gelu 'none' of float32 ``x`` (rank >= 1): ``x Phi(x) = max(x, 0) - q`` with ``q = 0.5 |x|
+    erfc(|x| / sqrt 2) >= 0`` (x < 0: ``x Phi(x) = -q``; x >= 0: ``x Phi(x) = x - x Phi(-x) =
+    x - q``), ``q = exp(-b^2 / 2) P~(b) / Q~(b)`` on ``b = min(|x|, cap)`` (:func:`_gelu32_rows`: the
+    portable erfc's rational with the 1/sqrt 2 and the 0.5 |x| folded into the coefficients),
+    both polynomials as one matrix product of the rows b^0 .. b^5 (all coefficients positive: as
+    well conditioned as Horner's rule).  No cancellation: the negative tail keeps erfc's relative
+    accuracy.  ``max(x, 0)`` is evaluated as ``x - min(x, 0)``, exact, and NaN for -inf as the
+    definition's ``0.5 x (1 + erf(x / sqrt 2))``; +inf gives +inf, NaN gives NaN."""
     flat = x.reshape(-1)
-    powers = powers_buffer(_ERFC32_PQ.shape[1], flat.shape[0])
-    a = np.abs(flat, out=powers[1])
-    a *= np.float32(1.0 / math.sqrt(2.0))
-    np.minimum(a, np.float32(ERFC32_CLIP), out=a)             # a >= 0 (NaN passes)
+    powers = powers_buffer(_GELU32_PQ.shape[1], flat.shape[0])
+    b = np.abs(flat, out=powers[1])
+    np.minimum(b, _GELU32_CAP, out=b)                          # NaN passes
     for k in range(2, powers.shape[0]):
-        np.multiply(powers[k - 1], a, out=powers[k])
-    pq = np.matmul(_ERFC32_PQ, powers)
-    e = pq[0]
-    e /= pq[1]
-    g = np.negative(powers[2], out=pq[1])
-    np.exp(g, out=g)
-    e *= g                                     # erfc(|x| / sqrt 2)
-    g = 2 - 2 * e                              # x >= 0: erfc(-z) = 2 - erfc(z)
-    g *= flat >= 0
-    e += g
-    e *= flat
-    e *= np.float32(0.5)
-    return e.reshape(x.shape)
+        np.multiply(powers[k - 1], b, out=powers[k])
+    pq = np.matmul(_GELU32_PQ, powers)
+    q = np.divide(pq[0], pq[1], out=pq[0])
+    r = np.multiply(powers[2], np.float32(-0.5), out=pq[1])
+    np.exp(r, out=r)
+    q *= r
+    np.minimum(flat, 0, out=r)
+    np.subtract(flat, r, out=r)                                 # max(x, 0); -inf - -inf = NaN
+    r -= q
+    return r.reshape(x.shape)
 
 
 def _gelu_tanh(x):

@@ -18,12 +18,13 @@ import itertools
 import math
 import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import helper  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
 
 from onnxkit.runtime import InferenceSession  # noqa: E402
 
@@ -35,22 +36,17 @@ def randn(*shape, dtype=np.float32):
 
 
 def session(op, inputs, attrs=None, opset=20, constants=()):
-    """A one-node model over ``inputs`` (``{name: example array}``, None: omitted); names in
-    ``constants`` are initializers holding the example; inputs have unknown shapes."""
-    names = [n if v is not None else "" for n, v in inputs.items()]
-    node = helper.make_node(op, names, ["y"], **(attrs or {}))
-    graph_inputs, inits = [], []
-    for n, v in inputs.items():
-        if v is None:
-            continue
-        elem = helper.np_dtype_to_tensor_dtype(v.dtype)
-        if n in constants:
-            inits.append(helper.make_tensor(n, elem, v.shape, v.reshape(-1).tolist()))
-        else:
-            graph_inputs.append(helper.make_tensor_value_info(n, elem, None))
-    first = next(v for v in inputs.values() if v is not None)
-    out = helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(first.dtype), None)
-    graph = helper.make_graph([node], "g", graph_inputs, [out], initializer=inits)
+    """A one-node model over ``inputs`` (``{name: example array}``, None: omitted), inputs of
+    unknown shapes; names in ``constants`` are initializers holding the example."""
+    given = {n: v for n, v in inputs.items() if v is not None}
+
+    def info(name, v):
+        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(v.dtype), None)
+
+    node = helper.make_node(op, [n if v is not None else "" for n, v in inputs.items()], ["y"], **(attrs or {}))
+    graph = helper.make_graph([node], "g", [info(n, v) for n, v in given.items() if n not in constants],
+                              [info("y", next(iter(given.values())))],
+                              initializer=[numpy_helper.from_array(v, n) for n, v in given.items() if n in constants])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     return InferenceSession(model.SerializeToString(), validate=False)
 
@@ -240,19 +236,12 @@ def test_patch_conv_shapes_on_one_node_and_two_threads():
         close(s.run(None, {"x": x})[0], ref_patch_conv(x, w, b, [4, 4]))
     feeds = [randn(2, 3, 16, 16) for _ in range(2)]
     want = [ref_patch_conv(x, w, b, [4, 4]) for x in feeds]
-    errors, start = [], threading.Barrier(2)
+    start = threading.Barrier(2)
 
     def work(k):
-        try:
-            start.wait()
-            for _ in range(200):
-                close(s.run(None, {"x": feeds[k]})[0], want[k])
-        except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
-            errors.append(exc)
+        start.wait()
+        for _ in range(200):
+            close(s.run(None, {"x": feeds[k]})[0], want[k])
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    with ThreadPoolExecutor(2) as pool:         # both threads at once; the first failure re-raised
+        list(pool.map(work, range(2)))

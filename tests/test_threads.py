@@ -73,6 +73,34 @@ def test_default_threads_leave_the_cores_other_processes_keep_busy(monkeypatch):
         assert free_threads(now=0.0, loadavg=(2.0, 0, 0)) == min(default_threads(), cpus - 1)
 
 
+def test_processes_busy_now_count_before_the_load_average_shows_them():
+    """A process that just became busy is in the runnable count at once, in the load average
+    only after up to a minute: the default takes the greater of the two."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from onnxkit.runtime.threads import free_threads, running_elsewhere
+
+    cpus = len(os.sched_getaffinity(0))
+    assert free_threads(now=0.0, loadavg=(1.0, 0, 0), running=0) == default_threads()
+    assert free_threads(now=0.0, loadavg=(1.0, 0, 0), running=cpus) == 1   # load average not caught up yet
+    if not os.path.exists("/proc/loadavg"):
+        pytest.skip("no /proc/loadavg on this system")
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 10
+        seen = 0
+        while time.monotonic() < deadline and seen < 2:
+            seen = max(seen, running_elsewhere() or 0)
+            time.sleep(0.05)
+        assert seen >= 2
+    finally:
+        for p in spinners:
+            p.kill()
+
+
 def test_a_busy_machine_runs_the_default_session_on_fewer_threads(monkeypatch):
     import onnxkit.runtime.threads as threads
 

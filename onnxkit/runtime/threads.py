@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from typing import Optional
 import os
 import threading
 import time
@@ -59,22 +60,49 @@ LOAD_REFRESH_S = 1.0
 _load_cache = [0.0, 0.0]   # [time read, threads]
 
 
-def free_threads(now: float = None, loadavg=None) -> int:
+def running_elsewhere() -> Optional[int]:
+    """Threads of other processes runnable right now: the kernel's count of runnable threads
+    (``/proc/loadavg``, fourth field) less this process's own runnable threads
+    (``/proc/self/task/*/stat``); None where ``/proc`` does not say (not Linux)."""
+    try:
+        with open("/proc/loadavg") as f:
+            runnable = int(f.read().split()[3].split("/")[0])
+        own = 0
+        for task in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{task}/stat") as f:
+                    stat = f.read()
+            except OSError:  # the thread ended meanwhile
+                continue
+            own += stat[stat.rindex(")") + 2] == "R"
+        return max(0, runnable - own)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def free_threads(now: float = None, loadavg=None, running=None) -> int:
     """:func:`default_threads` less the cores other processes keep busy, at least 1.
 
-    Other processes' demand is the one-minute load average less this process's own runnable
-    thread (``os.getloadavg``; re-read at most every :data:`LOAD_REFRESH_S` seconds).  Where
-    the load average is not available, :func:`default_threads`."""
+    Other processes' demand is the greater of the one-minute load average less this process's
+    own runnable thread (``os.getloadavg``) and the threads of other processes runnable now
+    (:func:`running_elsewhere`: the load average lags a process that just became busy by up
+    to a minute, and BLAS threads sharing its cores meanwhile made a run 6x slower); re-read
+    at most every :data:`LOAD_REFRESH_S` seconds.  Where neither is available,
+    :func:`default_threads`.  ``loadavg`` / ``running``: given values (tests)."""
     now = time.monotonic() if now is None else now
     if loadavg is None and now - _load_cache[0] < LOAD_REFRESH_S and _load_cache[1]:
         return int(_load_cache[1])
     try:
         load = (loadavg or os.getloadavg())[0]
     except (OSError, AttributeError):
+        load = None
+    if running is None and loadavg is None:
+        running = running_elsewhere()
+    if load is None and running is None:
         return default_threads()
     physical = default_threads()
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    others = max(0.0, load - 1.0)
+    others = max(0.0, (load or 0.0) - 1.0, float(running or 0))
     free = max(1, min(physical, int(cpus - others + 0.5)))
     if loadavg is None:
         _load_cache[:] = [now, free]

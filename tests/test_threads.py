@@ -38,6 +38,7 @@ def test_one_thread_inside_the_kernel_and_same_results(monkeypatch):
     import onnxkit.runtime.threads as threads
 
     monkeypatch.setattr(threads.os, "getloadavg", lambda: (0.0, 0.0, 0.0))   # a quiet machine
+    monkeypatch.setattr(threads, "running_elsewhere", lambda: 0)              # ... right now too
     monkeypatch.setattr(threads, "_load_cache", [0.0, 0.0])
     if not blas_threads():
         pytest.skip("numpy's BLAS is not visible to threadpoolctl")

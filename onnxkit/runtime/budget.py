@@ -274,13 +274,10 @@ class Guard:
         values of an earlier one costs a key, not an inference call."""
         if self.infer is None:
             return 0
-        values = [_small_value(a) for a in args]
-        key = tuple(None if a is None else
-                    (_dtype_key(a), tuple(a.shape) if hasattr(a, "shape") else type(a), None if v is None else v.tobytes())
-                    for a, v in zip(args, values))
+        key = tuple(_input_key(a) for a in args)
         need = self.known.get(key)
         if need is None:
-            need = self._infer(args, values)
+            need = self._infer(args, [_small_value(a) for a in args])
             if len(self.known) >= KNOWN_MAX:
                 self.known.clear()
             self.known[key] = need
@@ -303,6 +300,18 @@ class Guard:
 
 #: input keys whose predicted size one guard remembers (emptied when full)
 KNOWN_MAX = 64
+
+
+def _input_key(a):
+    """What inference reads of one input, as a key: its element type, extents and, for a small
+    numeric tensor, its values (:func:`_small_value`'s choice)."""
+    if type(a) is np.ndarray:
+        small = a.size <= MAX_CONSTANT_ELEMENTS and a.dtype != object
+        return a.dtype, a.shape, a.tobytes() if small else None
+    if a is None:
+        return None
+    v = _small_value(a)
+    return (_dtype_key(a), tuple(a.shape) if hasattr(a, "shape") else type(a), None if v is None else v.tobytes())
 
 
 def _dtype_key(v):

@@ -15,6 +15,7 @@ FLOAT_TAGS = (1, 10, 11, 16)
 
 
 def is_op(node, op: str) -> bool:
+    """True if ``node`` is an ai.onnx ``op`` node (False for None)."""
     return node is not None and node.op_type == op and normalize_domain(node.domain) == ""
 
 

@@ -46,3 +46,28 @@ def test_unaligned_initializers_are_copied_aligned_when_the_session_owns_its_dat
     expected = x["x"] @ np.arange(12, dtype=np.float32).reshape(3, 4)
     assert np.array_equal(owned.run(None, x)[0], expected)
     assert np.array_equal(views.run(None, x)[0], expected)
+
+
+def test_the_aligned_copy_is_made_once_and_handed_to_every_run():
+    data = _find_unaligned_layout()
+    sess = InferenceSession(data)
+    step = sess.plan.steps[0]
+    real, seen = step.fn, []
+
+    def spy(x, w):
+        seen.append(w)
+        return real(x, w)
+
+    step.fn = spy
+    x = {"x": np.ones((2, 3), np.float32)}
+    for _ in range(3):
+        sess.run(None, x)
+    assert len(seen) == 3 and all(w is seen[0] for w in seen)   # one copy, made at planning
+    assert seen[0].flags.aligned and not seen[0].flags.writeable
+    np.testing.assert_array_equal(seen[0], np.arange(12, dtype=np.float32).reshape(3, 4))
+    views = InferenceSession(data, own_data=False)
+    step = views.plan.steps[0]
+    real_v, seen_v = step.fn, []
+    step.fn = lambda x, w: (seen_v.append(w), real_v(x, w))[1]
+    views.run(None, x)
+    assert not seen_v[0].flags.aligned   # zero-copy as asked: the view itself reaches the kernel

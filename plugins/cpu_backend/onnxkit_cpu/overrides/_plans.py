@@ -10,8 +10,6 @@ bad values fails again, naming the node.
 
 from __future__ import annotations
 
-import numpy as np
-
 #: entries one node keeps (the table is emptied when full: extents that keep changing)
 PLANS_MAX = 64
 
@@ -29,26 +27,3 @@ def remember(plans: dict, key, value):
         plans.clear()
     plans[key] = value
     return value
-
-
-class Aligned:
-    """``aligned(w)``: ``w`` itself when its elements are aligned, else an aligned copy, made
-    once while ``w`` is the same read-only object (an initializer: tensors read from a model
-    file can start at any byte, and numpy's take and BLAS paths skip unaligned data — a Gather
-    of 27 rows of such a table is 15x slower).  A writeable ``w`` (a feed its owner may change
-    between runs) is returned as it is.  The copy is private: nobody writes into it."""
-
-    __slots__ = ("last",)
-
-    def __init__(self):
-        self.last = (None, None)
-
-    def __call__(self, w):
-        flags = w.flags
-        if flags.aligned or flags.writeable:
-            return w
-        src, copy = self.last
-        if src is not w:
-            copy = np.array(w, order="C")
-            self.last = (w, copy)   # one store: another thread sees the old pair or the new one
-        return copy

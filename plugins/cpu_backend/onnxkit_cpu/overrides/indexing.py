@@ -2,8 +2,7 @@
 
 Slice takes numpy's own view (negative steps included), its index kept per key of the input's
 extents and the starts / ends / axes / steps values (:mod:`._plans`), and Gather ``take``
-(which checks the bounds itself and counts negative indices from the end) on an aligned copy
-of an unaligned initializer: both run in every model, on small tensors, where the portable
+(which checks the bounds itself and counts negative indices from the end): both run in every model, on small tensors, where the portable
 bodies' extra passes (the index bounds, ``flip``) cost more than the work.  ScatterElements /
 ScatterND with a reduction combine duplicate targets in one sorted ``reduceat`` pass instead
 of a pass per duplicate.  Attribute parsing, geometry and the
@@ -20,7 +19,7 @@ from onnxkit_default_domain.kernels.indexing import elements_targets, nd_targets
 
 from onnxkit.plugin import KernelTable
 
-from ._plans import Aligned, host_ints, remember
+from ._plans import host_ints, remember
 
 KERNELS = KernelTable()
 
@@ -60,8 +59,6 @@ def slice_(ctx):
 @KERNELS.register("Gather", 1, 11, 13)
 def gather(ctx):
     axis = int(ctx.attr("axis", 0))
-    aligned = Aligned()
-
     def fn(x, indices):
         if x.ndim == 0:
             ctx.fail("data must have rank >= 1")
@@ -69,7 +66,7 @@ def gather(ctx):
         if indices.dtype.kind not in "iu":
             wrap_indices(ctx, np, indices, x.shape[a])   # fails, naming the element type
         try:
-            return aligned(x).take(indices, axis=a)
+            return x.take(indices, axis=a)
         except IndexError:
             wrap_indices(ctx, np, indices, x.shape[a])   # fails, naming the index out of range
             raise

@@ -2,10 +2,8 @@
 
 float32 / float64 products call ``np.matmul`` itself (BLAS) with the portable family's checks
 (:func:`~onnxkit_default_domain.kernels.linalg.gemm_checker`, ``matmul_checker``: once per
-signature).  An operand that is an unaligned initializer (tensors read from a model file can
-start at any byte) is replaced by an aligned copy made once (:class:`._plans.Aligned`):
-numpy's matmul does not hand unaligned data to BLAS, and a (20, 120) x (120, 6625) product
-then takes 1.6x as long.  Gemm scales and adds C in place into the product it made: the same
+signature); initializers arrive aligned (the planner copies unaligned ones once, see
+``Planner._owned``).  Gemm scales and adds C in place into the product it made: the same
 operations on the same values as the portable kernel (bit-identical).  Other element types
 run the portable kernels.
 """
@@ -18,7 +16,6 @@ from onnxkit_default_domain.kernels.linalg import gemm_attrs, gemm_checker, matm
 
 from onnxkit.plugin import KernelTable
 
-from ._plans import Aligned
 
 KERNELS = KernelTable()
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -29,19 +26,16 @@ def gemm(ctx):
     alpha, beta, trans_a, trans_b, strict_c = gemm_attrs(ctx)
     check = gemm_checker(ctx, trans_a, trans_b, strict_c)
     other = portable.gemm(ctx)
-    wa, wb, wc = Aligned(), Aligned(), Aligned()
 
     def run(a, b, c=None):
         if a.dtype not in _FLOATS:
             return other(a, b, c)
         c = c if beta != 0.0 else None
         check(a, b, c)
-        a, b = wa(a), wb(b)
         y = np.matmul(a.T if trans_a else a, b.T if trans_b else b)
         if alpha != 1.0:
             np.multiply(y, alpha, out=y)
         if c is not None:
-            c = wc(c)
             np.add(y, c if beta == 1.0 else c * beta, out=y)
         return y
 
@@ -52,13 +46,12 @@ def gemm(ctx):
 def matmul(ctx):
     check = matmul_checker(ctx)
     other = portable.matmul(ctx)
-    wa, wb = Aligned(), Aligned()
 
     def run(a, b):
         if a.dtype not in _FLOATS:
             return other(a, b)
         check(a, b)
-        y = np.matmul(wa(a), wb(b))
+        y = np.matmul(a, b)
         return y if a.ndim + b.ndim > 2 else np.asarray(y)    # numpy gives a scalar for 1-D by 1-D
 
     return run

@@ -8,9 +8,8 @@ masking this module reuses.
 What makes a step cheap:
 
 * the weights are prepared once per node while ``W``, ``R`` and ``B`` are the same objects
-  (initializers are): ``W^T`` of every direction as one contiguous matrix, ``R`` contiguous
-  (a model's initializers are often unaligned views of its file, which numpy multiplies
-  without BLAS, about 10x slower), the biases summed;
+  (initializers are): ``W^T`` of every direction as one contiguous matrix, ``R`` contiguous,
+  the biases summed;
 * the input projection of every step and direction is one (batched) matrix product, each
   direction's steps in the order it runs them, its bias added in one call;
 * a step does every direction at once: one batched product ``h @ R^T`` ([D, B, gates * H]),

@@ -1,0 +1,114 @@
+"""Compiled loops for the cpu backend's hot kernels, by numba — imported and compiled lazily.
+
+numpy's per-call cost (0.7-3 µs per ufunc call or reduction here) dominates the small tensors
+of real models: a LayerNormalization of a (3, 9, 64) activation is ~12 numpy calls, 15 µs; the
+same rows as one compiled loop take ~2 µs.  The modules of this package hold such loops as
+plain Python functions decorated with :func:`kernel`; an override asks for the compiled
+function *at planning* with :meth:`Lazy.get` and keeps its numpy body where that is None.
+
+Contract:
+
+* **Lazy.** Nothing here imports numba until an override first asks for a compiled function
+  (numba's import takes ~0.4 s); each function is compiled on its first call per argument
+  types, ``cache=True`` (numba's on-disk cache beside the module, or its user-wide cache
+  where that is not writable), ``nogil=True`` (a session shared by Python threads runs these
+  loops in parallel), ``error_model="numpy"`` (a division by zero gives inf/NaN, as numpy,
+  never an exception).  No ``parallel=``: a compiled loop is one thread; no ``fastmath``
+  unless a module says why its result stays within Clause 11's tolerances.
+* **Optional.** :func:`enabled` is False when numba cannot be imported, or when the
+  environment sets ``ONNXKIT_CPU_COMPILED=0``, or inside :func:`disabled` (the tests' way to
+  compare both bodies); overrides then use their numpy bodies, with the same results within
+  the tolerances the module states.  The choice is made per kernel at planning: a session
+  planned while enabled keeps its compiled loops.
+* **Same contract as the numpy body.** A compiled loop takes arrays the override has already
+  checked (dtype, shape, contiguity) and writes into an output the override allocated; it
+  never allocates an unbounded size and never raises for data values.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import threading
+
+__all__ = ["Lazy", "kernel", "enabled", "disabled", "available"]
+
+_DISABLED = contextvars.ContextVar("onnxkit_cpu_compiled_disabled", default=False)
+_lock = threading.Lock()
+_numba = None          # the numba module once imported; False when it cannot be
+_OPTIONS = {"cache": True, "nogil": True, "error_model": "numpy"}
+
+
+def _import_numba():
+    global _numba
+    if _numba is None:
+        with _lock:
+            if _numba is None:
+                try:
+                    import numba
+                except Exception:  # absent or broken (a platform without wheels): numpy bodies
+                    _numba = False
+                else:
+                    _numba = numba
+    return _numba or None
+
+
+def available() -> bool:
+    """Whether numba can be imported (imports it)."""
+    return _import_numba() is not None
+
+
+def enabled() -> bool:
+    """Whether an override planned now should take compiled loops (see the module docstring)."""
+    if _DISABLED.get() or os.environ.get("ONNXKIT_CPU_COMPILED", "1").strip() == "0":
+        return False
+    return available()
+
+
+class disabled:
+    """``with disabled():`` kernels planned inside take their numpy bodies (for tests and A/B runs)."""
+
+    def __enter__(self):
+        self._token = _DISABLED.set(True)
+        return self
+
+    def __exit__(self, *exc):
+        _DISABLED.reset(self._token)
+        return False
+
+
+class Lazy:
+    """A Python function to be compiled by numba on first demand (see :func:`kernel`)."""
+
+    __slots__ = ("fn", "options", "_compiled")
+
+    def __init__(self, fn, options: dict):
+        self.fn, self.options, self._compiled = fn, options, None
+
+    def get(self):
+        """The compiled function (a numba dispatcher), or None when :func:`enabled` is False."""
+        if not enabled():
+            return None
+        c = self._compiled
+        if c is None:
+            numba = _import_numba()
+            with _lock:
+                if self._compiled is None:
+                    options = {**_OPTIONS, **self.options}
+                    try:
+                        self._compiled = numba.njit(**options)(self.fn)
+                    except RuntimeError:   # no cache locator (a function not from a file)
+                        self._compiled = numba.njit(**{**options, "cache": False})(self.fn)
+                c = self._compiled
+        return c
+
+    def __repr__(self) -> str:
+        return f"<compiled kernel {self.fn.__module__}.{self.fn.__qualname__}>"
+
+
+def kernel(fn=None, **options):
+    """Decorator: ``@kernel`` or ``@kernel(fastmath=...)`` makes ``fn`` a :class:`Lazy`; the
+    options extend the module docstring's (``cache``, ``nogil``, ``error_model``)."""
+    if fn is None:
+        return lambda f: Lazy(f, options)
+    return Lazy(fn, options)

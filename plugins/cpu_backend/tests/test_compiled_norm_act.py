@@ -26,6 +26,7 @@ from onnx import helper  # noqa: E402
 from onnxkit.runtime import InferenceSession  # noqa: E402
 from onnxkit_cpu import compiled  # noqa: E402
 from onnxkit_cpu.compiled import activation as act_loops  # noqa: E402
+from onnxkit_cpu.overrides import activation as act_override  # noqa: E402
 from onnxkit_cpu.overrides import norm as norm_override  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba is not installed")
@@ -272,15 +273,21 @@ def within_ulps(got, exact, ulps, dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_sigmoid_rounded_once(act_spy, dtype):
     x = smooth_inputs(dtype)
-    got = run("Sigmoid", [x], opset=13)
-    assert act_spy["sigmoid"].calls == 1
+    pieces = np.array_split(x, 3)                   # float32: up to SIGMOID32_COMPILED_MAX elements
+    assert all(p.size <= act_override.SIGMOID32_COMPILED_MAX for p in pieces)
+    got = np.concatenate([run("Sigmoid", [p], opset=13) for p in pieces])
+    assert act_spy["sigmoid"].calls == 3
     x64 = x.astype(np.float64)
     with np.errstate(over="ignore"):
         exact = 1 / (1 + np.exp(-x64))
     within_ulps(got, exact, 1.0 if dtype == np.float32 else 4.0, dtype)
-    within_ulps(run("Sigmoid", [x], opset=13, numpy_body=True), exact, 4.0, dtype)     # the numpy body too
-    got_t = run("Sigmoid", [x.reshape(2, -1)[:, ::2]], opset=13)                     # non-contiguous
-    assert bits_equal(got_t, got.reshape(2, -1)[:, ::2])
+    p = pieces[0].reshape(2, -1)[:, ::2]                                             # non-contiguous
+    assert bits_equal(run("Sigmoid", [p], opset=13), got[:pieces[0].size].reshape(2, -1)[:, ::2])
+    big = run("Sigmoid", [x], opset=13)             # float32: larger ones take the numpy body
+    assert act_spy["sigmoid"].calls == (5 if dtype == np.float64 else 4)
+    if dtype == np.float32:
+        assert bits_equal(big, run("Sigmoid", [x], opset=13, numpy_body=True))
+    within_ulps(big, exact, 4.0, dtype)
 
 
 def gelu_exact(x64):

@@ -1,9 +1,10 @@
 """Compiled loops of the normalizations: LayerNormalization's rows (overrides/norm.py).
 
-:func:`layer_norm_loop` gives ``rows(x, scale, b, has_b, eps, y, mean, inv)``: for each row
-``r`` of the C-contiguous 2-D ``x`` (rows, n), with ``scale`` and ``b`` of n elements (``b``
-read only where ``has_b``) and ``eps`` a scalar of x's type, it writes ``y[r]``, ``mean[r]``
-and ``inv[r]`` (``y`` like ``x``, ``mean`` and ``inv`` 1-D of x's type).  It computes the
+:func:`layer_norm_loop` gives ``rows(x, scale, b, has_b, eps, y, stats)``: for each row ``r``
+of the C-contiguous 2-D ``x`` (rows, n), with ``scale`` and ``b`` of n elements (``b`` read
+only where ``has_b``) and ``eps`` a scalar of x's type, it writes ``y[r]`` (``y`` like ``x``)
+and the row's mean and 1 / standard deviation into ``stats[0, r]`` and ``stats[1, r]``
+(``stats`` of shape (2, rows), x's type).  It computes the
 numpy body's arithmetic in its order and precision, so the results are bit-identical to it
 (and to the ONNX function body evaluated op by op in X's type):
 
@@ -92,15 +93,17 @@ def _pairwise_sum_py(a, r, lo, n):
     return sums[0]
 
 
-def _layer_norm_rows(x, scale, b, has_b, eps, y, mean, inv):
+def _layer_norm_rows(x, scale, b, has_b, eps, y, stats):
     rows, n = x.shape
+    mean, inv = stats[0], stats[1]
     for r in range(rows):
-        mean[r] = (_pairwise(x, r, 0, n) + 0.0) / n       # numpy's sum starts at +0: -0 + 0 = +0
+        s = _leaf(x, r, 0, n) if n <= 128 else _pairwise(x, r, 0, n)
+        mean[r] = (s + 0.0) / n                 # numpy's sum starts at +0: -0 + 0 = +0
         mu = mean[r]
         for j in range(n):
             d = x[r, j] - mu
             y[r, j] = d * d
-        inv[r] = _pairwise(y, r, 0, n) / n
+        inv[r] = (_leaf(y, r, 0, n) if n <= 128 else _pairwise(y, r, 0, n)) / n
         inv[r] = inv[r] + eps
         inv[r] = math.sqrt(inv[r])
         inv[r] = 1.0 / inv[r]

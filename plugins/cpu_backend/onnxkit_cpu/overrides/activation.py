@@ -16,7 +16,8 @@ kernels.activation.in_float` around the same body.  Relu and Tanh are one ufunc 
 family from 13 decides its axis once per rank and computes in place.
 
 Where compiled loops are on (:mod:`onnxkit_cpu.compiled`, decided at planning), float32 and
-float64 Sigmoid, HardSigmoid, HardSwish and Gelu run as one compiled pass per element, and the
+float64 Sigmoid (float32: up to :data:`SIGMOID32_COMPILED_MAX` elements), HardSigmoid, HardSwish
+and Gelu run as one compiled pass per element, and the
 softmax family as one compiled loop over its rows where the axis is the last (from 13) or the
 rows are the trailing block (before 13), rows of up to :data:`SOFTMAX_COMPILED_ROW` elements
 (numpy's SIMD exp wins on longer ones): :mod:`onnxkit_cpu.compiled.activation` states the precision
@@ -203,7 +204,21 @@ def celu(alpha):
 
 
 # ----------------------------------------------------------------------------- smooth
-@_fast("Sigmoid", compiled=lambda: _elementwise(loops.loop("sigmoid")))
+#: The largest float32 X Sigmoid's compiled loop takes: its float64 exp and division (8 lanes)
+#: cost ~1.7 ns per element against the float32 numpy body's ~1 (16 lanes, four passes), which
+#: its per-call cost outweighs only on small tensors.
+SIGMOID32_COMPILED_MAX = 4096
+
+
+def _sigmoid_compiled():
+    fast = _elementwise(loops.loop("sigmoid"))
+    if fast is None:
+        return None
+    numpy_body = quiet(_sigmoid)
+    return lambda x: numpy_body(x) if x.dtype == np.float32 and x.size > SIGMOID32_COMPILED_MAX else fast(x)
+
+
+@_fast("Sigmoid", compiled=_sigmoid_compiled)
 def sigmoid():
     return _sigmoid
 

@@ -127,18 +127,21 @@ def layer_norm(ctx):
         dt = x.dtype
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
-        y = np.empty(x.shape, dt)
-        mean, inv = np.empty(rows, dt), np.empty(rows, dt)
-        scale = scale.reshape(n) if scale.flags.c_contiguous else np.ascontiguousarray(scale).reshape(n)
+        y = np.empty((rows, n), dt)
+        stats = np.empty((2, rows), dt)
+        if scale.ndim != 1 or not scale.flags.c_contiguous:
+            scale = np.ascontiguousarray(scale).reshape(n)
         if b is None:
-            rows_loop(x.reshape(rows, n), scale, scale, False, eps_of[dt], y.reshape(rows, n), mean, inv)
+            rows_loop(x.reshape(rows, n), scale, scale, False, eps_of[dt], y, stats)
         else:
-            b = b.reshape(n) if b.flags.c_contiguous else np.ascontiguousarray(b).reshape(n)
-            rows_loop(x.reshape(rows, n), scale, b, True, eps_of[dt], y.reshape(rows, n), mean, inv)
+            if b.ndim != 1 or not b.flags.c_contiguous:
+                b = np.ascontiguousarray(b).reshape(n)
+            rows_loop(x.reshape(rows, n), scale, b, True, eps_of[dt], y, stats)
+        y = y.reshape(x.shape)
         if only_y:
             return y
-        return (y, mean.reshape(stat_shape).astype(stat, copy=False) if want_mean else None,
-                inv.reshape(stat_shape).astype(stat, copy=False) if want_inv else None)
+        return (y, stats[0].reshape(stat_shape).astype(stat, copy=False) if want_mean else None,
+                stats[1].reshape(stat_shape).astype(stat, copy=False) if want_inv else None)
 
     def run(x, scale, b=None):
         dt = x.dtype

@@ -10,18 +10,20 @@ Precision:
   HardSwish — in x's type: bit-identical.
 * The others evaluate in float64 and round once to x's type (float32 results are then within
   about 1 ulp of the exact function, closer than the float32 numpy bodies, whose ``x - max``
-  and ``exp`` each round in float32).  Their exponential is :func:`_exp_py`, written here so
+  and ``exp`` each round in float32: softmax up to 10 ulp).  Their exponential is :func:`_exp_py`, written here so
   that LLVM vectorizes the loops around it (numba's ``math.exp`` is one libm call per element,
   ~8x slower than numpy's SIMD exp): Cody-Waite reduction ``v = k ln2 + r``, ``|r| <= ln2 / 2``,
   ``exp(r)`` by its Taylor polynomial of degree 13 (truncation < 5e-18 relative), ``2^k`` as
   two exact powers of two built from their bits (so subnormal results round once); relative
   error below 3e-16 over the whole range (tests/test_compiled_norm_act.py), exp(v) = inf above
   709.79, 0 below -745.2, NaN for NaN.
-* Gelu 'none' on float32 (:data:`GELU32`) is the numpy body's formula (overrides/activation.py
+* Gelu 'none' on float32 (loop 'gelu32') is the numpy body's formula (overrides/activation.py
   ``_gelu32``: ``max(x, 0) - exp(-b^2 / 2) P~(b) / Q~(b)``, the portable erfc's rational), in
-  float64: its error is that rational's (relative 1.2e-6 at most, the negative tail included),
-  not the float32 evaluation's.  On float64 (:data:`GELU64`) it is ``0.5 x erfc(-x / sqrt 2)``
-  with libm's erfc (~1 ulp).
+  float64: its error is that rational's, 2.8e-8 relative at most (the negative tail included),
+  then one rounding: within 1 ulp (the float32 body's own rounding of ``b^2 / 2`` costs it up
+  to 4e-6 relative near x = -12).  On float64 (loop 'gelu64') it is ``0.5 x erfc(-x / sqrt 2)``
+  with libm's erfc (a few ulp, plus ``x / sqrt 2``'s rounding, amplified ~x^2 times in the
+  tail: 1e-13 relative at x = -37).
 * The loops but HardSigmoid's are compiled with ``fastmath={"contract"}`` only: a product and
   a sum may become one fused multiply-add (rounded once instead of twice: as accurate or more;
   it halves the cost of the polynomials).  The errors above are measured so.

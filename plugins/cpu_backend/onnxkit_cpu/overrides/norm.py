@@ -13,6 +13,12 @@ the axis geometry and the outputs requested decided at planning or once per inpu
 every step after the first written into an array of the kernel's.  Everything else (narrow
 floats, float32 with stash_type 11, an empty X, a scale or B that would broadcast X to a larger
 shape) is the portable kernel's.
+
+Where compiled loops are on (:mod:`onnxkit_cpu.compiled`, decided at planning), the lean body's
+common case — scale and B (if any) of the normalized block's shape, or that shape with leading
+1s — runs as one compiled loop over the rows (:mod:`onnxkit_cpu.compiled.norm`), with the
+same results bit for bit (that module's docstring says why); a non-contiguous X is made
+contiguous first, other broadcasts of scale and B keep the numpy body.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import math
 import numpy as np
 
 from onnxkit.plugin import KernelTable
+from onnxkit_cpu.compiled.norm import layer_norm_loop
 from onnxkit_default_domain.kernels._common import input_type_checker, norm_axis
 from onnxkit_default_domain.kernels.norm import batch_norm_kernel, layer_norm as portable_layer_norm, lrn_kernel
 
@@ -72,11 +79,20 @@ def _mean_into(s, n):
     return np.true_divide(s, n, out=s, casting="unsafe")
 
 
+def _block_shaped(shape, block) -> bool:
+    """Whether an array of ``shape`` is, flattened, the normalized ``block``'s elements in
+    order: ``block`` itself with any number of leading 1s (one element per block position)."""
+    k = len(block)
+    return (len(shape) >= k and tuple(shape[len(shape) - k:]) == block
+            and all(d == 1 for d in shape[:len(shape) - k])) or (
+                len(shape) < k and all(d == 1 for d in block[:k - len(shape)]) and tuple(shape) == block[k - len(shape):])
+
+
 @KERNELS.register("LayerNormalization", 17)
 def layer_norm(ctx):
-    """LayerNormalization-17: the lean float32/float64 body (module docstring), else the
-    portable kernel.  Returns Y alone when the node names one output, else (Y, Mean,
-    InvStdDev) with None for an output not requested."""
+    """LayerNormalization-17: the compiled rows loop or the lean float32/float64 body (module
+    docstring), else the portable kernel.  Returns Y alone when the node names one output,
+    else (Y, Mean, InvStdDev) with None for an output not requested."""
     other = portable_layer_norm(ctx)
     eps = float(ctx.attr("epsilon", 1e-5))
     axis_attr = int(ctx.attr("axis", -1))
@@ -85,7 +101,9 @@ def layer_norm(ctx):
     want_mean, want_inv = ctx.output_requested(1), ctx.output_requested(2)
     only_y = ctx.num_outputs == 1
     check = input_type_checker(ctx)
-    plans = {}      # (X, scale, B shapes) -> (axes, count) or None: the portable kernel
+    rows_loop = layer_norm_loop()
+    eps_of = {_F32: np.float32(eps), _F64: np.float64(eps)}     # the loop's epsilon, in X's type
+    plans = {}      # (X, scale, B shapes) -> (axes, count, loop geometry or None) or None: portable
 
     def plan(key, x):
         axis = norm_axis(ctx, axis_attr, x.ndim)
@@ -95,10 +113,35 @@ def layer_norm(ctx):
         except ValueError:
             fits = False
         count = n if n < 2 ** 24 else np.intp(n)             # see _mean_into
+        block = x.shape[axis:]
+        geometry = None
+        if rows_loop is not None and all(s is None or _block_shaped(s, block) for s in key[1:]):
+            geometry = (x.size // n if n else 0, n, x.shape[:axis] + (1,) * len(block))
         if len(plans) >= 64:                                    # many shapes (dynamic axes): start over
             plans.clear()
-        plans[key] = p = (tuple(range(axis, x.ndim)), count) if fits and n and x.size else None
+        plans[key] = p = (tuple(range(axis, x.ndim)), count, geometry) if fits and n and x.size else None
         return p
+
+    def compiled(x, scale, b, geometry, stat):
+        rows, n, stat_shape = geometry
+        dt = x.dtype
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        y = np.empty((rows, n), dt)
+        stats = np.empty((2, rows), dt)
+        if scale.ndim != 1 or not scale.flags.c_contiguous:
+            scale = np.ascontiguousarray(scale).reshape(n)
+        if b is None:
+            rows_loop(x.reshape(rows, n), scale, scale, False, eps_of[dt], y, stats)
+        else:
+            if b.ndim != 1 or not b.flags.c_contiguous:
+                b = np.ascontiguousarray(b).reshape(n)
+            rows_loop(x.reshape(rows, n), scale, b, True, eps_of[dt], y, stats)
+        y = y.reshape(x.shape)
+        if only_y:
+            return y
+        return (y, stats[0].reshape(stat_shape).astype(stat, copy=False) if want_mean else None,
+                stats[1].reshape(stat_shape).astype(stat, copy=False) if want_inv else None)
 
     def run(x, scale, b=None):
         dt = x.dtype
@@ -111,7 +154,9 @@ def layer_norm(ctx):
         p = plans[key] if key in plans else plan(key, x)
         if p is None:
             return other(x, scale, b)
-        axes, n = p
+        axes, n, geometry = p
+        if geometry is not None:
+            return compiled(x, scale, b, geometry, stat)
         m = _mean_into(np.add.reduce(x, axis=axes, keepdims=True), n)
         d = np.subtract(x, m)
         v = _mean_into(np.add.reduce(np.multiply(d, d), axis=axes, keepdims=True), n)

@@ -1,0 +1,132 @@
+"""Compiled loops of the normalizations: LayerNormalization's rows (overrides/norm.py).
+
+:func:`layer_norm_loop` gives ``rows(x, scale, b, has_b, eps, y, stats)``: for each row ``r``
+of the C-contiguous 2-D ``x`` (rows, n), with ``scale`` and ``b`` of n elements (``b`` read
+only where ``has_b``) and ``eps`` a scalar of x's type, it writes ``y[r]`` (``y`` like ``x``)
+and the row's mean and 1 / standard deviation into ``stats[0, r]`` and ``stats[1, r]``
+(``stats`` of shape (2, rows), x's type).  It computes the
+numpy body's arithmetic in its order and precision, so the results are bit-identical to it
+(and to the ONNX function body evaluated op by op in X's type):
+
+* each sum is numpy's pairwise summation (:func:`_pairwise_sum_py`, the loop ``np.add.reduce``
+  runs over a contiguous row, and over the trailing axes of a block, which numpy coalesces),
+  in x's type, added to numpy's initial +0;
+* each other step is one correctly rounded operation in x's type: ``mean = s / n``,
+  ``d = x - mean``, ``d * d``, ``var = s2 / n``, ``var + eps``, ``sqrt``, ``1 / sqrt``,
+  ``d * inv``, ``* scale``, ``+ b``.  Where numba's typing widens a step to float64 (a Python
+  int or float operand: ``s / n``, ``1.0 / v``), the result is stored into an array of x's
+  type before it is used; one +, -, *, / or sqrt evaluated in float64 and rounded once to
+  float32 equals the float32 operation (53 >= 2 * 24 + 2 bits).  No fastmath: no contraction
+  into fused multiply-adds, no reassociation.
+
+NaN and inf propagate as in the numpy body (the same operations).  Allocations: none for rows
+of up to 128 elements; a fixed 128-entry work stack per longer row.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from onnxkit_cpu.compiled import kernel
+
+#: The compiled helpers the loops call, bound by :func:`layer_norm_loop` before they compile
+#: (a compiled function calls compiled functions only).
+_leaf = _pairwise = None
+
+
+def _leaf_sum(a, r, lo, n):
+    """numpy's pairwise sum of ``a[r, lo:lo + n]`` for ``1 <= n <= 128`` (its leaf): a plain sum
+    below 8 elements, else eight interleaved partial sums, combined ((0+1)+(2+3))+((4+5)+(6+7)),
+    then the remainder after the last multiple of 8 added in order."""
+    if n < 8:
+        res = a[r, lo]
+        for i in range(lo + 1, lo + n):
+            res += a[r, i]
+        return res
+    r0, r1, r2, r3 = a[r, lo], a[r, lo + 1], a[r, lo + 2], a[r, lo + 3]
+    r4, r5, r6, r7 = a[r, lo + 4], a[r, lo + 5], a[r, lo + 6], a[r, lo + 7]
+    end = lo + n - n % 8
+    for i in range(lo + 8, end, 8):
+        r0 += a[r, i]
+        r1 += a[r, i + 1]
+        r2 += a[r, i + 2]
+        r3 += a[r, i + 3]
+        r4 += a[r, i + 4]
+        r5 += a[r, i + 5]
+        r6 += a[r, i + 6]
+        r7 += a[r, i + 7]
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(end, lo + n):
+        res += a[r, i]
+    return res
+
+
+def _pairwise_sum_py(a, r, lo, n):
+    """numpy's pairwise sum of ``a[r, lo:lo + n]``, ``n >= 1``: a leaf up to 128 elements, else
+    the sum of the two halves split at ``n // 2`` rounded down to a multiple of 8 — evaluated
+    with an explicit stack (tasks; a negative count marks "add the two latest sums")."""
+    if n <= 128:
+        return _leaf(a, r, lo, n)
+    starts = np.empty(128, np.int64)
+    counts = np.empty(128, np.int64)
+    sums = np.empty(128, a.dtype)
+    starts[0], counts[0] = lo, n
+    t, v = 1, 0
+    while t:
+        t -= 1
+        s, k = starts[t], counts[t]
+        if k < 0:
+            v -= 1
+            sums[v - 1] = sums[v - 1] + sums[v]
+        elif k <= 128:
+            sums[v] = _leaf(a, r, s, k)
+            v += 1
+        else:
+            h = k // 2
+            h -= h % 8
+            counts[t] = -1
+            starts[t + 1], counts[t + 1] = s + h, k - h      # the second half, summed second
+            starts[t + 2], counts[t + 2] = s, h
+            t += 3
+    return sums[0]
+
+
+def _layer_norm_rows(x, scale, b, has_b, eps, y, stats):
+    rows, n = x.shape
+    mean, inv = stats[0], stats[1]
+    for r in range(rows):
+        s = _leaf(x, r, 0, n) if n <= 128 else _pairwise(x, r, 0, n)
+        mean[r] = (s + 0.0) / n                 # numpy's sum starts at +0: -0 + 0 = +0
+        mu = mean[r]
+        for j in range(n):
+            d = x[r, j] - mu
+            y[r, j] = d * d
+        inv[r] = (_leaf(y, r, 0, n) if n <= 128 else _pairwise(y, r, 0, n)) / n
+        inv[r] = inv[r] + eps
+        inv[r] = math.sqrt(inv[r])
+        inv[r] = 1.0 / inv[r]
+        iv = inv[r]
+        if has_b:
+            for j in range(n):
+                y[r, j] = (x[r, j] - mu) * iv * scale[j] + b[j]
+        else:
+            for j in range(n):
+                y[r, j] = (x[r, j] - mu) * iv * scale[j]
+
+
+_LEAF = kernel(_leaf_sum)
+_PAIRWISE = kernel(_pairwise_sum_py)
+_ROWS = kernel(_layer_norm_rows)
+
+
+def layer_norm_loop():
+    """The compiled rows loop (module docstring), or None where compiled loops are off."""
+    global _leaf, _pairwise
+    leaf = _LEAF.get()
+    if leaf is None:
+        return None
+    _leaf = leaf
+    _pairwise = _PAIRWISE.get()
+    return _ROWS.get()

@@ -118,3 +118,25 @@ def inline(step, plan: GraphPlan, taken: set) -> tuple:
             node = ir.Node(input=[b], output=[name], name=step.node.name, op_type="Identity")
             aliases.append(Step(_same, [b], [name], node, False))
     return copies + aliases, list(plan.steps) + [None] * len(aliases), constants, renamed
+
+
+def collapse_aliases(steps: list, keep: set) -> list:
+    """``steps`` without their Identity steps (ai.onnx Identity, the alias steps of :func:`inline`)
+    whose output is neither in ``keep`` (a graph output) nor read by name in a subgraph (a
+    step's ``_uses``): the later steps read the Identity's input instead, the same value (the
+    Identity kernel passes a tensor on as it is).  ``steps`` are copies of their own: their
+    ``inputs`` are replaced, not changed in place."""
+    scoped = {n for s in steps for n in s._uses}
+    subst: dict = {}
+    out = []
+    for s in steps:
+        if subst and any(n in subst for n in s.inputs):
+            s.inputs = [subst.get(n, n) for n in s.inputs]
+        node = s.node
+        if node.op_type == "Identity" and node.domain in ("", "ai.onnx") and not s.scope and s.guard is None \
+                and len(s.inputs) == 1 and s.inputs[0] and len(s.outputs) == 1 and s.outputs[0] \
+                and s.outputs[0] not in keep and s.outputs[0] not in scoped:
+            subst[s.outputs[0]] = s.inputs[0]
+            continue
+        out.append(s)
+    return out

@@ -33,6 +33,8 @@ whose condition folds to a constant is replaced by the steps of the branch it ta
 (:mod:`.inline`), whose values inference typed in that branch's context; those steps fold in
 turn, and Shape/Size steps among them are recorded at the next run of the signature (a further
 record phase, at most :data:`ROUNDS` in all: a plan is kept once nothing is left to record).
+Identity steps left in the specialized plan are dropped where their output is read only by
+later steps, which then read its input (:func:`~.inline.collapse_aliases`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from ...dtypes import from_numpy_dtype
 from ...errors import OnnxkitError
 from ..budget import RunBudget
 from ..plan import NON_DETERMINISTIC, GraphPlan, Planner, Step
-from .inline import Collision, branch_path, inline, taken_branch
+from .inline import Collision, branch_path, collapse_aliases, inline, taken_branch
 
 #: the most bytes one folded value may take (a larger one stays a node: memory per signature)
 MAX_FOLDED_BYTES = 1 << 22
@@ -233,7 +235,7 @@ class Specializer:
             origin[id(copy)], where[id(copy)] = root, at
             remaining.append(copy)
         keep = set(self.plan.output_names)
-        remaining = _live(remaining, keep, types)
+        remaining = _live(collapse_aliases(remaining, keep), keep, types)
         used = {n for s in remaining for n in (*s.inputs, *s._uses)} | keep
         folded = {n: v for n, v in known.items() if n in used}
         Planner._lifetimes(remaining, keep)

@@ -179,3 +179,33 @@ def test_a_failing_inlined_node_is_reported_by_name():
         with pytest.raises(EvaluationError, match="reshape_in_branch"):
             sess.run(None, {"x": x})
     assert np.array_equal(sess.run(None, {"x": _x(3)})[0], np.abs(_x(3)))
+
+
+def test_conditional_squeezes_in_sequence():
+    """``r`` is a Squeeze of x or x itself, and a second conditional squeeze reads it: both fold,
+    each signature taking its own branches."""
+    nodes = [*_squeeze_if("x", "r", "a"), *_squeeze_if("r", "r2", "b"), helper.make_node("Mul", ["r2", "two"], ["y"])]
+    m = model(nodes, [X], [Y], [init("two", np.array(2, np.float32))]).SerializeToString()
+    sess, plain = InferenceSession(m), InferenceSession(m, _plain())
+    for shape in [(2, 1, 1), (2, 3, 1), (2, 3)]:
+        x = _x(*shape)
+        expected = plain.run(None, {"x": x})[0]
+        for _ in range(4):
+            assert sess.run(None, {"x": x})[0].tobytes() == expected.tobytes()
+        ops, recording = _ops(sess, x)
+        assert not recording and ops == ["Squeeze"] * (shape.count(1)) + ["Mul"]
+
+
+def test_values_after_an_inlined_branch_are_typed_again():
+    """Inference of the model gives ``r1`` (after the first conditional squeeze) no static shape:
+    the second squeeze folds only once the plan with the first inlined is typed again
+    (:meth:`Specializer._reinfer`), where the constant ``w``, too big to be given by value, is
+    typed as an input; the run is what the plain plan computes."""
+    w = np.arange(200, dtype=np.float32).reshape(200, 1)
+    nodes = [*_squeeze_if("x", "r", "a"), helper.make_node("Add", ["r", "w"], ["r1"]), *_squeeze_if("r1", "y", "b")]
+    m = model(nodes, [X], [Y], [init("w", w)]).SerializeToString()
+    sess, plain = InferenceSession(m), InferenceSession(m, _plain())
+    x = _x(1, 1)
+    for _ in range(4):
+        assert np.array_equal(sess.run(None, {"x": x})[0], plain.run(None, {"x": x})[0])
+    assert _ops(sess, x)[0] == ["Squeeze", "Add", "Squeeze"]

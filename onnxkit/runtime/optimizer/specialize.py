@@ -57,6 +57,8 @@ from .inline import Collision, branch_path, collapse_aliases, inline, taken_bran
 MAX_FOLDED_BYTES = 1 << 22
 #: signatures whose plans a session keeps
 CAPACITY = 8
+#: constants of at most this many elements are given to inference by value when a plan is typed again
+MAX_INFERRED_VALUES = 64
 #: record phases of one signature at most (each later one records Shape/Size nodes of inlined branches)
 ROUNDS = 4
 #: operators whose output is read off the input's shape
@@ -87,10 +89,11 @@ class _Recording:
     copies (None for a step made here); ``tried``: ids of the nodes recorded in this or an earlier
     round (none is recorded twice); ``before``: the step count of the plan specialized."""
 
-    __slots__ = ("plan", "base", "types", "seen", "where", "origin", "tried", "round", "before")
+    __slots__ = ("plan", "base", "types", "seen", "where", "origin", "tried", "round", "before", "sig")
 
-    def __init__(self, plan, base, types: dict, where: list, origin: list, tried: set, round_: int, before: int):
-        self.plan, self.base, self.types = plan, base, types
+    def __init__(self, plan, base, types: dict, where: list, origin: list, tried: set, round_: int, before: int,
+                 sig: tuple):
+        self.plan, self.base, self.types, self.sig = plan, base, types, sig
         self.where, self.origin, self.tried, self.round, self.before = where, origin, tried, round_, before
         self.seen: dict = {}  # index of the step in base -> (observed shape, computed value)
 
@@ -159,27 +162,62 @@ class Specializer:
     def _types(self, sig: tuple) -> dict:
         """``{name: Type}`` of the top-level graph, inferred with its inputs typed by ``sig``; the
         types of its subgraphs' values under ``(path, name)`` keys (the inference's paths)."""
+        return self._infer(self.model.graph, sig)
+
+    def _infer(self, g: ir.Graph, sig: tuple, typed=()) -> dict:
+        """The types of :meth:`_types` for graph ``g`` of the session's model, with ``typed``
+        value infos added to its inputs; {} where inference fails."""
         from ...inference import infer_model
 
-        g = self.model.graph
         inputs = []
         for k, vi in enumerate(g.input):
             s = sig[k] if k < len(sig) else None
             if s is not None:
                 vi = attrs.evolve(vi, type=ir.TensorType(elem_type=from_numpy_dtype(s[0]).tag, shape=ir.Shape.of(s[1])))
             inputs.append(vi)
-        model = attrs.evolve(self.model, graph=attrs.evolve(g, input=inputs))
+        model = attrs.evolve(self.model, graph=attrs.evolve(g, input=inputs + list(typed)))
         try:
             found = infer_model(model, self.registry).types
         except (OnnxkitError, ValueError, TypeError, KeyError, IndexError):  # untypable: nothing is specialized
             return {}
         return {(n if p == "" else (p, n)): t for (p, n), t in found.items()}
 
+    def _reinfer(self, sig: tuple, constants: dict, steps: list):
+        """``(types, graph)`` of the graph ``steps`` over ``constants`` form (a specialized plan
+        whose If steps were inlined), inferred again so that the values after an inlined branch
+        are typed from what it computes; each step's node is made to name its step's inputs and
+        outputs.  Small constants are initializers (inference reads their values), larger ones
+        typed inputs.  None where a constant is not a numeric numpy value or inference fails."""
+        g = self.model.graph
+        inits, typed = [], []
+        fed = {vi.name for vi in g.input}
+        for name, v in constants.items():
+            if name in fed:  # a default: the graph input it is
+                continue
+            if not isinstance(v, (np.ndarray, np.generic)) or v.dtype.kind not in "biuf":
+                return None
+            v = np.asarray(v)
+            if v.size <= MAX_INFERRED_VALUES:
+                inits.append(ir.Tensor.from_numpy(v, name=name))
+            else:
+                typed.append(ir.ValueInfo(name, ir.TensorType(elem_type=from_numpy_dtype(v.dtype).tag,
+                                                               shape=ir.Shape.of(v.shape))))
+        nodes = []
+        for s in steps:
+            node = s.node
+            if list(node.input) != list(s.inputs) or list(node.output) != list(s.outputs):
+                s.node = node = attrs.evolve(node, input=list(s.inputs), output=list(s.outputs))
+            nodes.append(node)
+        graph = attrs.evolve(g, node=nodes, initializer=inits, sparse_initializer=[], value_info=[])
+        types = self._infer(graph, sig, typed)
+        return (types, graph) if types else None
+
     def _record(self, sig: tuple) -> _Recording:
         constants, steps = self._base(sig)
         types = self._types(sig)
         where = [("", self.model.graph)] * len(steps)
-        return self._instrument(_Recording(None, (constants, steps), types, where, list(steps), set(), 1, len(steps)))
+        return self._instrument(_Recording(None, (constants, steps), types, where, list(steps), set(), 1, len(steps),
+                                           sig))
 
     def _instrument(self, rec: _Recording) -> _Recording:
         """``rec`` with its plan: the base steps, those Shape/Size steps not recorded before whose
@@ -212,6 +250,7 @@ class Specializer:
         budget = RunBudget(self.limits)
         work = [(k, step, rec.where[k], rec.origin[k]) for k, step in enumerate(steps)]
         work.reverse()  # a stack: inlined branches are pushed back in their order
+        inlined = False
         while work:
             k, step, at, root = work.pop()
             node = step.node
@@ -230,6 +269,7 @@ class Specializer:
                 pushed = self._inline(step, branch, at, known, types, taken)
                 if pushed is not None:
                     work.extend(reversed(pushed))
+                    inlined = True
                     continue
             copy = _unguarded(step, types, budget)  # a copy: the base plan's steps stay as they are
             origin[id(copy)], where[id(copy)] = root, at
@@ -244,11 +284,20 @@ class Specializer:
         plan.limits = p.limits
         plan.origins = [(s, origin[id(s)]) for s in remaining if origin[id(s)] is not None]
         plan.origin_generation = Step.generation
-        if rec.round >= ROUNDS or not any(id(s.node) not in rec.tried and _static_shape(s, types) is not None
-                                          for s in remaining):
+        if rec.round >= ROUNDS:
+            return plan, None
+        again = self._reinfer(rec.sig, folded, remaining) if inlined else None
+        if again is not None:  # the plan typed as a graph: the top level's types and paths now
+            new, graph = again
+            types = {k: t for k, t in types.items() if type(k) is str}
+            for k, t in new.items():
+                if type(k) is tuple or k not in types or _static(t):
+                    types[k] = t
+            where = {id(s): ("", graph) for s in remaining}
+        if not any(id(s.node) not in rec.tried and _static_shape(s, types) is not None for s in remaining):
             return plan, None
         again = _Recording(None, (folded, remaining), types, [where[id(s)] for s in remaining],
-                           [origin[id(s)] for s in remaining], rec.tried, rec.round + 1, rec.before)
+                           [origin[id(s)] for s in remaining], rec.tried, rec.round + 1, rec.before, rec.sig)
         return plan, self._instrument(again)
 
     @staticmethod

@@ -145,7 +145,7 @@ def test_guards_on_known_small_shapes_are_dropped_but_limits_still_hold():
 
 # -- real models and the node vectors --------------------------------------------------------------
 
-CORPUS = ("hf_gpt2_dynamo", "hf_bert_ts", "hf_whisper_dynamo", "lstm_tagger_dynamo")
+CORPUS = ("hf_gpt2_dynamo", "hf_bert_ts", "hf_whisper_dynamo", "lstm_tagger_dynamo", "silero_vad_16k_op15")
 
 
 @pytest.fixture(scope="module")
@@ -176,8 +176,8 @@ def test_corpus_model_identical_and_smaller(corpus, name):
     path, feed = str(folder / f"{name}.onnx"), load_inputs(folder, name)
     sess, plain = InferenceSession(path), InferenceSession(path, _plain())
     expected = plain.run(None, feed)
-    assert _identical(sess.run(None, feed), expected)  # the recording run
-    assert _identical(sess.run(None, feed), expected)  # the specialized plan
+    for _ in range(specialize.ROUNDS + 1):  # the recording runs (one per round), then the specialized plan
+        assert _identical(sess.run(None, feed), expected)
     ((before, after),) = sess._specializer.stats.values()
     assert after < before
 

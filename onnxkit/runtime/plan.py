@@ -55,7 +55,7 @@ class Step:
     Assigning ``fn`` (a test spying on a kernel) is seen by the next run: every plan's slot
     layout (:mod:`onnxkit.runtime.loop`) is rebuilt after any step's ``fn`` changed."""
 
-    __slots__ = ("_fn", "inputs", "outputs", "free", "scope", "node", "op", "_uses", "guard", "release")
+    __slots__ = ("_fn", "inputs", "outputs", "free", "scope", "node", "op", "_uses", "guard", "release", "subgraphs")
     #: bumped whenever a step's ``fn`` is assigned after construction (layouts made before are stale)
     generation = 0
 
@@ -70,6 +70,8 @@ class Step:
         self.op = f"{node.domain + '::' if node.domain else ''}{node.op_type}"
         self.guard = None    # the size check run before fn (onnxkit.runtime.budget), if it needs one
         self.release = ()    # names freed after this step whose bytes a guard charged
+        #: attribute name -> the plan (or list of plans) of each subgraph the node's kernel runs
+        self.subgraphs = None
 
     @property
     def fn(self):
@@ -82,7 +84,7 @@ class Step:
 
     def copy(self) -> "Step":
         step = Step(self._fn, self.inputs, self.outputs, self.node, self.scope)
-        step._uses, step.guard = self._uses, self.guard
+        step._uses, step.guard, step.subgraphs = self._uses, self.guard, self.subgraphs
         return step
 
 
@@ -509,6 +511,8 @@ class Planner:
         step.guard = guard_for(node, step.op, domain, schema, self.registry, version)
         if free:
             step._uses = tuple(free)  # outer values a subgraph reads stay alive until this node ran
+        if ctx._subgraphs:
+            step.subgraphs = dict(ctx._subgraphs)
         return step, free
 
     def _context(self, node, domain, version, schema) -> NodeContext:

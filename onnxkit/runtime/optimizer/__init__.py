@@ -18,7 +18,8 @@ pass               rewrites                                         level
 ``hardswish``      ``x * Clip(x + 3, 0, 6) / 6`` -> HardSwish        ORT_ENABLE_EXTENDED +
                    (ai.onnx from opset 14, else ``ai.onnxkit``)
 ``specialize``     a plan per input-shape signature, shape          ORT_ENABLE_BASIC +
-                   arithmetic folded (:mod:`.specialize`)
+                   arithmetic folded, an If whose condition folds
+                   replaced by its branch (:mod:`.specialize`)
 =================  ==============================================  ====================
 
 ``ORT_DISABLE_ALL`` runs none; ``ORT_ENABLE_BASIC`` the exact rewrites; from
@@ -27,7 +28,8 @@ one node that computes the same function rounded once (as onnxruntime's extended
 into its own operators).  ``specialize`` works on the plan, at run time (the session's
 :class:`~.specialize.Specializer`), the others on the graph.  Each pass is its own module
 whose docstring says why it is exact; ``conv_bn`` and ``channel_affine`` are exact up to
-rounding, ``gelu`` and ``hardswish`` within the element type's tolerance.  Subgraphs (If/Loop/Scan bodies) are left alone,
+rounding, ``gelu`` and ``hardswish`` within the element type's tolerance.  The graph passes leave
+subgraphs (If/Loop/Scan bodies) alone (planning folds their constants, :mod:`onnxkit.runtime.plan`),
 and a name read inside one is never removed or renamed; graph outputs keep their names;
 graph inputs are kept as they were.  A graph with an ai.onnx.preview.training node (Gradient
 reads the graph it is in) is planned as given.  The user's :class:`~onnxkit.ir.Model` is not changed.

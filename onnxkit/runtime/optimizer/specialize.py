@@ -28,7 +28,13 @@ Making one (two phases, so that no shape is taken on trust):
 The specialized plan computes exactly what the plan it came from computes: the same kernels on
 the same values, some of them earlier.  Only numpy-array backends (``host_arrays``) are
 specialized; feeds other than tensors (sequences, maps, optionals fed as such) use the plan as
-it is.  Nested graphs (subgraphs, function bodies) are not specialized.
+it is.  Nested graphs (subgraphs, function bodies) are not specialized as such, but an ``If``
+whose condition folds to a constant is replaced by the steps of the branch it takes
+(:mod:`.inline`), whose values inference typed in that branch's context; those steps fold in
+turn, and Shape/Size steps among them are recorded at the next run of the signature (a further
+record phase, at most :data:`ROUNDS` in all: a plan is kept once nothing is left to record).
+Identity steps left in the specialized plan are dropped where their output is read only by
+later steps, which then read its input (:func:`~.inline.collapse_aliases`).
 """
 
 from __future__ import annotations
@@ -45,11 +51,16 @@ from ...dtypes import from_numpy_dtype
 from ...errors import OnnxkitError
 from ..budget import RunBudget
 from ..plan import NON_DETERMINISTIC, GraphPlan, Planner, Step
+from .inline import Collision, branch_path, collapse_aliases, inline, taken_branch
 
 #: the most bytes one folded value may take (a larger one stays a node: memory per signature)
 MAX_FOLDED_BYTES = 1 << 22
 #: signatures whose plans a session keeps
 CAPACITY = 8
+#: constants of at most this many elements are given to inference by value when a plan is typed again
+MAX_INFERRED_VALUES = 64
+#: record phases of one signature at most (each later one records Shape/Size nodes of inlined branches)
+ROUNDS = 4
 #: operators whose output is read off the input's shape
 SHAPE_OPS = frozenset({"Shape", "Size"})
 #: size-guard kinds whose bound reads only the inputs' shapes
@@ -70,12 +81,20 @@ def signature(values: list) -> Optional[tuple]:
 
 
 class _Recording:
-    """The record phase of one signature: the instrumented plan and what its nodes saw."""
+    """A record phase of one signature: the instrumented plan and what its nodes saw.
 
-    __slots__ = ("plan", "base", "types", "seen")
+    ``base``: the ``(constants, steps)`` recorded; ``where``: per base step, ``(path, graph)`` of
+    the graph its node belongs to (the inference path, '' for the top level, and the
+    :class:`~onnxkit.ir.Graph`); ``origin``: per base step, the step of the session's plans it
+    copies (None for a step made here); ``tried``: ids of the nodes recorded in this or an earlier
+    round (none is recorded twice); ``before``: the step count of the plan specialized."""
 
-    def __init__(self, plan, base, types: dict):
-        self.plan, self.base, self.types = plan, base, types
+    __slots__ = ("plan", "base", "types", "seen", "where", "origin", "tried", "round", "before", "sig")
+
+    def __init__(self, plan, base, types: dict, where: list, origin: list, tried: set, round_: int, before: int,
+                 sig: tuple):
+        self.plan, self.base, self.types, self.sig = plan, base, types, sig
+        self.where, self.origin, self.tried, self.round, self.before = where, origin, tried, round_, before
         self.seen: dict = {}  # index of the step in base -> (observed shape, computed value)
 
 
@@ -111,16 +130,21 @@ class Specializer:
 
     def complete(self, sig: tuple, plan):
         """After a successful run of the recording ``plan`` of ``sig``: make, keep and return its
-        specialized plan (None if another thread did)."""
+        specialized plan (None if another thread did).  Where folding inlined a branch whose
+        Shape/Size nodes can be recorded in turn, the plan returned records them at the next run
+        of ``sig`` (a further round, at most :data:`ROUNDS` in all) and is not kept yet."""
         with self._lock:
             rec = self._recording.get(sig)
             if rec is None or rec.plan is not plan:
                 return None
             del self._recording[sig]
-        special = self._fold(rec)
+        special, again = self._fold(rec)
         with self._lock:
+            if again is not None:
+                self._recording[sig] = again
+                return again.plan
             self._plans[sig] = special
-            self.stats[sig] = (len(rec.base[1]), len(special.steps))
+            self.stats[sig] = (rec.before, len(special.steps))
             while len(self._plans) > self.capacity:
                 old, _ = self._plans.popitem(last=False)
                 self.stats.pop(old, None)
@@ -136,29 +160,73 @@ class Specializer:
         return plan.constants, plan.steps
 
     def _types(self, sig: tuple) -> dict:
-        """``{name: Type}`` of the top-level graph, inferred with its inputs typed by ``sig``."""
+        """``{name: Type}`` of the top-level graph, inferred with its inputs typed by ``sig``; the
+        types of its subgraphs' values under ``(path, name)`` keys (the inference's paths)."""
+        return self._infer(self.model.graph, sig)
+
+    def _infer(self, g: ir.Graph, sig: tuple, typed=()) -> dict:
+        """The types of :meth:`_types` for graph ``g`` of the session's model, with ``typed``
+        value infos added to its inputs; {} where inference fails."""
         from ...inference import infer_model
 
-        g = self.model.graph
         inputs = []
         for k, vi in enumerate(g.input):
             s = sig[k] if k < len(sig) else None
             if s is not None:
                 vi = attrs.evolve(vi, type=ir.TensorType(elem_type=from_numpy_dtype(s[0]).tag, shape=ir.Shape.of(s[1])))
             inputs.append(vi)
-        model = attrs.evolve(self.model, graph=attrs.evolve(g, input=inputs))
+        model = attrs.evolve(self.model, graph=attrs.evolve(g, input=inputs + list(typed)))
         try:
-            return infer_model(model, self.registry).graph("")
+            found = infer_model(model, self.registry).types
         except (OnnxkitError, ValueError, TypeError, KeyError, IndexError):  # untypable: nothing is specialized
             return {}
+        return {(n if p == "" else (p, n)): t for (p, n), t in found.items()}
+
+    def _reinfer(self, sig: tuple, constants: dict, steps: list):
+        """``(types, graph)`` of the graph ``steps`` over ``constants`` form (a specialized plan
+        whose If steps were inlined), inferred again so that the values after an inlined branch
+        are typed from what it computes; each step's node is made to name its step's inputs and
+        outputs.  Small constants are initializers (inference reads their values), larger ones
+        typed inputs.  None where a constant is not a numeric numpy value or inference fails."""
+        g = self.model.graph
+        inits, typed = [], []
+        fed = {vi.name for vi in g.input}
+        for name, v in constants.items():
+            if name in fed:  # a default: the graph input it is
+                continue
+            if not isinstance(v, (np.ndarray, np.generic)) or v.dtype.kind not in "biuf":
+                return None
+            v = np.asarray(v)
+            if v.size <= MAX_INFERRED_VALUES:
+                inits.append(ir.Tensor.from_numpy(v, name=name))
+            else:
+                typed.append(ir.ValueInfo(name, ir.TensorType(elem_type=from_numpy_dtype(v.dtype).tag,
+                                                               shape=ir.Shape.of(v.shape))))
+        nodes = []
+        for s in steps:
+            node = s.node
+            if list(node.input) != list(s.inputs) or list(node.output) != list(s.outputs):
+                s.node = node = attrs.evolve(node, input=list(s.inputs), output=list(s.outputs))
+            nodes.append(node)
+        graph = attrs.evolve(g, node=nodes, initializer=inits, sparse_initializer=[], value_info=[])
+        types = self._infer(graph, sig, typed)
+        return (types, graph) if types else None
 
     def _record(self, sig: tuple) -> _Recording:
         constants, steps = self._base(sig)
         types = self._types(sig)
-        rec = _Recording(None, (constants, steps), types)
+        where = [("", self.model.graph)] * len(steps)
+        return self._instrument(_Recording(None, (constants, steps), types, where, list(steps), set(), 1, len(steps),
+                                           sig))
+
+    def _instrument(self, rec: _Recording) -> _Recording:
+        """``rec`` with its plan: the base steps, those Shape/Size steps not recorded before whose
+        input inference types statically replaced by copies that record what they see."""
+        constants, steps = rec.base
         copies = []
         for k, step in enumerate(steps):
-            if _static_shape(step, types) is not None:
+            if id(step.node) not in rec.tried and _static_shape(step, rec.types) is not None:
+                rec.tried.add(id(step.node))
                 step = step.copy()
                 step.free, step.release = steps[k].free, steps[k].release
                 step._fn = _recorder(step._fn, k, rec.seen)  # a new step: no layout to invalidate
@@ -169,16 +237,24 @@ class Specializer:
         return rec
 
     # -- fold -------------------------------------------------------------------------------
-    def _fold(self, rec: _Recording):
+    def _fold(self, rec: _Recording) -> tuple:
+        """``(plan, again)``: the specialized plan of ``rec``, and the recording of a further round
+        (None when no inlined Shape/Size step is left to record, or after :data:`ROUNDS`)."""
         constants, steps = rec.base
         known = dict(constants)
-        types = rec.types
+        types = dict(rec.types)
         remaining = []
-        origin: dict = {}  # id of a copy -> the step of the base plan it copies
+        origin: dict = {}  # id of a copy -> the step of the session's plans it copies, or None
+        where: dict = {}   # id of a copy -> (path, graph) of its node
+        taken = _names(constants, steps, self.plan)
         budget = RunBudget(self.limits)
-        for k, step in enumerate(steps):
+        work = [(k, step, rec.where[k], rec.origin[k]) for k, step in enumerate(steps)]
+        work.reverse()  # a stack: inlined branches are pushed back in their order
+        inlined = False
+        while work:
+            k, step, at, root = work.pop()
             node = step.node
-            seen = rec.seen.get(k)
+            seen = rec.seen.get(k) if k is not None else None
             if seen is not None and seen[0] == _static_shape(step, types):
                 _set(known, step, seen[1])
                 continue
@@ -188,20 +264,76 @@ class Specializer:
                 if out is not None:
                     _set(known, step, out)
                     continue
+            branch = taken_branch(step, known) if step.scope else None
+            if branch is not None:
+                pushed = self._inline(step, branch, at, known, types, taken)
+                if pushed is not None:
+                    work.extend(reversed(pushed))
+                    inlined = True
+                    continue
             copy = _unguarded(step, types, budget)  # a copy: the base plan's steps stay as they are
-            origin[id(copy)] = step
+            origin[id(copy)], where[id(copy)] = root, at
             remaining.append(copy)
         keep = set(self.plan.output_names)
-        remaining = _live(remaining, keep, types)
+        remaining = _live(collapse_aliases(remaining, keep), keep, types)
         used = {n for s in remaining for n in (*s.inputs, *s._uses)} | keep
         folded = {n: v for n, v in known.items() if n in used}
         Planner._lifetimes(remaining, keep)
         p = self.plan
         plan = GraphPlan(p.name, p.input_names, p.output_names, folded, remaining, p.free_vars, p.defaults)
         plan.limits = p.limits
-        plan.origins = [(s, origin[id(s)]) for s in remaining]
+        plan.origins = [(s, origin[id(s)]) for s in remaining if origin[id(s)] is not None]
         plan.origin_generation = Step.generation
-        return plan
+        if rec.round >= ROUNDS:
+            return plan, None
+        again = self._reinfer(rec.sig, folded, remaining) if inlined else None
+        if again is not None:  # the plan typed as a graph: the top level's types and paths now
+            new, graph = again
+            types = {k: t for k, t in types.items() if type(k) is str}
+            for k, t in new.items():
+                if type(k) is tuple or k not in types or _static(t):
+                    types[k] = t
+            where = {id(s): ("", graph) for s in remaining}
+        if not any(id(s.node) not in rec.tried and _static_shape(s, types) is not None for s in remaining):
+            return plan, None
+        again = _Recording(None, (folded, remaining), types, [where[id(s)] for s in remaining],
+                           [origin[id(s)] for s in remaining], rec.tried, rec.round + 1, rec.before, rec.sig)
+        return plan, self._instrument(again)
+
+    @staticmethod
+    def _inline(step, branch: str, at: tuple, known: dict, types: dict, taken: set):
+        """The work items replacing the If ``step`` by its ``branch`` (:mod:`.inline`), its
+        constant outputs added to ``known`` and its branch's types to ``types``; None where the
+        branch's names collide with the plan's."""
+        plan = step.subgraphs[branch]
+        try:
+            steps, origins, constants, renamed = inline(step, plan, taken)
+        except Collision:
+            return None
+        path, graph = branch_path(step, branch, *at)
+        if path is not None:
+            for key, t in list(types.items()):
+                if type(key) is tuple and key[0] == path:
+                    types[key[1]] = t
+        for name, b in renamed.items():
+            t = types.get(b)
+            if t is not None:
+                types[name] = t
+            else:
+                types.pop(name, None)  # the If's merged type no longer describes it
+        known.update(constants)
+        return [(None, s, (path, graph), o) for s, o in zip(steps, origins)]
+
+
+def _names(constants: dict, steps: list, plan) -> set:
+    """Every name ``steps`` over ``constants`` read or write, and the plan's inputs, outputs and free names."""
+    names = set(constants) | set(plan.input_names) | set(plan.output_names) | set(plan.free_vars)
+    for s in steps:
+        names.update(s.inputs)
+        names.update(s.outputs)
+        names.update(s._uses)
+    names.discard("")
+    return names
 
 
 #: operators that can fail on their input values alone (integer division by zero): never dropped unread

@@ -2,13 +2,19 @@
 which holds the rules and the attribute parsing): float -> integer by one ``astype`` to int64
 where numpy's cast raises no 'invalid' floating-point flag (every value finite and within
 int64); otherwise, and for every other conversion, the portable body (its careful wrap of
-out-of-range values costs about ten passes)."""
+out-of-range values costs about ten passes).
+
+Cast between the numpy-native types whose portable rule is one ``astype`` (integer or bool to
+integer or float, float32/float64 to float32/float64) or none (the same type: the input
+itself) is decided once per node and input type and made directly, without the portable
+body's per-call type dispatch (1.5 -> 0.5 us on a small tensor); every other pair, and
+CastLike, keeps the path above."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, element_type
 from onnxkit_default_domain.kernels import cast as portable
 
 KERNELS = KernelTable()
@@ -26,9 +32,47 @@ def _values(xp, x, dtype):
     return portable.cast_values(xp, x, dtype)
 
 
+#: the numpy-native element types of the direct conversions
+_NATIVE = frozenset(np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                                          np.uint32, np.uint64, np.float32, np.float64))
+
+
+def _same(x):
+    return x
+
+
+def direct(src: np.dtype, dst: np.dtype):
+    """``f(x)`` converting ``src`` to ``dst`` as :func:`~onnxkit_default_domain.kernels.cast.cast_values`
+    does where its rule is one ``astype`` or nothing; None for the other pairs (to bool, float
+    to integer, a type outside :data:`_NATIVE`)."""
+    if src not in _NATIVE or dst not in _NATIVE:
+        return None
+    if src == dst:
+        return _same
+    if dst.kind == "b" or (src.kind == "f" and dst.kind in "iu"):
+        return None
+    return lambda x: x.astype(dst)
+
+
 @KERNELS.register("Cast", 1, 6, 9, 13, 19, 21, 23, 24, 25, 28)
 def cast(ctx):
-    return portable.cast(ctx, values=_values)
+    other = portable.cast(ctx, values=_values)
+    dst = np.dtype(element_type(portable.cast_target(ctx)).dtype)
+    if dst not in _NATIVE:
+        return other
+    by_source: dict = {}
+
+    def run(x):
+        if type(x) is np.ndarray:
+            src = x.dtype
+            fn = by_source.get(src)
+            if fn is None:
+                fn = direct(src, dst) or other
+                if len(by_source) < 16:
+                    by_source[src] = fn
+            return fn(x)
+        return other(x)
+    return run
 
 
 @KERNELS.register("CastLike", 15, 19, 21, 23, 24, 25)

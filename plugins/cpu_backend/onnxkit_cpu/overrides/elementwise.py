@@ -10,7 +10,11 @@ elementwise.py``, which holds the rules and the attribute parsing):
 * Clip by one ``np.clip`` pass (numpy's clip is min(max(x, lo), hi), the ONNX rule, lo > hi
   included) instead of maximum-then-minimum;
 * Sum and Mean of three or more inputs accumulate into the first partial result (``out=``)
-  instead of allocating one array per input.
+  instead of allocating one array per input;
+* Pow of a float32/float64 base by a one-element float32/float64 exponent 2, 3 or 0.5 (the
+  portable :func:`~onnxkit_default_domain.kernels.elementwise.small_power`: ``x * x``,
+  ``x * x * x``, ``sqrt(x)``) without the portable body's per-call type dispatch and host
+  read, warnings off; every other Pow is the portable kernel's.
 """
 
 from __future__ import annotations
@@ -124,3 +128,35 @@ def sum_(ctx):
 @KERNELS.register("Mean", 1, 6, 8, 13)
 def mean(ctx):
     return portable.mean(ctx, fold=_fold_in_place)
+
+
+# -- Pow ---------------------------------------------------------------------------------------
+def _square(x):
+    return np.multiply(x, x, out=...)
+
+
+def _cube(x):
+    r = np.multiply(x, x, out=...)
+    return np.multiply(r, x, out=r)
+
+
+def _root(x):
+    return np.sqrt(x, out=...)
+
+
+_SMALL_POWERS = {2.0: portable.quiet(_square), 3.0: portable.quiet(_cube), 0.5: portable.quiet(_root)}
+
+
+@KERNELS.register("Pow", *sorted(v for (_, op, v) in portable.KERNELS if op == "Pow"))
+def pow_(ctx):
+    other = portable.pow_(ctx)
+    if portable.legacy_align(ctx) is not None:
+        return other
+
+    def run(x, y):
+        if x.dtype in _FLOATS and type(y) is np.ndarray and y.size == 1 and y.dtype in _FLOATS and y.ndim <= x.ndim:
+            fn = _SMALL_POWERS.get(y.item())
+            if fn is not None:
+                return fn(x)
+        return other(x, y)
+    return run

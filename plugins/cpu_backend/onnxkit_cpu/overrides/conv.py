@@ -89,6 +89,13 @@ def kept(v, derived) -> bool:
     return not v.flags.writeable or np.may_share_memory(derived, v)
 
 
+def frozen(a):
+    """A read-only view of ``a`` (``a`` itself unchanged)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def tiles(plan) -> bool:
     """Whether the windows of ``plan`` tile its input: one group, kernel = stride (more than
     one tap), dilation 1, no pads."""
@@ -191,6 +198,7 @@ class Planes:
             if b is not None:
                 wb = np.concatenate([wb, b1.reshape(self.w_shape[:-1] + (1,))], axis=-1)
                 keep = not w.flags.writeable and not b.flags.writeable
+        w4, b1 = frozen(w4), frozen(b1)         # one numba signature whether W / B are initializers or not
         if keep:
             self.cache = (w, b, (w4, b1, wb))
         return w4, b1, wb

@@ -60,8 +60,8 @@ def session(x, w, b, attrs, constants=("w", "b")):
     arrays = {"x": x, "w": w, "b": b}
     given = [n for n in arrays if arrays[n] is not None]
     inits = [numpy_helper.from_array(arrays[n], n) for n in given if n in constants]
-    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(arrays[n].dtype), [None] * arrays[n].ndim)
-              for n in given if n not in constants]
+    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), [None] * v.ndim)
+              for n, v in arrays.items() if v is not None and n not in constants]
     y = helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(x.dtype), None)
     graph = helper.make_graph([helper.make_node("Conv", given, ["y"], **attrs)], "g", inputs, [y], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -151,6 +151,8 @@ EDGES = [
     ((2, 3, 9, 7), (4, 3, 3, 2), dict(pads=[2, 0, 1, 3], strides=[2, 1], dilations=[1, 2])),
     ((1, 4, 8, 8), (5, 4, 3, 3), dict(pads=[-1, 0, 1, -1])),
     ((1, 2, 5, 5), (3, 2, 2, 2), dict()),                                                  # no pads
+    ((1, 2, 3, 1), (2, 1, 2, 2), dict(pads=[1, -1, 0, 2], group=2)),                      # columns all cropped
+    ((1, 2, 3, 1), (4, 2, 2, 2), dict(pads=[1, -1, 0, 2])),
 ]
 
 

@@ -52,7 +52,7 @@ def layout(padded, lo, inner, kernel, strides, dil, out_shape, depthwise: bool) 
     (``padded``, ``lo``, ``inner``: the padded extents, the pads before and the interior
     extents; the others the plan's).  ``offs`` (``uint64``) holds the offsets in the phases
     of each tap ``(kh, kw)`` (``KH * KW``), of each interior row's column 0 (``inner[0]``)
-    and of the interior's first ``min(sw, inner[1])`` columns in row 0; ``acc`` is unused
+    and of the interior's first ``min(sw, inner[1])`` columns (one at least) in row 0; ``acc`` is unused
     (size 1) for im2col."""
     (ph, pw), (sh, sw), (dh, dw) = padded, strides, dil
     pws, phs = -(-pw // sw), -(-ph // sh)
@@ -63,7 +63,7 @@ def layout(padded, lo, inner, kernel, strides, dil, out_shape, depthwise: bool) 
 
     offs = [at(kh * dh, kw * dw) for kh in range(kernel[0]) for kw in range(kernel[1])]
     offs += [at(lo[0] + r, 0) for r in range(inner[0])]
-    offs += [at(0, lo[1] + j) for j in range(min(sw, inner[1]))]
+    offs += [at(0, lo[1] + j) for j in range(max(1, min(sw, inner[1])))]      # one at least: read, unused
     acc = -(-out_shape[0] * pws // RUN) * RUN if depthwise else 1
     size = sh * sw * plane + (kernel[1] - 1) * dw // sw + 1 + max(0, acc - out_shape[0] * pws)
     return np.array(offs, dtype=np.uint64), size, acc, pws

@@ -253,7 +253,8 @@ class Prepared:
             self.patches = Patches(plan, in_shape, ct, self.local)
             return
         depthwise = cg == 1 and group > 1
-        if fn is not None and nd <= 2 and ct == out_dtype and ct in _COMPILED and (depthwise or (nd == 2 and plan.out_shape[0] > 1)):
+        compiled = fn is not None and nd <= 2 and ct == out_dtype and ct in _COMPILED
+        if compiled and (depthwise or (nd == 2 and plan.out_shape[0] > 1)):
             self.kind = "planes"
             self.planes = Planes(fn, plan, in_shape, lo, inner, padded, ct, self.local, depthwise, bias)
             return

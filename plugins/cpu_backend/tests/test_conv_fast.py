@@ -23,8 +23,20 @@ from onnx import TensorProto, helper  # noqa: E402
 
 from onnxkit.errors import OnnxkitError  # noqa: E402
 from onnxkit.runtime import InferenceSession  # noqa: E402
+from onnxkit_cpu import compiled  # noqa: E402
 
 RNG = np.random.default_rng(1414)
+
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def bodies(request):
+    """Every test twice: as planned by default (the compiled Conv loop where numba is there:
+    test_compiled_conv.py) and under ``compiled.disabled()`` (the numpy bodies)."""
+    if request.param == "compiled":
+        yield
+        return
+    with compiled.disabled():
+        yield
 
 
 def randn(*shape, dtype=np.float32):

@@ -280,9 +280,15 @@ def test_large_steps_and_other_types_keep_the_numpy_path(spy):
         np.testing.assert_allclose(g, w, rtol=1e-2, atol=1e-2)
 
 
-def test_bad_sequence_lens_fail_naming_the_node(spy):
+@pytest.mark.parametrize("layout", [0, 1])
+def test_bad_lengths_and_states_fail_naming_the_node(spy, layout):
     rng = np.random.default_rng(2)
-    ins = inputs_for("LSTM", rng, np.float32, lens=[5, 6, 1])
+    ins = inputs_for("LSTM", rng, np.float32, lens=[5, 6, 1], layout=layout)
     with pytest.raises(OnnxkitError, match=r"sequence_lens must hold 3 lengths in \[0, 5\]"):
-        run("LSTM", ins, hidden_size=6)
+        run("LSTM", ins, hidden_size=6, layout=layout)
+    for k in (5, 6):                  # an initial state of one batch entry (numpy would broadcast it)
+        bad = inputs_for("LSTM", rng, np.float32, layout=layout)
+        bad[k] = bad[k][:1] if layout else bad[k][:, :1]
+        with pytest.raises(OnnxkitError, match="initial state must have shape"):
+            run("LSTM", bad, hidden_size=6, layout=layout)
     assert spy.calls == 0

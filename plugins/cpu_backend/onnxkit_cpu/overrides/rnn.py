@@ -176,7 +176,7 @@ class _Layer:
         s, ct = self.s, X.dtype.type
         lay = s.layout
         seq = X.transpose(1, 0, 2) if lay else X
-        H = self.hidden(seq, W, R, B, [None if h is None or not lay else h.transpose(1, 0, 2) for h in states])
+        H = self.hidden(seq, W, R, B, [h if h is None or not lay else h.transpose(1, 0, 2) for h in states])
         T, Bn, I = seq.shape
         D, G = s.num_dirs, self.gates * H
         wt, bias, rt, rbh = self.flattened(self.prepared(W, R, B, H, ct), D, I, G, H)

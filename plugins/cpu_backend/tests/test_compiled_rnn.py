@@ -292,3 +292,15 @@ def test_bad_lengths_and_states_fail_naming_the_node(spy, layout):
         with pytest.raises(OnnxkitError, match="initial state must have shape"):
             run("LSTM", bad, hidden_size=6, layout=layout)
     assert spy.calls == 0
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_hidden_or_input_size_zero(spy, op):
+    rng = np.random.default_rng(4)
+    for H, I in ((0, 4), (3, 0)):
+        ins = inputs_for(op, rng, np.float32, D=2, H=H, I=I, lens=[5, 0, 2])
+        got = run(op, ins, direction="bidirectional", hidden_size=H)
+        want = reference(op, ins, direction="bidirectional")
+        for g, w in zip(got, want):
+            assert_close(g, w.astype(np.float32), np.float32, f"H={H} I={I}")
+    assert spy.calls == 2

@@ -38,7 +38,7 @@ rounded to ``ct`` where the numpy body stores them), except:
 * ``tanh`` (which also makes every sigmoid) is the polynomial in ``tanh`` below, in float64:
   correctly rounded to float32 at every float32 tested (numpy's float32 SIMD tanh: within
   1.3 ulp, wrong in ~15% of them), within ~4 ulp in float64 (numpy's: ~1 ulp).  libm's
-  scalar ``tanh`` costs 20-30 ns an element here; this one vectorizes (~1.5 ns);
+  scalar ``tanh`` costs 20-30 ns an element here; this one vectorizes (~2 ns);
 * ``fastmath={"contract"}`` only: LLVM may fuse a product and the sum that uses it into
   one fused multiply-add, rounded once instead of twice (in the polynomial, the recurrent
   sums and the state updates ``f * c + i * c~``, ``(1 - z) * h~ + z * h``): never less
@@ -49,6 +49,10 @@ reference (``tests/test_compiled_rnn.py``).
 
 NaN propagates (a NaN input gives NaN gates, states and outputs as in numpy), ``tanh(±inf) =
 ±1``, ``tanh(-0.0) = -0.0``.  Nothing is allocated; nothing raises.
+
+One function serves the four cells (``cell`` is an argument, not a signature): two
+signatures in all, float32 and float64; the first compilation of each takes a few seconds
+(on a loaded machine up to ~7 s), then numba's disk cache loads it.
 """
 
 from __future__ import annotations

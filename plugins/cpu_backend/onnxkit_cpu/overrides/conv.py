@@ -53,6 +53,7 @@ from onnxkit.plugin import KernelTable
 
 from onnxkit_default_domain.kernels import conv as portable
 from onnxkit_default_domain.kernels._common import compute_dtype
+from onnxkit_default_domain.kernels.elementwise import quiet
 
 from ..compiled import conv as loops
 from .conv_depthwise import Depthwise, PaddedWindows, Scratch, pad_layout, window_view
@@ -346,6 +347,45 @@ class Prepared:
         return y if y.dtype == self.out_dtype else y.astype(self.out_dtype)
 
 
+def _add_in_place(a, b, out):
+    np.add(a, b, out=out)
+
+
+#: ``out = a + b`` with numpy's floating-point warnings off, as the cpu Add
+_add_quiet = quiet(_add_in_place)
+
+
+def epilogue(conv_run, ops):
+    """The fused kernel of a Conv and its ``ops`` (:mod:`onnxkit.runtime.optimizer.epilogue`:
+    ``("Add", fn, side)`` and/or ``("Relu", fn, None)``, in order): ``conv_run(x, w, b)`` ->
+    ``(y, whether y is this kernel's own fresh array)``.  On a fresh float32/float64 ``y`` the
+    Add (same shape and dtype operand, operands in the graph's order) and the Relu
+    (``np.maximum(y, 0)``, as the cpu Relu) are computed in place; otherwise the consumers'
+    own kernels ``fn`` run (the same result, by construction)."""
+    add = ops[0] if ops[0][0] == "Add" else None
+    relu = ops[-1][1] if ops[-1][0] == "Relu" else None
+    if add is None:
+        def fused_relu(x, w, b=None):
+            y, own = conv_run(x, w, b)
+            if own and y.dtype in _COMPILED:
+                return np.maximum(y, 0, out=y)
+            return relu(y)
+        return fused_relu
+    add_fn, side = add[1], add[2]
+
+    def fused_add(x, w, b, r):
+        y, own = conv_run(x, w, b)
+        if own and type(r) is np.ndarray and r.dtype is y.dtype and r.shape == y.shape and y.dtype in _COMPILED:
+            if side:
+                _add_quiet(r, y, y)
+            else:
+                _add_quiet(y, r, y)
+            return y if relu is None else np.maximum(y, 0, out=y)
+        y = add_fn(r, y) if side else add_fn(y, r)
+        return y if relu is None else relu(y)
+    return fused_add
+
+
 @KERNELS.register("Conv", 1, 11, 22)
 def conv(ctx):
     xp = ctx.xp
@@ -357,18 +397,27 @@ def conv(ctx):
     def prepare(key, x, w, b):
         _, plan, ct, _ = portable.prepare(ctx, xp, allowed, plans, x, w, b)     # the checks, once per key
         p = Prepared(plan, [int(d) for d in x.shape[2:]], ct, x.dtype, fn, b is not None)
+        call = p.planes if p.kind == "planes" else (None if p.kind == "portable" else p)
         if len(known) > 64:
             known.clear()
-        known[key] = p
-        return p
+        known[key] = call
+        return call
 
     def run(x, w, b=None):
         key = (x.shape, x.dtype, w.shape, w.dtype, None if b is None else (b.shape, b.dtype))
-        p = known.get(key)
-        if p is None:
-            p = prepare(key, x, w, b)
-        if p.kind == "portable":
-            return fallback(x, w, b)
-        return p(x, w, b)
+        call = known.get(key, prepare)
+        if call is prepare:
+            call = prepare(key, x, w, b)
+        return fallback(x, w, b) if call is None else call(x, w, b)
 
+    def owned(x, w, b):
+        """``(Y, whether Y is a fresh array of this kernel's own)``: the portable path's may not be."""
+        key = (x.shape, x.dtype, w.shape, w.dtype, None if b is None else (b.shape, b.dtype))
+        call = known.get(key, prepare)
+        if call is prepare:
+            call = prepare(key, x, w, b)
+        return (fallback(x, w, b), False) if call is None else (call(x, w, b), True)
+
+    run.fuse_epilogue = lambda ops: epilogue(owned, ops)
+    run.epilogue_inputs = 3
     return run

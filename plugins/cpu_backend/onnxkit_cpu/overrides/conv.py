@@ -355,32 +355,43 @@ def _add_in_place(a, b, out):
 _add_quiet = quiet(_add_in_place)
 
 
-def epilogue(conv_run, ops):
+_F32, _F64 = _COMPILED
+
+
+def epilogue(lookup, fallback, ops):
     """The fused kernel of a Conv and its ``ops`` (:mod:`onnxkit.runtime.optimizer.epilogue`:
-    ``("Add", fn, side)`` and/or ``("Relu", fn, None)``, in order): ``conv_run(x, w, b)`` ->
-    ``(y, whether y is this kernel's own fresh array)``.  On a fresh float32/float64 ``y`` the
-    Add (same shape and dtype operand, operands in the graph's order) and the Relu
-    (``np.maximum(y, 0)``, as the cpu Relu) are computed in place; otherwise the consumers'
-    own kernels ``fn`` run (the same result, by construction)."""
+    ``("Add", fn, side)`` and/or ``("Relu", fn, None)``, in order).  ``lookup(x, w, b)``: the
+    node's prepared call for the inputs' key (None: the portable ``fallback``, whose result
+    may not be a fresh array of this kernel's own).  On a prepared call's float32/float64
+    result (always fresh) the Add (an operand of the same shape and dtype, operands in the
+    graph's order) and the Relu (``np.maximum(y, 0)``, as the cpu Relu) are computed in
+    place; otherwise the consumers' own kernels ``fn`` run (the same result, by construction)."""
     add = ops[0] if ops[0][0] == "Add" else None
     relu = ops[-1][1] if ops[-1][0] == "Relu" else None
     if add is None:
         def fused_relu(x, w, b=None):
-            y, own = conv_run(x, w, b)
-            if own and y.dtype in _COMPILED:
-                return np.maximum(y, 0, out=y)
-            return relu(y)
+            call = lookup(x, w, b)
+            if call is None:
+                return relu(fallback(x, w, b))
+            y = call(x, w, b)
+            dt = y.dtype
+            return np.maximum(y, 0, out=y) if dt is _F32 or dt is _F64 else relu(y)
         return fused_relu
     add_fn, side = add[1], add[2]
 
     def fused_add(x, w, b, r):
-        y, own = conv_run(x, w, b)
-        if own and type(r) is np.ndarray and r.dtype is y.dtype and r.shape == y.shape and y.dtype in _COMPILED:
-            if side:
-                _add_quiet(r, y, y)
-            else:
-                _add_quiet(y, r, y)
-            return y if relu is None else np.maximum(y, 0, out=y)
+        call = lookup(x, w, b)
+        if call is None:
+            y = fallback(x, w, b)
+        else:
+            y = call(x, w, b)
+            dt = y.dtype
+            if (dt is _F32 or dt is _F64) and type(r) is np.ndarray and r.dtype is dt and r.shape == y.shape:
+                if side:
+                    _add_quiet(r, y, y)
+                else:
+                    _add_quiet(y, r, y)
+                return y if relu is None else np.maximum(y, 0, out=y)
         y = add_fn(r, y) if side else add_fn(y, r)
         return y if relu is None else relu(y)
     return fused_add
@@ -403,6 +414,12 @@ def conv(ctx):
         known[key] = call
         return call
 
+    def lookup(x, w, b):
+        """The prepared call of the inputs' key (None: the portable kernel)."""
+        key = (x.shape, x.dtype, w.shape, w.dtype, None if b is None else (b.shape, b.dtype))
+        call = known.get(key, prepare)
+        return prepare(key, x, w, b) if call is prepare else call
+
     def run(x, w, b=None):
         key = (x.shape, x.dtype, w.shape, w.dtype, None if b is None else (b.shape, b.dtype))
         call = known.get(key, prepare)
@@ -410,14 +427,6 @@ def conv(ctx):
             call = prepare(key, x, w, b)
         return fallback(x, w, b) if call is None else call(x, w, b)
 
-    def owned(x, w, b):
-        """``(Y, whether Y is a fresh array of this kernel's own)``: the portable path's may not be."""
-        key = (x.shape, x.dtype, w.shape, w.dtype, None if b is None else (b.shape, b.dtype))
-        call = known.get(key, prepare)
-        if call is prepare:
-            call = prepare(key, x, w, b)
-        return (fallback(x, w, b), False) if call is None else (call(x, w, b), True)
-
-    run.fuse_epilogue = lambda ops: epilogue(owned, ops)
+    run.fuse_epilogue = lambda ops: epilogue(lookup, fallback, ops)
     run.epilogue_inputs = 3
     return run

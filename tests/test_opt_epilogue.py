@@ -73,6 +73,16 @@ def test_add_operand_computed_after_the_conv():
     assert ops(s) == ["Neg", "Conv"]
 
 
+def test_add_of_two_convs_taken_by_the_first_only():
+    """Add(Conv, Conv) (a ResNet block's residual with a downsample conv): one producer takes it."""
+    second = helper.make_node("Conv", ["x", "w"], ["d"], pads=[1, 1, 1, 1])
+    for tail in ([], [helper.make_node("Relu", ["a"], ["y"])]):
+        out = "a" if tail else "y"
+        nodes = [conv(), second, helper.make_node("Add", ["c", "d"], [out])] + tail
+        s, _, _ = sessions(build(nodes), XF)
+        assert ops(s) == ["Conv", "Conv"] and s.plan.steps[1].inputs == ["x", "w", "b", "d"]
+
+
 def test_conv_without_bias_and_add_alone():
     nodes = [conv(bias=False), helper.make_node("Add", ["c", "r"], ["y"])]
     s, _, _ = sessions(build(nodes, (X, R)), FEED)

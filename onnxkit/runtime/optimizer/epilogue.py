@@ -19,25 +19,36 @@ the kernel's result (and the other operand) computes — it may do so in place o
 made itself and owns (its fresh output), and otherwise must call ``fn`` (e.g. a broadcasting
 or mixed-type Add, a value that is not a numpy array).
 
-**When it applies.**  A step ``P`` (one output ``y``) whose kernel offers ``fuse_epilogue``,
-followed by a step ``C`` of the default domain (``Relu``, or ``Add`` followed in turn by a
-``Relu`` under the same rule, or an ``Add`` alone) where ``y`` is read by ``C`` once and by no
-other step, is not a graph output, not read by any subgraph (``_uses``), and neither step has a scope or
-subgraphs (nor ``P`` a size guard).  A consumer's own size guard (Add's broadcasting bound)
-runs inside its ``fn`` (:func:`guarded`: the bytes are released as soon as it returned, so a
-run's budget counts them only while the consumer runs; the in-place path allocates nothing).  The fused step takes the place of the last consumer (where Add's other operand has been
-computed; ``P``'s inputs were there before ``P``, and nothing between reads ``y``), and ``P``
-and the other consumers are removed.  Its inputs: ``P``'s (padded
-with ``""`` to ``pad`` inputs, where ``P`` reads fewer than its last optional one, then
-Add's other operand); its output ``C``'s (or the Relu's); its node ``P``'s with that output
-(errors and profiling name ``P``'s node).  The value ``y`` is never stored.  Lifetimes
-are computed again.  Both the plan and its variant with folded defaults are rewritten; the
-graph (and so the ``specialize`` pass, which starts from the plan) sees the fused steps.
+**When it applies** (the top-level plan only).  A step ``P`` with one output ``y``, whose
+kernel offers ``fuse_epilogue`` and which has no size guard, scope or subgraph, followed by a
+step ``C`` of the default domain — ``Relu``, ``Add`` (then a ``Relu`` under the same rule, if
+there is one) — where ``y`` is read by ``C`` once and by nothing else (no other step, no
+subgraph through ``_uses``, not a graph output), ``C`` having no scope or subgraph.  A
+consumer's own size guard (Add's broadcasting bound) runs inside the ``fn`` handed over
+(:func:`guarded`): the bytes it charges are released as soon as ``fn`` returned, so in that
+(broadcasting) fallback the run's budget counts them only while the consumer runs; the
+in-place path allocates nothing.
+
+**The fused step** takes the place of the last consumer (by then Add's other operand has been
+computed; ``P``'s inputs were there before ``P``, and nothing in between reads ``y``); ``P``
+and the other consumers are removed.  Its inputs are ``P``'s (padded with ``""`` up to the
+kernel's ``epilogue_inputs``, e.g. a Conv without B) then Add's other operand; its output the
+last consumer's; its node ``P``'s with that output (errors and profiling name ``P``'s node).
+``y`` is never stored; lifetimes are computed again; the plan's variant with folded defaults
+is rewritten too.  The ``specialize`` pass starts from this plan, so its plans have the fused
+steps (where it types an inlined If's plan again, a fused step with Add reads as a Conv with a
+fourth input: inference then fails and that further round is skipped, as for any untypable
+plan).
 
 **Exact.**  The fused kernel runs the same operations on the same values in the same order
 (a Relu ``np.maximum(y, 0)`` in place, an Add with its operands in the graph's order), so
 results are bit-identical.  On at ``ORT_ENABLE_EXTENDED`` and above (where onnxruntime fuses
 Conv with activations), off with ``session.disable_passes=epilogue``.
+
+**Effect** (cpu Conv, small_resnet_ts, 1 thread): a fused step costs what the Conv and its
+consumers' kernels cost (in-place ``np.maximum`` ~ the allocating one on small tensors); what
+goes is the run loop's per-step work, 7 of 17 steps: a few percent warm, within noise for one
+call.
 """
 
 from __future__ import annotations
@@ -112,7 +123,7 @@ def fuse(steps: list, keep) -> tuple:
             if n and readers.get(n) == 1:
                 at[n] = k
     out = list(steps)
-    removed = set()
+    removed, taken = set(), set()     # steps dropped; consumers some producer took
     count = 0
     for i, p in enumerate(steps):
         offer = getattr(p.fn, "fuse_epilogue", None)
@@ -121,7 +132,7 @@ def fuse(steps: list, keep) -> tuple:
         ops, extra, gone, name = [], [], [], p.outputs[0]
         while True:
             found = _consumer(steps, at, readers, keep, name)
-            if found is None or found[0] in removed or found[0] <= i:
+            if found is None or found[0] in taken or found[0] <= i:
                 break
             k, c = found
             op = c.node.op_type
@@ -147,6 +158,7 @@ def fuse(steps: list, keep) -> tuple:
         step = Step(fused, inputs, [name], attrs.evolve(p.node, output=[name]), p.scope)
         out[gone[-1]] = step        # where the last consumer was: Add's other operand is there by then
         removed.add(i)
+        taken.update(gone)
         removed.update(gone[:-1])
         count += len(gone)
     if not count:

@@ -40,6 +40,12 @@ narrow float), one or two spatial axes, and
 
 Results agree with the numpy body to float rounding (summation order: see that module),
 within Clause 11's tolerances, not bit for bit.
+
+**Epilogues** (:mod:`onnxkit.runtime.optimizer.epilogue`): the kernel offers ``fuse_epilogue``;
+the fused kernel (:func:`epilogue`) applies a following Relu, Add or Add + Relu in place on its
+own fresh result, bit-identical to the separate kernels (in-place ``np.maximum`` 1.3x the
+allocating one on (1, 64, 112, 112); light/squeezenet 0.79x with it, the other light models
+and the corpus' CNNs 0.95-1.0x, interleaved in one process).
 """
 
 from __future__ import annotations

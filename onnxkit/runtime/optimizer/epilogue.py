@@ -25,9 +25,10 @@ step ``C`` of the default domain — ``Relu``, ``Add`` (then a ``Relu`` under th
 there is one) — where ``y`` is read by ``C`` once and by nothing else (no other step, no
 subgraph through ``_uses``, not a graph output), ``C`` having no scope or subgraph.  A
 consumer's own size guard (Add's broadcasting bound) runs inside the ``fn`` handed over
-(:func:`guarded`): the bytes it charges are released as soon as ``fn`` returned, so in that
-(broadcasting) fallback the run's budget counts them only while the consumer runs; the
-in-place path allocates nothing.
+(:func:`guarded`): in that (broadcasting) fallback the bytes it charges stay charged to the
+run's budget until the run ends (the fused step's output has no slot of its own to release
+them with: counting them too long is the safe side of ``Limits.max_run_bytes``); the in-place
+path allocates nothing and charges nothing.
 
 **The fused step** takes the place of the last consumer (by then Add's other operand has been
 computed; ``P``'s inputs were there before ``P``, and nothing in between reads ``y``); ``P``
@@ -73,18 +74,14 @@ def _plain(step: Step, guard_ok: bool = False) -> bool:
 
 
 def guarded(fn, guard):
-    """``fn`` preceded by its step's size ``guard`` (charged to the run's budget, and released once
-    ``fn`` returned: the fused kernel calls it on a value it then returns or drops at once)."""
+    """``fn`` preceded by its step's size ``guard``, whose charge stays on the run's budget until
+    the run ends (module docstring): the value ``fn`` makes may be the fused step's output."""
     if guard is None:
         return fn
 
     def call(*args):
-        budget = current_budget()
-        charged = guard(budget, args)
-        try:
-            return fn(*args)
-        finally:
-            budget.live -= charged
+        guard(current_budget(), args)
+        return fn(*args)
     return call
 
 

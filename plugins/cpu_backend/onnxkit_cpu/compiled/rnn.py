@@ -55,10 +55,13 @@ reference (``tests/test_compiled_rnn.py``).
 NaN propagates (a NaN input gives NaN gates, states and outputs as in numpy), ``tanh(±inf) =
 ±1``, ``tanh(-0.0) = -0.0``.  Nothing is allocated; nothing raises.
 
-Each cell's loop is its own function (``cell`` a constant of it): a model compiles only the
-cells it uses, two signatures each at most (float32, float64).  The first compilation of the
-LSTM loop takes ~2 s here (the four cells as one function took ~6 s), then numba's disk
-cache loads it (~0.1 s; where the cache cannot be written, each process compiles again).
+Each cell's loop is its own function (``cell`` a constant of it, its branches on ``cell``
+pruned before typing): a model compiles only the cells it uses, two signatures each at most
+(float32, float64).  The first compilation still takes seconds (LSTM ~5 s on this loaded
+2-core machine, the four cells as one function ~6 s; numba inlines every call of the inner
+helpers, so each call site is compiled anew: ~0.1 s a site), then numba's disk cache loads
+it (~0.3 s with numba's start-up; where the cache cannot be written, e.g. a read-only
+package and home, numba falls back to no cache and each process compiles again).
 """
 
 from __future__ import annotations
@@ -92,6 +95,8 @@ def _recurrence(cell: int):
         gates = G // H if H else 0
         hid = 2 if cell == 1 else gates     # the gates whose h @ R^T comes first
         inp = 2 if cell == 1 or cell == 2 else gates   # ... and whose p + bias is added with it
+        first = 1 if cell == 0 else 2 if cell != 3 else 4   # the gates activated first ...
+        sig = 0 if cell == 0 else 2 if cell != 3 else 3     # ... of which sigmoids
         # 2-D views of the node-layout arrays, and the scratch carved from work: the projection
         # p [T * Bn, D * G], acc [G], the gate-major rows [(gates + 1) * DB, H] (below)
         xs = X.reshape((TB, X.shape[2]))
@@ -125,14 +130,15 @@ def _recurrence(cell: int):
             return t if v == v else v
 
         def activate(lo, hi, sig):
-            # gates lo..hi-1 of every chain (one contiguous block) = tanh(.), or the sigmoid of
-            # twice them: tanh(.) * 0.5 + 0.5
+            # gates lo..hi-1 of every chain (one contiguous block) = tanh(.), those below sig
+            # the sigmoid of twice them: tanh(.) * 0.5 + 0.5 (one call site per phase: each
+            # site is a copy of this code for numba to compile)
             buf = flat[lo * DB * H:hi * DB * H]
             for g in range(buf.shape[0]):
                 buf[g] = tanh(buf[g])
-            if sig:
-                for g in range(buf.shape[0]):
-                    buf[g] = buf[g] * 0.5 + 0.5
+            buf = flat[lo * DB * H:sig * DB * H]
+            for g in range(buf.shape[0]):
+                buf[g] = buf[g] * 0.5 + 0.5
 
         def dot(src, row, mat, c0, out):
             # out[:] = src[row] @ mat[:, c0:c0 + out.size], summed in ct (as BLAS does for the
@@ -170,44 +176,35 @@ def _recurrence(cell: int):
                 for u in range(H):
                     rows[r, u] = (p[pr, q0 + U(u)] + bias[d, c0 + U(u)]) + rows[r, u]
 
-        def when(ch, k):
-            # the time chain ch runs at step k (direction 1 and a reverse direction 0 count down)
-            return T - 1 - k if (rev0 if ch < Bn else 1) else k
-
-        def state(ch):
-            # the row of chain ch's states in yh / yc
-            return (ch % Bn) * D + ch // Bn if layout else ch
-
-        def output(ch, t):
-            # the row of y that chain ch writes at time t
+        def locate(ch, k):
+            # (the time chain ch runs at step k: direction 1 and a reverse direction 0 count
+            # down; chain ch's row in yh / yc; the row of y it writes at that time)
             d, b = ch // Bn, ch % Bn
-            return (b * T + t) * D + d if layout else (t * D + d) * Bn + b
+            t = T - 1 - k if (rev0 if ch < Bn else 1) else k
+            if layout:
+                return t, b * D + d, (b * T + t) * D + d
+            return t, ch, (t * D + d) * Bn + b
 
         if project:                             # p = X W^T, unless the override computed it
             for r in range(TB):
                 dot(xs, r, wt, U(0), p[r])
         for k in range(T):
             for ch in range(DB):
-                t = when(ch, k)
+                t, s, o = locate(ch, k)
                 if t >= lens[ch % Bn]:               # past the entry's length: a zero row, states kept
-                    o = output(ch, t)
                     for u in range(H):
                         y[o, u] = 0
                     continue
-                matvec(yh, state(ch), ch, 0, hid)
+                matvec(yh, s, ch, 0, hid)
                 add_input(ch, t, 0, inp)
-            if cell == 3:
-                activate(0, 3, True)
-                activate(3, 4, False)
-            else:
-                activate(0, 1 if cell == 0 else 2, cell != 0)
+            activate(0, first, sig)
             # rows of work: gate 1 (RNN h; GRU z; LSTM i) at z = ch, gate 2 at r = DB + ch, gate 3
             # at hh = 2 * DB + ch, gate 4 at c4 = 3 * DB + ch; the scratch row follows the gates
             for ch in range(DB):
-                t = when(ch, k)
+                t, s, o = locate(ch, k)
                 if t >= lens[ch % Bn]:
                     continue
-                s, o, z, r, hh, c4 = state(ch), output(ch, t), ch, DB + ch, 2 * DB + ch, 3 * DB + ch
+                z, r, hh, c4 = ch, DB + ch, 2 * DB + ch, 3 * DB + ch
                 if cell == 0:                        # RNN: h' = tanh(.)
                     for u in range(H):
                         y[o, u] = rows[z, u]
@@ -235,15 +232,12 @@ def _recurrence(cell: int):
                         rows[hh, u] = (p[pr, q0 + U(u)] + bias[d, c0 + U(u)]) + rows[hh, u]
             if cell == 0:
                 continue
-            if cell == 3:
-                activate(4, 5, False)
-            else:
-                activate(2, 3, False)
+            activate(first, first + 1, first)    # LSTM tanh(c'), GRU h~: no sigmoid
             for ch in range(DB):
-                t = when(ch, k)
+                t, s, o = locate(ch, k)
                 if t >= lens[ch % Bn]:
                     continue
-                s, o, z, r, hh, c4 = state(ch), output(ch, t), ch, DB + ch, 2 * DB + ch, 3 * DB + ch
+                z, r, hh, c4 = ch, DB + ch, 2 * DB + ch, 3 * DB + ch
                 if cell == 3:                        # LSTM: h' = o * tanh(c')
                     for u in range(H):
                         y[o, u] = rows[r, u] * rows[4 * DB + ch, u]
@@ -257,7 +251,7 @@ def _recurrence(cell: int):
                         yh[s, u] = y[o, u]
         for ch in range(DB):                         # an entry of length 0 ends with zero states
             if lens[ch % Bn] == 0:
-                s = state(ch)
+                s = locate(ch, 0)[1]
                 for u in range(H):
                     yh[s, u] = 0
                     yc[s, u] = 0

@@ -55,13 +55,14 @@ reference (``tests/test_compiled_rnn.py``).
 NaN propagates (a NaN input gives NaN gates, states and outputs as in numpy), ``tanh(±inf) =
 ±1``, ``tanh(-0.0) = -0.0``.  Nothing is allocated; nothing raises.
 
-Each cell's loop is its own function (``cell`` a constant of it, its branches on ``cell``
-pruned before typing): a model compiles only the cells it uses, two signatures each at most
+Each cell's loop is its own function (``cell`` a constant of it: the other cells' branches
+fold away): a model compiles only the cells it uses, two signatures each at most
 (float32, float64).  The first compilation still takes seconds (LSTM ~5 s on this loaded
 2-core machine, the four cells as one function ~6 s; numba inlines every call of the inner
 helpers, so each call site is compiled anew: ~0.1 s a site), then numba's disk cache loads
-it (~0.3 s with numba's start-up; where the cache cannot be written, e.g. a read-only
-package and home, numba falls back to no cache and each process compiles again).
+it (~0.3 s with numba's start-up).  A read-only package directory uses numba's user-wide
+cache; where neither can be written, :class:`~onnxkit_cpu.compiled.Lazy` compiles without a
+cache (each process compiles again, no error): both tried with read-only bind mounts.
 """
 
 from __future__ import annotations

@@ -57,8 +57,9 @@ NaN propagates (a NaN input gives NaN gates, states and outputs as in numpy), ``
 
 Each cell's loop is its own function (``cell`` a constant of it: the other cells' branches
 fold away): a model compiles only the cells it uses, two signatures each at most
-(float32, float64).  The first compilation still takes seconds (LSTM ~5 s on this loaded
-2-core machine, the four cells as one function ~6 s; numba inlines every call of the inner
+(float32, float64).  The first compilation still takes seconds (a first run of the tagger
+or silero with an empty cache: 4.3-4.5 s here, 5.8-6.0 s with the four cells as one
+function, on a loaded 2-core machine; numba inlines every call of the inner
 helpers, so each call site is compiled anew: ~0.1 s a site), then numba's disk cache loads
 it (~0.3 s with numba's start-up).  A read-only package directory uses numba's user-wide
 cache; where neither can be written, :class:`~onnxkit_cpu.compiled.Lazy` compiles without a

@@ -18,6 +18,10 @@ computed), or, for a single output, the value itself (anything but a tuple).  Va
 backend arrays (numpy on ``cpu``), lists (sequences — never tuples), dicts (maps), ``None``
 (an absent optional) or opaque objects.
 
+A kernel whose inputs include a shape, axes or other small integer tensor that is usually a
+constant may mark its function with :func:`binds_constants`: the run loop then hands it those
+values once, and calls the function it returns.
+
 A kernel for a node carrying subgraphs (If, Loop, Scan, ...) marks its function with
 :func:`needs_scope`; it is then called as ``fn(scope, *inputs)`` and evaluates a subgraph
 with ``ctx.subgraph('body').run(inputs, scope)``.
@@ -71,6 +75,22 @@ class KernelTable(dict):
             return factory
 
         return deco
+
+
+def binds_constants(fn: Callable, bind: Callable, *positions: int) -> Callable:
+    """Let the run loop specialize the node function ``fn`` on inputs that are constants.
+
+    ``positions``: the inputs (by position) ``fn`` can take as fixed.  Where each of them is a
+    constant of the plan the node runs in (an initializer, a value folded at planning or by
+    the shape specializer) or an absent optional input (None), the run loop calls
+    ``bind(*values)`` once, when it lays that plan out (:mod:`onnxkit.runtime.loop`); the
+    function it returns is called instead of ``fn``, with the same arguments (the constants
+    still passed: the same objects ``bind`` saw), and must compute what ``fn`` computes,
+    failing where ``fn`` fails, by name, at run time.  ``bind`` returns None to keep ``fn``;
+    it should not raise (one that does is ignored: ``fn`` is kept).  Plans where an input is
+    not constant (an enclosing graph's value, a graph input) call ``fn``."""
+    fn.bind_constants = (bind, positions)
+    return fn
 
 
 def needs_scope(fn: Callable) -> Callable:

@@ -4,7 +4,8 @@ A :class:`Layout` is made once per ``(constants, steps)`` of a plan (on its firs
 name the plan reads or writes gets a slot (slot 0 always holds None, the value of an absent
 optional input ``""``), each step becomes a tuple of its kernel, its input slots, its output
 slot(s) and the slots it frees (its inputs' last use), and the constants are laid out in a
-template list a run copies.  A run is then a list copy, the feeds stored by slot, and
+template list a run copies; a kernel that asked for it (:func:`~onnxkit.runtime.kernel.binds_constants`)
+is specialized there on its constant inputs.  A run is then a list copy, the feeds stored by slot, and
 :func:`run_fast`: per node, one tuple unpack, the kernel call with its arguments read by index,
 one store, and the frees — no dictionary look-up, no attribute look-up, no check.
 
@@ -79,7 +80,7 @@ class Layout:
             kill = tuple(slot(n) for n in step.free)
             release = tuple(slot(n) for n in step.release)
             special = step.guard is not None or bool(step.scope) or bool(release)
-            fast.append((step.fn, len(ins), ins[0] if ins else 0, ins[1] if len(ins) > 1 else 0, ins, o, multi,
+            fast.append((_bound(step, constants), len(ins), ins[0] if ins else 0, ins[1] if len(ins) > 1 else 0, ins, o, multi,
                          kill, special, step, release))
         self.outputs = tuple(slot(n) for n in plan.output_names)
         template = [ABSENT] * len(slots)
@@ -105,6 +106,31 @@ class Layout:
             outer = (slots, pairs, len(pairs) == len(self.free))
             self.outer = outer
         return outer[1], outer[2]
+
+
+def _bound(step, constants: dict):
+    """The function the loop calls for ``step``: its kernel's, specialized by the kernel on
+    the inputs it can take as fixed where those are all ``constants`` of the plan or absent
+    (:func:`~onnxkit.runtime.kernel.binds_constants`), else the kernel's own."""
+    fn = step.fn
+    spec = getattr(fn, "bind_constants", None)
+    if spec is None or step.scope:
+        return fn
+    bind, positions = spec
+    values = []
+    for k in positions:
+        name = step.inputs[k] if k < len(step.inputs) else ""
+        if not name:
+            values.append(None)
+        elif name in constants:
+            values.append(constants[name])
+        else:
+            return fn
+    try:
+        bound = bind(*values)
+    except Exception:  # a kernel that cannot decide here keeps its function (which fails by name)
+        return fn
+    return fn if bound is None else bound
 
 
 class SlotScope(Mapping):

@@ -33,19 +33,23 @@ NAMES = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c"]
 
 
 class Spy:
-    """Stands for ``loops.recurrence``: counts the calls of the real compiled loop."""
+    """Stands for ``loops.recurrence``: counts the calls of the real compiled loops and records
+    each call's ``project`` argument (1: the loop computed the input projection)."""
 
     def __init__(self):
         self.calls = 0
-        self.real = loops.recurrence.get()
+        self.projected = []
+        self.real = loops.recurrence
 
-    def get(self):
-        if not compiled.enabled():
+    def get(self, cell):
+        real = self.real.get(cell)
+        if real is None:
             return None
 
         def counted(*args):
             self.calls += 1
-            return self.real(*args)
+            self.projected.append(args[2])
+            return real(*args)
 
         return counted
 
@@ -53,7 +57,7 @@ class Spy:
 @pytest.fixture
 def spy(monkeypatch):
     s = Spy()
-    assert s.real is not None, "numba must be installed: the compiled path is what is tested"
+    assert compiled.available(), "numba must be installed: the compiled path is what is tested"
     monkeypatch.setattr(loops, "recurrence", s)
     return s
 
@@ -200,12 +204,33 @@ def test_corpus_shapes(spy, dt):
         ins = inputs_for("LSTM", rng, dt, D=D, T=T, Bn=Bn, I=I, H=H, scale=0.2)
         calls = spy.calls
         got = run("LSTM", ins, direction=direction, hidden_size=H)
-        assert spy.calls == calls + 1
+        assert spy.calls == calls + 1 and spy.projected[-1] == 1, "the loop computes these projections"
         body = run("LSTM", ins, numpy_body=True, direction=direction, hidden_size=H)
         want = reference("LSTM", ins, direction=direction)
         for g, b, w in zip(got, body, want):
             assert_close(g, b, dt, f"H={H} vs the numpy body")
             assert_close(g, w.astype(dt), dt, f"H={H} vs the float64 reference")
+
+
+@pytest.mark.parametrize("op,extra", CELLS, ids=["RNN", "GRU", "GRU-lbr", "LSTM"])
+@pytest.mark.parametrize("layout", [0, 1])
+def test_long_sequences_take_the_projection_by_blas(spy, op, extra, layout):
+    """Beyond COMPILED_WORK multiply-adds the input projection is one BLAS product written
+    into the loop's scratch (``project`` 0); the loop's results are those of the other path."""
+    rng = np.random.default_rng(5 + layout)
+    attrs = dict(direction="bidirectional", hidden_size=6, layout=layout, **extra)
+    T, Bn, I = 400, 3, 12
+    assert T * Bn * I * 2 * GATES[op] * 6 > override.COMPILED_WORK
+    for dt in (np.float32, np.float64):
+        ins = inputs_for(op, rng, dt, D=2, T=T, Bn=Bn, I=I, lens=[T, 0, 123], layout=layout, scale=0.3)
+        got = run(op, ins, **attrs)
+        assert spy.projected[-1] == 0, "a long sequence's projection is BLAS's"
+        body = run(op, ins, numpy_body=True, **attrs)
+        want = reference(op, ins, **attrs)
+        for k, (g, b, w) in enumerate(zip(got, body, want)):
+            assert g.flags.c_contiguous
+            assert_close(g, b, dt, f"{op} {extra} output {k} vs the numpy body")
+            assert_close(g, w.astype(dt), dt, f"{op} {extra} output {k} vs the float64 reference")
 
 
 def _tanh_by_rnn(x, spy):
@@ -304,3 +329,28 @@ def test_hidden_or_input_size_zero(spy, op):
         for g, w in zip(got, want):
             assert_close(g, w.astype(np.float32), np.float32, f"H={H} I={I}")
     assert spy.calls == 2
+
+
+def test_threads_sharing_a_session_get_their_own_results(spy):
+    """The loop's scratch is per thread: concurrent runs of one session give each its result."""
+    import concurrent.futures
+
+    rng = np.random.default_rng(3)
+    feeds = [inputs_for("LSTM", rng, np.float32, D=2, T=7, Bn=3, I=16, H=24, scale=0.3) for _ in range(6)]
+    m, _ = make_model("LSTM", feeds[0], direction="bidirectional", hidden_size=24)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = InferenceSession(m)
+    names = [n for n, v in zip(NAMES, feeds[0]) if v is not None]
+    want = [s.run(None, dict(zip(names, [v for v in f if v is not None]))) for f in feeds]
+
+    def job(k):
+        f = feeds[k % len(feeds)]
+        return k, [s.run(None, dict(zip(names, [v for v in f if v is not None]))) for _ in range(20)]
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for k, results in pool.map(job, range(24)):
+            for got in results:
+                for g, w in zip(got, want[k % len(feeds)]):
+                    assert np.array_equal(g, w)
+    assert spy.calls >= 6 + 24 * 20

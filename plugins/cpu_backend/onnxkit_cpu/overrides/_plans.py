@@ -6,9 +6,15 @@ geometry decided for that key; a run of a known key does only the array work.  W
 cached is built completely before it is stored (a plain dict store: safe with several
 threads running one session), and a key whose checks fail is never stored, so every run with
 bad values fails again, naming the node.
+
+Where those small inputs are constants of the plan (the usual case: initializers, or values
+the shape specializer folded), :class:`IntPlans` gives the run loop a function keyed by the
+extents alone (:func:`onnxkit.runtime.kernel.binds_constants`): the values are read once.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 #: entries one node keeps (the table is emptied when full: extents that keep changing)
 PLANS_MAX = 64
@@ -27,3 +33,41 @@ def remember(plans: dict, key, value):
         plans.clear()
     plans[key] = value
     return value
+
+
+class IntPlans:
+    """One node's plans keyed by its data input's extents and the values of small integer
+    inputs (a shape, axes, starts...): ``decide(x, *ints)`` (each a tuple of ints, or None for
+    an absent input) makes the plan, raising (``ctx.fail``) for values it refuses.
+
+    :meth:`plan` reads the values each call; :meth:`fixed` reads them once, for constants,
+    and returns ``plan(x)``, keyed by ``x.shape`` alone."""
+
+    __slots__ = ("decide", "plans")
+
+    def __init__(self, decide):
+        self.decide, self.plans = decide, {}
+
+    def plan(self, x, *values):
+        key = (x.shape, *[None if v is None else host_ints(v) for v in values])
+        p = self.plans.get(key)
+        if p is None:
+            p = remember(self.plans, key, self.decide(x, *key[1:]))
+        return p
+
+    def fixed(self, *values):
+        """``plan(x)`` for these constant values (None where one is not an integer tensor:
+        the caller keeps reading them)."""
+        if not all(v is None or (type(v) is np.ndarray and v.dtype.kind in "iuf") for v in values):
+            return None
+        ints = [None if v is None else host_ints(v) for v in values]
+        by_shape: dict = {}
+        decide = self.decide
+
+        def plan(x):
+            p = by_shape.get(x.shape)
+            if p is None:
+                p = remember(by_shape, x.shape, decide(x, *ints))
+            return p
+
+        return plan

@@ -1,7 +1,8 @@
 """cpu overrides of the indexing family (``onnxkit_default_domain/kernels/indexing.py``).
 
 Slice takes numpy's own view (negative steps included), its index kept per key of the input's
-extents and the starts / ends / axes / steps values (:mod:`._plans`), and Gather ``take``
+extents and the starts / ends / axes / steps values (:mod:`._plans`; by the extents alone
+where those are constants), and Gather ``take``
 (which checks the bounds itself and counts negative indices from the end): both run in every model, on small tensors, where the portable
 bodies' extra passes (the index bounds, ``flip``) cost more than the work.  ScatterElements /
 ScatterND with a reduction combine duplicate targets in one sorted ``reduceat`` pass instead
@@ -18,8 +19,9 @@ from onnxkit_default_domain.kernels import indexing as portable
 from onnxkit_default_domain.kernels.indexing import elements_targets, nd_targets, occurrence_passes, scatter_reduction
 
 from onnxkit.plugin import KernelTable
+from onnxkit.runtime.kernel import binds_constants
 
-from ._plans import host_ints, remember
+from ._plans import IntPlans, remember
 
 KERNELS = KernelTable()
 
@@ -37,23 +39,19 @@ def slice_v1(ctx):
     return portable.slice_v1(ctx, take=take)
 
 
-def _opt_ints(v):
-    return None if v is None else host_ints(v)
-
-
 @KERNELS.register("Slice", 10, 11, 13)
 def slice_(ctx):
-    plans: dict = {}
+    plans = IntPlans(lambda x, *given: numpy_slices(
+        slice_plan(ctx, x.shape, *[None if v is None else list(v) for v in given]), x.ndim))
 
     def fn(x, starts, ends, axes=None, steps=None):
-        key = (x.shape, host_ints(starts), host_ints(ends), _opt_ints(axes), _opt_ints(steps))
-        index = plans.get(key)
-        if index is None:
-            args = [None if v is None else list(v) for v in key[1:]]
-            index = remember(plans, key, numpy_slices(slice_plan(ctx, x.shape, *args), x.ndim))
-        return x[index]
+        return x[plans.plan(x, starts, ends, axes, steps)]
 
-    return fn
+    def bind(starts, ends, axes, steps):
+        plan = None if starts is None or ends is None else plans.fixed(starts, ends, axes, steps)
+        return None if plan is None else lambda x, starts, ends, axes=None, steps=None: x[plan(x)]
+
+    return binds_constants(fn, bind, 1, 2, 3, 4)
 
 
 @KERNELS.register("Gather", 1, 11, 13)

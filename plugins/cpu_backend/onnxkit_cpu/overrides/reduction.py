@@ -28,6 +28,8 @@ from onnxkit_default_domain.kernels import reduction as portable
 from onnxkit_default_domain.kernels._common import norm_axes
 
 from onnxkit.plugin import KernelTable
+from onnxkit.runtime.kernel import binds_constants
+from onnxkit_default_domain.kernels.elementwise import quiet
 
 from ._plans import host_ints, remember
 
@@ -55,30 +57,27 @@ def _blas_sum(x, ax: tuple, out_shape: tuple, scale: int):
         ones, rhs = np.ones((1, r), dtype=x.dtype), (outer, r, inner)
         prod = lambda x: np.matmul(ones, x.reshape(rhs))  # noqa: E731
 
+    @quiet
     def run(x):
-        with np.errstate(all="ignore"):
-            y = prod(x)
-            if scale != 1:
-                y /= scale
+        y = prod(x)
+        if scale != 1:
+            y /= scale
         return y.reshape(out_shape)
 
     return run
 
 
-def _ufunc_reduce(ufunc, ax: tuple, kd: bool, scale: int, quiet: bool):
+def _ufunc_reduce(ufunc, ax: tuple, kd: bool, scale: int, warnings_off: bool):
     """``run(x)``: ``ufunc.reduce`` over ``ax`` (then divided by ``scale`` when it is not 1),
-    as the portable body computes it."""
+    as the portable body computes it, with numpy's floating-point warnings off where
+    ``warnings_off`` (:func:`~onnxkit_default_domain.kernels.elementwise.quiet`)."""
     def run(x):
-        if quiet:
-            with np.errstate(all="ignore"):
-                r = ufunc.reduce(x, axis=ax, keepdims=kd)
-                if scale != 1:
-                    r = r / scale
-        else:
-            r = ufunc.reduce(x, axis=ax, keepdims=kd)
+        r = ufunc.reduce(x, axis=ax, keepdims=kd)
+        if scale != 1:
+            r = r / scale
         return r if type(r) is np.ndarray else np.asarray(r)
 
-    return run
+    return quiet(run) if warnings_off else run
 
 
 def _fast(ctx, name: str, x, ax: tuple, kd: bool):
@@ -130,16 +129,25 @@ def reduction_factory(name: str, input_from: int):
             return fn
         noop = bool(ctx.attr("noop_with_empty_axes", 0))
 
-        def fn(x, axes=None):
-            given = None if axes is None else host_ints(axes)
+        def planned(x, given, plans: dict):
             key = (x.shape, x.dtype, x.flags.c_contiguous, given)
             run = plans.get(key)
             if run is None:
                 ax = list(given) if given else (() if noop else None)
                 run = remember(plans, key, _plan(ctx, name, body, x, ax, kd))
-            return run(x)
+            return run
 
-        return fn
+        def fn(x, axes=None):
+            return planned(x, None if axes is None else host_ints(axes), plans)(x)
+
+        def bind(axes):
+            if axes is not None and not (type(axes) is np.ndarray and axes.dtype.kind in "iu"):
+                return None
+            given = None if axes is None else host_ints(axes)
+            fixed: dict = {}
+            return lambda x, axes=None: planned(x, given, fixed)(x)
+
+        return binds_constants(fn, bind, 1)
 
     factory.__name__ = name
     return factory

@@ -32,16 +32,23 @@ summation order inside the matrix products may differ (Clause 11 tolerance of th
 **Compiled loop.**  Where :mod:`onnxkit_cpu.compiled` is enabled at planning, float32 and
 float64 calls whose steps are small (at most :data:`COMPILED_WORK` multiply-adds per step:
 the corpus's LSTMs, hidden 24 and 128, batch 1-3) run the whole time loop of every direction
-as one call of :func:`onnxkit_cpu.compiled.rnn.recurrence`, after the same input projection
-(one 2-D product of ``X`` in the node's layout with every direction's prepared ``W^T`` side
-by side).  Its outputs are C-contiguous in the node's layout.  Its numerics are stated in
-that module: the same operations, with ``tanh`` correctly rounded in float32 (numpy's SIMD
-tanh is not, within ~1.3 ulp), the recurrent products summed in another order, and
-multiply-adds possibly fused (one rounding instead of two): within Clause 11 tolerance of
-this body (the tests compare both and a float64 reference).
+as one call of the cell's loop in :mod:`onnxkit_cpu.compiled.rnn`, which also computes the
+input projection where that is small (at most :data:`COMPILED_WORK` multiply-adds in all:
+silero's single step, the tagger's 7 steps; else one BLAS product of ``X`` in the node's
+layout with every direction's prepared ``W^T`` side by side, written into the loop's
+scratch).  What depends only on the input shapes and the weight objects — the checks, the
+weights in the loop's layout, the output shapes — is made once (a :class:`_Call` per input
+shapes), and the loop's scratch is per thread, so a call is a few numpy calls around the
+loop.  Its outputs are C-contiguous in the node's layout.  Its numerics are stated in that
+module: the same operations, with ``tanh`` correctly rounded in float32 (numpy's SIMD tanh
+is not, within ~1.3 ulp), the products summed in another order, and multiply-adds possibly
+fused (one rounding instead of two): within Clause 11 tolerance of this body (the tests
+compare both and a float64 reference).
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -94,11 +101,12 @@ class _Layer:
 
     def __init__(self, ctx, s, gates: int, sig: int, cell: int, split: bool = False):
         self.ctx, self.s, self.gates, self.sig, self.split = ctx, s, gates, sig, split
-        self.cell, self.loop = cell, loops.recurrence.get()
+        self.cell, self.loop = cell, loops.recurrence.get(cell)
         self.cache = None   # (W, R, B, ct, prepared weights): replaced whole, never edited
-        self.flat = None    # (prepared weights, the compiled loop's layout of them): likewise
         self.checked: dict = {}   # input shapes check_shapes passed -> their hidden size
-        self.full: dict = {}      # (T, batch) -> every entry's length T, for the compiled loop
+        #: (X's shape and dtype, the states' shapes) -> the _Call made for them, the compiled
+        #: loop's (None: the numpy steps serve those inputs); an item set is atomic
+        self.calls: dict = {}
 
     def hidden(self, X, W, R, B, states: list) -> int:
         """The hidden size, the inputs' shapes checked once per distinct shapes."""
@@ -124,10 +132,16 @@ class _Layer:
         ``hs[k]``; ``p[:, k]`` is step k's projection before its ``bias`` ([D, 1, 1, G]) is
         added, ``keep[k]`` (None without sequence_lens) the entries step k leaves unchanged."""
         ctx, s = self.ctx, self.s
+        if self.loop is not None:
+            h0 = states[0]
+            c0 = states[-1]
+            key = (X.shape, X.dtype, None if h0 is None else h0.shape, None if c0 is None else c0.shape)
+            c = self.calls.get(key)
+            if c is None or c.W is not W or c.R is not R or c.B is not B:
+                c = self.call_for(key, X, W, R, B, states)
+            if c.fn is not None:
+                return c.run(self.lengths(sequence_lens, c), X, states)
         dt = X.dtype
-        if (self.loop is not None and (dt == np.float32 or dt == np.float64)
-                and s.num_dirs * X.shape[s.layout ^ 1] * self.gates * R.shape[-1] ** 2 <= COMPILED_WORK):
-            return self.run_compiled(X, W, R, B, sequence_lens, states)
         if s.layout:
             X = X.transpose(1, 0, 2)
             states = [None if h is None else h.transpose(1, 0, 2) for h in states]
@@ -169,59 +183,82 @@ class _Layer:
             finals = [f.transpose(1, 0, 2) for f in finals]
         return (Y.astype(dt, copy=False), *(f.astype(dt, copy=False) for f in finals))
 
-    def run_compiled(self, X, W, R, B, sequence_lens, states: list):
-        """:meth:`run` for float32 / float64 ``X`` by the compiled loop: the projection of
-        every step and direction is one 2-D product in the node's layout, the loop writes
-        ``Y`` and the final states, C-contiguous in the node's layout."""
-        s, ct = self.s, X.dtype.type
-        lay = s.layout
-        seq = X.transpose(1, 0, 2) if lay else X
-        H = self.hidden(seq, W, R, B, [h if h is None or not lay else h.transpose(1, 0, 2) for h in states])
-        T, Bn, I = seq.shape
-        D, G = s.num_dirs, self.gates * H
-        wt, bias, rt, rbh = self.flattened(self.prepared(W, R, B, H, ct), D, I, G, H)
-        p = np.matmul(X.reshape(Bn * T, I), wt)
-        lens = self.lengths(sequence_lens, T, Bn)
-        Y = np.empty((Bn, T, D, H) if lay else (T, D, Bn, H), ct)
-        finals = []
-        for h in states:
-            f = np.empty((Bn, D, H) if lay else (D, Bn, H), ct)
-            if h is None:
-                f.fill(0)
-            else:
-                np.copyto(f, h)
-            finals.append(f)
-        flat = [f.reshape(D * Bn, H) for f in finals]
-        self.loop(self.cell, lay, int(s.reverse[0]), p, bias, rt, rbh, lens, Y.reshape(T * D * Bn, H),
-                  flat[0], flat[-1], np.empty(G, ct), np.empty(((self.gates + 1) * D * Bn, H), ct))
-        return (Y, *finals)
+    def call_for(self, key: tuple, X, W, R, B, states: list) -> "_Call":
+        """The :class:`_Call` of these inputs (made and kept under ``key``): the compiled loop's
+        for float32 / float64 inputs whose steps are small (:data:`COMPILED_WORK`), with their
+        shapes checked, else one whose ``fn`` is None (the numpy steps)."""
+        s, dt = self.s, X.dtype
+        fn = None
+        if (dt == np.float32 or dt == np.float64) and (
+                s.num_dirs * X.shape[s.layout ^ 1] * self.gates * R.shape[-1] ** 2 <= COMPILED_WORK):
+            fn = self.loop
+        c = _Call(W, R, B, fn)
+        if fn is not None:
+            lay = s.layout
+            seq = X.transpose(1, 0, 2) if lay else X
+            H = self.hidden(seq, W, R, B, [h if h is None or not lay else h.transpose(1, 0, 2) for h in states])
+            c.prepare(self, seq.shape, H, dt.type)
+        if len(self.calls) >= 64:   # a few shapes per node
+            self.calls.clear()
+        self.calls[key] = c
+        return c
 
-    def flattened(self, prep: tuple, D: int, I: int, G: int, H: int) -> tuple:
-        """The compiled loop's weights from :meth:`prepared`'s: ``W^T`` of every direction
-        side by side [I, D * G], the bias [D, G], ``R^T`` [D, H, G], GRU's ``rbh`` [D, H]
-        (zeros for the other cells, which do not read it)."""
-        c = self.flat
-        if c is None or c[0] is not prep:
-            wt, bias, rt, rbh = prep[:4]
-            rbh = np.zeros((D, H), rt.dtype) if rbh is None else np.ascontiguousarray(rbh.reshape(D, H))
-            c = (prep, (np.ascontiguousarray(wt.transpose(1, 0, 2).reshape(I, D * G)),
-                        np.ascontiguousarray(bias.reshape(D, G)), rt, rbh))
-            self.flat = c
-        return c[1]
-
-    def lengths(self, sequence_lens, T: int, Bn: int):
+    def lengths(self, sequence_lens, c: "_Call"):
         """Every entry's number of steps (int64 [Bn]); ctx.fail for lengths outside [0, T]."""
         if sequence_lens is None:
-            lens = self.full.get((T, Bn))
-            if lens is None:
-                lens = np.full(Bn, T, np.int64)
-                if len(self.full) < 64:
-                    self.full[(T, Bn)] = lens
-            return lens
+            return c.full
+        T, Bn = c.T, c.full.shape[0]
         lens = np.asarray(sequence_lens).reshape(-1).astype(np.int64)
         if lens.shape != (Bn,) or (lens < 0).any() or (lens > T).any():
             self.ctx.fail(f"sequence_lens must hold {Bn} lengths in [0, {T}], got {lens.tolist()}")
         return lens
+
+
+class _Call:
+    """One node's compiled call for given input shapes and weights (the objects ``W``, ``R``,
+    ``B``, held): the loop ``fn`` (None: the numpy steps), the weights laid out for it, the
+    output shapes and the size of its per-thread scratch.  Made whole, then published."""
+
+    __slots__ = ("W", "R", "B", "fn", "args", "T", "full", "ct", "y_shape", "s_shape", "n_work", "project",
+                 "mat", "local")
+
+    def __init__(self, W, R, B, fn):
+        self.W, self.R, self.B, self.fn = W, R, B, fn
+
+    def prepare(self, layer: _Layer, seq_shape: tuple, H: int, ct) -> None:
+        s = layer.s
+        T, Bn, I = seq_shape
+        D, gates = s.num_dirs, layer.gates
+        G = gates * H
+        wt, bias, rt, rbh = layer.prepared(self.W, self.R, self.B, H, ct)[:4]
+        rbh = np.zeros((D, H), ct) if rbh is None else np.ascontiguousarray(rbh.reshape(D, H))
+        wt = np.ascontiguousarray(wt.transpose(1, 0, 2).reshape(I, D * G))   # every direction side by side
+        #: the loop computes the projection where it is small; else one BLAS product, here
+        self.project = int(T * Bn * I * D * G <= COMPILED_WORK)
+        self.mat = (Bn * T, I, T * Bn * D * G)
+        self.args = (s.layout, int(s.reverse[0]), self.project, wt, np.ascontiguousarray(bias.reshape(D, G)), rt, rbh)
+        self.T, self.ct = T, ct
+        self.full = np.full(Bn, T, np.int64)
+        self.y_shape = (Bn, T, D, H) if s.layout else (T, D, Bn, H)
+        self.s_shape = (Bn, D, H) if s.layout else (D, Bn, H)
+        self.n_work = T * Bn * D * G + G + (gates + 1) * D * Bn * H
+        self.local = threading.local()
+
+    def run(self, lens, X, states: list) -> tuple:
+        """Y and the final states, C-contiguous in the node's layout, by one call of the loop."""
+        ct = self.ct
+        work = getattr(self.local, "work", None)
+        if work is None:
+            work = self.local.work = np.empty(self.n_work, ct)
+        X = np.ascontiguousarray(X)
+        layout, rev0, project, wt, bias, rt, rbh = self.args
+        if not project:
+            rows, I, n = self.mat
+            np.matmul(X.reshape(rows, I), wt, out=work[:n].reshape(rows, -1))
+        Y = np.empty(self.y_shape, ct)
+        finals = [np.zeros(self.s_shape, ct) if h is None else np.array(h, ct, order="C") for h in states]
+        self.fn(layout, rev0, project, X, wt, bias, rt, rbh, lens, Y, finals[0], finals[-1], work)
+        return (Y, *finals)
 
 
 def _sigmoid_of_halved(x, one, half) -> None:

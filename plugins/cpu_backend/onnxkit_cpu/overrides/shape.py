@@ -6,7 +6,9 @@ the array work.  Each kernel here keeps the portable family's decision per key o
 (:mod:`._plans`: the input's extents and the values of its shape / axes / split input), so a
 run of a known key is one dictionary look-up and one numpy call.  The checks and the geometry
 are the portable family's own functions, run once per key; a key they refuse is not stored
-(every run with it fails, naming the node).  Results are those of the portable kernels,
+(every run with it fails, naming the node); where the shape / axes / split input is a
+constant of the plan, its values are read once (:class:`._plans.IntPlans`) and a run is
+keyed by the extents alone.  Results are those of the portable kernels,
 exactly: views where they give views, a fresh C-contiguous array from Expand.
 """
 
@@ -20,8 +22,9 @@ from onnxkit_default_domain.kernels.shape import (
 from onnxkit_default_domain.inference.shape_geometry import flatten_extents
 
 from onnxkit.plugin import KernelTable
+from onnxkit.runtime.kernel import binds_constants
 
-from ._plans import host_ints, remember
+from ._plans import IntPlans, remember
 
 KERNELS = KernelTable()
 
@@ -29,16 +32,16 @@ KERNELS = KernelTable()
 @KERNELS.register("Reshape", 5, 13, 14, 19, *_LATEST)
 def reshape(ctx):
     allowzero = reshape_allowzero(ctx)
-    plans: dict = {}
+    plans = IntPlans(lambda x, shape: reshape_target(ctx, x, list(shape), allowzero))
 
     def fn(x, shape):
-        key = (x.shape, host_ints(shape))
-        target = plans.get(key)
-        if target is None:
-            target = remember(plans, key, reshape_target(ctx, x, list(key[1]), allowzero))
-        return x.reshape(target)
+        return x.reshape(plans.plan(x, shape))
 
-    return fn
+    def bind(shape):
+        plan = plans.fixed(shape)
+        return None if plan is None else lambda x, shape: x.reshape(plan(x))
+
+    return binds_constants(fn, bind, 1)
 
 
 @KERNELS.register("Flatten", 1, 9, 11, 13, *_LATEST)
@@ -70,14 +73,16 @@ def _axes_kernel(ctx, target):
 
         return fn
 
-    def fn(x, axes=None):
-        key = (x.shape, None if axes is None else host_ints(axes))
-        out = plans.get(key)
-        if out is None:
-            out = remember(plans, key, target(ctx, x, None if key[1] is None else list(key[1])))
-        return x.reshape(out)
+    plans = IntPlans(lambda x, axes: target(ctx, x, None if axes is None else list(axes)))
 
-    return fn
+    def fn(x, axes=None):
+        return x.reshape(plans.plan(x, axes))
+
+    def bind(axes):
+        plan = plans.fixed(axes)
+        return None if plan is None else lambda x, axes=None: x.reshape(plan(x))
+
+    return binds_constants(fn, bind, 1)
 
 
 def _axes_factory(name: str, target):
@@ -95,7 +100,15 @@ KERNELS.register("Unsqueeze", 1, 11, 13, *_LATEST)(_axes_factory("unsqueeze", un
 @KERNELS.register("Transpose", 1, 13, *_LATEST)
 def transpose(ctx):
     perm = transpose_perm(ctx)
-    return lambda x: np.transpose(x, perm(x.ndim))
+    perms: dict = {}   # rank -> the permutation (checked once per rank)
+
+    def fn(x):
+        p = perms.get(x.ndim)
+        if p is None:
+            p = remember(perms, x.ndim, perm(x.ndim))
+        return x.transpose(p)
+
+    return fn
 
 
 @KERNELS.register("Concat", 1, 4, 11, 13)
@@ -116,17 +129,20 @@ def concat(ctx):
 def _split_kernel(ctx, axis: int, lengths):
     """Split along ``axis``; ``lengths(split)`` gives ``(lengths or None, num_outputs)`` for
     the optional ``split`` input's values (a tuple, or None when absent)."""
-    plans: dict = {}
+    def decide(x, split):
+        sizes, num_outputs = lengths(split)
+        return split_index(ctx, x, axis, sizes, num_outputs)
+
+    plans = IntPlans(decide)
 
     def fn(x, split=None):
-        key = (x.shape, None if split is None else host_ints(split))
-        index = plans.get(key)
-        if index is None:
-            sizes, num_outputs = lengths(key[1])
-            index = remember(plans, key, split_index(ctx, x, axis, sizes, num_outputs))
-        return tuple([x[i] for i in index])
+        return tuple([x[i] for i in plans.plan(x, split)])
 
-    return fn
+    def bind(split):
+        plan = plans.fixed(split)
+        return None if plan is None else lambda x, split=None: tuple([x[i] for i in plan(x)])
+
+    return binds_constants(fn, bind, 1)
 
 
 @KERNELS.register("Split", 1, 2, 11)
@@ -142,22 +158,26 @@ def split(ctx):
                                              num_outputs))
 
 
+def _expanded(x, out: tuple):
+    if out == x.shape:
+        return x
+    y = np.empty(out, dtype=x.dtype)
+    y[...] = x
+    return y
+
+
 @KERNELS.register("Expand", 8, 13)
 def expand(ctx):
-    plans: dict = {}
+    plans = IntPlans(lambda x, shape: expand_target(ctx, x, list(shape)))
 
     def fn(x, shape):
-        key = (x.shape, host_ints(shape))
-        out = plans.get(key)
-        if out is None:
-            out = remember(plans, key, expand_target(ctx, x, list(key[1])))
-        if out == x.shape:
-            return x
-        y = np.empty(out, dtype=x.dtype)
-        y[...] = x
-        return y
+        return _expanded(x, plans.plan(x, shape))
 
-    return fn
+    def bind(shape):
+        plan = plans.fixed(shape)
+        return None if plan is None else lambda x, shape: _expanded(x, plan(x))
+
+    return binds_constants(fn, bind, 1)
 
 
 @KERNELS.register("Shape", 1, 13, 15, 19, *_LATEST)

@@ -2,7 +2,8 @@
 
 The crop, widths, output extents and (reflect / edge / wrap) source positions of a Pad are
 decided once per key of the input's extents and the ``pads`` / ``axes`` values
-(:mod:`._plans`) by the portable family's own functions; a run is then one allocation and one
+(:mod:`._plans`; by the extents alone where those inputs are constants) by the portable
+family's own functions; a run is then one allocation and one
 copy (constant) or one ``take`` per padded axis, exactly as the portable kernel computes it.
 STRING tensors take the portable path.
 """
@@ -13,8 +14,9 @@ import numpy as np
 from onnxkit_default_domain.kernels.shape_layout import _LATEST, pad_array, pad_mode, pad_plan, source_index
 
 from onnxkit.plugin import KernelTable
+from onnxkit.runtime.kernel import binds_constants
 
-from ._plans import host_ints, remember
+from ._plans import IntPlans
 
 KERNELS = KernelTable()
 
@@ -62,19 +64,31 @@ def _plan(ctx, x, pads: list, mode: str, axes):
 def pad(ctx):
     mode = pad_mode(ctx)
     with_axes = ctx.since_version >= 18
-    plans: dict = {}
+    plans = IntPlans(lambda x, pads, axes: _plan(ctx, x, list(pads), mode, None if axes is None else list(axes)))
 
-    def fn(x, pads, constant_value=None, axes=None):
+    def check(x, constant_value, axes) -> bool:
+        """The per-call checks; True when ``x`` takes the portable body (STRING)."""
         if axes is not None and not with_axes:
             ctx.fail("the 'axes' input is defined from Pad-18")
         if constant_value is not None and constant_value.size != 1:
             ctx.fail(f"constant_value must be a scalar, got shape {list(constant_value.shape)}")
-        if x.dtype == object:
-            return pad_array(ctx, x, ctx.ints(pads), mode, constant_value, None if axes is None else ctx.ints(axes))
-        key = (x.shape, host_ints(pads), None if axes is None else host_ints(axes))
-        run = plans.get(key)
-        if run is None:
-            run = remember(plans, key, _plan(ctx, x, list(key[1]), mode, None if key[2] is None else list(key[2])))
-        return run(x, constant_value)
+        return x.dtype == object
 
-    return fn
+    def fn(x, pads, constant_value=None, axes=None):
+        if check(x, constant_value, axes):
+            return pad_array(ctx, x, ctx.ints(pads), mode, constant_value, None if axes is None else ctx.ints(axes))
+        return plans.plan(x, pads, axes)(x, constant_value)
+
+    def bind(pads, axes):
+        plan = None if pads is None or (axes is not None and not with_axes) else plans.fixed(pads, axes)
+        if plan is None:
+            return None
+
+        def fixed(x, pads, constant_value=None, axes=None):
+            if check(x, constant_value, None):
+                return fn(x, pads, constant_value, axes)
+            return plan(x)(x, constant_value)
+
+        return fixed
+
+    return binds_constants(fn, bind, 1, 3)

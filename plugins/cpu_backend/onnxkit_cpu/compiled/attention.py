@@ -1,0 +1,94 @@
+"""Compiled loop of scaled dot-product attention (overrides/attention.py: ai.onnxkit Attention-2).
+
+:func:`attention_loop` gives one loop over (batch, head, query row) computing
+``softmax(scale * q k^T + mask) v`` with the row's scores and the output row's sums in a small
+float64 scratch the override passes (no allocation), for the small sequences of the corpus'
+transformers (9-17 tokens, head size 32-64) where numpy's per-call cost of the 6-8 nodes the
+pattern takes dominates.
+
+Precision: the two products and the softmax are evaluated in float64 and the output rounded
+once to the inputs' type: ``s_j = scale * sum_d q_d k_jd + mask_j`` (the exporters' scaling of
+q and k by sqrt(scale) each, rounded in float32 there, is exact in float64 here), ``e_j =
+exp(s_j - max s)`` by compiled/activation.py's vectorizable exponential (relative error below
+3e-16), ``p_j = e_j / sum e``, ``y = sum_j p_j v_j``: float32 results are closer to the exact
+function than the unfused float32 nodes (whose products, exp and sums each round in float32),
+within Clause 11's tolerances of them.  The compile options add ``fastmath={"contract"}``
+only (a product and a sum may fuse into one multiply-add, rounded once: as accurate or more).
+
+Softmax rows as the definitions say: ``guard`` (nan_to_zero = 1) takes a NaN probability as 0
+(a row holding NaN or +inf, or all -inf, gives zeros: ``Where(IsNaN(p), 0, p)`` after a plain
+softmax); without it (ai.onnx Attention-23 as onnxkit computes it) a row whose maximum is -inf
+gives zeros and a NaN propagates.  A NaN or inf in v propagates through the product (0 * inf
+is NaN, as in the matmul).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxkit_cpu.compiled import activation, kernel
+
+#: the vectorizable exp of compiled/activation.py, bound by :func:`attention_loop`
+_exp = None
+
+
+def _attention(q, k, v, mask, ms, has_mask, scale, guard, y, scratch):
+    """``y[b, h, i] = softmax_j(scale q[b, h, i] . k[b, h, j] + mask) v[b, h]`` for C-contiguous
+    4-D ``q`` (B, H, Sq, D), ``k`` (B, H, Skv, D), ``v`` (B, H, Skv, Dv), ``y`` (B, H, Sq, Dv);
+    ``mask`` a 1-D array read at ``b ms[0] + h ms[1] + i ms[2] + j ms[3]`` (element strides,
+    0 on broadcast axes) where ``has_mask``; ``scratch`` float64 of at least Skv + Dv."""
+    nb, nh, nq, nd = q.shape
+    nk, nv = k.shape[2], v.shape[3]
+    zero = y.dtype.type(0)
+    # inner loops index a row from 0 (known non-negative: no wraparound test, so they vectorize)
+    for b in range(nb):
+        for h in range(nh):
+            kb, vb = k[b, h], v[b, h]
+            for i in range(nq):
+                qi, yi = q[b, h, i], y[b, h, i]
+                base = b * ms[0] + h * ms[1] + i * ms[2]
+                for j in range(nk):
+                    kj = kb[j]
+                    acc = zero
+                    for d in range(nd):
+                        acc += qi[d] * kj[d]
+                    s = np.float64(acc) * scale
+                    if has_mask:
+                        s += np.float64(mask[base + j * ms[3]])
+                    scratch[j] = s
+                m = scratch[0]
+                for j in range(1, nk):
+                    if scratch[j] > m:      # NaN skipped unless first: exp(NaN - m) makes the sum NaN
+                        m = scratch[j]
+                if not guard and m == -np.inf:
+                    m = 0.0
+                tot = 0.0
+                for j in range(nk):
+                    e = _exp(scratch[j] - m)
+                    scratch[j] = e
+                    tot += e
+                if not guard and tot == 0.0:
+                    tot = 1.0
+                inv = 1.0 / tot
+                for c in range(nv):
+                    yi[c] = zero
+                for j in range(nk):
+                    p = scratch[j] * inv
+                    if guard and p != p:
+                        p = 0.0
+                    pt = y.dtype.type(p)
+                    vj = vb[j]
+                    for c in range(nv):
+                        yi[c] += pt * vj[c]
+
+
+_ATTENTION = kernel(_attention, fastmath={"contract", "reassoc"})
+
+
+def attention_loop():
+    """The compiled loop (:func:`_attention`), or None where compiled loops are off."""
+    global _exp
+    if not activation._bind():
+        return None
+    _exp = activation._exp
+    return _ATTENTION.get()

@@ -1,19 +1,23 @@
 """Compiled loop of scaled dot-product attention (overrides/attention.py: ai.onnxkit Attention-2).
 
 :func:`attention_loop` gives one loop over (batch, head, query row) computing
-``softmax(scale * q k^T + mask) v`` with the row's scores and the output row's sums in a small
-float64 scratch the override passes (no allocation), for the small sequences of the corpus'
+``softmax(scale * q k^T + mask) v`` with the row's scores in a small float64 scratch the
+override passes (no allocation) and the output row summed in place, for the small sequences of the corpus'
 transformers (9-17 tokens, head size 32-64) where numpy's per-call cost of the 6-8 nodes the
 pattern takes dominates.
 
-Precision: the two products and the softmax are evaluated in float64 and the output rounded
-once to the inputs' type: ``s_j = scale * sum_d q_d k_jd + mask_j`` (the exporters' scaling of
-q and k by sqrt(scale) each, rounded in float32 there, is exact in float64 here), ``e_j =
-exp(s_j - max s)`` by compiled/activation.py's vectorizable exponential (relative error below
-3e-16), ``p_j = e_j / sum e``, ``y = sum_j p_j v_j``: float32 results are closer to the exact
-function than the unfused float32 nodes (whose products, exp and sums each round in float32),
-within Clause 11's tolerances of them.  The compile options add ``fastmath={"contract"}``
-only (a product and a sum may fuse into one multiply-add, rounded once: as accurate or more).
+Precision: the products accumulate in the inputs' type as the unfused MatMuls do (BLAS sums
+float32 in float32): ``s_j = scale * (q . k_j) + mask_j`` (the dot product rounded in the type,
+then scaled, biased and exponentiated in float64; the exporters' scaling of q and k by
+sqrt(scale) each, rounded there, is one float64 product here), ``e_j = exp(s_j - max s)`` by
+compiled/activation.py's vectorizable exponential (relative error below 3e-16), ``p_j = e_j /
+sum e`` in float64, rounded once to the type, and ``y = sum_j p_j v_j`` accumulated in the
+type.  The results are within Clause 11's tolerances of the definition evaluated in float64
+(plugins/cpu_backend/tests/test_compiled_attention.py), as the unfused float32 nodes are.
+Compile options add ``fastmath={"contract", "reassoc"}`` only: a product and a sum may fuse
+into one multiply-add, and the dot products and the softmax sum may be summed in another order
+(so that they vectorize; the order of a sum of D or Skv terms moves it by a few ulp at most,
+as BLAS's blocking does); no flag assumes away NaN or inf.
 
 Softmax rows as the definitions say: ``guard`` (nan_to_zero = 1) takes a NaN probability as 0
 (a row holding NaN or +inf, or all -inf, gives zeros: ``Where(IsNaN(p), 0, p)`` after a plain
@@ -36,7 +40,7 @@ def _attention(q, k, v, mask, ms, has_mask, scale, guard, y, scratch):
     """``y[b, h, i] = softmax_j(scale q[b, h, i] . k[b, h, j] + mask) v[b, h]`` for C-contiguous
     4-D ``q`` (B, H, Sq, D), ``k`` (B, H, Skv, D), ``v`` (B, H, Skv, Dv), ``y`` (B, H, Sq, Dv);
     ``mask`` a 1-D array read at ``b ms[0] + h ms[1] + i ms[2] + j ms[3]`` (element strides,
-    0 on broadcast axes) where ``has_mask``; ``scratch`` float64 of at least Skv + Dv."""
+    0 on broadcast axes) where ``has_mask``; ``scratch`` float64 of at least Skv."""
     nb, nh, nq, nd = q.shape
     nk, nv = k.shape[2], v.shape[3]
     zero = y.dtype.type(0)

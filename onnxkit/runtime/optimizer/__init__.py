@@ -17,7 +17,7 @@ pass               rewrites                                         level
                    (ai.onnx from opset 20, else ``ai.onnxkit``)
 ``hardswish``      ``x * Clip(x + 3, 0, 6) / 6`` -> HardSwish        ORT_ENABLE_EXTENDED +
                    (ai.onnx from opset 14, else ``ai.onnxkit``)
-``attention``      ``softmax(scale * Q K^T + mask) V`` -> Attention  ORT_ENABLE_EXTENDED +
+``attention``      scaled dot-product attention -> Attention        ORT_ENABLE_EXTENDED +
                    (``ai.onnxkit`` 2; ai.onnx from opset 23 when
                    unguarded, :mod:`.attention`)
 ``specialize``     a plan per input-shape signature, shape          ORT_ENABLE_BASIC +

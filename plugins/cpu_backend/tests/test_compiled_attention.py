@@ -30,22 +30,17 @@ pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba is not i
 RNG = np.random.default_rng(314)
 
 
-class Spy:
-    """Counts the calls of the compiled loop."""
-
-    def __init__(self, fn):
-        self.fn, self.calls = fn, 0
-
-    def __call__(self, *args):
-        self.calls += 1
-        return self.fn(*args)
-
-
 @pytest.fixture
 def spy(monkeypatch):
-    s = Spy(override.attention_loop())
-    monkeypatch.setattr(override, "attention_loop", lambda: s if compiled.enabled() else None)
-    return s
+    """``spy["calls"]``: calls of the compiled loop (the factory is given a counting wrapper)."""
+    fn, count = override.attention_loop(), {"calls": 0}
+
+    def counted(*args):
+        count["calls"] += 1
+        return fn(*args)
+
+    monkeypatch.setattr(override, "attention_loop", lambda: counted if compiled.enabled() else None)
+    return count
 
 
 def run(q, k, v, mask=None, scale=None, guard=1, numpy_body=False):
@@ -132,14 +127,14 @@ def test_compiled_matches_numpy_body_and_reference(spy, t, case):
     else:       # more keys than queries
         (q, k, v), mask, guard = qkv(1, 3, 4, 8, t=t, kv=11), padding_mask(1, 4, t, kv=11), 1
     got = run(q, k, v, mask, scale=0.2, guard=guard)
-    assert spy.calls == 1
+    assert spy["calls"] == 1
     assert close(got, run(q, k, v, mask, scale=0.2, guard=guard, numpy_body=True))
     assert close(got, reference(q, k, v, mask, scale=0.2, guard=guard))
 
 
 def test_default_scale_is_one_over_sqrt_head_size(spy):
     q, k, v = qkv(1, 2, 6, 16)
-    assert close(run(q, k, v, guard=0), reference(q, k, v, scale=0.25, guard=0)) and spy.calls == 1
+    assert close(run(q, k, v, guard=0), reference(q, k, v, scale=0.25, guard=0)) and spy["calls"] == 1
 
 
 @pytest.mark.parametrize("mshape", [(9,), (1, 9), (1, 1, 1, 9), (3, 1, 1, 9), (2, 9, 9), (3, 2, 9, 9)])
@@ -147,7 +142,7 @@ def test_mask_broadcasts(spy, mshape):
     q, k, v = qkv(3, 2, 9, 8)
     mask = RNG.standard_normal(mshape).astype(np.float32)
     got = run(q, k, v, mask)
-    assert spy.calls == 1
+    assert spy["calls"] == 1
     assert close(got, reference(q, k, v, mask)) and close(got, run(q, k, v, mask, numpy_body=True))
 
 
@@ -155,14 +150,14 @@ def test_a_mask_broadcast_over_the_keys_takes_the_numpy_body(spy):
     q, k, v = qkv(2, 2, 5, 8)
     mask = RNG.standard_normal((2, 1, 5, 1)).astype(np.float32)
     got = run(q, k, v, mask)
-    assert spy.calls == 0 and close(got, reference(q, k, v, mask))
+    assert spy["calls"] == 0 and close(got, reference(q, k, v, mask))
 
 
 def test_non_contiguous_inputs(spy):
     q, k, v = (np.transpose(RNG.standard_normal((2, 7, 3, 16)).astype(np.float32), (0, 2, 1, 3)) for _ in range(3))
     mask = padding_mask(2, 7)[..., ::1]
     got = run(q, k, v, mask)
-    assert spy.calls == 1 and close(got, reference(q, k, v, mask))
+    assert spy["calls"] == 1 and close(got, reference(q, k, v, mask))
 
 
 def test_guard_zeros_nan_rows_like_the_unfused_pattern(spy):
@@ -172,7 +167,7 @@ def test_guard_zeros_nan_rows_like_the_unfused_pattern(spy):
     q[1, 0, 4, 3] = np.nan              # a NaN query row
     k[2, 1, 5, 0] = np.inf              # an infinite key: +-inf and NaN scores
     got = run(q, k, v, mask)
-    assert spy.calls == 1
+    assert spy["calls"] == 1
     assert np.all(got[0, :, 2] == 0) and np.all(got[1, 0, 4] == 0)
     assert close(got, reference(q, k, v, mask)) and close(got, run(q, k, v, mask, numpy_body=True))
 
@@ -183,7 +178,7 @@ def test_unguarded_fully_masked_row_gives_zeros_and_nan_propagates(spy):
     mask[0, :, 1, :] = -np.inf
     q[1, 1, 3, 0] = np.nan
     got = run(q, k, v, mask, guard=0)
-    assert spy.calls == 1
+    assert spy["calls"] == 1
     assert np.all(got[0, :, 1] == 0) and np.all(np.isnan(got[1, 1, 3]))
     assert close(got, reference(q, k, v, mask, guard=0)) and close(got, run(q, k, v, mask, guard=0, numpy_body=True))
 
@@ -193,7 +188,7 @@ def test_nan_and_inf_in_v_propagate(spy):
     v[0, 1, 2, 3] = np.inf
     v[0, 0, 4, 1] = np.nan
     got = run(q, k, v)
-    assert spy.calls == 1
+    assert spy["calls"] == 1
     assert np.all(np.isinf(got[0, 1, :, 3])) and np.all(np.isnan(got[0, 0, :, 1]))
     assert close(got, run(q, k, v, numpy_body=True))
 
@@ -201,12 +196,12 @@ def test_nan_and_inf_in_v_propagate(spy):
 def test_empty_queries_take_the_numpy_body(spy):
     q, k, v = qkv(2, 2, 0, 8, kv=4)
     got = run(q, k, v)
-    assert got.shape == (2, 2, 0, 8) and spy.calls == 0
+    assert got.shape == (2, 2, 0, 8) and spy["calls"] == 0
 
 
 def test_broadcast_heads_take_the_numpy_body(spy):
     q, _, _ = qkv(2, 4, 5, 8)
     k, v = (RNG.standard_normal((2, 1, 5, 8)).astype(np.float32) for _ in range(2))
     got = run(q, k, v)
-    assert spy.calls == 0
+    assert spy["calls"] == 0
     assert close(got, reference(q, np.broadcast_to(k, (2, 4, 5, 8)), np.broadcast_to(v, (2, 4, 5, 8))))

@@ -40,16 +40,19 @@ def _attention(q, k, v, mask, ms, has_mask, scale, guard, y, scratch):
     """``y[b, h, i] = softmax_j(scale q[b, h, i] . k[b, h, j] + mask) v[b, h]`` for C-contiguous
     4-D ``q`` (B, H, Sq, D), ``k`` (B, H, Skv, D), ``v`` (B, H, Skv, Dv), ``y`` (B, H, Sq, Dv);
     ``mask`` a 1-D array read at ``b ms[0] + h ms[1] + i ms[2] + j ms[3]`` (element strides,
-    0 on broadcast axes) where ``has_mask``; ``scratch`` float64 of at least Skv."""
+    0 on broadcast axes) where ``has_mask``; ``scratch`` float64 of at least Sq * Skv (one
+    (batch, head) block of scores, then of exponentials: one long exp loop vectorizes, a row's
+    does not)."""
     nb, nh, nq, nd = q.shape
     nk, nv = k.shape[2], v.shape[3]
     zero = y.dtype.type(0)
+    block = scratch[:nq * nk]
     # inner loops index a row from 0 (known non-negative: no wraparound test, so they vectorize)
     for b in range(nb):
         for h in range(nh):
             kb, vb = k[b, h], v[b, h]
             for i in range(nq):
-                qi, yi = q[b, h, i], y[b, h, i]
+                qi, si = q[b, h, i], block[i * nk:i * nk + nk]
                 base = b * ms[0] + h * ms[1] + i * ms[2]
                 for j in range(nk):
                     kj = kb[j]
@@ -59,25 +62,29 @@ def _attention(q, k, v, mask, ms, has_mask, scale, guard, y, scratch):
                     s = np.float64(acc) * scale
                     if has_mask:
                         s += np.float64(mask[base + j * ms[3]])
-                    scratch[j] = s
-                m = scratch[0]
+                    si[j] = s
+                m = si[0]
                 for j in range(1, nk):
-                    if scratch[j] > m:      # NaN skipped unless first: exp(NaN - m) makes the sum NaN
-                        m = scratch[j]
+                    if si[j] > m:           # NaN skipped unless first: exp(NaN - m) makes the sum NaN
+                        m = si[j]
                 if not guard and m == -np.inf:
                     m = 0.0
+                for j in range(nk):
+                    si[j] = si[j] - m
+            for t in range(nq * nk):
+                block[t] = _exp(block[t])
+            for i in range(nq):
+                si, yi = block[i * nk:i * nk + nk], y[b, h, i]
                 tot = 0.0
                 for j in range(nk):
-                    e = _exp(scratch[j] - m)
-                    scratch[j] = e
-                    tot += e
+                    tot += si[j]
                 if not guard and tot == 0.0:
                     tot = 1.0
                 inv = 1.0 / tot
                 for c in range(nv):
                     yi[c] = zero
                 for j in range(nk):
-                    p = scratch[j] * inv
+                    p = si[j] * inv
                     if guard and p != p:
                         p = 0.0
                     pt = y.dtype.type(p)

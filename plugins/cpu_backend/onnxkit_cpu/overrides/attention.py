@@ -76,7 +76,7 @@ def attention(ctx):
             return portable(q, k, v, attn_mask)
         ms, scale = p
         y = np.empty(q.shape[:3] + v.shape[3:], dtype=q.dtype)
-        scratch = np.empty(k.shape[2], dtype=np.float64)
+        scratch = np.empty(q.shape[2] * k.shape[2], dtype=np.float64)
         mask = no_mask[q.dtype] if attn_mask is None else np.ascontiguousarray(attn_mask).reshape(-1)
         fn(np.ascontiguousarray(q), np.ascontiguousarray(k), np.ascontiguousarray(v), mask, ms,
            attn_mask is not None, scale, guard, y, scratch)

@@ -37,25 +37,26 @@ _exp = None
 
 
 def _attention(q, k, v, mask, ms, has_mask, scale, guard, y, scratch):
-    """``y[b, h, i] = softmax_j(scale q[b, h, i] . k[b, h, j] + mask) v[b, h]`` for C-contiguous
-    4-D ``q`` (B, H, Sq, D), ``k`` (B, H, Skv, D), ``v`` (B, H, Skv, Dv), ``y`` (B, H, Sq, Dv);
+    """``y[b, i, h] = softmax_j(scale q[b, i, h] . k[b, j, h] + mask) v[b, :, h]`` for C-contiguous
+    4-D ``q`` (B, Sq, H, D), ``k`` (B, Skv, H, D), ``v`` (B, Skv, H, Dv), ``y`` (B, Sq, H, Dv) — the
+    sequence-major layout the exporters' head transposes are views of (the override passes the
+    (B, H, S, D) operands transposed back, and returns ``y`` transposed);
     ``mask`` a 1-D array read at ``b ms[0] + h ms[1] + i ms[2] + j ms[3]`` (element strides,
     0 on broadcast axes) where ``has_mask``; ``scratch`` float64 of at least Sq * Skv (one
     (batch, head) block of scores, then of exponentials: one long exp loop vectorizes, a row's
     does not)."""
-    nb, nh, nq, nd = q.shape
-    nk, nv = k.shape[2], v.shape[3]
+    nb, nq, nh, nd = q.shape
+    nk, nv = k.shape[1], v.shape[3]
     zero = y.dtype.type(0)
     block = scratch[:nq * nk]
     # inner loops index a row from 0 (known non-negative: no wraparound test, so they vectorize)
     for b in range(nb):
         for h in range(nh):
-            kb, vb = k[b, h], v[b, h]
             for i in range(nq):
-                qi, si = q[b, h, i], block[i * nk:i * nk + nk]
+                qi, si = q[b, i, h], block[i * nk:i * nk + nk]
                 base = b * ms[0] + h * ms[1] + i * ms[2]
                 for j in range(nk):
-                    kj = kb[j]
+                    kj = k[b, j, h]
                     acc = zero
                     for d in range(nd):
                         acc += qi[d] * kj[d]
@@ -74,7 +75,7 @@ def _attention(q, k, v, mask, ms, has_mask, scale, guard, y, scratch):
             for t in range(nq * nk):
                 block[t] = _exp(block[t])
             for i in range(nq):
-                si, yi = block[i * nk:i * nk + nk], y[b, h, i]
+                si, yi = block[i * nk:i * nk + nk], y[b, i, h]
                 tot = 0.0
                 for j in range(nk):
                     tot += si[j]
@@ -88,7 +89,7 @@ def _attention(q, k, v, mask, ms, has_mask, scale, guard, y, scratch):
                     if guard and p != p:
                         p = 0.0
                     pt = y.dtype.type(p)
-                    vj = vb[j]
+                    vj = v[b, j, h]
                     for c in range(nv):
                         yi[c] += pt * vj[c]
 

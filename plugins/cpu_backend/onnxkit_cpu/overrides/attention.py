@@ -4,8 +4,11 @@ Where compiled loops are on (decided at planning, :mod:`onnxkit_cpu.compiled`), 
 pattern's case — float32 or float64 4-D Q, K, V of one batch and head count, no past, an
 optional additive mask of Q's type broadcastable to the scores (B, H, Sq, Skv) whose last axis
 is Skv, and Attention-23's attributes at their defaults but ``scale`` — runs as one compiled
-loop (:mod:`onnxkit_cpu.compiled.attention`, whose docstring states the precision); Q, K, V
-are made C-contiguous first (the exporters' head transposes are views).  Everything else is
+loop (:mod:`onnxkit_cpu.compiled.attention`, whose docstring states the precision) over the
+sequence-major (B, S, H, D) layout: the exporters' head transposes are views of it, so Q, K and
+V reach the loop without a copy (other layouts are copied once), and Y is returned as the
+(B, H, Sq, Dv) view of a (B, Sq, H, Dv) array, which the exporters' Transpose back and Reshape
+then read without a copy.  Everything else is
 the portable kernel (kernels/fused.py), which also decides every error.
 """
 
@@ -36,6 +39,13 @@ def _mask_strides(mask, scores: tuple):
             return None
         step *= shape[ax]
     return tuple(strides)
+
+
+def _seq_major(x):
+    """(B, H, S, D) ``x`` as a C-contiguous (B, S, H, D) array: a view where ``x`` is the head
+    transpose of one (the exporters' Transpose(Reshape(...), [0, 2, 1, 3])), else a copy."""
+    t = x.transpose(0, 2, 1, 3)
+    return t if t.flags.c_contiguous else np.ascontiguousarray(t)
 
 
 @KERNELS.register("Attention", 2, domain=FUSED_DOMAIN)
@@ -75,11 +85,11 @@ def attention(ctx):
         if p is False:
             return portable(q, k, v, attn_mask)
         ms, scale = p
-        y = np.empty(q.shape[:3] + v.shape[3:], dtype=q.dtype)
-        scratch = np.empty(q.shape[2] * k.shape[2], dtype=np.float64)
+        b, h, sq = q.shape[:3]
+        y = np.empty((b, sq, h, v.shape[3]), dtype=q.dtype)
+        scratch = np.empty(sq * k.shape[2], dtype=np.float64)
         mask = no_mask[q.dtype] if attn_mask is None else np.ascontiguousarray(attn_mask).reshape(-1)
-        fn(np.ascontiguousarray(q), np.ascontiguousarray(k), np.ascontiguousarray(v), mask, ms,
-           attn_mask is not None, scale, guard, y, scratch)
-        return y
+        fn(_seq_major(q), _seq_major(k), _seq_major(v), mask, ms, attn_mask is not None, scale, guard, y, scratch)
+        return y.transpose(0, 2, 1, 3)
 
     return run

@@ -179,6 +179,7 @@ class InferenceSession:
         self._output_check = OutputCheck(g.output, self._reporter)
         self._checked = CheckedSignatures([vi.name for vi in g.input], self._outputs, self._output_check,
                                           self._reporter)
+        self._fuse_epilogues(self.plan)
         self._kept_ids = _kept_value_ids(self.plan)
         consumed = self.optimized.consumed_defaults
         self._consumed_positions = [i for i, vi in enumerate(self._inputs) if vi.name in consumed]
@@ -203,6 +204,18 @@ class InferenceSession:
                       ", ".join(f"{k} {v}" for k, v in result.rewrites.items() if v), (time.perf_counter() - t0) * 1e3)
         return result
 
+    def _fuse_epilogues(self, plan) -> None:
+        """The ``epilogue`` plan pass (:mod:`.optimizer.epilogue`) on ``plan``, where it is on."""
+        from .optimizer import disabled_passes, plan_pass_on
+        from .optimizer import epilogue
+
+        so = self._sess_options
+        if plan_pass_on("epilogue", int(so.graph_optimization_level),
+                        disabled_passes(so._config.get("session.disable_passes"))):
+            fused = epilogue.run(plan)
+            if fused:
+                self._log("plan", 20, "epilogue: %d step(s) folded into their producers", fused)
+
     def _specializer_for(self, planner):
         """The session's :class:`~onnxkit.runtime.optimizer.specialize.Specializer`, or None when the
         ``specialize`` pass is off (level, ``session.disable_passes``) or cannot apply (a backend
@@ -225,6 +238,7 @@ class InferenceSession:
             return self.plan
         if self._plain_plan is None:
             self._plain_plan = Planner(self.model, self.registry, self.backend_name, **self._planner_args).compile_model()
+            self._fuse_epilogues(self._plain_plan)
             self._kept_ids |= _kept_value_ids(self._plain_plan)
         return self._plain_plan
 

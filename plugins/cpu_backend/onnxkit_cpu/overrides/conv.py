@@ -40,6 +40,12 @@ narrow float), one or two spatial axes, and
 
 Results agree with the numpy body to float rounding (summation order: see that module),
 within Clause 11's tolerances, not bit for bit.
+
+**Epilogues** (:mod:`onnxkit.runtime.optimizer.epilogue`): the kernel offers ``fuse_epilogue``;
+the fused kernel (:func:`epilogue`) applies a following Relu, Add or Add + Relu in place on its
+own fresh result, bit-identical to the separate kernels (in-place ``np.maximum`` 1.3x the
+allocating one on (1, 64, 112, 112); light/squeezenet 0.79x with it, the other light models
+and the corpus' CNNs 0.95-1.0x, interleaved in one process).
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from onnxkit.plugin import KernelTable
 
 from onnxkit_default_domain.kernels import conv as portable
 from onnxkit_default_domain.kernels._common import compute_dtype
+from onnxkit_default_domain.kernels.elementwise import quiet
 
 from ..compiled import conv as loops
 from .conv_depthwise import Depthwise, PaddedWindows, Scratch, pad_layout, window_view
@@ -346,6 +353,56 @@ class Prepared:
         return y if y.dtype == self.out_dtype else y.astype(self.out_dtype)
 
 
+def _add_in_place(a, b, out):
+    np.add(a, b, out=out)
+
+
+#: ``out = a + b`` with numpy's floating-point warnings off, as the cpu Add
+_add_quiet = quiet(_add_in_place)
+
+
+_F32, _F64 = _COMPILED
+
+
+def epilogue(lookup, fallback, ops):
+    """The fused kernel of a Conv and its ``ops`` (:mod:`onnxkit.runtime.optimizer.epilogue`:
+    ``("Add", fn, side)`` and/or ``("Relu", fn, None)``, in order).  ``lookup(x, w, b)``: the
+    node's prepared call for the inputs' key (None: the portable ``fallback``, whose result
+    may not be a fresh array of this kernel's own).  On a prepared call's float32/float64
+    result (always fresh) the Add (an operand of the same shape and dtype, operands in the
+    graph's order) and the Relu (``np.maximum(y, 0)``, as the cpu Relu) are computed in
+    place; otherwise the consumers' own kernels ``fn`` run (the same result, by construction)."""
+    add = ops[0] if ops[0][0] == "Add" else None
+    relu = ops[-1][1] if ops[-1][0] == "Relu" else None
+    if add is None:
+        def fused_relu(x, w, b=None):
+            call = lookup(x, w, b)
+            if call is None:
+                return relu(fallback(x, w, b))
+            y = call(x, w, b)
+            dt = y.dtype
+            return np.maximum(y, 0, out=y) if dt is _F32 or dt is _F64 else relu(y)
+        return fused_relu
+    add_fn, side = add[1], add[2]
+
+    def fused_add(x, w, b, r):
+        call = lookup(x, w, b)
+        if call is None:
+            y = fallback(x, w, b)
+        else:
+            y = call(x, w, b)
+            dt = y.dtype
+            if (dt is _F32 or dt is _F64) and type(r) is np.ndarray and r.dtype is dt and r.shape == y.shape:
+                if side:
+                    _add_quiet(r, y, y)
+                else:
+                    _add_quiet(y, r, y)
+                return y if relu is None else np.maximum(y, 0, out=y)
+        y = add_fn(r, y) if side else add_fn(y, r)
+        return y if relu is None else relu(y)
+    return fused_add
+
+
 @KERNELS.register("Conv", 1, 11, 22)
 def conv(ctx):
     xp = ctx.xp
@@ -357,18 +414,25 @@ def conv(ctx):
     def prepare(key, x, w, b):
         _, plan, ct, _ = portable.prepare(ctx, xp, allowed, plans, x, w, b)     # the checks, once per key
         p = Prepared(plan, [int(d) for d in x.shape[2:]], ct, x.dtype, fn, b is not None)
+        call = p.planes if p.kind == "planes" else (None if p.kind == "portable" else p)
         if len(known) > 64:
             known.clear()
-        known[key] = p
-        return p
+        known[key] = call
+        return call
+
+    def lookup(x, w, b):
+        """The prepared call of the inputs' key (None: the portable kernel)."""
+        key = (x.shape, x.dtype, w.shape, w.dtype, None if b is None else (b.shape, b.dtype))
+        call = known.get(key, prepare)
+        return prepare(key, x, w, b) if call is prepare else call
 
     def run(x, w, b=None):
         key = (x.shape, x.dtype, w.shape, w.dtype, None if b is None else (b.shape, b.dtype))
-        p = known.get(key)
-        if p is None:
-            p = prepare(key, x, w, b)
-        if p.kind == "portable":
-            return fallback(x, w, b)
-        return p(x, w, b)
+        call = known.get(key, prepare)
+        if call is prepare:
+            call = prepare(key, x, w, b)
+        return fallback(x, w, b) if call is None else call(x, w, b)
 
+    run.fuse_epilogue = lambda ops: epilogue(lookup, fallback, ops)
+    run.epilogue_inputs = 3
     return run

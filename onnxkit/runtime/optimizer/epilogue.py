@@ -1,0 +1,178 @@
+"""The ``epilogue`` plan pass: a Relu, an Add or an Add then Relu after a kernel that can apply
+it to the array it just made, folded into that kernel's step (onnxruntime's Conv + activation
+and Conv + Add (+ Relu) fusions, done on the plan instead of the graph).
+
+Why on the plan and not as a graph rewrite into a fused operator: the rewrite would need a new
+operator (an ``ai.onnxkit`` version, its schema, inference, a portable kernel and every
+backend's), would show up in ``--optimized-model`` output, and would buy nothing more, since
+what is saved is the cost of the separate steps (the loop's per-node cost and one ufunc call
+each), not different arithmetic.  Here the graph and every backend stay as they are; only a
+kernel that *offers* it takes part.
+
+**Protocol.**  A kernel function (the ``run`` a factory returns) may carry an attribute
+``fuse_epilogue``: ``fuse_epilogue(ops)`` returns a new kernel function, or None where the
+kernel declines.  ``ops`` is a tuple of ``(op_type, fn, side)``, in order: ``("Relu", fn,
+None)``, ``("Add", fn, side)`` (``side`` 0: the kernel's result is Add's first input, 1: its
+second; the other operand becomes the fused function's last argument).  ``fn`` is the
+consumer step's own kernel: the fused function must compute exactly what calling ``fn`` on
+the kernel's result (and the other operand) computes — it may do so in place on an array it
+made itself and owns (its fresh output), and otherwise must call ``fn`` (e.g. a broadcasting
+or mixed-type Add, a value that is not a numpy array).
+
+**When it applies** (the top-level plan only).  A step ``P`` with one output ``y``, whose
+kernel offers ``fuse_epilogue`` and which has no size guard, scope or subgraph, followed by a
+step ``C`` of the default domain — ``Relu``, ``Add`` (then a ``Relu`` under the same rule, if
+there is one) — where ``y`` is read by ``C`` once and by nothing else (no other step, no
+subgraph through ``_uses``, not a graph output), ``C`` having no scope or subgraph.  A
+consumer's own size guard (Add's broadcasting bound) runs inside the ``fn`` handed over
+(:func:`guarded`): in that (broadcasting) fallback the bytes it charges stay charged to the
+run's budget until the run ends (the fused step's output has no slot of its own to release
+them with: counting them too long is the safe side of ``Limits.max_run_bytes``); the in-place
+path allocates nothing and charges nothing.
+
+**The fused step** takes the place of the last consumer (by then Add's other operand has been
+computed; ``P``'s inputs were there before ``P``, and nothing in between reads ``y``); ``P``
+and the other consumers are removed.  Its inputs are ``P``'s (padded with ``""`` up to the
+kernel's ``epilogue_inputs``, e.g. a Conv without B) then Add's other operand; its output the
+last consumer's; its node ``P``'s with that output (errors and profiling name ``P``'s node).
+``y`` is never stored; lifetimes are computed again; the plan's variant with folded defaults
+is rewritten too.  The ``specialize`` pass starts from this plan, so its plans have the fused
+steps (where it types an inlined If's plan again, a fused step with Add reads as a Conv with a
+fourth input: inference then fails and that further round is skipped, as for any untypable
+plan).
+
+**Exact.**  The fused kernel runs the same operations on the same values in the same order
+(a Relu ``np.maximum(y, 0)`` in place, an Add with its operands in the graph's order), so
+results are bit-identical.  On at ``ORT_ENABLE_EXTENDED`` and above (where onnxruntime fuses
+Conv with activations), off with ``session.disable_passes=epilogue``.
+
+**Effect** (cpu Conv, small_resnet_ts, 1 thread): a fused step costs what the Conv and its
+consumers' kernels cost (in-place ``np.maximum`` ~ the allocating one on small tensors); what
+goes is the run loop's per-step work, 7 of 17 steps: a few percent warm, within noise for one
+call.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ..budget import current_budget
+from ..plan import GraphPlan, Planner, Step
+
+#: consumers an epilogue can take: op_type -> how many inputs it reads
+_CONSUMERS = {"Relu": 1, "Add": 2}
+
+
+def _default(step: Step) -> bool:
+    return step.node.domain in ("", "ai.onnx")
+
+
+def _plain(step: Step, guard_ok: bool = False) -> bool:
+    """Whether ``step`` has nothing the loop handles specially (a guard unless ``guard_ok``, a
+    scope, subgraphs)."""
+    return (guard_ok or step.guard is None) and not step.scope and not step.subgraphs and not step._uses
+
+
+def guarded(fn, guard):
+    """``fn`` preceded by its step's size ``guard``, whose charge stays on the run's budget until
+    the run ends (module docstring): the value ``fn`` makes may be the fused step's output."""
+    if guard is None:
+        return fn
+
+    def call(*args):
+        guard(current_budget(), args)
+        return fn(*args)
+    return call
+
+
+def _readers(steps: list) -> dict:
+    """name -> number of times a step reads it (as an input or through a subgraph)."""
+    count: dict = {}
+    for s in steps:
+        for n in (*s.inputs, *s._uses):
+            if n:
+                count[n] = count.get(n, 0) + 1
+    return count
+
+
+def _consumer(steps, at: dict, readers: dict, keep, name: str):
+    """``(index, step)`` of the one step reading ``name`` if it may take it as an epilogue."""
+    if readers.get(name) != 1 or name in keep:
+        return None
+    k = at.get(name)
+    if k is None:
+        return None
+    c = steps[k]
+    if not _default(c) or not _plain(c, guard_ok=True) or c.node.op_type not in _CONSUMERS:
+        return None
+    if len(c.inputs) != _CONSUMERS[c.node.op_type] or len(c.outputs) != 1 or not c.outputs[0]:
+        return None
+    return k, c
+
+
+def fuse(steps: list, keep) -> tuple:
+    """``(steps, count)``: ``steps`` with epilogues folded (a new list; steps not fused are the
+    same objects), and how many consumer steps were removed."""
+    readers = _readers(steps)
+    at = {}
+    for k, s in enumerate(steps):
+        for n in s.inputs:
+            if n and readers.get(n) == 1:
+                at[n] = k
+    out = list(steps)
+    removed, taken = set(), set()     # steps dropped; consumers some producer took
+    count = 0
+    for i, p in enumerate(steps):
+        offer = getattr(p.fn, "fuse_epilogue", None)
+        if offer is None or not _plain(p) or len(p.outputs) != 1 or not p.outputs[0]:
+            continue
+        ops, extra, gone, name = [], [], [], p.outputs[0]
+        while True:
+            found = _consumer(steps, at, readers, keep, name)
+            if found is None or found[0] in taken or found[0] <= i:
+                break
+            k, c = found
+            op = c.node.op_type
+            if op == "Add":
+                if ops or c.inputs[0] == c.inputs[1]:      # one Add, first; not Add(y, y)
+                    break
+                side = 0 if c.inputs[0] == name else 1
+                ops.append(("Add", guarded(c.fn, c.guard), side))
+                extra.append(c.inputs[1 - side])
+            else:
+                ops.append(("Relu", guarded(c.fn, c.guard), None))
+            gone.append(k)
+            name = c.outputs[0]
+            if op == "Relu":
+                break
+        if not ops:
+            continue
+        fused = offer(tuple(ops))
+        if fused is None:
+            continue
+        pad = getattr(p.fn, "epilogue_inputs", len(p.inputs))
+        inputs = list(p.inputs) + [""] * max(0, pad - len(p.inputs)) + extra
+        step = Step(fused, inputs, [name], attrs.evolve(p.node, output=[name]), p.scope)
+        out[gone[-1]] = step        # where the last consumer was: Add's other operand is there by then
+        removed.add(i)
+        taken.update(gone)
+        removed.update(gone[:-1])
+        count += len(gone)
+    if not count:
+        return steps, 0
+    result = [s for k, s in enumerate(out) if k not in removed]
+    Planner._lifetimes(result, keep)
+    return result, count
+
+
+def run(plan: GraphPlan) -> int:
+    """Fold epilogues in ``plan`` (its steps and its folded-defaults variant replaced); returns
+    how many steps were removed."""
+    keep = set(plan.output_names)
+    plan.steps, count = fuse(plan.steps, keep)
+    if plan.folded is not None:
+        constants, steps = plan.folded
+        folded, more = fuse(steps, keep | set(plan.defaults))
+        plan.folded = (constants, folded)
+        count += more
+    return count

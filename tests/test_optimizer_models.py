@@ -18,8 +18,8 @@ from optimizer_cases import off, ort, within
 ROOT = Path(__file__).resolve().parent.parent
 #: the light models of the ONNX test package; no pass applies to zfnet512 (no Identity, Dropout, BatchNormalization)
 LIGHT = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet", "vgg19"]
-#: corpus models on which the passes rewrite (identity, cast, conv_bn, matmul_add), by pass
-CORPUS = {"hf_bert_ts": "identity, cast", "hf_t5_ts": "identity, cast", "attention_encoder_ts": "identity, cast",
+#: corpus models on which the passes rewrite (identity, cast, conv_bn, matmul_add, attention), by pass
+CORPUS = {"hf_bert_ts": "identity, cast, attention", "hf_vit_ts": "attention", "hf_gpt2_ts": "attention", "hf_t5_ts": "identity, cast", "attention_encoder_ts": "identity, cast",
           "rapidocr_cls_v2": "conv_bn, matmul_add", "rapidocr_rec_v4": "conv_bn", "magika_standard_v3_3": "matmul_add",
           "skl_mlp_string_labels": "cast, matmul_add", "silero_vad_16k_op15": "cast"}
 
@@ -76,3 +76,13 @@ def corpus():
 def test_corpus_model(corpus, name):
     folder, load_inputs = corpus
     assert _compare(str(folder / f"{name}.onnx"), load_inputs(folder, name)) > 0
+
+
+@pytest.mark.parametrize("name", ["hf_bert_ts", "hf_vit_ts", "hf_gpt2_ts"])
+def test_corpus_attention_fused(corpus, name):
+    """Each of the two attention layers of the corpus transformers becomes one Attention node."""
+    folder, _ = corpus
+    optimized = InferenceSession(str(folder / f"{name}.onnx")).optimized
+    assert optimized.rewrites["attention"] == 2
+    ops = [n.op_type for n in optimized.model.graph.node]
+    assert ops.count("Attention") == 2 and "Softmax" not in ops

@@ -17,6 +17,9 @@ pass               rewrites                                         level
                    (ai.onnx from opset 20, else ``ai.onnxkit``)
 ``hardswish``      ``x * Clip(x + 3, 0, 6) / 6`` -> HardSwish        ORT_ENABLE_EXTENDED +
                    (ai.onnx from opset 14, else ``ai.onnxkit``)
+``attention``      scaled dot-product attention -> Attention        ORT_ENABLE_EXTENDED +
+                   (``ai.onnxkit`` 2; ai.onnx from opset 23 when
+                   unguarded, :mod:`.attention`)
 ``epilogue``       Relu / Add / Add + Relu after a kernel that      ORT_ENABLE_EXTENDED +
                    offers it (cpu Conv) folded into its step
                    (:mod:`.epilogue`)
@@ -31,7 +34,7 @@ one node that computes the same function rounded once (as onnxruntime's extended
 into its own operators).  ``epilogue`` works on the plan once it is made, ``specialize`` on the
 plan at run time (the session's :class:`~.specialize.Specializer`), the others on the graph.  Each pass is its own module
 whose docstring says why it is exact (``epilogue``: bit-identical); ``conv_bn`` and ``channel_affine`` are exact up to
-rounding, ``gelu`` and ``hardswish`` within the element type's tolerance.  The graph passes leave
+rounding, ``gelu``, ``hardswish`` and ``attention`` within the element type's tolerance.  The graph passes leave
 subgraphs (If/Loop/Scan bodies) alone (planning folds their constants, :mod:`onnxkit.runtime.plan`),
 and a name read inside one is never removed or renamed; graph outputs keep their names;
 graph inputs are kept as they were.  A graph with an ai.onnx.preview.training node (Gradient
@@ -50,7 +53,7 @@ import attrs
 from ... import ir
 from ...errors import OnnxkitError
 from ...registry import normalize_domain
-from . import cast, channel_affine, conv_bn, gelu, hardswish, identity, matmul_add, reshape, transpose
+from . import attention, cast, channel_affine, conv_bn, gelu, hardswish, identity, matmul_add, reshape, transpose
 from .view import GraphView
 
 #: (name, module, lowest level that runs it), in the order they run
@@ -64,6 +67,7 @@ PASSES = (
     ("matmul_add", matmul_add, 1),
     ("gelu", gelu, 2),
     ("hardswish", hardswish, 2),
+    ("attention", attention, 2),    # last: it may raise the ai.onnxkit import to version 2
 )
 #: passes on the plan rather than the graph (run by the session), with the lowest level that runs them
 PLAN_PASSES = (("epilogue", 2), ("specialize", 1))

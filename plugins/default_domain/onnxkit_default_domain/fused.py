@@ -9,6 +9,14 @@ an optimized model written with ``onnxkit run --optimized-model`` checks clean w
 
 * ``Gelu`` — ai.onnx Gelu-20 (``approximate`` 'none' or 'tanh');
 * ``HardSwish`` — ai.onnx HardSwish-14.
+
+Version 2 (version 1's operators unchanged, plus):
+
+* ``Attention`` — ai.onnx Attention-23 (inputs, outputs, attributes, types, semantics) with one
+  more attribute, ``nan_to_zero`` (int, default 0).  With 0 it is ai.onnx Attention-23; with 1 a
+  softmax probability that is NaN is taken as 0 before the product with V — the guard
+  ``Where(IsNaN(p), 0, p)`` the torch exporters put after the softmax of scaled dot-product
+  attention (a row whose scores are all -inf, or hold a NaN or +inf, then contributes zeros).
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ from onnxkit.plugin import OperatorSet
 FUSED_DOMAIN = "ai.onnxkit"
 #: ai.onnx definitions each fused operator of version 1 takes its signature and semantics from
 SAME_AS = {"Gelu": 20, "HardSwish": 14}
+#: the ai.onnx Attention definition ai.onnxkit Attention-2 extends with ``nan_to_zero``
+ATTENTION_BASE = 23
 
 
 @lru_cache(maxsize=1)
@@ -36,6 +46,22 @@ def definitions() -> dict:
             for op, v in SAME_AS.items()}
 
 
+@lru_cache(maxsize=1)
+def definitions_v2() -> dict:
+    """``{op_type: OpSchema}`` in force at ai.onnxkit 2: version 1's and Attention-2."""
+    from onnxkit.schema import AttributeDef
+    from onnxkit.ir import AttributeType
+
+    from .schemas import definitions as onnx_definitions
+
+    base = next(s for s in onnx_definitions() if s.domain == "" and s.name == "Attention"
+                and s.since_version == ATTENTION_BASE)
+    extra = AttributeDef(name="nan_to_zero", type=AttributeType.INT, required=False, default_value=0)
+    attention = attrs.evolve(base, domain=FUSED_DOMAIN, since_version=2,
+                             attributes=dict(base.attributes, nan_to_zero=extra))
+    return dict(definitions(), Attention=attention)
+
+
 def operator_sets() -> list:
-    """ai.onnxkit version 1."""
-    return [OperatorSet(FUSED_DOMAIN, 1, definitions)]
+    """ai.onnxkit versions 1 and 2."""
+    return [OperatorSet(FUSED_DOMAIN, 1, definitions), OperatorSet(FUSED_DOMAIN, 2, definitions_v2)]

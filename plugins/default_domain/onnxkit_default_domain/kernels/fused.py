@@ -4,12 +4,67 @@ registers the fused one, so both compute alike on every backend)."""
 
 from __future__ import annotations
 
+import math
+
+from array_api_compat import device as device_of
+
 from onnxkit.plugin import KernelTable
 
 from ..fused import FUSED_DOMAIN
-from . import activation
+from . import activation, attention
 
 KERNELS = KernelTable()
 
 KERNELS.register("Gelu", 1, domain=FUSED_DOMAIN)(activation.KERNELS[("", "Gelu", 20)])
 KERNELS.register("HardSwish", 1, domain=FUSED_DOMAIN)(activation.KERNELS[("", "HardSwish", 14)])
+
+
+# -- Attention-2 (ai.onnx Attention-23 + nan_to_zero) -------------------------------------------
+# the optimizer's attention fusion (onnxkit.runtime.optimizer.attention) targets this operator
+
+#: attributes of Attention-23 whose non-default value the nan_to_zero=1 kernel does not take
+_GUARDED_DEFAULTS = {"is_causal": 0, "qk_matmul_output_mode": 0, "softcap": 0.0, "softmax_precision": None,
+                     "q_num_heads": None, "kv_num_heads": None}
+
+
+def guarded_softmax(xp, x):
+    """Softmax over the last axis, a NaN probability taken as 0 (what ``Where(IsNaN(p), 0, p)``
+    after a plain ``Softmax`` computes: a row of -inf, or holding NaN or +inf, gives zeros)."""
+    e = xp.exp(x - xp.max(x, axis=-1, keepdims=True))
+    p = e / xp.sum(e, axis=-1, keepdims=True)
+    return xp.where(xp.isnan(p), xp.zeros_like(p), p)
+
+
+@KERNELS.register("Attention", 2, domain=FUSED_DOMAIN)
+def attention_fused(ctx):
+    """ai.onnxkit Attention-2: ai.onnx Attention-23's kernel, or with ``nan_to_zero`` = 1
+    ``guarded_softmax((Q sqrt(scale)) (K sqrt(scale))^T + mask) V`` for 4-D Q, K, V, no past,
+    an optional mask (additive of Q's type, added as Add broadcasts; boolean as Attention-23),
+    the batch and head axes of the products broadcast as MatMul's (the pattern the fusion
+    rewrites; any other use is refused naming the node)."""
+    if not int(ctx.attr("nan_to_zero", 0)):
+        return attention.KERNELS[("", "Attention", 23)](ctx)
+    xp = ctx.xp
+    for name, default in _GUARDED_DEFAULTS.items():
+        if ctx.attr(name, default) != default:
+            ctx.fail(f"Attention with nan_to_zero=1 does not take {name}")
+    if ctx.output_requested(1) or ctx.output_requested(2) or ctx.output_requested(3):
+        ctx.fail("Attention with nan_to_zero=1 gives Y only")
+    scale_attr = ctx.attr("scale")
+
+    def run(q, k, v, attn_mask=None, past_key=None, past_value=None):
+        if past_key is not None or past_value is not None:
+            ctx.fail("Attention with nan_to_zero=1 does not take past_key / past_value")
+        if not q.ndim == k.ndim == v.ndim == 4:
+            ctx.fail(f"Attention with nan_to_zero=1 needs 4-D Q, K, V, got shapes "
+                     f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        t = q.dtype
+        scale = (1 / math.sqrt(int(q.shape[3]))) if scale_attr is None else float(scale_attr)
+        sq = xp.asarray(math.sqrt(scale), dtype=t, device=device_of(q))
+        scores = attention._matmul(xp, q * sq, xp.permute_dims(k, (0, 1, 3, 2)) * sq)
+        if attn_mask is not None:
+            scores = scores + (attn_mask if attn_mask.dtype == t else
+                               attention._additive_mask(ctx, attn_mask, int(k.shape[2]), t))
+        return attention._matmul(xp, guarded_softmax(xp, scores), v)
+
+    return run

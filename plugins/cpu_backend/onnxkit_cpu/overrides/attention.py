@@ -1,0 +1,95 @@
+"""ai.onnxkit Attention-2 (the optimizer's attention fusion) on numpy.
+
+Where compiled loops are on (decided at planning, :mod:`onnxkit_cpu.compiled`), the fused
+pattern's case — float32 or float64 4-D Q, K, V of one batch and head count, no past, an
+optional additive mask of Q's type broadcastable to the scores (B, H, Sq, Skv) whose last axis
+is Skv, and Attention-23's attributes at their defaults but ``scale`` — runs as one compiled
+loop (:mod:`onnxkit_cpu.compiled.attention`, whose docstring states the precision) over the
+sequence-major (B, S, H, D) layout: the exporters' head transposes are views of it, so Q, K and
+V reach the loop without a copy (other layouts are copied once), and Y is returned as the
+(B, H, Sq, Dv) view of a (B, Sq, H, Dv) array, which the exporters' Transpose back and Reshape
+then read without a copy.  Everything else is
+the portable kernel (kernels/fused.py), which also decides every error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxkit.plugin import KernelTable
+from onnxkit_cpu.compiled.attention import attention_loop
+from onnxkit_default_domain.fused import FUSED_DOMAIN
+from onnxkit_default_domain.kernels.fused import _GUARDED_DEFAULTS, attention_fused
+
+KERNELS = KernelTable()
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _mask_strides(mask, scores: tuple):
+    """Element strides (4 ints, 0 on broadcast axes) reading ``mask`` (C-contiguous) as the
+    ``scores`` shape, or None unless it broadcasts to it with its last axis whole."""
+    if mask.ndim > 4 or mask.ndim == 0 or mask.shape[-1] != scores[3]:
+        return None
+    shape = (1,) * (4 - mask.ndim) + tuple(mask.shape)
+    strides, step = [0, 0, 0, 0], 1
+    for ax in range(3, -1, -1):
+        if shape[ax] == scores[ax]:
+            strides[ax] = step if shape[ax] > 1 else 0
+        elif shape[ax] != 1:
+            return None
+        step *= shape[ax]
+    return tuple(strides)
+
+
+def _seq_major(x):
+    """(B, H, S, D) ``x`` as a C-contiguous (B, S, H, D) array: a view where ``x`` is the head
+    transpose of one (the exporters' Transpose(Reshape(...), [0, 2, 1, 3])), else a copy."""
+    t = x.transpose(0, 2, 1, 3)
+    return t if t.flags.c_contiguous else np.ascontiguousarray(t)
+
+
+@KERNELS.register("Attention", 2, domain=FUSED_DOMAIN)
+def attention(ctx):
+    portable = attention_fused(ctx)
+    fn = attention_loop()
+    if fn is None or any(ctx.attr(n, d) != d for n, d in _GUARDED_DEFAULTS.items()) or \
+            any(ctx.output_requested(i) for i in (1, 2, 3)):
+        return portable
+    guard = bool(int(ctx.attr("nan_to_zero", 0)))
+    scale_attr = ctx.attr("scale")
+    plans: dict = {}
+    no_mask = {t: np.zeros(1, dtype=t) for t in _FLOATS}   # the mask argument where there is none
+
+    def plan(q, k, v, mask):
+        """``(mask strides, scale)`` of this signature, or False for the portable kernel."""
+        if q.dtype not in _FLOATS or not (q.dtype == k.dtype == v.dtype) or q.ndim != 4 or k.ndim != 4 \
+                or v.ndim != 4 or q.shape[:2] != k.shape[:2] or k.shape[:3] != v.shape[:3] \
+                or q.shape[3] != k.shape[3] or 0 in q.shape or 0 in k.shape or 0 in v.shape:
+            return False
+        ms = (0, 0, 0, 0)
+        if mask is not None:
+            ms = mask.dtype == q.dtype and _mask_strides(mask, q.shape[:3] + k.shape[2:3])
+            if not ms:
+                return False
+        scale = float(1.0 / np.sqrt(q.shape[3]) if scale_attr is None else scale_attr)
+        return ms, scale
+
+    def run(q, k, v, attn_mask=None, past_key=None, past_value=None):
+        if past_key is not None or past_value is not None:
+            return portable(q, k, v, attn_mask, past_key, past_value)
+        key = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype,
+               None if attn_mask is None else (attn_mask.shape, attn_mask.dtype))
+        p = plans.get(key)
+        if p is None:
+            p = plans[key] = plan(q, k, v, attn_mask)
+        if p is False:
+            return portable(q, k, v, attn_mask)
+        ms, scale = p
+        b, h, sq = q.shape[:3]
+        y = np.empty((b, sq, h, v.shape[3]), dtype=q.dtype)
+        scratch = np.empty(sq * k.shape[2], dtype=np.float64)
+        mask = no_mask[q.dtype] if attn_mask is None else np.ascontiguousarray(attn_mask).reshape(-1)
+        fn(_seq_major(q), _seq_major(k), _seq_major(v), mask, ms, attn_mask is not None, scale, guard, y, scratch)
+        return y.transpose(0, 2, 1, 3)
+
+    return run

@@ -36,7 +36,7 @@ def test_default_level_optimizes_disable_all_does_not():
     assert SessionOptions().graph_optimization_level == GraphOptimizationLevel.ORT_ENABLE_ALL
     assert on.optimized.rewrites == {"identity": 1, "cast": 1, "transpose": 0, "reshape": 0, "conv_bn": 0,
                                      "channel_affine": 0, "matmul_add": 1, "gelu": 0,
-                                     "hardswish": 0}
+                                     "hardswish": 0, "attention": 0}
     assert [s.op for s in on.plan.steps] == ["Gemm"]
     assert plain.optimized.rewrites == {} and len(plain.plan.steps) == 4
     assert within(on.run(None, FEED)[0], plain.run(None, FEED)[0])

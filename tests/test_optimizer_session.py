@@ -51,7 +51,7 @@ def test_single_pass_switched_off_and_unknown_name_refused():
     so.add_session_config_entry("session.disable_passes", "matmul_add, cast")
     sess = InferenceSession(_proto().SerializeToString(), so)
     assert sess.optimized.rewrites == {"identity": 1, "transpose": 0, "reshape": 0, "conv_bn": 0, "channel_affine": 0,
-                                       "gelu": 0, "hardswish": 0}
+                                       "gelu": 0, "hardswish": 0, "attention": 0}
     assert [s.op for s in sess.plan.steps] == ["Cast", "MatMul", "Add"]
     so.add_session_config_entry("session.disable_passes", "no_such_pass")
     with pytest.raises(OnnxkitError, match="no_such_pass"):

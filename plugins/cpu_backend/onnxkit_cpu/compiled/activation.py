@@ -50,7 +50,7 @@ _INV_FACT = tuple(1.0 / math.factorial(k) for k in range(13, 1, -1))
 _C13, _C12, _C11, _C10, _C9, _C8, _C7, _C6, _C5, _C4, _C3, _C2 = _INV_FACT
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 
-#: compiled helpers, bound by :func:`_bind` before a loop that calls them compiles
+#: compiled helpers, bound by :func:`bind_helpers` before a loop that calls them compiles
 _from_bits = _exp = _sum = None
 
 
@@ -198,7 +198,7 @@ _LOOPS = {name: kernel(fn, fastmath={"contract"}) for name, fn in (("sigmoid", _
                                             ("softmax", _softmax_rows), ("exp", _exp_loop))}
 
 
-def _bind():
+def bind_helpers():
     """Compile-bind the helpers the loops call; False where compiled loops are off."""
     global _from_bits, _exp, _sum
     exp = _EXP.get()
@@ -215,4 +215,4 @@ def loop(name: str):
     'hard_sigmoid', or 'exp'), or None where compiled loops are off (:mod:`onnxkit_cpu.compiled`)."""
     if name == "hard_sigmoid":
         return HARD_SIGMOID.get()
-    return _LOOPS[name].get() if _bind() else None
+    return _LOOPS[name].get() if bind_helpers() else None

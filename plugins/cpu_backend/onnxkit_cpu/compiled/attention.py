@@ -100,7 +100,7 @@ _ATTENTION = kernel(_attention, fastmath={"contract", "reassoc"})
 def attention_loop():
     """The compiled loop (:func:`_attention`), or None where compiled loops are off."""
     global _exp
-    if not activation._bind():
+    if not activation.bind_helpers():
         return None
     _exp = activation._exp
     return _ATTENTION.get()

@@ -36,6 +36,7 @@ from onnxkit_default_domain.fused import FUSED_DOMAIN
 from onnxkit_default_domain.kernels import activation as portable
 from onnxkit_cpu.compiled import activation as loops
 from onnxkit_cpu.overrides.elementwise_math import powers_buffer
+from onnxkit_cpu.overrides._plans import remember
 from onnxkit_default_domain.kernels._math import ERFC32_CLIP, ERFC32_P, ERFC32_Q
 from onnxkit_default_domain.kernels.elementwise import quiet
 
@@ -398,9 +399,7 @@ class _LastAxisMax:
     def __call__(self, x):
         p = self.shapes.get(x.shape)
         if p is None:
-            if len(self.shapes) >= 64:
-                self.shapes.clear()
-            p = self.shapes[x.shape] = (np.arange(0, x.size, x.shape[-1]), x.shape[:-1] + (1,))
+            p = remember(self.shapes, x.shape, (np.arange(0, x.size, x.shape[-1]), x.shape[:-1] + (1,)))
         return np.maximum.reduceat(x.reshape(-1), p[0]).reshape(p[1])
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from onnxkit.plugin import KernelTable
 from onnxkit_cpu.compiled.attention import attention_loop
+from onnxkit_cpu.overrides._plans import remember
 from onnxkit_default_domain.fused import FUSED_DOMAIN
 from onnxkit_default_domain.kernels.fused import _GUARDED_DEFAULTS, attention_fused
 
@@ -81,7 +82,7 @@ def attention(ctx):
                None if attn_mask is None else (attn_mask.shape, attn_mask.dtype))
         p = plans.get(key)
         if p is None:
-            p = plans[key] = plan(q, k, v, attn_mask)
+            p = remember(plans, key, plan(q, k, v, attn_mask))
         if p is False:
             return portable(q, k, v, attn_mask)
         ms, scale = p

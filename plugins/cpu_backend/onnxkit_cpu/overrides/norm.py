@@ -29,6 +29,7 @@ import numpy as np
 
 from onnxkit.plugin import KernelTable
 from onnxkit_cpu.compiled.norm import layer_norm_loop
+from onnxkit_cpu.overrides._plans import remember
 from onnxkit_default_domain.kernels._common import input_type_checker, norm_axis
 from onnxkit_default_domain.kernels.norm import batch_norm_kernel, layer_norm as portable_layer_norm, lrn_kernel
 
@@ -117,10 +118,7 @@ def layer_norm(ctx):
         geometry = None
         if rows_loop is not None and all(s is None or _block_shaped(s, block) for s in key[1:]):
             geometry = (x.size // n if n else 0, n, x.shape[:axis] + (1,) * len(block))
-        if len(plans) >= 64:                                    # many shapes (dynamic axes): start over
-            plans.clear()
-        plans[key] = p = (tuple(range(axis, x.ndim)), count, geometry) if fits and n and x.size else None
-        return p
+        return remember(plans, key, (tuple(range(axis, x.ndim)), count, geometry) if fits and n and x.size else None)
 
     def compiled(x, scale, b, geometry, stat):
         rows, n, stat_shape = geometry

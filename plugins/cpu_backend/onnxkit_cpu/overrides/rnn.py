@@ -54,6 +54,8 @@ import numpy as np
 
 from onnxkit.plugin import KernelTable
 from onnxkit_cpu.compiled import rnn as loops
+from onnxkit_cpu.overrides.conv_depthwise import Scratch
+from onnxkit_cpu.overrides._plans import remember
 from onnxkit_default_domain.kernels import rnn as portable
 
 KERNELS = KernelTable()
@@ -198,10 +200,7 @@ class _Layer:
             seq = X.transpose(1, 0, 2) if lay else X
             H = self.hidden(seq, W, R, B, [h if h is None or not lay else h.transpose(1, 0, 2) for h in states])
             c.prepare(self, seq.shape, H, dt.type)
-        if len(self.calls) >= 64:   # a few shapes per node
-            self.calls.clear()
-        self.calls[key] = c
-        return c
+        return remember(self.calls, key, c)
 
     def lengths(self, sequence_lens, c: "_Call"):
         """Every entry's number of steps (int64 [Bn]); ctx.fail for lengths outside [0, T]."""
@@ -219,8 +218,8 @@ class _Call:
     ``B``, held): the loop ``fn`` (None: the numpy steps), the weights laid out for it, the
     output shapes and the size of its per-thread scratch.  Made whole, then published."""
 
-    __slots__ = ("W", "R", "B", "fn", "args", "T", "full", "ct", "y_shape", "s_shape", "n_work", "project",
-                 "mat", "local")
+    __slots__ = ("W", "R", "B", "fn", "args", "T", "full", "ct", "y_shape", "s_shape", "project",
+                 "mat", "work")
 
     def __init__(self, W, R, B, fn):
         self.W, self.R, self.B, self.fn = W, R, B, fn
@@ -241,15 +240,14 @@ class _Call:
         self.full = np.full(Bn, T, np.int64)
         self.y_shape = (Bn, T, D, H) if s.layout else (T, D, Bn, H)
         self.s_shape = (Bn, D, H) if s.layout else (D, Bn, H)
-        self.n_work = T * Bn * D * G + G + (gates + 1) * D * Bn * H
-        self.local = threading.local()
+        n_work = T * Bn * D * G + G + (gates + 1) * D * Bn * H
+        #: the loop's work array, per thread (kept while small, as the convolutions' scratch)
+        self.work = Scratch(lambda: np.empty(n_work, ct), n_work * np.dtype(ct).itemsize, threading.local())
 
     def run(self, lens, X, states: list) -> tuple:
         """Y and the final states, C-contiguous in the node's layout, by one call of the loop."""
         ct = self.ct
-        work = getattr(self.local, "work", None)
-        if work is None:
-            work = self.local.work = np.empty(self.n_work, ct)
+        work = self.work.get()
         X = np.ascontiguousarray(X)
         layout, rev0, project, wt, bias, rt, rbh = self.args
         if not project:

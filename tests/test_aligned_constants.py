@@ -71,3 +71,26 @@ def test_the_aligned_copy_is_made_once_and_handed_to_every_run():
     step.fn = lambda x, w: (seen_v.append(w), real_v(x, w))[1]
     views.run(None, x)
     assert not seen_v[0].flags.aligned   # zero-copy as asked: the view itself reaches the kernel
+
+
+def _folded_model() -> bytes:
+    """y = (w * 2) and z = x @ (w * 2): ``w * 2`` is folded at planning."""
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4), "w")
+    two = numpy_helper.from_array(np.array(2, np.float32), "two")
+    g = helper.make_graph([helper.make_node("Mul", ["w", "two"], ["y"]), helper.make_node("MatMul", ["x", "y"], ["z"])],
+                          "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4]),
+                           helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4])], [w, two])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString()
+
+
+def test_folded_constants_are_read_only_and_outputs_stay_the_callers():
+    s = InferenceSession(_folded_model())
+    assert not s.plan.constants["y"].flags.writeable
+    x = np.ones((2, 3), np.float32)
+    y, z = s.run(None, {"x": x})
+    assert y.flags.writeable        # the caller's own copy, not the plan's read-only constant
+    y[...] = -1
+    y2, z2 = s.run(None, {"x": x})
+    np.testing.assert_array_equal(y2, np.arange(12, dtype=np.float32).reshape(3, 4) * 2)
+    np.testing.assert_array_equal(z2, z)

@@ -188,6 +188,17 @@ class GraphPlan:
         return layout
 
 
+def frozen(value):
+    """``value``, or a read-only view of it where it is a writeable numpy array.  A folded constant
+    is the plan's and never written again (kernels do not write their inputs); read-only tells
+    kernels that they may keep what they derive from it across runs (a convolution's weights in
+    its product layout, for one).  A view, so that no other holder of the array is affected."""
+    if isinstance(value, np.ndarray) and value.flags.writeable:
+        value = value.view()
+        value.flags.writeable = False
+    return value
+
+
 def _mapped(a: np.ndarray) -> bool:
     """True if the octets of ``a`` belong to a memory map (a model file or an external data file)."""
     base = a
@@ -402,7 +413,7 @@ class Planner:
             outs = out if type(out) is tuple else (out,)
             for name, value in zip(step.outputs, outs):
                 if name:
-                    constants[name] = self._owned(value)  # e.g. a Constant's view of the file
+                    constants[name] = frozen(self._owned(value))  # e.g. a Constant's view of the file
         if len(remaining) < len(steps):  # drop constants nothing reads any more
             used = {n for s in remaining for n in (*s.inputs, *s._uses)} | keep
             for name in [n for n in constants if n not in used]:

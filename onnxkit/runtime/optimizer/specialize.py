@@ -50,7 +50,7 @@ from ... import ir
 from ...dtypes import from_numpy_dtype
 from ...errors import OnnxkitError
 from ..budget import RunBudget
-from ..plan import NON_DETERMINISTIC, GraphPlan, Planner, Step
+from ..plan import NON_DETERMINISTIC, GraphPlan, Planner, Step, frozen
 from .inline import Collision, branch_path, collapse_aliases, inline, taken_branch
 
 #: the most bytes one folded value may take (a larger one stays a node: memory per signature)
@@ -411,7 +411,7 @@ def _evaluate(step, args: list, budget: RunBudget):
     for v in outs:  # a numpy scalar (a kernel's 0-d result) is kept as the kernel gave it
         if not isinstance(v, (np.ndarray, np.generic)) or v.nbytes > MAX_FOLDED_BYTES:
             return None
-    return out
+    return tuple(frozen(v) for v in out) if type(out) is tuple else frozen(out)
 
 
 def _unguarded(step, types: dict, budget: RunBudget):

@@ -494,3 +494,29 @@ def test_blocked_max_pool_two_threads(monkeypatch):
     feeds = [randn(*x_shape) for _ in range(2)]
     kernel, strides, dil, begin, end, ceil = _pool_geometry(x_shape, attrs)
     two_threads(s, feeds, [fold_pool(x, "max", kernel, strides, dil, begin, end, ceil) for x in feeds], 200)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_conv_weights_built_by_folded_nodes_are_prepared_once(k, monkeypatch):
+    # W = ConstantOfShape-like arithmetic on initializers (Mul of two constants) is folded at
+    # planning; the folded array is read-only, so the kernel keeps its product layout of W
+    # (with B) across runs instead of building it again every call
+    from onnxkit_cpu.overrides import conv as conv_mod
+
+    w0, b = randn(8, 4, k, k), randn(8)
+    two = np.full((1,), 2.0, np.float32)
+    nodes = [helper.make_node("Mul", ["w0", "two"], ["w"]), helper.make_node("Conv", ["x", "w", "b"], ["y"])]
+    inits = [helper.make_tensor(n, TensorProto.FLOAT, v.shape, v.reshape(-1).tolist())
+             for n, v in (("w0", w0), ("two", two), ("b", b))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 9, 9])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    made = []
+    for cls, name in ((conv_mod.Planes, "_prepared"), (conv_mod.Prepared, "weights")):
+        real = getattr(cls, name)
+        monkeypatch.setattr(cls, name, lambda self, *a, _real=real: made.append(1) or _real(self, *a))
+    s = InferenceSession(model.SerializeToString())
+    x = randn(1, 4, 9, 9)
+    for _ in range(4):
+        close(s.run(None, {"x": x})[0], ref_conv(x, w0 * 2, b, [1, 1], [1, 1], [0, 0], [0, 0], 1))
+    assert len(made) == 1

@@ -520,3 +520,21 @@ def test_conv_weights_built_by_folded_nodes_are_prepared_once(k, monkeypatch):
     for _ in range(4):
         close(s.run(None, {"x": x})[0], ref_conv(x, w0 * 2, b, [1, 1], [1, 1], [0, 0], [0, 0], 1))
     assert len(made) == 1
+
+
+def test_shared_columns_one_buffer_per_thread():
+    from onnxkit_cpu.overrides.conv_depthwise import SHARED_BYTES, Shared
+
+    a = Shared((3, 5), np.float32, lambda c: c, threading.local())
+    b = Shared((7,), np.float64, lambda c: c, threading.local())
+    big = Shared((SHARED_BYTES // 4 + 1,), np.float32, lambda c: c, threading.local())
+    va, vb = a.get(), b.get()
+    assert va.shape == (3, 5) and va.dtype == np.float32 and vb.shape == (7,) and vb.dtype == np.float64
+    assert np.shares_memory(va, vb)                     # one buffer for every user on the thread
+    assert a.get() is va                                # views kept while the buffer is the same
+    assert not np.shares_memory(big.get(), va) and not np.shares_memory(big.get(), big.get())
+    other = []
+    t = threading.Thread(target=lambda: other.append(a.get()))
+    t.start()
+    t.join()
+    assert not np.shares_memory(other[0], va)           # each thread its own

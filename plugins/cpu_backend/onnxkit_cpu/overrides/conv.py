@@ -62,7 +62,7 @@ from onnxkit_default_domain.kernels._common import compute_dtype
 from onnxkit_default_domain.kernels.elementwise import quiet
 
 from ..compiled import conv as loops
-from .conv_depthwise import Depthwise, PaddedWindows, Scratch, pad_layout, window_view
+from .conv_depthwise import Depthwise, PaddedWindows, Scratch, Shared, pad_layout, window_view
 
 KERNELS = KernelTable()
 
@@ -162,7 +162,8 @@ class Planes:
     ``lo`` / ``inner`` / ``padded``: :func:`~.conv_depthwise.pad_layout`'s; X is read uncropped
     (the loop skips what negative pads crop).  The padded plane, accumulators and columns are
     the thread's (``local``); W (with B as its last column for the product) is kept while the
-    same arrays come back (:func:`kept`)."""
+    same arrays come back (:func:`kept`).  The columns are the thread's one buffer that every
+    convolution shares (:class:`~.conv_depthwise.Shared`: it stays in cache)."""
 
     def __init__(self, fn, plan, in_shape, lo, inner, padded, ct, local, depthwise, bias):
         self.fn, self.ct, self.depthwise = fn, ct, depthwise
@@ -185,13 +186,10 @@ class Planes:
             self.w_shape = (m, rows - bias) if group == 1 else (group, m // group, rows - bias)
             self.mat = ((rows, length) if n == 1 else (n, rows, length)) if group == 1 else cols
             self.omat = ((m, length) if n == 1 else (n, m, length)) if group == 1 else (n, group, m // group, length)
-        nbytes = (xsize + asize + math.prod(cols)) * np.dtype(ct).itemsize
-        self.scratch = Scratch(lambda: self._scratch(xsize, asize, cols), nbytes, local)
-
-    def _scratch(self, xsize, asize, cols):
-        """``(padded plane (zeros), accumulators, columns, columns as the product's matrix)``."""
-        c = np.empty(cols, self.ct)
-        return np.zeros(xsize, self.ct), np.empty(asize, self.ct), c, None if self.depthwise else c.reshape(self.mat)
+        nbytes = (xsize + asize) * np.dtype(ct).itemsize
+        self.scratch = Scratch(lambda: (np.zeros(xsize, self.ct), np.empty(asize, self.ct)), nbytes, local)
+        self.columns = None if depthwise else Shared(cols, ct, lambda c: (c, c.reshape(self.mat)), local)
+        self.no_columns = (np.empty(cols, ct), None)
 
     def _prepared(self, w, b):
         """``(W for the loop, B (M,) or a dummy, W for the product or None)``, kept while allowed."""
@@ -213,7 +211,8 @@ class Planes:
     def __call__(self, x, w, b):
         cached = self.cache
         w4, b1, wb = cached[2] if cached[0] is w and cached[1] is b else self._prepared(w, b)
-        xp, acc, cols, mat = self.scratch.get()
+        xp, acc = self.scratch.get()
+        cols, mat = self.no_columns if self.columns is None else self.columns.get()
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
         out = np.empty(self.out_full, dtype=self.ct)

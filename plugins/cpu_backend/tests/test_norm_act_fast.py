@@ -306,3 +306,19 @@ def test_erf_from_several_threads_at_once():
         got = list(pool.map(lambda b: sess.run(None, {"x0": b})[0], blocks))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=5e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("shape, axis", [((1, 1000, 1, 1), 1), ((2, 3, 40, 5), 1), ((2, 300, 1), 0)])
+def test_legacy_softmax_long_rows_on_the_flattened_block(op, shape, axis):
+    # before opset 13 the input is coerced to 2-D at ``axis`` and normalised along dimension 1;
+    # rows longer than the compiled loop's take the numpy body on that matrix
+    x = randn(*shape) * 4
+    got = run(op, [x], {"axis": axis}, opset=9)
+    n = math.prod(shape[:axis])
+    x2 = x.reshape(n, -1).astype(np.float64)
+    m = x2.max(axis=1, keepdims=True)
+    s = np.exp(x2 - m).sum(axis=1, keepdims=True)
+    want = (np.exp(x2 - m) / s if op == "Softmax" else (x2 - m) - np.log(s)).reshape(shape)
+    assert got.shape == shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6 if op == "LogSoftmax" else 1e-9)

@@ -446,8 +446,10 @@ def _normalizer(ctx, body, shifted=False, log=None):
                     n = x.size // math.prod(x.shape[:a]) if legacy else x.shape[-1] if a == r - 1 else 0
                     if 0 < n <= SOFTMAX_COMPILED_ROW:
                         return compiled(x, n)
-                if legacy:
-                    return other(x)
+                if legacy:      # the trailing block as rows of a matrix (what the portable kernel does)
+                    x2 = np.ascontiguousarray(x).reshape(-1, x.size // math.prod(x.shape[:a]))
+                    y2 = quiet_body(x2, 1, last_max(x2)) if last_max is not None else quiet_body(x2, 1)
+                    return y2.reshape(x.shape)
                 if last_max is not None and a == r - 1:
                     return quiet_body(x, a, last_max(x))
                 return quiet_body(x, a)

@@ -199,6 +199,56 @@ class Strided:
         return y if y.dtype == dtype else y.astype(dtype)
 
 
+class Compiled:
+    """The compiled loop (:func:`onnxkit_cpu.compiled.pool.windows`, ``fn``) of one input
+    ``shape`` (ints) with the portable ``geometry``: float32 / float64 X of one or two spatial
+    axes, nothing empty (:meth:`takes`); a max (``is_max``) or an average (its divisor as the
+    numpy body's: the portable ``average_divisor``, 0 -> NaN, in X's type).  Called with X,
+    returns Y; bit-identical to :class:`Windows` / :class:`Strided` (the loop's docstring).
+    The row buffer is the thread's."""
+
+    DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+    @staticmethod
+    def takes(geometry, shape, dtype) -> bool:
+        """Whether the loop computes this input (else the numpy body)."""
+        if np.dtype(dtype) not in Compiled.DTYPES or len(shape) not in (3, 4) or 0 in shape:
+            return False
+        out = geometry(shape)[1]
+        return 0 not in out
+
+    def __init__(self, fn, geometry, shape, dtype, is_max, include_pad):
+        from onnxkit_default_domain.kernels.pool import average_divisor
+
+        from ..compiled import pool as loops
+        a, out, begin, end, _tail = geometry(shape)
+        dt = np.dtype(dtype)
+        one, zero = (1,) * (4 - len(shape)), (0,) * (4 - len(shape))
+        spatial = list(shape[2:])
+        rows, counts, zpad, self.geo, size = loops.layout(
+            one + tuple(spatial), one + tuple(out), one + tuple(a.kernel), one + tuple(a.strides),
+            one + tuple(a.dilations), zero + tuple(begin), not is_max)
+        self.fn, self.is_max, self.dt, self.rows, self.counts = fn, bool(is_max), dt, rows, counts
+        self.z = np.where(zpad, 0.0, -0.0).astype(dt)
+        self.x3 = (shape[0] * shape[1], *(one + tuple(spatial)))
+        self.out, self.total = (shape[0], shape[1], *out), shape[0] * shape[1] * math.prod(out)
+        self.divisor = np.ones(1, dt)
+        if not is_max:
+            d = average_divisor(spatial, a, out, begin, end, include_pad)
+            d[d == 0] = np.nan   # a window of pads only (count_include_pad 0): nan, as the numpy body
+            self.divisor = np.concatenate([d.astype(dt).reshape(-1), np.ones(loops.RUN, dt)])
+        self.y_size = self.total + loops.RUN
+        self.scratch = Scratch(lambda: np.zeros(size, dt), size * dt.itemsize, threading.local())
+
+    def __call__(self, x):
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        y = np.empty(self.y_size, self.dt)
+        self.fn(x.reshape(self.x3), y, self.scratch.get(), self.rows, self.counts, self.z, self.divisor, self.geo,
+                self.is_max)
+        return y[:self.total].reshape(self.out)
+
+
 def window_reduction(geometry, shape, ct, fill, op):
     """The faster of :class:`Windows` and (where nothing is padded) :class:`Strided` for one
     input ``shape`` (ints), computed in ``ct`` (``fill``: the pad value)."""

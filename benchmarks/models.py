@@ -87,6 +87,8 @@ def main() -> int:
     parser.add_argument("-k", dest="only", default=None, help="only models whose name contains this")
     parser.add_argument("--threads", choices=("1", "default"), default="1")
     parser.add_argument("--busy", type=int, default=0, help="spinning processes kept running while timing")
+    parser.add_argument("--no-settle", action="store_true",
+                        help="start each timing at once, while the previous call's threads may still spin")
     parser.add_argument("--warm", action="store_true",
                         help="time back-to-back calls (a warm loop, ~20 ms per timing) instead of one call each")
     args = parser.parse_args()
@@ -160,7 +162,7 @@ def _run(args, one: bool) -> int:
         sessions["ort"] = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
         fns = {k: (lambda s=s: s.run(None, feed)) for k, s in sessions.items()}
         inner = _inner_calls(fns["ort"]) if args.warm else 1
-        t = interleaved_medians(fns, args.repeat, inner)
+        t = interleaved_medians(fns, args.repeat, inner, quiesce=not args.no_settle)
         rows.append((name, t["kit-off"], t["kit-on"], t["ort"]))
         print(f"{name:28s} {_ms(t['kit-off'])} {_ms(t['kit-on'])} {_ms(t['ort'])}  "
               f"{t['kit-on'] / t['ort']:7.2f} {t['kit-off'] / t['kit-on']:7.2f}", flush=True)

@@ -5,6 +5,31 @@ from __future__ import annotations
 import gc
 import time
 
+#: a timing starts once the process's other threads used less than this share of a CPU ...
+SETTLE_SHARE = 0.1
+#: ... over one interval of this many seconds (checked for at most SETTLE_MAX_S)
+SETTLE_STEP_S = 0.005
+SETTLE_MAX_S = 1.0
+
+
+def settle() -> float:
+    """Wait until this process's other threads are idle; return the seconds waited.
+
+    A runtime's thread pool keeps spinning after a call returns (onnxruntime's intra-op pool
+    with its default spinning: about one CPU for 60-100 ms after each run, measured; OpenBLAS's
+    threads too), so in an interleaved timing the next callable would otherwise run while the
+    previous one's threads still hold a CPU: on a 2-CPU machine that is a third party on the
+    cores, and it falls on whichever runtime is timed next.  Waiting for them makes every
+    timing start from the same state: the machine as the ``--busy`` processes (if any) leave it."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < SETTLE_MAX_S:
+        p0, t0, w0 = time.process_time(), time.thread_time(), time.perf_counter()
+        time.sleep(SETTLE_STEP_S)
+        others = (time.process_time() - p0) - (time.thread_time() - t0)
+        if others < SETTLE_SHARE * (time.perf_counter() - w0):
+            break
+    return time.perf_counter() - start
+
 
 def best_of(fn, repeat: int, budget_s: float = 30.0) -> float:
     """The fastest of up to ``repeat`` calls of ``fn`` (seconds), stopping once ``budget_s`` is spent."""
@@ -36,12 +61,14 @@ def median_of(fn, repeat: int = 5, inner: int = 1) -> float:
     return statistics.median(times)
 
 
-def interleaved_medians(fns: dict, repeat: int = 5, inner: int = 1) -> dict:
+def interleaved_medians(fns: dict, repeat: int = 5, inner: int = 1, quiesce: bool = True) -> dict:
     """``{name: median seconds per call}`` of the callables in ``fns``, timed interleaved: after
     one untimed warm-up call of each, ``repeat`` rounds each time every one once (the order
     rotating per round), so a change in machine load affects all of them alike.  A timing is one
     call (``inner=1``: caches as the other callables and a garbage collection left them) or
-    ``inner`` back-to-back calls (a warm loop, as a serving loop runs), divided by ``inner``."""
+    ``inner`` back-to-back calls (a warm loop, as a serving loop runs), divided by ``inner``.
+    ``quiesce``: each timing starts after :func:`settle` (no thread of the previous callable
+    still spinning)."""
     import statistics
 
     names = list(fns)
@@ -54,6 +81,8 @@ def interleaved_medians(fns: dict, repeat: int = 5, inner: int = 1) -> dict:
         for n in order:
             fn = fns[n]
             gc.collect()
+            if quiesce:
+                settle()
             t0 = time.perf_counter()
             for _ in range(inner):
                 fn()

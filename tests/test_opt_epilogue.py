@@ -140,3 +140,28 @@ def test_fused_kernel_in_place_only_on_its_own_array(monkeypatch):
     assert calls == []
     empty = {"x": np.zeros((0, 3, 6, 6), np.float32)}
     assert s.run(None, empty)[0].shape == (0, 4, 6, 6) and calls == [1]
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_pointwise_conv_relu_bit_for_bit_with_specials(batch):
+    # the 1x1 Conv folds B and the Relu into one pass: every bit as the separate kernels give it
+    # (NaN payloads, -0 -> +0, inf), rows of W of -0 and B of -0 included
+    w = RNG.standard_normal((5, 3, 1, 1)).astype(np.float32)
+    w[1] = -0.0
+    b = RNG.standard_normal(5).astype(np.float32)
+    b[1] = -0.0
+    x = RNG.standard_normal((batch, 3, 4, 4)).astype(np.float32)
+    x[0, 0, 0, :2] = [np.nan, np.inf]
+    x[0, 1, 1, 0] = -np.inf
+    x[0, :, 2, 2] = np.abs(x[0, :, 2, 2])
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]
+    proto = model(nodes, [helper.make_tensor_value_info("x", TP.FLOAT, ["N", 3, 4, 4])],
+                  [helper.make_tensor_value_info("y", TP.FLOAT, ["N", 5, 4, 4])], [init("w", w), init("b", b)]).SerializeToString()
+    s = InferenceSession(proto, only("epilogue"))
+    assert ops(s) == ["Conv"]
+    got = s.run(None, {"x": x})[0]
+    so = SessionOptions()
+    so.add_session_config_entry("session.disable_passes", "epilogue")
+    ref = InferenceSession(proto, so).run(None, {"x": x})[0]
+    assert np.isnan(got).any() and np.isinf(got).any()
+    assert np.array_equal(got.view(np.uint32), ref.view(np.uint32))

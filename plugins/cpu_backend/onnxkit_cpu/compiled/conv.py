@@ -155,3 +155,24 @@ def planes(x, w, b, out, cols, xp, acc, offs, pws, sw, h0, w0, hi_n, wi_n, has_b
                     else:
                         for ow in range(u(ow_n)):
                             of[o + ow] = acc[a + ow]
+
+
+@kernel
+def bias_relu(y, b, relu):
+    """In place on ``y`` (``(R, L)``, C-contiguous, R a multiple of ``b``'s length ``M``): row
+    ``r`` becomes ``y[r] + b[r % M]``, then, where ``relu``, ``max(v, 0)`` as ``np.maximum(v, 0)``
+    gives it: ``v`` where ``v > 0`` or ``v`` is NaN (its own bits), else ``+0`` (so ``-0`` gives
+    ``+0``, numpy's tie rule).  One pass instead of numpy's two (``y += b`` then
+    ``np.maximum(y, 0, out=y)``), the same IEEE operations: bit-identical."""
+    rows, n = y.shape
+    m = b.size
+    zero = y.dtype.type(0)
+    for r in range(rows):
+        bv = b[r % m]
+        if relu:
+            for i in range(n):
+                v = y[r, i] + bv
+                y[r, i] = v if (v > zero or v != v) else zero
+        else:
+            for i in range(n):
+                y[r, i] += bv

@@ -227,12 +227,13 @@ class Planes:
 
 class Prepared:
     """One input-shape key of a Conv node, ready to run (see the module docstring).  ``kind``:
-    ``"pointwise"`` (1x1, no pads: a product of X itself), ``"columns"`` (im2col into the
+    ``"pointwise"`` (1x1, no pads: a product of X itself; ``bias_relu``: the compiled bias and
+    Relu pass or None), ``"columns"`` (im2col into the
     thread's buffers), ``"patches"`` (:class:`Patches`), ``"depthwise"``, ``"planes"`` (the
     compiled path, :class:`Planes`; ``fn``: the compiled loop or None, ``bias``: whether B is
     given) or ``"portable"`` (empty shapes)."""
 
-    def __init__(self, plan, in_shape, ct, out_dtype, fn=None, bias=False):
+    def __init__(self, plan, in_shape, ct, out_dtype, fn=None, bias=False, bias_relu=None):
         self.plan, self.ct, self.out_dtype = plan, ct, out_dtype
         n, c, m, group = plan.n, plan.c, plan.m, plan.group
         nd = len(plan.kernel)
@@ -253,6 +254,9 @@ class Prepared:
                 slice(0, (o - 1) * s + 1, s) for o, s in zip(plan.out_shape, plan.strides))
             self.x_shape = ((c, length) if n == 1 else (n, c, length)) if group == 1 else (n, group, cg, length)
             self.w_shape = (m, c) if group == 1 else (group, mg, cg)
+            self.rows = (n * m, length)
+            self.bias_relu = bias_relu if ct == out_dtype and ct in _COMPILED and bias_relu is not None else None
+            self.bf_cache = (None, None)
             return
         if tiles(plan):
             self.kind = "patches"
@@ -317,7 +321,20 @@ class Prepared:
             self.b_cache = (b, bias)
         return bias
 
-    def __call__(self, x, w, b):
+    def b_flat(self, b):
+        """B as ``(M,)`` in the compute dtype, kept as :meth:`bias` keeps its layout."""
+        cached = self.bf_cache
+        if cached[0] is b:
+            return cached[1]
+        flat = np.ascontiguousarray(b.reshape(-1), dtype=self.ct)
+        if kept(b, flat):
+            self.bf_cache = (b, flat)
+        return flat
+
+    def __call__(self, x, w, b, relu=False):
+        """The convolution (a fresh array); ``relu``: the caller applies ``np.maximum(y, 0)`` to
+        it next, and the result may already have it (the pointwise path with a bias folds it into
+        the bias pass: :func:`onnxkit_cpu.compiled.conv.bias_relu`)."""
         if self.kind == "planes":
             return self.planes(x, w, b)
         cached = self.w_cache
@@ -342,9 +359,14 @@ class Prepared:
                 np.add(flat, bias.reshape(-1, 1), out=flat)
         elif kind == "pointwise":
             xs = x if self.sub is None else x[self.sub]
-            y = np.matmul(wg, xs.astype(self.ct, copy=False).reshape(self.x_shape)).reshape(self.out_full)
+            y = np.matmul(wg, xs.astype(self.ct, copy=False).reshape(self.x_shape))
             if bias is not None:
+                if relu and self.bias_relu is not None:
+                    self.bias_relu(y.reshape(self.rows), self.b_flat(b), True)
+                    return y.reshape(self.out_full)
+                y = y.reshape(self.out_full)
                 y += bias
+            y = y.reshape(self.out_full)
         elif kind == "patches":
             y = self.patches(x, wg, bias)
         else:
@@ -378,7 +400,12 @@ def epilogue(lookup, fallback, ops):
             call = lookup(x, w, b)
             if call is None:
                 return relu(fallback(x, w, b))
-            y = call(x, w, b)
+            if call.__class__ is Prepared and call.kind == "pointwise":
+                y = call(x, w, b, True)
+                if call.bias_relu is not None and b is not None:
+                    return y                # the Relu applied in the bias pass
+            else:
+                y = call(x, w, b)
             dt = y.dtype
             return np.maximum(y, 0, out=y) if dt is _F32 or dt is _F64 else relu(y)
         return fused_relu
@@ -408,11 +435,12 @@ def conv(ctx):
     allowed, plans = portable.conv_setup(ctx)
     fallback = portable.make_conv(ctx, strided_columns, add_into)
     fn = loops.planes.get()         # None: numba missing or disabled (numpy bodies)
+    pass_fn = loops.bias_relu.get()
     known = {}
 
     def prepare(key, x, w, b):
         _, plan, ct, _ = portable.prepare(ctx, xp, allowed, plans, x, w, b)     # the checks, once per key
-        p = Prepared(plan, [int(d) for d in x.shape[2:]], ct, x.dtype, fn, b is not None)
+        p = Prepared(plan, [int(d) for d in x.shape[2:]], ct, x.dtype, fn, b is not None, pass_fn)
         call = p.planes if p.kind == "planes" else (None if p.kind == "portable" else p)
         if len(known) > 64:
             known.clear()

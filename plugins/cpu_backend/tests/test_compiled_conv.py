@@ -249,3 +249,38 @@ def test_two_threads_on_one_session(counter):
         with ThreadPoolExecutor(2) as pool:
             list(pool.map(work, [0, 1]))        # re-raises a thread's failure
     assert counter.calls == 400
+
+
+BLOCKED = [
+    ((1, 8, 33, 20), (8, 8, 3, 3), dict(pads=[1, 1, 1, 1])),
+    ((2, 8, 30, 31), (6, 8, 3, 3), dict(pads=[1, 2, 0, 1], strides=[2, 1])),
+    ((1, 8, 33, 20), (8, 4, 3, 5), dict(pads=[2, 1, 2, 2], strides=[1, 2], dilations=[2, 1], group=2)),
+    ((1, 4, 20, 20), (4, 4, 3, 3), dict(pads=[-1, 0, -2, 0])),          # cropped rows at both ends
+    ((1, 3, 23, 23), (5, 3, 7, 7), dict(pads=[3, 3, 3, 3], strides=[2, 2])),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", BLOCKED)
+@pytest.mark.parametrize("bias", [True, False])
+def test_large_products_in_blocks_of_rows(x_shape, w_shape, attrs, bias, counter, monkeypatch):
+    # columns larger than the shared buffer are filled and multiplied a block of output rows at a
+    # time (overrides/conv_blocks.py): one loop call per block, the one-block product's values to
+    # float rounding (BLAS may order a dot product differently for a few columns) and the reference
+    from onnxkit_cpu.overrides import conv as conv_mod, conv_blocks
+
+    x, w, b = randn(*x_shape), randn(*w_shape), randn(w_shape[0]) if bias else None
+    before = counter.calls
+    whole = session(x, w, b, attrs).run(None, feed_of(x, w, b))[0]
+    assert counter.calls - before == 1
+    want = reference(x, w, b, attrs)
+    for budget in (4096, 1 << 14):
+        monkeypatch.setattr(conv_mod, "SHARED_BYTES", budget)
+        monkeypatch.setattr(conv_blocks, "SHARED_BYTES", budget)
+        s = session(x, w, b, attrs)
+        for _ in range(2):
+            before = counter.calls
+            got = s.run(None, feed_of(x, w, b))[0]
+            assert counter.calls - before > 1            # one loop call per block of rows
+            scale = max(1.0, float(np.abs(want).max()))
+            np.testing.assert_allclose(got, whole, rtol=2e-5, atol=2e-6 * scale)
+            np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-5, atol=2e-6 * scale)

@@ -62,7 +62,8 @@ from onnxkit_default_domain.kernels._common import compute_dtype
 from onnxkit_default_domain.kernels.elementwise import quiet
 
 from ..compiled import conv as loops
-from .conv_depthwise import Depthwise, PaddedWindows, Scratch, Shared, pad_layout, window_view
+from .conv_blocks import RowBlocks, block_rows
+from .conv_depthwise import SHARED_BYTES, Depthwise, PaddedWindows, Scratch, Shared, pad_layout, window_view
 
 KERNELS = KernelTable()
 
@@ -163,7 +164,8 @@ class Planes:
     (the loop skips what negative pads crop).  The padded plane, accumulators and columns are
     the thread's (``local``); W (with B as its last column for the product) is kept while the
     same arrays come back (:func:`kept`).  The columns are the thread's one buffer that every
-    convolution shares (:class:`~.conv_depthwise.Shared`: it stays in cache)."""
+    convolution shares (:class:`~.conv_depthwise.Shared`: it stays in cache); where they would
+    not fit it, the product is made in blocks of output rows (:mod:`.conv_blocks`)."""
 
     def __init__(self, fn, plan, in_shape, lo, inner, padded, ct, local, depthwise, bias):
         self.fn, self.ct, self.depthwise = fn, ct, depthwise
@@ -189,7 +191,12 @@ class Planes:
         nbytes = (xsize + asize) * np.dtype(ct).itemsize
         self.scratch = Scratch(lambda: (np.zeros(xsize, self.ct), np.empty(asize, self.ct)), nbytes, local)
         self.columns = None if depthwise else Shared(cols, ct, lambda c: (c, c.reshape(self.mat)), local)
-        self.no_columns = (np.empty(cols, ct), None)
+        self.no_columns = (np.empty((0, 0, 0, 0), ct), None)     # depthwise: no columns
+        self.blocks = None
+        if not depthwise and not self.reshape and math.prod(cols) * np.dtype(ct).itemsize > SHARED_BYTES:
+            per = block_rows(n, group, rows, out[1], np.dtype(ct).itemsize)
+            if per < out[0]:
+                self.blocks = RowBlocks(plan, lo, inner, padded, ct, rows, per)
 
     def _prepared(self, w, b):
         """``(W for the loop, B (M,) or a dummy, W for the product or None)``, kept while allowed."""
@@ -216,6 +223,9 @@ class Planes:
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
         out = np.empty(self.out_full, dtype=self.ct)
+        if self.blocks is not None:
+            self.blocks(self.fn, x, w4, b1, wb, out, b is not None)
+            return out
         if self.reshape:
             self.fn(x.reshape(self.x4), w4, b1, out.reshape(self.o4), cols, xp, acc, *self.args, b is not None)
         else:

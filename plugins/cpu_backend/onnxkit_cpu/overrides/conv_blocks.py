@@ -1,0 +1,84 @@
+"""The compiled im2col product of a large two-axis convolution, in blocks of output rows.
+
+The columns of a convolution are ``C/G * KH * KW (+1)`` rows of ``OH * OW`` values per image
+and group: for a 3x3 convolution of 64 channels on 224 x 224 that is 115 MB, for 512 x 512
+inputs over 600 MB, scratch that no size limit of the run sees.  Where the columns of the
+whole output would exceed :data:`~.conv_depthwise.SHARED_BYTES`, :class:`RowBlocks` fills and
+multiplies them a block of output rows at a time into the thread's shared buffer (so it also
+stays in cache): block ``[oh0, oh1)`` reads X's rows ``oh0 * sh - pad_top ..`` up to its last
+tap's row (clipped to X), which is itself a convolution of that row window with the pads it
+touches, so the compiled loop (:func:`onnxkit_cpu.compiled.conv.planes`) runs unchanged on a
+geometry of the block's (its layout from :func:`onnxkit_cpu.compiled.conv.layout`, one padded
+plane buffer per distinct block geometry: their zero borders differ), then one ``np.matmul``
+writes the block's columns ``oh0 * OW .. oh1 * OW`` of Y.
+
+Each output is the same dot product as in the one-block product (the same ``K`` terms, W with
+B as its last column); BLAS may sum it in another order for another number of columns (blocks
+of a few columns: up to 2e-5 of the outputs' magnitude seen; vgg19's 224 x 224 layers, 8 MiB
+blocks: bit-identical), so results agree to float rounding (Clause 11).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from ..compiled import conv as loops
+from .conv_depthwise import SHARED_BYTES, Scratch, Shared
+
+
+def block_rows(n: int, group: int, rows: int, ow: int, itemsize: int) -> int:
+    """Output rows per block: the most whose columns fit :data:`SHARED_BYTES` (one at least)."""
+    return max(1, SHARED_BYTES // max(1, n * group * rows * ow * itemsize))
+
+
+class RowBlocks:
+    """The blocks of one Planes geometry (``plan``: the portable plan, two spatial axes; ``lo``
+    / ``inner`` / ``padded``: :func:`~.conv_depthwise.pad_layout`'s; ``rows``: the columns' rows
+    per group, B's ones row included; ``per``: output rows per block)."""
+
+    def __init__(self, plan, lo, inner, padded, ct, rows: int, per: int):
+        n, group, m = plan.n, plan.group, plan.m
+        (oh_n, ow_n), (kh, _), (sh, sw), (dh, _) = plan.out_shape, plan.kernel, plan.strides, plan.dil
+        top = plan.begin[0]                 # pad before row 0 (negative: rows X's first rows cropped)
+        w0 = max(0, -plan.begin[1])
+        h_in = inner[0] + max(0, -top)      # X rows up to the last one any window reads
+        self.ct = np.dtype(ct)
+        self.blocks = []
+        geometries: dict = {}
+        for oh0 in range(0, oh_n, per):
+            oh1 = min(oh_n, oh0 + per)
+            first, last = oh0 * sh - top, (oh1 - 1) * sh + (kh - 1) * dh - top   # X rows, unclipped
+            r0, r1 = max(0, first), min(h_in, last + 1)
+            key = (r0 - first, r1 - r0, last + 1 - r1, oh1 - oh0)
+            if key not in geometries:
+                b_lo, b_in, b_after, b_oh = key
+                offs, xsize, _, pws = loops.layout(
+                    (b_lo + b_in + b_after, padded[1]), (b_lo, lo[1]), (b_in, inner[1]), tuple(plan.kernel),
+                    tuple(plan.strides), tuple(plan.dil), (b_oh, ow_n), False)
+                geometries[key] = (len(geometries), offs, xsize, pws)
+            g, offs, _, pws = geometries[key]
+            length = (oh1 - oh0) * ow_n
+            cols = (n, group, rows, length)
+            mat = ((rows, length) if n == 1 else (n, rows, length)) if group == 1 else cols
+            shape_only = np.empty((n, 0, oh1 - oh0, ow_n), ct)       # the loop reads OH, OW from it
+            columns = Shared(cols, ct, lambda c, mat=mat: (c, c.reshape(mat)), threading.local())
+            self.blocks.append((g, (offs, pws, sw, r0, w0, r1 - r0, inner[1]), shape_only, columns,
+                                (Ellipsis, slice(oh0 * ow_n, oh1 * ow_n))))
+        sizes = [v[2] for v in sorted(geometries.values())]
+        self.omat = ((m, oh_n * ow_n) if n == 1 else (n, m, oh_n * ow_n)) if group == 1 else \
+            (n, group, m // group, oh_n * ow_n)
+        nbytes = sum(sizes) * self.ct.itemsize
+        self.scratch = Scratch(lambda: ([np.zeros(s, ct) for s in sizes], np.empty(1, ct)), nbytes, threading.local())
+
+    def __call__(self, fn, x, w4, b1, wb, out, has_bias: bool) -> None:
+        """Y (``out``, fresh, C-contiguous) of C-contiguous X: every block's columns filled by
+        ``fn`` and multiplied by ``wb`` into its columns of Y."""
+        planes, acc = self.scratch.get()
+        y = out.reshape(self.omat)
+        for g, args, shape_only, columns, part in self.blocks:
+            cols, mat = columns.get()
+            fn(x, w4, b1, shape_only, cols, planes[g], acc, *args, has_bias)
+            np.matmul(wb, mat, out=y[part])

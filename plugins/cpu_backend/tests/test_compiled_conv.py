@@ -31,28 +31,9 @@ def randn(*shape, dtype=np.float32):
     return RNG.standard_normal(shape).astype(dtype)
 
 
-class Counting:
-    """Stands for ``loops.planes``: the factory's ``get()`` gets a wrapper counting calls."""
-
-    def __init__(self, lazy):
-        self.lazy, self.calls = lazy, 0
-
-    def get(self):
-        fn = self.lazy.get()
-        if fn is None:
-            return None
-
-        def counted(*args):
-            self.calls += 1
-            return fn(*args)
-        return counted
-
-
 @pytest.fixture
-def counter(monkeypatch):
-    c = Counting(loops.planes)
-    monkeypatch.setattr(loops, "planes", c)
-    return c
+def counter(count_calls):
+    return count_calls(loops, "planes")
 
 
 def session(x, w, b, attrs, constants=("w", "b")):

@@ -30,28 +30,9 @@ pytestmark = pytest.mark.skipif(not compiled.enabled(), reason="compiled loops o
 RNG = np.random.default_rng(2718)
 
 
-class Counting:
-    """Stands for ``loops.windows``: the factory's ``get()`` gets a wrapper counting calls."""
-
-    def __init__(self, lazy):
-        self.lazy, self.calls = lazy, 0
-
-    def get(self):
-        fn = self.lazy.get()
-        if fn is None:
-            return None
-
-        def counted(*args):
-            self.calls += 1
-            return fn(*args)
-        return counted
-
-
 @pytest.fixture
-def counter(monkeypatch):
-    c = Counting(loops.windows)
-    monkeypatch.setattr(loops, "windows", c)
-    return c
+def counter(count_calls):
+    return count_calls(loops, "windows")
 
 
 def session(op, attrs, dtype, rank):

@@ -1,0 +1,35 @@
+"""Fixtures shared by the cpu backend's tests."""
+
+from __future__ import annotations
+
+import pytest
+
+
+class Counting:
+    """Stands for a compiled loop's :class:`onnxkit_cpu.compiled.Lazy`: ``get()`` gives a wrapper
+    of the compiled function that counts its calls (None where compiled loops are off), so a
+    test fails if a fast path silently stops being taken."""
+
+    def __init__(self, lazy):
+        self.lazy, self.calls = lazy, 0
+
+    def get(self):
+        fn = self.lazy.get()
+        if fn is None:
+            return None
+
+        def counted(*args):
+            self.calls += 1
+            return fn(*args)
+        return counted
+
+
+@pytest.fixture
+def count_calls(monkeypatch):
+    """``count_calls(module, name)``: the module's loop ``name`` replaced by a :class:`Counting`
+    (for the test's duration), returned."""
+    def spy(module, name: str) -> Counting:
+        c = Counting(getattr(module, name))
+        monkeypatch.setattr(module, name, c)
+        return c
+    return spy

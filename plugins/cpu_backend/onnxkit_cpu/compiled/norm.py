@@ -1,4 +1,15 @@
-"""Compiled loops of the normalizations: LayerNormalization's rows (overrides/norm.py).
+"""Compiled loops of the normalizations (overrides/norm.py): LayerNormalization's rows and
+inference BatchNormalization's per-channel affine pass (:data:`channel_affine`).
+
+:data:`channel_affine` ``(x, inv, shift, y, relu)``: ``x`` and ``y`` ``(N, C, L)``, ``inv`` and
+``shift`` ``(C,)``, all C-contiguous and of one float type; ``y[n, c, i] = x[n, c, i] * inv[c]
++ shift[c]``, the product rounded to the type, then the sum rounded (two IEEE operations, as
+numpy's ``np.multiply(x, inv)`` then ``y += shift``: no fastmath, so LLVM never contracts them
+into a fused multiply-add), then where ``relu`` ``max(v, 0)`` as ``np.maximum(v, 0)`` gives it
+(``v`` unless ``v <= 0``: a NaN keeps its bits, ``-0`` and negatives give ``+0``).  Bit-identical
+to the numpy body and the separate cpu Relu where ``inv`` and ``shift`` hold no NaN (the
+override's rule): an operation then meets at most one NaN, whose payload it keeps whatever
+order LLVM gives the operands (two NaNs give the first operand's on x86).
 
 :func:`layer_norm_loop` gives ``rows(x, scale, b, has_b, eps, y, stats)``: for each row ``r``
 of the C-contiguous 2-D ``x`` (rows, n), with ``scale`` and ``b`` of n elements (``b`` read
@@ -114,6 +125,32 @@ def _layer_norm_rows(x, scale, b, has_b, eps, y, stats):
         else:
             for j in range(n):
                 y[r, j] = (x[r, j] - mu) * iv * scale[j]
+
+
+@kernel
+def channel_affine(x, inv, shift, y, relu):
+    """The per-channel affine pass of inference BatchNormalization (module docstring)."""
+    n_img, c_all, n = x.shape
+    zero = y.dtype.type(0)
+    if n == 1:                          # rank 2 (N, C): the channels are the inner run
+        for m in range(n_img):
+            for c in range(c_all):
+                v = x[m, c, 0] * inv[c]
+                v = v + shift[c]
+                y[m, c, 0] = zero if relu and v <= zero else v
+        return
+    for m in range(n_img):
+        for c in range(c_all):
+            a, s = inv[c], shift[c]
+            if relu:
+                for i in range(n):
+                    v = x[m, c, i] * a
+                    v = v + s
+                    y[m, c, i] = zero if v <= zero else v
+            else:
+                for i in range(n):
+                    v = x[m, c, i] * a
+                    y[m, c, i] = v + s
 
 
 _LEAF = kernel(_leaf_sum)

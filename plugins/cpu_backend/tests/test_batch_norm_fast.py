@@ -40,28 +40,9 @@ MODES = {
 }
 
 
-class Counting:
-    """Stands for ``loops.channel_affine``: its ``get()`` gives a wrapper counting calls."""
-
-    def __init__(self, lazy):
-        self.lazy, self.calls = lazy, 0
-
-    def get(self):
-        fn = self.lazy.get()
-        if fn is None:
-            return None
-
-        def counted(*args):
-            self.calls += 1
-            return fn(*args)
-        return counted
-
-
 @pytest.fixture
-def spy(monkeypatch):
-    c = Counting(loops.channel_affine)
-    monkeypatch.setattr(loops, "channel_affine", c)
-    return c
+def spy(count_calls):
+    return count_calls(loops, "channel_affine")
 
 
 def tensor_type(dt):

@@ -13,6 +13,10 @@ geometric means, and first the conditions: date, CPUs available, load average, B
 ``--threads default`` times both runtimes with their default threads instead (onnxkit: BLAS
 threads = physical cores, set by threadpoolctl per run; onnxruntime: its default pools), and
 ``--busy N`` keeps N other processes spinning on the CPUs while timing (a busy machine).
+With default threads each timing starts once the process's other threads are idle
+(``timing.settle``: onnxruntime's intra-op pool spins about one CPU for 60-100 ms after a run,
+which would otherwise fall on the next runtime timed; ``--no-settle`` skips the wait); one
+thread each, neither runtime has a pool, and timings follow each other at once.
 A timing is one call after a garbage collection (caches as the other two sessions left them);
 ``--warm`` makes it back-to-back calls instead (~20 ms of onnxruntime's time: a warm serving
 loop), where a small model's fixed per-node costs show fully.
@@ -88,7 +92,8 @@ def main() -> int:
     parser.add_argument("--threads", choices=("1", "default"), default="1")
     parser.add_argument("--busy", type=int, default=0, help="spinning processes kept running while timing")
     parser.add_argument("--no-settle", action="store_true",
-                        help="start each timing at once, while the previous call's threads may still spin")
+                        help="with --threads default: start each timing at once, while the previous call's "
+                             "thread pool may still spin (one thread each: no pool, never waited for)")
     parser.add_argument("--warm", action="store_true",
                         help="time back-to-back calls (a warm loop, ~20 ms per timing) instead of one call each")
     args = parser.parse_args()
@@ -162,7 +167,7 @@ def _run(args, one: bool) -> int:
         sessions["ort"] = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
         fns = {k: (lambda s=s: s.run(None, feed)) for k, s in sessions.items()}
         inner = _inner_calls(fns["ort"]) if args.warm else 1
-        t = interleaved_medians(fns, args.repeat, inner, quiesce=not args.no_settle)
+        t = interleaved_medians(fns, args.repeat, inner, quiesce=not (one or args.no_settle))
         rows.append((name, t["kit-off"], t["kit-on"], t["ort"]))
         print(f"{name:28s} {_ms(t['kit-off'])} {_ms(t['kit-on'])} {_ms(t['ort'])}  "
               f"{t['kit-on'] / t['ort']:7.2f} {t['kit-off'] / t['kit-on']:7.2f}", flush=True)

@@ -11,13 +11,9 @@ Contract:
 * **Lazy.** Nothing here imports numba until an override first asks for a compiled function
   (numba's import takes ~0.4 s); each function is compiled on its first call per argument
   types, ``cache=True`` (numba's on-disk cache beside the module, or its user-wide cache
-  where that is not writable), ``error_model="numpy"`` (a division by zero gives inf/NaN, as
-  numpy, never an exception).  The loops keep the GIL (``nogil=False``): their calls are short
-  (microseconds to a fraction of a millisecond), and handing the GIL over at each made one
-  session shared by two Python threads slower than the same runs made serially (measured with
-  ``benchmarks/concurrency.py``, 2 CPUs: rapidocr_rec 0.68x of serial releasing it, 0.94x
-  keeping it; magika 0.94x / 1.16x; resnet50 0.95x / 1.15x); numpy's BLAS products, the
-  long part of the models that gain from threads, release it as before.  No ``parallel=``: a compiled loop is one thread; no ``fastmath``
+  where that is not writable), ``nogil=True`` (a session shared by Python threads runs these
+  loops in parallel), ``error_model="numpy"`` (a division by zero gives inf/NaN, as numpy,
+  never an exception).  No ``parallel=``: a compiled loop is one thread; no ``fastmath``
   unless a module says why its result stays within Clause 11's tolerances.
 * **Optional.** :func:`enabled` is False when numba cannot be imported, or when the
   environment sets ``ONNXKIT_CPU_COMPILED=0``, or inside :func:`disabled` (the tests' way to
@@ -40,7 +36,7 @@ __all__ = ["Lazy", "kernel", "enabled", "disabled", "available"]
 _DISABLED = contextvars.ContextVar("onnxkit_cpu_compiled_disabled", default=False)
 _lock = threading.Lock()
 _numba = None          # the numba module once imported; False when it cannot be
-_OPTIONS = {"cache": True, "nogil": False, "error_model": "numpy"}
+_OPTIONS = {"cache": True, "nogil": True, "error_model": "numpy"}
 
 
 def _import_numba():

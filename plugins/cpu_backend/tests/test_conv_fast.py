@@ -538,3 +538,28 @@ def test_shared_columns_one_buffer_per_thread():
     t.start()
     t.join()
     assert not np.shares_memory(other[0], va)           # each thread its own
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", [
+    ((1, 4, 17, 9), (6, 4, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 1])),
+    ((2, 4, 15, 8), (6, 2, 3, 2), dict(pads=[0, 1, 2, 0], strides=[1, 2], group=2)),
+    ((1, 3, 9, 6, 5), (4, 3, 2, 3, 2), dict(pads=[1, 0, 1, 0, 1, 0], strides=[2, 1, 1])),
+    ((1, 3, 40), (5, 3, 5), dict(pads=[2, 2], strides=[3])),
+])
+def test_conv_columns_over_the_shared_buffer_in_blocks_of_rows(x_shape, w_shape, attrs, monkeypatch):
+    # both bodies make the columns a block of output rows at a time once they would exceed the
+    # thread's shared buffer (a budget of a few hundred bytes here): the reference's values
+    from onnxkit_cpu.overrides import conv as conv_mod, conv_blocks
+
+    monkeypatch.setattr(conv_blocks, "SHARED_BYTES", 512)
+    monkeypatch.setattr(conv_mod, "SHARED_BYTES", 512)
+    blocked = []
+    real = conv_mod.Prepared._blocked_columns
+    monkeypatch.setattr(conv_mod.Prepared, "_blocked_columns", lambda self, *a: blocked.append(1) or real(self, *a))
+    x, w, b = randn(*x_shape), randn(*w_shape), randn(w_shape[0])
+    s = session("Conv", {"x": x, "w": w, "b": b}, attrs, constants=("w", "b"))
+    strides, dil, begin, end = _pads_of(x_shape, w_shape, attrs)
+    for _ in range(2):
+        close(s.run(None, {"x": x})[0], ref_conv(x, w, b, strides, dil, begin, end, attrs.get("group", 1)))
+    compiled_two_axes = compiled.enabled() and len(x_shape) == 4
+    assert bool(blocked) == (not compiled_two_axes)       # the numpy body's blocks (the loop's: test_compiled_conv)

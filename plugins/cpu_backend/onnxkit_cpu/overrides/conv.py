@@ -22,7 +22,10 @@ agree with it to float rounding (up to 7e-6 relative seen in float32); bit-ident
 otherwise.  Depthwise convolutions go through
 :mod:`.conv_depthwise`.  Where the windows tile X (kernel = stride, no pads, no dilation, one
 group: a ViT patch embedding) the columns are X's patches by one copy (:class:`Patches`).
-Empty shapes take the portable kernel.
+Empty shapes take the portable kernel.  Columns that would exceed the thread's shared buffer
+(:data:`~.conv_depthwise.SHARED_BYTES`) are made and multiplied a block of output rows at a time,
+on both paths (:meth:`Prepared._blocked_columns`, :mod:`.conv_blocks`), so a convolution's scratch
+stays bounded whatever its input's size.
 
 **Compiled path** (:class:`Planes`, :func:`onnxkit_cpu.compiled.conv.planes`, taken at planning
 where :func:`onnxkit_cpu.compiled.enabled`; else everything above): float32 / float64 X (no
@@ -294,12 +297,46 @@ class Prepared:
         mat = ((cg * kp, length) if n == 1 else (n, cg * kp, length)) if group == 1 else (n, group, cg * kp, length)
         nbytes = (n * c * windows.size + n * c * kp * length) * np.dtype(ct).itemsize
         self.scratch = Scratch(lambda: self._columns_scratch(mat), nbytes, self.local)
+        self.col_blocks = None
+        out0, rest = plan.out_shape[0], math.prod(plan.out_shape[1:])
+        per = block_rows(n, c, kp, rest, np.dtype(ct).itemsize)
+        if not windows.flat and per < out0:      # columns over the shared buffer: blocks of output rows
+            self.scratch = Scratch(lambda: self.windows.make(self.ct), n * c * windows.size * np.dtype(ct).itemsize,
+                                   self.local)
+            self.col_blocks = []
+            for o0 in range(0, out0, per):
+                o1 = min(out0, o0 + per)
+                shape = (n, c, *plan.kernel, o1 - o0, *plan.out_shape[1:])
+                bmat = mat[:-1] + ((o1 - o0) * rest,)
+                part = (slice(None),) * (2 + nd) + (slice(o0, o1),)
+                self.col_blocks.append((part, Shared(shape, ct, lambda cb, bmat=bmat: (cb, cb.reshape(bmat)),
+                                                     threading.local())))
 
     def _columns_scratch(self, mat):
         """``(buffer interior, window view, columns, columns as the product's matrix)``."""
         interior, view = self.windows.make(self.ct)
         cols = np.empty(view.shape, dtype=self.ct)
         return interior, view, cols, cols.reshape(mat)
+
+    def _blocked_columns(self, x, wg, bias):
+        """The ``columns`` product a block of output rows at a time (:attr:`col_blocks`: where the
+        whole columns would exceed the shared buffer, as :mod:`.conv_blocks` for the compiled
+        path): each block's windows copied into the thread's shared buffer, one ``np.matmul``
+        into that block's rows of Y (a view: the block's trailing extents are contiguous)."""
+        interior, view = self.scratch.get()
+        interior[...] = x
+        plan = self.plan
+        n, m, group = plan.n, plan.m, plan.group
+        out = np.empty(self.out_full, dtype=self.ct)
+        for part, shared in self.col_blocks:
+            cols, mat = shared.get()
+            np.copyto(cols, view[part])
+            rows = out[part[:2] + (part[-1],)]
+            target = rows.reshape((m, -1) if n == 1 else (n, m, -1)) if group == 1 else rows.reshape(n, group, m // group, -1)
+            np.matmul(wg, mat, out=target)
+        if bias is not None:
+            out += bias
+        return out
 
     def weights(self, w):
         """W in this kind's product layout (kept: see :func:`kept`)."""
@@ -356,7 +393,9 @@ class Prepared:
         if self.crop is not None:
             x = x[self.crop]
         kind = self.kind
-        if kind == "columns":
+        if kind == "columns" and self.col_blocks is not None:
+            y = self._blocked_columns(x, wg, bias)
+        elif kind == "columns":
             interior, view, cols, mat = self.scratch.get()
             interior[...] = x
             np.copyto(cols, view)

@@ -164,11 +164,11 @@ class Planes:
     a depthwise convolution (one or two spatial axes) computed by the loop, or a two-axis
     product whose columns the loop fills (bias as a ones row) before one ``np.matmul`` into Y.
     ``lo`` / ``inner`` / ``padded``: :func:`~.conv_depthwise.pad_layout`'s; X is read uncropped
-    (the loop skips what negative pads crop).  The padded plane, accumulators and columns are
-    the thread's (``local``); W (with B as its last column for the product) is kept while the
-    same arrays come back (:func:`kept`).  The columns are the thread's one buffer that every
-    convolution shares (:class:`~.conv_depthwise.Shared`: it stays in cache); where they would
-    not fit it, the product is made in blocks of output rows (:mod:`.conv_blocks`)."""
+    (the loop skips what negative pads crop).  The padded plane and accumulators are the
+    thread's (``local``); the columns are the thread's one buffer that every convolution shares
+    (:class:`~.conv_depthwise.Shared`: it stays in cache), and where they would not fit it the
+    product is made in blocks of output rows (:mod:`.conv_blocks`).  W (with B as its last
+    column for the product) is kept while the same arrays come back (:func:`kept`)."""
 
     def __init__(self, fn, plan, in_shape, lo, inner, padded, ct, local, depthwise, bias):
         self.fn, self.ct, self.depthwise = fn, ct, depthwise
@@ -221,14 +221,14 @@ class Planes:
     def __call__(self, x, w, b):
         cached = self.cache
         w4, b1, wb = cached[2] if cached[0] is w and cached[1] is b else self._prepared(w, b)
-        xp, acc = self.scratch.get()
-        cols, mat = self.no_columns if self.columns is None else self.columns.get()
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
         out = np.empty(self.out_full, dtype=self.ct)
         if self.blocks is not None:
             self.blocks(self.fn, x, w4, b1, wb, out, b is not None)
             return out
+        xp, acc = self.scratch.get()
+        cols, mat = self.no_columns if self.columns is None else self.columns.get()
         if self.reshape:
             self.fn(x.reshape(self.x4), w4, b1, out.reshape(self.o4), cols, xp, acc, *self.args, b is not None)
         else:
@@ -409,13 +409,12 @@ class Prepared:
         elif kind == "pointwise":
             xs = x if self.sub is None else x[self.sub]
             y = np.matmul(wg, xs.astype(self.ct, copy=False).reshape(self.x_shape))
-            if bias is not None:
-                if relu and self.bias_relu is not None:
-                    self.bias_relu(y.reshape(self.rows), self.b_flat(b), True)
-                    return y.reshape(self.out_full)
-                y = y.reshape(self.out_full)
-                y += bias
+            if bias is not None and relu and self.bias_relu is not None:
+                self.bias_relu(y.reshape(self.rows), self.b_flat(b), True)      # ct is the output dtype
+                return y.reshape(self.out_full)
             y = y.reshape(self.out_full)
+            if bias is not None:
+                y += bias
         elif kind == "patches":
             y = self.patches(x, wg, bias)
         else:

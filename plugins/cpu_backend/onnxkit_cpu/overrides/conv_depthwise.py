@@ -102,7 +102,7 @@ class Shared:
             return self.views(np.empty(self.shape, self.dtype))
         buf = getattr(_shared, "buf", None)
         if buf is None or buf.size < self.nbytes:
-            buf = _shared.buf = np.empty(max(self.nbytes, 0 if buf is None else buf.size * 2), np.uint8)[:SHARED_BYTES]
+            buf = _shared.buf = np.empty(min(SHARED_BYTES, max(self.nbytes, 0 if buf is None else buf.size * 2)), np.uint8)
         mine = getattr(self.local, "shared", None)
         if mine is None or mine[0] is not buf:
             mine = self.local.shared = (buf, self.views(buf[:self.nbytes].view(self.dtype).reshape(self.shape)))

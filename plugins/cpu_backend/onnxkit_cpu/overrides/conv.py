@@ -295,12 +295,13 @@ class Prepared:
         length = windows.length
         self.w_shape = (m, cg * kp) if group == 1 else (group, mg, cg * kp)
         mat = ((cg * kp, length) if n == 1 else (n, cg * kp, length)) if group == 1 else (n, group, cg * kp, length)
-        nbytes = (n * c * windows.size + n * c * kp * length) * np.dtype(ct).itemsize
-        self.scratch = Scratch(lambda: self._columns_scratch(mat), nbytes, self.local)
         self.col_blocks = None
         out0, rest = plan.out_shape[0], math.prod(plan.out_shape[1:])
         per = block_rows(n, c, kp, rest, np.dtype(ct).itemsize)
-        if not windows.flat and per < out0:      # columns over the shared buffer: blocks of output rows
+        if windows.flat or per >= out0:
+            nbytes = (n * c * windows.size + n * c * kp * length) * np.dtype(ct).itemsize
+            self.scratch = Scratch(lambda: self._columns_scratch(mat), nbytes, self.local)
+        else:      # columns over the shared buffer: blocks of output rows
             self.scratch = Scratch(lambda: self.windows.make(self.ct), n * c * windows.size * np.dtype(ct).itemsize,
                                    self.local)
             self.col_blocks = []

@@ -36,6 +36,9 @@ import threading
 
 import numpy as np
 
+from onnxkit_default_domain.kernels.pool import average_divisor
+
+from ..compiled import pool as loops
 from .conv_depthwise import Scratch
 
 #: stages of one block about this many bytes: they stay in the core's L2 cache
@@ -218,9 +221,6 @@ class Compiled:
         return 0 not in out
 
     def __init__(self, fn, geometry, shape, dtype, is_max, include_pad):
-        from onnxkit_default_domain.kernels.pool import average_divisor
-
-        from ..compiled import pool as loops
         a, out, begin, end, _tail = geometry(shape)
         dt = np.dtype(dtype)
         one, zero = (1,) * (4 - len(shape)), (0,) * (4 - len(shape))

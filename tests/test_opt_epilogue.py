@@ -83,6 +83,26 @@ def test_add_of_two_convs_taken_by_the_first_only():
         assert ops(s) == ["Conv", "Conv"] and s.plan.steps[1].inputs == ["x", "w", "b", "d"]
 
 
+@pytest.mark.parametrize("opset", [6, 17])
+def test_sum_of_two_fused_as_an_add(opset):
+    """A residual written as Sum (ResNet-era exporters): a Sum of two inputs is taken as an Add
+    (then its Relu), bit-identical; a Sum of three is left alone."""
+    x6 = helper.make_tensor_value_info("x", TP.FLOAT, [2, 3, 6, 6])
+    for side in (0, 1):
+        add = helper.make_node("Sum", ["c", "r"] if side == 0 else ["r", "c"], ["a"])
+        nodes = [conv(), add, helper.make_node("Relu", ["a"], ["y"])]
+        proto = model(nodes, [x6, R], [Y], [init("w", W), init("b", B)], opset=opset).SerializeToString()
+        s, got, _ = sessions(proto, FEED)
+        assert ops(s) == ["Conv"] and s.plan.steps[0].inputs == ["x", "w", "b", "r"]
+        expect = np.maximum(ort.InferenceSession(
+            model([conv("y")], [x6], [Y], [init("w", W), init("b", B)]).SerializeToString(),
+            providers=["CPUExecutionProvider"]).run(None, XF)[0] + FEED["r"], 0)
+        np.testing.assert_allclose(got[0], expect, rtol=1e-5, atol=1e-5)
+    three = [conv(), helper.make_node("Sum", ["c", "r", "r"], ["y"])]
+    s, _, _ = sessions(model(three, [x6, R], [Y], [init("w", W), init("b", B)], opset=opset).SerializeToString(), FEED)
+    assert ops(s) == ["Conv", "Sum"]
+
+
 def test_conv_without_bias_and_add_alone():
     nodes = [conv(bias=False), helper.make_node("Add", ["c", "r"], ["y"])]
     s, _, _ = sessions(build(nodes, (X, R)), FEED)

@@ -21,8 +21,9 @@ or mixed-type Add, a value that is not a numpy array).
 
 **When it applies** (the top-level plan only).  A step ``P`` with one output ``y``, whose
 kernel offers ``fuse_epilogue`` and which has no size guard, scope or subgraph, followed by a
-step ``C`` of the default domain — ``Relu``, ``Add`` (then a ``Relu`` under the same rule, if
-there is one) — where ``y`` is read by ``C`` once and by nothing else (no other step, no
+step ``C`` of the default domain — ``Relu``, ``Add`` or a ``Sum`` of two inputs (handed over
+as an ``("Add", fn, side)`` whose ``fn`` is Sum's kernel; then a ``Relu`` under the same rule,
+if there is one) — where ``y`` is read by ``C`` once and by nothing else (no other step, no
 subgraph through ``_uses``, not a graph output), ``C`` having no scope or subgraph.  A
 consumer's own size guard (Add's broadcasting bound) runs inside the ``fn`` handed over
 (:func:`guarded`): in that (broadcasting) fallback the bytes it charges stay charged to the
@@ -59,8 +60,10 @@ import attrs
 from ..budget import current_budget
 from ..plan import GraphPlan, Planner, Step
 
-#: consumers an epilogue can take: op_type -> how many inputs it reads
-_CONSUMERS = {"Relu": 1, "Add": 2}
+#: consumers an epilogue can take: op_type -> how many inputs it reads (a Sum of two inputs is
+#: an Add: the same elementwise sum, with Add's broadcasting from opset 8 on and same-shape inputs
+#: before; the exporters of ResNet-era models wrote residual additions as Sum)
+_CONSUMERS = {"Relu": 1, "Add": 2, "Sum": 2}
 
 
 def _default(step: Step) -> bool:
@@ -133,7 +136,7 @@ def fuse(steps: list, keep) -> tuple:
                 break
             k, c = found
             op = c.node.op_type
-            if op == "Add":
+            if op in ("Add", "Sum"):
                 if ops or c.inputs[0] == c.inputs[1]:      # one Add, first; not Add(y, y)
                     break
                 side = 0 if c.inputs[0] == name else 1

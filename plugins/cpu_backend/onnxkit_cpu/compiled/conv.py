@@ -158,21 +158,29 @@ def planes(x, w, b, out, cols, xp, acc, offs, pws, sw, h0, w0, hi_n, wi_n, has_b
 
 
 @kernel
-def bias_relu(y, b, relu):
-    """In place on ``y`` (``(R, L)``, C-contiguous, R a multiple of ``b``'s length ``M``): row
-    ``r`` becomes ``y[r] + b[r % M]``, then, where ``relu``, ``max(v, 0)`` as ``np.maximum(v, 0)``
-    gives it: ``v`` where ``v > 0`` or ``v`` is NaN (its own bits), else ``+0`` (so ``-0`` gives
-    ``+0``, numpy's tie rule).  One pass instead of numpy's two (``y += b`` then
-    ``np.maximum(y, 0, out=y)``), the same IEEE operations: bit-identical."""
+def finish(y, b, r, side, relu):
+    """In place on ``y`` (``(R, L)``, C-contiguous; R a multiple of ``b``'s length ``M``), the
+    steps a Conv's epilogue would run one pass each, in their order, in one pass: row ``k``,
+    element ``i`` becomes ``v = y[k, i] + b[k % M]`` (where ``b`` is not empty: the Conv's
+    ``y += B``), then ``v + r[k, i]`` (``side`` 0: Add(Conv, R)) or ``r[k, i] + v`` (``side``
+    1: Add(R, Conv)) where ``r`` (``(R, L)``) is not empty, then, where ``relu``, ``max(v, 0)``
+    as ``np.maximum(v, 0)`` gives it: ``v`` where ``v > 0`` or ``v`` is NaN (its own bits), else
+    ``+0`` (``-0`` gives ``+0``, numpy's tie rule).  The same IEEE operations on the same
+    operands as the separate numpy passes (``y += b``, ``np.add``, ``np.maximum``), so the
+    result is bit-identical to them, but for which of two NaNs meeting in one addition it
+    keeps (LLVM may swap the operands of a commutative ``+``: NaN either way)."""
     rows, n = y.shape
     m = b.size
+    add = r.size > 0
     zero = y.dtype.type(0)
-    for r in range(rows):
-        bv = b[r % m]
-        if relu:
-            for i in range(n):
-                v = y[r, i] + bv
-                y[r, i] = v if (v > zero or v != v) else zero
-        else:
-            for i in range(n):
-                y[r, i] += bv
+    for k in range(rows):
+        bv = b[k % m] if m > 0 else zero
+        for i in range(n):
+            v = y[k, i]
+            if m > 0:
+                v = v + bv
+            if add:
+                v = v + r[k, i] if side == 0 else r[k, i] + v
+            if relu:
+                v = v if (v > zero or v != v) else zero
+            y[k, i] = v

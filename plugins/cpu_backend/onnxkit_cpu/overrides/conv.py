@@ -45,10 +45,9 @@ Results agree with the numpy body to float rounding (summation order: see that m
 within Clause 11's tolerances, not bit for bit.
 
 **Epilogues** (:mod:`onnxkit.runtime.optimizer.epilogue`): the kernel offers ``fuse_epilogue``;
-the fused kernel (:func:`epilogue`) applies a following Relu, Add or Add + Relu in place on its
-own fresh result, bit-identical to the separate kernels (in-place ``np.maximum`` 1.3x the
-allocating one on (1, 64, 112, 112); light/squeezenet 0.79x with it, the other light models
-and the corpus' CNNs 0.95-1.0x, interleaved in one process).
+the fused kernel (:func:`.conv_epilogue.epilogue`) applies a following Relu, Add or Add + Relu
+to its own fresh result, by one compiled pass where it can (each prepared call's ``fused``),
+else in place by numpy; bit-identical to the separate kernels (see that module).
 """
 
 from __future__ import annotations
@@ -62,10 +61,10 @@ from onnxkit.plugin import KernelTable
 
 from onnxkit_default_domain.kernels import conv as portable
 from onnxkit_default_domain.kernels._common import compute_dtype
-from onnxkit_default_domain.kernels.elementwise import quiet
 
 from ..compiled import conv as loops
 from .conv_blocks import RowBlocks, block_rows
+from .conv_epilogue import NO_BIAS, epilogue, operand
 from .conv_depthwise import SHARED_BYTES, Depthwise, PaddedWindows, Scratch, Shared, pad_layout, window_view
 
 KERNELS = KernelTable()
@@ -170,8 +169,8 @@ class Planes:
     product is made in blocks of output rows (:mod:`.conv_blocks`).  W (with B as its last
     column for the product) is kept while the same arrays come back (:func:`kept`)."""
 
-    def __init__(self, fn, plan, in_shape, lo, inner, padded, ct, local, depthwise, bias):
-        self.fn, self.ct, self.depthwise = fn, ct, depthwise
+    def __init__(self, fn, plan, in_shape, lo, inner, padded, ct, local, depthwise, bias, finish=None):
+        self.fn, self.ct, self.depthwise, self.finish = fn, ct, depthwise, finish
         n, c, m, group = plan.n, plan.c, plan.m, plan.group
         one = (1,) * (2 - len(plan.kernel))           # one spatial axis: H = KH = 1
         zero = (0,) * len(one)
@@ -182,6 +181,7 @@ class Planes:
         self.args = (offs, pws, int(plan.strides[-1]), h0, w0, *(one + tuple(inner)))
         self.x4, self.w4 = (n, c, *(one + tuple(in_shape))), (m, c // group, *kernel)
         self.out_full, self.o4 = (n, m, *plan.out_shape), (n, m, *out)
+        self.rows = (n * m, math.prod(plan.out_shape))
         self.reshape = len(plan.kernel) == 1
         self.cache = (None, None, None)
         length, rows = math.prod(out), (c // group) * math.prod(kernel) + bias
@@ -237,22 +237,38 @@ class Planes:
             np.matmul(wb, mat, out=out.reshape(self.omat))
         return out
 
+    def fused(self, x, w, b, r, side, relu):
+        """The convolution with an epilogue (:mod:`.conv_epilogue`) applied by one compiled pass
+        (:func:`onnxkit_cpu.compiled.conv.finish`; B is inside the product), or None, computing
+        nothing, where that pass cannot run."""
+        fin = self.finish
+        r2 = False if fin is None else operand(r, self.out_full, self.ct, self.rows)
+        if r2 is False:
+            return None
+        y = self(x, w, b)
+        fin(y.reshape(self.rows), NO_BIAS[self.ct], r2, side, relu)
+        return y
+
 
 class Prepared:
     """One input-shape key of a Conv node, ready to run (see the module docstring).  ``kind``:
-    ``"pointwise"`` (1x1, no pads: a product of X itself; ``bias_relu``: the compiled bias and
-    Relu pass or None), ``"columns"`` (im2col into the
+    ``"pointwise"`` (1x1, no pads: a product of X itself), ``"columns"`` (im2col into the
     thread's buffers), ``"patches"`` (:class:`Patches`), ``"depthwise"``, ``"planes"`` (the
     compiled path, :class:`Planes`; ``fn``: the compiled loop or None, ``bias``: whether B is
-    given) or ``"portable"`` (empty shapes)."""
+    given) or ``"portable"`` (empty shapes).  ``finish``: the compiled epilogue pass
+    (:func:`onnxkit_cpu.compiled.conv.finish`) or None; kept where the convolution computes in
+    its output's float32 / float64."""
 
-    def __init__(self, plan, in_shape, ct, out_dtype, fn=None, bias=False, bias_relu=None):
+    def __init__(self, plan, in_shape, ct, out_dtype, fn=None, bias=False, finish=None):
         self.plan, self.ct, self.out_dtype = plan, ct, out_dtype
+        self.finish = finish if ct == out_dtype and ct in _COMPILED else None
         n, c, m, group = plan.n, plan.c, plan.m, plan.group
         nd = len(plan.kernel)
         cg, mg = c // group, m // group
         kp, length = math.prod(plan.kernel), math.prod(plan.out_shape)
         self.out_full = (n, m, *plan.out_shape)
+        self.rows = (n * m, length)
+        self.bf_cache = (None, None)
         self.bias_shape = (m,) + (1,) * nd
         self.w_cache = (None, None)
         self.b_cache = (None, None)
@@ -267,9 +283,6 @@ class Prepared:
                 slice(0, (o - 1) * s + 1, s) for o, s in zip(plan.out_shape, plan.strides))
             self.x_shape = ((c, length) if n == 1 else (n, c, length)) if group == 1 else (n, group, cg, length)
             self.w_shape = (m, c) if group == 1 else (group, mg, cg)
-            self.rows = (n * m, length)
-            self.bias_relu = bias_relu if ct == out_dtype and ct in _COMPILED and bias_relu is not None else None
-            self.bf_cache = (None, None)
             return
         if tiles(plan):
             self.kind = "patches"
@@ -279,7 +292,7 @@ class Prepared:
         compiled = fn is not None and nd <= 2 and ct == out_dtype and ct in _COMPILED
         if compiled and (depthwise or (nd == 2 and plan.out_shape[0] > 1)):
             self.kind = "planes"
-            self.planes = Planes(fn, plan, in_shape, lo, inner, padded, ct, self.local, depthwise, bias)
+            self.planes = Planes(fn, plan, in_shape, lo, inner, padded, ct, self.local, depthwise, bias, self.finish)
             return
         # flat rows: always for a depthwise product (the copy is its cost: 1.7x on (1, 240, 12, 40)
         # 5x5), else only for small products, where the copy dominates (a few junk columns
@@ -379,10 +392,29 @@ class Prepared:
             self.bf_cache = (b, flat)
         return flat
 
-    def __call__(self, x, w, b, relu=False):
-        """The convolution (a fresh array); ``relu``: the caller applies ``np.maximum(y, 0)`` to
-        it next, and the result may already have it (the pointwise path with a bias folds it into
-        the bias pass: :func:`onnxkit_cpu.compiled.conv.bias_relu`)."""
+    def fused(self, x, w, b, r, side, relu):
+        """The convolution with an epilogue (:mod:`.conv_epilogue`) applied by one compiled pass
+        (:func:`onnxkit_cpu.compiled.conv.finish`; on the 1x1 path B too, left out of the product),
+        or None, computing nothing, where that pass cannot run."""
+        fin = self.finish
+        r2 = False if fin is None or self.kind == "portable" else operand(r, self.out_full, self.ct, self.rows)
+        if r2 is False:
+            return None
+        if self.kind == "pointwise" and b is not None:
+            cached = self.w_cache
+            wg = cached[1] if cached[0] is w else self.weights(w)
+            xs = x if self.sub is None else x[self.sub]
+            y = np.matmul(wg, xs.astype(self.ct, copy=False).reshape(self.x_shape))
+            fin(y.reshape(self.rows), self.b_flat(b), r2, side, relu)
+            return y.reshape(self.out_full)
+        y = self(x, w, b)
+        if not y.flags.c_contiguous:      # (every kind's result is: a reshape must be a view of it)
+            y = np.ascontiguousarray(y)
+        fin(y.reshape(self.rows), NO_BIAS[self.ct], r2, side, relu)
+        return y
+
+    def __call__(self, x, w, b):
+        """The convolution (a fresh array)."""
         if self.kind == "planes":
             return self.planes(x, w, b)
         cached = self.w_cache
@@ -409,11 +441,7 @@ class Prepared:
                 np.add(flat, bias.reshape(-1, 1), out=flat)
         elif kind == "pointwise":
             xs = x if self.sub is None else x[self.sub]
-            y = np.matmul(wg, xs.astype(self.ct, copy=False).reshape(self.x_shape))
-            if bias is not None and relu and self.bias_relu is not None:
-                self.bias_relu(y.reshape(self.rows), self.b_flat(b), True)      # ct is the output dtype
-                return y.reshape(self.out_full)
-            y = y.reshape(self.out_full)
+            y = np.matmul(wg, xs.astype(self.ct, copy=False).reshape(self.x_shape)).reshape(self.out_full)
             if bias is not None:
                 y += bias
         elif kind == "patches":
@@ -423,73 +451,18 @@ class Prepared:
         return y if y.dtype == self.out_dtype else y.astype(self.out_dtype)
 
 
-def _add_in_place(a, b, out):
-    np.add(a, b, out=out)
-
-
-#: ``out = a + b`` with numpy's floating-point warnings off, as the cpu Add
-_add_quiet = quiet(_add_in_place)
-
-
-_F32, _F64 = _COMPILED
-
-
-def epilogue(lookup, fallback, ops):
-    """The fused kernel of a Conv and its ``ops`` (:mod:`onnxkit.runtime.optimizer.epilogue`:
-    ``("Add", fn, side)`` and/or ``("Relu", fn, None)``, in order).  ``lookup(x, w, b)``: the
-    node's prepared call for the inputs' key (None: the portable ``fallback``, whose result
-    may not be a fresh array of this kernel's own).  On a prepared call's float32/float64
-    result (always fresh) the Add (an operand of the same shape and dtype, operands in the
-    graph's order) and the Relu (``np.maximum(y, 0)``, as the cpu Relu) are computed in
-    place; otherwise the consumers' own kernels ``fn`` run (the same result, by construction)."""
-    add = ops[0] if ops[0][0] == "Add" else None
-    relu = ops[-1][1] if ops[-1][0] == "Relu" else None
-    if add is None:
-        def fused_relu(x, w, b=None):
-            call = lookup(x, w, b)
-            if call is None:
-                return relu(fallback(x, w, b))
-            if call.__class__ is Prepared and call.kind == "pointwise":
-                y = call(x, w, b, True)
-                if call.bias_relu is not None and b is not None:
-                    return y                # the Relu applied in the bias pass
-            else:
-                y = call(x, w, b)
-            dt = y.dtype
-            return np.maximum(y, 0, out=y) if dt is _F32 or dt is _F64 else relu(y)
-        return fused_relu
-    add_fn, side = add[1], add[2]
-
-    def fused_add(x, w, b, r):
-        call = lookup(x, w, b)
-        if call is None:
-            y = fallback(x, w, b)
-        else:
-            y = call(x, w, b)
-            dt = y.dtype
-            if (dt is _F32 or dt is _F64) and type(r) is np.ndarray and r.dtype is dt and r.shape == y.shape:
-                if side:
-                    _add_quiet(r, y, y)
-                else:
-                    _add_quiet(y, r, y)
-                return y if relu is None else np.maximum(y, 0, out=y)
-        y = add_fn(r, y) if side else add_fn(y, r)
-        return y if relu is None else relu(y)
-    return fused_add
-
-
 @KERNELS.register("Conv", 1, 11, 22)
 def conv(ctx):
     xp = ctx.xp
     allowed, plans = portable.conv_setup(ctx)
     fallback = portable.make_conv(ctx, strided_columns, add_into)
     fn = loops.planes.get()         # None: numba missing or disabled (numpy bodies)
-    pass_fn = loops.bias_relu.get()
+    finish = loops.finish.get()
     known = {}
 
     def prepare(key, x, w, b):
         _, plan, ct, _ = portable.prepare(ctx, xp, allowed, plans, x, w, b)     # the checks, once per key
-        p = Prepared(plan, [int(d) for d in x.shape[2:]], ct, x.dtype, fn, b is not None, pass_fn)
+        p = Prepared(plan, [int(d) for d in x.shape[2:]], ct, x.dtype, fn, b is not None, finish)
         call = p.planes if p.kind == "planes" else (None if p.kind == "portable" else p)
         if len(known) > 64:
             known.clear()

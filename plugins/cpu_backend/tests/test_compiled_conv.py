@@ -254,9 +254,11 @@ def test_large_products_in_blocks_of_rows(x_shape, w_shape, attrs, bias, counter
     whole = session(x, w, b, attrs).run(None, feed_of(x, w, b))[0]
     assert counter.calls - before == 1
     want = reference(x, w, b, attrs)
+    monkeypatch.setattr(conv_blocks, "MIN_COLUMNS", 1)
     for budget in (4096, 1 << 14):
-        monkeypatch.setattr(conv_mod, "SHARED_BYTES", budget)
-        monkeypatch.setattr(conv_blocks, "SHARED_BYTES", budget)
+        for module in (conv_mod, conv_blocks):
+            monkeypatch.setattr(module, "SHARED_BYTES", budget)
+            monkeypatch.setattr(module, "CACHE_BYTES", budget)
         s = session(x, w, b, attrs)
         for _ in range(2):
             before = counter.calls
@@ -265,3 +267,18 @@ def test_large_products_in_blocks_of_rows(x_shape, w_shape, attrs, bias, counter
             scale = max(1.0, float(np.abs(want).max()))
             np.testing.assert_allclose(got, whole, rtol=2e-5, atol=2e-6 * scale)
             np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-5, atol=2e-6 * scale)
+
+
+def test_cache_blocks_rule():
+    # blocks of about CACHE_BYTES of columns, MIN_COLUMNS output positions at least, SHARED_BYTES at most
+    from onnxkit_cpu.overrides.conv_blocks import CACHE_BYTES, MIN_COLUMNS, SHARED_BYTES, cache_block_rows
+
+    rows, ow = 148, 112                       # a 7x7 stem of 3 channels (B's ones row included)
+    per = cache_block_rows(1, 1, rows, 112, ow, 4)
+    assert per * ow * rows * 4 <= CACHE_BYTES < (per + 1) * ow * rows * 4 and per * ow >= MIN_COLUMNS
+    per = cache_block_rows(1, 1, 1729, 14, 14, 4)        # 14 x 14 outputs: narrower than MIN_COLUMNS
+    assert per == 14                                       # one block
+    per = cache_block_rows(1, 1, 2000, 56, 56, 4)        # MIN_COLUMNS decides (2 rows would fit)
+    assert per == -(-MIN_COLUMNS // 56)
+    per = cache_block_rows(1, 1, 1 << 16, 64, 64, 4)     # MIN_COLUMNS would exceed the shared buffer
+    assert per == max(1, SHARED_BYTES // ((1 << 16) * 64 * 4))

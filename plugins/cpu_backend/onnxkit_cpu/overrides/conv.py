@@ -63,7 +63,7 @@ from onnxkit_default_domain.kernels import conv as portable
 from onnxkit_default_domain.kernels._common import compute_dtype
 
 from ..compiled import conv as loops
-from .conv_blocks import RowBlocks, block_rows
+from .conv_blocks import CACHE_BYTES, RowBlocks, block_rows, cache_block_rows
 from .conv_epilogue import NO_BIAS, epilogue, operand
 from .conv_depthwise import SHARED_BYTES, Depthwise, PaddedWindows, Scratch, Shared, pad_layout, window_view
 
@@ -196,8 +196,8 @@ class Planes:
         self.columns = None if depthwise else Shared(cols, ct, lambda c: (c, c.reshape(self.mat)), local)
         self.no_columns = (np.empty((0, 0, 0, 0), ct), None)     # depthwise: no columns
         self.blocks = None
-        if not depthwise and not self.reshape and math.prod(cols) * np.dtype(ct).itemsize > SHARED_BYTES:
-            per = block_rows(n, group, rows, out[1], np.dtype(ct).itemsize)
+        if not depthwise and not self.reshape and math.prod(cols) * np.dtype(ct).itemsize > CACHE_BYTES:
+            per = cache_block_rows(n, group, rows, out[0], out[1], np.dtype(ct).itemsize)
             if per < out[0]:
                 self.blocks = RowBlocks(plan, lo, inner, padded, ct, rows, per)
 

@@ -3,10 +3,11 @@
 The columns of a convolution are ``C/G * KH * KW (+1)`` rows of ``OH * OW`` values per image
 and group: for a 3x3 convolution of 64 channels on 224 x 224 that is 115 MB, for 512 x 512
 inputs over 600 MB, scratch that no size limit of the run sees.  Where the columns of the
-whole output would exceed :data:`~.conv_depthwise.SHARED_BYTES`, :class:`RowBlocks` fills and
-multiplies them a block of output rows at a time into the thread's shared buffer (so it also
-stays in cache): block ``[oh0, oh1)`` reads X's rows ``oh0 * sh - pad_top ..`` up to its last
-tap's row (clipped to X), which is itself a convolution of that row window with the pads it
+whole output would exceed :data:`CACHE_BYTES` (about what the core's L2 cache keeps beside a
+block of Y) and blocks of :data:`MIN_COLUMNS` at least can be made, :class:`RowBlocks` fills and
+multiplies them a block of output rows at a time into the thread's shared buffer (so it stays
+in cache; never more than :data:`~.conv_depthwise.SHARED_BYTES` a block): block ``[oh0, oh1)``
+reads X's rows ``oh0 * sh - pad_top ..`` up to its last tap's row (clipped to X), which is itself a convolution of that row window with the pads it
 touches, so the compiled loop (:func:`onnxkit_cpu.compiled.conv.planes`) runs unchanged on a
 geometry of the block's (its layout from :func:`onnxkit_cpu.compiled.conv.layout`, one padded
 plane buffer per distinct block geometry: their zero borders differ), then one ``np.matmul``
@@ -29,9 +30,32 @@ from ..compiled import conv as loops
 from .conv_depthwise import SHARED_BYTES, Scratch, Shared
 
 
-def block_rows(n: int, group: int, rows: int, ow: int, itemsize: int) -> int:
-    """Output rows per block: the most whose columns fit :data:`SHARED_BYTES` (one at least)."""
-    return max(1, SHARED_BYTES // max(1, n * group * rows * ow * itemsize))
+#: the compiled path's blocks aim at columns of about this many bytes, so that a block's columns
+#: (and its part of Y) stay in the core's L2 cache between the loop filling them and the
+#: product reading them (light/inception_v2's 7x7 stem, 7.4 MB of columns: 4.3 -> 3.1 ms in the
+#: model, 1 thread)
+CACHE_BYTES = 1 << 20
+
+#: .. but a block keeps at least this many columns (output positions), where the whole product
+#: has them: narrower products lose more in BLAS than the cache saves (a 14 x 14 output in two
+#: blocks of 98 columns: 1.55 -> 1.70 ms)
+MIN_COLUMNS = 384
+
+
+def block_rows(n: int, group: int, rows: int, ow: int, itemsize: int, budget: int = None) -> int:
+    """Output rows per block: the most whose columns fit ``budget`` bytes (default
+    :data:`SHARED_BYTES`; one row at least)."""
+    budget = SHARED_BYTES if budget is None else budget
+    return max(1, budget // max(1, n * group * rows * ow * itemsize))
+
+
+def cache_block_rows(n: int, group: int, rows: int, oh: int, ow: int, itemsize: int) -> int:
+    """Output rows per block of the compiled path (``oh`` or more: one block): columns of about
+    :data:`CACHE_BYTES`, but :data:`MIN_COLUMNS` output positions at least, never more than
+    :data:`SHARED_BYTES` of columns."""
+    per = block_rows(n, group, rows, ow, itemsize, CACHE_BYTES)
+    per = max(per, -(-MIN_COLUMNS // max(1, ow)))
+    return min(per, block_rows(n, group, rows, ow, itemsize), oh)
 
 
 class RowBlocks:

@@ -61,6 +61,7 @@ from onnxkit.plugin import KernelTable
 
 from onnxkit_default_domain.kernels import conv as portable
 from onnxkit_default_domain.kernels._common import compute_dtype
+from onnxkit_default_domain.kernels.elementwise import quiet
 
 from ..compiled import conv as loops
 from .conv_blocks import CACHE_BYTES, RowBlocks, block_rows, cache_block_rows
@@ -475,13 +476,14 @@ def conv(ctx):
         call = known.get(key, prepare)
         return prepare(key, x, w, b) if call is prepare else call
 
-    def run(x, w, b=None):
+    def convolve(x, w, b=None):
         key = (x.shape, x.dtype, w.shape, w.dtype, None if b is None else (b.shape, b.dtype))
         call = known.get(key, prepare)
         if call is prepare:
             call = prepare(key, x, w, b)
         return fallback(x, w, b) if call is None else call(x, w, b)
 
+    run = quiet(convolve)     # numpy's floating-point warnings off: an inf times a zero is a NaN result
     run.fuse_epilogue = lambda ops: epilogue(lookup, fallback, ops)
     run.epilogue_inputs = 3
     return run

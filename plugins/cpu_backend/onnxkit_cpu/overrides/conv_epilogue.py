@@ -54,7 +54,8 @@ def epilogue(lookup, fallback, ops):
     """The fused kernel of a Conv and its ``ops`` (``("Add", fn, side)`` and/or ``("Relu", fn,
     None)``, in order).  ``lookup(x, w, b)``: the node's prepared call for the inputs' key
     (None: the portable ``fallback``, whose result may not be a fresh array of this kernel's
-    own); a prepared call has ``fused(x, w, b, r, side, relu)`` (the one-pass way or None)."""
+    own); a prepared call has ``fused(x, w, b, r, side, relu)`` (the one-pass way or None).  The
+    fused kernel runs with numpy's floating-point warnings off, as the Conv's own (``quiet``)."""
     add = ops[0] if ops[0][0] == "Add" else None
     relu = ops[-1][1] if ops[-1][0] == "Relu" else None
     if add is None:
@@ -68,7 +69,7 @@ def epilogue(lookup, fallback, ops):
             y = call(x, w, b)
             dt = y.dtype
             return np.maximum(y, 0, out=y) if dt is _F32 or dt is _F64 else relu(y)
-        return fused_relu
+        return quiet(fused_relu)
     add_fn, side = add[1], add[2]
     with_relu = relu is not None
 
@@ -90,4 +91,4 @@ def epilogue(lookup, fallback, ops):
                 return y if relu is None else np.maximum(y, 0, out=y)
         y = add_fn(r, y) if side else add_fn(y, r)
         return y if relu is None else relu(y)
-    return fused_add
+    return quiet(fused_add)

@@ -5,13 +5,15 @@ float32 / float64 products call ``np.matmul`` itself (BLAS) with the portable fa
 signature); initializers arrive aligned (the planner copies unaligned ones once, see
 ``Planner._owned``).  Gemm scales and adds C in place into the product it made: the same
 operations on the same values as the portable kernel (bit-identical).  Other element types
-run the portable kernels.
+run the portable kernels.  Both run with numpy's floating-point warnings off (``quiet``, as the
+cpu Add): an inf times a zero in a product is a NaN result, not a warning.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from onnxkit_default_domain.kernels import linalg as portable
+from onnxkit_default_domain.kernels.elementwise import quiet
 from onnxkit_default_domain.kernels.linalg import gemm_attrs, gemm_checker, matmul_checker
 
 from onnxkit.plugin import KernelTable
@@ -39,7 +41,7 @@ def gemm(ctx):
             np.add(y, c if beta == 1.0 else c * beta, out=y)
         return y
 
-    return run
+    return quiet(run)
 
 
 @KERNELS.register("MatMul", 1, 9, 13)
@@ -54,4 +56,4 @@ def matmul(ctx):
         y = np.matmul(a, b)
         return y if a.ndim + b.ndim > 2 else np.asarray(y)    # numpy gives a scalar for 1-D by 1-D
 
-    return run
+    return quiet(run)

@@ -4,21 +4,22 @@ algorithm, its transforms and its rounding).
 **When** (:meth:`Winograd.takes`, decided at planning per input shape): float32 / float64, two
 spatial axes, a 3x3 kernel, strides and dilations 1, one group, pads >= 0, at least
 :data:`MIN_CHANNELS` input channels, :data:`MIN_OUTPUTS` output channels and :data:`MIN_TILES`
-output tiles.  Measured against the im2col product (1 thread, fill + product vs transforms +
-16 products): (1, 128, 56, 56) -> 32 channels 3.3 -> 2.2 ms, (1, 128, 28, 28) -> 128 1.9 -> 1.3,
-(1, 256, 14, 14) -> 256 1.9 -> 1.3, (1, 64, 56, 56) -> 64 2.8 -> 2.3, (1, 32, 27, 27) -> 128 0.6
--> 0.5; slower on 16 input channels ((1, 16, 55, 55) -> 64: 0.53 -> 0.64) and on 4 x 4 tiles
-((1, 512, 7, 7) -> 512), which keep the im2col path.
+output tiles.  Measured against the im2col path (a one-node Conv + Relu session, 1 thread,
+median): (1, 128, 56, 56) -> 32 channels 3.46 -> 1.97 ms, (1, 64, 56, 56) -> 64 2.23 -> 1.47,
+(1, 128, 28, 28) -> 128 1.91 -> 1.36, (1, 256, 14, 14) -> 256 1.76 -> 1.33, (1, 64, 13, 13) ->
+256 0.40 -> 0.33, (1, 32, 27, 27) -> 128 0.45 -> 0.40, (1, 24, 56, 56) -> 64 0.85 -> 0.72;
+the same speed on 16 input channels and on 7 x 7 outputs (16 tiles), slower on 8 channels: those
+keep the im2col path.
 
 **A call** (:meth:`Winograd.__call__`): returns None where the data may not take it (weights or
 input not finite or above :data:`~onnxkit_cpu.compiled.winograd.LIMIT` in magnitude: the caller
-then runs the im2col path, the same result as without this module); else per image, X is
-copied into the interior of the thread's zero-bordered padded planes, and per block of tile
-rows (about :data:`BLOCK_BYTES` of transformed input, :data:`MIN_BLOCK_TILES` tiles at least, so
-a block's transforms and products stay in the core's cache) the input transform, 16 products
-``U[k] @ V[k]`` (``np.matmul``, one batched call) and the output transform with B write that
+then runs the im2col path, the same result as without this module); else per image and block
+of tile rows (about :data:`BLOCK_BYTES` of transformed input and products, :data:`MIN_BLOCK_TILES`
+tiles at least, so that a block's transforms and products stay in the core's cache): the band
+of padded rows the block's tiles read (zeros, X's rows copied in), the input transform, the 16
+products ``U[k] @ V[k]`` (one batched ``np.matmul``) and the output transform with B into that
 block's rows of a fresh Y.  The 16 transformed matrices of a block lie in one buffer at a
-stride that is not a multiple of 4 KiB (:func:`slabs`): at such a stride the 16 streams the
+stride that is not a multiple of 4 KiB (:func:`slab_stride`): at such a stride the 16 streams the
 transforms read or write fall in one L1 cache set (the input transform of (1, 64, 56, 56) took
 3.3 ms instead of 0.4).
 
@@ -38,8 +39,9 @@ from numpy.lib.stride_tricks import as_strided
 from ..compiled import winograd as loops
 from .conv_depthwise import Shared
 
-#: Winograd needs at least this many input channels (fewer: the 16 products are too thin)
-MIN_CHANNELS = 32
+#: Winograd needs at least this many input channels (16: no faster than im2col, the transforms
+#: cost what the thinner products save)
+MIN_CHANNELS = 24
 #: .. this many output channels
 MIN_OUTPUTS = 16
 #: .. and this many 2x2 output tiles per image (a 7 x 7 output has 16: slower than im2col)
@@ -50,14 +52,18 @@ BLOCK_BYTES = 3 << 19
 MIN_BLOCK_TILES = 128
 
 
-def slabs(count: int, rows: int, cols: int, dtype):
-    """A ``(count, rows, cols)`` array (contents undefined) whose ``count`` C-contiguous
-    matrices lie ``ceil(rows * cols / 1024) * 1024 + 16`` elements apart: consecutive matrices
-    start 16 elements (64 bytes in float32) further into a 4 KiB page, not at the same offset."""
-    stride = -(-rows * cols // 1024) * 1024 + 16
-    flat = np.empty(count * stride, dtype)
+def slab_stride(rows: int, cols: int) -> int:
+    """Elements from one of 16 ``(rows, cols)`` matrices to the next in a block's buffer: their
+    size rounded up to 1024, plus 16, so that consecutive matrices start 64 bytes (float32)
+    further into a 4 KiB page rather than at the same offset."""
+    return -(-rows * cols // 1024) * 1024 + 16
+
+
+def slabs(flat, rows: int, cols: int, stride: int):
+    """The 16 ``(rows, cols)`` C-contiguous matrices ``stride`` elements apart in ``flat``, as one
+    ``(16, rows, cols)`` view (for the batched ``np.matmul``)."""
     size = flat.itemsize
-    return as_strided(flat, (count, rows, cols), (stride * size, cols * size, size), writeable=True)
+    return as_strided(flat, (16, rows, cols), (stride * size, cols * size, size), writeable=True)
 
 
 class Winograd:
@@ -65,7 +71,8 @@ class Winograd:
     dtype, X's; ``local``: a ``threading.local`` of its own; ``fns``: the compiled
     ``(input_tiles, output_tiles)``).  Its scratch is the thread's buffer that every convolution
     shares (:class:`~.conv_depthwise.Shared`): per block, the band of padded input rows its tiles
-    read (zeroed, then X's rows copied in), the transformed input, the products and a row pair."""
+    read (zeroed, then X's rows copied in), the transformed input, the products and the output
+    transform's four rows."""
 
     @staticmethod
     def takes(plan, in_shape, ct) -> bool:
@@ -93,16 +100,14 @@ class Winograd:
         self.blocks = [(t0, min(tr, t0 + per)) for t0 in range(0, tr, per)]
         band = (c, 2 * per + 2, 2 * tc + 2)
         tiles = per * tc
-        sv, sm = -(-c * tiles // 1024) * 1024 + 16, -(-m * tiles // 1024) * 1024 + 16
-        sizes = (math.prod(band), 16 * sv, 16 * sm, 4 * tc)
+        sv, sm = slab_stride(c, tiles), slab_stride(m, tiles)
+        sizes = (math.prod(band), 16 * sv, 16 * sm, 4 * tiles)
         offsets = np.cumsum((0,) + tuple(-(-v // 16) * 16 for v in sizes))
-        item = ct.itemsize
 
         def views(flat):
             parts = [flat[a:a + v] for a, v in zip(offsets, sizes)]
-            v = as_strided(parts[1], (16, c, tiles), (sv * item, tiles * item, item), writeable=True)
-            mm = as_strided(parts[2], (16, m, tiles), (sm * item, tiles * item, item), writeable=True)
-            return parts[0].reshape(band), v, mm, parts[1], parts[2], parts[3]
+            return (parts[0].reshape(band), slabs(parts[1], c, tiles, sv), slabs(parts[2], m, tiles, sm),
+                    parts[1], parts[2], parts[3].reshape(4, tiles))
         self.shared = Shared((int(offsets[-1]),), ct, views, local)
         self.strides, self.tiles = (sv, sm), tiles      # the 16 matrices' spacing; their row length
         self.cache = (None, None)
@@ -129,7 +134,7 @@ class Winograd:
         if not (-loops.LIMIT <= np.min(x) and np.max(x) <= loops.LIMIT):      # NaN: not taken
             return None
         b1 = self.no_bias if b is None else np.ascontiguousarray(b.reshape(-1), dtype=self.ct)
-        band, v, mm, v_flat, mm_flat, acc = self.shared.get()
+        band, v, mm, v_flat, mm_flat, outs = self.shared.get()
         (sv, sm), tiles = self.strides, self.tiles
         y = np.empty(self.out_full, self.ct)
         fn_in, fn_out, top, left, h, wd = self.fn_in, self.fn_out, self.top, self.left, self.h, self.w
@@ -145,5 +150,5 @@ class Winograd:
                 vb, mb = v[:, :, :count], mm[:, :, :count]
                 fn_in(band, v_flat, sv, tiles, t1 - t0)
                 np.matmul(u, vb, out=mb)
-                fn_out(mm_flat, sm, tiles, yn, b1, acc, t0, t1, b is not None)
+                fn_out(mm_flat, sm, tiles, yn, b1, outs, t0, t1, b is not None)
         return y

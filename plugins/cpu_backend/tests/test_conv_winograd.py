@@ -179,3 +179,19 @@ def test_weight_transform():
     assert u.shape == (16, 1, 1)
     np.testing.assert_allclose(u.reshape(4, 4), G @ g @ G.T, rtol=1e-15)
     assert u[0, 0, 0] == g[0, 0] and u[15, 0, 0] == g[2, 2]
+
+
+def test_scratch_bounded_by_the_shared_buffer(monkeypatch, spy):
+    # a block's transforms of MIN_BLOCK_TILES tiles must fit the thread's shared buffer, else im2col
+    from onnxkit_cpu.overrides import conv_depthwise
+
+    x = RNG.standard_normal((1, 32, 24, 24)).astype(np.float32)
+    w = RNG.standard_normal((32, 32, 3, 3)).astype(np.float32)
+    proto = build(x.shape, w, None, [1] * 4)
+    fewest = 16 * (32 + 32) * 132 * 4            # 11 whole tile rows of 12 tiles: 128 at least
+    monkeypatch.setattr(conv_depthwise, "SHARED_BYTES", fewest - 4)
+    InferenceSession(proto, validate=False).run(None, {"x": x})
+    assert spy.calls == 0
+    monkeypatch.setattr(conv_depthwise, "SHARED_BYTES", fewest)
+    InferenceSession(proto, validate=False).run(None, {"x": x})
+    assert spy.calls == 1

@@ -4,7 +4,9 @@ algorithm, its transforms and its rounding).
 **When** (:meth:`Winograd.takes`, decided at planning per input shape): float32 / float64, two
 spatial axes, a 3x3 kernel, strides and dilations 1, one group, pads >= 0, at least
 :data:`MIN_CHANNELS` input channels, :data:`MIN_OUTPUTS` output channels and :data:`MIN_TILES`
-output tiles.  Measured against the im2col path (a one-node Conv + Relu session, 1 thread,
+output tiles, and a block of :data:`MIN_BLOCK_TILES` tiles within the thread's shared buffer
+(:data:`~.conv_depthwise.SHARED_BYTES`; thousands of channels: the im2col path, whose blocks
+are smaller).  Measured against the im2col path (a one-node Conv + Relu session, 1 thread,
 median): (1, 128, 56, 56) -> 32 channels 3.46 -> 1.97 ms, (1, 64, 56, 56) -> 64 2.23 -> 1.47,
 (1, 128, 28, 28) -> 128 1.91 -> 1.36, (1, 256, 14, 14) -> 256 1.76 -> 1.33, (1, 64, 13, 13) ->
 256 0.40 -> 0.33, (1, 32, 27, 27) -> 128 0.45 -> 0.40, (1, 24, 56, 56) -> 64 0.85 -> 0.72;
@@ -37,6 +39,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..compiled import winograd as loops
+from . import conv_depthwise
 from .conv_depthwise import Shared
 
 #: Winograd needs at least this many input channels (16: no faster than im2col, the transforms
@@ -83,8 +86,12 @@ class Winograd:
         if np.dtype(ct) not in (np.dtype(np.float32), np.dtype(np.float64)):
             return False
         oh, ow = plan.out_shape
-        tiles = -(-oh // 2) * -(-ow // 2)
-        return plan.c >= MIN_CHANNELS and plan.m >= MIN_OUTPUTS and tiles >= MIN_TILES
+        tc = -(-ow // 2)
+        tiles = -(-oh // 2) * tc
+        fewest = min(tiles, tc * -(-MIN_BLOCK_TILES // tc))       # a block's tiles, at the least
+        scratch = 16 * (plan.c + plan.m) * fewest * np.dtype(ct).itemsize
+        return (plan.c >= MIN_CHANNELS and plan.m >= MIN_OUTPUTS and tiles >= MIN_TILES
+                and scratch <= conv_depthwise.SHARED_BYTES)        # else im2col, whose blocks are smaller
 
     def __init__(self, plan, in_shape, ct, local, fns):
         self.fn_in, self.fn_out = fns

@@ -256,8 +256,8 @@ def test_large_products_in_blocks_of_rows(x_shape, w_shape, attrs, bias, counter
     want = reference(x, w, b, attrs)
     monkeypatch.setattr(conv_blocks, "MIN_COLUMNS", 1)
     for budget in (4096, 1 << 14):
-        for module in (conv_mod, conv_blocks):
-            monkeypatch.setattr(module, "SHARED_BYTES", budget)
+        monkeypatch.setattr(conv_blocks, "SHARED_BYTES", budget)
+        for module in (conv_mod, conv_blocks):        # conv reads it to decide, conv_blocks to size
             monkeypatch.setattr(module, "CACHE_BYTES", budget)
         s = session(x, w, b, attrs)
         for _ in range(2):

@@ -551,8 +551,7 @@ def test_conv_columns_over_the_shared_buffer_in_blocks_of_rows(x_shape, w_shape,
     # thread's shared buffer (a budget of a few hundred bytes here): the reference's values
     from onnxkit_cpu.overrides import conv as conv_mod, conv_blocks
 
-    monkeypatch.setattr(conv_blocks, "SHARED_BYTES", 512)
-    monkeypatch.setattr(conv_mod, "SHARED_BYTES", 512)
+    monkeypatch.setattr(conv_blocks, "SHARED_BYTES", 512)      # the blocks' budget (block_rows)
     blocked = []
     real = conv_mod.Prepared._blocked_columns
     monkeypatch.setattr(conv_mod.Prepared, "_blocked_columns", lambda self, *a: blocked.append(1) or real(self, *a))

@@ -23,9 +23,10 @@ otherwise.  Depthwise convolutions go through
 :mod:`.conv_depthwise`.  Where the windows tile X (kernel = stride, no pads, no dilation, one
 group: a ViT patch embedding) the columns are X's patches by one copy (:class:`Patches`).
 Empty shapes take the portable kernel.  Columns that would exceed the thread's shared buffer
-(:data:`~.conv_depthwise.SHARED_BYTES`) are made and multiplied a block of output rows at a time,
-on both paths (:meth:`Prepared._blocked_columns`, :mod:`.conv_blocks`), so a convolution's scratch
-stays bounded whatever its input's size.
+(:data:`~.conv_depthwise.SHARED_BYTES`) are made and multiplied a block of output rows at a time
+(:meth:`Prepared._blocked_columns`; the compiled path's blocks already from
+:data:`~.conv_blocks.CACHE_BYTES` on, so that they stay in L2: :mod:`.conv_blocks`), so a
+convolution's scratch stays bounded whatever its input's size.
 
 **Compiled path** (:class:`Planes`, :func:`onnxkit_cpu.compiled.conv.planes`, taken at planning
 where :func:`onnxkit_cpu.compiled.enabled`; else everything above): float32 / float64 X (no
@@ -65,14 +66,13 @@ import numpy as np
 from onnxkit.plugin import KernelTable
 
 from onnxkit_default_domain.kernels import conv as portable
-from onnxkit_default_domain.kernels._common import compute_dtype
 from onnxkit_default_domain.kernels.elementwise import quiet
 
 from ..compiled import conv as loops, winograd as winograd_loops
 from .conv_blocks import CACHE_BYTES, RowBlocks, block_rows, cache_block_rows
 from .conv_epilogue import NO_BIAS, epilogue, operand
 from .conv_winograd import Winograd
-from .conv_depthwise import SHARED_BYTES, Depthwise, PaddedWindows, Scratch, Shared, pad_layout, window_view
+from .conv_depthwise import Depthwise, PaddedWindows, Scratch, Shared, pad_layout, window_view
 
 KERNELS = KernelTable()
 
@@ -262,8 +262,8 @@ class Prepared:
     ``"pointwise"`` (1x1, no pads: a product of X itself), ``"columns"`` (im2col into the
     thread's buffers), ``"patches"`` (:class:`Patches`), ``"depthwise"``, ``"planes"`` (the
     compiled path, :class:`Planes`; ``fn``: the compiled loop or None, ``bias``: whether B is
-    given), ``"winograd"`` (:class:`~.conv_winograd.Winograd`, with :class:`Planes` for the data it
-declines) or ``"portable"`` (empty shapes).  ``finish``: the compiled epilogue pass
+    given), ``"winograd"`` (:class:`~.conv_winograd.Winograd`, with :class:`Planes` for the data
+    it declines) or ``"portable"`` (empty shapes).  ``finish``: the compiled epilogue pass
     (:func:`onnxkit_cpu.compiled.conv.finish`) or None; kept where the convolution computes in
     its output's float32 / float64."""
 
@@ -303,7 +303,8 @@ declines) or ``"portable"`` (empty shapes).  ``finish``: the compiled epilogue p
             self.planes = Planes(fn, plan, in_shape, lo, inner, padded, ct, self.local, depthwise, bias, self.finish)
             if winograd is not None and Winograd.takes(plan, in_shape, ct):
                 self.kind = "winograd"      # the planes path stays for data Winograd declines
-                self.winograd = Winograd(plan, in_shape, ct, threading.local(), winograd)   # its own: Scratch's slot
+                # a threading.local of its own: Shared keeps its views there, as the planes' columns do
+                self.winograd = Winograd(plan, in_shape, ct, threading.local(), winograd)
             return
         # flat rows: always for a depthwise product (the copy is its cost: 1.7x on (1, 240, 12, 40)
         # 5x5), else only for small products, where the copy dominates (a few junk columns

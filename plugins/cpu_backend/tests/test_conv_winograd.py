@@ -195,3 +195,18 @@ def test_scratch_bounded_by_the_shared_buffer(monkeypatch, spy):
     monkeypatch.setattr(conv_depthwise, "SHARED_BYTES", fewest)
     InferenceSession(proto, validate=False).run(None, {"x": x})
     assert spy.calls == 1
+
+
+def test_input_a_transposed_view(spy):
+    # X produced by a Transpose (a strided view): the band copy reads any layout
+    x = RNG.standard_normal((1, 12, 14, 32)).astype(np.float32)          # NHWC
+    w = RNG.standard_normal((16, 32, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 3, 1, 2]),
+             helper.make_node("Conv", ["xt", "w"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, list(x.shape))],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, None)], initializer=[numpy_helper.from_array(w, "w")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    got = InferenceSession(proto, validate=False).run(None, {"x": x})[0]
+    assert spy.calls == 1
+    want = reference(x.transpose(0, 3, 1, 2), w, None, [1] * 4)
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * np.abs(want).max())

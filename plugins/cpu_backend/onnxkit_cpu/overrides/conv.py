@@ -404,6 +404,11 @@ class Prepared:
             self.bf_cache = (b, flat)
         return flat
 
+    def _pointwise(self, x, wg):
+        """The 1x1 product ``W @ X`` (a fresh array in the product's shape, no B)."""
+        xs = x if self.sub is None else x[self.sub]
+        return np.matmul(wg, xs.astype(self.ct, copy=False).reshape(self.x_shape))
+
     def fused(self, x, w, b, r, side, relu):
         """The convolution with an epilogue (:mod:`.conv_epilogue`) applied by one compiled pass
         (:func:`onnxkit_cpu.compiled.conv.finish`; on the 1x1 path B too, left out of the product),
@@ -414,9 +419,7 @@ class Prepared:
             return None
         if self.kind == "pointwise" and b is not None:
             cached = self.w_cache
-            wg = cached[1] if cached[0] is w else self.weights(w)
-            xs = x if self.sub is None else x[self.sub]
-            y = np.matmul(wg, xs.astype(self.ct, copy=False).reshape(self.x_shape))
+            y = self._pointwise(x, cached[1] if cached[0] is w else self.weights(w))
             fin(y.reshape(self.rows), self.b_flat(b), r2, side, relu)
             return y.reshape(self.out_full)
         y = self(x, w, b)
@@ -455,8 +458,7 @@ class Prepared:
                 flat = y.reshape(y.shape[0], y.shape[1], -1)
                 np.add(flat, bias.reshape(-1, 1), out=flat)
         elif kind == "pointwise":
-            xs = x if self.sub is None else x[self.sub]
-            y = np.matmul(wg, xs.astype(self.ct, copy=False).reshape(self.x_shape)).reshape(self.out_full)
+            y = self._pointwise(x, wg).reshape(self.out_full)
             if bias is not None:
                 y += bias
         elif kind == "patches":

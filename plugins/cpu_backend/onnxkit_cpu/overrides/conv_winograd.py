@@ -101,7 +101,8 @@ class Winograd:
         self.top, self.left = plan.begin
         oh, ow = plan.out_shape
         self.out_full = (n, m, oh, ow)
-        self.tr, self.tc = tr, tc = -(-oh // 2), -(-ow // 2)
+        tr, tc = -(-oh // 2), -(-ow // 2)
+        self.tc = tc
         per = BLOCK_BYTES // (16 * (c + m) * tc * ct.itemsize)
         per = min(max(per, -(-MIN_BLOCK_TILES // tc), 1), tr)
         self.blocks = [(t0, min(tr, t0 + per)) for t0 in range(0, tr, per)]

@@ -278,7 +278,11 @@ def test_cache_blocks_rule():
     assert per * ow * rows * 4 <= CACHE_BYTES < (per + 1) * ow * rows * 4 and per * ow >= MIN_COLUMNS
     per = cache_block_rows(1, 1, 1729, 14, 14, 4)        # 14 x 14 outputs: narrower than MIN_COLUMNS
     assert per == 14                                       # one block
-    per = cache_block_rows(1, 1, 2000, 56, 56, 4)        # MIN_COLUMNS decides (2 rows would fit)
-    assert per == -(-MIN_COLUMNS // 56)
+    per = cache_block_rows(1, 1, 600, 56, 56, 4)         # exactly MIN_COLUMNS (7 rows) fit CACHE_BYTES
+    assert per == -(-MIN_COLUMNS // 56) == 7 and 7 * 56 * 600 * 4 <= CACHE_BYTES < 8 * 56 * 600 * 4
+    # a MIN_COLUMNS block larger than CACHE_BYTES: the largest balanced blocks the shared buffer takes
+    per = cache_block_rows(1, 1, 2000, 56, 56, 4)        # 18 rows fit 8 MiB: 4 blocks of 14
+    assert per == 14 and 18 * 56 * 2000 * 4 <= SHARED_BYTES < 19 * 56 * 2000 * 4
+    assert cache_block_rows(2, 1, 1280, 508, 1, 4) == 508   # magika's 5x1 convolution: one block
     per = cache_block_rows(1, 1, 1 << 16, 64, 64, 4)     # MIN_COLUMNS would exceed the shared buffer
     assert per == max(1, SHARED_BYTES // ((1 << 16) * 64 * 4))

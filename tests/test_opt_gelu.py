@@ -67,12 +67,24 @@ def _erf(order: str, scale: str = "div", opset: int = 17, extra_output: bool = F
 
 
 def _tanh(cube: str = "pow", cubic=0.044715):
-    """The tanh GELU expansion (GPT-2's NewGELU), x^3 as Pow or as two products."""
+    """The tanh GELU expansion (GPT-2's NewGELU), x^3 as Pow or as two products; ``jax``:
+    jax2tf's cubic term ``x * (x * (k * x))``, ``paired``: ``(k * x) * (x * x)``, ``four``: one
+    x too many (``x * (x * (x * (k * x)))``, not GELU)."""
     if cube == "pow":
-        nodes = [helper.make_node("Pow", ["x", "three"], ["x3"])]
+        nodes = [helper.make_node("Pow", ["x", "three"], ["x3"]), helper.make_node("Mul", ["x3", "k"], ["q"])]
+    elif cube == "products":
+        nodes = [helper.make_node("Mul", ["x", "x"], ["x2"]), helper.make_node("Mul", ["x2", "x"], ["x3"]),
+                 helper.make_node("Mul", ["x3", "k"], ["q"])]
+    elif cube == "jax":
+        nodes = [helper.make_node("Mul", ["k", "x"], ["kx"]), helper.make_node("Mul", ["x", "kx"], ["kx2"]),
+                 helper.make_node("Mul", ["x", "kx2"], ["q"])]
+    elif cube == "paired":
+        nodes = [helper.make_node("Mul", ["k", "x"], ["kx"]), helper.make_node("Mul", ["x", "x"], ["x2"]),
+                 helper.make_node("Mul", ["kx", "x2"], ["q"])]
     else:
-        nodes = [helper.make_node("Mul", ["x", "x"], ["x2"]), helper.make_node("Mul", ["x2", "x"], ["x3"])]
-    nodes += [helper.make_node("Mul", ["x3", "k"], ["q"]), helper.make_node("Add", ["x", "q"], ["r"]),
+        nodes = [helper.make_node("Mul", ["k", "x"], ["kx"]), helper.make_node("Mul", ["x", "kx"], ["kx2"]),
+                 helper.make_node("Mul", ["x", "kx2"], ["kx3"]), helper.make_node("Mul", ["x", "kx3"], ["q"])]
+    nodes += [helper.make_node("Add", ["x", "q"], ["r"]),
               helper.make_node("Mul", ["r", "c"], ["u"]), helper.make_node("Tanh", ["u"], ["t"]),
               helper.make_node("Add", ["t", "one"], ["p"]), helper.make_node("Mul", ["x", "half"], ["h"]),
               helper.make_node("Mul", ["h", "p"], ["y"])]
@@ -105,7 +117,7 @@ def test_from_opset_20_the_fused_node_is_ai_onnx_gelu():
     assert node.domain == "" and opsets == {"": 20}
 
 
-@pytest.mark.parametrize("cube", ["pow", "products"])
+@pytest.mark.parametrize("cube", ["pow", "products", "jax", "paired"])
 def test_tanh_gelu_expansions_become_one_node(cube):
     proto = _tanh(cube)
     check_pass(proto, FEED, "gelu", 1, ["Gelu"], "tanh")
@@ -120,6 +132,18 @@ def test_an_intermediate_read_elsewhere_is_left_alone():
 def test_other_constants_are_left_alone():
     check_pass(_erf("x_then_half", sqrt2=1.5), FEED, "gelu", 0, ["Div", "Erf", "Add", "Mul", "Mul"])
     check_pass(_tanh(cubic=0.05), FEED, "gelu", 0, ["Pow", "Mul", "Add", "Mul", "Tanh", "Add", "Mul", "Mul"])
+    check_pass(_tanh("jax", cubic=0.05), FEED, "gelu", 0, ["Mul"] * 3 + ["Add", "Mul", "Tanh", "Add", "Mul", "Mul"])
+
+
+def test_a_cubic_term_of_another_power_is_left_alone():
+    check_pass(_tanh("four"), FEED, "gelu", 0, ["Mul"] * 4 + ["Add", "Mul", "Tanh", "Add", "Mul", "Mul"])
+
+
+def test_a_cubic_term_whose_inner_product_is_read_elsewhere_is_left_alone():
+    proto = _tanh("jax")
+    proto.graph.output.append(helper.make_tensor_value_info("kx2", TP.FLOAT, SHAPE))
+    ops = ["Mul"] * 3 + ["Add", "Mul", "Tanh", "Add", "Mul", "Mul"]
+    assert optimized_ops(proto, "gelu") == (0, ops)
 
 
 def test_the_basic_level_does_not_fuse():

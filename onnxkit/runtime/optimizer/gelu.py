@@ -5,8 +5,9 @@ exporters write: ``(x * (1 + f)) * 0.5``, ``(0.5 * x) * (1 + f)``, ``x * ((1 + f
 
 * exact GELU, ``f = Erf(x / sqrt(2))`` (``Div(x, 1.41421...)`` or ``Mul(x, 0.70710...)``):
   ``Gelu(x)`` with ``approximate = "none"``;
-* tanh GELU, ``f = Tanh(sqrt(2/pi) * (x + 0.044715 * x^3))`` (``x^3`` as ``Pow(x, 3)`` or
-  ``x * x * x``): ``Gelu(x, approximate = "tanh")``.
+* tanh GELU, ``f = Tanh(sqrt(2/pi) * (x + 0.044715 * x^3))`` (the cubic term a product of
+  x, x, x and 0.044715 in any order and grouping, ``x^3`` possibly ``Pow(x, 3)``: GPT-2's
+  ``0.044715 * Pow(x, 3)``, jax2tf's ``x * (x * (0.044715 * x))``): ``Gelu(x, approximate = "tanh")``.
 
 Every constant is a one-element constant of x's element type, equal to the formula's within
 1e-6 (exporters write them rounded to float32); every intermediate value is read by the next
@@ -74,19 +75,41 @@ def _erf_pattern(view: GraphView, erf) -> Optional[tuple]:
     return None if tail is None else (x, [scaled, erf] + tail[0], tail[1])
 
 
-def _cube_of(view: GraphView, name: str) -> Optional[tuple]:
-    """``(x, nodes)`` if ``name`` is ``Pow(x, 3)`` or ``Mul(Mul(x, x), x)`` read once, else None."""
+def _product_leaves(view: GraphView, name: str, reader, limit: int = 4) -> Optional[tuple]:
+    """``(leaves, nodes)`` of the product tree computing ``name``: a Mul (two inputs) read by
+    ``reader`` alone is opened into its inputs' trees, a ``Pow(v, 3)`` read by its parent alone
+    into ``v`` three times; any other value is a leaf.  None past ``limit`` leaves."""
     node = view.producer.get(name)
-    if view.sole_consumer(name) is None:
-        return None
+    if reader is not None and view.sole_consumer(name) is not reader:
+        node = None
     if is_op(node, "Pow") and scalar_is(view, node.input[1], 3.0):
-        return node.input[0], [node]
-    if is_op(node, "Mul") and len(node.input) == 2:
-        for sq, x in (node.input, node.input[::-1]):
-            inner = view.producer.get(sq)
-            if is_op(inner, "Mul") and list(inner.input) == [x, x] and view.sole_consumer(sq) is node:
-                return x, [inner, node]
-    return None
+        return [node.input[0]] * 3, [node]
+    if not (is_op(node, "Mul") and len(node.input) == 2):
+        return [name], []
+    if limit < 2:
+        return None
+    first = _product_leaves(view, node.input[0], node, limit - 1)
+    second = None if first is None else _product_leaves(view, node.input[1], node, limit - len(first[0]))
+    if second is None:
+        return None
+    leaves = first[0] + second[0]
+    return (leaves, [node] + first[1] + second[1]) if len(leaves) <= limit else None
+
+
+def _cubic_term(view: GraphView, name: str, x: str, add) -> Optional[list]:
+    """The nodes computing ``0.044715 * x^3`` as ``name`` (read by ``add`` alone), or None: a
+    product of x, x, x and the constant in any order and grouping (``Mul(Pow(x, 3), k)``,
+    ``(x * x * x) * k``, jax2tf's ``x * (x * (k * x))``), each inner product read by the next."""
+    if view.sole_consumer(name) is not add:
+        return None
+    found = _product_leaves(view, name, None)
+    if found is None or len(found[1]) == 0:
+        return None
+    leaves, nodes = found
+    others = [v for v in leaves if v != x]
+    if leaves.count(x) != 3 or len(others) != 1 or not scalar_is(view, others[0], _CUBIC):
+        return None
+    return nodes
 
 
 def _tanh_pattern(view: GraphView, tanh) -> Optional[tuple]:
@@ -99,15 +122,11 @@ def _tanh_pattern(view: GraphView, tanh) -> Optional[tuple]:
     if not is_op(add, "Add") or view.sole_consumer(inner) is not scale or len(add.input) != 2:
         return None
     for x, cubic in (add.input, add.input[::-1]):
-        mul = view.producer.get(cubic)
-        if not is_op(mul, "Mul") or view.sole_consumer(cubic) is not add or len(mul.input) != 2:
-            continue
-        for cube, c in (mul.input, mul.input[::-1]):
-            found = _cube_of(view, cube) if scalar_is(view, c, _CUBIC) else None
-            if found is not None and found[0] == x:
-                tail = _tail(view, x, tanh.output[0])
-                if tail is not None:
-                    return x, found[1] + [mul, add, scale, tanh] + tail[0], tail[1]
+        nodes = _cubic_term(view, cubic, x, add)
+        if nodes is not None:
+            tail = _tail(view, x, tanh.output[0])
+            if tail is not None:
+                return x, nodes + [add, scale, tanh] + tail[0], tail[1]
     return None
 
 

@@ -205,13 +205,18 @@ class InferenceSession:
         return result
 
     def _fuse_epilogues(self, plan) -> None:
-        """The ``epilogue`` plan pass (:mod:`.optimizer.epilogue`) on ``plan``, where it is on."""
+        """The ``onehot`` and ``epilogue`` plan passes (:mod:`.optimizer.onehot`,
+        :mod:`.optimizer.epilogue`) on ``plan``, each where it is on."""
         from .optimizer import disabled_passes, plan_pass_on
-        from .optimizer import epilogue
+        from .optimizer import epilogue, onehot
 
         so = self._sess_options
-        if plan_pass_on("epilogue", int(so.graph_optimization_level),
-                        disabled_passes(so._config.get("session.disable_passes"))):
+        level, disabled = int(so.graph_optimization_level), disabled_passes(so._config.get("session.disable_passes"))
+        if plan_pass_on("onehot", level, disabled):
+            fused = onehot.run(plan)
+            if fused:
+                self._log("plan", 20, "onehot: %d one-hot product(s) read as rows", fused)
+        if plan_pass_on("epilogue", level, disabled):
             fused = epilogue.run(plan)
             if fused:
                 self._log("plan", 20, "epilogue: %d step(s) folded into their producers", fused)

@@ -20,6 +20,9 @@ pass               rewrites                                         level
 ``attention``      scaled dot-product attention -> Attention        ORT_ENABLE_EXTENDED +
                    (``ai.onnxkit`` 2; ai.onnx from opset 23 when
                    unguarded, :mod:`.attention`)
+``onehot``         ``MatMul(Cast(Equal(ids, 0..K-1)), W)`` with W  ORT_ENABLE_EXTENDED +
+                   constant and finite -> the rows of W the ids
+                   select (:mod:`.onehot`)
 ``epilogue``       Relu / Add / Add + Relu after a kernel that      ORT_ENABLE_EXTENDED +
                    offers it (cpu Conv) folded into its step
                    (:mod:`.epilogue`)
@@ -31,9 +34,9 @@ pass               rewrites                                         level
 ``ORT_DISABLE_ALL`` runs none; ``ORT_ENABLE_BASIC`` the exact rewrites; from
 ``ORT_ENABLE_EXTENDED`` on (the default, ``ORT_ENABLE_ALL``, included) also the fusions into
 one node that computes the same function rounded once (as onnxruntime's extended level fuses
-into its own operators).  ``epilogue`` works on the plan once it is made, ``specialize`` on the
+into its own operators).  ``onehot`` and ``epilogue`` work on the plan once it is made, ``specialize`` on the
 plan at run time (the session's :class:`~.specialize.Specializer`), the others on the graph.  Each pass is its own module
-whose docstring says why it is exact (``epilogue``: bit-identical); ``conv_bn`` and ``channel_affine`` are exact up to
+whose docstring says why it is exact (``epilogue``: bit-identical; ``onehot``: equal, a zero's sign aside); ``conv_bn`` and ``channel_affine`` are exact up to
 rounding, ``gelu``, ``hardswish`` and ``attention`` within the element type's tolerance.  The graph passes leave
 subgraphs (If/Loop/Scan bodies) alone (planning folds their constants, :mod:`onnxkit.runtime.plan`),
 and a name read inside one is never removed or renamed; graph outputs keep their names;
@@ -70,7 +73,7 @@ PASSES = (
     ("attention", attention, 2),    # last: it may raise the ai.onnxkit import to version 2
 )
 #: passes on the plan rather than the graph (run by the session), with the lowest level that runs them
-PLAN_PASSES = (("epilogue", 2), ("specialize", 1))
+PLAN_PASSES = (("onehot", 2), ("epilogue", 2), ("specialize", 1))
 PASS_NAMES = tuple(name for name, _, _ in PASSES) + tuple(name for name, _ in PLAN_PASSES)
 
 

@@ -18,9 +18,9 @@ from optimizer_cases import off, ort, within
 ROOT = Path(__file__).resolve().parent.parent
 #: the light models of the ONNX test package; no pass applies to zfnet512 (no Identity, Dropout, BatchNormalization)
 LIGHT = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet", "vgg19"]
-#: corpus models on which the passes rewrite (identity, cast, conv_bn, matmul_add, attention), by pass
+#: corpus models on which the passes rewrite (identity, cast, conv_bn, matmul_add, gelu, attention; onehot on the plan), by pass
 CORPUS = {"hf_bert_ts": "identity, cast, attention", "hf_vit_ts": "attention", "hf_gpt2_ts": "attention", "hf_t5_ts": "identity, cast", "attention_encoder_ts": "identity, cast",
-          "rapidocr_cls_v2": "conv_bn, matmul_add", "rapidocr_rec_v4": "conv_bn", "magika_standard_v3_3": "matmul_add",
+          "rapidocr_cls_v2": "conv_bn, matmul_add", "rapidocr_rec_v4": "conv_bn", "magika_standard_v3_3": "matmul_add, gelu, onehot",
           "skl_mlp_string_labels": "cast, matmul_add", "silero_vad_16k_op15": "cast"}
 
 
@@ -86,3 +86,16 @@ def test_corpus_attention_fused(corpus, name):
     assert optimized.rewrites["attention"] == 2
     ops = [n.op_type for n in optimized.model.graph.node]
     assert ops.count("Attention") == 2 and "Softmax" not in ops
+
+
+def test_corpus_magika_gelu_and_onehot(corpus):
+    """magika (jax2tf): both tanh-GELU expansions (cubic term ``x * (x * (0.044715 * x))``) become
+    Gelu nodes, and its one-hot byte embedding runs as one plan step reading rows of W."""
+    folder, load_inputs = corpus
+    s = InferenceSession(str(folder / "magika_standard_v3_3.onnx"))
+    assert s.optimized.rewrites["gelu"] == 2
+    ops = [st.op for st in s.plan.steps]
+    assert "Equal" not in ops and "Tanh" not in ops and ops.count("ai.onnxkit::Gelu") == 2
+    so = SessionOptions()
+    so.add_session_config_entry("session.disable_passes", "onehot")
+    assert "Equal" in [st.op for st in InferenceSession(str(folder / "magika_standard_v3_3.onnx"), so).plan.steps]

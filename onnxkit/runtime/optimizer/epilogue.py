@@ -161,6 +161,12 @@ def fuse(steps: list, keep) -> tuple:
         taken.update(gone)
         removed.update(gone[:-1])
         count += len(gone)
+    return rebuilt(steps, out, removed, keep, count)
+
+
+def rebuilt(steps: list, out: list, removed: set, keep, count: int) -> tuple:
+    """``(steps, count)`` of a plan pass: ``steps`` as they were where it changed nothing, else
+    ``out`` less the ``removed`` positions, with lifetimes computed again."""
     if not count:
         return steps, 0
     result = [s for k, s in enumerate(out) if k not in removed]
@@ -168,14 +174,20 @@ def fuse(steps: list, keep) -> tuple:
     return result, count
 
 
-def run(plan: GraphPlan) -> int:
-    """Fold epilogues in ``plan`` (its steps and its folded-defaults variant replaced); returns
-    how many steps were removed."""
+def on_plan(plan: GraphPlan, fuse_steps) -> int:
+    """Apply ``fuse_steps(steps, constants, keep) -> (steps, count)`` to ``plan``'s steps and to
+    its folded-defaults variant (replacing both); returns the counts' sum."""
     keep = set(plan.output_names)
-    plan.steps, count = fuse(plan.steps, keep)
+    plan.steps, count = fuse_steps(plan.steps, plan.constants, keep)
     if plan.folded is not None:
         constants, steps = plan.folded
-        folded, more = fuse(steps, keep | set(plan.defaults))
+        folded, more = fuse_steps(steps, constants, keep | set(plan.defaults))
         plan.folded = (constants, folded)
         count += more
     return count
+
+
+def run(plan: GraphPlan) -> int:
+    """Fold epilogues in ``plan`` (its steps and its folded-defaults variant replaced); returns
+    how many steps were removed."""
+    return on_plan(plan, lambda steps, constants, keep: fuse(steps, keep))

@@ -36,8 +36,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..budget import current_budget
-from ..plan import GraphPlan, Planner, Step
-from .epilogue import _default, _plain as plain, guarded
+from ..plan import GraphPlan, Step
+from .epilogue import _default, _plain as plain, guarded, on_plan, rebuilt
 
 #: ``Cast``'s ``to`` element types the fused step computes in (float16, float, double)
 _FLOAT_TAGS = {10: np.float16, 1: np.float32, 11: np.float64}
@@ -137,24 +137,13 @@ def fuse(steps: list, constants: dict, keep) -> tuple:
         out[j] = Step(fn, [ids_name, iota_name, w_name], list(m.outputs), m.node, m.scope)
         removed.update((ei, ci))
         count += 1
-    if not count:
-        return steps, 0
-    result = [s for k, s in enumerate(out) if k not in removed]
-    Planner._lifetimes(result, keep)
-    return result, count
+    return rebuilt(steps, out, removed, keep, count)
 
 
 def run(plan: GraphPlan) -> int:
     """Fuse the one-hot products of ``plan`` (its steps and its folded-defaults variant); returns
     how many were fused."""
-    keep = set(plan.output_names)
-    plan.steps, count = fuse(plan.steps, plan.constants, keep)
-    if plan.folded is not None:
-        constants, steps = plan.folded
-        folded, more = fuse(steps, constants, keep | set(plan.defaults))
-        plan.folded = (constants, folded)
-        count += more
-    return count
+    return on_plan(plan, fuse)
 
 
 __all__ = ["run", "fuse", "rows_of"]

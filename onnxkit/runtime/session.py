@@ -179,7 +179,7 @@ class InferenceSession:
         self._output_check = OutputCheck(g.output, self._reporter)
         self._checked = CheckedSignatures([vi.name for vi in g.input], self._outputs, self._output_check,
                                           self._reporter)
-        self._fuse_epilogues(self.plan)
+        self._plan_passes(self.plan)
         self._kept_ids = _kept_value_ids(self.plan)
         consumed = self.optimized.consumed_defaults
         self._consumed_positions = [i for i, vi in enumerate(self._inputs) if vi.name in consumed]
@@ -204,7 +204,7 @@ class InferenceSession:
                       ", ".join(f"{k} {v}" for k, v in result.rewrites.items() if v), (time.perf_counter() - t0) * 1e3)
         return result
 
-    def _fuse_epilogues(self, plan) -> None:
+    def _plan_passes(self, plan) -> None:
         """The ``onehot`` and ``epilogue`` plan passes (:mod:`.optimizer.onehot`,
         :mod:`.optimizer.epilogue`) on ``plan``, each where it is on."""
         from .optimizer import disabled_passes, plan_pass_on
@@ -243,7 +243,7 @@ class InferenceSession:
             return self.plan
         if self._plain_plan is None:
             self._plain_plan = Planner(self.model, self.registry, self.backend_name, **self._planner_args).compile_model()
-            self._fuse_epilogues(self._plain_plan)
+            self._plan_passes(self._plain_plan)
             self._kept_ids |= _kept_value_ids(self._plain_plan)
         return self._plain_plan
 

@@ -34,11 +34,13 @@ pass               rewrites                                         level
 ``ORT_DISABLE_ALL`` runs none; ``ORT_ENABLE_BASIC`` the exact rewrites; from
 ``ORT_ENABLE_EXTENDED`` on (the default, ``ORT_ENABLE_ALL``, included) also the fusions into
 one node that computes the same function rounded once (as onnxruntime's extended level fuses
-into its own operators).  ``onehot`` and ``epilogue`` work on the plan once it is made, ``specialize`` on the
-plan at run time (the session's :class:`~.specialize.Specializer`), the others on the graph.  Each pass is its own module
-whose docstring says why it is exact (``epilogue``: bit-identical; ``onehot``: equal, a zero's sign aside); ``conv_bn`` and ``channel_affine`` are exact up to
-rounding, ``gelu``, ``hardswish`` and ``attention`` within the element type's tolerance.  The graph passes leave
-subgraphs (If/Loop/Scan bodies) alone (planning folds their constants, :mod:`onnxkit.runtime.plan`),
+into its own operators).  ``onehot`` and ``epilogue`` work on the plan once it is made,
+``specialize`` on the plan at run time (the session's :class:`~.specialize.Specializer`), the
+others on the graph.  Each pass is its own module whose docstring says why it is exact
+(``epilogue``: bit-identical; ``onehot``: equal, a zero's sign aside); ``conv_bn`` and
+``channel_affine`` are exact up to rounding, ``gelu``, ``hardswish`` and ``attention`` within the
+element type's tolerance.  The graph passes leave subgraphs (If/Loop/Scan bodies) alone
+(planning folds their constants, :mod:`onnxkit.runtime.plan`),
 and a name read inside one is never removed or renamed; graph outputs keep their names;
 graph inputs are kept as they were.  A graph with an ai.onnx.preview.training node (Gradient
 reads the graph it is in) is planned as given.  The user's :class:`~onnxkit.ir.Model` is not changed.

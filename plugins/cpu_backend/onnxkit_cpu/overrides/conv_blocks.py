@@ -4,8 +4,9 @@ The columns of a convolution are ``C/G * KH * KW (+1)`` rows of ``OH * OW`` valu
 and group: for a 3x3 convolution of 64 channels on 224 x 224 that is 115 MB, for 512 x 512
 inputs over 600 MB, scratch that no size limit of the run sees.  Where the columns of the
 whole output would exceed :data:`CACHE_BYTES` (about what the core's L2 cache keeps beside a
-block of Y), :class:`RowBlocks` fills and multiplies them a block of output rows at a time into the thread's shared buffer (so it stays
-in cache; never more than :data:`~.conv_depthwise.SHARED_BYTES` a block): block ``[oh0, oh1)``
+block of Y), :class:`RowBlocks` fills and multiplies them a block of output rows at a time into
+the thread's shared buffer (so it stays in cache where the blocks can be that small, see
+:func:`cache_block_rows`; never more than :data:`~.conv_depthwise.SHARED_BYTES` a block): block ``[oh0, oh1)``
 reads X's rows ``oh0 * sh - pad_top ..`` up to its last tap's row (clipped to X), which is itself a convolution of that row window with the pads it
 touches, so the compiled loop (:func:`onnxkit_cpu.compiled.conv.planes`) runs unchanged on a
 geometry of the block's (its layout from :func:`onnxkit_cpu.compiled.conv.layout`, one padded
@@ -51,9 +52,9 @@ def block_rows(n: int, group: int, rows: int, ow: int, itemsize: int, budget: in
 def cache_block_rows(n: int, group: int, rows: int, oh: int, ow: int, itemsize: int) -> int:
     """Output rows per block of the compiled path (``oh`` or more: one block): columns of about
     :data:`CACHE_BYTES` where a block of :data:`MIN_COLUMNS` output positions fits that, never
-    more than :data:`SHARED_BYTES` of columns.  Where a block of :data:`MIN_COLUMNS` positions is itself
-    larger than :data:`CACHE_BYTES` (many input channels times taps: the block cannot stay in L2
-    whatever its size), the blocks are the largest the shared buffer takes, of balanced sizes
+    more than :data:`SHARED_BYTES` of columns.  Where a block of :data:`MIN_COLUMNS` positions is
+    itself larger than :data:`CACHE_BYTES` (many input channels times taps: the block cannot stay
+    in L2 whatever its size), the blocks are the largest the shared buffer takes, of balanced sizes
     (magika's (2, 256, 512, 1) 5x1 convolution, 5 KiB of columns per position: 384 + 124
     positions -> one block: the model 3-7% faster, one thread, interleaved A/B)."""
     least = -(-MIN_COLUMNS // max(1, ow))

@@ -12,7 +12,9 @@ It prints per model the medians and the ratios ``kit-on/ort`` and ``kit-off/kit-
 geometric means, and first the conditions: date, CPUs available, load average, BLAS, versions.
 ``--threads default`` times both runtimes with their default threads instead (onnxkit: BLAS
 threads = physical cores, set by threadpoolctl per run; onnxruntime: its default pools), and
-``--busy N`` keeps N other processes spinning on the CPUs while timing (a busy machine).
+``--busy N`` keeps N other processes spinning on the CPUs while timing (a busy machine), and
+prints under each model the fastest and slowest call of each runtime and the median share of
+a CPU its threads got (:func:`spread`).
 With default threads each timing starts once the process's other threads are idle
 (``timing.settle``: onnxruntime's intra-op pool spins about one CPU for 60-100 ms after a run,
 which would otherwise fall on the next runtime timed; ``--no-settle`` skips the wait); one
@@ -31,11 +33,12 @@ import datetime
 import math
 import os
 import platform
+import statistics
 import sys
 import warnings
 from pathlib import Path
 
-from timing import interleaved_medians
+from timing import interleaved_samples
 
 ROOT = Path(__file__).resolve().parent.parent
 #: corpus models timed (real architectures, real-size inputs)
@@ -122,6 +125,19 @@ def _inner_calls(fn, target_s: float = 0.02) -> int:
     return max(1, min(200, int(target_s / max(time.perf_counter() - t0, 1e-6))))
 
 
+def spread(samples: dict, names) -> str:
+    """How the timings of ``names`` spread on a busy machine: per runtime the fastest and slowest
+    call and the median CPU share its threads got (``timing.interleaved_samples``), e.g.
+    ``kit-on 10.7-31.3 ms at 0.78 CPU``: where its threads land beside the spinning processes
+    moves a call's time by a factor of 2-6 on a small machine."""
+    parts = []
+    for n in names:
+        walls = [w for w, _ in samples[n]]
+        share = statistics.median(c for _, c in samples[n])
+        parts.append(f"{n} {min(walls) * 1e3:.1f}-{max(walls) * 1e3:.1f} ms at {share:.2f} CPU (median)")
+    return "; ".join(parts)
+
+
 def _spin():
     """A process that keeps one CPU busy until killed."""
     import subprocess
@@ -167,10 +183,13 @@ def _run(args, one: bool) -> int:
         sessions["ort"] = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
         fns = {k: (lambda s=s: s.run(None, feed)) for k, s in sessions.items()}
         inner = _inner_calls(fns["ort"]) if args.warm else 1
-        t = interleaved_medians(fns, args.repeat, inner, quiesce=not (one or args.no_settle))
+        samples = interleaved_samples(fns, args.repeat, inner, quiesce=not (one or args.no_settle))
+        t = {k: statistics.median(w for w, _ in v) for k, v in samples.items()}
         rows.append((name, t["kit-off"], t["kit-on"], t["ort"]))
         print(f"{name:28s} {_ms(t['kit-off'])} {_ms(t['kit-on'])} {_ms(t['ort'])}  "
               f"{t['kit-on'] / t['ort']:7.2f} {t['kit-off'] / t['kit-on']:7.2f}", flush=True)
+        if args.busy:
+            print("    " + spread(samples, ("kit-on", "ort")), flush=True)
 
     def gmean(values):
         return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan

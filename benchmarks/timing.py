@@ -61,21 +61,21 @@ def median_of(fn, repeat: int = 5, inner: int = 1) -> float:
     return statistics.median(times)
 
 
-def interleaved_medians(fns: dict, repeat: int = 5, inner: int = 1, quiesce: bool = True) -> dict:
-    """``{name: median seconds per call}`` of the callables in ``fns``, timed interleaved: after
-    one untimed warm-up call of each, ``repeat`` rounds each time every one once (the order
-    rotating per round), so a change in machine load affects all of them alike.  A timing is one
-    call (``inner=1``: caches as the other callables and a garbage collection left them) or
-    ``inner`` back-to-back calls (a warm loop, as a serving loop runs), divided by ``inner``.
-    ``quiesce``: each timing starts after :func:`settle` (no thread of the previous callable
-    still spinning)."""
-    import statistics
-
+def interleaved_samples(fns: dict, repeat: int = 5, inner: int = 1, quiesce: bool = True) -> dict:
+    """``{name: [(seconds per call, CPU share), ...]}``: the callables in ``fns`` timed
+    interleaved, ``repeat`` timings each.  After one untimed warm-up call of each, ``repeat``
+    rounds time every one once (the order rotating per round), so a change in machine load
+    affects all of them alike.  A timing is one call (``inner=1``: caches as the other callables
+    and a garbage collection left them) or ``inner`` back-to-back calls (a warm loop, as a
+    serving loop runs), divided by ``inner``.  The CPU share is this process's CPU time over
+    the timing's wall time (all its threads: a runtime's own pool included, other processes
+    not): 1.0 is one CPU's worth, 2.0 two.  ``quiesce``: each timing starts after
+    :func:`settle` (no thread of the previous callable still spinning)."""
     names = list(fns)
     for n in names:
         for _ in range(min(inner, 3)):
             fns[n]()
-    times: dict = {n: [] for n in names}
+    samples: dict = {n: [] for n in names}
     for r in range(repeat):
         order = names[r % len(names):] + names[:r % len(names)]
         for n in order:
@@ -83,8 +83,17 @@ def interleaved_medians(fns: dict, repeat: int = 5, inner: int = 1, quiesce: boo
             gc.collect()
             if quiesce:
                 settle()
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             for _ in range(inner):
                 fn()
-            times[n].append((time.perf_counter() - t0) / inner)
-    return {n: statistics.median(t) for n, t in times.items()}
+            wall = time.perf_counter() - t0
+            samples[n].append((wall / inner, (time.process_time() - c0) / wall if wall > 0 else 0.0))
+    return samples
+
+
+def interleaved_medians(fns: dict, repeat: int = 5, inner: int = 1, quiesce: bool = True) -> dict:
+    """``{name: median seconds per call}`` of :func:`interleaved_samples`."""
+    import statistics
+
+    samples = interleaved_samples(fns, repeat, inner, quiesce)
+    return {n: statistics.median(w for w, _ in s) for n, s in samples.items()}

@@ -4,7 +4,6 @@ section modules share."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -12,9 +11,7 @@ import numpy as np
 
 from onnxkit import ir
 from onnxkit.dtypes import DataType
-from onnxkit.ir import AttributeType, WireInfo
 from onnxkit.limits import DEFAULT_LIMITS, Limits
-from onnxkit.wire import encode_message
 
 F, I64, B, S = DataType.FLOAT, DataType.INT64, DataType.BOOL, DataType.STRING
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from catalogue_build import *  # noqa: F401,F403
-from catalogue_invalid_model import *  # noqa: F401,F403
-from catalogue_invalid_graph import *  # noqa: F401,F403
+import numpy as np
+
+from onnxkit import ir
+from onnxkit.dtypes import DataType
+
+from catalogue_build import (
+    add_w, bad, external_tensor, F, graph, I64, model, node, relu_graph, S, tensor, vi, with_init,
+)
 
 
 # ================================================================== INVALID: inference (Clause 9.4)

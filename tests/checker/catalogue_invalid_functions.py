@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from catalogue_build import *  # noqa: F401,F403
-from catalogue_invalid_model import *  # noqa: F401,F403
-from catalogue_invalid_graph import *  # noqa: F401,F403
-from catalogue_invalid_data import *  # noqa: F401,F403
+from onnxkit import ir
+
+from catalogue_build import bad, fn, graph, model, node, relu, vi
 
 
 # ================================================================== INVALID: functions

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from catalogue_build import *  # noqa: F401,F403
-from catalogue_invalid_model import *  # noqa: F401,F403
+from onnxkit import ir
+from onnxkit.dtypes import DataType
+from onnxkit.ir import WireInfo
+from onnxkit.limits import Limits
+
+from catalogue_build import (
+    B, bad, branch, F, graph, I64, if_node, loop_model, model, node, relu, relu_graph, tensor, vi,
+    with_init,
+)
+from catalogue_invalid_model import relu_with_value_info
 
 
 # ================================================================== INVALID: graph structure

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from catalogue_build import *  # noqa: F401,F403
+from onnxkit import ir
+from onnxkit.ir import AttributeType, WireInfo
+from onnxkit.limits import Limits
+from onnxkit.wire import encode_message
+
+from catalogue_build import bad, F, fn, graph, model, node, raw_field, ref_attr, relu, vi
 
 
 # ================================================================== INVALID: encoding, model record

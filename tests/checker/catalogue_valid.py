@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from catalogue_build import *  # noqa: F401,F403
-from catalogue_invalid_model import *  # noqa: F401,F403
-from catalogue_invalid_graph import *  # noqa: F401,F403
-from catalogue_invalid_data import *  # noqa: F401,F403
-from catalogue_invalid_functions import *  # noqa: F401,F403
+import hashlib
+import numpy as np
+
+from onnxkit import ir
+from onnxkit.dtypes import DataType
+from onnxkit.ir import AttributeType, WireInfo
+
+from catalogue_build import (
+    add_w, B, bad, branch, external_tensor, F, fn, good, graph, I64, if_node, loop_model, model, node,
+    ref_attr, relu, relu_graph, tensor, vi, with_init,
+)
+from catalogue_invalid_model import custom_domain_op
+from catalogue_invalid_data import sparse
+from catalogue_invalid_functions import with_devices
 
 
 # ================================================================== VALID

@@ -24,7 +24,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import helper  # noqa: E402
 
 import gpu_oracle  # noqa: E402
-from onnxkit.dtypes import from_numpy_dtype  # noqa: E402
+from gpu_parity import ir_version, tag  # noqa: E402
 from onnxkit.errors import OnnxkitError  # noqa: E402
 from onnxkit.runtime import InferenceSession  # noqa: E402
 
@@ -32,28 +32,17 @@ RNG = np.random.default_rng(20250301)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-def _tag(a) -> int:
-    return int(from_numpy_dtype(np.asarray(a).dtype).tag)
-
-
-def _ir_version(opset: int) -> int:
-    try:
-        return helper.find_min_ir_version_for([helper.make_opsetid("", opset)])
-    except ValueError:
-        return 3
-
-
 def build(op, opset, inputs, attrs=None, n_out=1):
     """A one-node model (untyped outputs) and its feeds; None in ``inputs`` = omitted optional input."""
     names = [f"x{k}" if v is not None else "" for k, v in enumerate(inputs)]
     outs = [f"y{i}" for i in range(n_out)]
     node = helper.make_node(op, names, outs, **(attrs or {}))
-    graph_inputs = [helper.make_tensor_value_info(n, _tag(v), list(np.shape(v)))
+    graph_inputs = [helper.make_tensor_value_info(n, tag(v), list(np.shape(v)))
                     for n, v in zip(names, inputs) if v is not None]
     graph_outputs = [helper.make_empty_tensor_value_info(o) for o in outs]
     m = helper.make_model(helper.make_graph([node], "g", graph_inputs, graph_outputs),
                           opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = _ir_version(opset)
+    m.ir_version = ir_version(opset)
     return m.SerializeToString(), {n: np.asarray(v) for n, v in zip(names, inputs) if v is not None}
 
 

@@ -1,8 +1,16 @@
-"""Fixtures shared by the cpu backend's tests."""
+"""Fixtures shared by the cpu backend's tests; their shared helper modules (nn_cases.py) are
+importable."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # pytest runs with --import-mode=importlib
+    sys.path.insert(0, str(HERE))
 
 
 class Counting:

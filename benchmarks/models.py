@@ -38,7 +38,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from timing import interleaved_samples
+from timing import interleaved_samples, medians
 
 ROOT = Path(__file__).resolve().parent.parent
 #: corpus models timed (real architectures, real-size inputs)
@@ -184,7 +184,7 @@ def _run(args, one: bool) -> int:
         fns = {k: (lambda s=s: s.run(None, feed)) for k, s in sessions.items()}
         inner = _inner_calls(fns["ort"]) if args.warm else 1
         samples = interleaved_samples(fns, args.repeat, inner, quiesce=not (one or args.no_settle))
-        t = {k: statistics.median(w for w, _ in v) for k, v in samples.items()}
+        t = medians(samples)
         rows.append((name, t["kit-off"], t["kit-on"], t["ort"]))
         print(f"{name:28s} {_ms(t['kit-off'])} {_ms(t['kit-on'])} {_ms(t['ort'])}  "
               f"{t['kit-on'] / t['ort']:7.2f} {t['kit-off'] / t['kit-on']:7.2f}", flush=True)

@@ -91,9 +91,9 @@ def interleaved_samples(fns: dict, repeat: int = 5, inner: int = 1, quiesce: boo
     return samples
 
 
-def interleaved_medians(fns: dict, repeat: int = 5, inner: int = 1, quiesce: bool = True) -> dict:
-    """``{name: median seconds per call}`` of :func:`interleaved_samples`."""
+def medians(samples: dict) -> dict:
+    """``{name: median seconds per call}`` of :func:`interleaved_samples`' result."""
     import statistics
 
-    samples = interleaved_samples(fns, repeat, inner, quiesce)
     return {n: statistics.median(w for w, _ in s) for n, s in samples.items()}
+

@@ -46,5 +46,5 @@ def test_inner_calls_divide_the_wall_time():
 
 def test_medians_match_the_samples():
     fns = {"a": lambda: _spin(0.002)}
-    medians = timing.interleaved_medians(fns, repeat=3, quiesce=False)
+    medians = timing.medians(timing.interleaved_samples(fns, repeat=3, quiesce=False))
     assert set(medians) == {"a"} and medians["a"] >= 0.002

@@ -76,6 +76,12 @@ def _plain(step: Step, guard_ok: bool = False) -> bool:
     return (guard_ok or step.guard is None) and not step.scope and not step.subgraphs and not step._uses
 
 
+def plain_default(step: Step) -> bool:
+    """A default-domain step with nothing the loop handles specially but its size guard (which a
+    fused step keeps calling): no scope, no subgraphs."""
+    return _default(step) and _plain(step, guard_ok=True)
+
+
 def guarded(fn, guard):
     """``fn`` preceded by its step's size ``guard``, whose charge stays on the run's budget until
     the run ends (module docstring): the value ``fn`` makes may be the fused step's output."""
@@ -106,7 +112,7 @@ def _consumer(steps, at: dict, readers: dict, keep, name: str):
     if k is None:
         return None
     c = steps[k]
-    if not _default(c) or not _plain(c, guard_ok=True) or c.node.op_type not in _CONSUMERS:
+    if not plain_default(c) or c.node.op_type not in _CONSUMERS:
         return None
     if len(c.inputs) != _CONSUMERS[c.node.op_type] or len(c.outputs) != 1 or not c.outputs[0]:
         return None

@@ -37,15 +37,10 @@ import numpy as np
 
 from ..budget import current_budget
 from ..plan import GraphPlan, Step
-from .epilogue import _default, _plain as plain, guarded, on_plan, rebuilt
+from .epilogue import guarded, on_plan, plain_default as _plain, rebuilt
 
 #: ``Cast``'s ``to`` element types the fused step computes in (float16, float, double)
 _FLOAT_TAGS = {10: np.float16, 1: np.float32, 11: np.float64}
-
-
-def _plain(step: Step) -> bool:
-    """A default-domain step without scope or subgraphs (its size guard is kept: :func:`rows_of`)."""
-    return _default(step) and plain(step, guard_ok=True)
 
 
 def _iota(value) -> bool:

@@ -171,6 +171,9 @@ def run_case(case: Case, backend: str = "cpu", registry=None) -> Outcome:
     from .runtime.strings import to_text
 
     t0 = time.perf_counter()
+    if not case.data_sets or not all(outputs for _, outputs in case.data_sets):
+        return Outcome(case.name, "error", "no test data: a case needs test_data_set_*/ folders, each with "
+                       "output_*.pb files, to be compared (nothing was checked)", 0.0)
     try:
         model = load(case.model)
         sess = InferenceSession(model, backend, registry=registry)

@@ -185,8 +185,11 @@ def build_registry(
     faults: list[PluginFault] = []
     infos: list[PluginInfo] = []
 
+    seen: set = set()
+
     def keep(*names) -> bool:
         names = {n for n in names if n}
+        seen.update(names)
         if names & excluded:
             return False
         return wanted is None or bool(names & wanted)
@@ -207,6 +210,10 @@ def build_registry(
     for name, plugin in [*_registered, *extra]:
         if keep(name):
             infos.append(PluginInfo(name, None, None, plugin))
+    for name in sorted((wanted or set()) - seen):  # a misspelt name must not go unnoticed
+        source = "ONNXKIT_PLUGINS" if include is None else "include"
+        faults.append(PluginFault(name, "select", f"{source} names {name!r}, which no installed plugin is "
+                                  f"(distribution or entry-point names: {sorted(seen)})"))
     return Registry(infos, faults)
 
 

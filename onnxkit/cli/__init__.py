@@ -2,7 +2,9 @@
 
 Each module exposes ``add_parser(subparsers)`` (adds its subparser) and ``run(args) -> int``.
 Exit status (README, "Using it"): 0 success; 1 a command's own negative verdict (the model
-does not conform, an operator is unsupported, a conformance case failed); 2 a usage problem,
+does not conform, an operator is unsupported, a conformance case failed: a
+:class:`~onnxkit.errors.ValidationError` or :class:`~onnxkit.errors.UnsupportedOperatorError`
+from any command, ``run --strict``'s refusal included); 2 a usage problem,
 an I/O problem (no such file, unreadable), octets that are not an ONNX model, or bad input
 (an :class:`onnxkit.errors.OnnxkitError`: one line on stderr); 3 an internal error of onnxkit
 (one line too; ``ONNXKIT_TRACEBACK=1`` shows the traceback); 130 interrupted.  No traceback
@@ -18,7 +20,7 @@ import os
 import sys
 from typing import Optional
 
-from ..errors import OnnxkitError, describe
+from ..errors import OnnxkitError, UnsupportedOperatorError, ValidationError, describe
 
 COMMANDS = [
     "onnxkit.cli.plugins_cmd",
@@ -55,7 +57,20 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(name)
         p = module.add_parser(sub)
         p.set_defaults(_run=module.run)
+    _describe(parser)
     return parser
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand (nested ones too) a description: its help line, where it has none,
+    so that ``onnxkit COMMAND --help`` always says what the command does."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                if not sub.description and helps.get(name):
+                    sub.description = helps[name][0].upper() + helps[name][1:] + "."
+                _describe(sub)
 
 
 def _configure_logging(verbosity: int) -> None:
@@ -71,15 +86,17 @@ def _configure_logging(verbosity: int) -> None:
     log.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
 
 
-def console(stderr: bool = False):
-    """A rich console for a command's tables; a closed pipe (``| head``) ends the command quietly."""
+def console(stderr: bool = False, markup: bool = True):
+    """A rich console for a command's tables; a closed pipe (``| head``) ends the command quietly.
+    ``markup=False``: strings are printed as they are (a model's names and shapes such as
+    ``[batch, 50]`` are not read as rich markup)."""
     from rich.console import Console
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:  # rich would exit with status 1
             raise BrokenPipeError
 
-    return _Console(stderr=stderr, file=None if stderr else sys.stdout)
+    return _Console(stderr=stderr, file=None if stderr else sys.stdout, markup=markup)
 
 
 def _stderr_console():
@@ -92,6 +109,9 @@ def main(argv: Optional[list] = None) -> int:
     where = f"onnxkit {args.command}"
     try:
         return int(args._run(args) or 0)
+    except (ValidationError, UnsupportedOperatorError) as exc:  # a verdict on the model, not a usage problem
+        print(f"{where}: error: {describe(exc)}", file=sys.stderr)
+        return EXIT_VERDICT
     except OnnxkitError as exc:
         print(f"{where}: error: {describe(exc)}", file=sys.stderr)
         return EXIT_USAGE

@@ -20,15 +20,14 @@ is still reported, with "not an ONNX model" or "truncated" first).
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 from ..errors import DecodeError, OnnxkitError, decode_summary, describe
+from .paths import why_not_a_model_file
 
 
 def add_parser(sub):
-    p = sub.add_parser("check", help="validate a model (Clause 10) and report every condition found",
-                       description=__doc__.split("\n\n")[0].strip("`"))
+    p = sub.add_parser("check", help="validate a model (Clause 10) and report every condition found")
     p.add_argument("path", metavar="PATH", help="the model file (.onnx)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output form (default: text)")
     p.add_argument("--open-external", action="store_true",
@@ -49,8 +48,8 @@ def run(args, out=None, err=None) -> int:
     from ..checker.codes import refuses
 
     path = args.path
-    if not os.path.isfile(path):
-        why = "is a directory, not a model file" if os.path.isdir(path) else "does not exist"
+    why = why_not_a_model_file(path)
+    if why is not None:
         print(f"onnxkit check: error: {path} {why}", file=err)
         return 2
     try:

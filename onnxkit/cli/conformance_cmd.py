@@ -34,6 +34,11 @@ def run(args) -> int:
         print(f"onnxkit conformance: error: {root} is not a folder", file=sys.stderr)
         return 2
     cases = [c for c in discover(root) if not args.filter or any(f in c.name for f in args.filter)]
+    if not cases:
+        which = " matching -k " + ", ".join(map(repr, args.filter)) if args.filter else ""
+        print(f"onnxkit conformance: no test case{which} under {root} (a case is a folder holding model.onnx "
+              "and test_data_set_*/)", file=sys.stderr)
+        return 1
     outcomes = run_all(cases, args.backend, progress=not args.no_progress and sys.stderr.isatty())
     counts = summary(outcomes)
     if args.verbose:

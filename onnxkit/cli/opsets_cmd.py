@@ -18,8 +18,7 @@ from ..registry import display_domain, get_registry, normalize_domain
 
 
 def add_parser(subparsers):
-    p = subparsers.add_parser("opsets", help="list the operators of the known operator sets",
-                              description=__doc__.split("\n\n")[0].strip("`"))
+    p = subparsers.add_parser("opsets", help="list the operators of the known operator sets")
     p.add_argument("--domain", "-d", default=None, help="domain ('ai.onnx' or '' for the default domain); default: all")
     p.add_argument("--version", "-v", type=int, default=None, help="operator set version; default: the latest of each domain")
     p.add_argument("--all", action="store_true", help="every version of the selected domain(s)")

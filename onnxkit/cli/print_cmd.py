@@ -6,10 +6,9 @@ external data is read to print it.  See :mod:`onnxkit.printer` for what the synt
 
 from __future__ import annotations
 
-import os
 import sys
 
-from ..errors import OnnxkitError
+from .paths import require_model_file
 
 
 def add_parser(sub):
@@ -24,9 +23,7 @@ def run(args) -> int:
     from ..api import load
     from ..printer import to_text
 
-    if not os.path.isfile(args.model):
-        why = "is a directory, not a model file" if os.path.isdir(args.model) else "does not exist"
-        raise OnnxkitError(f"{args.model} {why}")
+    require_model_file(args.model)
     text = to_text(load(args.model))
     if args.output:
         with open(args.output, "w", encoding="utf-8") as fh:

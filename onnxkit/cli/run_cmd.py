@@ -20,6 +20,7 @@ import re
 import numpy as np
 
 from ..errors import OnnxkitError
+from .paths import require_model_file
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -87,9 +88,7 @@ def run(args) -> int:
     if args.threads < 0:
         raise OnnxkitError(f"--threads must be 0 (the physical cores) or more, got {args.threads}")
     so.intra_op_num_threads = args.threads
-    if not os.path.isfile(args.model):
-        why = "is a directory, not a model file" if os.path.isdir(args.model) else "does not exist"
-        raise OnnxkitError(f"{args.model} {why}")
+    require_model_file(args.model)
     feed = {}
     pending = []
     for item in args.input:
@@ -146,6 +145,6 @@ def _print_profile(sess, top: int) -> None:
         table.add_column(col, justify=justify)
     for op, calls, us in rows:
         table.add_row(op, str(calls), f"{us / 1e3:.3f}", f"{us / calls:.1f}", f"{100 * us / total:.1f}%")
-    console = make_console()
+    console = make_console(markup=False)  # operator names are the model's text
     console.print(table)
     console.print(f"Chrome trace written to {path} (open it in chrome://tracing or ui.perfetto.dev)")

@@ -15,8 +15,8 @@ from collections import Counter
 
 from .. import ir
 from ..dtypes import ELEMENT_TYPES
-from ..errors import OnnxkitError
 from ..functions import GRAPH_TYPES
+from .paths import require_model_file
 
 
 def add_parser(sub):
@@ -101,7 +101,7 @@ def _print(s: dict, path: str) -> None:
 
     from . import console as make_console
 
-    console = make_console()
+    console = make_console(markup=False)  # names, shapes and doc strings are the model's text
     head = Table(title=os.path.basename(path), show_header=False)
     head.add_column("field", style="bold")
     head.add_column("value")
@@ -146,9 +146,7 @@ def _print(s: dict, path: str) -> None:
 def run(args) -> int:
     from ..api import load
 
-    if not os.path.isfile(args.model):
-        why = "is a directory, not a model file" if os.path.isdir(args.model) else "does not exist"
-        raise OnnxkitError(f"{args.model} {why}")
+    require_model_file(args.model)
     summary = model_summary(load(args.model, external_data="never"))
     if args.format == "json":
         json.dump(summary, sys.stdout, indent=2)

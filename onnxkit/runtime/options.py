@@ -10,6 +10,7 @@ backends (``CPUExecutionProvider`` -> ``cpu``, ``CUDAExecutionProvider`` -> ``gp
 from __future__ import annotations
 
 import enum
+import os
 from typing import Any, Optional
 
 import attrs
@@ -183,6 +184,9 @@ def missing_backend_message(name: str, installed) -> str:
     """Why backend ``name`` is not there, naming the ``pip install`` that provides it."""
     dist = BACKEND_DISTRIBUTIONS.get(name)
     hint = f"; `pip install {dist}` provides it" if dist else ""
+    chosen = os.environ.get("ONNXKIT_PLUGINS")
+    if chosen is not None:
+        hint += f" (ONNXKIT_PLUGINS={chosen!r} limits the plugins loaded)"
     return f"no backend {name!r}; installed: {sorted(installed)}{hint}"
 
 

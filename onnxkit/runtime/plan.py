@@ -42,6 +42,7 @@ from .budget import RunBudget, enter_run, guard_for, leave_run
 from .fallback import Placement
 from .kernel import NodeContext, Unsupported
 from .loop import ABSENT, Layout, SlotScope, run_checked, run_fast
+from .options import missing_backend_message
 from .state import RUN_STATE
 
 #: Operators whose result may differ between evaluations (Clause 8.5): never folded at planning.
@@ -275,6 +276,8 @@ class Planner:
         self.own_data = own_data
         self.registry = registry
         self.backend_name = backend
+        if backend not in registry.backends:
+            raise OnnxkitError(missing_backend_message(backend, registry.backends))
         self.backend = registry.backends[backend]
         self.seed = seed
         self.limits = limits

@@ -111,6 +111,9 @@ class OpSchema:
     ``inputs`` / ``outputs``: :class:`FormalParameter` tuples in positional order.
     ``min_input`` .. ``max_input`` (and the same for outputs) bound the number of values a
     node may supply in those positions, :data:`UNBOUNDED` where the last one is variadic.
+    Left out, they are derived from ``inputs`` / ``outputs`` (every position up to the last
+    ``single`` one is required, a variadic last one needs its ``min_arity``); given, they must
+    satisfy ``0 <= min <= max`` (else ``ValueError``).
     ``attributes``: ``{name: AttributeDef}``.  ``type_constraints``: :class:`TypeConstraint`
     tuple.  ``deprecated``: marked deprecated at ``since_version``; still evaluated (14.5).
     ``support_level``: 'common' or 'experimental'.
@@ -131,15 +134,26 @@ class OpSchema:
     outputs: tuple = ()
     attributes: Mapping = attrs.field(factory=dict, hash=False)
     type_constraints: tuple = ()
-    min_input: int = 0
-    max_input: int = 0
-    min_output: int = 0
-    max_output: int = 0
+    min_input: Optional[int] = None
+    max_input: Optional[int] = None
+    min_output: Optional[int] = None
+    max_output: Optional[int] = None
     support_level: str = "common"
     function_bodies: tuple = attrs.field(default=(), hash=False, repr=False)
     has_context_dependent_function: bool = False
     context_dependent_function_versions: tuple = ()
     _decoded: dict = attrs.field(factory=dict, init=False, eq=False, hash=False, repr=False, alias="_decoded")
+
+    def __attrs_post_init__(self) -> None:
+        for kind, params in (("input", self.inputs), ("output", self.outputs)):
+            low, high = _arity(params)
+            lo = low if getattr(self, f"min_{kind}") is None else getattr(self, f"min_{kind}")
+            hi = high if getattr(self, f"max_{kind}") is None else getattr(self, f"max_{kind}")
+            if not 0 <= lo <= hi:
+                raise ValueError(f"{self.domain or 'ai.onnx'}::{self.name}-{self.since_version}: min_{kind} {lo} "
+                                 f"and max_{kind} {hi} are not 0 <= min <= max")
+            object.__setattr__(self, f"min_{kind}", lo)
+            object.__setattr__(self, f"max_{kind}", hi)
 
     # -- identity -----------------------------------------------------------------------
     @property
@@ -220,6 +234,20 @@ class OpSchema:
     def function_body(self):
         """The latest function body as an IR :class:`~onnxkit.ir.Function`, or None (as ``onnx``'s ``function_body``)."""
         return self.function_body_for(None)
+
+
+def _arity(params: tuple) -> tuple:
+    """``(min, max)`` values a node may supply for ``params``: every position up to the last
+    ``single`` one (a variadic last one counts its ``min_arity``), and all of them
+    (:data:`UNBOUNDED` after a variadic one)."""
+    low = 0
+    for i, p in enumerate(params):
+        if p.option == "single":
+            low = i + 1
+        elif p.option == "variadic":
+            low = i + p.min_arity if p.min_arity else low
+    high = UNBOUNDED if params and params[-1].option == "variadic" else len(params)
+    return low, high
 
 
 def _param_at(params: tuple, index: int) -> Optional[FormalParameter]:

@@ -21,16 +21,33 @@ IEEE comparison (false for all modes but NEQ).  Hit rates are ignored.
 
 Documented choices (the specification is vague; onnxruntime's behaviour where noted):
 
-* A target that no reached leaf votes for scores 0 (plus its base value) under every
-  aggregate function (onnxruntime; the reference leaves MIN/MAX at the float limits).
+* A target that no reached leaf votes for scores 0 plus its base value under every aggregate
+  function (the reference leaves MIN/MAX at the float limits; onnxruntime gives such a target of
+  a multi-target regressor 0 without its base value).
 * AVERAGE divides by the number of trees.  The post transform is applied to each row of
-  targets (regressors included; TreeEnsemble 5 too).
-* TreeEnsembleClassifier with two labels and a single class id in ``class_ids`` computes one
-  score ``s`` (plus ``base_values[id]``, or the one base value): with only non-negative weights
-  the label is ``labels[1]`` when ``s > 0.5`` and Z = ``[1 - s, s]``; otherwise the label is
-  ``labels[1]`` when ``s > 0`` and Z = the post transform of ``[-s, s]`` (onnxruntime's rule).
-  Every other classifier adds ``base_values`` per class, takes the label of the greatest raw
-  score among the classes that got a vote (first on ties) and applies the post transform to Z.
+  targets (regressors included, one target too: onnxruntime applies only PROBIT to a single
+  target, the reference none but PROBIT; TreeEnsemble 5 too).
+* TreeEnsembleClassifier with two labels whose votes all name one class id (the *binary case*,
+  what skl2onnx and onnxmltools write for binary models) follows onnxruntime 1.32.  Let ``v``
+  be the score of that class (0 for a row no vote reached), rounded to the comparison type
+  (float32 for float models, as onnxruntime accumulates: a forest's probabilities summing to
+  1.0000000149 give 1, not a complement of -1.5e-08).  The label is ``labels[1]`` when
+  ``v > 0.5`` if every weight is >= 0, when ``v > 0`` otherwise, else ``labels[0]``.
+  - class id 0, at most one base value (added to ``v`` where a vote reached the row): the
+    second score is derived; Z = ``[1 - v, v]`` with weights >= 0, ``[-v, v]`` otherwise
+    (NONE, SOFTMAX, SOFTMAX_ZERO); ``[σ(-v), σ(v)]`` under LOGISTIC (either sign);
+    ``probit([1 - v, v])`` under PROBIT (the reference's: onnxruntime writes ``probit(v)`` in
+    column 0 and leaves column 1 unset);
+  - class id 0, two base values: Z = post_transform([v + base[0], 0]) (onnxruntime's reading:
+    ``base[1]`` is not used);
+  - class id 1, at most one base value (not used): Z = post_transform([0, v]) for a row a vote
+    reached, the derived form of ``v = 0`` otherwise (onnxruntime's);
+  - class id 1, two base values: Z = post_transform([base[0], v + base[1]]), the label by
+    ``v + base[1]`` (onnxruntime gives ``[-base[1], base[1]]``, the votes ignored).
+  Every other classifier (two labels with votes for both included) adds ``base_values`` per
+  class, takes the label of the greatest raw score among the classes that got a vote (first on
+  ties) and applies the post transform to Z (the reference's; onnxruntime labels a two-label
+  classifier with votes for both classes 0/1 by the sign of class 1's score, not by its labels).
 * In the legacy forms the root of a tree is its first node in attribute order, and trees are
   numbered by sorted tree id; weights attached to a non-leaf node are ignored.
 """
@@ -41,7 +58,7 @@ import numpy as np
 
 from onnxkit.plugin import KernelTable
 
-from ._common import labels_from, post_transform, str_list, transform_name
+from ._common import labels_from, logistic, post_transform, probit, str_list, transform_name
 
 KERNELS = KernelTable()
 ML = "ai.onnx.ml"
@@ -396,6 +413,43 @@ def tree_ensemble_regressor(ctx):
     return run
 
 
+def _derived(v, positive: bool, transform: str):
+    """Z of a binary classifier from its one score ``v`` per row (the second score derived)."""
+    if transform == "LOGISTIC":
+        return np.stack([logistic(-v), logistic(v)], axis=1)
+    if transform == "PROBIT":
+        return probit(np.stack([1.0 - v, v], axis=1))
+    return np.stack([1.0 - v if positive else -v, v], axis=1)
+
+
+def _binary(s, has, cid: int, base, positive: bool, transform: str, dtype):
+    """(label index, Z) of a two-label classifier whose votes all name class ``cid`` (the binary
+    case of the module docstring)."""
+    h = has[:, cid]
+    raw = np.where(h, s[:, cid], 0.0)
+    zero = np.zeros_like(raw)
+    pair = None
+    if cid == 0 and base.size < 2:
+        v = np.where(h, raw + (base[0] if base.size else 0.0), 0.0)
+    elif cid == 0:
+        v = np.where(h, raw + base[0], 0.0)
+        pair = (v, zero)
+    elif base.size < 2:
+        v = raw
+        pair = (zero, v)
+    else:
+        v = raw + base[1]
+        pair = (zero + base[0], v)
+    v = v.astype(dtype).astype(np.float64)  # the score as onnxruntime holds it (float32 for float models)
+    best = (v > (0.5 if positive else 0.0)).astype(np.int64)
+    if pair is None:
+        return best, _derived(v, positive, transform)
+    z = post_transform(np.stack([np.asarray(p, np.float64).astype(dtype) for p in pair], axis=1), transform)
+    if cid == 1 and base.size < 2:  # a row no vote reached: the derived form of 0
+        z = np.where(h[:, None], z, _derived(zero, positive, transform))
+    return best, z
+
+
 @KERNELS.register("TreeEnsembleClassifier", 1, 3, 5, domain=ML)
 def tree_ensemble_classifier(ctx):
     ints = list(ctx.attr("classlabels_int64s") or [])
@@ -424,14 +478,7 @@ def tree_ensemble_classifier(ctx):
         f = forest(x.dtype == np.float64)
         s, has = f.scores(_input(ctx, x, f.cmp_dtype))
         if binary:
-            cid = int(ids[0])
-            v = s[:, cid] + (base[cid] if base.size == 2 else base[0] if base.size == 1 else 0.0)
-            if positive:
-                best = (v > 0.5).astype(np.int64)
-                z = np.stack([1.0 - v, v], axis=1)
-            else:
-                best = (v > 0).astype(np.int64)
-                z = post_transform(np.stack([-v, v], axis=1), transform)
+            best, z = _binary(s, has, int(ids[0]), base, positive, transform, f.cmp_dtype)
         else:
             if base.size:
                 s = s + base

@@ -86,3 +86,48 @@ def check_pass(proto, feed: dict, pass_name: str, rewrites: int, ops: list, orac
     for a, b, c in zip(optimized, plain, expected):
         assert within(a, b), (a, b)
         assert within(a, c), (a, c)
+
+
+def ort_plain(proto, feed: dict) -> list:
+    """onnxruntime's outputs for ``proto`` with its own optimizer off (the model as written).
+    onnxruntime reads an IR < 4 model's initializers as constants and refuses a feed for one:
+    such a model is given to it as IR 8 with the fed initializers dropped (plain inputs then),
+    what onnxkit's IR < 4 override means."""
+    if proto.ir_version < 4 and any(t.name in feed for t in proto.graph.initializer):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        copy.ir_version = 8
+        kept = [t for t in copy.graph.initializer if t.name not in feed]
+        del copy.graph.initializer[:]
+        copy.graph.initializer.extend(kept)
+        proto = copy
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feed)
+
+
+def legacy(proto, opset=None):
+    """``proto`` as an IR 3 model: every initializer also listed as a graph input (a feed may
+    override it; the optimizer reads it as a constant)."""
+    for t in proto.graph.initializer:
+        proto.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    proto.ir_version = 3
+    if opset is not None:
+        proto.opset_import[0].version = opset
+    return proto
+
+
+def agree(proto, feed: dict, oracle: bool = True) -> list:
+    """The default session's outputs (every pass on) for ``proto`` and ``feed``, asserted to equal
+    the unoptimized session's and (``oracle``) onnxruntime's with its optimizer off, shapes and
+    element types included, within onnxkit's tolerances; returns them."""
+    data = proto.SerializeToString()
+    optimized = InferenceSession(data).run(None, feed)
+    plain = InferenceSession(data, off()).run(None, feed)
+    expected = ort_plain(proto, feed) if oracle else plain
+    assert len(optimized) == len(plain) == len(expected)
+    for a, b, c in zip(optimized, plain, expected):
+        assert np.shape(a) == np.shape(b) == np.shape(c), (np.shape(a), np.shape(b), np.shape(c))
+        assert within(a, b), (a, b)
+        assert within(a, c), (a, c)
+    return optimized

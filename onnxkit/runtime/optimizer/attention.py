@@ -4,8 +4,10 @@ The pattern, anchored at a Softmax over the last axis of a rank-4 value:
 
 * scores ``MatMul(Q', K')``, where ``Q'`` is Q or ``Mul(Q, c)`` and ``K'`` is ``K^T`` or
   ``Mul(K^T, c)`` (the torch exporters scale each by 1/sqrt(sqrt(head size))), then optionally
-  ``Mul(scores, c)`` or ``Div(scores, c)`` — every ``c`` a one-element float constant (scale =
-  their product, a Div's as its inverse, positive: Attention scales Q and K by its square root);
+  ``Mul(scores, c)`` or ``Div(scores, c)`` — every ``c`` a one-element constant of Q's element
+  type and rank at most 4 (:func:`~.patterns.keeps_shape`: a ``[1, 1, 1, 1, 1]`` one would make
+  the scores rank 5), as is the guard's 0 (scale = their product, a Div's as its inverse,
+  positive: Attention scales Q and K by its square root);
 * optionally ``Add(scores, mask)`` (either order, guarded patterns only) with a mask of the
   scores' type and rank <= 4 not known to enlarge the scores (type inference; bert's and gpt2's
   ``Where(mask, 0, -inf)``);
@@ -15,8 +17,10 @@ The pattern, anchored at a Softmax over the last axis of a rank-4 value:
 Q, K^T and V are 4-D (B, H, S, D), (B, H, D, Skv), (B, H, Skv, Dv) floating-point tensors of one
 element type with equal batch and head dimensions (known equal for an unguarded pattern; not
 known to differ for a guarded one, whose fused node broadcasts them as the MatMuls and the Add
-would, kernels/fused.py); every intermediate is read by the next
-node alone and is neither a graph output nor read by a subgraph.  ``K^T`` made by a Transpose
+would, kernels/fused.py), all as type inference derives them from the checked inputs and the
+constants (:meth:`~.view.GraphView.tensor_type`; a declared value_info is not taken: a dynamo
+export whose head count inference leaves unknown is not fused unguarded); every intermediate is
+read by the next node alone and is neither a graph output nor read by a subgraph.  ``K^T`` made by a Transpose
 read only there becomes a Transpose to (B, H, Skv, D) (its perm's last two entries swapped);
 otherwise a ``Transpose(K^T, [0, 1, 3, 2])`` is inserted.
 
@@ -38,7 +42,7 @@ from typing import Optional
 
 from ... import ir
 from ...registry import normalize_domain
-from .patterns import FLOAT_TAGS, FUSED_DOMAIN, is_op, only_reader, other_input, scalar_is
+from .patterns import FLOAT_TAGS, FUSED_DOMAIN, is_op, keeps_shape, only_reader, other_input
 from .view import GraphView
 
 #: ai.onnx's first Attention, and the ai.onnxkit version holding Attention
@@ -161,6 +165,10 @@ def _match(view: GraphView, softmax):
         return None
     if mask is not None and (not guarded[1] or not _mask_fits(view, mask, [qd[0], qd[1], qd[2], kd[3]], elem)):
         return None
+    scalars = [i for n in nodes + guarded[1] for i in n.input if i and i not in (q, kt, v, mask)
+               and view.constant(i) is not None]
+    if not all(keeps_shape(view, view.constant(c), q) for c in scalars):   # Q: 4-D, the scores' type
+        return None
     return q, kt, v, mask, scale, bool(guarded[1]), nodes + [softmax] + guarded[1] + [final], final
 
 
@@ -196,7 +204,7 @@ def run(view: GraphView) -> int:
         q, kt, v, mask, scale, guarded, nodes, final = found
         for n in nodes:
             for i in n.input:
-                if i in view.inits and i not in (q, kt, v, mask):
+                if i and i not in (q, kt, v, mask):
                     view.read_constant(i)
         ids = {id(n) for n in nodes}
         k = _key_input(view, kt, final)

@@ -1,6 +1,7 @@
 """Remove a Cast to the element type its input already has.
 
-``Cast(x, to=T) -> y`` where type inference (Clause 9) gives ``x`` element type ``T``: a
+``Cast(x, to=T) -> y`` where type inference (Clause 9, from the checked inputs and the
+constants, not from declarations) gives ``x`` element type ``T``: a
 conversion of a value to its own type is the value itself (Clause 6.3; ``saturate`` and
 rounding apply only when the type changes), so readers of ``y`` read ``x``: exact.  A Cast
 whose output is a graph output or read inside a subgraph is kept (its name must remain).

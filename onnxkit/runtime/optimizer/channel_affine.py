@@ -11,9 +11,13 @@ float64, rounded once to the model's type; the tests check :mod:`onnxkit.toleran
 
 Folded only when: the element type is float32/float64; the producer's parameters are
 constants read by it alone; its output is read by the Mul (or Add) alone; the Mul's/Add's other
-operand is a constant that broadcasts along the channel axis only (shape ``(C, 1, ...)`` of
-rank r-1, ``(1, C, 1, ...)`` of rank r, a single element), possibly through an
-Unsqueeze/Reshape of a constant; and the output rank is known.
+operand is a constant of its element type that broadcasts along the channel axis only and
+leaves the shape as it is (shape ``(C, 1, ...)`` of rank r-1, ``(1, C, 1, ...)`` of rank r, a
+single element of rank at most r — not a ``(C,)`` vector on a rank-4 value, which broadcasts
+along the last axis), possibly through an Unsqueeze/Reshape of a constant; and the output rank
+r is known to type inference from the checked inputs and constants (never from a declared
+value_info).  Every constant read (an Unsqueeze's or Reshape's inputs too) is noted with
+``read_constant``: an IR < 4 override of one runs the model as given.
 """
 
 from __future__ import annotations
@@ -28,10 +32,12 @@ from .conv_bn import _inference_bn
 from .view import GraphView
 
 
-def _constant(view: GraphView, name: str) -> Optional[np.ndarray]:
-    """A constant, also through an Unsqueeze or Reshape of a constant (what exporters write)."""
+def _constant(view: GraphView, name: str, used: list) -> Optional[np.ndarray]:
+    """A constant, also through an Unsqueeze or Reshape of a constant (what exporters write);
+    the names of the constants read are appended to ``used`` (noted if the fold is made)."""
     value = view.constant(name)
     if value is not None:
+        used.append(name)
         return value
     node = view.producer.get(name)
     if node is None or normalize_domain(node.domain) != "" or node.op_type not in ("Unsqueeze", "Reshape"):
@@ -39,6 +45,7 @@ def _constant(view: GraphView, name: str) -> Optional[np.ndarray]:
     src = view.constant(node.input[0]) if node.input else None
     if src is None:
         return None
+    used.extend(i for i in node.input if i)
     if node.op_type == "Reshape":
         shape = view.constant(node.input[1]) if len(node.input) > 1 else None
         if shape is None or (shape <= 0).any():
@@ -55,8 +62,11 @@ def _constant(view: GraphView, name: str) -> Optional[np.ndarray]:
 
 
 def _per_channel(value: np.ndarray, rank: int, channels: int) -> Optional[np.ndarray]:
-    """``value`` as a (channels,) vector if it broadcasts along axis 1 of a rank-``rank`` tensor only."""
-    if value.size == 1:
+    """``value`` as a (channels,) vector if it broadcasts along axis 1 of a rank-``rank`` tensor
+    only, leaving its shape as it is: ``(C, 1, ...)`` of rank r-1, ``(1, C, 1, ...)`` of rank r,
+    or one element of rank at most r.  A ``(C,)`` vector on a rank-4 tensor is not one (it
+    broadcasts along the last axis), nor is a ``[1, 1, 1, 1, 1]`` element (the result is rank 5)."""
+    if value.size == 1 and value.ndim <= rank:
         return np.full(channels, value.reshape(-1)[0])
     shape = list(value.shape)
     if len(shape) == rank:
@@ -103,8 +113,9 @@ def _fold(view: GraphView, node, s: np.ndarray, t: np.ndarray, dtype, out: str) 
     view.node[view.node.index(node)] = attrs.evolve(node, input=inputs, output=[out])
 
 
-def _affine_after(view: GraphView, name: str, rank: int, channels: int, dtype):
-    """The Mul and/or Add reading ``name`` alone, with their per-channel constants: ``(nodes, s, t)``."""
+def _affine_after(view: GraphView, name: str, rank: int, channels: int, dtype, used: list):
+    """The Mul and/or Add reading ``name`` alone, with their per-channel constants: ``(nodes, s, t)``
+    (the names of the constants they read appended to ``used``)."""
     nodes, s, t = [], np.ones(channels), np.zeros(channels)
     current = name
     for op in ("Mul", "Add"):
@@ -112,12 +123,14 @@ def _affine_after(view: GraphView, name: str, rank: int, channels: int, dtype):
         if reader is None or reader.op_type != op or normalize_domain(reader.domain) != "" or len(reader.input) != 2:
             continue
         other = reader.input[1] if reader.input[0] == current else reader.input[0]
-        value = _constant(view, other)
+        read: list = []
+        value = _constant(view, other, read)
         if value is None or value.dtype != dtype:
             return nodes, s, t
         vec = _per_channel(value, rank, channels)
         if vec is None:
             return nodes, s, t
+        used.extend(read)
         if op == "Mul":
             s, t = s * vec.astype(np.float64), t * vec.astype(np.float64)
         else:
@@ -139,9 +152,12 @@ def run(view: GraphView) -> int:
         channels, dtype = found
         if dtype not in (np.float32, np.float64):
             continue
-        nodes, s, t = _affine_after(view, node.output[0], len(known[1]), channels, dtype)
+        used: list = []
+        nodes, s, t = _affine_after(view, node.output[0], len(known[1]), channels, dtype, used)
         if not nodes:
             continue
+        for name in used:       # an IR < 4 override of one of them runs the model as given
+            view.read_constant(name)
         _fold(view, node, s, t, dtype, nodes[-1].output[0])
         for n in nodes:
             view.remove(n)

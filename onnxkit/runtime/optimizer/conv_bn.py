@@ -8,7 +8,10 @@ bias: equal in real arithmetic, equal up to rounding in floating point (the fold
 computed in float64 and rounded once to the model's type; the tests check the tolerance of
 :mod:`onnxkit.tolerances`).  Only float32/float64; the Conv's weights (and bias) must be
 constants read by that Conv alone, its output read by the BatchNormalization alone, the
-BatchNormalization's parameters constants, and it must be in inference mode with one output.
+BatchNormalization's parameters constants of shape ``(M,)`` (M the Conv's output channels,
+W's first extent: no broadcasting, no shape taken from inference or a declaration), and it must
+be in inference mode with one output.  Every constant folded is noted with ``read_constant``
+(an IR < 4 override of one runs the model as given).
 """
 
 from __future__ import annotations

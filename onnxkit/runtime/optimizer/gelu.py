@@ -10,7 +10,9 @@ exporters write: ``(x * (1 + f)) * 0.5``, ``(0.5 * x) * (1 + f)``, ``x * ((1 + f
   ``0.044715 * Pow(x, 3)``, jax2tf's ``x * (x * (0.044715 * x))``): ``Gelu(x, approximate = "tanh")``.
 
 Every constant is a one-element constant of x's element type, equal to the formula's within
-1e-6 (exporters write them rounded to float32); every intermediate value is read by the next
+1e-6 (exporters write them rounded to float32), of rank 0 or of a rank no higher than x's as
+type inference knows it from the checked inputs (a ``[1, 1, 1, 1, 1]`` 0.5 would make the
+expansion rank 5, :func:`~.patterns.keeps_shape`); every intermediate value is read by the next
 node of the pattern alone and is neither a graph output nor read by a subgraph.  x must be a
 floating-point tensor (type inference).  The fused node is ai.onnx Gelu where the model's
 ai.onnx operator set is 20 or more, else ``ai.onnxkit`` Gelu-1 (the same definition,
@@ -36,7 +38,7 @@ _CUBIC = 0.044715
 def _tail(view: GraphView, x: str, f: str) -> Optional[tuple]:
     """``(nodes, output)`` of ``0.5 * x * (1 + f)`` starting at ``f``, or None."""
     add = only_reader(view, f, "Add")
-    if add is None or not scalar_is(view, other_input(add, f) or "", 1.0):
+    if add is None or not scalar_is(view, other_input(add, f) or "", 1.0, x):
         return None
     one_plus = add.output[0]
     m = only_reader(view, one_plus, "Mul")
@@ -45,16 +47,16 @@ def _tail(view: GraphView, x: str, f: str) -> Optional[tuple]:
     other = other_input(m, one_plus)
     if other == x:                                      # (x * (1 + f)) * 0.5
         m2 = only_reader(view, m.output[0], "Mul")
-        if m2 is not None and scalar_is(view, other_input(m2, m.output[0]) or "", 0.5):
+        if m2 is not None and scalar_is(view, other_input(m2, m.output[0]) or "", 0.5, x):
             return [add, m, m2], m2.output[0]
         return None
-    if other is not None and scalar_is(view, other, 0.5):  # x * ((1 + f) * 0.5)
+    if other is not None and scalar_is(view, other, 0.5, x):  # x * ((1 + f) * 0.5)
         m2 = only_reader(view, m.output[0], "Mul")
         if m2 is not None and other_input(m2, m.output[0]) == x:
             return [add, m, m2], m2.output[0]
         return None
     half = view.producer.get(other) if other else None     # (0.5 * x) * (1 + f)
-    if is_op(half, "Mul") and other_input(half, x) is not None and scalar_is(view, other_input(half, x), 0.5) \
+    if is_op(half, "Mul") and other_input(half, x) is not None and scalar_is(view, other_input(half, x), 0.5, x) \
             and view.sole_consumer(other) is m:
         return [add, half, m], m.output[0]
     return None
@@ -65,10 +67,10 @@ def _erf_pattern(view: GraphView, erf) -> Optional[tuple]:
     scaled = view.producer.get(erf.input[0])
     if view.sole_consumer(erf.input[0]) is not erf:
         return None
-    if is_op(scaled, "Div") and scalar_is(view, scaled.input[1], _SQRT2):
+    if is_op(scaled, "Div") and scalar_is(view, scaled.input[1], _SQRT2, scaled.input[0]):
         x = scaled.input[0]
     elif is_op(scaled, "Mul") and len(scaled.input) == 2:
-        x = next((a for a, b in (scaled.input, scaled.input[::-1]) if scalar_is(view, b, 1.0 / _SQRT2)), None)
+        x = next((a for a, b in (scaled.input, scaled.input[::-1]) if scalar_is(view, b, 1.0 / _SQRT2, a)), None)
     else:
         return None
     tail = _tail(view, x, erf.output[0]) if x else None
@@ -82,7 +84,7 @@ def _product_leaves(view: GraphView, name: str, reader, limit: int = 4) -> Optio
     node = view.producer.get(name)
     if reader is not None and view.sole_consumer(name) is not reader:
         node = None
-    if is_op(node, "Pow") and scalar_is(view, node.input[1], 3.0):
+    if is_op(node, "Pow") and scalar_is(view, node.input[1], 3.0, node.input[0]):
         return [node.input[0]] * 3, [node]
     if not (is_op(node, "Mul") and len(node.input) == 2):
         return [name], []
@@ -107,7 +109,7 @@ def _cubic_term(view: GraphView, name: str, x: str, add) -> Optional[list]:
         return None
     leaves, nodes = found
     others = [v for v in leaves if v != x]
-    if leaves.count(x) != 3 or len(others) != 1 or not scalar_is(view, others[0], _CUBIC):
+    if leaves.count(x) != 3 or len(others) != 1 or not scalar_is(view, others[0], _CUBIC, x):
         return None
     return nodes
 
@@ -117,13 +119,14 @@ def _tanh_pattern(view: GraphView, tanh) -> Optional[tuple]:
     scale = view.producer.get(tanh.input[0])
     if not is_op(scale, "Mul") or view.sole_consumer(tanh.input[0]) is not tanh or len(scale.input) != 2:
         return None
-    inner = next((a for a, b in (scale.input, scale.input[::-1]) if scalar_is(view, b, _TANH_SCALE)), None)
+    found = next(((a, b) for a, b in (scale.input, scale.input[::-1]) if scalar_is(view, b, _TANH_SCALE, a)), None)
+    inner, k = found if found else (None, None)
     add = view.producer.get(inner) if inner else None
     if not is_op(add, "Add") or view.sole_consumer(inner) is not scale or len(add.input) != 2:
         return None
     for x, cubic in (add.input, add.input[::-1]):
         nodes = _cubic_term(view, cubic, x, add)
-        if nodes is not None:
+        if nodes is not None and scalar_is(view, k, _TANH_SCALE, x):
             tail = _tail(view, x, tanh.output[0])
             if tail is not None:
                 return x, nodes + [add, scale, tanh] + tail[0], tail[1]

@@ -1,7 +1,9 @@
 """Remove Identity nodes and inference-mode Dropout.
 
 ``Identity(x) -> y`` and a Dropout that is not training (Part 2: opset 7-11 always; opset 12+
-when ``training_mode`` is absent or a constant false; before 7 when ``is_test`` is 1) give
+when ``training_mode`` is absent or a constant false — an IR < 4 initializer a feed may
+override is noted as read, so a run feeding it runs the model as given; before 7 when
+``is_test`` is 1) give
 ``y`` equal to ``x``, element for element, so every reader of ``y`` may read ``x`` instead:
 the rewrite is exact.  A Dropout whose ``mask`` output is used is kept.  ``y`` keeps its name
 where it is a graph output or read inside a subgraph: such a node is left in place.
@@ -24,7 +26,10 @@ def _dropout_is_identity(view: GraphView, node) -> bool:
     if version < 12 or len(node.input) < 3 or not node.input[2]:
         return True
     training = view.constant(node.input[2])
-    return training is not None and training.size == 1 and not bool(np.asarray(training).reshape(()))
+    if training is None or training.size != 1 or bool(np.asarray(training).reshape(())):
+        return False
+    view.read_constant(node.input[2])   # an IR < 4 override of it runs the model as given
+    return True
 
 
 def run(view: GraphView) -> int:

@@ -1,6 +1,8 @@
 """Rewrite ``Add(MatMul(A, W), C)`` as ``Gemm(A, W, C)``.
 
-With ``A`` of rank 2 (type inference, Clause 9), ``W`` a constant of rank 2 and ``C`` a
+With ``A`` of rank 2 (type inference, Clause 9, from the checked inputs and the constants:
+never a declared value_info, which a Reshape of a fed shape may contradict at run time),
+``W`` a constant of rank 2 and ``C`` a
 constant of shape ``[N]``, ``[1]``, ``[1, N]`` or ``[1, 1]`` (so the Add's result has the
 MatMul's shape ``[M, N]``), Gemm with ``alpha = beta = 1`` and no transposes computes
 ``A @ W + C`` — the same products and the same sum, multiplied by exactly 1.  float32/float64

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ... import ir
+from ...dtypes import ELEMENT_TYPES
 from ...registry import normalize_domain
 from .view import GraphView
 
@@ -19,12 +20,32 @@ def is_op(node, op: str) -> bool:
     return node is not None and node.op_type == op and normalize_domain(node.domain) == ""
 
 
-def scalar_is(view: GraphView, name: str, target: float) -> bool:
-    """True if ``name`` is a one-element constant equal to ``target`` within 1e-6 (relative)."""
-    c = view.constant(name)
-    if c is None or c.size != 1 or c.dtype.kind != "f":
+#: how far (relative) a pattern's constant may be from the formula's (exporters round to float32)
+SCALAR_RTOL = 1e-6
+
+
+def keeps_shape(view: GraphView, c, x: str) -> bool:
+    """True if the one-element constant array ``c`` combined elementwise (broadcasting) with a
+    value of ``x``'s shape leaves that shape as it is: ``c`` has ``x``'s element type and a rank
+    no higher than ``x``'s — a 0-d ``c`` always, a ``[1, ..., 1]`` one only where type inference
+    (:meth:`~.view.GraphView.tensor_type`: checked inputs, no declarations) knows ``x``'s rank.
+    A ``[1, 1, 1, 1, 1]`` constant times a rank-1 ``x`` is rank 5: a fused node keeping ``x``'s
+    shape would drop those axes."""
+    typed = view.tensor_type(x)
+    if c is None or c.size != 1 or typed is None or ELEMENT_TYPES.get(typed[0]) is None \
+            or c.dtype != ELEMENT_TYPES[typed[0]].dtype:
         return False
-    return abs(float(c.reshape(-1)[0]) - target) <= 1e-6 * abs(target)
+    return c.ndim == 0 or (typed[1] is not None and c.ndim <= len(typed[1]))
+
+
+def scalar_is(view: GraphView, name: str, target: float, x: str) -> bool:
+    """True if ``name`` is a one-element floating-point constant equal to ``target`` within
+    :data:`SCALAR_RTOL` (relative) that keeps the shape of the pattern's input ``x``
+    (:func:`keeps_shape`)."""
+    c = view.constant(name)
+    if c is None or c.size != 1 or c.dtype.kind != "f" or not keeps_shape(view, c, x):
+        return False
+    return abs(float(c.reshape(-1)[0]) - target) <= SCALAR_RTOL * abs(target)
 
 
 def other_input(node, name: str) -> Optional[str]:
@@ -46,10 +67,11 @@ def fuse(view: GraphView, nodes: list, x: str, output: str, op_type: str, since_
     """Replace ``nodes`` (a pattern computing ``output`` from ``x``) by one ``op_type`` node:
     ai.onnx's where the model imports ai.onnx ``since_onnx`` or later, else ai.onnxkit's (the
     optimized model then imports ai.onnxkit 1).  The node takes the place of the pattern's last
-    node (every input of the pattern is defined there); the constants it read are noted."""
+    node (every input of the pattern is defined there); every constant it read is noted
+    (:meth:`~.view.GraphView.read_constant`: an IR < 4 override then runs the model as given)."""
     for n in nodes:
         for i in n.input:
-            if i != x and i in view.inits:
+            if i and i != x:
                 view.read_constant(i)
     onnx_op = view.version("") >= since_onnx
     ids = {id(n) for n in nodes}

@@ -48,6 +48,37 @@ def _filled(shape: np.ndarray, value) -> Optional[np.ndarray]:
     return np.full(tuple(int(d) for d in shape), fill[0], dtype=fill.dtype)
 
 
+def _undeclared_graph(g: ir.Graph, top: bool) -> ir.Graph:
+    """``g`` with no ``value_info``, its outputs' types unknown, and (a subgraph) its inputs'
+    types unknown too; subgraphs likewise.  A top-level input keeps its type (the session checks
+    every feed's element type and rank against it); one with an initializer (a default a feed
+    may override: IR < 4, or listed as an input) whose type is not declared loses that
+    initializer, since a feed overriding it is checked against nothing."""
+    nodes = []
+    for n in g.node:
+        if any(a.type in GRAPH_TYPES and a.value is not None for a in n.attribute):
+            n = attrs.evolve(n, attribute=[
+                attrs.evolve(a, value=[_undeclared_graph(s, False) for s in a.value] if isinstance(a.value, list)
+                             else _undeclared_graph(a.value, False))
+                if a.type in GRAPH_TYPES and a.value is not None else a for a in n.attribute])
+        nodes.append(n)
+    untyped = {vi.name for vi in g.input if vi.type is None}
+    inputs = list(g.input) if top else [attrs.evolve(vi, type=None) for vi in g.input]
+    return attrs.evolve(g, node=nodes, value_info=[], input=inputs,
+                        output=[attrs.evolve(vi, type=None) for vi in g.output],
+                        initializer=[t for t in g.initializer if t.name not in untyped])
+
+
+def undeclared(model: ir.Model) -> ir.Model:
+    """A copy of ``model`` holding only what a run checks: no ``value_info`` declarations
+    (graph or function), no declared output or subgraph input types (:func:`_undeclared_graph`).
+    Inference on it gives facts derived from the checked input types and the constants alone:
+    a declaration inference did not confirm is never taken for one (a Reshape output declared
+    rank 2 that is rank 3 at run time)."""
+    functions = [attrs.evolve(f, value_info=[]) for f in model.functions]
+    return attrs.evolve(model, graph=_undeclared_graph(model.graph, True), functions=functions)
+
+
 class GraphView:
     """A rewritable copy of ``model.graph`` with use counts, producers and constants."""
 
@@ -123,13 +154,15 @@ class GraphView:
             self.new_opsets[domain] = version
 
     def type_of(self, name: str):
-        """The type inference (Clause 9) gives ``name`` in the model as given (None = unknown).
-        Passes keep every surviving value's type, so the answer holds for the copy too."""
+        """The type inference (Clause 9) derives for ``name`` from what a run checks (None =
+        unknown): the model inferred without its declarations (:func:`undeclared`), so a stale
+        ``value_info`` or output shape never reaches a pass.  Passes keep every surviving
+        value's type, so the answer holds for the copy too."""
         if self._types is None:
             from ...inference import infer_model
 
             try:
-                self._types = infer_model(self.model, self.registry).graph("")
+                self._types = infer_model(undeclared(self.model), self.registry).graph("")
             except Exception:  # a model inference cannot type: the passes needing types do nothing
                 self._types = {}
         return self._types.get(name)
@@ -159,10 +192,17 @@ class GraphView:
         return None
 
     def read_constant(self, name: str) -> Optional[np.ndarray]:
-        """:meth:`constant`, noting an IR < 4 input whose initializer is thereby consumed."""
+        """:meth:`constant`, noting each IR < 4 input whose initializer is thereby consumed
+        (``name`` itself, or a ConstantOfShape's shape): a run feeding one of them runs the
+        model as given.  A pass calls it for every constant its rewrite depends on; one read
+        with :meth:`constant` alone must not decide a rewrite."""
         value = self.constant(name)
-        if value is not None and name in self.input_names:
-            self.consumed_defaults.add(name)
+        if value is None:
+            return None
+        node = None if name in self.inits else self.producer.get(name)
+        for used in [name] + (list(node.input[:1]) if node is not None and node.op_type == "ConstantOfShape" else []):
+            if used in self.input_names:
+                self.consumed_defaults.add(used)
         return value
 
     def add_constant(self, base: str, value: np.ndarray, data_type: int) -> str:

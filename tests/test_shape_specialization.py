@@ -124,6 +124,25 @@ def test_folded_output_is_the_callers_own():
     assert np.array_equal(sess.run(None, {"x": x})[0], [2, 3])
 
 
+@pytest.mark.parametrize("tail", ["Identity", "Cast"])
+def test_an_output_the_recording_run_returned_is_not_the_folded_constant(tail):
+    """Issue 29, item 2: Shape -> Identity/Cast as the output; the recording run returns the Shape
+    kernel's array (Identity and a same-type Cast return their input), which the specialized plan
+    must not keep: writing into it changed every later run ([99, 99] instead of [2, 4])."""
+    attrs = {"to": TP.INT64} if tail == "Cast" else {}
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node(tail, ["s"], ["y"], **attrs)]
+    m = model(nodes, [X], [helper.make_tensor_value_info("y", TP.INT64, [2])]).SerializeToString()
+    sess = InferenceSession(m)
+    x = _x(2, 4)
+    for _ in range(3):
+        out = sess.run(None, {"x": x})[0]
+        assert np.array_equal(out, [2, 4])
+        out[:] = 99
+    assert list(sess._specializer.stats.values()) == [(2, 0)]  # specialized: both nodes folded
+    special = sess._specializer.plan_for(specialize.signature([x]))[0]
+    assert not special.constants["y"].flags.writeable
+
+
 def test_guards_on_known_small_shapes_are_dropped_but_limits_still_hold():
     from onnxkit.errors import LimitExceeded
     from onnxkit.limits import Limits

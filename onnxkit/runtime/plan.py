@@ -190,12 +190,17 @@ class GraphPlan:
 
 
 def frozen(value):
-    """``value``, or a read-only view of it where it is a writeable numpy array.  A folded constant
-    is the plan's and never written again (kernels do not write their inputs); read-only tells
-    kernels that they may keep what they derive from it across runs (a convolution's weights in
-    its product layout, for one).  A view, so that no other holder of the array is affected."""
+    """``value`` made read-only where it is a writeable numpy array: a folded constant is the
+    plan's and never written again (kernels do not write their inputs).  Read-only through and
+    through tells kernels that they may keep what they derive from it across runs (a
+    convolution's weights in its product layout, for one): a kernel's fresh result, which owns
+    its memory, is itself made read-only; a writeable *view* (of memory some other array may
+    write) is replaced by a read-only copy.  A read-only view of writeable memory would not do:
+    such a view is what a runtime input can be (``np.broadcast_to``), whose base changes between
+    runs, so kernels do not keep what they derive from one (``onnxkit_cpu``'s ``unchanging``)."""
     if isinstance(value, np.ndarray) and value.flags.writeable:
-        value = value.view()
+        if value.base is not None:
+            value = value.copy()
         value.flags.writeable = False
     return value
 

@@ -25,6 +25,11 @@ Making one (two phases, so that no shape is taken on trust):
    whose bound reads only shapes inference knows and that pass the bound uncharged for those
    shapes are dropped (they would return 0 at every run of the signature).
 
+Every folded value is read-only and the plan's own: a value recorded from the recording run is
+copied (:func:`_kept`), since that run may have returned the very array to its caller as a graph
+output (Shape -> Identity/Cast); the session copies an output that is a kept value
+(:func:`~onnxkit.runtime.feeds.fresh_outputs`), so no caller's write reaches a later run.
+
 The specialized plan computes exactly what the plan it came from computes: the same kernels on
 the same values, some of them earlier.  Only numpy-array backends (``host_arrays``) are
 specialized; feeds other than tensors (sequences, maps, optionals fed as such) use the plan as
@@ -256,7 +261,7 @@ class Specializer:
             node = step.node
             seen = rec.seen.get(k) if k is not None else None
             if seen is not None and seen[0] == _static_shape(step, types):
-                _set(known, step, seen[1])
+                _set(known, step, _kept(seen[1]))
                 continue
             if not step.scope and node.op_type not in NON_DETERMINISTIC and node.domain in ("", "ai.onnx") \
                     and all((not n) or n in known for n in step.inputs):
@@ -386,6 +391,16 @@ def _recorder(fn, k: int, seen: dict):
             seen[k] = (tuple(x.shape), out)
         return out
     return record
+
+
+def _kept(value):
+    """A value the recording run computed, as the specialized plan keeps it: a read-only copy.
+    That run returned the value itself to its caller where it is a graph output (directly, or
+    through an Identity or Cast that returns its input): the caller owns that array and may write
+    into it, so the plan must not keep it, nor a view of it, as a constant of later runs."""
+    if isinstance(value, np.ndarray):
+        return frozen(np.array(value, copy=True))
+    return value
 
 
 def _set(known: dict, step, out) -> None:

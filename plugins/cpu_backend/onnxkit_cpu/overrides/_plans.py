@@ -10,6 +10,10 @@ bad values fails again, naming the node.
 Where those small inputs are constants of the plan (the usual case: initializers, or values
 the shape specializer folded), :class:`IntPlans` gives the run loop a function keyed by the
 extents alone (:func:`onnxkit.runtime.kernel.binds_constants`): the values are read once.
+
+A kernel that keeps what it derived from an input *array* (a convolution's weights in its
+product layout, BatchNormalization's scale and shift, an RNN's prepared weights) reuses it while
+the same object comes back only where :func:`unchanging` says its elements cannot have changed.
 """
 
 from __future__ import annotations
@@ -18,6 +22,38 @@ import numpy as np
 
 #: entries one node keeps (the table is emptied when full: extents that keep changing)
 PLANS_MAX = 64
+#: views deep a base chain is followed at most (a chain of views is short; bounded anyway)
+_CHAIN = 64
+
+
+def unchanging(v) -> bool:
+    """Whether the elements of array ``v`` cannot change while ``v`` lives, so that what a kernel
+    derived from them may be reused while the same object comes back: ``v`` is read-only and so is
+    every array it is a view of, down to memory nobody may write (``bytes``, a read-only
+    buffer: a loaded model's octets or a read-only map of its file).  Initializers and the values
+    the plan folded are (:func:`onnxkit.runtime.plan.frozen`).  A read-only *view* of a writeable
+    array is not — ``np.broadcast_to`` of a runtime input, a view whose flag the caller cleared:
+    its base may be written between runs — nor is any writeable array."""
+    if type(v) is not np.ndarray or v.flags.writeable:
+        return False
+    base = v.base
+    for _ in range(_CHAIN):
+        if base is None or type(base) is bytes:
+            return True
+        if isinstance(base, np.ndarray):
+            if base.flags.writeable:
+                return False
+            base = base.base
+        elif isinstance(base, memoryview):
+            if not base.readonly:
+                return False
+            base = base.obj
+        else:  # a read-only buffer of some other owner (a map opened for reading) is read-only
+            try:
+                return memoryview(base).readonly
+            except TypeError:
+                return False
+    return False
 
 
 def host_ints(v) -> tuple:

@@ -9,8 +9,9 @@ and per thread (``threading.local``) that buffer, its window view (built once ov
 column buffer, so a call is: copy X into the buffer's interior (casting a narrow float to
 float32 on the way), one copy of the window view into the columns, one matrix product, the
 bias added in place.  W in its product layout and B as ``(M, 1...)`` in the compute dtype are
-kept while the same array objects come back (initializers: read-only; a runtime input only
-where the layout is a view of it), made again otherwise.
+kept while the same array objects come back (initializers and folded values, whose elements
+cannot change: :func:`~._plans.unchanging`; a runtime input only where the layout is a view of
+it), made again otherwise.
 
 The products are the portable kernel's (:func:`~onnxkit_default_domain.kernels.conv.conv_nd`:
 ``(M, C*K) @ (C*K, L)``, grouped ``(G, Mg, Cg*K) @ (N, G, Cg*K, L)``, 1x1 a plain product).
@@ -69,6 +70,7 @@ from onnxkit_default_domain.kernels import conv as portable
 from onnxkit_default_domain.kernels.elementwise import quiet
 
 from ..compiled import conv as loops, winograd as winograd_loops
+from ._plans import unchanging
 from .conv_blocks import CACHE_BYTES, RowBlocks, block_rows, cache_block_rows
 from .conv_epilogue import NO_BIAS, epilogue, operand
 from .conv_winograd import Winograd
@@ -101,9 +103,10 @@ def add_into(y, bias):
 
 def kept(v, derived) -> bool:
     """Whether ``derived`` (made from input ``v``) may be reused while ``v`` is the same object:
-    ``v`` is read-only (an initializer) or ``derived`` views its memory (and so sees any
-    change a caller makes in place to a runtime input between runs)."""
-    return not v.flags.writeable or np.may_share_memory(derived, v)
+    ``v``'s elements cannot change (:func:`~._plans.unchanging`: an initializer, a folded value;
+    not a read-only view of a runtime input's writeable memory, such as a broadcast) or
+    ``derived`` views its memory (and so sees any change a caller makes in place between runs)."""
+    return unchanging(v) or np.may_share_memory(derived, v)
 
 
 def frozen(a):
@@ -219,7 +222,7 @@ class Planes:
             wb = w4.reshape(self.w_shape)
             if b is not None:
                 wb = np.concatenate([wb, b1.reshape(self.w_shape[:-1] + (1,))], axis=-1)
-                keep = not w.flags.writeable and not b.flags.writeable
+                keep = unchanging(w) and unchanging(b)      # wb is a copy of both
         w4, b1 = frozen(w4), frozen(b1)         # one numba signature whether W / B are initializers or not
         if keep:
             self.cache = (w, b, (w4, b1, wb))

@@ -40,6 +40,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..compiled import winograd as loops
 from . import conv_depthwise
+from ._plans import unchanging
 from .conv_depthwise import Shared
 
 #: Winograd needs at least this many input channels (16: no faster than im2col, the transforms
@@ -123,14 +124,14 @@ class Winograd:
 
     def weights(self, w):
         """``U`` (``(16, M, C)``) of ``w``, or False where ``w`` may not take this path (not finite or
-        above :data:`~onnxkit_cpu.compiled.winograd.LIMIT`); kept while the same read-only ``w``
-        comes back."""
+        above :data:`~onnxkit_cpu.compiled.winograd.LIMIT`); kept while the same ``w`` comes back
+        where its elements cannot change (:func:`~._plans.unchanging`)."""
         cached = self.cache
         if cached[0] is w:
             return cached[1]
         big = np.max(np.abs(w)) if w.size else 0.0
         u = loops.weight_tiles(w, self.ct) if big <= loops.LIMIT else False     # NaN: False
-        if not w.flags.writeable:
+        if unchanging(w):
             self.cache = (w, u)
         return u
 

@@ -51,7 +51,7 @@ import numpy as np
 from onnxkit.plugin import KernelTable
 from onnxkit_cpu.compiled import norm as norm_loops
 from onnxkit_cpu.compiled.norm import layer_norm_loop
-from onnxkit_cpu.overrides._plans import remember
+from onnxkit_cpu.overrides._plans import remember, unchanging
 from onnxkit_default_domain.kernels._common import as_dtype, input_type_checker, norm_axis
 from onnxkit_default_domain.kernels.norm import (batch_norm_kernel, batch_norm_mode, layer_norm as portable_layer_norm,
                                                  lrn_kernel)
@@ -81,11 +81,11 @@ def lrn_base_in_place(xp, xc, size, lo, scale, bias):
 
 def _params_fixed(scale, b, mean, var, last) -> bool:
     """Whether ``last`` (a :func:`batch_norm` parameters entry) was made from these same four
-    arrays, all read-only (initializers, folded constants): their values cannot have changed
-    (the plan's convention, as the cpu Conv's ``kept``).  A writeable runtime input may have
-    been written in place between runs: its ``inv`` / ``shift`` are computed again each call."""
+    arrays, all unchanging (:func:`~._plans.unchanging`: initializers, folded constants), as the
+    cpu Conv's ``kept``.  A runtime input (writeable, or a read-only view of writeable memory such
+    as a broadcast) may have been written between runs: ``inv`` / ``shift`` are computed again."""
     return (last is not None and last[0] is scale and last[1] is b and last[2] is mean and last[3] is var
-            and not (scale.flags.writeable or b.flags.writeable or mean.flags.writeable or var.flags.writeable))
+            and unchanging(scale) and unchanging(b) and unchanging(mean) and unchanging(var))
 
 
 @KERNELS.register("BatchNormalization", 1, 6, 7, 9, 14, 15)

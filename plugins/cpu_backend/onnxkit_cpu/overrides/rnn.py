@@ -8,8 +8,9 @@ masking this module reuses.
 What makes a step cheap:
 
 * the weights are prepared once per node while ``W``, ``R`` and ``B`` are the same objects
-  (initializers are): ``W^T`` of every direction as one contiguous matrix, ``R`` contiguous,
-  the biases summed;
+  whose elements cannot change (initializers, folded values; a runtime input, which a caller
+  may write between runs, is prepared each call): ``W^T`` of every direction as one
+  contiguous matrix, ``R`` contiguous, the biases summed;
 * the input projection of every step and direction is one (batched) matrix product, each
   direction's steps in the order it runs them, its bias added in one call;
 * a step does every direction at once: one batched product ``h @ R^T`` ([D, B, gates * H]),
@@ -55,7 +56,7 @@ import numpy as np
 from onnxkit.plugin import KernelTable
 from onnxkit_cpu.compiled import rnn as loops
 from onnxkit_cpu.overrides.conv_depthwise import Scratch
-from onnxkit_cpu.overrides._plans import remember
+from onnxkit_cpu.overrides._plans import remember, unchanging
 from onnxkit_default_domain.kernels import rnn as portable
 
 KERNELS = KernelTable()
@@ -95,9 +96,9 @@ def _weights(W, R, B, D: int, gates: int, H: int, sig: int, ct, split: bool) -> 
 
 
 class _Layer:
-    """The per-call work of one node: weights cached by identity, the projection of every
-    step, the steps run by ``steps(...)`` or by the compiled loop, the outputs assembled as
-    the portable kernel's.  ``cell`` names the compiled loop's cell (see
+    """The per-call work of one node: weights cached by identity (constants only: :meth:`prepared`),
+    the projection of every step, the steps run by ``steps(...)`` or by the compiled loop, the
+    outputs assembled as the portable kernel's.  ``cell`` names the compiled loop's cell (see
     :mod:`onnxkit_cpu.compiled.rnn`); ``self.loop`` is that loop, taken at planning, or None
     (numba unavailable or disabled: every call runs the numpy steps)."""
 
@@ -122,10 +123,14 @@ class _Layer:
         return H
 
     def prepared(self, W, R, B, H: int, ct) -> tuple:
+        """The prepared weights of W, R, B: kept while the same arrays come back where their
+        elements cannot change (:func:`~._plans.unchanging`: initializers, folded values); made
+        again each call for runtime inputs (a caller may write one in place between runs)."""
         c = self.cache
         if c is None or c[0] is not W or c[1] is not R or c[2] is not B or c[3] is not ct:
             c = (W, R, B, ct, _weights(W, R, B, self.s.num_dirs, self.gates, H, self.sig, ct, self.split))
-            self.cache = c
+            if unchanging(W) and unchanging(R) and (B is None or unchanging(B)):
+                self.cache = c
         return c[4]
 
     def run(self, X, W, R, B, sequence_lens, states: list, steps):
@@ -139,7 +144,7 @@ class _Layer:
             c0 = states[-1]
             key = (X.shape, X.dtype, None if h0 is None else h0.shape, None if c0 is None else c0.shape)
             c = self.calls.get(key)
-            if c is None or c.W is not W or c.R is not R or c.B is not B:
+            if c is None or not c.kept or c.W is not W or c.R is not R or c.B is not B:
                 c = self.call_for(key, X, W, R, B, states)
             if c.fn is not None:
                 return c.run(self.lengths(sequence_lens, c), X, states)
@@ -216,13 +221,16 @@ class _Layer:
 class _Call:
     """One node's compiled call for given input shapes and weights (the objects ``W``, ``R``,
     ``B``, held): the loop ``fn`` (None: the numpy steps), the weights laid out for it, the
-    output shapes and the size of its per-thread scratch.  Made whole, then published."""
+    output shapes and the size of its per-thread scratch.  Made whole, then published.
+    ``kept``: whether it may serve a later call with the same objects (their elements cannot
+    change: :func:`~._plans.unchanging`); else it is made again each call."""
 
     __slots__ = ("W", "R", "B", "fn", "args", "T", "full", "ct", "y_shape", "s_shape", "project",
-                 "mat", "work")
+                 "mat", "work", "kept")
 
     def __init__(self, W, R, B, fn):
         self.W, self.R, self.B, self.fn = W, R, B, fn
+        self.kept = unchanging(W) and unchanging(R) and (B is None or unchanging(B))
 
     def prepare(self, layer: _Layer, seq_shape: tuple, H: int, ct) -> None:
         s = layer.s

@@ -158,9 +158,11 @@ def test_unchanging_tells_constants_from_views_of_writeable_memory():
     assert not unchanging(np.frombuffer(bytearray(8), np.float32))  # writeable memory under a read-only array
 
 
-def test_the_plans_initializers_and_folded_values_are_unchanging():
-    """The plan's constants take the kept path: initializers, and values folded at planning
-    (a Transpose of an initializer, a view result copied: :func:`onnxkit.runtime.plan.frozen`)."""
+@pytest.mark.parametrize("source", ["bytes", "file", "mapped file"])
+def test_the_plans_initializers_and_folded_values_are_unchanging(source, tmp_path):
+    """The plan's constants take the kept path: initializers (from bytes, from a file the
+    session reads into its own read-only copy, from a file it maps), and values folded at
+    planning (a Transpose of an initializer, a view result copied: :func:`onnxkit.runtime.plan.frozen`)."""
     w = np.arange(24, dtype=np.float32).reshape(4, 2, 3, 1) / 10
     proto = _model([helper.make_node("Transpose", ["Wt"], ["W"], perm=[0, 1, 3, 2]),
                     helper.make_node("Split", ["W"], ["W1", "W2"], axis=0, num_outputs=2),
@@ -169,9 +171,12 @@ def test_the_plans_initializers_and_folded_values_are_unchanging():
                    [_vi("X", (1, 2, 4, 5))], [_vi("Y0", None), _vi("Y1", None), _vi("Y2", None)],
                    [numpy_helper.from_array(w, "Wt"), numpy_helper.from_array(w.transpose(0, 1, 3, 2), "W0")],
                    opset=18)
+    path = tmp_path / "m.onnx"
+    path.write_bytes(proto)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sess = InferenceSession(proto)
+        sess = InferenceSession(proto) if source == "bytes" else InferenceSession(str(path),
+                                                                                 own_data=source == "file")
     consts = sess.plan.constants
     assert {"W0", "W1", "W2"} <= set(consts)
     assert all(unchanging(consts[n]) for n in ("W0", "W1", "W2"))

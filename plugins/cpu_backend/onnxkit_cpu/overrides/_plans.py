@@ -44,10 +44,8 @@ def unchanging(v) -> bool:
             if base.flags.writeable:
                 return False
             base = base.base
-        elif isinstance(base, memoryview):
-            if not base.readonly:
-                return False
-            base = base.obj
+        elif isinstance(base, memoryview):  # a read-only buffer: its maker's promise (the loader's own copy)
+            return base.readonly
         else:  # a read-only buffer of some other owner (a map opened for reading) is read-only
             try:
                 return memoryview(base).readonly

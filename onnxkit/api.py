@@ -120,7 +120,7 @@ def _read_fd(fd: int, size: int, name, copy: bool, limits: Limits) -> memoryview
         if n <= 0:  # the file shrank while read: what is there is what it holds
             break
         got += n
-    return view[:got]
+    return view[:got].toreadonly()  # the session's own copy: read-only, so its tensors are known not to change
 
 
 def _pread_into(fd: int, view: memoryview, at: int) -> int:  # pragma: no cover - platforms without preadv

@@ -29,6 +29,7 @@ PROJECTS = {
     "onnxkit": ROOT / "packaging" / "onnxkit",
     "onnxkit-default-domain": ROOT / "plugins" / "default_domain",
     "onnxkit-ml": ROOT / "plugins" / "ml_domain",
+    "onnxkit-microsoft": ROOT / "plugins" / "microsoft_domain",
     "onnxkit-cpu": ROOT / "plugins" / "cpu_backend",
     "onnxkit-gpu": ROOT / "plugins" / "gpu_backend",
 }
@@ -118,9 +119,10 @@ def test_the_dependency_graph_has_no_cycle_and_every_internal_dependency_is_vers
 def test_the_meta_distribution_installs_the_usual_set_and_offers_the_extras():
     project = _project(PROJECTS["onnxkit"])
     assert {canonicalize_name(r.name) for r in _requirements(project, extras=False)} == {
-        "onnxkit-core", "onnxkit-default-domain", "onnxkit-ml", "onnxkit-cpu"}
+        "onnxkit-core", "onnxkit-default-domain", "onnxkit-ml", "onnxkit-microsoft", "onnxkit-cpu"}
     extras = project["optional-dependencies"]
     assert [Requirement(r).name for r in extras["gpu"]] == ["onnxkit-gpu"]
+    assert [Requirement(r).name for r in extras["microsoft"]] == ["onnxkit-microsoft"]
     assert Requirement(extras["dask"][0]).extras == {"dask"}
     assert Requirement(extras["ray"][0]).extras == {"ray"}
     core = _project(ROOT)["optional-dependencies"]
@@ -133,7 +135,8 @@ def test_the_test_extra_brings_the_scale_out_engines():
     assert {"pytest", "onnx", "onnxruntime", "skl2onnx", "dask", "ray"} <= names
 
 
-@pytest.mark.parametrize("name", ["onnxkit-core", "onnxkit-default-domain", "onnxkit-ml", "onnxkit-cpu", "onnxkit-gpu"])
+@pytest.mark.parametrize("name", ["onnxkit-core", "onnxkit-default-domain", "onnxkit-ml", "onnxkit-microsoft",
+                                  "onnxkit-cpu", "onnxkit-gpu"])
 def test_every_data_file_of_a_package_is_declared_package_data(name):
     folder = PROJECTS[name]
     setuptools = tomllib.loads((folder / "pyproject.toml").read_text())["tool"]["setuptools"]

@@ -1,0 +1,1 @@
+"""onnxkit_microsoft: the com.microsoft operators onnxruntime's tools and converters emit (operator set 1)."""

@@ -1,0 +1,80 @@
+"""The attention operators (kernels: ``kernels/attention.py``) and MatMulNBits (``kernels/nbits.py``).
+
+Attention's output is ``(B, S, v_hidden)`` and ``present`` ``(2, B, N, P+S, H)``;
+MultiHeadAttention's ``(B, S, v_hidden)`` and ``(B, N, P+L, H)`` presents; RotaryEmbedding keeps
+its input's type; GroupQueryAttention's output has the query's type and shape; MatMulNBits
+gives A's shape with the last extent N.
+"""
+
+from __future__ import annotations
+
+from onnxkit.inference.common import dims_of, elem_of, tensor
+
+from ._util import rule
+
+FUNCTIONS: dict = {}
+
+
+def _add(a, b):
+    return a + b if isinstance(a, int) and isinstance(b, int) else None
+
+
+@rule(FUNCTIONS, "Attention")
+def _attention(ctx):
+    x, w = ctx.input_type(0), ctx.input_type(1)
+    xd, wd = dims_of(x), dims_of(w)
+    n = int(ctx.attr("num_heads"))
+    sizes = list(ctx.attr("qkv_hidden_sizes") or ())
+    dv = sizes[2] if len(sizes) == 3 else (wd[1] // 3 if wd and isinstance(wd[1], int) else None)
+    dq = sizes[0] if len(sizes) == 3 else dv
+    b, s = (xd[0], xd[1]) if xd and len(xd) == 3 else (None, None)
+    out = [tensor(elem_of(x), [b, s, dv])]
+    if ctx.num_outputs > 1:
+        past = dims_of(ctx.input_type(4)) if ctx.has_input(4) else [2, b, n, 0, None]
+        t = _add(past[3], s) if past and len(past) == 5 else None
+        out.append(tensor(elem_of(x), [2, b, n, t, dq // n if isinstance(dq, int) else None]))
+    return out
+
+
+@rule(FUNCTIONS, "MultiHeadAttention")
+def _mha(ctx):
+    q, k, v = ctx.input_type(0), ctx.input_type(1), ctx.input_type(2)
+    qd, kd, vd = dims_of(q), dims_of(k), dims_of(v)
+    n = int(ctx.attr("num_heads"))
+    dv = vd[2] if vd and len(vd) == 3 else (vd[1] * vd[3] if vd and len(vd) == 4 and all(isinstance(e, int)
+                                                                                       for e in (vd[1], vd[3])) else None)
+    out = [tensor(elem_of(q), [qd[0], qd[1], dv] if qd and len(qd) == 3 else None)]
+    if ctx.num_outputs > 1:
+        if kd and len(kd) == 4:
+            tk, tv = kd, vd
+        else:
+            p = dims_of(ctx.input_type(6)) if ctx.has_input(6) else None
+            plen = p[2] if p and len(p) == 4 else (0 if not ctx.has_input(6) else None)
+            l_ = kd[1] if kd and len(kd) == 3 else None
+            hk = kd[2] // n if kd and len(kd) == 3 and isinstance(kd[2], int) else None
+            hv = dv // n if isinstance(dv, int) else None
+            b = qd[0] if qd else None
+            tk, tv = [b, n, _add(plen, l_), hk], [b, n, _add(plen, l_), hv]
+        out += [tensor(elem_of(q), tk), tensor(elem_of(q), tv)]
+    return out[:ctx.num_outputs]
+
+
+@rule(FUNCTIONS, "RotaryEmbedding")
+def _rotary(ctx):
+    return [ctx.input_type(0)]
+
+
+@rule(FUNCTIONS, "GroupQueryAttention")
+def _gqa(ctx):
+    q = ctx.input_type(0)
+    out = [q]
+    if ctx.num_outputs > 1:
+        out += [tensor(elem_of(q), None), tensor(elem_of(q), None)]
+    return out[:ctx.num_outputs]
+
+
+@rule(FUNCTIONS, "MatMulNBits")
+def _matmul_nbits(ctx):
+    a = ctx.input_type(0)
+    ad = dims_of(a)
+    return [tensor(elem_of(a), None if ad is None else list(ad[:-1]) + [int(ctx.attr("N"))])]

@@ -1,0 +1,20 @@
+"""Portable kernels of com.microsoft, one module per operator family (array API: ``ctx.xp``).
+
+``fused.py`` (FusedConv, FusedGemm, FusedMatMul, BiasAdd, BiasGelu, FastGelu, Gelu, QuickGelu,
+BiasSoftmax), ``norm.py`` (SkipLayerNormalization, SkipSimplifiedLayerNormalization,
+EmbedLayerNormalization), ``attention.py`` (Attention, MultiHeadAttention, RotaryEmbedding,
+GroupQueryAttention), ``nbits.py`` (MatMulNBits), ``text.py`` (Tokenizer, MurmurHash3: numpy,
+``host_only``), ``distance.py`` (CDist) and ``quantized*.py`` (the quantization operators).
+Each exposes ``KERNELS``, an :class:`onnxkit.plugin.KernelTable` keyed by
+``("com.microsoft", op_type, 1)``; :func:`all_kernels` merges them (modules whose name starts
+with ``_`` hold shared helpers).
+"""
+
+from __future__ import annotations
+
+from onnxkit.plugin import merge_family_tables
+
+
+def all_kernels() -> dict:
+    """Every kernel of every family module of this package."""
+    return merge_family_tables(__name__, __path__, "KERNELS")

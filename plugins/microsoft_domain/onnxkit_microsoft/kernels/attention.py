@@ -1,0 +1,311 @@
+"""The attention operators of onnxruntime's transformers optimizer: Attention, MultiHeadAttention,
+RotaryEmbedding, GroupQueryAttention (com.microsoft 1).
+
+Scaled dot-product attention per head: ``softmax(Q Kᵀ * scale + bias) V`` with ``scale``
+default ``1/sqrt(head_size)``, computed in float32 (float64 for float64).
+
+* Attention — Q, K, V from one product ``input @ weights + bias`` (split by
+  ``qkv_hidden_sizes``, default three equal parts); ``past`` ``(2, B, N, P, H)`` is put before
+  the new K and V, ``present`` is the concatenation.  ``mask_index``: ``(B)`` key lengths,
+  ``(2B)`` ends then starts, ``(B, T)`` or ``(B, S, T)`` 1/0 masks (the 4-D Megatron mask,
+  which onnxruntime's CPU kernel refuses too, is refused by name); a masked position adds
+  ``mask_filter_value`` (default -10000).  ``unidirectional``: query ``i`` sees keys ``<= P+i``
+  (the others get the lowest finite value).  ``attention_bias`` ``(B|1, N|1, S, T)`` is added.
+* MultiHeadAttention — separate ``query (B, S, D)``, ``key``/``value`` ``(B, L, D)`` (with
+  ``bias`` added) or already split into heads ``(B, N, L, H)``; ``past_key``/``past_value``
+  ``(B, N, P, H)`` before them, the concatenations returned as ``present_key``/``present_value``;
+  ``key_padding_mask`` ``(B)`` lengths, ``(B, T)`` or ``(B, S, T)`` 1/0; as Attention otherwise.
+  The packed layouts (``(B, L, N, 2, H)`` keys, ``(B, S, N, 3, H)`` queries), buffer sharing
+  and ``cache_indirection`` are refused by name.
+* RotaryEmbedding — rotates the first ``rotary_embedding_dim`` (default ``2 * cos_cache``'s
+  width) features of each head by the angles of the caches at ``position_ids`` (``(B, S)``, or
+  ``(1)``: an offset added to ``0..S-1``); halves (default) or ``interleaved`` pairs.
+* GroupQueryAttention — ``num_heads`` query heads over ``kv_num_heads`` K/V heads (each shared by
+  ``num_heads / kv_num_heads`` query heads), causal, keys of batch ``b`` beyond ``seqlens_k[b]``
+  masked; ``past_key``/``past_value`` ``(B, Nkv, P, H)`` put before the new keys.  Supported: a
+  first (prompt) step, or a step where the past buffer holds exactly the ``P`` past tokens of
+  every batch row; ``do_rotary``, ``softcap``, ``local_window_size``, ``smooth_softmax``,
+  ``head_sink`` and packed QKV are refused by name.
+"""
+
+from __future__ import annotations
+
+import math
+
+from onnxkit.plugin import KernelTable
+
+from ._common import DOMAIN, cast, check_float, const, device_of, shape_of, softmax, widen
+
+KERNELS = KernelTable()
+
+
+def _heads(xp, x, n: int):
+    """(B, S, n*H) -> (B, n, S, H)."""
+    b, s, d = shape_of(x)
+    return xp.permute_dims(xp.reshape(x, (b, s, n, d // n)), (0, 2, 1, 3))
+
+
+def _merge(xp, x):
+    """(B, N, S, H) -> (B, S, N*H)."""
+    b, n, s, h = shape_of(x)
+    return xp.reshape(xp.permute_dims(x, (0, 2, 1, 3)), (b, s, n * h))
+
+
+def _key_mask(ctx, xp, mask, b: int, s: int, t: int, p: int, like):
+    """An additive float mask broadcasting to (B, 1|N, S, T) from a mask_index / key_padding_mask:
+    0 where a key is seen, 1 where it is masked (the caller scales it)."""
+    host = ctx.to_host(mask)
+    import numpy as np
+
+    dims = list(host.shape)
+    if dims == [b]:
+        keep = np.arange(t)[None, :] < host.reshape(b, 1)
+        keep = keep[:, None, None, :]
+    elif dims == [2 * b]:
+        j = np.arange(t)[None, :]
+        keep = (j < host[:b].reshape(b, 1)) & (j >= host[b:].reshape(b, 1))
+        keep = keep[:, None, None, :]
+    elif dims == [b, t]:
+        keep = (host != 0)[:, None, None, :]
+    elif dims == [b, s, t]:
+        keep = (host != 0)[:, None, :, :]
+    else:
+        ctx.fail(f"the mask has shape {dims}; for batch {b}, sequence {s} and total length {t} it must be "
+                 f"{[b]}, {[2 * b]}, {[b, t]} or {[b, s, t]} (the 4-D and 3B+2 forms are not supported)")
+    return xp.asarray((~keep).astype(np.float32 if like.dtype == xp.float32 else np.float64), device=device_of(like))
+
+
+def sdpa(ctx, xp, q, k, v, scale, mask=None, filter_value=-10000.0, causal_past=None, bias=None):
+    """(B, N, S, H) attention of q over k, v (B, N, T, H) in q's (work) dtype; ``mask`` 1 where
+    masked (adds ``filter_value``); ``causal_past``: the past length P of a causal mask."""
+    scores = xp.matmul(q, xp.matrix_transpose(k)) * scale
+    s, t = int(q.shape[2]), int(k.shape[2])
+    if bias is not None:
+        bd = shape_of(bias)
+        if len(bd) != 4 or bd[0] not in (1, int(q.shape[0])) or bd[1] not in (1, int(q.shape[1])) or bd[2:] != [s, t]:
+            ctx.fail(f"attention_bias has shape {bd}; it must be (B or 1, N or 1, {s}, {t})")
+        scores = scores + widen(xp, bias)
+    if mask is not None:
+        scores = scores + mask * filter_value
+    if causal_past is not None:
+        import numpy as np
+
+        allowed = np.arange(t)[None, :] <= (np.arange(s)[:, None] + causal_past)
+        lowest = float(np.finfo(np.float32 if scores.dtype == xp.float32 else np.float64).min)
+        scores = xp.where(xp.asarray(allowed, device=device_of(scores)), scores, const(xp, lowest, scores))
+    return xp.matmul(softmax(xp, scores, -1), v)
+
+
+def _scale(ctx, head_size: int) -> float:
+    s = ctx.attr("scale")
+    return 1.0 / math.sqrt(head_size) if s is None or float(s) == 0.0 else float(s)
+
+
+@KERNELS.register("Attention", 1, domain=DOMAIN)
+def attention(ctx):
+    xp = ctx.xp
+    n = int(ctx.attr("num_heads"))
+    sizes = list(ctx.attr("qkv_hidden_sizes") or ())
+    causal = bool(ctx.attr("unidirectional", 0))
+    filter_value = float(ctx.attr("mask_filter_value", -10000.0))
+    if ctx.attr("do_rotary", 0) or ctx.attr("past_present_share_buffer", 0):
+        ctx.fail("do_rotary and past_present_share_buffer are not supported by onnxkit's Attention")
+
+    def run(x, weights, bias=None, mask_index=None, past=None, attention_bias=None, past_sequence_length=None):
+        check_float(ctx, x, "input")
+        if x.ndim != 3 or weights.ndim != 2 or int(weights.shape[0]) != int(x.shape[2]):
+            ctx.fail(f"input (B, S, D) and weights (D, 3H) expected, got {shape_of(x)} and {shape_of(weights)}")
+        total = int(weights.shape[1])
+        dq, dk, dv = sizes if sizes else (total // 3,) * 3
+        if len(sizes) not in (0, 3) or dq + dk + dv != total or dq != dk or dq % n or dv % n or (not sizes and total % 3):
+            ctx.fail(f"weights' {total} columns do not split into Q, K, V of {n} heads (qkv_hidden_sizes {sizes})")
+        qkv = xp.matmul(widen(xp, x), widen(xp, weights))
+        if bias is not None:
+            qkv = qkv + widen(xp, bias)
+        q, k, v = (_heads(xp, qkv[..., a:a + d], n) for a, d in ((0, dq), (dq, dk), (dq + dk, dv)))
+        p = 0
+        if past is not None:
+            if past.ndim != 5 or int(past.shape[0]) != 2:
+                ctx.fail(f"past must have shape (2, B, N, P, H), got {shape_of(past)}")
+            p = int(past.shape[3])
+            k = xp.concat([widen(xp, past[0, ...]), k], axis=2)
+            v = xp.concat([widen(xp, past[1, ...]), v], axis=2)
+        b, s = int(x.shape[0]), int(x.shape[1])
+        mask = None if mask_index is None else _key_mask(ctx, xp, mask_index, b, s, p + s, p, q)
+        y = sdpa(ctx, xp, q, k, v, _scale(ctx, dq // n), mask, filter_value, p if causal else None, attention_bias)
+        present = xp.stack([k, v], axis=0) if ctx.output_requested(1) else None
+        return cast(xp, _merge(xp, y), x.dtype), None if present is None else cast(xp, present, x.dtype)
+
+    return run
+
+
+@KERNELS.register("MultiHeadAttention", 1, domain=DOMAIN)
+def multi_head_attention(ctx):
+    xp = ctx.xp
+    n = int(ctx.attr("num_heads"))
+    causal = bool(ctx.attr("unidirectional", 0))
+    filter_value = float(ctx.attr("mask_filter_value", -10000.0))
+
+    def run(query, key=None, value=None, bias=None, key_padding_mask=None, attention_bias=None, past_key=None,
+            past_value=None, past_sequence_length=None, cache_indirection=None):
+        check_float(ctx, query, "query")
+        if query.ndim != 3 or key is None or value is None or key.ndim == 5:
+            ctx.fail("packed QKV / KV layouts are not supported: query (B, S, D) with key and value expected")
+        if past_sequence_length is not None or cache_indirection is not None:
+            ctx.fail("buffer sharing (past_sequence_length) and cache_indirection are not supported")
+        b, s, d = shape_of(query)
+        if d % n:
+            ctx.fail(f"the query's hidden size {d} is not a multiple of num_heads {n}")
+        qw = widen(xp, query)
+        if bias is not None:
+            dv = int(bias.shape[0]) - 2 * d
+            bw = widen(xp, bias)
+            qw = qw + bw[:d]
+        q = _heads(xp, qw, n)
+        if key.ndim == 3:
+            kw, vw = widen(xp, key), widen(xp, value)
+            if bias is not None:
+                kw, vw = kw + bw[d:2 * d], vw + bw[2 * d:2 * d + dv]
+            k, v = _heads(xp, kw, n), _heads(xp, vw, n)
+        elif key.ndim == 4:
+            k, v = widen(xp, key), widen(xp, value)
+        else:
+            ctx.fail(f"key has shape {shape_of(key)}: (B, L, D) or (B, N, L, H) expected")
+        p = 0
+        if past_key is not None and past_value is not None and key.ndim == 3:
+            p = int(past_key.shape[2])
+            k = xp.concat([widen(xp, past_key), k], axis=2)
+            v = xp.concat([widen(xp, past_value), v], axis=2)
+        t = int(k.shape[2])
+        mask = None if key_padding_mask is None else _key_mask(ctx, xp, key_padding_mask, b, s, t, p, q)
+        y = sdpa(ctx, xp, q, k, v, _scale(ctx, d // n), mask, filter_value, p if causal else None, attention_bias)
+        return cast(xp, _merge(xp, y), query.dtype), cast(xp, k, query.dtype), cast(xp, v, query.dtype)
+
+    return run
+
+
+def rotate(ctx, xp, x, cos, sin, interleaved: bool, rot: int):
+    """Rotate the first ``rot`` features of the last axis of ``x`` (…, S, H) by cos / sin (…, S, rot/2)."""
+    half = rot // 2
+    head = x[..., :rot]
+    if interleaved:
+        shp = tuple(head.shape[:-1]) + (half, 2)
+        pairs = xp.reshape(head, shp)
+        a, b = pairs[..., 0], pairs[..., 1]
+        out = xp.reshape(xp.stack([a * cos - b * sin, b * cos + a * sin], axis=-1), tuple(head.shape))
+    else:
+        a, b = head[..., :half], head[..., half:]
+        out = xp.concat([a * cos - b * sin, b * cos + a * sin], axis=-1)
+    return out if rot == int(x.shape[-1]) else xp.concat([out, x[..., rot:]], axis=-1)
+
+
+def positions_of(ctx, position_ids, b: int, s: int):
+    import numpy as np
+
+    pid = ctx.to_host(position_ids).astype(np.int64)
+    if pid.shape == (1,) or pid.shape == ():
+        return np.broadcast_to(np.arange(s)[None, :] + int(pid.reshape(-1)[0]), (b, s))
+    if pid.shape == (b, s):
+        return pid
+    ctx.fail(f"position_ids has shape {list(pid.shape)}; (1) or ({b}, {s}) expected")
+
+
+def cached_angles(ctx, xp, cache, pos, like):
+    """cache[pos] as (B, 1, S, rot/2) in like's dtype; an out-of-range position is an error."""
+    import numpy as np
+
+    m = int(cache.shape[0])
+    if pos.size and (pos.min() < 0 or pos.max() >= m):
+        ctx.fail(f"a position lies outside [0, {m - 1}] (the rows of cos_cache / sin_cache)")
+    idx = xp.asarray(np.ascontiguousarray(pos.reshape(-1)), device=device_of(like))
+    rows = xp.take(cast(xp, widen(xp, cache), like.dtype), idx, axis=0)
+    return xp.reshape(rows, (pos.shape[0], 1, pos.shape[1], int(cache.shape[1])))
+
+
+@KERNELS.register("RotaryEmbedding", 1, domain=DOMAIN)
+def rotary_embedding(ctx):
+    xp = ctx.xp
+    interleaved = bool(ctx.attr("interleaved", 0))
+    n_attr, rot_attr = int(ctx.attr("num_heads", 0)), int(ctx.attr("rotary_embedding_dim", 0))
+    scale = float(ctx.attr("scale", 1.0))
+    if ctx.attr("is_packed_batching", 0):
+        ctx.fail("is_packed_batching is not supported")
+
+    def run(x, position_ids, cos_cache, sin_cache):
+        check_float(ctx, x, "input")
+        if cos_cache.ndim != 2 or shape_of(sin_cache) != shape_of(cos_cache):
+            ctx.fail(f"cos_cache and sin_cache must be 2-D of one shape, got {shape_of(cos_cache)}, {shape_of(sin_cache)}")
+        rot = rot_attr or 2 * int(cos_cache.shape[1])
+        xw = widen(xp, x)
+        if x.ndim == 4:
+            b, n, s, h = shape_of(x)
+            heads = xw
+        elif x.ndim == 3:
+            b, s, d = shape_of(x)
+            h = d // n_attr if n_attr else rot
+            if h <= 0 or d % h:
+                ctx.fail(f"the hidden size {d} is not a whole number of heads of {h} (set num_heads)")
+            heads = _heads(xp, xw, d // h)
+        else:
+            ctx.fail(f"input must be 3-D or 4-D, got shape {shape_of(x)}")
+        if rot > h or rot % 2 or int(cos_cache.shape[1]) * 2 < rot:
+            ctx.fail(f"rotary_embedding_dim {rot} does not fit heads of {h} and caches of width {int(cos_cache.shape[1])}")
+        pos = positions_of(ctx, position_ids, b, s)
+        cos = cached_angles(ctx, xp, cos_cache, pos, heads)[..., :rot // 2]
+        sin = cached_angles(ctx, xp, sin_cache, pos, heads)[..., :rot // 2]
+        y = rotate(ctx, xp, heads * scale if scale != 1.0 else heads, cos, sin, interleaved, rot)
+        return cast(xp, y if x.ndim == 4 else _merge(xp, y), x.dtype)
+
+    return run
+
+
+@KERNELS.register("GroupQueryAttention", 1, domain=DOMAIN)
+def group_query_attention(ctx):
+    xp = ctx.xp
+    n, nkv = int(ctx.attr("num_heads")), int(ctx.attr("kv_num_heads"))
+    for name, off in (("do_rotary", (0,)), ("softcap", (0.0,)), ("local_window_size", (-1,)),
+                      ("smooth_softmax", (-1, 0)), ("qk_output", (0,))):
+        if ctx.attr(name) is not None and ctx.attr(name) not in off:
+            ctx.fail(f"attribute {name} = {ctx.attr(name)} is not supported by onnxkit's GroupQueryAttention")
+    if nkv <= 0 or n % nkv:
+        ctx.fail(f"kv_num_heads {nkv} must divide num_heads {n}")
+
+    def run(query, key, value, past_key=None, past_value=None, seqlens_k=None, total_sequence_length=None,
+            cos_cache=None, sin_cache=None, position_ids=None, attention_bias=None, head_sink=None):
+        import numpy as np
+
+        check_float(ctx, query, "query")
+        if key is None or value is None or head_sink is not None:
+            ctx.fail("packed QKV and head_sink are not supported: query, key and value expected")
+        b, s, d = shape_of(query)
+        h = d // n
+        q = _heads(xp, widen(xp, query), n)
+        k, v = _heads(xp, widen(xp, key), nkv), _heads(xp, widen(xp, value), nkv)
+        lens = ctx.to_host(seqlens_k).astype(np.int64).reshape(-1) + 1
+        total = int(ctx.to_host(total_sequence_length).reshape(-1)[0])
+        p = 0 if past_key is None else int(past_key.shape[2])
+        first = p == 0 or (lens <= s).all()
+        if not first:
+            if p + s != total or (lens != total).any():
+                ctx.fail(f"a KV cache other than exactly the {total - s} past tokens of every row is not supported "
+                         f"(past length {p}, seqlens_k + 1 = {lens.tolist()}, total_sequence_length {total})")
+            k = xp.concat([widen(xp, past_key), k], axis=2)
+            v = xp.concat([widen(xp, past_value), v], axis=2)
+        t = int(k.shape[2])
+        group = n // nkv
+        kr = xp.reshape(xp.broadcast_to(k[:, :, None, ...], (b, nkv, group, t, h)), (b, n, t, h))
+        vr = xp.reshape(xp.broadcast_to(v[:, :, None, ...], (b, nkv, group, t, h)), (b, n, t, h))
+        off = 0 if first else p
+        keep = (np.arange(t)[None, None, :] <= (np.arange(s)[None, :, None] + off)) & \
+               (np.arange(t)[None, None, :] < lens[:, None, None])
+        mask = xp.asarray((~keep[:, None]).astype(np.float32 if q.dtype == xp.float32 else np.float64),
+                          device=device_of(q))
+        lowest = float(np.finfo(np.float32 if q.dtype == xp.float32 else np.float64).min)
+        scores = xp.matmul(q, xp.matrix_transpose(kr)) * _scale(ctx, h)
+        if attention_bias is not None:
+            scores = scores + widen(xp, attention_bias)
+        scores = xp.where(mask > 0, const(xp, lowest, scores), scores)
+        y = xp.matmul(softmax(xp, scores, -1), vr)
+        return cast(xp, _merge(xp, y), query.dtype), cast(xp, k, query.dtype), cast(xp, v, query.dtype)
+
+    return run

@@ -1,0 +1,31 @@
+"""Hook implementations of onnxkit-microsoft (entry point ``microsoft_domain`` in group ``onnxkit``)."""
+
+from __future__ import annotations
+
+from onnxkit.plugin import hookimpl
+
+
+@hookimpl
+def onnxkit_operator_sets():
+    """com.microsoft 1: the definitions this package implements (:mod:`.schemas`)."""
+    from .schemas import operator_sets
+
+    return operator_sets()
+
+
+@hookimpl
+def onnxkit_inference_functions():
+    """Shape and type inference functions of every com.microsoft definition here (Clause 9.2)."""
+    from .inference import functions
+
+    return functions()
+
+
+@hookimpl
+def onnxkit_portable_kernels():
+    """The kernels of every com.microsoft definition here: one body for every backend (the array
+    API namespace ``ctx.xp``), except the string ones (Tokenizer, MurmurHash3), marked
+    ``host_only``: a backend whose values are not numpy runs them on its fallback (cpu)."""
+    from .kernels import all_kernels
+
+    return all_kernels()

@@ -1,0 +1,28 @@
+"""The com.microsoft definitions (operator set 1), read from the generated ``schemas_data.json.gz``.
+
+The data is produced by ``plugins/microsoft_domain/tools/generate_schemas.py`` from onnxruntime's
+operator registry at build time, for the operators this package implements; nothing here imports
+``onnxruntime`` or ``onnx``.  It is read once per process, on first use.
+"""
+
+from __future__ import annotations
+
+from onnxkit.schema import SchemaData, packaged_schema_data
+
+#: The domain this package defines.
+DOMAIN = "com.microsoft"
+
+
+def schema_data() -> SchemaData:
+    """All definitions and the domain's version range (read once, then cached)."""
+    return packaged_schema_data(__package__)
+
+
+def definitions() -> tuple:
+    """Every definition (one :class:`~onnxkit.schema.OpSchema` per (domain, name, since_version))."""
+    return schema_data().definitions
+
+
+def operator_sets() -> list:
+    """One :class:`~onnxkit.schema.OperatorSet` per (domain, version) of the data."""
+    return schema_data().operator_sets()

@@ -1,0 +1,2 @@
+def minimize(model, seed, verdict):
+    return model

@@ -82,6 +82,19 @@ MUTANTS = (
            "if n.name in node_names:",
            "if n.name in producer:",
            ("tests/checker",)),
+    Mutant("feed-integer-range", "onnxkit/runtime/feeds.py",
+           "bad = lo if lo < bounds[0] else (hi if hi > bounds[1] else None)",
+           "bad = lo if lo < bounds[0] else None",
+           ("tests/test_feed_conversion.py",)),
+    Mutant("feed-integer-range-boundary", "onnxkit/runtime/feeds.py",
+           "bad = lo if lo < bounds[0] else (hi if hi > bounds[1] else None)",
+           "bad = lo if lo <= bounds[0] else (hi if hi > bounds[1] else None)",
+           ("tests/test_feed_conversion.py",)),
+    Mutant("iobinding-type-check", "onnxkit/runtime/ortvalue.py",
+           "if got != self._np_dtype():",
+           "if got.itemsize != self._np_dtype().itemsize:",
+           ("tests/test_binding_profiling.py",)),
+    # -- the graph optimizer's rules (issue 29: near misses, declared shapes, IR < 4 overrides) --
 )
 
 

@@ -160,9 +160,27 @@ class OrtValue:
     def __dlpack_device__(self):
         return self._value.__dlpack_device__()
 
+    def _check_fits(self, src, what: str) -> None:
+        """Raise :class:`OnnxkitError` unless ``src`` (an array or tensor) can be written into this
+        tensor as it is: the same shape (no broadcasting) and element type (no conversion, e.g.
+        no float truncated into int32), and this tensor writable."""
+        if not self.is_tensor():
+            raise OnnxkitError(f"{what}: the OrtValue holds a {type(self._value).__name__}, not a tensor")
+        shape = [int(d) for d in src.shape]
+        if shape != self.shape():
+            raise OnnxkitError(f"{what}: shape {shape} does not match the OrtValue's shape {self.shape()}")
+        got = OrtValue(src)._np_dtype()
+        if got != self._np_dtype():
+            raise OnnxkitError(f"{what}: type mismatch: the OrtValue holds {self.data_type()}, the value is "
+                               f"{OrtValue(src).data_type()} (no conversion is made)")
+        if not self._is_torch() and not self._value.flags.writeable:
+            raise OnnxkitError(f"{what}: the OrtValue's array is read-only")
+
     def update_inplace(self, np_arr) -> None:
-        """Overwrite the tensor's contents with ``np_arr`` (same shape)."""
-        src = np.asarray(np_arr)
+        """Overwrite the tensor's contents with ``np_arr``: the same shape and element type (a
+        mismatch is an :class:`OnnxkitError`, never broadcast or converted)."""
+        src = np_arr if isinstance(np_arr, np.ndarray) else np.asarray(np_arr)
+        self._check_fits(src, "update_inplace")
         if self._is_torch():
             self._value.copy_(_torch().from_numpy(np.ascontiguousarray(src)))
         else:
@@ -203,11 +221,22 @@ class IOBinding:
 
     def bind_output(self, name: str, device_type: str = "cpu", device_id: int = 0, element_type=None,
                     shape=None, buffer_ptr=None) -> None:
-        """Ask for output ``name`` on ``device_type`` (``cuda`` keeps it on the device)."""
+        """Ask for output ``name`` on ``device_type`` (``cuda`` keeps it on the device); a raw
+        ``buffer_ptr`` is refused (bind an OrtValue with :meth:`bind_ortvalue_output`)."""
+        if buffer_ptr is not None:
+            raise OnnxkitError(f"bind_output({name!r}): onnxkit does not write into raw memory pointers "
+                               "(buffer_ptr); bind an OrtValue with bind_ortvalue_output")
         self._outputs.append((name, _check_device(device_type), int(device_id), None))
 
     def bind_ortvalue_output(self, name: str, ortvalue: OrtValue) -> None:
-        """Write output ``name`` into ``ortvalue`` (its shape must match)."""
+        """Write output ``name`` into ``ortvalue`` (a writable tensor; at run time its shape and
+        element type must be the output's: a mismatch is an error, nothing is converted)."""
+        if not isinstance(ortvalue, OrtValue) or not ortvalue.is_tensor():
+            raise OnnxkitError(f"bind_ortvalue_output({name!r}): expected an OrtValue holding a tensor, got "
+                               f"{ortvalue!r}")
+        if not ortvalue._is_torch() and not ortvalue._value.flags.writeable:
+            raise OnnxkitError(f"bind_ortvalue_output({name!r}): the OrtValue's array is read-only; "
+                               "bind a writable one")
         self._outputs.append((name, ortvalue.device_name(), 0, ortvalue))
 
     def clear_binding_inputs(self) -> None:
@@ -233,16 +262,21 @@ class IOBinding:
         feeds, bindings = sess._feed_values(self._inputs)
         values = sess._fetch(names, sess._evaluate(feeds, run_options), host=not device_out, feeds=feeds,
                              bindings=bindings)
-        results = []
         bound = {n: (d, o) for n, d, _, o in self._outputs}
-        for name, v in zip(names, values):
+        pairs = []
+        for name, v in zip(names, values):  # every bound OrtValue checked before any is written
             device, target = bound.get(name, ("cpu", None))
             if device == "cpu" and type(v).__module__.startswith("torch"):
                 v = OrtValue(v).numpy()
             if target is not None:
-                if target.shape() != [int(d) for d in np.shape(v)]:
-                    raise OnnxkitError(f"output {name!r} has shape {list(np.shape(v))}; the bound OrtValue "
-                                       f"has {target.shape()}")
+                if not hasattr(v, "shape"):
+                    raise OnnxkitError(f"output {name!r} is a {type(v).__name__}, not a tensor: it cannot be "
+                                       "written into the bound OrtValue")
+                target._check_fits(v, f"output {name!r}")
+            pairs.append((v, target))
+        results = []
+        for v, target in pairs:
+            if target is not None:
                 target.update_inplace(v if isinstance(v, np.ndarray) else OrtValue(v).numpy())
                 results.append(target)
             else:

@@ -27,6 +27,7 @@ go in as ``str`` or ``bytes`` and come out as ``str`` (:mod:`onnxkit.runtime.str
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any, Mapping, Optional, Sequence
 
@@ -45,7 +46,7 @@ from .options import ModelMetadata, NodeArg, SessionOptions, missing_backend_mes
 from .plan import Planner
 from .policy import Bindings, OutputCheck, Reporter, admit
 from .providers import choose_backends
-from .state import Profiler, RunState
+from .state import Profiler, RunState, check_profile_prefix
 from .strings import to_octets, to_text
 from .optimizer.specialize import signature
 from .threads import blas_limit, uses_blas
@@ -113,7 +114,8 @@ class InferenceSession:
         so = self._sess_options
         self._log_level = severity_to_level(so.log_severity_level)
         limits = limits if limits is not None else (so.limits if so.limits is not None else DEFAULT_LIMITS)
-        self._profiler = Profiler(so.profile_file_prefix, "") if so.enable_profiling else None
+        self._profile_lock = threading.Lock()  # end_profiling from several threads: one writes the trace
+        self._profiler = Profiler(check_profile_prefix(so.profile_file_prefix), "") if so.enable_profiling else None
         begin = self._profiler.now_us() if self._profiler else 0.0
         t0 = time.perf_counter()
         if not isinstance(model, ir.Model):
@@ -432,17 +434,20 @@ class InferenceSession:
     # -- profiling ----------------------------------------------------------------------------
     def end_profiling(self) -> str:
         """Write the Chrome trace of this session and stop profiling; returns its file name
-        (``''`` when profiling was not enabled)."""
-        if self._profiler is None:
+        (``''`` when profiling was not enabled or has stopped: of calls from several threads at
+        once, one writes the trace and the others return ``''``, as onnxruntime's later calls)."""
+        with self._profile_lock:
+            profiler, self._profiler = self._profiler, None
+        if profiler is None:
             return ""
-        path = self._profiler.write(os.getcwd())
-        self._log("run", 20, "profile written to %s (%d events)", path, len(self._profiler.events))
-        self._profiler = None
+        path = profiler.write(os.getcwd())
+        self._log("run", 20, "profile written to %s (%d events)", path, len(profiler.events))
         return path
 
     def get_profiling_start_time_ns(self) -> int:
         """Wall-clock time (ns since the epoch) at which profiling started; 0 when it is off."""
-        return self._profiler.start_wall_ns if self._profiler else 0
+        profiler = self._profiler
+        return profiler.start_wall_ns if profiler else 0
 
     # -- pickling and display -----------------------------------------------------------------
     def __reduce__(self):

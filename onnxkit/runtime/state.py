@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Optional
 
-from ..errors import EvaluationError
+from ..errors import EvaluationError, OnnxkitError
 
 #: Key of the run state in the value environment a subgraph is run with (not a string, so it
 #: cannot collide with a value name).
@@ -99,16 +99,40 @@ class Profiler:
             self.events.append(event)
 
     def write(self, directory: str = ".") -> str:
-        """Write the trace as ``<prefix>_<date>_<time>.json``; returns the file name."""
+        """Write the trace as ``<prefix>_<date>_<time>.json`` (``_<n>`` added when that file
+        exists: an existing file is never overwritten); returns the file name.  A file that
+        cannot be written is an :class:`OnnxkitError` naming ``profile_file_prefix``."""
+        with self._lock:
+            events = list(self.events)  # a run still adding events cannot change what is written
         stamp = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(self.start_wall_ns / 1e9))
-        path = os.path.join(directory, f"{self.prefix}_{stamp}.json")
-        n = 1
-        while os.path.exists(path):
-            path = os.path.join(directory, f"{self.prefix}_{stamp}_{n}.json")
-            n += 1
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(self.events, fh, indent=0)
-        return path
+        n = 0
+        while True:
+            suffix = f"_{n}" if n else ""
+            path = os.path.join(directory, f"{self.prefix}_{stamp}{suffix}.json")
+            try:
+                with open(path, "x", encoding="utf-8") as fh:
+                    json.dump(events, fh, indent=0)
+                return path
+            except FileExistsError:
+                n += 1
+            except (OSError, ValueError) as exc:
+                raise OnnxkitError(f"SessionOptions.profile_file_prefix {self.prefix!r}: cannot write the "
+                                   f"profile {path!r}: {exc}") from None
+
+
+def check_profile_prefix(prefix) -> str:
+    """``prefix`` (``SessionOptions.profile_file_prefix``) when a trace can be written under it:
+    a string without NUL whose directory part, if any, is an existing directory; else an
+    :class:`OnnxkitError` naming the option (when the session is created, not after the runs)."""
+    if not isinstance(prefix, str):
+        raise OnnxkitError(f"SessionOptions.profile_file_prefix must be a str, not {type(prefix).__name__}")
+    if "\0" in prefix:
+        raise OnnxkitError(f"SessionOptions.profile_file_prefix {prefix!r} contains a NUL character")
+    folder = os.path.dirname(prefix)
+    if folder and not os.path.isdir(folder):
+        raise OnnxkitError(f"SessionOptions.profile_file_prefix {prefix!r}: the directory {folder!r} does not "
+                           "exist (the profile is written there by end_profiling)")
+    return prefix
 
 
 def top_operators(events: list, n: int = 10) -> list:

@@ -51,7 +51,15 @@ def direct(src: np.dtype, dst: np.dtype):
         return _same
     if dst.kind == "b" or (src.kind == "f" and dst.kind in "iu"):
         return None
+    if src.kind == "f" and dst.kind == "f" and dst.itemsize < src.itemsize:
+        return lambda x: _narrowed(x, dst)
     return lambda x: x.astype(dst)
+
+
+def _narrowed(x, dst):
+    """float64 -> float32: beyond float32's range is +/-inf (IEEE), without numpy's RuntimeWarning."""
+    with np.errstate(over="ignore"):
+        return x.astype(dst)
 
 
 @KERNELS.register("Cast", 1, 6, 9, 13, 19, 21, 23, 24, 25, 28)

@@ -17,6 +17,11 @@ A domain package (operators of its own) writes::
     def onnxkit_portable_kernels():
         return KERNELS
 
+A kernel whose outputs can be larger than its inputs declares their sizes with
+``declares_output_bytes(fn, predict)`` (:func:`onnxkit.runtime.budget.declares_output_bytes`): the
+run loop refuses what exceeds the limits before ``fn`` runs (otherwise a node of a plugin's own
+domain is checked once its kernel returned, or with its inference function's sizes).
+
 A backend package provides a :class:`Backend` (``onnxkit_backends``) and its overrides
 (``onnxkit_kernels``).  The contract of every hook is :mod:`onnxkit.hookspecs`; the kernel
 contract (factories, the node function, :class:`NodeContext`) is :mod:`onnxkit.runtime.kernel`.
@@ -31,10 +36,12 @@ from .hookspecs import hookimpl
 from .inference.context import InferenceContext, InferenceError
 from .plugin_tools import family_modules, merge_family_tables
 from .registry import Backend, OpaqueTypeDef
+from .runtime.budget import declares_output_bytes
 from .runtime.kernel import KernelTable, NodeContext, Unsupported, needs_scope
 from .schema import AttributeDef, FormalParameter, OperatorSet, OpSchema, TypeConstraint, build_operator_sets
 
 __all__ = ["AttributeDef", "Backend", "DataType", "EvaluationError", "FormalParameter", "InferenceContext",
            "InferenceError", "KernelTable", "NodeContext", "OnnxkitError", "OpSchema", "OpaqueTypeDef", "OperatorSet",
-           "TypeConstraint", "Unsupported", "arrays", "build_operator_sets", "element_type", "family_modules",
+           "TypeConstraint", "Unsupported", "arrays", "build_operator_sets", "declares_output_bytes", "element_type",
+           "family_modules",
            "from_numpy_dtype", "hookimpl", "ir", "merge_family_tables", "needs_scope"]

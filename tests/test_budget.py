@@ -123,3 +123,21 @@ def test_memory_the_system_refuses_is_an_onnxkit_error_without_a_memory_error():
         seen.append(type(e))
         e = e.__cause__ or e.__context__
     assert MemoryError not in seen
+
+
+def _bytes_model():
+    """ConstantOfShape of uint8: a fed shape [n] computes exactly n bytes."""
+    one = h.make_tensor("v", T.UINT8, [1], [7])
+    return _model([h.make_node("ConstantOfShape", ["s"], ["y"], name="make", value=one)],
+                  [h.make_tensor_value_info("s", T.INT64, [1])], [h.make_tensor_value_info("y", T.UINT8, ["n"])])
+
+
+@pytest.mark.parametrize("limit", ["max_value_bytes", "max_run_bytes"])
+def test_exactly_the_limit_is_accepted_and_one_byte_more_refused(limit):
+    # issue 29: a limit compared with >= refused a value of exactly the limit
+    n = 100_000
+    sess = onnxkit.InferenceSession(_bytes_model(), limits=Limits(**{"max_value_bytes": 2 * n, limit: n}))
+    assert sess.run(None, {"s": np.array([n])})[0].nbytes == n
+    with pytest.raises(LimitExceeded) as info:
+        sess.run(None, {"s": np.array([n + 1])})
+    assert info.value.limit == limit and info.value.value == n + 1 and info.value.maximum == n

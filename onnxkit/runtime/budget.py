@@ -19,6 +19,22 @@ contracting, gathering and concatenating operators a cheap bound on the output's
 (equal shapes; |a|·|b|/K for a contraction over K; the sum for Concat; the product of the
 input sizes otherwise) passes the common case without calling inference at all.
 
+Every node of every domain is checked.  Nodes of other domains (ai.onnx.ml, a plugin's own
+operators) and ai.onnx nodes with no entry in the tables below are checked as follows, first
+match:
+
+* a kernel that declares its output sizes (:func:`declares_output_bytes`, the plugin surface's
+  pre-allocation guard: ImageDecoder reads the image header; ZipMap, CastMap and DictVectorizer
+  of ai.onnx.ml) is checked with that prediction before it runs;
+* a node of another domain whose definition has an inference function (the
+  ``onnxkit_inference_functions`` hook: every ai.onnx.ml operator) is checked before it runs
+  with the sizes that function gives for the concrete inputs;
+* every node of another domain is also checked *after* its kernel returns, unless it declared
+  its sizes: each output against ``max_value_bytes`` (a sequence's length against
+  ``max_sequence_length``), the bytes charged to ``max_run_bytes``.  That check still refuses
+  and frees the value, but only once the kernel allocated it: a plugin whose outputs can be
+  larger than its inputs should declare its sizes.
+
 Refusals raise :class:`~onnxkit.errors.LimitExceeded` naming the limit, the node, its op_type
 and the requested size; nothing has been allocated for the node by then.  The limits
 (:class:`onnxkit.limits.Limits`): ``max_value_bytes`` (one computed value),
@@ -168,9 +184,16 @@ def nbytes(v) -> int:
     if isinstance(v, list):
         return sum(nbytes(x) for x in v)
     if isinstance(v, dict):
-        return sum(nbytes(x) for x in v.values())
+        return sum(_entry_bytes(k) + _entry_bytes(x) for k, x in v.items())
     es = getattr(v, "element_size", None)
     return numel(v) * int(es()) if callable(es) else 0
+
+
+def _entry_bytes(x) -> int:
+    """Logical bytes of a map's key or value: a tensor's, a string's length, 8 for a scalar."""
+    if isinstance(x, (str, bytes)):
+        return len(x)
+    return nbytes(x) if hasattr(x, "shape") or isinstance(x, (list, dict)) else 8
 
 
 def _tag(v) -> int:
@@ -237,18 +260,26 @@ class _ConcreteContext(InferenceContext):
 class Guard:
     """The run-time size check of one node; ``guard(budget, args)`` -> bytes charged to ``budget``."""
 
-    __slots__ = ("node", "op", "infer", "template", "kind", "n_out", "bound", "known")
+    __slots__ = ("node", "op", "infer", "template", "kind", "n_out", "bound", "known", "after", "declared")
 
-    def __init__(self, node, op: str, infer, template, kind: str):
+    def __init__(self, node, op: str, infer, template, kind: str, after: bool = False, declared=None):
         self.node, self.op, self.infer, self.template, self.kind = node, op, infer, template, kind
         self.n_out = len(node.output)
         self.bound = _BOUNDS.get(kind)
         #: predicted bytes by what inference reads of the inputs (their types, small values)
         self.known: dict = {}
+        #: whether the run loop also checks the outputs once the kernel returned (:meth:`check_outputs`)
+        self.after = after
+        #: the kernel's own prediction (:func:`declares_output_bytes`), kind "declared"
+        self.declared = declared
 
     def __call__(self, budget: RunBudget, args) -> int:
         bound = self.bound
         kind = self.kind
+        if kind == "declared":
+            return self._declared(budget, args)
+        if kind == "after":
+            return 0
         if bound is not None:
             try:  # a small bound passes, uncharged: the output is no bigger than its inputs allow
                 small = bound(self, args) <= budget.small
@@ -265,6 +296,41 @@ class Guard:
                 return 0
         need = self.predict(args)
         return budget.charge(need, self.node, self.op, "outputs") if need else 0
+
+    def _declared(self, budget: RunBudget, args) -> int:
+        try:
+            need = self.declared(*args)
+        except OnnxkitError:
+            raise
+        except Exception:  # inputs the prediction cannot read: the kernel reports them, by name
+            return 0
+        length = 0
+        if isinstance(need, tuple):
+            need, length = need
+        if length:
+            _sequence_length(self, budget, int(length))
+        return budget.charge(int(need), self.node, self.op, "outputs") if need else 0
+
+    def check_outputs(self, budget: RunBudget, out, charged: int) -> int:
+        """The check after the kernel returned ``out`` (the guard's ``after``): each output
+        against ``max_value_bytes``, a sequence's length against ``max_sequence_length``
+        (refused: the value is dropped, but it was allocated); the bytes beyond ``charged``
+        (what the guard charged before the kernel) are charged to the run.  Returns the bytes
+        charged in all."""
+        limits = budget.limits
+        total = 0
+        for k, v in enumerate(out if type(out) is tuple else (out,)):
+            if isinstance(v, list) and len(v) > limits.max_sequence_length:
+                refuse("max_sequence_length", len(v), limits.max_sequence_length, self.node, self.op,
+                       f"output {k}, a sequence (checked after its kernel ran)")
+            nb = nbytes(v)
+            if nb > limits.max_value_bytes:
+                refuse("max_value_bytes", nb, limits.max_value_bytes, self.node, self.op,
+                       f"output {k} (checked after its kernel ran)")
+            total += nb
+        if total <= charged:
+            return charged
+        return charged + budget.charge(total - charged, self.node, self.op, "outputs (checked after its kernel ran)")
 
     def predict(self, args) -> int:
         """Bytes of the outputs the inference function determines (unknown extents count 0).
@@ -321,12 +387,31 @@ def _dtype_key(v):
     return str(getattr(v, "dtype", type(v).__name__))
 
 
-def guard_for(node, op: str, domain: str, schema, registry, version: int) -> Optional[Guard]:
-    """The run-time size check a node needs, or None (decided once, at planning)."""
-    if domain not in ("", "ai.onnx"):
-        return None
+def declares_output_bytes(fn, predict):
+    """Declare the sizes of a node function's outputs: the pre-allocation guard of a plugin's kernel.
+
+    ``predict(*inputs)`` (the node's inputs, as ``fn`` gets them) returns the bytes the outputs
+    will take, or ``(bytes, length)`` where an output is a sequence of ``length`` elements; the
+    run loop calls it before ``fn`` and refuses, by :class:`~onnxkit.errors.LimitExceeded`,
+    what exceeds ``max_value_bytes`` / ``max_run_bytes`` / ``max_sequence_length``.  It should
+    read only shapes, attributes and headers, not compute the result; one that raises something
+    other than an :class:`~onnxkit.errors.OnnxkitError` counts as 0 (``fn`` reports the input).
+    A node whose kernel declares its sizes is not checked again after it ran.  Returns ``fn``."""
+    fn.output_bytes = predict
+    return fn
+
+
+def guard_for(node, op: str, domain: str, schema, registry, version: int, fn=None) -> Optional[Guard]:
+    """The run-time size check a node needs, or None (decided once, at planning; see the module
+    docstring).  ``fn``: the node function, whose :func:`declares_output_bytes` is used."""
+    declared = getattr(fn, "output_bytes", None)
+    default = domain in ("", "ai.onnx")
     t = node.op_type
-    if t in VALUE_SIZED:
+    if callable(declared):
+        kind = "declared"
+    elif not default:
+        kind = "value"
+    elif t in VALUE_SIZED:
         kind = "value"
     elif t in BOUNDED:
         kind = BOUNDED[t]
@@ -334,9 +419,18 @@ def guard_for(node, op: str, domain: str, schema, registry, version: int) -> Opt
         kind = t
     else:
         return None
-    infer = registry.inference.get(schema.key) if schema is not None else None
+    infer = registry.inference.get(schema.key) if schema is not None and kind != "declared" else None
+    if kind == "value" and infer is None:
+        kind = "after"  # nothing predicts this node's outputs: checked once they exist
     template = InferenceContext(None, node, schema, domain, version, [], [], {}, None, "", False).__dict__
-    return Guard(node, op, infer, template, kind)
+    return Guard(node, op, infer, template, kind, after=not default and kind != "declared",
+                 declared=declared if kind == "declared" else None)
+
+
+def guarded_operators() -> dict:
+    """``{op_type: kind}`` of the ai.onnx operators the tables of this module guard (the hostile
+    tests enumerate it: a guard added here without a test fails them)."""
+    return {**dict.fromkeys(VALUE_SIZED, "value"), **BOUNDED, **{t: t for t in ESTIMATED}}
 
 
 # -- cheap upper bounds on output elements (a failed bound asks inference for the exact size) -----

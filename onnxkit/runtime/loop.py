@@ -188,13 +188,17 @@ def _failed(graph: str, step, exc: Exception) -> EvaluationError:
 
 
 def _call_special(t, args: list, env: list, layout: Layout, budget, held: dict, state):
-    """Call a special step's kernel: its guard first, its scope as a :class:`SlotScope`."""
+    """Call a special step's kernel: its guard first (and, for a guard with ``after``, its check
+    of the outputs the kernel returned), its scope as a :class:`SlotScope`."""
     step = t[9]
-    if step.guard is not None:  # charged to the slot of the first output (0 when unnamed)
-        held[layout.slots[step.outputs[0]] if step.outputs else 0] = step.guard(budget, args)
-    if step.scope:
-        return t[0](SlotScope(env, layout.slots, state), *args)
-    return t[0](*args)
+    guard = step.guard
+    if guard is not None:  # charged to the slot of the first output (0 when unnamed)
+        key = layout.slots[step.outputs[0]] if step.outputs else 0
+        held[key] = guard(budget, args)
+    out = t[0](SlotScope(env, layout.slots, state), *args) if step.scope else t[0](*args)
+    if guard is not None and guard.after:
+        held[key] = guard.check_outputs(budget, out, held[key])
+    return out
 
 
 def _store(out, multi: tuple, env: list) -> bool:

@@ -527,7 +527,7 @@ class Planner:
             raise EvaluationError(f"node {node.name!r} ({node.op_type}): cannot be prepared: {type(exc).__name__}: {exc}",
                                   node.name, node.op_type) from exc
         step = Step(fn, list(node.input), list(node.output), node, bool(getattr(fn, "needs_scope", False)))
-        step.guard = guard_for(node, step.op, domain, schema, self.registry, version)
+        step.guard = guard_for(node, step.op, domain, schema, self.registry, version, fn)
         if free:
             step._uses = tuple(free)  # outer values a subgraph reads stay alive until this node ran
         if ctx._subgraphs:

@@ -4,7 +4,9 @@ its cpu fallback).
 
 * ImageDecoder - BMP, JPEG, JPEG 2000, TIFF, PNG, WebP, PNM through Pillow (imported when
   a node is prepared); ``pixel_format`` RGB / BGR / Grayscale; an undecodable stream gives an
-  empty (0, 0, C) uint8 tensor, as the definition says.
+  empty (0, 0, C) uint8 tensor, as the definition says.  Its output size, H x W x C octets, is
+  read from the header and declared (``declares_output_bytes``): an image larger than the
+  limits is refused before it is decoded.
 * NonMaxSuppression - greedy per (batch, class): candidates above
   ``score_threshold`` (strictly), highest score first (ties: lower box index first), a box
   is dropped when its IOU with a kept box is strictly greater than ``iou_threshold``;
@@ -15,10 +17,11 @@ its cpu fallback).
 from __future__ import annotations
 
 import io
+import warnings
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, declares_output_bytes
 
 KERNELS = KernelTable()
 
@@ -46,7 +49,19 @@ def image_decoder(ctx):
             return arr[:, :, None].copy()
         return np.ascontiguousarray(arr[:, :, ::-1] if fmt == "BGR" else arr)
 
-    return run
+    def size(encoded):
+        """H x W x C octets from the image's header alone (Pillow opens lazily: nothing decoded)."""
+        data = np.ascontiguousarray(encoded, dtype=np.uint8).tobytes()
+        try:
+            with warnings.catch_warnings():  # a "decompression bomb" is what the limits judge here
+                warnings.simplefilter("ignore", PIL.Image.DecompressionBombWarning)
+                with PIL.Image.open(io.BytesIO(data)) as img:
+                    width, height = img.size
+        except Exception:  # noqa: BLE001 - undecodable: the (0, 0, C) result
+            return 0
+        return int(width) * int(height) * channels
+
+    return declares_output_bytes(run, size)
 
 
 def _corners(boxes, center):

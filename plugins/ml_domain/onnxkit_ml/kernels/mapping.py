@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, declares_output_bytes
 
 from ._common import bytes_array, is_string_tensor, raw, str_list, text, text_array
 
@@ -255,7 +255,10 @@ def cast_map(ctx):
             out[k] = v
         return out.reshape(1, -1)
 
-    return run
+    def size(x):  # [1, entries] or [1, max_map], before the kernel allocates it (onnxkit.runtime.budget)
+        return (len(x) if form == "DENSE" else max_map) * (4 if cast_to == "TO_FLOAT" else 8)
+
+    return declares_output_bytes(run, size)
 
 
 @KERNELS.register("DictVectorizer", 1, domain=ML)
@@ -293,7 +296,7 @@ def dict_vectorizer(ctx):
                 out[j] = raw(v) if dtype is object else v
         return out
 
-    return run
+    return declares_output_bytes(run, lambda x: len(vocab) * 8)  # at most 8 octets an element
 
 
 @KERNELS.register("ZipMap", 1, domain=ML)
@@ -312,4 +315,10 @@ def zip_map(ctx):
             ctx.fail(f"X has shape {list(x.shape)} but there are {len(labels)} class labels")
         return [dict(zip(labels, row)) for row in x2.astype(np.float64).tolist()]
 
-    return run
+    key_bytes = sum(len(raw(k)) for k in strings) if strings else 8 * len(ints)
+
+    def size(x):  # one map a row: (bytes of every key and value, rows), before any map is built
+        rows = (x.shape[0] if x.ndim == 2 else 1) if x.ndim else 1
+        return rows * (key_bytes + 8 * len(labels)), rows
+
+    return declares_output_bytes(run, size)

@@ -325,20 +325,26 @@ def test_override_of_an_attention_scale_runs_the_model_as_given():
 
 
 def test_override_of_a_matmul_add_bias_runs_the_model_as_given():
+    """The Gemm reads C by name, but a fed C of another rank is no Gemm bias: (2, 1, 3) makes
+    the Add's result (2, 5, 3)."""
     nodes = [helper.make_node("MatMul", ["a", "W"], ["m"]), helper.make_node("Add", ["m", "c"], ["y"])]
-    proto = legacy(model(nodes, [_vi("a", [5, 4])], [_vi("y", [5, 3])],
+    proto = legacy(model(nodes, [_vi("a", [5, 4])], [_vi("y", None)],
                          [init("W", RNG.standard_normal((4, 3)).astype(np.float32)),
                           init("c", RNG.standard_normal(3).astype(np.float32))]))
+    next(i for i in proto.graph.input if i.name == "c").type.tensor_type.ClearField("shape")   # any shape may be fed
     _check_override(proto, {"a": RNG.standard_normal((5, 4)).astype(np.float32)},
-                    {"c": np.full(3, 7.0, np.float32)}, "matmul_add")
+                    {"c": np.full((2, 1, 3), 7.0, np.float32)}, "matmul_add")
 
 
 def test_override_of_a_reshape_shape_runs_the_model_as_given():
+    """The collapsed Reshape reads s2 by name, but a fed s2 with a 0 copies an extent of the
+    first Reshape's result, which is no longer there: [0, -1] must give (3, 4), not (2, 6)."""
     nodes = [helper.make_node("Reshape", ["x", "s1"], ["r"]), helper.make_node("Reshape", ["r", "s2"], ["y"])]
     proto = legacy(model(nodes, [_vi("x", [2, 6])], [_vi("y", None)],
                          [init("s1", np.array([3, 4], np.int64)), init("s2", np.array([12, 1], np.int64))]))
-    _check_override(proto, {"x": np.arange(12, dtype=np.float32).reshape(2, 6)}, {"s2": np.array([4, 3], np.int64)},
-                    "reshape")
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    _check_override(proto, {"x": x}, {"s2": np.array([0, -1], np.int64)}, "reshape")
+    assert agree(proto, {"x": x, "s2": np.array([0, -1], np.int64)})[0].shape == (3, 4)
 
 
 def test_oracle_reads_the_legacy_override():

@@ -119,14 +119,14 @@ def _tanh_pattern(view: GraphView, tanh) -> Optional[tuple]:
     scale = view.producer.get(tanh.input[0])
     if not is_op(scale, "Mul") or view.sole_consumer(tanh.input[0]) is not tanh or len(scale.input) != 2:
         return None
-    found = next(((a, b) for a, b in (scale.input, scale.input[::-1]) if scalar_is(view, b, _TANH_SCALE, a)), None)
-    inner, k = found if found else (None, None)
+    # the scale's rank is checked against the Add's (x's, once the cubic term's constant is)
+    inner = next((a for a, b in (scale.input, scale.input[::-1]) if scalar_is(view, b, _TANH_SCALE, a)), None)
     add = view.producer.get(inner) if inner else None
     if not is_op(add, "Add") or view.sole_consumer(inner) is not scale or len(add.input) != 2:
         return None
     for x, cubic in (add.input, add.input[::-1]):
         nodes = _cubic_term(view, cubic, x, add)
-        if nodes is not None and scalar_is(view, k, _TANH_SCALE, x):
+        if nodes is not None:
             tail = _tail(view, x, tanh.output[0])
             if tail is not None:
                 return x, nodes + [add, scale, tanh] + tail[0], tail[1]

@@ -32,6 +32,8 @@ OPERATORS = {
                   "GroupQueryAttention", "MatMulNBits"],
     # skl2onnx's converters (text vectorizers, FeatureHasher, kNN / LOF / KernelPCA with cdist)
     "converters": ["Tokenizer", "CDist", "MurmurHash3"],
+    # onnxruntime.quantization, QOperator format
+    "quantization": ["QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "QGemm"],
 }
 
 

@@ -4,7 +4,8 @@
 BiasSoftmax), ``norm.py`` (SkipLayerNormalization, SkipSimplifiedLayerNormalization,
 EmbedLayerNormalization), ``attention.py`` (Attention, MultiHeadAttention, RotaryEmbedding,
 GroupQueryAttention), ``nbits.py`` (MatMulNBits), ``text.py`` (Tokenizer, MurmurHash3: numpy,
-``host_only``), ``distance.py`` (CDist) and ``quantized*.py`` (the quantization operators).
+``host_only``), ``distance.py`` (CDist) and ``quantized.py`` (QLinearAdd, QLinearMul, QLinearGlobalAveragePool,
+QGemm).
 Each exposes ``KERNELS``, an :class:`onnxkit.plugin.KernelTable` keyed by
 ``("com.microsoft", op_type, 1)``; :func:`all_kernels` merges them (modules whose name starts
 with ``_`` hold shared helpers).

@@ -195,7 +195,8 @@ def _fill(rng: np.random.Generator, spec: dict, shape: tuple, dtype):
         v = np.abs(v) + 0.1
     if spec.get("special") and v.size:
         pick = rng.random(shape) < 0.15
-        values = [np.nan, 0.0, -0.0] if spec["special"] == "nan" else [np.nan, np.inf, -np.inf, 0.0, -0.0]
+        values = {"nan": [np.nan, 0.0, -0.0], "inf": [np.inf, -np.inf, 0.0, -0.0]}.get(
+            spec["special"], [np.nan, np.inf, -np.inf, 0.0, -0.0])
         v = np.where(pick, rng.choice(np.array(values), size=shape), v)
     return v.astype(dtype)
 

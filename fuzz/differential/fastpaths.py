@@ -52,7 +52,10 @@ def pool(b: Builder) -> None:
     nd = int(pick(b, [1, 2, 2, 3]))
     op = pick(b, ["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool"])
     spatial = [b.dim((s, s + 1)) if chance(b, 0.3) else s for s in (int(pick(b, [3, 4, 6])) for _ in range(nd))]
-    x = b.input(elem, [pick(b, [1, 2]), int(pick(b, [1, 3]))] + spatial, value_spec(b, elem, 0.15))
+    spec = value_spec(b, elem, 0.15)
+    if op in ("MaxPool", "GlobalMaxPool") and spec.get("special"):
+        spec["special"] = "inf"     # NaN in a max: onnxruntime skips it, numpy propagates; Part 2 says nothing
+    x = b.input(elem, [pick(b, [1, 2]), int(pick(b, [1, 3]))] + spatial, spec)
     attrs = {}
     if not op.startswith("Global"):
         ks = [int(pick(b, [1, 2, 3])) for _ in range(nd)]
@@ -86,7 +89,7 @@ ACTIVATIONS = ("Relu", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "Selu", "Softplus"
 
 def activation(b: Builder) -> None:
     op = pick(b, list(ACTIVATIONS))
-    b.opset = 20 if op == "Gelu" else pick(b, [13, 17, 18])
+    b.opset = 20 if op in ("Gelu", "IsInf") else pick(b, [13, 17, 18])    # IsInf-20: float16 too
     elem = pick(b, [TP.FLOAT, TP.DOUBLE, TP.FLOAT16], [0.6, 0.25, 0.15])
     if op in ("Celu",):
         elem = TP.FLOAT
@@ -181,6 +184,7 @@ _BINARY = {"Add": "num", "Sub": "num", "Mul": "num", "Div": "num", "Pow": "float
            "Mod": "int", "Equal": "cmp", "Less": "cmp", "Greater": "cmp", "LessOrEqual": "cmp",
            "And": "bool", "Or": "bool", "Xor": "bool", "BitShift": "uint", "Where": "where", "Sum": "num",
            "Mean": "float"}
+_BINARY["Sum"] = "float"     # Sum-13: floating-point types only
 
 
 def elementwise(b: Builder) -> None:

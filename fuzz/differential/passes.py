@@ -40,7 +40,7 @@ def _conv(b: Builder, x: str, c: int, m: int, rank: int, dtype, legacy: bool) ->
     ins = [x, _init_input(b, w, legacy, "w")]
     if chance(b, 0.6):
         ins.append(_init_input(b, b.rng.standard_normal(m).astype(dtype), legacy, "bias"))
-    pads = [k // 2] * (2 * (rank - 2)) if chance(b, 0.5) else [0] * (2 * (rank - 2))
+    pads = [k // 2] * (2 * (rank - 2)) if chance(b, 0.5) or k > 1 else [0] * (2 * (rank - 2))
     return b.node("Conv", ins, pads=pads)
 
 

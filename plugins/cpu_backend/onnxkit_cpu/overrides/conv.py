@@ -423,6 +423,8 @@ class Prepared:
         if self.kind == "pointwise" and b is not None:
             cached = self.w_cache
             y = self._pointwise(x, cached[1] if cached[0] is w else self.weights(w))
+            if not y.flags.c_contiguous:  # matmul keeps a non-contiguous X's layout: a reshape would copy
+                y = np.ascontiguousarray(y)
             fin(y.reshape(self.rows), self.b_flat(b), r2, side, relu)
             return y.reshape(self.out_full)
         y = self(x, w, b)

@@ -36,7 +36,9 @@ KERNELS = KernelTable()
 
 
 def _softmax(xp, x):
-    """Softmax over the last axis; a row of -inf gives zeros, not NaN."""
+    """Softmax over the last axis; a row of -inf gives zeros, not NaN (an empty last axis: empty)."""
+    if x.shape[-1] == 0:       # no key/value positions: nothing to normalize (max would have no identity)
+        return x
     zero = xp.zeros((), dtype=x.dtype, device=device_of(x))
     m = xp.max(x, axis=-1, keepdims=True)
     m = xp.where(xp.isinf(m) & (m < zero), zero, m)

@@ -29,7 +29,10 @@ _GUARDED_DEFAULTS = {"is_causal": 0, "qk_matmul_output_mode": 0, "softcap": 0.0,
 
 def guarded_softmax(xp, x):
     """Softmax over the last axis, a NaN probability taken as 0 (what ``Where(IsNaN(p), 0, p)``
-    after a plain ``Softmax`` computes: a row of -inf, or holding NaN or +inf, gives zeros)."""
+    after a plain ``Softmax`` computes: a row of -inf, or holding NaN or +inf, gives zeros; an
+    empty last axis gives the empty array)."""
+    if x.shape[-1] == 0:       # no key/value positions (max would have no identity)
+        return x
     e = xp.exp(x - xp.max(x, axis=-1, keepdims=True))
     p = e / xp.sum(e, axis=-1, keepdims=True)
     return xp.where(xp.isnan(p), xp.zeros_like(p), p)

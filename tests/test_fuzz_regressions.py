@@ -1,0 +1,106 @@
+"""Regression tests of the bugs the differential fuzzer (fuzz/differential) found that issue 29 did
+not list, each built from its minimized reproducer and checked against onnxruntime (optimizer off).
+
+* Attention with an empty key/value sequence (``Skv = 0``): the ai.onnx Attention-23 kernel and
+  the fused ai.onnxkit Attention-2 (guarded softmax) took a max over an empty axis and failed
+  with numpy's "zero-size array to reduction operation maximum" where onnxruntime gives zeros.
+* A 1x1 grouped Conv + Relu (the ``epilogue`` pass) fed a non-contiguous X with batch 2: the
+  matmul's result kept X's layout, the compiled epilogue wrote B and the Relu into a reshaped
+  *copy*, and the Conv's output came back without bias and without Relu.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import onnxkit  # noqa: E402
+
+helper = onnx.helper
+TP = onnx.TensorProto
+
+
+def _ort(model_bytes: bytes, feeds: dict) -> list:
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _sessions(model_bytes: bytes):
+    off = onnxkit.SessionOptions()
+    off.graph_optimization_level = onnxkit.GraphOptimizationLevel.ORT_DISABLE_ALL
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {"default": onnxkit.InferenceSession(model_bytes), "off": onnxkit.InferenceSession(model_bytes, off)}
+
+
+def _attention_pattern(opset: int, guarded: bool) -> bytes:
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Softmax", ["s"], ["p"], axis=-1)]
+    last = "p"
+    if guarded:
+        nodes += [helper.make_node("IsNaN", ["p"], ["n"]), helper.make_node("Where", ["n", "z", "p"], ["pg"])]
+        last = "pg"
+    nodes.append(helper.make_node("MatMul", [last, "v"], ["y"]))
+    vi = lambda n, s: helper.make_tensor_value_info(n, TP.FLOAT, s)  # noqa: E731
+    g = helper.make_graph(nodes, "g", [vi("q", [1, 1, 2, 2]), vi("k", [1, 1, "S", 2]), vi("v", [1, 1, "S", 3])],
+                          [vi("y", [1, 1, 2, 3])], [onnx.numpy_helper.from_array(np.array(0, np.float32), "z")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+@pytest.mark.parametrize("opset,guarded", [(23, False), (17, False), (17, True)])
+def test_attention_with_empty_key_sequence(opset, guarded):
+    data = _attention_pattern(opset, guarded)
+    rng = np.random.default_rng(0)
+    for skv in (0, 2):  # the empty sequence, then a non-empty one (the fused plan still right)
+        feeds = {"q": rng.standard_normal((1, 1, 2, 2)).astype(np.float32),
+                 "k": rng.standard_normal((1, 1, skv, 2)).astype(np.float32),
+                 "v": rng.standard_normal((1, 1, skv, 3)).astype(np.float32)}
+        want = _ort(data, feeds)[0]
+        for mode, sess in _sessions(data).items():
+            got = sess.run(None, feeds)[0]
+            assert got.shape == want.shape == (1, 1, 2, 3), mode
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{mode}, Skv={skv}")
+    assert _sessions(data)["default"].optimized.rewrites["attention"] == 1   # the fused node was exercised
+
+
+def test_attention23_node_with_empty_key_sequence():
+    vi = lambda n, s: helper.make_tensor_value_info(n, TP.FLOAT, s)  # noqa: E731
+    g = helper.make_graph([helper.make_node("Attention", ["q", "k", "v"], ["y"])], "g",
+                          [vi("q", [1, 2, 3, 4]), vi("k", [1, 2, "S", 4]), vi("v", [1, 2, "S", 4])], [vi("y", None)])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)]).SerializeToString()
+    feeds = {"q": np.ones((1, 2, 3, 4), np.float32), "k": np.ones((1, 2, 0, 4), np.float32),
+             "v": np.ones((1, 2, 0, 4), np.float32)}
+    # onnxruntime refuses an empty KV sequence for this node ("KV sequence length must be greater
+    # than 0"); the product of the (3, 0) probabilities with the (0, 4) values is a sum over no
+    # terms: zeros, what the pattern above gives in onnxruntime too
+    for mode, sess in _sessions(data).items():
+        got = sess.run(None, feeds)[0]
+        np.testing.assert_array_equal(got, np.zeros((1, 2, 3, 4), np.float32), err_msg=mode)
+
+
+def test_pointwise_grouped_conv_relu_epilogue_on_a_transposed_feed():
+    w = np.array([0.4297885, 0.22846639], np.float32).reshape(2, 1, 1)
+    b = np.array([0.86209154, -1.0720476], np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["c"], group=2, kernel_shape=[1]),
+                           helper.make_node("Relu", ["c"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TP.FLOAT, ["N", 2, 7])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, ["N", 2, 7])],
+                          [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(b, "b")])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    rng = np.random.default_rng(4684)
+    sessions = _sessions(data)
+    for n in (1, 2, 2):
+        x = rng.uniform(-3, 3, (7, 2, n)).astype(np.float32).T      # an F-ordered (N, 2, 7) view
+        assert not x.flags.c_contiguous
+        want = _ort(data, {"x": np.ascontiguousarray(x)})[0]
+        for mode, sess in sessions.items():
+            got = sess.run(None, {"x": x})[0]
+            assert (got >= 0).all(), f"{mode}, N={n}: the Relu was not applied"
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{mode}, N={n}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import secrets
 import stat
 from typing import Any, Optional, Union
 
@@ -165,17 +166,54 @@ def save(model: ir.Model, path: Union[str, os.PathLike], *, external_data: bool 
     one data file beside the model (``location``, default ``<file name>.data``), at
     page-aligned offsets (13.2), optionally with a ``checksum`` (13.3): ``True`` or ``'sha1'``
     writes the SHA-1 the clause names, ``'sha256'`` a SHA-256 (64 hexadecimal digits).
+
+    The model goes to a temporary file beside ``path`` that then replaces it; a target that is
+    not a regular file, or whose directory does not exist, is refused first (:func:`save_target`),
+    and a failed write leaves the target as it was and no temporary file.
     """
     path = os.fspath(path)
+    save_target(path)  # refused before anything (external data included) is written
     if external_data:
         from . import external
 
         model = external.externalize(model, path, size_threshold=size_threshold, location=location, checksum=checksum)
     chunks = encode(model, "ModelProto")
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        fh.writelines(chunks)
-    os.replace(tmp, path)
+    tmp = f"{path}.tmp-{secrets.token_hex(6)}"
+    made = False
+    try:
+        with open(tmp, "xb") as fh:
+            made = True
+            fh.writelines(chunks)
+        save_target(path)
+        os.replace(tmp, path)
+        made = False
+    except OSError as exc:
+        raise OnnxkitError(f"cannot save the model to {path!r}: {exc.strerror or exc}") from None
+    finally:
+        if made:  # whatever failed, the temporary file is not left behind
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def save_target(path: str) -> None:
+    """Refuse, by an :class:`OnnxkitError` naming ``path``, a file :func:`save` must not write:
+    one that exists and is not a regular file (a directory, a FIFO, a device node such as
+    ``/dev/null``, a socket: replacing it by a regular file would destroy it), or one whose
+    directory does not exist.  A symbolic link is judged by what it points to."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OnnxkitError(f"cannot save the model to {path!r}: {exc.strerror or exc}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, device or socket)"
+        raise OnnxkitError(f"cannot save the model to {path!r}: it is {kind}; name a regular file")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise OnnxkitError(f"cannot save the model to {path!r}: its directory {parent!r} does not exist")
 
 
 def to_bytes(model: ir.Model) -> bytes:

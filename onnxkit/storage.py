@@ -420,6 +420,13 @@ class LocalFileStorage(Storage):
                 os.close(fd)
                 fd = nfd
             name = parts[-1]
+            try:  # a directory, FIFO or device at the target is not replaced by a regular file
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                raise refuse("write-failed", f"{location!r} exists and is not a regular file (a directory, "
+                             "FIFO, device, socket or symbolic link): it is not replaced")
             tmp = f".{name}.tmp-{secrets.token_hex(6)}"
             wfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644, dir_fd=fd)
             try:

@@ -82,6 +82,12 @@ def run(args) -> int:
         so.enable_profiling = True
         so.profile_file_prefix = "onnxkit_profile"
     if args.optimized_model:
+        from ..api import save_target
+
+        try:  # refused before the model is planned: a directory, FIFO or device, or no such directory
+            save_target(args.optimized_model)
+        except OnnxkitError as exc:
+            raise OnnxkitError(f"--optimized-model: {exc}") from None
         so.optimized_model_filepath = args.optimized_model
     if args.no_optimize:
         so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL

@@ -191,7 +191,10 @@ class InferenceSession:
         if so.optimized_model_filepath:
             from ..api import save
 
-            save(self.optimized.model, so.optimized_model_filepath)
+            try:
+                save(self.optimized.model, so.optimized_model_filepath)
+            except OnnxkitError as exc:  # onnxkit.save refused the target, or writing it failed
+                raise OnnxkitError(f"SessionOptions.optimized_model_filepath: {exc}") from None
 
     def _optimize(self, model: ir.Model):
         """The graph optimizer at the session's level, on a copy of ``model`` (never ``model`` itself)."""

@@ -11,11 +11,15 @@ off at the default level) on both backends: every output of every run is overwri
 next run must return what the first returned (its copy), every output its own memory (no two
 outputs, no output and a feed, no two runs share any).  The first run is also checked against
 onnxruntime (optimizer off), so a model whose outputs were wrong from the start cannot pass.
+Every model of the real-world corpus that onnxkit runs goes through the same writes at every
+level (its correctness is test_corpus's: here only that writes never reach a later run).
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +27,11 @@ import pytest
 from optimizer_cases import TP, helper, init, model, ort
 
 from onnxkit import InferenceSession, SessionOptions
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
 from onnxkit.runtime.options import GraphOptimizationLevel as Level
 
 #: (label, level, passes switched off); ``specialize`` is on from ORT_ENABLE_BASIC up
@@ -135,8 +144,9 @@ def _copy(v):
 
 def _equal(a, b) -> bool:
     if isinstance(a, np.ndarray):
-        return isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape \
-            and a.tobytes() == b.tobytes()
+        if not (isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape):
+            return False
+        return a.tolist() == b.tolist() if a.dtype.kind in "OSU" else a.tobytes() == b.tobytes()  # NaN bits too
     if isinstance(a, list):
         return isinstance(b, list) and len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):
@@ -213,6 +223,39 @@ def test_an_overridden_default_is_not_kept_either(backend):
         sess = InferenceSession(proto, options(level, disabled), backend=backend)
         first = check_writes_do_not_reach_later_runs(sess, feeds, runs=6, where=f"{backend}/{label}")
         assert np.array_equal(first[0][0], w) and np.array_equal(first[1][0], W_VALUE)
+
+
+# -- the real-world corpus -------------------------------------------------------------------------
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+#: the corpus models onnxkit runs (expected "match"); the unsupported ones are refused at creation
+CORPUS_MODELS = [name for name, outcome in tomllib.loads((CORPUS / "expected.toml").read_text())["models"].items()
+                 if outcome == "match"]
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    if str(CORPUS) not in sys.path:
+        sys.path.insert(0, str(CORPUS))
+    from corpus_cache import ensure_corpus, load_inputs
+
+    folder, _ = ensure_corpus(log=lambda line: print(line, file=sys.stderr))  # built once, shared with test_corpus
+    return folder, load_inputs
+
+
+@pytest.mark.parametrize("name", CORPUS_MODELS)
+def test_corpus_model_outputs_written_into_never_reach_a_later_run(corpus, name):
+    """Every output of every corpus model onnxkit runs, overwritten after each of three runs, at
+    every level (the specialized plans included: the recording run, then the specialized one)."""
+    folder, load_inputs = corpus
+    feed = load_inputs(folder, name)
+    results = []
+    for label, level, disabled in LEVELS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sess = InferenceSession(str(folder / f"{name}.onnx"), options(level, disabled))
+        results.append(check_writes_do_not_reach_later_runs(sess, [feed], runs=3, where=f"{name} / {label}")[0])
+    assert len(results) == len(LEVELS) and all(len(r) == len(results[0]) for r in results)
 
 
 # -- seeded random chains from constants to outputs -------------------------------------------------

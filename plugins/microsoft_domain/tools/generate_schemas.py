@@ -33,7 +33,9 @@ OPERATORS = {
     # skl2onnx's converters (text vectorizers, FeatureHasher, kNN / LOF / KernelPCA with cdist)
     "converters": ["Tokenizer", "CDist", "MurmurHash3"],
     # onnxruntime.quantization, QOperator format
-    "quantization": ["QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "QGemm"],
+    "quantization": ["QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "QGemm", "QuantizeLinear",
+                     "DequantizeLinear", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QLinearSigmoid",
+                     "QLinearLeakyRelu", "QLinearSoftmax", "QLinearConcat", "QLinearAveragePool", "QLinearWhere"],
 }
 
 

@@ -5,7 +5,9 @@ BiasSoftmax), ``norm.py`` (SkipLayerNormalization, SkipSimplifiedLayerNormalizat
 EmbedLayerNormalization), ``attention.py`` (Attention, MultiHeadAttention, RotaryEmbedding,
 GroupQueryAttention), ``nbits.py`` (MatMulNBits), ``text.py`` (Tokenizer, MurmurHash3: numpy,
 ``host_only``), ``distance.py`` (CDist) and ``quantized.py`` (QLinearAdd, QLinearMul, QLinearGlobalAveragePool,
-QGemm).
+QGemm), ``qlinear_ops.py`` (QuantizeLinear, DequantizeLinear, DynamicQuantizeMatMul,
+MatMulIntegerToFloat, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearConcat, QLinearWhere,
+QLinearAveragePool).
 Each exposes ``KERNELS``, an :class:`onnxkit.plugin.KernelTable` keyed by
 ``("com.microsoft", op_type, 1)``; :func:`all_kernels` merges them (modules whose name starts
 with ``_`` hold shared helpers).

@@ -1,0 +1,84 @@
+"""Inference of the quantized operators of ``kernels/qlinear_ops.py``: QuantizeLinear gives x's
+shape in the zero point's type (uint8 without one); DequantizeLinear x's shape in the scale's type;
+the 8-bit elementwise ones X's shape and type; QLinearConcat the concatenated shape; QLinearWhere the
+broadcast shape; QLinearAveragePool ai.onnx AveragePool's geometry (channels first or last);
+MatMulIntegerToFloat / DynamicQuantizeMatMul the matmul shape (6.6.2 batch broadcast), float."""
+
+from __future__ import annotations
+
+from onnxkit.dtypes import DataType
+from onnxkit.inference.common import broadcast, dims_of, elem_of, normalize_axis, tensor
+
+from ._util import rule
+
+FUNCTIONS: dict = {}
+FLOAT, UINT8 = int(DataType.FLOAT), int(DataType.UINT8)
+
+
+@rule(FUNCTIONS, "QuantizeLinear")
+def _quantize(ctx):
+    elem = elem_of(ctx.input_type(2)) if ctx.has_input(2) else UINT8
+    return [tensor(elem or UINT8, dims_of(ctx.input_type(0)))]
+
+
+@rule(FUNCTIONS, "DequantizeLinear")
+def _dequantize(ctx):
+    return [tensor(elem_of(ctx.input_type(1)) or FLOAT, dims_of(ctx.input_type(0)))]
+
+
+@rule(FUNCTIONS, "QLinearSigmoid", "QLinearLeakyRelu", "QLinearSoftmax")
+def _same(ctx):
+    x = ctx.input_type(0)
+    return [tensor(elem_of(x), dims_of(x))]
+
+
+def _matmul_dims(ctx, a, b):
+    if a is None or b is None or len(a) < 1 or len(b) < 2:
+        return None
+    batch = broadcast(ctx, [a[:-2], b[:-2]]) if len(a) > 1 else b[:-2]
+    return None if batch is None else list(batch) + ([a[-2]] if len(a) > 1 else []) + [b[-1]]
+
+
+@rule(FUNCTIONS, "MatMulIntegerToFloat")
+def _mm_to_float(ctx):
+    d = _matmul_dims(ctx, dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1)))
+    return [tensor(elem_of(ctx.input_type(2)) or FLOAT, d)]
+
+
+@rule(FUNCTIONS, "DynamicQuantizeMatMul")
+def _dq_matmul(ctx):
+    return [tensor(FLOAT, _matmul_dims(ctx, dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))))]
+
+
+@rule(FUNCTIONS, "QLinearConcat")
+def _concat(ctx):
+    elem = elem_of(ctx.input_type(1))
+    dims = [dims_of(ctx.input_type(k)) for k in range(2, ctx.num_inputs, 3)]
+    if not dims or any(d is None for d in dims) or len({len(d) for d in dims}) != 1 or not dims[0]:
+        return [tensor(elem, None)]
+    axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), len(dims[0]))
+    out = list(dims[0])
+    ext = [d[axis] for d in dims]
+    out[axis] = sum(ext) if all(isinstance(e, int) for e in ext) else None
+    return [tensor(elem, out)]
+
+
+@rule(FUNCTIONS, "QLinearWhere")
+def _where(ctx):
+    ds = [dims_of(ctx.input_type(k)) for k in (0, 1, 4)]
+    return [tensor(elem_of(ctx.input_type(8)) or elem_of(ctx.input_type(1)),
+                   None if any(d is None for d in ds) else broadcast(ctx, ds))]
+
+
+@rule(FUNCTIONS, "QLinearAveragePool")
+def _avg_pool(ctx):
+    from onnxkit_default_domain.inference.pool import pool_attrs, pool_geometry
+
+    x = ctx.input_type(0)
+    xd = dims_of(x)
+    if xd is None:
+        return [tensor(elem_of(x), None)]
+    last = bool(ctx.attr("channels_last", 0))
+    spatial = xd[1:-1] if last else xd[2:]
+    out = pool_geometry(ctx, spatial, pool_attrs(ctx, len(xd) - 2))[0]
+    return [tensor(elem_of(x), [xd[0], *out, xd[-1]] if last else xd[:2] + out)]

@@ -35,7 +35,8 @@ OPERATORS = {
     # onnxruntime.quantization, QOperator format
     "quantization": ["QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "QGemm", "QuantizeLinear",
                      "DequantizeLinear", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QLinearSigmoid",
-                     "QLinearLeakyRelu", "QLinearSoftmax", "QLinearConcat", "QLinearAveragePool", "QLinearWhere"],
+                     "QLinearLeakyRelu", "QLinearSoftmax", "QLinearConcat", "QLinearAveragePool", "QLinearWhere",
+                     "DynamicQuantizeLSTM"],
 }
 
 

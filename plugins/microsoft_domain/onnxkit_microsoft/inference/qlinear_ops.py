@@ -82,3 +82,18 @@ def _avg_pool(ctx):
     spatial = xd[1:-1] if last else xd[2:]
     out = pool_geometry(ctx, spatial, pool_attrs(ctx, len(xd) - 2))[0]
     return [tensor(elem_of(x), [xd[0], *out, xd[-1]] if last else xd[:2] + out)]
+
+
+@rule(FUNCTIONS, "DynamicQuantizeLSTM")
+def _dq_lstm(ctx):
+    """ai.onnx LSTM's shapes (layout 0); hidden_size from R ``[D, H, 4H]`` where not given."""
+    xd = dims_of(ctx.input_type(0))
+    hidden = ctx.attr("hidden_size")
+    if hidden is None:
+        rd = dims_of(ctx.input_type(2))
+        hidden = rd[1] if rd is not None and len(rd) == 3 else None
+    nd = 2 if ctx.attr("direction", "forward") == "bidirectional" else 1
+    seq, batch = (xd[0], xd[1]) if xd is not None and len(xd) == 3 else (None, None)
+    outs = [tensor(FLOAT, [seq, nd, batch, hidden]), tensor(FLOAT, [nd, batch, hidden]),
+            tensor(FLOAT, [nd, batch, hidden])]
+    return outs[:ctx.num_outputs]

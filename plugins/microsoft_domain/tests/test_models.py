@@ -165,3 +165,96 @@ def test_t5_with_ai_onnx_simplified_layer_normalization_is_refused_by_name(built
     _, out = built
     with pytest.raises(OnnxkitError, match="ai.onnx version 17 has no operator 'SimplifiedLayerNormalization'"):
         InferenceSession(str(out / "tr_t5_ts.onnx"), "cpu")
+
+
+# -- small models quantized by onnxruntime.quantization, built here (no corpus needed) -------------
+
+def _lstm_model(path: Path):
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    H, K = 8, 6
+    inits = [numpy_helper.from_array((rng.standard_normal((1, 4 * H, K)) * 0.4).astype(np.float32), "W"),
+             numpy_helper.from_array((rng.standard_normal((1, 4 * H, H)) * 0.4).astype(np.float32), "R"),
+             numpy_helper.from_array((rng.standard_normal((1, 8 * H)) * 0.1).astype(np.float32), "B"),
+             numpy_helper.from_array((rng.standard_normal((H, 3)) * 0.5).astype(np.float32), "Wo")]
+    nodes = [helper.make_node("LSTM", ["x", "W", "R", "B"], ["y", "yh"], hidden_size=H),
+             helper.make_node("Squeeze", ["yh", "ax"], ["h"]),
+             helper.make_node("MatMul", ["h", "Wo"], ["out"])]
+    inits.append(numpy_helper.from_array(np.array([0], np.int64), "ax"))
+    g = helper.make_graph(nodes, "lstm", [helper.make_tensor_value_info("x", 1, [5, 2, K])],
+                          [helper.make_tensor_value_info("out", 1, [2, 3])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return {"x": rng.standard_normal((5, 2, K)).astype(np.float32)}
+
+
+def _conv_model(path: Path):
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(4)
+    w1 = numpy_helper.from_array((rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array((rng.standard_normal((4, 3, 1, 1)) * 0.3).astype(np.float32), "w2")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["a"], ["s"]),
+             helper.make_node("Conv", ["x", "w2"], ["b"]),
+             helper.make_node("Concat", ["s", "b"], ["c"], axis=1),
+             helper.make_node("AveragePool", ["c"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("LeakyRelu", ["p"], ["y"], alpha=0.1)]
+    g = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", 1, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", 1, [1, 8, 4, 4])], [w1, w2])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+
+
+def _compare(path: Path, feeds: dict, tol_of):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    want = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for backend in ("cpu", "gpu"):
+        sess = InferenceSession(str(path), backend)
+        if backend == "gpu":
+            ms = [f for f in sess.fallbacks if "com.microsoft" in str(f)]
+            assert not ms, ms
+        got = sess.run(None, feeds)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype, backend
+            err = float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64))))
+            assert err <= tol_of(w), (backend, err, tol_of(w))
+
+
+def test_quantize_dynamic_lstm_writes_dynamic_quantize_lstm_and_matches(tmp_path):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    logging.getLogger("root").setLevel(logging.ERROR)
+    feeds = _lstm_model(tmp_path / "lstm.onnx")
+    quantize_dynamic(str(tmp_path / "lstm.onnx"), str(tmp_path / "q.onnx"), weight_type=QuantType.QInt8)
+    ops = {(n.domain, n.op_type) for n in onnx.load(str(tmp_path / "q.onnx")).graph.node}
+    assert ("com.microsoft", "DynamicQuantizeLSTM") in ops, ops
+    # onnxruntime also quantizes the activations on the fly; onnxkit computes them in float
+    _compare(tmp_path / "q.onnx", feeds, lambda w: 0.03 * max(1.0, float(np.max(np.abs(w)))))
+
+
+def test_quantize_static_qoperator_writes_qlinear_concat_sigmoid_average_pool_and_matches(tmp_path):
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    logging.getLogger("root").setLevel(logging.ERROR)
+    feeds = _conv_model(tmp_path / "conv.onnx")
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter([feeds])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    quantize_static(str(tmp_path / "conv.onnx"), str(tmp_path / "q.onnx"), Reader(), quant_format=QuantFormat.QOperator)
+    m = onnx.load(str(tmp_path / "q.onnx"))
+    ops = {n.op_type for n in m.graph.node if n.domain == "com.microsoft"}
+    assert {"QLinearConcat", "QLinearSigmoid", "QLinearAveragePool", "QLinearLeakyRelu"} <= ops, ops
+    step = _output_step(tmp_path / "q.onnx", "y")
+    assert step
+    _compare(tmp_path / "q.onnx", feeds, lambda w: 1.01 * step)

@@ -127,3 +127,20 @@ def test_bad_inputs_are_clear_onnxkit_errors():
                                           np.array(0, np.uint8)], {"axis": 0})
     with pytest.raises(OnnxkitError, match="rank"):
         run_onnxkit(model, feed, "cpu")
+
+
+@pytest.mark.parametrize("xt,wt", [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)])
+@pytest.mark.parametrize("attrs,per_channel,bias", [
+    ({}, False, False),
+    ({"pads": [1, 1, 1, 1], "strides": [2, 1]}, True, True),
+    ({"group": 2, "dilations": [2, 2]}, True, False),
+    ({"auto_pad": "SAME_UPPER", "channels_last": 1}, False, True)])
+def test_qlinear_conv(xt, wt, attrs, per_channel, bias):
+    last = attrs.get("channels_last")
+    x = q8((1, 7, 6, 4) if last else (1, 4, 7, 6), xt)
+    g = attrs.get("group", 1)
+    w = q8((6, 4 // g, 3, 3), wt)
+    ws = (RNG.random(6) * 0.004 + 0.002).astype(F) if per_channel else s(0.003)
+    wz = np.asarray(np.zeros(6 if per_channel else (), np.int64) + (0 if wt == np.int8 else 128))
+    b = RNG.integers(-2000, 2000, 6).astype(np.int32) if bias else None
+    close_q("QLinearConv", [x, s(0.05), z(1, xt), w, ws, wz.astype(wt), s(0.4), z(-2, xt), b], attrs)

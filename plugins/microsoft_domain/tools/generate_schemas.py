@@ -36,7 +36,7 @@ OPERATORS = {
     "quantization": ["QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "QGemm", "QuantizeLinear",
                      "DequantizeLinear", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QLinearSigmoid",
                      "QLinearLeakyRelu", "QLinearSoftmax", "QLinearConcat", "QLinearAveragePool", "QLinearWhere",
-                     "DynamicQuantizeLSTM"],
+                     "DynamicQuantizeLSTM", "QLinearConv"],
 }
 
 

@@ -97,3 +97,23 @@ def _dq_lstm(ctx):
     outs = [tensor(FLOAT, [seq, nd, batch, hidden]), tensor(FLOAT, [nd, batch, hidden]),
             tensor(FLOAT, [nd, batch, hidden])]
     return outs[:ctx.num_outputs]
+
+
+@rule(FUNCTIONS, "QLinearConv")
+def _qconv(ctx):
+    """ai.onnx Conv's output shape (channels first, or last with ``channels_last``), y_zero_point's type."""
+    from onnxkit_default_domain.inference.nn_geometry import GeometryError, window_geometry
+
+    elem = elem_of(ctx.input_type(7))
+    xd, wd = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(3))
+    if xd is None or wd is None or len(xd) < 3 or len(wd) != len(xd):
+        return [tensor(elem, None)]
+    last = bool(ctx.attr("channels_last", 0))
+    spatial = xd[1:-1] if last else xd[2:]
+    try:
+        out = window_geometry(spatial, ctx.attr("kernel_shape") or wd[2:], ctx.attr("strides"), ctx.attr("dilations"),
+                              ctx.attr("pads"), ctx.attr_str("auto_pad", "NOTSET") if ctx.has_attr("auto_pad")
+                              else "NOTSET")[0]
+    except GeometryError as exc:
+        ctx.fail(f"QLinearConv: {exc}")
+    return [tensor(elem, [xd[0], *out, wd[0]] if last else [xd[0], wd[0], *out])]

@@ -4,7 +4,7 @@
   ``separators`` (regular expressions; the one separator ``''`` cuts into characters) the pieces
   between matches, with ``tokenexp`` the matches themselves; empty pieces and tokens of fewer than
   ``mincharnum`` characters are dropped (the expressions are read as onnxruntime's RE2 reads
-  them: ``\\w``, ``\\b``, ``\\d`` and ``\\s`` are ASCII classes); ``mark`` puts ``'\\x02'`` before and ``'\\x03'`` after
+  them: ``\\w``, ``\\b``, ``\\d`` and ``\\s`` are ASCII classes; ``.`` matches a newline too); ``mark`` puts ``'\\x02'`` before and ``'\\x03'`` after
   each string's tokens.  Y appends one axis, as long as the most tokens of a string, padded with
   ``pad_value``; it is 0 long when no string has a token (the marks then are not written).
 * MurmurHash3 — the 32-bit x86 MurmurHash3 of each element with ``seed``: a string's UTF-8
@@ -45,7 +45,7 @@ def tokenizer(ctx):
         ctx.fail(f"mincharnum must be at least 1, got {mincharnum}")
     try:
         if tokenexp:
-            pattern = re.compile(tokenexp, re.ASCII)
+            pattern = re.compile(tokenexp, re.ASCII | re.DOTALL)  # onnxruntime: "." matches a newline too
             cut = pattern.findall if pattern.groups == 0 else (lambda s: [m.group(0) for m in pattern.finditer(s)])
         elif seps == [""]:
             cut = list

@@ -110,3 +110,22 @@ def test_char_wb_is_refused_by_the_converter():
     est = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 3)).fit(CORPUS)
     with pytest.raises(NotImplementedError):
         _convert(est, [("X", StringTensorType([None, 1]))])
+
+
+@pytest.mark.parametrize("kind", ["KNeighborsClassifier", "KNeighborsRegressor"])
+def test_knn_cdist(kind):
+    from sklearn import neighbors
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((40, 4)).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] > 0).astype(np.int64) if kind.endswith("Classifier") else X[:, 0] * 2 + X[:, 2]
+    est = getattr(neighbors, kind)(n_neighbors=3).fit(X, y)
+    opts = {id(est): {"optim": "cdist", "zipmap": False}} if kind.endswith("Classifier") else \
+        {id(est): {"optim": "cdist"}}
+    model = _convert(est, [("X", FloatTensorType([None, 4]))], opts)
+    assert b"CDist" in model
+    Xt = rng.standard_normal((10, 4)).astype(np.float32)
+    res = _run_all(model, {"X": Xt})
+    for backend, out in res.items():
+        _close(np.ravel(out[0]), np.ravel(est.predict(Xt)), slice(None), f"{kind} on {backend} vs scikit-learn",
+               atol=1e-4)

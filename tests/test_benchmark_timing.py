@@ -41,6 +41,7 @@ class FakeClock:
 def clock(monkeypatch):
     fake = FakeClock()
     monkeypatch.setattr(timing, "time", fake)
+    monkeypatch.setattr(timing.gc, "collect", lambda: 0)  # a full collection per timing is slow in a big process
     return fake
 
 

@@ -144,3 +144,17 @@ def test_qlinear_conv(xt, wt, attrs, per_channel, bias):
     wz = np.asarray(np.zeros(6 if per_channel else (), np.int64) + (0 if wt == np.int8 else 128))
     b = RNG.integers(-2000, 2000, 6).astype(np.int32) if bias else None
     close_q("QLinearConv", [x, s(0.05), z(1, xt), w, ws, wz.astype(wt), s(0.4), z(-2, xt), b], attrs)
+
+
+@pytest.mark.parametrize("xt,wt", [(np.uint8, np.int8), (np.uint8, np.uint8)])
+@pytest.mark.parametrize("mask,unidirectional,per_column", [(False, 0, False), (True, 0, True), (False, 1, False)])
+def test_qattention(xt, wt, mask, unidirectional, per_column):
+    b, sq, d, heads = 2, 5, 8, 2
+    x, w = q8((b, sq, d), xt), q8((d, 3 * d), wt)
+    bias = (RNG.standard_normal(3 * d) * 0.1).astype(F)
+    ws = (RNG.random(3 * d) * 0.002 + 0.001).astype(F) if per_column else s(0.0015)
+    wz = np.asarray(np.zeros(3 * d if per_column else (), np.int64) + (0 if wt == np.int8 else 128)).astype(wt)
+    mi = np.array([5, 3], np.int32) if mask else None
+    check("QAttention", [x, w, bias, s(0.01), ws, mi, z(2, xt), wz], {"num_heads": heads,
+                                                                       "unidirectional": unidirectional},
+          rtol=1e-4, atol=1e-4)

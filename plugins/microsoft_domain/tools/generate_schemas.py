@@ -36,7 +36,8 @@ OPERATORS = {
     "quantization": ["QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "QGemm", "QuantizeLinear",
                      "DequantizeLinear", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QLinearSigmoid",
                      "QLinearLeakyRelu", "QLinearSoftmax", "QLinearConcat", "QLinearAveragePool", "QLinearWhere",
-                     "DynamicQuantizeLSTM", "QLinearConv"],
+                     "DynamicQuantizeLSTM", "QLinearConv",
+                     "QAttention"],
 }
 
 

@@ -117,3 +117,19 @@ def _qconv(ctx):
     except GeometryError as exc:
         ctx.fail(f"QLinearConv: {exc}")
     return [tensor(elem, [xd[0], *out, wd[0]] if last else [xd[0], wd[0], *out])]
+
+
+@rule(FUNCTIONS, "QAttention")
+def _qattention(ctx):
+    """Attention's shapes in bias's type: output (B, S, 3H / 3); present (2, B, N, P + S, H / N)."""
+    x, w = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))
+    elem = elem_of(ctx.input_type(2)) or FLOAT
+    n = int(ctx.attr("num_heads"))
+    d = w[1] // 3 if w and len(w) == 2 and isinstance(w[1], int) else None
+    b, s = (x[0], x[1]) if x and len(x) == 3 else (None, None)
+    out = [tensor(elem, [b, s, d])]
+    if ctx.num_outputs > 1:
+        past = dims_of(ctx.input_type(8)) if ctx.has_input(8) else [2, b, n, 0, None]
+        t = past[3] + s if past and len(past) == 5 and isinstance(past[3], int) and isinstance(s, int) else None
+        out.append(tensor(elem, [2, b, n, t, d // n if isinstance(d, int) else None]))
+    return out

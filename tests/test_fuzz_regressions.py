@@ -104,3 +104,26 @@ def test_pointwise_grouped_conv_relu_epilogue_on_a_transposed_feed():
             got = sess.run(None, {"x": x})[0]
             assert (got >= 0).all(), f"{mode}, N={n}: the Relu was not applied"
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{mode}, N={n}")
+
+
+def test_mean_variance_normalization_of_a_constant_slice_follows_the_body_in_its_type():
+    """The function body adds 1e-9 as a constant of X's type: 0 in float16, so a slice whose values
+    are all equal gives 0 / 0 = NaN there (onnxruntime's result: fuzzer seed 0 models 8813, 8933),
+    and 0 in float32, where 1e-9 is kept; both backends, no numpy warning."""
+    import warnings
+
+    for dtype, tag, want in ((np.float16, TP.FLOAT16, "nan"), (np.float32, TP.FLOAT, 0.0)):
+        g = helper.make_graph([helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[2])], "g",
+                              [helper.make_tensor_value_info("x", tag, [1, 3, 1])],
+                              [helper.make_tensor_value_info("y", tag, [1, 3, 1])])
+        data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+        x = np.array([1.5, -2.0, 7.0], dtype).reshape(1, 3, 1)
+        for backend in ("cpu", "gpu"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)
+                (y,) = onnxkit.InferenceSession(data, backend=backend).run(None, {"x": x})
+            assert y.dtype == dtype
+            if want == "nan":
+                assert np.isnan(y).all(), (backend, y)
+            else:
+                np.testing.assert_array_equal(y, np.zeros_like(x))

@@ -320,7 +320,11 @@ def mvn(ctx):
         xc = as_dtype(xp, x, compute_dtype(xp, x.dtype))
         m = xp.mean(xc, axis=ax, keepdims=True)
         var = xp.mean(xc * xc, axis=ax, keepdims=True) - m * m
-        y = (xc - m) / (xp.sqrt(xp.clip(var, min=0)) + 1e-9)
+        # the function body's epsilon is a constant of x's type: 1e-9 is 0 in float16, so a constant
+        # slice gives 0 / 0 = NaN there, as the body (and onnxruntime) computes
+        eps = float(as_dtype(xp, xp.asarray(1e-9), x.dtype))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            y = (xc - m) / (xp.sqrt(xp.clip(var, min=0)) + eps)
         return as_dtype(xp, y, x.dtype)
 
     return run

@@ -63,6 +63,8 @@ def gate_problems(backend: str, folder: str, outcomes) -> list[str]:
         seen.add(outcome.name)
         want = expected.get(outcome.name, "pass")
         got = category_of(outcome)
+        if got in EITHER_WAY and want != got:  # a category only for the vectors named in it
+            got = outcome.status
         if got == want or (want in EITHER_WAY and got == "pass"):
             continue
         if got == "pass":

@@ -89,6 +89,21 @@ def test_a_gate_names_a_vector_that_stops_passing_and_one_that_starts(monkeypatc
     assert figures.gate_problems("gpu", "node", outcomes[:-1])[0].startswith("19 node vectors ran on gpu")
 
 
+def test_an_ill_conditioned_vector_may_pass_or_fail_and_no_other_may_fail(monkeypatch):
+    from onnxkit.conformance import Outcome
+
+    made_up = {"cases": 3, "ill_conditioned": {"count": 1, "names": ["shaky"]}}
+    monkeypatch.setattr(figures, "gate", lambda backend, folder: made_up)
+    monkeypatch.setattr(figures, "gate_sets", lambda backend, folder: {"ill_conditioned": frozenset({"shaky"})})
+    steady = [Outcome("a", "pass"), Outcome("b", "pass")]
+    for shaky in (Outcome("shaky", "pass"), Outcome("shaky", "fail", "output 0: values differ")):
+        assert figures.gate_problems("cpu", "light", steady + [shaky]) == []
+    problems = figures.gate_problems("cpu", "light", [Outcome("a", "fail", "values differ"), steady[1],
+                                                      Outcome("shaky", "error", "boom")])
+    assert problems == ["a is fail on cpu, the figures say pass: values differ",
+                        "shaky is error on cpu, the figures say ill_conditioned: boom"]
+
+
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_vectors_on_cpu_show_the_stated_figures(onnx_vectors_dir, folder):
     outcomes = run_gate(onnx_vectors_dir, folder, "cpu")

@@ -9,8 +9,10 @@ The public API: :func:`load` / :func:`save` / :func:`to_bytes` (the codec), :fun
 (Clause 10), :func:`infer_shapes` (Clause 9), :class:`InferenceSession` with onnxruntime's
 Python API (:class:`SessionOptions`, :class:`RunOptions`, :class:`OrtValue`,
 :func:`get_available_providers`), :func:`to_text` (the ONNX textual syntax), the errors
-(all derived from :class:`OnnxkitError`) and :class:`Limits`.  Logging goes to the ``onnxkit``
-logger (:mod:`onnxkit.log`).
+(all derived from :class:`OnnxkitError`, and from onnxruntime's status classes:
+:mod:`onnxkit.status`) and :class:`Limits`.  Logging goes to the ``onnxkit`` logger
+(:mod:`onnxkit.log`).  :func:`install_as_onnxruntime` makes ``import onnxruntime`` give
+onnxkit's stand-in (:mod:`onnxkit.ort`) for the rest of the process.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ _LAZY = {
     "infer_shapes": "inference",
     "to_text": "printer",
     "set_default_logger_severity": "log",
+    "install_as_onnxruntime": "ort.install",
 }
 
 __all__ = [

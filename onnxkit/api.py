@@ -19,7 +19,7 @@ from typing import Any, Optional, Union
 
 
 from . import ir
-from .errors import DecodeError, LimitExceeded, OnnxkitError
+from .errors import DecodeError, LimitExceeded, NoSuchFileError, OnnxkitError
 from .limits import DEFAULT_LIMITS, Limits
 from .wire import decode_message, encode
 
@@ -64,7 +64,7 @@ def _buffer(src: Source, copy: bool = False, limits: Limits = DEFAULT_LIMITS):
         try:
             fd = os.open(path, _OPEN_FLAGS)
         except FileNotFoundError:
-            raise OnnxkitError(f"no such model file: {path}") from None
+            raise NoSuchFileError(f"no such model file: {path}") from None
         except IsADirectoryError:
             raise OnnxkitError(f"{path} is a directory, not a model file") from None
         except OSError as exc:

@@ -2,22 +2,38 @@
 
 Every error onnxkit raises on bad input derives from :class:`OnnxkitError` and says
 what is wrong and where (a byte offset and message path, a graph path, a node, a plugin).
+
+Each also derives from the onnxruntime status class (:mod:`onnxkit.status`, all
+:class:`RuntimeError`) onnxruntime raises for the same fault, so code written against
+onnxruntime (``except InvalidArgument:``, ``except RuntimeError:``) catches onnxkit's errors:
+:class:`OnnxkitError` is a ``Fail``; an argument or feed that does not fit an
+``InvalidArgument``; :class:`DecodeError` an ``InvalidProtobuf``; :class:`NoSuchFileError` a
+``NoSuchFile`` (and a :class:`FileNotFoundError`); :class:`UnsupportedOperatorError` a
+``NotImplemented``; :class:`ValidationError` an ``InvalidGraph``; :class:`EvaluationError` a
+``RuntimeException``; :class:`PluginError` an ``EPFail``.
 """
 
 from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence
 
+from .status import EPFail, Fail, InvalidArgument, InvalidGraph, InvalidProtobuf, NoSuchFile, RuntimeException
+from .status import NotImplemented as _NotImplemented
 
-class OnnxkitError(Exception):
-    """Base class of every error onnxkit raises on purpose."""
+
+class OnnxkitError(Fail):
+    """Base class of every error onnxkit raises on purpose (onnxruntime's ``Fail``, a ``RuntimeError``)."""
 
 
-class OnnxkitTypeError(OnnxkitError, TypeError):
+class NoSuchFileError(OnnxkitError, NoSuchFile, FileNotFoundError):
+    """A model file (or another file named by the caller) does not exist."""
+
+
+class OnnxkitTypeError(OnnxkitError, InvalidArgument, TypeError):
     """A value, element type or type is not one Clause 6 admits."""
 
 
-class DecodeError(OnnxkitError, ValueError):
+class DecodeError(OnnxkitError, InvalidProtobuf, ValueError):
     """The bytes are not a valid encoding (Clause 12).
 
     ``offset`` is the byte offset in the input at which the fault was found, ``path`` the
@@ -56,7 +72,7 @@ class ExternalDataError(OnnxkitError):
     """An external data reference (Clause 13) cannot be resolved or is refused (Clause 15.3)."""
 
 
-class PluginError(OnnxkitError):
+class PluginError(OnnxkitError, EPFail):
     """A plugin is broken: it failed to import, returned the wrong shape, or conflicts with another."""
 
     def __init__(self, plugin: str, message: str):
@@ -64,7 +80,7 @@ class PluginError(OnnxkitError):
         super().__init__(f"plugin {plugin!r}: {message}")
 
 
-class UnsupportedOperatorError(OnnxkitError):
+class UnsupportedOperatorError(OnnxkitError, _NotImplemented):
     """The model uses operators no installed plugin can evaluate (Clause 4.4, 16.1).
 
     ``operators`` lists every one, each as ``(domain, op_type, opset_version, reason)``.
@@ -76,7 +92,7 @@ class UnsupportedOperatorError(OnnxkitError):
         super().__init__(f"{len(self.operators)} unsupported operator(s):\n" + "\n".join(lines))
 
 
-class ValidationError(OnnxkitError):
+class ValidationError(OnnxkitError, InvalidGraph):
     """The model does not conform (Clause 10); ``diagnostics`` carries every finding."""
 
     def __init__(self, diagnostics: Iterable, message: str = "model is not valid"):
@@ -86,7 +102,7 @@ class ValidationError(OnnxkitError):
         super().__init__(f"{message}:\n{shown}{more}" if shown else message)
 
 
-class EvaluationError(OnnxkitError):
+class EvaluationError(OnnxkitError, RuntimeException):
     """Evaluating a node failed; names the node, its operator and why."""
 
     def __init__(self, message: str, node: str = "", op_type: str = ""):
@@ -113,6 +129,8 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, DecodeError):
         return f"{decode_summary(exc)}; {exc}"
     return str(exc)
+
+
 class ConformanceWarning(UserWarning):
     """A model was evaluated despite conditions that cannot change its result (the validation policy).
 

@@ -116,7 +116,7 @@ def standardize_model() -> ir.Model:
     return ir.Model(ir_version=10, opset_import=[ir.OperatorSetId("", 21), ir.OperatorSetId(DOMAIN, 1)], graph=graph)
 
 
-@pytest.mark.parametrize("provider", ["CPUExecutionProvider", "CUDAExecutionProvider"])
+@pytest.mark.parametrize("provider", ["CPUExecutionProvider", "gpu"])
 def test_the_domain_kernels_run_on_both_backends_without_backend_code(stats_plugin, provider):
     """The example's kernels are written once: Standardize runs on the gpu backend itself (torch),
     the two opaque-value operators run on the host, listed as per-node fallbacks on gpu."""

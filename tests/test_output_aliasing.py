@@ -214,6 +214,35 @@ def test_writing_into_an_output_never_changes_a_later_run(name, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_ort_value_outputs_are_the_callers_own(name, backend):
+    """``run_with_ort_values``: each output OrtValue's tensor (on the gpu backend the device
+    tensor itself, which ``to_torch()`` shares) may be overwritten without reaching a later run."""
+    from onnxkit import OrtValue
+
+    nodes, inputs, outputs, inits, ir_version = CASES[name]
+    proto = model(nodes, inputs, outputs, inits, opset=17, ir_version=ir_version).SerializeToString()
+    feed = _feeds(inputs)[0]
+    for label, level, disabled in (LEVELS[0], LEVELS[3]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sess = InferenceSession(proto, options(level, disabled), backend=backend)
+        fed = {n: OrtValue.ortvalue_from_numpy(v.copy()) for n, v in feed.items()}
+        first = None
+        for run in range(3):
+            got = [v.numpy().copy() for v in sess.run_with_ort_values(None, fed)] if run else None
+            outs = sess.run_with_ort_values(None, fed)
+            values = [v.numpy().copy() for v in outs]
+            if first is None:
+                first = values
+            assert all(_equal(a, b) for a, b in zip(first, values)), f"{name} / {backend} / {label}: run {run}"
+            assert got is None or all(_equal(a, b) for a, b in zip(first, got))
+            for v in outs:
+                v.to_torch().fill_(99)
+        assert all(np.array_equal(fed[n].numpy(), feed[n]) for n in feed), f"{name} / {backend} / {label}: a feed changed"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_an_overridden_default_is_not_kept_either(backend):
     nodes, inputs, outputs, inits, ir_version = CASES["overridable_default"]
     proto = model(nodes, inputs, outputs, inits).SerializeToString()

@@ -105,10 +105,10 @@ def _dft_model():
 
 
 def test_cuda_runs_what_torch_lacks_on_the_cpu_fallback_node_by_node():
-    sess = InferenceSession(_dft_model(), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    sess = InferenceSession(_dft_model(), providers=["gpu", "CPUExecutionProvider"])
     assert sess.get_providers() == ["CUDAExecutionProvider"]
     assert [f.op_type for f in sess.fallbacks] == ["DFT"]          # the Relu runs on torch
-    assert InferenceSession(_loop_model(), providers=["CUDAExecutionProvider"]).fallbacks == []   # a Loop does too
+    assert InferenceSession(_loop_model(), providers=["gpu"]).fallbacks == []   # a Loop does too
     x = np.arange(8, dtype=np.float32).reshape(1, 8, 1) - 3
     (y,) = sess.run(None, {"X": x})
     want = np.fft.fft(np.maximum(x[0, :, 0], 0))
@@ -120,7 +120,7 @@ def test_cuda_falls_back_to_cpu_when_the_gpu_backend_cannot_evaluate_an_operator
     reg = build_registry()
     reg.backends["gpu"].fallback = None
     caplog.set_level(logging.WARNING, logger="onnxkit")
-    sess = InferenceSession(_dft_model(), providers=["CUDAExecutionProvider", "CPUExecutionProvider"], registry=reg)
+    sess = InferenceSession(_dft_model(), providers=["gpu", "CPUExecutionProvider"], registry=reg)
     assert sess.get_providers() == ["CPUExecutionProvider"]
     assert any(r.name == "onnxkit.run" and "falling back" in r.getMessage() for r in caplog.records)
     with pytest.raises(UnsupportedOperatorError, match="DFT"):
@@ -148,7 +148,7 @@ def test_providers_nothing_provides_are_an_error_and_options_are_kept():
 def test_torch_tensors_are_fed_and_kept_on_the_gpu_backend():
     torch = pytest.importorskip("torch")
     want = InferenceSession(DIGITS).run(None, {"image": IMAGES})[0]
-    sess = InferenceSession(DIGITS, providers=["CUDAExecutionProvider"])
+    sess = InferenceSession(DIGITS, providers=["gpu"])
     assert sess.get_providers() == ["CUDAExecutionProvider"]
     (got,) = sess.run(None, {"image": torch.from_numpy(IMAGES)})
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -143,6 +143,33 @@ def test_an_output_the_recording_run_returned_is_not_the_folded_constant(tail):
     assert not special.constants["y"].flags.writeable
 
 
+def test_the_specialized_plan_keeps_its_own_copy_of_what_the_recording_run_computed(monkeypatch):
+    """The recorded Shape value is the run's array, which the run may hand to its caller (an
+    output, or through an Identity / same-type Cast); the folded constants share no memory with
+    any array the recording run computed (:func:`specialize._kept`)."""
+    computed = []
+    real = specialize._recorder
+
+    def spying(fn, k, seen):
+        def kept_too(x, *rest):
+            out = fn(x, *rest)
+            computed.append(out)
+            return out
+        return real(kept_too, k, seen)
+
+    monkeypatch.setattr(specialize, "_recorder", spying)
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Identity", ["s"], ["y"]),
+             helper.make_node("Cast", ["s"], ["z"], to=TP.INT64)]
+    outs = [helper.make_tensor_value_info(n, TP.INT64, [2]) for n in ("y", "z", "s")]
+    sess = InferenceSession(model(nodes, [X], outs).SerializeToString())
+    x = _x(2, 4)
+    sess.run(None, {"x": x})
+    special = sess._specializer.plan_for(specialize.signature([x]))[0]
+    assert computed and set(special.constants) == {"y", "z", "s"}
+    assert not any(np.shares_memory(c, a) for c in special.constants.values() for a in computed)
+    assert all(np.array_equal(c, [2, 4]) and not c.flags.writeable for c in special.constants.values())
+
+
 def test_guards_on_known_small_shapes_are_dropped_but_limits_still_hold():
     from onnxkit.errors import LimitExceeded
     from onnxkit.limits import Limits

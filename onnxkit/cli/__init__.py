@@ -33,6 +33,7 @@ COMMANDS = [
     "onnxkit.cli.conformance_cmd",
     "onnxkit.cli.infer_cmd",
     "onnxkit.cli.check_cmd",
+    "onnxkit.cli.exec_cmd",
 ]
 
 EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130

@@ -14,13 +14,15 @@ __all__ = ["ExecutionMode", "GraphOptimizationLevel", "IOBinding", "InferenceSes
 
 
 def get_available_providers() -> list:
-    """onnxruntime's ``get_available_providers``: the providers of the installed backends."""
+    """onnxruntime's ``get_available_providers``: the providers of the installed backends
+    (``CUDAExecutionProvider`` only where torch sees CUDA), CPU last but for plugins' own."""
     from ..registry import get_registry
     from .options import provider_of
+    from .providers import cuda_available
 
     backends = get_registry().backends
     order = sorted(backends, key=lambda b: (b != "gpu", b != "cpu", b))
-    return [provider_of(b) for b in order]
+    return [provider_of(b) for b in order if b != "gpu" or cuda_available()]
 
 
 def get_device() -> str:

@@ -14,6 +14,7 @@ import os
 from typing import Any, Optional
 
 import attrs
+import numpy as np
 
 from ..errors import OnnxkitError
 
@@ -53,7 +54,16 @@ class SessionOptions:
     different counts running at the same time share one (:mod:`onnxkit.runtime.threads`).
     ``limits``: an :class:`onnxkit.Limits` for the session (onnxkit's own field).
     ``inter_op_num_threads``, ``execution_mode`` and the memory flags are kept but do not change
-    evaluation (nodes run one after another).
+    evaluation (nodes run one after another).  ``log_severity_level`` -1 (onnxruntime's default)
+    follows ``set_default_logger_severity``; at 3 (error) and above onnxkit's
+    ``ConformanceWarning`` lines stay off stderr.
+
+    What the options carry into the model (applied to a copy of it, before validation, by
+    :mod:`onnxkit.runtime.session_ort`): ``add_free_dimension_override_by_name`` /
+    ``..._by_denotation`` fix a dimension variable (or every dimension with that denotation) to
+    an extent; ``add_initializer`` replaces the model's initializer of that name;
+    ``add_external_initializers`` gives external initializers' values, and
+    ``add_external_initializers_from_files_in_memory`` the contents of their data files.
     """
 
     def __init__(self):
@@ -62,7 +72,7 @@ class SessionOptions:
         self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
         self.execution_mode = ExecutionMode.ORT_SEQUENTIAL
         self.execution_order = 0
-        self.log_severity_level = 2
+        self.log_severity_level = -1
         self.log_verbosity_level = 0
         self.logid = ""
         self.enable_profiling = False
@@ -72,9 +82,14 @@ class SessionOptions:
         self.enable_mem_pattern = True
         self.enable_mem_reuse = True
         self.use_deterministic_compute = False
+        self.use_per_session_threads = True
         self.limits = None
         self._config: dict = {}
         self._free_dims: dict = {}
+        self._free_dims_denotation: dict = {}
+        self._initializers: dict = {}
+        self._external_files: dict = {}
+        self._providers: list = []
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         """Keep a configuration entry (strings, as onnxruntime); onnxkit reads ``session.disable_passes``."""
@@ -85,11 +100,64 @@ class SessionOptions:
         try:
             return self._config[key]
         except KeyError:
-            raise OnnxkitError(f"SessionOptions has no configuration entry {key!r}") from None
+            raise OnnxkitError(f"SessionOptions does not have configuration with key: {key}") from None
 
     def add_free_dimension_override_by_name(self, name: str, value: int) -> None:
-        """Kept for onnxruntime compatibility; dimension variables stay bound by the feed."""
-        self._free_dims[str(name)] = int(value)
+        """Fix dimension variable ``name`` to extent ``value`` (the inputs declare it; a feed of
+        another extent is then refused)."""
+        self._free_dims[str(name)] = _extent(value, name)
+
+    def add_free_dimension_override_by_denotation(self, denotation: str, value: int) -> None:
+        """Fix every input dimension whose denotation is ``denotation`` (e.g. ``DATA_BATCH``) to ``value``."""
+        self._free_dims_denotation[str(denotation)] = _extent(value, denotation)
+
+    def add_initializer(self, name: str, value) -> None:
+        """Use ``value`` (an OrtValue or array on the host) for the model's initializer ``name``."""
+        self._initializers[str(name)] = _host_array(value, name)
+
+    def add_external_initializers(self, names, values) -> None:
+        """Use ``values[i]`` for the model's (external) initializer ``names[i]``."""
+        names, values = list(names), list(values)
+        if len(names) != len(values):
+            raise OnnxkitError(f"add_external_initializers: {len(names)} names for {len(values)} values")
+        for n, v in zip(names, values):
+            self.add_initializer(n, v)
+
+    def add_external_initializers_from_files_in_memory(self, file_names, buffers, lengths=None) -> None:
+        """The contents of external data files, by the location the model names them with
+        (``buffers``: bytes-like or numpy arrays; ``lengths``: how many octets of each to use)."""
+        file_names, buffers = list(file_names), list(buffers)
+        lengths = list(lengths) if lengths is not None else [None] * len(buffers)
+        if not len(file_names) == len(buffers) == len(lengths):
+            raise OnnxkitError("add_external_initializers_from_files_in_memory: file_names, buffers and lengths "
+                               "must have one entry each")
+        for name, buf, n in zip(file_names, buffers, lengths):
+            data = bytes(memoryview(np.ascontiguousarray(buf) if isinstance(buf, np.ndarray) else buf).cast("B"))
+            if n is not None:
+                if int(n) > len(data):
+                    raise OnnxkitError(f"add_external_initializers_from_files_in_memory: {name!r}: length {n} "
+                                       f"exceeds the {len(data)} octets given")
+                data = data[:int(n)]
+            self._external_files[str(name)] = data
+
+    def add_provider(self, provider_name: str, provider_options=None) -> None:
+        """onnxruntime's plugin-EP selection: kept; a session created without ``providers`` uses them."""
+        self._providers.append((str(provider_name), dict(provider_options or {})))
+
+    def add_provider_for_devices(self, ep_devices, provider_options=None) -> None:
+        for d in ep_devices:
+            self.add_provider(getattr(d, "ep_name", str(d)), provider_options)
+
+    def has_providers(self) -> bool:
+        return bool(self._providers)
+
+    def set_provider_selection_policy(self, policy) -> None:
+        """Kept: onnxkit picks the backend from the providers (CPU unless asked otherwise)."""
+        self._config["session.provider_selection_policy"] = str(int(policy))
+
+    def set_load_cancellation_flag(self, value: bool) -> None:
+        """Kept: onnxkit loads a model in one call, there is nothing to cancel part way."""
+        self._config["session.load_cancellation"] = "1" if value else "0"
 
     def register_custom_ops_library(self, path: str) -> None:
         """onnxruntime loads native kernels here; onnxkit's custom operators are plugins."""
@@ -102,6 +170,25 @@ class SessionOptions:
 
 
 _DEFAULT_SO = SessionOptions()
+
+
+def _extent(value, what) -> int:
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        raise OnnxkitError(f"free dimension override {what!r}: the extent must be an int, not {value!r}") from None
+    if v < 0:
+        raise OnnxkitError(f"free dimension override {what!r}: the extent must not be negative, got {v}")
+    return v
+
+
+def _host_array(value, name):
+    """An initializer value as a numpy array on the host (an OrtValue's, a tensor's, an array)."""
+    if hasattr(value, "numpy") and callable(value.numpy):
+        value = value.numpy()
+    if not isinstance(value, np.ndarray):
+        raise OnnxkitError(f"initializer {name!r}: expected an OrtValue or a numpy array, got {type(value).__name__}")
+    return value
 
 
 class RunOptions:
@@ -118,7 +205,7 @@ class RunOptions:
     def __init__(self):
         self.terminate = False
         self.run_time_limit_s: Optional[float] = None
-        self.log_severity_level = 2
+        self.log_severity_level = -1
         self.log_verbosity_level = 0
         self.logid = ""
         self.only_execute_path_to_fetches = False
@@ -132,7 +219,11 @@ class RunOptions:
         try:
             return self._config[key]
         except KeyError:
-            raise OnnxkitError(f"RunOptions has no configuration entry {key!r}") from None
+            raise OnnxkitError(f"RunOptions does not have configuration with key: {key}") from None
+
+    def add_active_adapter(self, adapter) -> None:
+        """onnxruntime's LoRA adapters: not available in onnxkit."""
+        raise NotImplementedError("LoRA adapters (RunOptions.add_active_adapter) are not implemented by onnxkit")
 
     def __repr__(self) -> str:
         return (f"RunOptions(terminate={self.terminate}, run_time_limit_s={self.run_time_limit_s}, "

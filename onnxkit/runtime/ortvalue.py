@@ -93,7 +93,7 @@ class OrtValue:
         return isinstance(self._value, list)
 
     def is_sparse_tensor(self) -> bool:
-        return False
+        return type(self._value).__name__ == "SparseTensor" and hasattr(self._value, "as_coo_view")
 
     def has_value(self) -> bool:
         return self._value is not None
@@ -159,6 +159,53 @@ class OrtValue:
 
     def __dlpack_device__(self):
         return self._value.__dlpack_device__()
+
+    # -- onnxruntime's remaining OrtValue surface (onnxkit.ort) ----------------------------------
+    def __array__(self, dtype=None, copy=None):
+        """``np.asarray(ortvalue)``: the tensor on the host (a device tensor is copied)."""
+        arr = self.numpy()
+        if not isinstance(arr, np.ndarray):
+            raise OnnxkitError(f"this OrtValue holds a {type(arr).__name__}, not a tensor: it is no array")
+        return arr if dtype is None else arr.astype(dtype, copy=False)
+
+    @classmethod
+    def ortvalue_from_numpy_with_onnx_type(cls, data, onnx_element_type: int) -> "OrtValue":
+        """An OrtValue of ONNX element type ``onnx_element_type`` whose octets are ``data``'s
+        (an array of the same item size, e.g. uint8 codes for FLOAT8E4M3FN, uint16 for BFLOAT16)."""
+        from ..dtypes import ELEMENT_TYPES
+
+        et = ELEMENT_TYPES.get(int(onnx_element_type))
+        if et is None or et.dtype is None:
+            raise OnnxkitError(f"ortvalue_from_numpy_with_onnx_type: element type {onnx_element_type} has no "
+                               "numpy representation in onnxkit")
+        arr = np.ascontiguousarray(data)
+        want = np.dtype(et.dtype)
+        if arr.dtype == want:
+            return cls(arr)
+        if arr.dtype.itemsize != want.itemsize or want.kind == "O":
+            raise OnnxkitError(f"ortvalue_from_numpy_with_onnx_type: a {arr.dtype} array cannot hold "
+                               f"{et.name} elements ({want.itemsize} octets each)")
+        return cls(arr.view(want))
+
+    def _get_c_value(self) -> "OrtValue":
+        """onnxruntime's native value (itself here)."""
+        return self
+
+    @classmethod
+    def ort_value_from_sparse_tensor(cls, sparse_tensor) -> "OrtValue":
+        """An OrtValue holding a :class:`~onnxkit.runtime.sparse.SparseTensor`."""
+        from .sparse import SparseTensor
+
+        if not isinstance(sparse_tensor, SparseTensor):
+            raise OnnxkitError(f"ort_value_from_sparse_tensor: expected a SparseTensor, got "
+                               f"{type(sparse_tensor).__name__}")
+        return cls(sparse_tensor)
+
+    def as_sparse_tensor(self):
+        """The :class:`~onnxkit.runtime.sparse.SparseTensor` this OrtValue holds."""
+        if not self.is_sparse_tensor():
+            raise OnnxkitError(f"this OrtValue holds a {type(self._value).__name__}, not a sparse tensor")
+        return self._value
 
     def _check_fits(self, src, what: str) -> None:
         """Raise :class:`OnnxkitError` unless ``src`` (an array or tensor) can be written into this

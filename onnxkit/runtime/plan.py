@@ -189,6 +189,34 @@ class GraphPlan:
         return layout
 
 
+def kept_value_ids(plan) -> frozenset:
+    """Identities of every value ``plan`` keeps between runs — its constants, defaults and folded
+    values, and those of the plans it runs inside (subgraphs, function bodies: ``body`` of a
+    function call's kernel), at any depth.  An output that is one of them must be copied before
+    it is handed out (the session's fetch): a caller writing into it would change later runs."""
+    ids: set = set()
+    seen: set = set()
+    todo = [plan]
+    while todo:
+        p = todo.pop()
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        ids.update(id(v) for v in p.constants.values())
+        ids.update(id(v) for v in p.defaults.values())
+        steps = list(p.steps)
+        if p.folded is not None:
+            ids.update(id(v) for v in p.folded[0].values())
+            steps += p.folded[1]
+        for step in steps:
+            for sub in (step.subgraphs or {}).values():
+                todo.extend(sub if isinstance(sub, list) else [sub])
+            body = getattr(step.fn, "body", None)
+            if isinstance(body, GraphPlan):
+                todo.append(body)
+    return frozenset(ids)
+
+
 def frozen(value):
     """``value`` made read-only where it is a writeable numpy array: a folded constant is the
     plan's and never written again (kernels do not write their inputs).  Read-only through and
@@ -601,4 +629,5 @@ class Planner:
             outs = plan.run(list(args))
             return tuple(outs[:n_out])
 
+        call.body = plan  # the values its plan keeps are kept by the caller's (kept_value_ids)
         return call, frozenset()

@@ -60,33 +60,35 @@ def _advisory(d: Diagnostic) -> bool:
     return row is not None and not row.violation
 
 
-def report(diagnostics: Sequence[Diagnostic], subject: str) -> None:
+def report(diagnostics: Sequence[Diagnostic], subject: str, quiet: bool = False) -> None:
     """Report warnings once, as one line, on the ``onnxkit.check`` logger and, where one of them
     breaks a SHALL, through :mod:`warnings` (``ConformanceWarning``); advisory warnings alone
-    (conditions that break nothing) are only logged, so a clean export stays quiet."""
+    (conditions that break nothing) are only logged, so a clean export stays quiet; ``quiet``
+    (the caller's log severity is error or above, :func:`onnxkit.log.quiet`): logged only."""
     if not diagnostics:
         return
     line = summary(diagnostics, subject)
     logger.warning(line)
-    if not all(_advisory(d) for d in diagnostics):
+    if not quiet and not all(_advisory(d) for d in diagnostics):
         warnings.warn(line, ConformanceWarning, stacklevel=4)
 
 
-def admit(check_report, strict: bool) -> None:
+def admit(check_report, strict: bool, quiet: bool = False) -> None:
     """Refuse the model on what the policy refuses (``ValidationError``), else report its warnings."""
     refused = [d for d in check_report.diagnostics if refuses(d, strict)]
     if refused:
         why = "strict=True refuses every violation (Clause 8.6)" if strict and not check_report.errors else \
             "it is not evaluated (Clause 15.5)"
         raise ValidationError(refused, f"the model does not conform, {why}")
-    report(check_report.warnings, "the model is evaluated despite")
+    report(check_report.warnings, "the model is evaluated despite", quiet)
 
 
 class Reporter:
     """The once-per-session memory of run-time reports; under ``strict`` a report is an exception."""
 
-    def __init__(self, strict: bool):
+    def __init__(self, strict: bool, severity=-1):
         self.strict = strict
+        self.severity = severity  # the session's log_severity_level: 3 and above silence warnings
         self._seen: set = set()
 
     def condition(self, kind: tuple, message: str, where: str, error_cls,
@@ -98,7 +100,9 @@ class Reporter:
         if key in self._seen:
             return
         self._seen.add(key)
-        report([warning(kind[0], kind[1], message, where)], subject)
+        from ..log import quiet
+
+        report([warning(kind[0], kind[1], message, where)], subject, quiet(self.severity))
 
 
 class Bindings:

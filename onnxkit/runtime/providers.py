@@ -6,9 +6,19 @@ without onnxkit-gpu), or an onnxruntime provider onnxkit has no backend for (Ten
 OpenVINO, ...), is skipped with a warning on ``onnxkit.run``; ``CPUExecutionProvider`` is
 always the last resort.  A name that is neither an onnxruntime provider nor an onnxkit backend
 is an error.  When a backend cannot evaluate every operator the session falls back to the next.
+
+``CUDAExecutionProvider`` is available only where CUDA is (torch sees a CUDA device, checked
+once, on first need, without importing torch when it is not installed): elsewhere asking for
+it falls back as onnxruntime does, with its warning (:mod:`warnings`, ``UserWarning``:
+"Specified provider ... is not in available provider names").  onnxkit's gpu backend itself
+(torch, on its CPU device where there is no CUDA) is asked for by its own name, ``"gpu"``.
 """
 
 from __future__ import annotations
+
+import functools
+import importlib.util
+import warnings
 
 from ..errors import OnnxkitError
 from .options import PROVIDERS, missing_backend_message, normalize_providers
@@ -21,6 +31,35 @@ ORT_ONLY_PROVIDERS = frozenset({
     "ACLExecutionProvider", "ArmNNExecutionProvider", "VitisAIExecutionProvider", "CANNExecutionProvider",
     "TvmExecutionProvider", "RknpuExecutionProvider", "SNPEExecutionProvider", "JsExecutionProvider",
 })
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_available() -> bool:
+    """Whether torch is installed and sees a CUDA device (computed once)."""
+    if importlib.util.find_spec("torch") is None:
+        return False
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # a broken torch install: no CUDA
+        return False
+
+
+def provider_available(name: str, installed) -> bool:
+    """Whether provider ``name`` can run here: its backend is installed and, for CUDA, CUDA is."""
+    b = PROVIDERS.get(name, name)
+    if b not in installed:
+        return False
+    return b != "gpu" or name != "CUDAExecutionProvider" or cuda_available()
+
+
+def _unavailable(name: str, installed, log, why: str) -> None:
+    from . import get_available_providers
+
+    log("run", 30, "provider %r is not available (%s); skipped", name, why)
+    warnings.warn(f"Specified provider '{name}' is not in available provider names."
+                  f"Available providers: '{', '.join(get_available_providers())}'", UserWarning, stacklevel=4)
 
 
 def choose_backends(backend, providers, provider_options, registry, log) -> list:
@@ -38,13 +77,17 @@ def choose_backends(backend, providers, provider_options, registry, log) -> list
         elif name in installed:
             b = name  # an onnxkit backend named directly
         elif name in ORT_ONLY_PROVIDERS:
-            log("run", 30, "provider %r is not available in onnxkit; skipped", name)
+            _unavailable(name, installed, log, "onnxkit has no backend for it")
             continue
         else:
             known = sorted(set(PROVIDERS) | set(installed))
-            raise OnnxkitError(f"no provider {name!r}: nothing installed provides it; known providers: {known}")
+            raise OnnxkitError(f"Unknown Provider Type: {name} (no provider {name!r}: nothing installed provides "
+                               f"it; known providers: {known})")
         if b not in installed:
-            log("run", 30, "provider %r is not available (%s); skipped", name, missing_backend_message(b, installed))
+            _unavailable(name, installed, log, missing_backend_message(b, installed))
+            continue
+        if not provider_available(name, installed):
+            _unavailable(name, installed, log, "torch sees no CUDA device; onnxkit's gpu backend is asked for as 'gpu'")
             continue
         if all(b != seen for seen, _ in out):
             out.append((b, options))

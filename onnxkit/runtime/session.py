@@ -38,7 +38,7 @@ from .. import ir
 from ..dtypes import ELEMENT_TYPES, from_numpy_dtype, tag_name
 from ..errors import LimitExceeded, OnnxkitError, UnsupportedOperatorError, ValidationError
 from ..limits import DEFAULT_LIMITS, Limits
-from ..log import get_logger, log_plugin_faults, severity_to_level
+from ..log import get_logger, log_plugin_faults, quiet, severity_to_level
 from ..registry import get_registry
 from .checked import CheckedSignatures
 from .feeds import InputError, coerce_feed, fresh_outputs, is_torch_backend, to_backend, to_host
@@ -46,6 +46,7 @@ from .options import ModelMetadata, NodeArg, SessionOptions, missing_backend_mes
 from .plan import Planner
 from .policy import Bindings, OutputCheck, Reporter, admit
 from .providers import choose_backends
+from .session_ort import OrtSessionSurface
 from .state import Profiler, RunState, check_profile_prefix
 from .strings import to_octets, to_text
 from .optimizer.specialize import signature
@@ -71,10 +72,12 @@ def _arg(vi: ir.ValueInfo) -> NodeArg:
     shape = None
     if isinstance(t, (ir.TensorType, ir.SparseTensorType)) and t.shape is not None:
         shape = list(t.shape.values)
+    elif isinstance(t, (ir.MapType, ir.SequenceType, ir.OptionalType)):
+        shape = []  # onnxruntime: a map, sequence or optional has the empty shape
     return NodeArg(vi.name, _type_str(t), shape, t)
 
 
-class InferenceSession:
+class InferenceSession(OrtSessionSurface):
     """Evaluates one model on one backend.  Planned once; ``run`` may be called many times.
 
     ``path_or_bytes``: a file path, the model's octets, or an :class:`onnxkit.ir.Model`.
@@ -101,6 +104,7 @@ class InferenceSession:
         if sess_options is not None and not isinstance(sess_options, SessionOptions):
             raise OnnxkitError(f"sess_options must be an onnxkit.SessionOptions, not {type(sess_options).__name__}")
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
+        self._ort_prepare(path_or_bytes, onnxkit_options)  # onnxruntime's keywords (session_ort)
         self._providers_arg = (providers, provider_options)
         self._onnxkit_options = dict(onnxkit_options)
         self._setup(path_or_bytes, providers, provider_options, **onnxkit_options)
@@ -126,6 +130,7 @@ class InferenceSession:
                          allow_outside=allow_outside, copy=own_data)
             self._log("load", 20, "loaded model %r (%d nodes) in %.1f ms", model.graph.name if model.graph else "",
                       len(model.graph.node) if model.graph else 0, (time.perf_counter() - t0) * 1e3)
+        model = self._ort_model(model)  # free dimension overrides, initializers from the options
         if self._profiler:
             self._profiler.session_event("model_loading", begin)
         self.model = model
@@ -177,7 +182,7 @@ class InferenceSession:
         self._required = [vi.name for vi in g.input if vi.name not in init_names]
         self._constants = init_names - set(self._feedable)
         self._outputs = [vi.name for vi in g.output]
-        self._reporter = Reporter(strict)
+        self._reporter = Reporter(strict, so.log_severity_level)
         self._output_check = OutputCheck(g.output, self._reporter)
         self._checked = CheckedSignatures([vi.name for vi in g.input], self._outputs, self._output_check,
                                           self._reporter)
@@ -189,10 +194,8 @@ class InferenceSession:
         self._threads = int(so.intra_op_num_threads or 0)
         self._uses_blas = uses_blas(model)  # no matrix product anywhere: nothing to limit per run
         if so.optimized_model_filepath:
-            from ..api import save
-
             try:
-                save(self.optimized.model, so.optimized_model_filepath)
+                self._save_optimized(self.optimized.model, so.optimized_model_filepath)
             except OnnxkitError as exc:  # onnxkit.save refused the target, or writing it failed
                 raise OnnxkitError(f"SessionOptions.optimized_model_filepath: {exc}") from None
 
@@ -271,7 +274,7 @@ class InferenceSession:
                                 path=str(over[0].location))
         for d in report.warnings:
             self._log("check", 20, "%s", d)
-        admit(report, self.strict)  # refuses, or reports the warnings once (the validation policy)
+        admit(report, self.strict, quiet(self._sess_options.log_severity_level))  # refuses, or reports the warnings once (the validation policy)
 
     # -- onnxruntime-style description -----------------------------------------------------
     def get_inputs(self) -> list:
@@ -367,7 +370,8 @@ class InferenceSession:
                 raise InputError(f"{name!r} is not an input of the model; inputs: {[vi.name for vi in self._inputs]}")
         missing = [n for n in self._required if n not in input_feed]
         if missing:
-            raise InputError(f"missing input(s) {missing} (Clause 8.1)")
+            raise InputError(f"missing input(s) {missing}: Required inputs ({missing}) are missing from input feed "
+                             f"({list(input_feed)}) (Clause 8.1)")
         bindings = Bindings(self._reporter, InputError)
         conv = self.backend.asarray or (lambda a: a)
         values = []
@@ -428,8 +432,8 @@ class InferenceSession:
                 raise InputError(f"{n!r} is not an output of the model; outputs: {self._outputs}")
             v = by_name[n]
             result.append(to_text(to_host(v, self.backend.to_numpy)) if host else v)
-        if not host:
-            return result
+        if not host:  # device tensors: one the session keeps (a constant, a default) or a feed, or a view, is cloned
+            return _fresh_tensors(result, self._kept_ids | {id(v) for v in feeds if v is not None})
         if bindings is not None and self._output_check.checks:
             self._output_check(wanted, result, bindings)
         return fresh_outputs(result, self._kept_ids | {id(v) for v in feeds if v is not None})
@@ -489,12 +493,28 @@ def _limit_named(message: str) -> str:
     return next((f.name for f in attrs.fields(Limits) if f.name in message), "")
 
 
+def _fresh_tensors(values: list, kept_ids: frozenset) -> list:
+    """Device outputs (torch tensors) the caller may write without reaching a later run, a feed or
+    another output: as ``fresh_outputs`` for host arrays, a kept value, a feed, a view or a
+    repeated tensor is cloned (a tensor kept by the session must not be handed out: an
+    OrtValue's ``to_torch()`` shares its memory)."""
+    seen: set = set()
+    out = []
+    for v in values:
+        tensor = hasattr(v, "clone") and hasattr(v, "_base")
+        if tensor and (id(v) in kept_ids or id(v) in seen or v._base is not None):
+            v = v.clone()
+        seen.add(id(v))
+        out.append(v)
+    return out
+
+
 def _kept_value_ids(plan) -> frozenset:
-    """Identities of the values a plan keeps between runs (constants, defaults, folded values)."""
-    ids = {id(v) for v in plan.constants.values()} | {id(v) for v in plan.defaults.values()}
-    if plan.folded is not None:
-        ids |= {id(v) for v in plan.folded[0].values()}
-    return frozenset(ids)
+    """Identities of the values a plan keeps between runs (constants, defaults, folded values),
+    its subgraphs' and function bodies' included (:func:`~onnxkit.runtime.plan.kept_value_ids`)."""
+    from .plan import kept_value_ids
+
+    return kept_value_ids(plan)
 
 
 def _as_array(name, value) -> np.ndarray:
@@ -525,6 +545,8 @@ def _check_value(name, value, t, bindings: Bindings, limits: Limits):
     want = ELEMENT_TYPES.get(t.elem_type)
     if want is not None:
         if want.tag == 8:
+            if arr.dtype.kind == "V":  # numpy.void elements: their octets, as onnxruntime reads them
+                arr = np.array([bytes(x.tobytes()) for x in arr.ravel()], dtype=object).reshape(arr.shape)
             if arr.dtype.kind not in "OUS":
                 raise InputError(f"input {name!r}: declared tensor(string), got dtype {arr.dtype}")
             arr = to_octets(arr)

@@ -111,7 +111,8 @@ class Profiler:
             path = os.path.join(directory, f"{self.prefix}_{stamp}{suffix}.json")
             try:
                 with open(path, "x", encoding="utf-8") as fh:
-                    json.dump(events, fh, indent=0)
+                    # as onnxruntime writes it: "[" alone, one event per line, "]" alone (valid JSON)
+                    fh.write("[\n" + ",\n".join(json.dumps(e) for e in events) + "\n]\n")
                 return path
             except FileExistsError:
                 n += 1

@@ -162,15 +162,17 @@ def test_unchanging_tells_constants_from_views_of_writeable_memory():
 def test_the_plans_initializers_and_folded_values_are_unchanging(source, tmp_path):
     """The plan's constants take the kept path: initializers (from bytes, from a file the
     session reads into its own read-only copy, from a file it maps), and values folded at
-    planning (a Transpose of an initializer, a view result copied: :func:`onnxkit.runtime.plan.frozen`)."""
+    planning: a kernel's fresh result (Mul) made read-only itself, views of read-only values
+    (Transpose, Split) read-only through (:func:`onnxkit.runtime.plan.frozen`)."""
     w = np.arange(24, dtype=np.float32).reshape(4, 2, 3, 1) / 10
     proto = _model([helper.make_node("Transpose", ["Wt"], ["W"], perm=[0, 1, 3, 2]),
                     helper.make_node("Split", ["W"], ["W1", "W2"], axis=0, num_outputs=2),
+                    helper.make_node("Mul", ["W0", "two"], ["W3"]),
                     helper.make_node("Conv", ["X", "W1"], ["Y1"]), helper.make_node("Conv", ["X", "W2"], ["Y2"]),
-                    helper.make_node("Conv", ["X", "W0"], ["Y0"])],
-                   [_vi("X", (1, 2, 4, 5))], [_vi("Y0", None), _vi("Y1", None), _vi("Y2", None)],
-                   [numpy_helper.from_array(w, "Wt"), numpy_helper.from_array(w.transpose(0, 1, 3, 2), "W0")],
-                   opset=18)
+                    helper.make_node("Conv", ["X", "W0"], ["Y0"]), helper.make_node("Conv", ["X", "W3"], ["Y3"])],
+                   [_vi("X", (1, 2, 4, 5))], [_vi(n, None) for n in ("Y0", "Y1", "Y2", "Y3")],
+                   [numpy_helper.from_array(w, "Wt"), numpy_helper.from_array(w.transpose(0, 1, 3, 2), "W0"),
+                    numpy_helper.from_array(np.array(2, np.float32), "two")], opset=18)
     path = tmp_path / "m.onnx"
     path.write_bytes(proto)
     with warnings.catch_warnings():
@@ -178,8 +180,8 @@ def test_the_plans_initializers_and_folded_values_are_unchanging(source, tmp_pat
         sess = InferenceSession(proto) if source == "bytes" else InferenceSession(str(path),
                                                                                  own_data=source == "file")
     consts = sess.plan.constants
-    assert {"W0", "W1", "W2"} <= set(consts)
-    assert all(unchanging(consts[n]) for n in ("W0", "W1", "W2"))
+    assert {"W0", "W1", "W2", "W3"} <= set(consts)
+    assert all(unchanging(consts[n]) for n in ("W0", "W1", "W2", "W3"))
     x = np.random.default_rng(0).standard_normal((1, 2, 4, 5)).astype(np.float32)
     want = ort.InferenceSession(proto, providers=["CPUExecutionProvider"]).run(None, {"X": x})
     for _ in range(2):

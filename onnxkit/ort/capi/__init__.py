@@ -1,0 +1,1 @@
+"""``onnxruntime.capi``: onnxruntime's native layer, as onnxkit provides it (pure Python)."""

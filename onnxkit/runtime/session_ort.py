@@ -1,0 +1,333 @@
+"""The rest of onnxruntime's ``InferenceSession`` surface, as a base class of
+:class:`onnxkit.runtime.session.InferenceSession`.
+
+* Constructor keywords onnxruntime takes (:data:`ORT_KEYWORDS`): ``read_config_from_model``
+  (also the ``ORT_LOAD_CONFIG_FROM_MODEL=1`` environment variable): the model's ``ort_config``
+  metadata entry, JSON ``{"session_options": {field: value}}``, sets those fields of a copy of
+  the session options; ``disabled_optimizers`` (onnxruntime's optimizer names: kept, reported
+  by :meth:`get_session_options`, onnxkit's passes are switched off with the
+  ``session.disable_passes`` entry); ``enable_fallback`` (kept).
+* What the session options carry into the model, applied to a copy of it before validation:
+  free dimension overrides (by variable name and by denotation: the dimension becomes that
+  extent, in the inputs and wherever the variable appears in the outputs), initializers given
+  with ``add_initializer`` (replace the model's of that name) and external initializers given
+  in memory (``add_external_initializers``: the tensor; ``..._from_files_in_memory``: the
+  contents of a data file, read at each reference's offset and length).
+* The optimized model's external data (``optimized_model_filepath`` with the session config
+  entries ``session.optimized_model_external_initializers_file_name`` and
+  ``..._min_size_in_bytes``).
+* ``set_providers`` (plans again on the providers given), ``run_async`` (a thread that calls
+  ``callback(outputs, user_data, error_message)``), memory infos and devices of inputs and
+  outputs, ``get_provider_graph_assignment_info`` and ``_model_path`` / ``_model_bytes`` /
+  ``_sess`` as onnxruntime's wrapper has them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import threading
+
+import attrs
+import numpy as np
+
+from .. import ir
+from ..errors import OnnxkitError
+from .options import SessionOptions, normalize_providers
+
+#: onnxruntime's constructor keywords that are not onnxkit's own.
+ORT_KEYWORDS = ("read_config_from_model", "disabled_optimizers", "enable_fallback")
+
+#: ``ort_config`` fields a model may set and how to read them.
+_CONFIG_FIELDS = {"intra_op_num_threads": int, "inter_op_num_threads": int, "execution_mode": int,
+                  "graph_optimization_level": int, "enable_profiling": bool, "log_severity_level": int,
+                  "log_verbosity_level": int, "enable_mem_pattern": bool, "enable_cpu_mem_arena": bool,
+                  "use_deterministic_compute": bool, "optimized_model_filepath": str}
+
+EXT_FILE_KEY = "session.optimized_model_external_initializers_file_name"
+EXT_MIN_KEY = "session.optimized_model_external_initializers_min_size_in_bytes"
+
+
+class OrtSessionSurface:
+    """onnxruntime's session methods that :class:`InferenceSession` gets from here."""
+
+    # -- construction ------------------------------------------------------------------------
+    def _ort_prepare(self, path_or_bytes, options: dict) -> None:
+        """Take onnxruntime's keywords out of ``options``; read the model's ``ort_config``."""
+        from .defaults import DEFAULTS
+
+        read = options.pop("read_config_from_model", None)
+        if options.get("seed") is None and DEFAULTS["seed"] is not None:
+            options["seed"] = DEFAULTS["seed"]
+        self._disabled_optimizers = list(options.pop("disabled_optimizers", None) or [])
+        self._enable_fallback = bool(options.pop("enable_fallback", True))
+        pools = DEFAULTS["global_threads"]
+        if pools is not None:
+            if getattr(self._sess_options, "use_per_session_threads", True):
+                raise OnnxkitError("global thread pools were set (set_global_thread_pool_sizes): a session must "
+                                   "then set SessionOptions.use_per_session_threads = False")
+            if not self._sess_options.intra_op_num_threads:
+                self._sess_options = copy.copy(self._sess_options)
+                self._sess_options.intra_op_num_threads = pools[0]
+        if read is None:
+            read = os.environ.get("ORT_LOAD_CONFIG_FROM_MODEL", "0") == "1"
+        self._model_path = os.fspath(path_or_bytes) if isinstance(path_or_bytes, (str, os.PathLike)) else None
+        self._model_bytes = bytes(path_or_bytes) if isinstance(path_or_bytes, (bytes, bytearray, memoryview)) \
+            else None
+        if read and not isinstance(path_or_bytes, ir.Model):
+            from ..api import load
+
+            model = load(path_or_bytes, external_data="never", limits=options.get("limits") or _limits(self))
+            self._sess_options = apply_ort_config(self._sess_options, model)
+        elif read:
+            self._sess_options = apply_ort_config(self._sess_options, path_or_bytes)
+
+    def _ort_model(self, model: ir.Model) -> ir.Model:
+        """The model with what the session options carry applied (a copy where anything is)."""
+        so = self._sess_options
+        by_name = dict(getattr(so, "_free_dims", {}))
+        by_denotation = dict(getattr(so, "_free_dims_denotation", {}))
+        inits = dict(getattr(so, "_initializers", {}))
+        files = dict(getattr(so, "_external_files", {}))
+        if not (by_name or by_denotation or inits or files) or model.graph is None:
+            return model
+        g = model.graph
+        if by_name or by_denotation:
+            g = override_free_dimensions(g, by_name, by_denotation)
+        if inits or files:
+            g = attrs.evolve(g, initializer=[_supplied(t, inits, files) for t in g.initializer])
+        return attrs.evolve(model, graph=g)
+
+    def _save_optimized(self, model: ir.Model, path: str) -> None:
+        """Write the optimized model; its initializers of at least the configured size go to the
+        configured external file when ``session.optimized_model_external_initializers_file_name`` is set."""
+        from ..api import save
+
+        cfg = self._sess_options._config
+        location = cfg.get(EXT_FILE_KEY)
+        if not location:
+            save(model, path)
+            return
+        try:
+            threshold = int(cfg.get(EXT_MIN_KEY, "1024"))
+        except ValueError:
+            raise OnnxkitError(f"session config {EXT_MIN_KEY} must be an integer, not {cfg[EXT_MIN_KEY]!r}") from None
+        save(model, path, external_data=True, size_threshold=max(threshold, 1), location=location)
+
+    # -- providers ---------------------------------------------------------------------------
+    def set_providers(self, providers=None, provider_options=None) -> None:
+        """Plan the session again on ``providers`` (onnxruntime's order rules, as at creation);
+        an unknown provider name raises, naming it, and leaves the session as it was."""
+        normalize_providers(providers, provider_options)  # shape errors first
+        from .providers import choose_backends
+
+        choose_backends(None, providers or ["CPUExecutionProvider"], provider_options, self.registry,
+                        lambda *a: None)
+        model = self._model_bytes if self._model_path is None and self._model_bytes is not None else self.model
+        options = dict(self._onnxkit_options)
+        options.pop("backend", None)
+        self._providers_arg = (providers, provider_options)
+        self._setup(self._model_path or model, providers, provider_options, **options)
+
+    def get_provider_graph_assignment_info(self) -> list:
+        """Which provider runs which nodes: one ``{"provider", "nodes"}`` entry for the session's
+        backend, and one per node planned on its fallback."""
+        from .options import provider_of
+
+        fallen = {f.node: provider_of(getattr(f, "runs_on", "cpu")) for f in getattr(self, "fallbacks", [])}
+        names = [n.name or f"{n.op_type}_{i}" for i, n in enumerate(self.model.graph.node)]
+        mine = [n for n in names if n not in fallen]
+        out = [{"provider": self.get_providers()[0], "nodes": mine}]
+        for p in sorted(set(fallen.values())):
+            out.append({"provider": p, "nodes": [n for n, q in fallen.items() if q == p]})
+        return out
+
+    # -- description -------------------------------------------------------------------------
+    def _memory_infos(self, names) -> list:
+        from .devices import memory_info_of
+
+        device = "cuda" if self._torch and getattr(self.backend, "device", "").endswith("cuda") else "cpu"
+        return [memory_info_of(device) for _ in names]
+
+    def get_input_memory_infos(self) -> list:
+        """Where each input (``get_inputs()`` order) is expected: an :class:`OrtMemoryInfo`."""
+        return self._memory_infos(self.get_inputs())
+
+    def get_output_memory_infos(self) -> list:
+        return self._memory_infos(self.get_outputs())
+
+    def _ep_devices(self, names) -> list:
+        from .devices import get_ep_devices
+
+        mine = [d for d in get_ep_devices() if d.ep_name == self.get_providers()[0]] or get_ep_devices()[:1]
+        return [mine[0] for _ in names]
+
+    def get_input_epdevices(self) -> list:
+        """The :class:`OrtEpDevice` each input is consumed on."""
+        return self._ep_devices(self.get_inputs())
+
+    def get_output_epdevices(self) -> list:
+        return self._ep_devices(self.get_outputs())
+
+    @property
+    def _sess(self):
+        """onnxruntime's native session object, as its tests reach it: feeds first, names second."""
+        return NativeSession(self)
+
+    def _reset_session(self, providers, provider_options) -> None:
+        self.set_providers(providers, provider_options)
+
+    # -- running -----------------------------------------------------------------------------
+    def run_async(self, output_names, input_feed, callback, user_data, run_options=None) -> None:
+        """Run on another thread; then ``callback(outputs, user_data, '')``, or
+        ``callback([], user_data, message)`` when the run fails."""
+        if not callable(callback):
+            raise OnnxkitError("run_async: callback must be callable(outputs, user_data, error_message)")
+
+        def work():
+            try:
+                outs = self.run(output_names, input_feed, run_options)
+            except Exception as exc:  # the callback hears of it, as onnxruntime's does
+                callback([], user_data, str(exc) or type(exc).__name__)
+                return
+            callback(outs, user_data, "")
+
+        threading.Thread(target=work, name="onnxkit-run-async", daemon=True).start()
+
+    def get_tuning_results(self) -> list:
+        """onnxruntime's kernel tuning results: onnxkit tunes nothing, so none."""
+        return []
+
+    def set_tuning_results(self, results, error_on_invalid: bool = False) -> None:
+        """Accepted and ignored (onnxkit has no tunable kernels); with ``error_on_invalid`` an
+        entry naming a provider this session does not run on is refused."""
+        if error_on_invalid:
+            for r in results or []:
+                ep = r.get("ep") if isinstance(r, dict) else None
+                if ep is not None and ep not in self.get_providers():
+                    raise OnnxkitError(f"Cannot find execution provider {ep}")
+
+
+class OrtValueVector(list):
+    """A list of :class:`OrtValue` (what onnxruntime's native ``run_with_ort_values`` returns)."""
+
+    def push_back(self, value) -> None:
+        self.append(value)
+
+    def numpy(self) -> list:
+        return [v.numpy() for v in self]
+
+    def as_dlpack(self) -> list:
+        return [v.to_dlpack() for v in self]
+
+
+class NativeSession:
+    """onnxruntime's native session (``InferenceSession._sess``) as its tests use it: feeds
+    first, output names second; values are :class:`OrtValue`."""
+
+    def __init__(self, session):
+        self._session = session
+
+    def run_with_ort_values(self, feeds, output_names, run_options=None) -> list:
+        return OrtValueVector(self._session.run_with_ort_values(output_names, feeds, run_options))
+
+    def run_with_iobinding(self, iobinding, run_options=None) -> None:
+        iobinding._run(run_options)
+
+    def run(self, output_names, feeds, run_options=None) -> list:
+        return self._session.run(output_names, feeds, run_options)
+
+    def __getattr__(self, name):
+        return getattr(self._session, name)
+
+
+def _limits(sess):
+    so = sess._sess_options
+    from ..limits import DEFAULT_LIMITS
+
+    return so.limits if getattr(so, "limits", None) is not None else DEFAULT_LIMITS
+
+
+def apply_ort_config(so: SessionOptions, model: ir.Model) -> SessionOptions:
+    """A copy of ``so`` with the fields of ``model``'s ``ort_config`` metadata JSON set."""
+    entry = next((p.value for p in model.metadata_props if p.key == "ort_config"), None)
+    if entry is None:
+        return so
+    try:
+        cfg = json.loads(entry)
+    except ValueError as exc:
+        raise OnnxkitError(f"the model's ort_config metadata is not JSON: {exc}") from None
+    fields = cfg.get("session_options", {}) if isinstance(cfg, dict) else None
+    if not isinstance(fields, dict):
+        raise OnnxkitError("the model's ort_config metadata must be {\"session_options\": {field: value}}")
+    out = copy.copy(so)
+    out._config = dict(so._config)
+    for key, value in fields.items():
+        conv = _CONFIG_FIELDS.get(key)
+        if conv is None:
+            raise OnnxkitError(f"the model's ort_config sets {key!r}, not a session option onnxkit reads; "
+                               f"known: {sorted(_CONFIG_FIELDS)}")
+        setattr(out, key, conv(value))
+    return out
+
+
+def _fixed(t, by_name: dict, by_denotation: dict, names: dict):
+    """``t`` (a tensor type) with overridden dimensions fixed; ``names`` collects variable -> extent."""
+    if not isinstance(t, ir.TensorType) or t.shape is None:
+        return t
+    dims, changed = [], False
+    for d in t.shape.dim:
+        value = None
+        if d.denotation and d.denotation in by_denotation:
+            value = by_denotation[d.denotation]
+        elif d.dim_param is not None and d.dim_param in by_name:
+            value = by_name[d.dim_param]
+        elif d.dim_param is not None and d.dim_param in names:
+            value = names[d.dim_param]
+        if value is None:
+            dims.append(d)
+            continue
+        if d.is_static and d.dim_value != value:
+            raise OnnxkitError(f"free dimension override {value} contradicts the declared extent {d.dim_value}")
+        if d.dim_param is not None:
+            names[d.dim_param] = value
+        dims.append(ir.Dim(dim_value=int(value), denotation=d.denotation))
+        changed = True
+    return attrs.evolve(t, shape=ir.Shape(dims)) if changed else t
+
+
+def override_free_dimensions(g: ir.Graph, by_name: dict, by_denotation: dict) -> ir.Graph:
+    """``g`` with the inputs' dimensions named (or denoted) in the overrides fixed, and the
+    same variables fixed in the outputs."""
+    names: dict = {}
+    inputs = [attrs.evolve(vi, type=_fixed(vi.type, by_name, by_denotation, names)) for vi in g.input]
+    outputs = [attrs.evolve(vi, type=_fixed(vi.type, {}, {}, names)) for vi in g.output]
+    return attrs.evolve(g, input=inputs, output=outputs)
+
+
+def _supplied(t, inits: dict, files: dict):
+    """Initializer ``t``, or the value the session options supply for it."""
+    from ..tensor_data import numpy_to_tensor
+
+    if t.name in inits:
+        return numpy_to_tensor(inits[t.name], t.name, t.data_type)
+    if t.is_external:
+        ref = {e.key: e.value for e in t.external_data}
+        data = files.get(ref.get("location"))
+        if data is not None:
+            from ..dtypes import ELEMENT_TYPES
+
+            et = ELEMENT_TYPES.get(t.data_type)
+            if et is None or et.dtype is None or et.tag == 8:
+                raise OnnxkitError(f"initializer {t.name!r}: external data of element type {t.data_type} "
+                                   "cannot be given in memory")
+            offset = int(ref.get("offset", 0))
+            count = int(np.prod(t.dims, dtype=np.int64))
+            length = int(ref.get("length", count * np.dtype(et.dtype).itemsize))
+            if offset < 0 or offset + length > len(data) or length != count * np.dtype(et.dtype).itemsize:
+                raise OnnxkitError(f"initializer {t.name!r}: offset {offset} and length {length} do not fit the "
+                                   f"{len(data)} octets given for {ref.get('location')!r}")
+            arr = np.frombuffer(data, dtype=et.dtype, count=count, offset=offset).reshape(t.dims)
+            return numpy_to_tensor(arr, t.name, t.data_type)
+    return t

@@ -243,9 +243,17 @@ def _to_e8m0(x: np.ndarray, saturate: bool) -> np.ndarray:
     return code.astype(np.uint8).view(ml_dtypes.float8_e8m0fnu)
 
 
+def integer_range(et: ElementType):
+    """``(lowest, highest)`` of an integer element type (INT4 and the 2-bit types included), None
+    for the others."""
+    if not et.is_integral:
+        return None
+    return (-(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1) if et.is_signed else (0, (1 << et.bits) - 1)
+
+
 def _to_int(x: np.ndarray, et: ElementType) -> np.ndarray:
     """Round to nearest, ties to even, then clamp to the range of ``et``; NaN -> 0."""
-    lo, hi = (-(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1) if et.is_signed else (0, (1 << et.bits) - 1)
+    lo, hi = integer_range(et)
     src = x.dtype
     if src.kind in "ub":
         if src.kind == "b" or np.iinfo(src).max <= hi:

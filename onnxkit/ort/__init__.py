@@ -1,8 +1,10 @@
 """onnxkit standing in for onnxruntime: the ``onnxruntime`` module, submodules included.
 
     import onnxkit
-    onnxkit.install_as_onnxruntime()      # from now on `import onnxruntime` gives this module
-    import onnxruntime as ort              # ... and onnxruntime.capi, .backend, .datasets, ...
+    onnxkit.install_as_onnxruntime()      # from now on the onnxruntime module is this one
+
+after which a program's own ``import onnxruntime as ort`` (and of ``onnxruntime.capi``,
+``.backend``, ``.datasets``, ...) gets onnxkit,
 
 or, without changing the program: ``python -m onnxkit.ort script.py args``,
 ``python -m onnxkit.ort -m module args``, ``onnxkit exec -- CMD ARGS``.

@@ -18,13 +18,13 @@ view, read-only, one of the values the session keeps, a feed, or another output.
 
 from __future__ import annotations
 
-from typing import Optional
 
 import numpy as np
 
 from .. import ir
 from ..dtypes import ELEMENT_TYPES
 from ..errors import OnnxkitError
+from ..narrow import integer_range
 from ..status import InvalidArgument
 from .ortvalue import OrtValue
 
@@ -88,14 +88,6 @@ def _integer_leaves(value):
     if all(isinstance(x, (int, np.integer, np.bool_)) for x in leaves.flat):
         return leaves
     return None
-
-
-def integer_range(et) -> Optional[tuple]:
-    """``(lowest, highest)`` of an integer element type (INT4 and the 2-bit types included), None
-    for the others."""
-    if not et.is_integral:
-        return None
-    return (-(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1) if et.is_signed else (0, (1 << et.bits) - 1)
 
 
 def check_integer_range(name: str, arr: np.ndarray, et, what: str = "value") -> None:

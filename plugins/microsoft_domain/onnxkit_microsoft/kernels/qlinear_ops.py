@@ -27,7 +27,7 @@ from __future__ import annotations
 from onnxkit.plugin import KernelTable
 
 from ._common import DOMAIN, shape_of, sigmoid, softmax
-from .quantized import _RANGES, _check8, _name, _scalar, dequant, requant
+from .quantized import _RANGES, _check8, _name, _per_column, _scalar, dequant, requant
 
 KERNELS = KernelTable()
 
@@ -89,17 +89,6 @@ def dequantize_linear(ctx):
     return run
 
 
-def _column(ctx, xp, v, n: int, what: str):
-    if v is None:
-        return None
-    size = int(xp.reshape(v, (-1,)).shape[0])
-    if size == 1:
-        return xp.reshape(v, ())
-    if size != n:
-        ctx.fail(f"{what} has {size} values: one, or one per column of B ({n}), expected")
-    return xp.reshape(v, (n,))
-
-
 def _integer_matmul(ctx, xp, a, a_zp, b, b_zp):
     """``(A - a_zp) @ (B - b_zp)`` in float64 (exact: 8-bit products, sums below 2**53)."""
     _check8(ctx, a, "A")
@@ -114,7 +103,7 @@ def _integer_matmul(ctx, xp, a, a_zp, b, b_zp):
     if za is not None:
         af = af - xp.astype(za, xp.float64)
     bf = xp.astype(b, xp.float64)
-    zb = _column(ctx, xp, b_zp, n, "b_zero_point")
+    zb = _per_column(ctx, xp, b_zp, n, "b_zero_point")
     if zb is not None:
         bf = bf - xp.astype(zb, xp.float64)
     try:
@@ -138,7 +127,7 @@ def matmul_integer_to_float(ctx):
     def run(a, b, a_scale, b_scale, a_zp=None, b_zp=None, bias=None):
         acc, n = _integer_matmul(ctx, xp, a, a_zp, b, b_zp)
         sa = xp.astype(_scalar(ctx, xp, a_scale, "a_scale"), xp.float64)
-        y = acc * (sa * xp.astype(_column(ctx, xp, b_scale, n, "b_scale"), xp.float64))
+        y = acc * (sa * xp.astype(_per_column(ctx, xp, b_scale, n, "b_scale"), xp.float64))
         return xp.astype(_bias(ctx, xp, y, bias, n), a_scale.dtype)
 
     return run
@@ -166,7 +155,7 @@ def dynamic_quantize_matmul(ctx):
             ctx.fail(f"A has element type {_name(a)}; float32 expected")
         q, sa, za = dynamic_uint8(ctx, xp, a)
         acc, n = _integer_matmul(ctx, xp, q, za, b, b_zp)
-        y = acc * (xp.astype(sa, xp.float64) * xp.astype(_column(ctx, xp, b_scale, n, "b_scale"), xp.float64))
+        y = acc * (xp.astype(sa, xp.float64) * xp.astype(_per_column(ctx, xp, b_scale, n, "b_scale"), xp.float64))
         return xp.astype(_bias(ctx, xp, y, bias, n), xp.float32)
 
     return run

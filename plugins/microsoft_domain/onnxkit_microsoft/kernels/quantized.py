@@ -109,14 +109,16 @@ def qlinear_global_average_pool(ctx):
 
 
 def _per_column(ctx, xp, v, n: int, what: str):
+    """``v`` (a zero point or scale of B: one value, or one per column of B's ``n``) as a 0-d or
+    ``(n,)`` array that broadcasts against a ``(..., n)`` product; None stays None."""
     if v is None:
         return None
     size = int(xp.reshape(v, (-1,)).shape[0])
     if size == 1:
         return xp.reshape(v, ())
     if size != n:
-        ctx.fail(f"{what} has {size} values: one, or one per column of B' ({n}), expected")
-    return xp.reshape(v, (1, n))
+        ctx.fail(f"{what} has {size} values: one, or one per column of B ({n}), expected")
+    return xp.reshape(v, (n,))
 
 
 @KERNELS.register("QGemm", 1, domain=DOMAIN)

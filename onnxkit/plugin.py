@@ -37,11 +37,12 @@ from .inference.context import InferenceContext, InferenceError
 from .plugin_tools import family_modules, merge_family_tables
 from .registry import Backend, OpaqueTypeDef
 from .runtime.budget import declares_output_bytes
-from .runtime.kernel import KernelTable, NodeContext, Unsupported, needs_scope
+from .runtime.kernel import (KernelTable, KernelTraits, NodeContext, Unsupported, binds_constants, declare_traits,
+                             host_only, needs_scope, offers_epilogue, traits_of)
 from .schema import AttributeDef, FormalParameter, OperatorSet, OpSchema, TypeConstraint, build_operator_sets
 
 __all__ = ["AttributeDef", "Backend", "DataType", "EvaluationError", "FormalParameter", "InferenceContext",
-           "InferenceError", "KernelTable", "NodeContext", "OnnxkitError", "OpSchema", "OpaqueTypeDef", "OperatorSet",
-           "TypeConstraint", "Unsupported", "arrays", "build_operator_sets", "declares_output_bytes", "element_type",
-           "family_modules",
-           "from_numpy_dtype", "hookimpl", "ir", "merge_family_tables", "needs_scope"]
+           "InferenceError", "KernelTable", "KernelTraits", "NodeContext", "OnnxkitError", "OpSchema", "OpaqueTypeDef",
+           "OperatorSet", "TypeConstraint", "Unsupported", "arrays", "binds_constants", "build_operator_sets",
+           "declare_traits", "declares_output_bytes", "element_type", "family_modules", "from_numpy_dtype", "hookimpl",
+           "host_only", "ir", "merge_family_tables", "needs_scope", "offers_epilogue", "traits_of"]

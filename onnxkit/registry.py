@@ -25,6 +25,7 @@ import attrs
 import pluggy
 
 from . import hookspecs
+from .kernel_traits import traits_of
 
 ENTRY_POINT_GROUP = "onnxkit"
 #: The storage external data is read through by default, and the host entry point that owns it.
@@ -326,7 +327,7 @@ class Registry:
             if getattr(b, "namespace", None) is None:
                 continue
             for key, kernel in self.portable.items():
-                if key in table or (getattr(kernel, "host_only", False) and not getattr(b, "host_arrays", False)):
+                if key in table or (traits_of(kernel).host_only and not getattr(b, "host_arrays", False)):
                     continue
                 table[key] = kernel
                 self.owner[("onnxkit_kernels", (backend, key))] = self.owner[("onnxkit_portable_kernels", key)]

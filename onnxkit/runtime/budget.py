@@ -57,6 +57,7 @@ from .. import ir
 from ..dtypes import ELEMENT_TYPES, from_numpy_dtype
 from ..errors import LimitExceeded, OnnxkitError
 from ..inference.context import MAX_CONSTANT_ELEMENTS, InferenceContext
+from ..kernel_traits import declare_traits, traits_of
 from ..limits import DEFAULT_LIMITS
 
 # -- which nodes are checked ------------------------------------------------------------------
@@ -397,14 +398,13 @@ def declares_output_bytes(fn, predict):
     read only shapes, attributes and headers, not compute the result; one that raises something
     other than an :class:`~onnxkit.errors.OnnxkitError` counts as 0 (``fn`` reports the input).
     A node whose kernel declares its sizes is not checked again after it ran.  Returns ``fn``."""
-    fn.output_bytes = predict
-    return fn
+    return declare_traits(fn, output_bytes=predict)
 
 
 def guard_for(node, op: str, domain: str, schema, registry, version: int, fn=None) -> Optional[Guard]:
     """The run-time size check a node needs, or None (decided once, at planning; see the module
     docstring).  ``fn``: the node function, whose :func:`declares_output_bytes` is used."""
-    declared = getattr(fn, "output_bytes", None)
+    declared = None if fn is None else traits_of(fn).output_bytes
     default = domain in ("", "ai.onnx")
     t = node.op_type
     if callable(declared):

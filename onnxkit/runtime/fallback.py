@@ -51,6 +51,7 @@ from .. import ir
 from ..dtypes import by_name, tag_name
 from ..functions import GRAPH_TYPES
 from ..registry import display_domain, normalize_domain
+from .kernel import needs_scope, traits_of
 
 HOME, AWAY = "home", "fallback"
 
@@ -155,14 +156,14 @@ def _wrap(fn, consts: dict, move, convert_out: dict, scope_names):
             return args
         return [consts[i] if i in consts else move(a) for i, a in enumerate(args)]
 
-    if getattr(fn, "needs_scope", False):
+    if traits_of(fn).needs_scope:
         def run(scope, *args):
             if move is None:  # a step of the home backend converting only its outputs: its scope as it is
                 return finish(fn(scope, *args))
             inner = {n: move(scope[n]) for n in scope_names if n in scope}
             return finish(fn(inner, *args_of(args)))
 
-        run.needs_scope = True
+        needs_scope(run)
     else:
         def run(*args):
             return finish(fn(*args_of(args)))

@@ -18,13 +18,21 @@ computed), or, for a single output, the value itself (anything but a tuple).  Va
 backend arrays (numpy on ``cpu``), lists (sequences — never tuples), dicts (maps), ``None``
 (an absent optional) or opaque objects.
 
-A kernel whose inputs include a shape, axes or other small integer tensor that is usually a
-constant may mark its function with :func:`binds_constants`: the run loop then hands it those
-values once, and calls the function it returns.
+What a kernel can do beyond computing its node is declared as :class:`KernelTraits` (one typed
+record per function, read by the host with :func:`traits_of` only), through these helpers:
 
-A kernel for a node carrying subgraphs (If, Loop, Scan, ...) marks its function with
-:func:`needs_scope`; it is then called as ``fn(scope, *inputs)`` and evaluates a subgraph
-with ``ctx.subgraph('body').run(inputs, scope)``.
+* :func:`binds_constants`: a kernel whose inputs include a shape, axes or other small integer
+  tensor that is usually a constant: the run loop hands it those values once, and calls the
+  function it returns.
+* :func:`needs_scope`: a kernel for a node carrying subgraphs (If, Loop, Scan, ...); it is then
+  called as ``fn(scope, *inputs)`` and evaluates a subgraph with
+  ``ctx.subgraph('body').run(inputs, scope)``.
+* :func:`offers_epilogue`: a kernel that can apply a following Relu / Add to the array it just
+  made (the ``epilogue`` plan pass).
+* ``KernelTable.register(..., host_only=True)`` / :func:`host_only`: a portable kernel that needs
+  numpy values.
+* :func:`onnxkit.runtime.budget.declares_output_bytes`: the outputs' sizes, checked before the
+  kernel runs.
 
 *Portable* kernels (a domain package's, :func:`onnxkit.hookspecs.onnxkit_portable_kernels`)
 compute with ``xp = ctx.xp``, the array namespace of the backend the node is planned on, so
@@ -47,7 +55,11 @@ import attrs
 import numpy as np
 
 from ..errors import OnnxkitError
+from ..kernel_traits import NO_TRAITS, KernelTraits, declare_traits, traits_of
 from ..registry import normalize_domain
+
+__all__ = ["KernelTable", "KernelTraits", "NO_TRAITS", "NodeContext", "Unsupported", "binds_constants",
+           "declare_traits", "host_only", "needs_scope", "offers_epilogue", "traits_of"]
 
 
 class Unsupported(OnnxkitError):
@@ -69,7 +81,7 @@ class KernelTable(dict):
 
         def deco(factory):
             if host_only:
-                factory.host_only = True
+                declare_traits(factory, host_only=True)
             for v in since_versions:
                 self[(normalize_domain(domain), op_type, int(v))] = factory
             return factory
@@ -88,15 +100,30 @@ def binds_constants(fn: Callable, bind: Callable, *positions: int) -> Callable:
     still passed: the same objects ``bind`` saw), and must compute what ``fn`` computes,
     failing where ``fn`` fails, by name, at run time.  ``bind`` returns None to keep ``fn``;
     it should not raise (one that does is ignored: ``fn`` is kept).  Plans where an input is
-    not constant (an enclosing graph's value, a graph input) call ``fn``."""
-    fn.bind_constants = (bind, positions)
-    return fn
+    not constant (an enclosing graph's value, a graph input) call ``fn``.  Returns ``fn``."""
+    return declare_traits(fn, bind_constants=(bind, positions))
 
 
 def needs_scope(fn: Callable) -> Callable:
-    """Mark a node function as taking the enclosing scope first (for subgraph evaluation)."""
-    fn.needs_scope = True
-    return fn
+    """Mark a node function as taking the enclosing scope first (for subgraph evaluation):
+    the run loop calls it as ``fn(scope, *inputs)``.  Returns ``fn``."""
+    return declare_traits(fn, needs_scope=True)
+
+
+def host_only(factory: Callable) -> Callable:
+    """Mark a portable kernel factory as needing numpy values: only backends with
+    ``host_arrays`` run it, others run its nodes on their fallback.  Returns ``factory``."""
+    return declare_traits(factory, host_only=True)
+
+
+def offers_epilogue(fn: Callable, fuse: Callable, inputs: Optional[int] = None) -> Callable:
+    """Declare that the node function ``fn`` can fold a following Relu / Add into itself.
+
+    ``fuse(ops)`` returns the fused function or None (the protocol and when the pass applies:
+    :mod:`onnxkit.runtime.optimizer.epilogue`); ``inputs``: how many inputs the fused function
+    takes before Add's other operand (``fn``'s optional trailing inputs counted; None: the
+    node's).  Returns ``fn``."""
+    return declare_traits(fn, fuse_epilogue=fuse, epilogue_inputs=inputs)
 
 
 @attrs.define(eq=False)

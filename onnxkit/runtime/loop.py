@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import EvaluationError, OnnxkitError
+from .kernel import traits_of
 from .state import RUN_STATE
 
 #: the content of a slot whose value is not (or no longer) there
@@ -113,7 +114,7 @@ def _bound(step, constants: dict):
     the inputs it can take as fixed where those are all ``constants`` of the plan or absent
     (:func:`~onnxkit.runtime.kernel.binds_constants`), else the kernel's own."""
     fn = step.fn
-    spec = getattr(fn, "bind_constants", None)
+    spec = traits_of(fn).bind_constants
     if spec is None or step.scope:
         return fn
     bind, positions = spec

@@ -40,7 +40,7 @@ from ..limits import DEFAULT_LIMITS
 from ..registry import normalize_domain
 from .budget import RunBudget, enter_run, guard_for, leave_run
 from .fallback import Placement
-from .kernel import NodeContext, Unsupported
+from .kernel import NodeContext, Unsupported, traits_of
 from .loop import ABSENT, Layout, SlotScope, run_checked, run_fast
 from .options import missing_backend_message
 from .state import RUN_STATE
@@ -554,7 +554,7 @@ class Planner:
         except Exception as exc:
             raise EvaluationError(f"node {node.name!r} ({node.op_type}): cannot be prepared: {type(exc).__name__}: {exc}",
                                   node.name, node.op_type) from exc
-        step = Step(fn, list(node.input), list(node.output), node, bool(getattr(fn, "needs_scope", False)))
+        step = Step(fn, list(node.input), list(node.output), node, traits_of(fn).needs_scope)
         step.guard = guard_for(node, step.op, domain, schema, self.registry, version, fn)
         if free:
             step._uses = tuple(free)  # outer values a subgraph reads stay alive until this node ran

@@ -9,9 +9,9 @@ what is saved is the cost of the separate steps (the loop's per-node cost and on
 each), not different arithmetic.  Here the graph and every backend stay as they are; only a
 kernel that *offers* it takes part.
 
-**Protocol.**  A kernel function (the ``run`` a factory returns) may carry an attribute
-``fuse_epilogue``: ``fuse_epilogue(ops)`` returns a new kernel function, or None where the
-kernel declines.  ``ops`` is a tuple of ``(op_type, fn, side)``, in order: ``("Relu", fn,
+**Protocol.**  A kernel function (the ``run`` a factory returns) may declare the trait
+``fuse_epilogue`` (:func:`onnxkit.runtime.kernel.offers_epilogue`): ``fuse_epilogue(ops)``
+returns a new kernel function, or None where the kernel declines.  ``ops`` is a tuple of ``(op_type, fn, side)``, in order: ``("Relu", fn,
 None)``, ``("Add", fn, side)`` (``side`` 0: the kernel's result is Add's first input, 1: its
 second; the other operand becomes the fused function's last argument).  ``fn`` is the
 consumer step's own kernel: the fused function must compute exactly what calling ``fn`` on
@@ -58,6 +58,7 @@ from __future__ import annotations
 import attrs
 
 from ..budget import current_budget
+from ..kernel import traits_of
 from ..plan import GraphPlan, Planner, Step
 
 #: consumers an epilogue can take: op_type -> how many inputs it reads (a Sum of two inputs is
@@ -132,7 +133,7 @@ def fuse(steps: list, keep) -> tuple:
     removed, taken = set(), set()     # steps dropped; consumers some producer took
     count = 0
     for i, p in enumerate(steps):
-        offer = getattr(p.fn, "fuse_epilogue", None)
+        offer = traits_of(p.fn).fuse_epilogue
         if offer is None or not _plain(p) or len(p.outputs) != 1 or not p.outputs[0]:
             continue
         ops, extra, gone, name = [], [], [], p.outputs[0]
@@ -159,7 +160,8 @@ def fuse(steps: list, keep) -> tuple:
         fused = offer(tuple(ops))
         if fused is None:
             continue
-        pad = getattr(p.fn, "epilogue_inputs", len(p.inputs))
+        pad = traits_of(p.fn).epilogue_inputs
+        pad = len(p.inputs) if pad is None else pad
         inputs = list(p.inputs) + [""] * max(0, pad - len(p.inputs)) + extra
         step = Step(fused, inputs, [name], attrs.evolve(p.node, output=[name]), p.scope)
         out[gone[-1]] = step        # where the last consumer was: Add's other operand is there by then

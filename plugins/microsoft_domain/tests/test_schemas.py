@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
+from onnxkit.plugin import traits_of
 from onnxkit.registry import build_registry
 
 HERE = Path(__file__).resolve().parent
@@ -42,9 +43,9 @@ def test_every_definition_has_a_kernel_on_both_backends_and_an_inference_functio
         assert reg.inference.get(key) is not None, op
         assert reg.owner[("onnxkit_portable_kernels", key)] == "microsoft_domain", op
         assert reg.kernel("cpu", "com.microsoft", op, 1) is not None, op
-        host_only = getattr(reg.portable[key], "host_only", False)
+        host_only = traits_of(reg.portable[key]).host_only
         assert (reg.kernel("gpu", "com.microsoft", op, 1) is None) == host_only, op
-    assert {op for op in names if getattr(reg.portable[("com.microsoft", op, 1)], "host_only", False)} == {
+    assert {op for op in names if traits_of(reg.portable[("com.microsoft", op, 1)]).host_only} == {
         "Tokenizer", "MurmurHash3"}
 
 

@@ -64,7 +64,7 @@ import threading
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, offers_epilogue
 
 from onnxkit_default_domain.kernels import conv as portable
 from onnxkit_default_domain.kernels.elementwise import quiet
@@ -507,6 +507,4 @@ def conv(ctx):
         return fallback(x, w, b) if call is None else call(x, w, b)
 
     run = quiet(convolve)     # numpy's floating-point warnings off: an inf times a zero is a NaN result
-    run.fuse_epilogue = lambda ops: epilogue(lookup, fallback, ops)
-    run.epilogue_inputs = 3
-    return run
+    return offers_epilogue(run, lambda ops: epilogue(lookup, fallback, ops), 3)

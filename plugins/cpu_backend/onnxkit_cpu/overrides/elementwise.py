@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxkit.plugin import KernelTable
-from onnxkit.runtime.kernel import binds_constants
+from onnxkit.plugin import binds_constants
 from onnxkit_default_domain.kernels import elementwise as portable
 
 KERNELS = KernelTable()

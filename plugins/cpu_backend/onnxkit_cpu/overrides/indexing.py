@@ -19,7 +19,7 @@ from onnxkit_default_domain.kernels import indexing as portable
 from onnxkit_default_domain.kernels.indexing import elements_targets, nd_targets, occurrence_passes, scatter_reduction
 
 from onnxkit.plugin import KernelTable
-from onnxkit.runtime.kernel import binds_constants
+from onnxkit.plugin import binds_constants
 
 from ._plans import IntPlans, remember
 

@@ -48,7 +48,7 @@ import math
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, offers_epilogue
 from onnxkit_cpu.compiled import norm as norm_loops
 from onnxkit_cpu.compiled.norm import layer_norm_loop
 from onnxkit_cpu.overrides._plans import remember, unchanging
@@ -163,9 +163,7 @@ def batch_norm(ctx):
             return relu(other(x, scale, b, mean, var)) if y is None else y
         return fused
 
-    run.fuse_epilogue = fuse_epilogue
-    run.epilogue_inputs = 5
-    return run
+    return offers_epilogue(run, fuse_epilogue, 5)
 
 
 @KERNELS.register("LRN", 1, 13)

@@ -28,7 +28,7 @@ from onnxkit_default_domain.kernels import reduction as portable
 from onnxkit_default_domain.kernels._common import norm_axes
 
 from onnxkit.plugin import KernelTable
-from onnxkit.runtime.kernel import binds_constants
+from onnxkit.plugin import binds_constants
 from onnxkit_default_domain.kernels.elementwise import quiet
 
 from ._plans import host_ints, remember

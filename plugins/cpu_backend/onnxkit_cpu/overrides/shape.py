@@ -22,7 +22,7 @@ from onnxkit_default_domain.kernels.shape import (
 from onnxkit_default_domain.inference.shape_geometry import flatten_extents
 
 from onnxkit.plugin import KernelTable
-from onnxkit.runtime.kernel import binds_constants
+from onnxkit.plugin import binds_constants
 
 from ._plans import IntPlans, remember
 

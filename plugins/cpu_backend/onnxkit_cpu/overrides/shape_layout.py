@@ -14,7 +14,7 @@ import numpy as np
 from onnxkit_default_domain.kernels.shape_layout import _LATEST, pad_array, pad_mode, pad_plan, source_index
 
 from onnxkit.plugin import KernelTable
-from onnxkit.runtime.kernel import binds_constants
+from onnxkit.plugin import binds_constants
 
 from ._plans import IntPlans
 

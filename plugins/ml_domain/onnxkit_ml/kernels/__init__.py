@@ -13,12 +13,12 @@ the host), so a backend whose values are not numpy runs these nodes on its fallb
 
 from __future__ import annotations
 
-from onnxkit.plugin import merge_family_tables
+from onnxkit.plugin import host_only, merge_family_tables
 
 
 def all_kernels() -> dict:
     """Every kernel of every family module of this package, each marked ``host_only``."""
     table = merge_family_tables(__name__, __path__, "KERNELS")
     for factory in table.values():
-        factory.host_only = True
+        host_only(factory)
     return table

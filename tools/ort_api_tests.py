@@ -3,10 +3,12 @@
     python3 tools/ort_api_tests.py /path/to/onnxruntime-checkout [--show N] [--keep LOG_DIR]
 
 The checkout (or an extract holding ``onnxruntime/test/python`` and ``onnxruntime/test/testdata``)
-is not part of this project: fetch it yourself.  The in-scope files (:data:`FILES`) run twice
-with pytest from their folder, each run in its own process: once as they are (the real
-onnxruntime), once with a pytest plugin that calls :func:`onnxkit.install_as_onnxruntime`
-before any test module is imported.  Prints, per file and in total, how many pass on each,
+is not part of this project: fetch it yourself.  Each in-scope file (:data:`FILES`) runs twice
+with pytest from its folder, each file and run in its own process (so that one file's global
+state -- logger severity, thread pools, files left in the folder -- cannot change another's
+outcome): once as it is (the real onnxruntime), once with a pytest plugin that calls
+:func:`onnxkit.install_as_onnxruntime` before any test module is imported.  ``--keep DIR``
+writes each run's pytest output there.  Prints, per file and in total, how many pass on each,
 how many of onnxruntime's passes pass on onnxkit, and the tests that pass on onnxruntime but
 not on onnxkit (the first ``--show`` of them, with the first line of their error).
 """
@@ -36,20 +38,25 @@ onnxkit.install_as_onnxruntime()
 _LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+?)(?: - (.*))?$")
 
 
-def run_pytest(folder: str, files: list, plugin_dir=None, timeout: int = 1800) -> dict:
-    """``{test id: (outcome, message)}`` of one pytest run over ``files`` in ``folder``."""
+def run_pytest(folder: str, files: list, plugin_dir=None, timeout: int = 1800, keep=None) -> dict:
+    """``{test id: (outcome, message)}`` of one pytest run over ``files`` in ``folder``;
+    the whole output is written to the file ``keep`` when given."""
     env = dict(os.environ)
+    env["COLUMNS"] = "400"  # the short summary keeps the first line of each error
     cmd = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "--continue-on-collection-errors", *files]
     if plugin_dir is not None:
         env["PYTHONPATH"] = plugin_dir + os.pathsep + env.get("PYTHONPATH", "")
         cmd[3:3] = ["-p", "ort_standin"]
     proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
+    if keep:
+        with open(keep, "w", encoding="utf-8") as fh:
+            fh.write(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     results: dict = {}
     for line in proc.stdout.splitlines():
         m = _LINE.match(line.strip())
         if m and "::" in m.group(2):
             results.setdefault(m.group(2), (m.group(1), m.group(3) or ""))
-    if not results:
+    if not results and proc.returncode not in (0, 1, 5):
         raise SystemExit(f"no test results from {' '.join(cmd)}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return results
 
@@ -75,19 +82,30 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkout", help="an onnxruntime checkout or extract (with onnxruntime/test/python)")
     ap.add_argument("--show", type=int, default=40, help="list this many of the tests lost on onnxkit")
+    ap.add_argument("--keep", default=None, help="write each run's pytest output into this folder")
+    ap.add_argument("files", nargs="*", help="only these of the in-scope files")
     args = ap.parse_args(argv)
     folder = os.path.join(args.checkout, "onnxruntime", "test", "python")
     if not os.path.isdir(folder):
         folder = args.checkout
-    files = [f for f in FILES if os.path.exists(os.path.join(folder, f))]
+    files = [f for f in (args.files or FILES) if os.path.exists(os.path.join(folder, f))]
     if not files:
         print(f"none of the test files is in {folder}", file=sys.stderr)
         return 2
-    ort = run_pytest(folder, files)
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+
+    def log(f, side):
+        return os.path.join(args.keep, f"{f[:-3]}.{side}.txt") if args.keep else None
+
+    ort: dict = {}
+    kit: dict = {}
     with tempfile.TemporaryDirectory(prefix="onnxkit-ort-tests-") as d:
         with open(os.path.join(d, "ort_standin.py"), "w", encoding="utf-8") as fh:
             fh.write(PLUGIN)
-        kit = run_pytest(folder, files, plugin_dir=d)
+        for f in files:
+            ort.update(run_pytest(folder, [f], keep=log(f, "onnxruntime")))
+            kit.update(run_pytest(folder, [f], plugin_dir=d, keep=log(f, "onnxkit")))
     rows = compare(ort, kit)
     print(f"{'file':50} {'pass ort':>9} {'pass onnxkit':>13} {'ort passes kept':>16}")
     total = {"ort": 0, "kit": 0, "kept": 0}

@@ -1,4 +1,4 @@
-"""The whole plugin contract of onnxkit: seven pluggy hooks, project name ``onnxkit``.
+"""The whole plugin contract of onnxkit: eight pluggy hooks, project name ``onnxkit``.
 
 Every hook returns a *table* and is called exactly once per plugin when a
 :class:`onnxkit.registry.Registry` is built (never per model, never per node).  A plugin
@@ -42,6 +42,23 @@ def onnxkit_operator_sets():
     force there (those introduced at earlier versions included), as
     :class:`onnxkit.schema.OpSchema` objects.  A (domain, version) pair may be defined by
     one plugin only.
+    """
+
+
+@hookspec
+def onnxkit_extension_operators():
+    """Operators this plugin adds to a domain *another* plugin owns: *extension* operators.
+
+    Return an iterable of :class:`onnxkit.schema.OpSchema` whose ``domain`` is provided by another
+    plugin's operator sets (onnxkit-microsoft adds ``SimplifiedLayerNormalization`` to ai.onnx,
+    where onnxruntime registers it).  The owner always wins: an extension whose name the owner
+    defines at any version of the domain is refused, as is one for a domain no plugin provides or
+    the plugin provides itself, or a definition another plugin already extended (each a
+    :class:`~onnxkit.registry.PluginFault`).  A node importing version v of the domain whose
+    operator set lacks its op_type binds to the extension with the greatest ``since_version <= v``;
+    the checker reports every such node (``extension-operator``, naming the distribution): it is
+    not part of the domain's standard (Clause 5.3.2), never silently accepted.  Kernels and
+    inference functions of an extension are keyed ``(domain, op_type, since_version)`` as usual.
     """
 
 

@@ -224,6 +224,8 @@ class Registry:
     ``operator_sets[(domain, version)]`` -> OperatorSet;  ``inference[(domain, op, since)]`` -> fn;
     ``backends[name]`` -> Backend;  ``kernels[backend][(domain, op, since)]`` -> kernel;
     ``storages[name]`` -> Storage;  ``opaque_types[(domain, name)]`` -> OpaqueTypeDef;
+    ``extensions[(domain, op)]`` -> the extension definitions of ``op`` another plugin added to a
+    domain it does not own (:func:`~onnxkit.hookspecs.onnxkit_extension_operators`), by since_version;
     ``owner[(hook, key)]`` names the plugin that provided each entry; for kernels the key is
     ``(backend, (domain, op, since))``.
 
@@ -244,6 +246,7 @@ class Registry:
         self.portable: dict = {}
         self.storages: dict = {}
         self.opaque_types: dict = {}
+        self.extensions: dict = {}
         self.owner: dict = {}
         self._trace = bool(os.environ.get("ONNXKIT_TRACE"))
         self._pm = pluggy.PluginManager("onnxkit")
@@ -297,6 +300,7 @@ class Registry:
                 key = (normalize_domain(opset.domain), int(opset.version))
                 self._claim(self.operator_sets, key, opset, plugin, "onnxkit_operator_sets",
                             f"operator set {display_domain(key[0])} v{key[1]}")
+        self._load_extensions()
         for plugin, result in self._call("onnxkit_opaque_types"):
             for t in _iterable(result, plugin, "onnxkit_opaque_types", self):
                 if not (isinstance(getattr(t, "name", None), str) and t.name and isinstance(getattr(t, "domain", None), str)):
@@ -342,6 +346,44 @@ class Registry:
                     continue
                 self._claim(self.storages, s.name, s, plugin, "onnxkit_storage", f"storage {s.name!r}")
 
+    def _load_extensions(self) -> None:
+        """The extension operators (after the operator sets, whose owners always win)."""
+        hook = "onnxkit_extension_operators"
+        owners: dict = {}  # domain -> plugins providing its operator sets
+        for d, v in self.operator_sets:
+            owners.setdefault(d, set()).add(self.owner[("onnxkit_operator_sets", (d, v))])
+        names: dict = {}  # domain -> every op_type its owner defines at some version (read on demand)
+        accepted: dict = {}
+        for plugin, result in self._call(hook):
+            for schema in _iterable(result, plugin, hook, self):
+                if not (isinstance(getattr(schema, "domain", None), str) and isinstance(getattr(schema, "name", None), str)
+                        and schema.name and isinstance(getattr(schema, "since_version", None), int)
+                        and schema.since_version > 0):
+                    self._fault(plugin, hook, f"not an OpSchema with a domain, a name and a since_version: {schema!r}")
+                    continue
+                d = normalize_domain(schema.domain)
+                key = (d, schema.name, int(schema.since_version))
+                what = f"extension {_fmt(key)}"
+                if d not in owners:
+                    self._fault(plugin, hook, f"{what}: no installed plugin provides domain {display_domain(d)!r}; "
+                                              "an extension does not create a domain; ignored")
+                    continue
+                if plugin in owners[d]:
+                    self._fault(plugin, hook, f"{what}: the plugin provides {display_domain(d)!r} itself; its "
+                                              "operator sets are where the definition belongs; ignored")
+                    continue
+                if d not in names:
+                    names[d] = {op for (dd, _), opset in self.operator_sets.items() if dd == d for op in opset.op_types()}
+                if schema.name in names[d]:
+                    owner = ", ".join(sorted(owners[d]))
+                    self._fault(plugin, hook, f"{what} refused: {display_domain(d)} (plugin {owner!r}) defines "
+                                              f"{schema.name!r}; the owner of a domain always wins")
+                    continue
+                self._claim(accepted, key, schema, plugin, hook, what)
+        for (d, op, _since), schema in sorted(accepted.items()):
+            self.extensions.setdefault((d, op), []).append(schema)
+        self.extensions = {k: tuple(v) for k, v in self.extensions.items()}
+
     # -- questions ------------------------------------------------------------------------
     def domains(self) -> dict:
         """``{domain: sorted versions}`` of every operator set known."""
@@ -357,12 +399,42 @@ class Registry:
     def bind(self, domain: str, op_type: str, opset_version: int):
         """The definition a node binds to (Clause 5.3.2, 14.3): greatest since_version <= the import.
 
-        Returns the OpSchema, or None when the operator set or the operator is unknown.
+        Returns the OpSchema, or None when the operator set or the operator is unknown.  Where the
+        operator set lacks ``op_type``, an extension another plugin added to the domain is bound
+        (:meth:`extension`); :meth:`is_extension` tells the two apart.
         """
         opset = self.operator_set(domain, opset_version)
         if opset is None:
             return None
-        return opset.get(op_type)
+        schema = opset.get(op_type)
+        if schema is None and self.extensions:
+            return self.extension(domain, op_type, opset_version)
+        return schema
+
+    def extension(self, domain: str, op_type: str, opset_version: int):
+        """The extension definition of ``op_type`` a node importing ``opset_version`` of ``domain``
+        binds to (greatest since_version <= the import), or None."""
+        found = None
+        for schema in self.extensions.get((normalize_domain(domain), op_type), ()):
+            if schema.since_version <= int(opset_version):
+                found = schema
+        return found
+
+    def is_extension(self, schema) -> bool:
+        """True if ``schema`` is an extension definition (not one of its domain's operator sets)."""
+        return schema is not None and ("onnxkit_extension_operators", schema_key(schema)) in self.owner
+
+    def distribution_of(self, plugin: str) -> str:
+        """The distribution a plugin came from ('(registered in process)' for in-process plugins)."""
+        for info in self.plugins:
+            if info.name == plugin:
+                return info.distribution or "(registered in process)"
+        return plugin
+
+    def extension_provider(self, schema) -> Optional[str]:
+        """The distribution that provides the extension ``schema`` (None if it is not one)."""
+        plugin = self.owner.get(("onnxkit_extension_operators", schema_key(schema))) if schema is not None else None
+        return None if plugin is None else self.distribution_of(plugin)
 
     def kernel(self, backend: str, domain: str, op_type: str, since_version: int):
         """The kernel for exactly this definition on ``backend``, or None."""
@@ -370,7 +442,8 @@ class Registry:
 
     def provided_by(self, plugin: str) -> dict:
         """What one plugin contributed: ``{'operator_sets': [...], 'backends': [...], 'kernels': {backend: n}, ...}``."""
-        out: dict = {"operator_sets": [], "backends": [], "kernels": {}, "inference": 0, "storages": [], "opaque_types": []}
+        out: dict = {"operator_sets": [], "backends": [], "kernels": {}, "inference": 0, "storages": [], "opaque_types": [],
+                     "extensions": []}
         for (hook, key), owner in self.owner.items():
             if owner != plugin:
                 continue
@@ -386,12 +459,20 @@ class Registry:
                 out["storages"].append(key)
             elif hook == "onnxkit_opaque_types":
                 out["opaque_types"].append(key)
+            elif hook == "onnxkit_extension_operators":
+                out["extensions"].append(key)
         for backend, table in self.kernels.items():
             n = sum(1 for k in table if self.owner.get(("onnxkit_kernels", (backend, k))) == plugin)
             if n:
                 out["kernels"][backend] = n
         out["operator_sets"].sort()
+        out["extensions"].sort()
         return out
+
+
+def schema_key(schema) -> tuple:
+    """``(domain, op_type, since_version)`` of a definition, the domain normalised (Clause 14.3)."""
+    return (normalize_domain(schema.domain), schema.name, int(schema.since_version))
 
 
 def _fmt(key) -> str:

@@ -189,3 +189,60 @@ def test_every_definition_has_a_cpu_kernel_and_an_inference_function():
     assert len(keys) >= 629 + 25
     assert not sorted(k for k in keys if k not in reg.kernels["cpu"])
     assert not sorted(k for k in keys if k not in reg.inference)
+
+
+# -- extension operators (onnxkit_extension_operators) ------------------------------------------
+
+def _ext(domain, name, since=1):
+    from onnxkit.schema import FormalParameter, OpSchema
+
+    return OpSchema(domain, name, since, inputs=(FormalParameter("X", "T"),), outputs=(FormalParameter("Y", "T"),))
+
+
+def test_an_extension_binds_only_where_the_owner_defines_no_operator_of_that_name():
+    ext = plugin(onnxkit_extension_operators=lambda: [_ext("", "ZzExtended", 3), _ext("", "ZzExtended", 9),
+                                                       _ext("ai.onnx", "Relu"), _ext("", "Dropout", 30)])
+    reg = build_registry(extra=[("zz-ext", ext)])
+    # the owner always wins: names ai.onnx defines at some version are refused, whatever the version
+    refused = sorted(f.message for f in reg.faults if f.plugin == "zz-ext")
+    assert len(refused) == 2 and all("the owner of a domain always wins" in m for m in refused), refused
+    assert "ai.onnx::Relu-1" in refused[1] and "plugin 'default_domain'" in refused[1]
+    assert "ai.onnx::Dropout-30" in refused[0]
+    assert reg.bind("", "Relu", 14).since_version == 14 and not reg.is_extension(reg.bind("", "Relu", 14))
+    # the greatest since_version <= the import; none below the first
+    assert reg.bind("", "ZzExtended", 2) is None
+    assert reg.bind("", "ZzExtended", 8).since_version == 3 and reg.bind("ai.onnx", "ZzExtended", 17).since_version == 9
+    assert reg.is_extension(reg.bind("", "ZzExtended", 17))
+    assert reg.extension_provider(reg.bind("", "ZzExtended", 17)) == "(registered in process)"
+    assert reg.bind("", "ZzExtended", 99) is None  # no operator set ai.onnx 99: an extension makes none
+    assert reg.provided_by("zz-ext")["extensions"] == [("", "ZzExtended", 3), ("", "ZzExtended", 9)]
+
+
+def test_an_extension_of_an_unknown_or_own_domain_or_claimed_twice_is_refused_by_name():
+    own = plugin(onnxkit_operator_sets=lambda: [OperatorSet("com.example", 1, {})],
+                 onnxkit_extension_operators=lambda: [_ext("com.example", "Mine")])
+    nowhere = plugin(onnxkit_extension_operators=lambda: [_ext("com.nowhere", "Lost"), "not a schema"])
+    first = plugin(onnxkit_extension_operators=lambda: [_ext("", "ZzTwice")])
+    second = plugin(onnxkit_extension_operators=lambda: [_ext("", "ZzTwice")])
+    reg = build_registry(extra=[("own", own), ("nowhere", nowhere), ("zz1", first), ("zz2", second)])
+    by = {}
+    for f in reg.faults:
+        by.setdefault(f.plugin, []).append(f.message)
+    assert len(by["own"]) == 1 and "provides 'com.example' itself" in by["own"][0]
+    assert len(by["nowhere"]) == 2 and "no installed plugin provides domain 'com.nowhere'" in by["nowhere"][0]
+    assert "not an OpSchema" in by["nowhere"][1]
+    assert by["zz2"] == ["extension ai.onnx::ZzTwice-1 is already provided by plugin 'zz1'; ignored"]
+    assert "zz1" not in by and reg.extension_provider(reg.bind("", "ZzTwice", 17)) == "(registered in process)"
+    assert reg.bind("com.example", "Mine", 1) is None and reg.bind("com.nowhere", "Lost", 1) is None
+
+
+def test_onnxkit_plugins_credits_an_installed_extension(capsys):
+    reset_registry()
+    rc = cli_main(["plugins", "--json"])
+    rows = {r["distribution"]: r for r in json.loads(capsys.readouterr().out)["plugins"]}
+    assert rc == 0
+    assert rows["onnxkit-microsoft"]["extensions"] == ["ai.onnx::SimplifiedLayerNormalization-1"]
+    assert all(r["extensions"] == [] for d, r in rows.items() if d != "onnxkit-microsoft")
+    assert cli_main(["plugins"]) == 0
+    assert ("    extension operator: ai.onnx::SimplifiedLayerNormalization-1 (not part of that domain's standard)"
+            in capsys.readouterr().out.splitlines())

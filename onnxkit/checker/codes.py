@@ -76,6 +76,8 @@ _ROWS = [
     _c("unknown-opset-version", "5.3.2, 14.4", W, "no installed plugin provides this version of a known domain: its nodes cannot be checked"),
     _c("domain-not-imported", "5.3.2, 10.4", E, "a node (or function) uses a domain the model does not import"),
     _c("unknown-operator", "10.2, 10.4", E, "the operator is not present in the imported version of its domain"),
+    _c("extension-operator", "5.3.2", V, "the imported version of its domain has no such operator; it binds to an extension "
+       "another plugin adds to that domain (named)"),
     _c("deprecated-operator", "14.5", W, "the operator is deprecated at the imported version (still to be evaluated)"),
     _c("empty-op-type", "7.3.1", E, "a node does not name the operator it invokes"),
     # -- attributes (7.4, 10.4, Annex B.2.2) -------------------------------------------------
@@ -192,6 +194,8 @@ RECLASSIFIED: dict = {
                             "and onnxruntime accept it)",
     "nonzero-padding": "the padding bits of narrow-type storage are not read",
     "duplicate-metadata-key": "metadata SHALL NOT affect the result (5.5)",
+    "extension-operator": "the node is evaluated by the named plugin's extension (onnxruntime's operators in "
+                          "ai.onnx), checked against that definition",
 }
 
 #: code -> :class:`Code`.

@@ -20,6 +20,9 @@
   allowed (16.1) - but this consumer cannot check the node, so it says so rather than
   calling the model invalid;
 * ``unknown-operator`` (10.2, 10.4): the imported version of a known domain has no such operator;
+* ``extension-operator`` (warning, a violation of 5.3.2): it has none, but another plugin adds
+  one to that domain as an extension (:meth:`onnxkit.registry.Registry.extension`); the node is
+  checked against that definition and the providing distribution is named;
 * ``deprecated-operator`` (warning, 14.5);
 * ``unknown-attribute``, ``missing-required-attribute`` (10.4), ``attribute-wrong-type`` (7.3.1);
 * ``input-arity`` / ``output-arity`` (7.3.1, 7.3.2): fewer or more values than the
@@ -125,8 +128,13 @@ def check_node(ctx: Context, node: ir.Node, loc: str, env) -> Optional[object]:
         return None  # unknown-opset-version was reported at the import
     schema = opset.get(node.op_type)
     if schema is None:
-        ctx.emit("unknown-operator", f"{display_domain(d)} version {version} has no operator {node.op_type!r}", loc)
-        return None
+        schema = ctx.registry.extension(d, node.op_type, version)
+        if schema is None:
+            ctx.emit("unknown-operator", f"{display_domain(d)} version {version} has no operator {node.op_type!r}", loc)
+            return None
+        ctx.emit("extension-operator", f"{display_domain(d)} version {version} has no operator {node.op_type!r}; "
+                 f"it binds to the extension {schema} of {ctx.registry.extension_provider(schema)}, not a "
+                 f"{display_domain(d)} definition", loc)
     if schema.deprecated:
         ctx.emit("deprecated-operator", f"{schema} is deprecated at {display_domain(d)} version {version}", loc)
     _check_attributes(ctx, node, loc, schema, attributes)

@@ -46,6 +46,7 @@ def describe(reg) -> list[dict]:
             "inference_functions": what["inference"],
             "storages": what["storages"],
             "opaque_types": [f"{display_domain(d)}::{n}" for d, n in what["opaque_types"]],
+            "extensions": [f"{display_domain(d)}::{op}-{v}" for d, op, v in what["extensions"]],
         })
     return rows
 
@@ -71,6 +72,8 @@ def run(args) -> int:
             print(f"    storage: {s}")
         for t in r["opaque_types"]:
             print(f"    opaque type: {t}")
+        for e in r["extensions"]:
+            print(f"    extension operator: {e} (not part of that domain's standard)")
     for b in sorted(reg.backends):
         print(f"backend {b}: {len(reg.kernels.get(b, {}))} kernels in all")
     for f in reg.faults:

@@ -2,7 +2,9 @@
 
 On a backend that declares a fallback (``gpu`` falls back to ``cpu``), the nodes planned on
 the fallback are listed separately, one line per operator: ``runs on cpu: <why>``.  They are
-not unsupported: the model runs.
+not unsupported: the model runs.  Operators bound to an *extension* another plugin adds to a
+domain it does not own (ai.onnx SimplifiedLayerNormalization from onnxkit-microsoft) are listed
+too, with the distribution providing them: they run, but are not part of that domain's standard.
 
 Exit status 0 when every operator runs somewhere, 1 otherwise (Clause 4.4: report unambiguously).
 """
@@ -46,6 +48,40 @@ def fallback_operators(model, backend: str = "cpu", registry=None) -> list:
     return _group(_plan(model, backend, registry)[1])
 
 
+def extension_operators(model, registry=None) -> list:
+    """``[(domain, op_type, since_version, distribution, nodes)]``: one row per operator of ``model``
+    (its graphs, subgraphs and functions) bound to an extension definition, in the order first met."""
+    from ..api import load
+    from ..ir.attribute import AttributeType
+    from ..registry import get_registry, normalize_domain
+
+    reg = registry or get_registry()
+    if not reg.extensions:
+        return []
+    if not hasattr(model, "graph"):
+        model = load(model, external_data="never")
+    rows: dict = {}
+
+    def visit(nodes, opsets):
+        for node in nodes:
+            d = normalize_domain(node.domain)
+            if (d, node.op_type) in reg.extensions and d in opsets:
+                schema = reg.bind(d, node.op_type, opsets[d])
+                if reg.is_extension(schema):
+                    key = (d, node.op_type, schema.since_version, reg.extension_provider(schema))
+                    rows[key] = rows.get(key, 0) + 1
+            for a in node.attribute:
+                if a.type in (AttributeType.GRAPH, AttributeType.GRAPHS) and a.value is not None:
+                    for g in a.value if isinstance(a.value, list) else [a.value]:
+                        visit(g.node, opsets)
+
+    top = {normalize_domain(o.domain): int(o.version) for o in model.opset_import}
+    visit(model.graph.node, top)
+    for fn in getattr(model, "functions", None) or ():
+        visit(fn.node, {**top, **{normalize_domain(o.domain): int(o.version) for o in fn.opset_import}})
+    return [(*key, n) for key, n in rows.items()]
+
+
 def _group(fallbacks) -> list:
     rows: dict = {}
     for f in fallbacks:
@@ -60,6 +96,12 @@ def _group(fallbacks) -> list:
 def run(args) -> int:
     ops, fallbacks = _plan(args.model, args.backend, None)
     rows = _group(fallbacks)
+    extensions = extension_operators(args.model)
+    if extensions:
+        print(f"{len(extensions)} operator(s) bound to an extension (not part of their domain's standard):")
+        for domain, op, version, dist, n in extensions:
+            nodes = f" ({n} nodes)" if n > 1 else ""
+            print(f"  {domain or 'ai.onnx':24s} {op + '-' + str(version):28s} provided by {dist}{nodes}")
     if rows:
         print(f"{len(rows)} operator(s) planned on a fallback of {args.backend}:")
         for domain, op, version, runs_on, why, n in rows:

@@ -162,6 +162,13 @@ def operator_newer_than_import():
     return model(graph([node("Gelu", ["X"], ["Y"])], [vi("X")], [vi("Y")]), opsets=(("", 17),))
 
 
+@bad("extension-operator")
+def ai_onnx_operator_only_an_extension_provides():
+    # no ai.onnx operator: onnxkit-microsoft (installed by default) adds it to ai.onnx as an extension
+    n = node("SimplifiedLayerNormalization", ["X", "s"], ["Y"])
+    return model(graph([n], [vi("X", F, (2, 4)), vi("s", F, (4,))], [vi("Y", F, (2, 4))]), opsets=(("", 17),))
+
+
 @bad("deprecated-operator")
 def group_normalization_18():
     n = node("GroupNormalization", ["X", "s", "b"], ["Y"], num_groups=1)

@@ -14,6 +14,15 @@ def onnxkit_operator_sets():
 
 
 @hookimpl
+def onnxkit_extension_operators():
+    """ai.onnx SimplifiedLayerNormalization-1, where onnxruntime registers it (ONNX does not define it):
+    an extension, bound only while the ai.onnx owner defines no operator of that name."""
+    from .schemas import extension_operators
+
+    return extension_operators()
+
+
+@hookimpl
 def onnxkit_inference_functions():
     """Shape and type inference functions of every com.microsoft definition here (Clause 9.2)."""
     from .inference import functions

@@ -1,6 +1,7 @@
 """The com.microsoft definitions (operator set 1), read from the generated ``schemas_data.json.gz``.
 
-The data is produced by ``plugins/microsoft_domain/tools/generate_schemas.py`` from onnxruntime's
+The data (with the few extension definitions of other domains, :func:`extension_operators`)
+is produced by ``plugins/microsoft_domain/tools/generate_schemas.py`` from onnxruntime's
 operator registry at build time, for the operators this package implements; nothing here imports
 ``onnxruntime`` or ``onnx``.  It is read once per process, on first use.
 """
@@ -19,8 +20,15 @@ def schema_data() -> SchemaData:
 
 
 def definitions() -> tuple:
-    """Every definition (one :class:`~onnxkit.schema.OpSchema` per (domain, name, since_version))."""
-    return schema_data().definitions
+    """Every com.microsoft definition (one :class:`~onnxkit.schema.OpSchema` per (domain, name,
+    since_version))."""
+    return tuple(s for s in schema_data().definitions if s.domain == DOMAIN)
+
+
+def extension_operators() -> tuple:
+    """The definitions of other domains' operators onnxruntime registers there and this package
+    adds as extensions (``onnxkit_extension_operators``): ai.onnx SimplifiedLayerNormalization-1."""
+    return tuple(s for s in schema_data().definitions if s.domain != DOMAIN)
 
 
 def operator_sets() -> list:

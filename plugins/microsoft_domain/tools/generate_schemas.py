@@ -40,6 +40,14 @@ OPERATORS = {
                      "QAttention"],
 }
 
+#: Extension operators (``onnxkit_extension_operators``): definitions onnxruntime registers in a
+#: domain this package does not own, by domain ('' = ai.onnx).  Recorded with the com.microsoft
+#: ones; the data's ``domains`` range names com.microsoft only, so they make no operator set.
+EXTENSIONS = {
+    # onnxruntime's transformers optimizer (T5) fuses the root-mean-square norm into this
+    "": ["SimplifiedLayerNormalization"],
+}
+
 
 def _common():
     spec = importlib.util.spec_from_file_location("schema_gen_common", os.path.normpath(COMMON))
@@ -89,15 +97,22 @@ def build_document(common) -> dict:
     from onnxruntime.capi import onnxruntime_pybind11_state as ort_c
 
     wanted = {name for names in OPERATORS.values() for name in names}
-    schemas = [s for s in ort_c.get_all_operator_schema() if s.domain == DOMAIN and s.name in wanted]
+    all_schemas = ort_c.get_all_operator_schema()
+    schemas = [s for s in all_schemas if s.domain == DOMAIN and s.name in wanted]
     missing = wanted - {s.name for s in schemas}
     if missing:
         raise SystemExit(f"onnxruntime {onnxruntime.__version__} defines no {DOMAIN} {sorted(missing)}")
-    schemas.sort(key=lambda s: (s.name, s.since_version))
+    for domain, names in EXTENSIONS.items():
+        found = [s for s in all_schemas if s.domain == domain and s.name in names]
+        if {s.name for s in found} != set(names):
+            raise SystemExit(f"onnxruntime {onnxruntime.__version__} defines no {domain or 'ai.onnx'} "
+                             f"{sorted(set(names) - {s.name for s in found})}")
+        schemas += found
+    schemas.sort(key=lambda s: (s.domain, s.name, s.since_version))
     return {
         "format": common.FORMAT,
         "source": f"onnxruntime {onnxruntime.__version__}",
-        "domains": {DOMAIN: [1, max(int(s.since_version) for s in schemas)]},
+        "domains": {DOMAIN: [1, max(int(s.since_version) for s in schemas if s.domain == DOMAIN)]},
         "definitions": [definition_record(common, s) for s in schemas],
     }
 

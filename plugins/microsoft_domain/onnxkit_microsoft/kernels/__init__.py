@@ -7,9 +7,10 @@ GroupQueryAttention), ``nbits.py`` (MatMulNBits), ``text.py`` (Tokenizer, Murmur
 ``host_only``), ``distance.py`` (CDist) and ``quantized.py`` (QLinearAdd, QLinearMul, QLinearGlobalAveragePool,
 QGemm), ``qlinear_ops.py`` (QuantizeLinear, DequantizeLinear, DynamicQuantizeMatMul,
 MatMulIntegerToFloat, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearConcat, QLinearWhere,
-QLinearAveragePool), ``qlstm.py`` (DynamicQuantizeLSTM), ``qconv.py`` (QLinearConv), ``qattention.py`` (QAttention).
+QLinearAveragePool), ``qlstm.py`` (DynamicQuantizeLSTM), ``qconv.py`` (QLinearConv), ``qattention.py`` (QAttention),
+``simplified_norm.py`` (the ai.onnx extension SimplifiedLayerNormalization, key ``('', op, 1)``).
 Each exposes ``KERNELS``, an :class:`onnxkit.plugin.KernelTable` keyed by
-``("com.microsoft", op_type, 1)``; :func:`all_kernels` merges them (modules whose name starts
+``("com.microsoft", op_type, 1)`` (the extension: ``("", op_type, 1)``); :func:`all_kernels` merges them (modules whose name starts
 with ``_`` hold shared helpers).
 """
 

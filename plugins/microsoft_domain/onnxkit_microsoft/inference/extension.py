@@ -1,0 +1,26 @@
+"""Inference of the extension operator ai.onnx SimplifiedLayerNormalization-1 (kernel:
+``kernels/simplified_norm.py``): Y has X's shape and scale's element type; inv_std_var is float,
+X's shape with extent 1 on the normalized axes (unknown where X's rank is)."""
+
+from __future__ import annotations
+
+from onnxkit.plugin import DataType
+from onnxkit.inference.common import dims_of, elem_of, tensor
+
+FUNCTIONS: dict = {}
+FLOAT = int(DataType.FLOAT)
+
+
+def _simplified_layer_norm(ctx):
+    x, scale = ctx.input_type(0), ctx.input_type(1)
+    d = dims_of(x)
+    inv = None
+    if d is not None:
+        axis = int(ctx.attr("axis", -1))
+        a = axis + len(d) if axis < 0 else axis
+        if 0 <= a < len(d):
+            inv = list(d[:a]) + [1] * (len(d) - a)
+    return [tensor(elem_of(scale), d), tensor(FLOAT, inv)][:ctx.num_outputs]
+
+
+FUNCTIONS[("", "SimplifiedLayerNormalization", 1)] = _simplified_layer_norm

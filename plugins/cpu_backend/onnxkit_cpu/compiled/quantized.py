@@ -1,0 +1,110 @@
+"""Compiled loops of the integer quantization kernels (overrides/quantization.py,
+overrides/quantized_conv.py, overrides/quantized_microsoft.py).
+
+Every loop repeats, element by element, the portable kernel's numpy operations in their order
+and precision, so its results are bit-identical to it (no fastmath: no contraction, no
+reassociation; one +, -, *, / in float32 between float32 operands is the IEEE float32
+operation, as numpy's):
+
+* :data:`quantize` ``(x, s, z, lo, hi, y)``: ``x`` (P, C, Q) float32, ``s`` and ``z`` (C,)
+  float32 (the zero point as float32), ``y`` (P, C, Q) of the quantized type:
+  ``r = rint(x / s[c]) + z[c]`` (float32, ties to even), clipped to ``[lo, hi]``, a NaN giving
+  ``z[c]`` — as :func:`onnxkit_default_domain.kernels.quantization.to_quantized` does (its
+  ``round``, ``+ zw``, ``clip``, ``where(isnan, zw)``).
+* :data:`dequantize` ``(x, s, z, y)``: ``x`` (P, C, Q) 8-bit, ``y`` float32:
+  ``y = (float32(x) - z[c]) * s[c]``; the portable kernel skips the subtraction where every
+  zero point is 0, which gives the same values (an integer minus 0.0 is itself).
+* :data:`finite_range` ``(x)``: ``(min, max, finite)`` of a non-empty float32 vector;
+  ``finite`` is False as soon as a NaN or an infinity is met (the caller then takes the
+  portable kernel, whose NaN and inf rules it does not repeat).
+* :data:`requantize` ``(acc, bias, mult, zp, lo, hi, y)``: ``acc`` (P, M, L) of exact integer
+  sums (float32 or float64), ``bias`` and ``mult`` (M,) float64, ``y`` (P, M, L) 8-bit:
+  ``rint((float64(acc) + bias[m]) * mult[m] + zp)`` clipped to ``[lo, hi]`` — QLinearConv's
+  float64 ``acc += B``, ``acc * mult``, ``+ zp``, ``round``, ``clip`` (bias 0.0 where B is
+  absent: adding 0.0 to an integer sum changes nothing).
+* :data:`qlinear_binary` ``(a, za, sa, b, zb, sb, sc, zc, lo, hi, op, y)``: same-shape flat
+  8-bit ``a`` and ``b``, float64 scalars: ``(float64(a) - za) * sa`` combined with ``b``'s by
+  ``+`` (op 0) or ``*`` (op 1), ``rint(v / sc) + zc`` clipped — QLinearAdd / QLinearMul's
+  float64 dequantize, combine, requantize (the caller takes it only for finite scales, ``sc``
+  nonzero: no NaN can arise).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxkit_cpu.compiled import kernel
+
+
+@kernel
+def quantize(x, s, z, lo, hi, y):
+    p_count, c_count, q_count = x.shape
+    for p in range(p_count):
+        for c in range(c_count):
+            sc = s[c]
+            zc = z[c]
+            for q in range(q_count):
+                r = np.rint(x[p, c, q] / sc) + zc
+                if r < lo:
+                    r = lo
+                elif r > hi:
+                    r = hi
+                elif r != r:
+                    r = zc
+                y[p, c, q] = r
+
+
+@kernel
+def dequantize(x, s, z, y):
+    p_count, c_count, q_count = x.shape
+    for p in range(p_count):
+        for c in range(c_count):
+            sc = s[c]
+            zc = z[c]
+            for q in range(q_count):
+                y[p, c, q] = (np.float32(x[p, c, q]) - zc) * sc
+
+
+@kernel
+def finite_range(x):
+    lo = x[0]
+    hi = x[0]
+    for i in range(x.shape[0]):
+        v = x[i]
+        if v - v != 0:            # NaN or an infinity
+            return lo, hi, False
+        if v < lo:
+            lo = v
+        elif v > hi:
+            hi = v
+    return lo, hi, True
+
+
+@kernel
+def requantize(acc, bias, mult, zp, lo, hi, y):
+    p_count, m_count, l_count = acc.shape
+    for p in range(p_count):
+        for m in range(m_count):
+            b = bias[m]
+            k = mult[m]
+            for i in range(l_count):
+                r = np.rint((np.float64(acc[p, m, i]) + b) * k + zp)
+                if r < lo:
+                    r = lo
+                elif r > hi:
+                    r = hi
+                y[p, m, i] = r
+
+
+@kernel
+def qlinear_binary(a, za, sa, b, zb, sb, sc, zc, lo, hi, op, y):
+    for i in range(a.shape[0]):
+        u = (np.float64(a[i]) - za) * sa
+        v = (np.float64(b[i]) - zb) * sb
+        w = u + v if op == 0 else u * v
+        r = np.rint(w / sc) + zc
+        if r < lo:
+            r = lo
+        elif r > hi:
+            r = hi
+        y[i] = r

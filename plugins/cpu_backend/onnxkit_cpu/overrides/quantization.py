@@ -1,0 +1,307 @@
+"""cpu fast paths of the 8-bit quantization kernels of ai.onnx: QuantizeLinear,
+DequantizeLinear, DynamicQuantizeLinear (``onnxkit_default_domain/kernels/quantization.py``),
+MatMulInteger (``.../kernels/linalg.py``) and QLinearMatMul.
+
+Each override takes the common case and hands everything else, unchanged, to the portable
+kernel (which stays the reference, and gives the errors of bad input):
+
+* **QuantizeLinear / DequantizeLinear**: float32 X (Y) with a float32 scale, an int8 / uint8
+  quantized side, per tensor or per axis (no blocks, no ``precision`` other than float32, no
+  ``output_dtype`` other than the 8-bit types / float32), non-empty: one compiled pass
+  (:mod:`onnxkit_cpu.compiled.quantized`) doing the portable kernel's float32 operations in
+  its order — bit-identical, NaN and saturation included (``rint`` is round half to even, as
+  ``xp.round``).  Where compiled loops are off, the portable kernel.
+* **DynamicQuantizeLinear**: the range by one compiled pass, the scale and zero point by the
+  portable kernel's float32 scalar formulas, Y by the quantize pass; an input holding a NaN or
+  an infinity, or whose scale underflows to 0, takes the portable kernel.
+* **MatMulInteger / QLinearMatMul** with a 2-D B (and A of rank >= 2, one zero point for A, one
+  or one per column for B; QLinearMatMul: float32 scales, one a_scale and y_scale, one or N
+  b_scale values): B minus its zero point is made once as float32 and kept while the same
+  unchanging array comes back (:func:`~._plans.unchanging`: an initializer), and the product
+  is one float32 BLAS call when it is **exact**.  Proof: every entry of ``A - a_zp`` lies in
+  ``[-amax, amax]`` with ``amax = max(a_zp - lo, hi - a_zp)`` over A's type range ``[lo, hi]``;
+  a partial sum BLAS forms for output ``(i, n)`` (in whatever order, fused multiply-adds
+  included) is a sum of a subset of the integer products ``(a_ik - a_zp)(b_kn - b_zp)``, so its
+  magnitude is at most ``amax * L1_n`` with ``L1_n = sum_k |b_kn - b_zp|``.  Every integer of
+  magnitude up to 2^24 is a float32, so where ``amax * max_n L1_n <= 2^24`` every step is
+  exact and the float32 result equals the portable kernel's exact float64 one (for K = 64 and
+  full-range weights the bound is 64 * 255 * 255 < 2^22; it is crossed from K ~ 258 on with
+  full-range values, later for real weights).  Otherwise the portable float64 kernel runs
+  (exact below 2^53).  The int32 result is then the exact sum (MatMulInteger); QLinearMatMul
+  requantizes it by the portable kernel's float64 operations (``acc * mult + y_zp``, round,
+  clip), the multiplier ``a_scale * b_scale / y_scale`` in float32 as it computes it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnxkit_default_domain.kernels import linalg as portable_linalg
+from onnxkit_default_domain.kernels import quantization as portable
+
+from onnxkit.plugin import KernelTable
+
+from ..compiled import quantized as loops
+from ._plans import unchanging
+
+KERNELS = KernelTable()
+
+F32 = np.dtype(np.float32)
+#: the 8-bit types of the fast paths and their ranges
+RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
+#: the largest integer up to which every integer is a float32 (see the module docstring)
+FLOAT32_EXACT = 1 << 24
+_TAGS = {np.dtype(np.uint8): 2, np.dtype(np.int8): 3}   # ONNX element types UINT8, INT8
+
+
+def _nd(a) -> bool:
+    return type(a) is np.ndarray
+
+
+def param_layout(p, z, shape, axis: int, per_axis: bool):
+    """``(outer, channels, inner)`` of a per-tensor (``p`` and ``z`` of one value) or per-axis
+    (1-D of the axis' extent, ``z`` of ``p``'s shape) scale / zero point, or None: the portable
+    kernel's :func:`~onnxkit_default_domain.kernels.quantization.expand_param` decides (blocks,
+    other shapes, errors)."""
+    size = math.prod(shape)
+    if p.size == 1 and (z is None or z.size == 1):
+        return 1, 1, size
+    rank = len(shape)
+    if not per_axis or rank == 0 or p.ndim != 1 or (z is not None and z.shape != p.shape):
+        return None
+    a = 0 if rank == 1 else axis + rank if -rank <= axis < 0 else axis
+    if not 0 <= a < rank or shape[a] != p.shape[0]:
+        return None
+    return math.prod(shape[:a]), shape[a], math.prod(shape[a + 1:])
+
+
+def _vector(v, count: int, dtype):
+    """A scale / zero point as a C-contiguous (count,) vector of ``dtype`` (0 where absent)."""
+    if v is None:
+        return np.zeros(count, dtype)
+    return np.ascontiguousarray(np.reshape(v, (count,)), dtype=dtype)
+
+
+# ---------------------------------------------------------------------------- QuantizeLinear
+@KERNELS.register("QuantizeLinear", 10, 13, 19, 21, 23, 24, 25, 28)
+def quantize_linear(ctx):
+    other = portable.quantize_linear(ctx)
+    loop = loops.quantize.get()
+    v = ctx.since_version
+    axis = int(ctx.attr("axis", 1)) if v >= 13 else 1
+    block = int(ctx.attr("block_size", 0)) if v >= 21 else 0
+    out_tag = int(ctx.attr("output_dtype", 0)) if v >= 21 else 0
+    precision = int(ctx.attr("precision", 0)) if v >= 23 else 0
+    if loop is None or block != 0 or precision not in (0, 1) or out_tag not in (0, 2, 3):
+        return other
+
+    def run(x, y_scale, y_zero_point=None):
+        if not (_nd(x) and _nd(y_scale) and x.dtype == F32 and y_scale.dtype == F32 and x.size):
+            return other(x, y_scale, y_zero_point)
+        if y_zero_point is None:
+            out = np.dtype(np.int8) if out_tag == 3 else np.dtype(np.uint8)
+        else:
+            out = y_zero_point.dtype if _nd(y_zero_point) else None
+            if out not in RANGES or (out_tag and _TAGS[out] != out_tag):
+                return other(x, y_scale, y_zero_point)
+        layout = param_layout(y_scale, y_zero_point, x.shape, axis, v >= 13)
+        if layout is None:
+            return other(x, y_scale, y_zero_point)
+        lo, hi = RANGES[out]
+        y = np.empty(x.shape, out)
+        loop(np.ascontiguousarray(x).reshape(layout), _vector(y_scale, layout[1], F32),
+             _vector(y_zero_point, layout[1], F32), np.float32(lo), np.float32(hi), y.reshape(layout))
+        return y
+
+    return run
+
+
+# -------------------------------------------------------------------------- DequantizeLinear
+@KERNELS.register("DequantizeLinear", 10, 13, 19, 21, 23, 24, 25, 28)
+def dequantize_linear(ctx):
+    other = portable.dequantize_linear(ctx)
+    loop = loops.dequantize.get()
+    v = ctx.since_version
+    axis = int(ctx.attr("axis", 1)) if v >= 13 else 1
+    block = int(ctx.attr("block_size", 0)) if v >= 21 else 0
+    out_tag = int(ctx.attr("output_dtype", 0)) if v >= 23 else 0
+    if loop is None or block != 0 or out_tag not in (0, 1):
+        return other
+
+    def run(x, x_scale, x_zero_point=None):
+        if not (_nd(x) and _nd(x_scale) and x.dtype in RANGES and x_scale.dtype == F32 and x.size):
+            return other(x, x_scale, x_zero_point)
+        if x_zero_point is not None and not (_nd(x_zero_point) and x_zero_point.dtype == x.dtype):
+            return other(x, x_scale, x_zero_point)
+        layout = param_layout(x_scale, x_zero_point, x.shape, axis, v >= 13)
+        if layout is None:
+            return other(x, x_scale, x_zero_point)
+        y = np.empty(x.shape, F32)
+        loop(np.ascontiguousarray(x).reshape(layout), _vector(x_scale, layout[1], F32),
+             _vector(x_zero_point, layout[1], F32), y.reshape(layout))
+        return y
+
+    return run
+
+
+# --------------------------------------------------------------------- DynamicQuantizeLinear
+def dynamic_parameters(lo_x, hi_x):
+    """``(scale, zero point)`` as float32 scalars from X's float32 minimum and maximum: the
+    portable kernel's formulas, operation for operation (the range adjusted to include 0)."""
+    hi = np.float32(max(0.0, float(hi_x)))
+    lo = np.float32(min(0.0, float(lo_x)))
+    rng = np.float32(1.0) if hi == lo else np.float32(hi - lo)
+    scale = np.float32(rng / np.float32(255))
+    with np.errstate(all="ignore"):
+        zp = np.rint(np.clip(np.float32(0) - lo / scale, 0, 255)).astype(np.float32)
+    return scale, zp
+
+
+@KERNELS.register("DynamicQuantizeLinear", 11)
+def dynamic_quantize_linear(ctx):
+    other = portable.dynamic_quantize_linear(ctx)
+    loop, span = loops.quantize.get(), loops.finite_range.get()
+    if loop is None or span is None:
+        return other
+
+    def run(x):
+        if not (_nd(x) and x.dtype == F32 and x.size):
+            return other(x)
+        flat = np.ascontiguousarray(x).reshape(-1)
+        lo_x, hi_x, finite = span(flat)
+        if not finite:
+            return other(x)
+        scale, zp = dynamic_parameters(lo_x, hi_x)
+        if not (scale > 0 and np.isfinite(scale) and np.isfinite(zp)):
+            return other(x)
+        y = np.empty(x.shape, np.uint8)
+        loop(flat.reshape(1, 1, -1), np.full(1, scale, F32), np.full(1, zp, F32), np.float32(0), np.float32(255),
+             y.reshape(1, 1, -1))
+        return y, np.array(scale, dtype=F32), np.array(zp, dtype=np.uint8)
+
+    return run
+
+
+# ------------------------------------------------------------ MatMulInteger / QLinearMatMul
+def zero_point_value(z, dtype):
+    """A per-tensor zero point as a Python int (0 where absent), or None: not one value of
+    ``dtype`` (the portable kernel decides)."""
+    if z is None:
+        return 0
+    if not _nd(z) or z.dtype != dtype or z.size != 1:
+        return None
+    return int(z.reshape(-1)[0])
+
+
+class CenteredB:
+    """B minus its zero point as float32 (K, N), and ``max_n sum_k |b_kn - b_zp|``, made once
+    per B while the same unchanging B and zero point come back (module docstring)."""
+
+    __slots__ = ("b", "zp", "matrix", "l1")
+
+    def __init__(self, b, zp):
+        self.b, self.zp = b, zp
+        m = b.astype(F32)
+        if zp is not None:
+            m -= np.reshape(zp, (-1,)).astype(F32) if zp.size > 1 else F32.type(zp.reshape(-1)[0])
+        self.matrix = m
+        self.l1 = float(np.abs(m).sum(axis=0, dtype=np.float64).max()) if m.size else 0.0
+
+    def fits(self, b, zp) -> bool:
+        return b is self.b and zp is self.zp and unchanging(b) and (zp is None or unchanging(zp))
+
+
+def centered_b(cache: list, b, zp):
+    """The :class:`CenteredB` of ``b`` (cached in ``cache[0]`` where ``b`` is unchanging)."""
+    kept = cache[0]
+    if kept is not None and kept.fits(b, zp):
+        return kept
+    made = CenteredB(b, zp)
+    if unchanging(b) and (zp is None or unchanging(zp)):
+        cache[0] = made
+    return made
+
+
+def b_zero_point_ok(z, b) -> bool:
+    """One zero point of B's type, or one per column (a 1-D vector of N)."""
+    return z is None or (_nd(z) and z.dtype == b.dtype and (z.size == 1 or (z.ndim == 1 and z.size == b.shape[1])))
+
+
+def exact_product(a, a_zp: int, prepared: CenteredB):
+    """``(A - a_zp) @ (B - b_zp)`` as exact float32 integers, or None where the bound of the
+    module docstring does not hold (then the caller runs the portable float64 kernel)."""
+    lo, hi = RANGES[a.dtype]
+    amax = max(a_zp - lo, hi - a_zp)
+    if amax * prepared.l1 > FLOAT32_EXACT:
+        return None
+    af = a.astype(F32)
+    if a_zp:
+        af -= F32.type(a_zp)
+    k = a.shape[-1]
+    if af.ndim > 2:
+        return np.matmul(af.reshape(-1, k), prepared.matrix).reshape(a.shape[:-1] + (prepared.matrix.shape[1],))
+    return np.matmul(af, prepared.matrix)
+
+
+def _operands_ok(a, b) -> bool:
+    return (_nd(a) and _nd(b) and a.dtype in RANGES and b.dtype in RANGES and a.ndim >= 2 and b.ndim == 2
+            and a.shape[-1] == b.shape[0] and a.size and b.size)
+
+
+@KERNELS.register("MatMulInteger", 10)
+def matmul_integer(ctx):
+    other = portable_linalg.matmul_integer(ctx)
+    allowed_a = portable_linalg.schema_types(ctx, "T1")
+    allowed_b = portable_linalg.schema_types(ctx, "T2")
+    cache = [None]
+
+    def run(a, b, a_zero_point=None, b_zero_point=None):
+        if not (_operands_ok(a, b) and a.dtype.name in allowed_a and b.dtype.name in allowed_b
+                and b_zero_point_ok(b_zero_point, b)):
+            return other(a, b, a_zero_point, b_zero_point)
+        za = zero_point_value(a_zero_point, a.dtype)
+        if za is None:
+            return other(a, b, a_zero_point, b_zero_point)
+        acc = exact_product(a, za, centered_b(cache, b, b_zero_point))
+        if acc is None:
+            return other(a, b, a_zero_point, b_zero_point)
+        return acc.astype(np.int32)
+
+    return run
+
+
+def _one_float32(v) -> bool:
+    return _nd(v) and v.dtype == F32 and v.size == 1
+
+
+@KERNELS.register("QLinearMatMul", 10, 21)
+def qlinear_matmul(ctx):
+    other = portable.qlinear_matmul(ctx)
+    cache = [None]
+
+    def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+        args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
+        if not (_operands_ok(a, b) and b_zero_point_ok(b_zero_point, b) and _one_float32(a_scale)
+                and _one_float32(y_scale) and _nd(b_scale) and b_scale.dtype == F32
+                and (b_scale.size == 1 or (b_scale.ndim == 1 and b_scale.size == b.shape[1]))
+                and _nd(y_zero_point) and y_zero_point.dtype in RANGES and y_zero_point.size == 1):
+            return other(*args)
+        za = zero_point_value(a_zero_point, a.dtype)
+        if za is None:
+            return other(*args)
+        acc = exact_product(a, za, centered_b(cache, b, b_zero_point))
+        if acc is None:
+            return other(*args)
+        # the multiplier in float32, as the portable kernel computes it (its ``a_s * b_scale / y_scale``)
+        sb = b_scale.reshape(-1) if b_scale.size > 1 else b_scale.reshape(())
+        mult = np.asarray(a_scale.reshape(()) * sb / y_scale.reshape(()))
+        r = acc.astype(np.float64)
+        r *= mult.astype(np.float64)
+        r += float(y_zero_point.reshape(-1)[0])
+        lo, hi = RANGES[y_zero_point.dtype]
+        np.rint(r, out=r)
+        np.clip(r, lo, hi, out=r)
+        return r.astype(y_zero_point.dtype)
+
+    return run

@@ -1,6 +1,6 @@
 """The ONNX 1-3 test vectors on the cpu backend (issue #5's bar), through the conformance runner.
 
-Each gate asserts the exact figures of ``onnxkit/statement/conformance_figures.json`` (the README's
+Each gate asserts the exact figures of ``onnxkit/statement/conformance_figures.json`` (docs/conformance.md's
 conformance statement is rendered from the same file): a vector that stops passing fails the
 gate by name, and so does one that newly passes (its figure must then be updated).  The node
 run writes its report to ``.cache/conformance-node-cpu.json`` (every case with its outcome and
@@ -30,7 +30,7 @@ FOLDERS = ["node", "simple", "pytorch-converted", "pytorch-operator", "light"]
 
 #: Cast/CastLike from FLOAT/FLOAT16 to INT4/UINT4/INT2/UINT2 with inputs out of the target range:
 #: the Cast definition leaves a float out of range undefined, onnx's expected data wraps, onnxkit
-#: rounds half to even and clamps (Clause 6.3.3 and the README's narrow-type decision), so these
+#: rounds half to even and clamps (Clause 6.3.3 and the narrow-type decision, docs/decisions.md), so these
 #: fail on purpose, each on its out-of-range elements only.
 NARROW_CLAMP = {f"node/test_{op}_{src}_to_{dst}{exp}" for op, exps in (("cast", ("",)), ("castlike", ("", "_expanded")))
                 for src in ("FLOAT", "FLOAT16") for dst in ("INT4", "UINT4", "INT2", "UINT2") for exp in exps}
@@ -57,7 +57,7 @@ def test_every_set_of_the_figures_has_its_stated_size():
 
 
 def test_the_statement_renders_the_figures():
-    """The README's statement is kept equal to `onnxkit conformance statement` by tests/test_statement.py."""
+    """docs/conformance.md's statement is kept equal to `onnxkit conformance statement` by tests/test_statement.py."""
     from onnxkit.statement.results import test_package
 
     cpu_line = test_package()["lines"][0]

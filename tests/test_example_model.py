@@ -1,4 +1,4 @@
-"""The bundled example model that the README's first command runs."""
+"""The bundled example model that the README's set-up command runs."""
 
 import subprocess
 import sys

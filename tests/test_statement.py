@@ -1,24 +1,45 @@
-"""``onnxkit conformance statement`` (Annex A): generated from the code, embedded in the README."""
+"""``onnxkit conformance statement`` (Annex A): generated from the code, embedded in docs/conformance.md,
+summarized in the README (both written by ``python tools/update_statement.py``)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from onnxkit.cli import main
 from onnxkit.registry import build_registry
 from onnxkit.statement import build_statement, embedded_in, render_markdown
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+STATEMENT_PAGE = ROOT / "docs" / "conformance.md"
+README = ROOT / "README.md"
+sys.path.insert(0, str(ROOT / "tools"))
+try:
+    import update_statement
+finally:
+    sys.path.remove(str(ROOT / "tools"))
 
 
-def test_the_readme_embeds_exactly_what_the_command_prints(capsys):
-    embedded = embedded_in(README.read_text())
-    assert embedded is not None, "the README has lost its conformance-statement markers"
+def test_the_docs_embed_exactly_what_the_command_prints(capsys):
+    embedded = embedded_in(STATEMENT_PAGE.read_text())
+    assert embedded is not None, "docs/conformance.md has lost its conformance-statement markers"
     printed = render_markdown(build_statement(build_registry()))
-    assert embedded == printed, "the README's conformance statement is stale: run `python tools/update_statement.py`"
+    assert embedded == printed, "docs/conformance.md's statement is stale: run `python tools/update_statement.py`"
     assert main(["conformance", "statement"]) == 0
     assert capsys.readouterr().out == printed
+
+
+def test_the_readme_summarizes_the_statement():
+    embedded = update_statement.embedded_summary(README.read_text())
+    assert embedded is not None, "the README has lost its statement-summary markers"
+    printed = render_markdown(build_statement(build_registry()))
+    assert embedded == update_statement.summary(printed), \
+        "the README's statement summary is stale: run `python tools/update_statement.py`"
+    rows = embedded.splitlines()[2:]
+    assert len(rows) == len(update_statement.SUMMARY_ITEMS) == 3
+    assert any("node 1,884 / 1,884 on `cpu`" in r for r in rows), rows  # the figure a newcomer looks for first
+    assert "details below" not in embedded
 
 
 def test_every_item_of_table_a1_is_there():

@@ -183,7 +183,7 @@ def test_nan_and_negative_zero_bits_preserved():
 
 
 def test_strings_kept_octet_for_octet():
-    # 12.2.5 strings are UTF-8; octets that are not valid UTF-8 are still kept exactly (README: surrogate escapes)
+    # 12.2.5 strings are UTF-8; octets that are not valid UTF-8 are still kept exactly (docs/decisions.md: surrogate escapes)
     for raw in (b"\xff\xfe", b"caf\xc3\xa9", b"\xc3", b"\xed\xa0\x80", "\u2603".encode()):
         data = vi(1, 7) + ld(2, raw)
         m = decode_message(data)

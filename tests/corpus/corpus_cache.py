@@ -10,7 +10,7 @@ Each source is cached on its own (``<source>.json``, keyed by a hash of its code
 producers' versions: ``source_key``), so editing one source rebuilds only it and those after it.
 
 ``--results`` also runs every model (``corpus_outcome.run_corpus``) and writes
-``tests/corpus/RESULTS.md``, the table the README's "Real-world corpus" section copies.
+``tests/corpus/RESULTS.md``, the table docs/corpus.md copies.
 """
 
 from __future__ import annotations

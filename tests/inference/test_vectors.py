@@ -310,7 +310,7 @@ def test_node_vectors_with_symbolic_inputs(onnx_vectors_dir, capsys):
 
 #: Values where onnx's ReferenceEvaluator itself is off, as "model:value" (its Loop stacks scalar
 #: scan outputs as [N, 1]; the test package's expected output, checked above, is [N]): not
-#: compared.  A named set of onnxkit/statement/conformance_figures.json, its size asserted and in the README.
+#: compared.  A named set of onnxkit/statement/conformance_figures.json, its size asserted and in docs/conformance.md.
 REFERENCE_QUIRKS = figures.named_set("inference.reference_quirks")
 #: Node models the ReferenceEvaluator cannot run (string kernels that do not take octet strings,
 #: no Scatter, a Scan it fails on): left out of the comparison, by name.

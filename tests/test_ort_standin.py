@@ -231,8 +231,8 @@ def test_backend_prepare_run_supports_device_and_is_compatible():
     np.testing.assert_array_equal(backend.OnnxRuntimeBackend.run_model(path, {"X": x})[0], x * x)
     assert backend.supports_device("CPU") and not backend.supports_device("FPGA")
     assert backend.is_compatible(path)
-    with pytest.raises(onnxkit.OnnxkitError, match="not a SessionOptions field"):
-        backend.prepare(path, no_such_option=1)
+    with pytest.raises(onnxkit.OnnxkitError, match="'optimized_model_filepath' is not permitted"):
+        backend.prepare(path, optimized_model_filepath=path)
     with pytest.raises(onnxkit.OnnxkitError, match="2 inputs given, the model has 1"):
         backend.prepare(onnxkit.ort.datasets.get_example("sigmoid.onnx")).run([x, x])
 

@@ -122,7 +122,11 @@ class OrtDevice:
 
 
 class OrtMemoryInfo:
-    """Where a value's memory is: ``OrtMemoryInfo(name, allocator type, device id, mem type)``."""
+    """Where a value's memory is: ``OrtMemoryInfo(name, allocator type, device id, mem type)``.
+
+    As in onnxruntime, the name tells the device: ``"Cuda"`` and ``"CudaPinned"`` are NVIDIA's
+    (``device_vendor_id`` 0x10DE), ``"CudaPinned"`` host-accessible memory
+    (``device_mem_type`` HOST_ACCESSIBLE); anything else is the host's (vendor 0, DEFAULT)."""
 
     def __init__(self, name: str = "Cpu", alloc_type=OrtAllocatorType.ORT_ARENA_ALLOCATOR, device_id: int = 0,
                  mem_type=OrtMemType.DEFAULT):
@@ -130,15 +134,28 @@ class OrtMemoryInfo:
         self.allocator_type = OrtAllocatorType(int(alloc_type))
         self.device_id = int(device_id)
         self.mem_type = OrtMemType(int(mem_type))
+        cuda = self.name.lower().startswith("cuda")
+        self.device_vendor_id = int(OrtDeviceVendorId.NVIDIA) if cuda else 0
+        self.device_mem_type = (OrtDeviceMemoryType.HOST_ACCESSIBLE if self.name.lower() == "cudapinned"
+                                else OrtDeviceMemoryType.DEFAULT)
 
     @classmethod
     def create_v2(cls, name: str, device_type: int, vendor_id: int, device_id: int, mem_type: int,
                   alignment: int = 0, allocator_type=OrtAllocatorType.ORT_DEVICE_ALLOCATOR) -> "OrtMemoryInfo":
-        info = cls(name, allocator_type, device_id, OrtMemType.DEFAULT)
-        info.device_type = int(device_type)
-        info.vendor_id = int(vendor_id)
+        """From a device description: ``mem_type`` is an :class:`OrtDeviceMemoryType`; host-accessible
+        memory reads back as ``mem_type`` CPU_OUTPUT (onnxruntime's mapping), DEFAULT as DEFAULT."""
+        device_mem = OrtDeviceMemoryType(int(mem_type))
+        kept = OrtMemType.CPU_OUTPUT if device_mem == OrtDeviceMemoryType.HOST_ACCESSIBLE else OrtMemType.DEFAULT
+        info = cls(name, allocator_type, device_id, kept)
+        info.device_type = OrtMemoryInfoDeviceType(int(device_type))
+        info.device_vendor_id = int(vendor_id)
+        info.device_mem_type = device_mem
         info.alignment = int(alignment)
         return info
+
+    @property
+    def vendor_id(self) -> int:
+        return self.device_vendor_id
 
     @property
     def device(self) -> OrtDevice:

@@ -45,6 +45,33 @@ _CONFIG_FIELDS = {"intra_op_num_threads": int, "inter_op_num_threads": int, "exe
                   "log_verbosity_level": int, "enable_mem_pattern": bool, "enable_cpu_mem_arena": bool,
                   "use_deterministic_compute": bool, "optimized_model_filepath": str}
 
+#: The session config entry that makes :meth:`OrtSessionSurface.get_provider_graph_assignment_info` answer.
+RECORD_ASSIGNMENT_KEY = "session.record_ep_graph_assignment_info"
+
+
+@attrs.frozen
+class OrtEpAssignedNode:
+    """A node as :meth:`OrtSessionSurface.get_provider_graph_assignment_info` reports it."""
+
+    name: str
+    domain: str
+    op_type: str
+
+
+class OrtEpAssignedSubgraph:
+    """Nodes one provider runs: ``ep_name`` and ``get_nodes()``."""
+
+    def __init__(self, ep_name: str, nodes: list):
+        self.ep_name = ep_name
+        self._nodes = list(nodes)
+
+    def get_nodes(self) -> list:
+        return list(self._nodes)
+
+    def __repr__(self) -> str:
+        return f"OrtEpAssignedSubgraph({self.ep_name}, {[n.name for n in self._nodes]})"
+
+
 EXT_FILE_KEY = "session.optimized_model_external_initializers_file_name"
 EXT_MIN_KEY = "session.optimized_model_external_initializers_min_size_in_bytes"
 
@@ -131,16 +158,25 @@ class OrtSessionSurface:
         self._setup(self._model_path or model, providers, provider_options, **options)
 
     def get_provider_graph_assignment_info(self) -> list:
-        """Which provider runs which nodes: one ``{"provider", "nodes"}`` entry for the session's
-        backend, and one per node planned on its fallback."""
+        """Which provider runs which node: one :class:`OrtEpAssignedSubgraph` per node of the
+        model, in graph order (onnxruntime's CPU provider also reports one subgraph per node),
+        naming the session's first provider or the provider of the node's fallback.  Only when
+        the session was made with the config entry ``session.record_ep_graph_assignment_info``
+        = ``"1"`` (as in onnxruntime); otherwise an :class:`~onnxkit.errors.OnnxkitError`
+        (onnxruntime's ``Fail``)."""
         from .options import provider_of
 
+        if self._sess_options._config.get(RECORD_ASSIGNMENT_KEY) != "1":
+            raise OnnxkitError(f"Session configuration entry '{RECORD_ASSIGNMENT_KEY}' must be set to \"1\" "
+                               "when the session is made for get_provider_graph_assignment_info to report "
+                               "which provider runs each node")
         fallen = {f.node: provider_of(getattr(f, "runs_on", "cpu")) for f in getattr(self, "fallbacks", [])}
-        names = [n.name or f"{n.op_type}_{i}" for i, n in enumerate(self.model.graph.node)]
-        mine = [n for n in names if n not in fallen]
-        out = [{"provider": self.get_providers()[0], "nodes": mine}]
-        for p in sorted(set(fallen.values())):
-            out.append({"provider": p, "nodes": [n for n, q in fallen.items() if q == p]})
+        first = self.get_providers()[0]
+        out = []
+        for i, n in enumerate(self.model.graph.node):
+            name = n.name or f"{n.op_type}_{i}"
+            node = OrtEpAssignedNode(name=n.name, domain=n.domain or "", op_type=n.op_type)
+            out.append(OrtEpAssignedSubgraph(fallen.get(name, first), [node]))
         return out
 
     # -- description -------------------------------------------------------------------------

@@ -32,23 +32,47 @@ def supports_device(device: str) -> bool:
     return False
 
 
+#: The SessionOptions fields ``prepare`` sets from its keyword arguments (onnxruntime's backend
+#: allows the same ones): none of them writes a file.  A keyword naming another SessionOptions
+#: field (``optimized_model_filepath``, ``profile_file_prefix``, ``enable_profiling``, ...) is
+#: refused; a keyword that names no field is ignored, as onnxruntime's backend does.
+ALLOWED_SESSION_OPTIONS = frozenset({
+    "enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse", "execution_mode", "execution_order",
+    "graph_optimization_level", "inter_op_num_threads", "intra_op_num_threads", "log_severity_level",
+    "log_verbosity_level", "logid", "use_deterministic_compute", "use_per_session_threads",
+})
+
+
+def session_options(kwargs: dict) -> SessionOptions:
+    """SessionOptions with the allowed fields of ``kwargs`` set (see :data:`ALLOWED_SESSION_OPTIONS`);
+    an :class:`~onnxkit.errors.OnnxkitError` (a ``RuntimeError``) naming a field that is not permitted."""
+    so = SessionOptions()
+    for k, v in kwargs.items():
+        if k in ALLOWED_SESSION_OPTIONS:
+            setattr(so, k, v)
+        elif hasattr(so, k):
+            raise OnnxkitError(f"onnxruntime.backend: SessionOptions field {k!r} is not permitted through the "
+                               f"backend API (permitted: {', '.join(sorted(ALLOWED_SESSION_OPTIONS))})")
+    return so
+
+
 def prepare(model, device: str = "CPU", **kwargs) -> BackendRep:
-    """A :class:`BackendRep` of ``model`` on ``device``; ``kwargs`` set SessionOptions fields."""
+    """A :class:`BackendRep` of ``model`` (a path, octets, a ModelProto, an InferenceSession or
+    a BackendRep) on ``device``; ``kwargs``: see :func:`session_options`."""
+    if isinstance(model, BackendRep):
+        return model
     if isinstance(model, InferenceSession):
         return BackendRep(model)
     if not supports_device(device):
         raise OnnxkitError(f"onnxruntime.backend: device {device!r} is not available here")
-    so = SessionOptions()
-    for k, v in kwargs.items():
-        if not hasattr(so, k):
-            raise OnnxkitError(f"onnxruntime.backend.prepare: {k!r} is not a SessionOptions field")
-        setattr(so, k, v)
+    so = session_options(kwargs)
     return BackendRep(InferenceSession(_octets(model), so, providers=_providers(device)))
 
 
 def run(model, inputs, device: str = "CPU", **kwargs) -> list:
-    """``prepare(model, device, **kwargs).run(inputs)``."""
-    return prepare(model, device, **kwargs).run(inputs)
+    """``prepare(model, device, **kwargs).run(inputs, **kwargs)``: the keywords go to both, each
+    taking the fields it allows."""
+    return prepare(model, device, **kwargs).run(inputs, **kwargs)
 
 
 run_model = run

@@ -7,6 +7,29 @@ from typing import Any
 import numpy as np
 
 from ...errors import OnnxkitError
+from ...runtime import RunOptions
+
+#: The RunOptions fields ``BackendRep.run`` sets from its keyword arguments (onnxruntime's
+#: backend allows the same): ``terminate`` and ``training_mode`` are refused, a keyword naming
+#: no RunOptions field is ignored.
+ALLOWED_RUN_OPTIONS = frozenset({"log_severity_level", "log_verbosity_level", "logid", "only_execute_path_to_fetches"})
+
+
+def run_options(kwargs: dict) -> RunOptions:
+    """RunOptions with the allowed fields of ``kwargs`` set; an :class:`OnnxkitError` (a
+    ``RuntimeError``) naming a RunOptions field that is not permitted.  ``run_options=`` given
+    as a RunOptions is used as it is."""
+    given = kwargs.get("run_options")
+    if isinstance(given, RunOptions):
+        return given
+    ro = RunOptions()
+    for k, v in kwargs.items():
+        if k in ALLOWED_RUN_OPTIONS:
+            setattr(ro, k, v)
+        elif hasattr(ro, k) and not k.startswith("_"):
+            raise OnnxkitError(f"onnxruntime.backend: RunOptions field {k!r} is not permitted through the "
+                               f"backend API (permitted: {', '.join(sorted(ALLOWED_RUN_OPTIONS))})")
+    return ro
 
 
 class BackendRep:
@@ -34,4 +57,4 @@ class BackendRep:
             if len(names) != 1:
                 raise OnnxkitError(f"BackendRep.run: one value given, the model has {len(names)} inputs: {names}")
             feed = {names[0]: inputs}
-        return self._session.run(None, feed, kwargs.get("run_options"))
+        return self._session.run(None, feed, run_options(kwargs))

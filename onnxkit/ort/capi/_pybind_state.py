@@ -15,6 +15,7 @@ from ...runtime.devices import (  # noqa: F401
     OrtMemoryInfoDeviceType, OrtMemType, create_and_register_allocator, create_and_register_allocator_v2,
     get_ep_devices,
 )
+from ...runtime.session_ort import OrtEpAssignedNode, OrtEpAssignedSubgraph  # noqa: F401
 from ...runtime.sparse import OrtSparseFormat, SparseTensor  # noqa: F401
 from ...status import (  # noqa: F401
     DeviceReset, EngineError, EPFail, Fail, InvalidArgument, InvalidGraph, InvalidProtobuf, ModelLoadCanceled,

@@ -1,0 +1,112 @@
+"""onnxkit standing in for onnxruntime: the backend's keyword allowlists, memory infos, the
+provider assignment report, against onnxruntime's documented behaviour (what onnxruntime's own
+Python tests showed missing)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxkit
+from onnxkit import status
+from onnxkit.ort import backend, datasets
+from onnxkit.runtime import devices
+
+X = np.array([[1, 2], [3, 4], [5, 6]], np.float32)
+
+
+@pytest.fixture
+def mul_1():
+    return datasets.get_example("mul_1.onnx")
+
+
+# -- backend: which SessionOptions / RunOptions keywords pass ----------------------------------
+@pytest.mark.parametrize("field, value", [("optimized_model_filepath", "x.onnx"), ("profile_file_prefix", "p"),
+                                          ("enable_profiling", True)])
+def test_backend_refuses_session_fields_that_write_files(mul_1, field, value, tmp_path):
+    for call in (lambda: backend.prepare(mul_1, **{field: value}), lambda: backend.run(mul_1, [X], **{field: value})):
+        with pytest.raises(RuntimeError, match=f"'{field}' is not permitted") as caught:
+            call()
+        assert isinstance(caught.value, onnxkit.OnnxkitError)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_backend_refuses_run_terminate_and_accepts_allowed_run_fields(mul_1):
+    rep = backend.prepare(mul_1)
+    with pytest.raises(RuntimeError, match="RunOptions field 'terminate' is not permitted"):
+        rep.run(X, terminate=True)
+    with pytest.raises(RuntimeError, match="'terminate' is not permitted"):
+        backend.run(mul_1, [X], terminate=True)
+    np.testing.assert_array_equal(backend.run(mul_1, [X], only_execute_path_to_fetches=True, logid="t")[0], X * X)
+
+
+def test_backend_ignores_keywords_naming_no_field_and_applies_allowed_ones(mul_1):
+    rep = backend.prepare(mul_1, no_such_keyword="x", intra_op_num_threads=1,
+                          graph_optimization_level=onnxkit.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    assert rep.session.get_session_options().intra_op_num_threads == 1
+    assert rep.session.get_session_options().graph_optimization_level == onnxkit.GraphOptimizationLevel.ORT_DISABLE_ALL
+    np.testing.assert_array_equal(rep.run(X, another_unknown=3)[0], X * X)
+    np.testing.assert_array_equal(backend.run(mul_1, [X], yet_another="z")[0], X * X)
+    assert backend.prepare(rep) is rep
+
+
+# -- OrtMemoryInfo ---------------------------------------------------------------------------
+CASES = [("Cpu", 0), ("Cuda", 0), ("CudaPinned", -1)]
+
+
+@pytest.mark.parametrize("name, mem", CASES)
+def test_memory_info_device_fields_follow_the_name(name, mem):
+    info = devices.OrtMemoryInfo(name, devices.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, mem)
+    assert info.device_vendor_id == (0x10DE if name.startswith("Cuda") else 0)
+    assert info.device_mem_type == (devices.OrtDeviceMemoryType.HOST_ACCESSIBLE if name == "CudaPinned"
+                                    else devices.OrtDeviceMemoryType.DEFAULT)
+    assert info.mem_type == mem
+
+
+def test_memory_info_create_v2_maps_device_memory_to_mem_type():
+    host = devices.OrtMemoryInfo.create_v2("T", devices.OrtMemoryInfoDeviceType.GPU, 0x10DE, 1,
+                                           devices.OrtDeviceMemoryType.HOST_ACCESSIBLE, 64,
+                                           devices.OrtAllocatorType.ORT_DEVICE_ALLOCATOR)
+    assert (host.mem_type, host.device_mem_type, host.device_vendor_id, host.device_id) == \
+        (devices.OrtMemType.CPU_OUTPUT, devices.OrtDeviceMemoryType.HOST_ACCESSIBLE, 0x10DE, 1)
+    plain = devices.OrtMemoryInfo.create_v2("T", devices.OrtMemoryInfoDeviceType.CPU, 0, 0,
+                                            devices.OrtDeviceMemoryType.DEFAULT)
+    assert (plain.mem_type, plain.device_mem_type, plain.allocator_type) == \
+        (devices.OrtMemType.DEFAULT, devices.OrtDeviceMemoryType.DEFAULT, devices.OrtAllocatorType.ORT_DEVICE_ALLOCATOR)
+
+
+def test_memory_info_fields_equal_onnxruntime_s():
+    ort = pytest.importorskip("onnxruntime")
+    for name, mem in CASES:
+        a = ort.OrtMemoryInfo(name, ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType(mem))
+        b = devices.OrtMemoryInfo(name, devices.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, mem)
+        assert (int(a.device_mem_type), a.device_vendor_id, int(a.mem_type)) == \
+            (int(b.device_mem_type), b.device_vendor_id, int(b.mem_type)), name
+
+
+# -- get_provider_graph_assignment_info --------------------------------------------------------
+def _add_mul_bytes():
+    onnx = pytest.importorskip("onnx")
+    h = onnx.helper
+    f = onnx.TensorProto.FLOAT
+    g = h.make_graph([h.make_node("Add", ["x", "x"], ["a"], name="add_0"),
+                      h.make_node("Mul", ["a", "x"], ["y"], name="mul_0")], "g",
+                     [h.make_tensor_value_info("x", f, [2])], [h.make_tensor_value_info("y", f, [2])])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_provider_assignment_is_reported_per_node_when_asked_for():
+    model = _add_mul_bytes()
+    so = onnxkit.SessionOptions()
+    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    sess = onnxkit.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    parts = sess.get_provider_graph_assignment_info()
+    assert [p.ep_name for p in parts] == ["CPUExecutionProvider"] * 2
+    assert [(n.domain, n.op_type, n.name) for p in parts for n in p.get_nodes()] == [("", "Add", "add_0"),
+                                                                                    ("", "Mul", "mul_0")]
+
+
+def test_provider_assignment_refused_unless_recorded():
+    sess = onnxkit.InferenceSession(_add_mul_bytes(), providers=["CPUExecutionProvider"])
+    with pytest.raises(status.Fail, match="'session.record_ep_graph_assignment_info' must be set to \"1\""):
+        sess.get_provider_graph_assignment_info()

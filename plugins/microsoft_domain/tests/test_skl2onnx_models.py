@@ -129,3 +129,53 @@ def test_knn_cdist(kind):
     for backend, out in res.items():
         _close(np.ravel(out[0]), np.ravel(est.predict(Xt)), slice(None), f"{kind} on {backend} vs scikit-learn",
                atol=1e-4)
+
+
+HASH_ROWS = [["dog", "cat", "fox"], ["a", "b", "c"], ["Héllo", "wörld", "数据"], ["", "x", "longer string here"],
+             ["dog", "dog", "dog"], ["the quick", "brown fox", "jumps"]]
+
+
+@pytest.mark.parametrize("n_features", [8, 2**20])
+@pytest.mark.parametrize("alternate_sign", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("columns", [1, 3])
+def test_feature_hasher_strings(n_features, alternate_sign, dtype, columns):
+    """skl2onnx's FeatureHasher (input_type 'string'): MurmurHash3 with positive=0, then the sign and the
+    modulo in ai.onnx, equal to scikit-learn's transform and to onnxruntime, on both backends."""
+    from sklearn.feature_extraction import FeatureHasher
+
+    rows = [r[:columns] for r in HASH_ROWS]
+    est = FeatureHasher(n_features=n_features, input_type="string", alternate_sign=alternate_sign, dtype=dtype)
+    want = est.fit(rows).transform(rows).toarray()
+    model = _convert(est, [("X", StringTensorType([None, columns]))])
+    assert b"MurmurHash3" in model
+    res = _run_all(model, {"X": np.array(rows, dtype=object)})
+    for backend, out in res.items():
+        got = np.asarray(out[0])
+        assert got.dtype == dtype and got.shape == (len(rows), n_features), (backend, got.dtype, got.shape)
+        np.testing.assert_array_equal(got, want, err_msg=f"FeatureHasher on {backend} vs scikit-learn")
+        np.testing.assert_array_equal(got, res["onnxruntime"][0], err_msg=f"FeatureHasher on {backend} vs onnxruntime")
+
+
+def test_feature_hasher_int32_follows_the_conversion_as_onnxruntime_does():
+    """For an int32 dtype skl2onnx's graph writes int64 with 2**32 - 1 for a negative sign (its conversion
+    departs from scikit-learn there): onnxkit computes what the graph says, as onnxruntime does."""
+    from sklearn.feature_extraction import FeatureHasher
+
+    rows = [r[:2] for r in HASH_ROWS]
+    est = FeatureHasher(n_features=16, input_type="string", dtype=np.int32).fit(rows)
+    model = _convert(est, [("X", StringTensorType([None, 2]))])
+    res = _run_all(model, {"X": np.array(rows, dtype=object)})
+    assert res["onnxruntime"][0].dtype == np.int64
+    assert (res["onnxruntime"][0] == 2**32 - 1).any()  # a negative sign, as the graph writes it
+    for backend in ("cpu", "gpu"):
+        np.testing.assert_array_equal(res[backend][0], res["onnxruntime"][0], err_msg=backend)
+
+
+def test_feature_hasher_pair_input_is_refused_by_the_converter():
+    """skl2onnx converts input_type 'string' only (there is no 'pair' / 'dict' model to run): its limit."""
+    from sklearn.feature_extraction import FeatureHasher
+
+    est = FeatureHasher(n_features=8, input_type="pair").fit([[("a", 1.0)]])
+    with pytest.raises(RuntimeError, match="only supports input_type='string'"):
+        _convert(est, [("X", StringTensorType([None, 1]))])

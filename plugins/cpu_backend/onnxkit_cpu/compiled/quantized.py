@@ -27,6 +27,12 @@ operation, as numpy's):
   ``+`` (op 0) or ``*`` (op 1), ``rint(v / sc) + zc`` clipped — QLinearAdd / QLinearMul's
   float64 dequantize, combine, requantize (the caller takes it only for finite scales, ``sc``
   nonzero: no NaN can arise).
+* :data:`centered_columns` ``(x, zp, kh, kw, sh, sw, dh, dw, top, left, oh, ow, cols)``: the
+  im2col columns of an 8-bit ``x`` (N, C, H, W) minus its zero point, as float32 ``cols``
+  (N, C * kh * kw, oh * ow) in the portable kernel's row order (channel, then kernel row, then
+  kernel column): ``cols[n, (c*kh + i)*kw + j, a*ow + b] = float32(x[n, c, y, x']) - zp`` with
+  ``y = a*sh + i*dh - top``, ``x' = b*sw + j*dw - left``, and 0 where that position is padding
+  (the zero points apply to the data only).  Every value is an exact small integer.
 """
 
 from __future__ import annotations
@@ -108,3 +114,26 @@ def qlinear_binary(a, za, sa, b, zb, sb, sc, zc, lo, hi, op, y):
         elif r > hi:
             r = hi
         y[i] = r
+
+
+@kernel
+def centered_columns(x, zp, kh, kw, sh, sw, dh, dw, top, left, oh, ow, cols):
+    n_count, c_count, h, w = x.shape
+    for n in range(n_count):
+        for c in range(c_count):
+            for i in range(kh):
+                for j in range(kw):
+                    row = (c * kh + i) * kw + j
+                    for a in range(oh):
+                        y = a * sh + i * dh - top
+                        base = a * ow
+                        if y < 0 or y >= h:
+                            for b in range(ow):
+                                cols[n, row, base + b] = 0.0
+                            continue
+                        for b in range(ow):
+                            xx = b * sw + j * dw - left
+                            if xx < 0 or xx >= w:
+                                cols[n, row, base + b] = 0.0
+                            else:
+                                cols[n, row, base + b] = np.float32(x[n, c, y, xx]) - zp

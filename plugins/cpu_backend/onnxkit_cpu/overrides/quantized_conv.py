@@ -1,0 +1,222 @@
+"""cpu fast paths of the 8-bit convolutions of ai.onnx: ConvInteger
+(``onnxkit_default_domain/kernels/conv.py``) and QLinearConv (``.../kernels/quantization.py``).
+
+Both compute ``(X - x_zp) * (W - w_zp)`` — the zero points subtracted from the data, so a
+padded position contributes 0 — and the portable kernels do it exactly in float64.  Here W
+minus its zero point is made once as float32 (kept while the same unchanging W and zero point
+come back: :func:`~._plans.unchanging`, an initializer), X minus its zero point is one float32
+pass, and the convolution is the portable im2col product
+(:func:`onnxkit_default_domain.kernels.conv.conv_nd`, the columns by one strided copy) in
+float32, **where it is exact**: every entry of ``X - x_zp`` lies in ``[-amax, amax]``
+(``amax = max(x_zp - lo, hi - x_zp)`` over X's type range), and a partial sum of output channel
+``m`` is a sum of a subset of the integer products of its window, at most
+``amax * L1_m`` in magnitude, ``L1_m = sum |w_m - w_zp_m|`` over the channel's ``C/group * K``
+weights.  Where ``amax * max_m L1_m <= 2^24`` every integer met is a float32 and every BLAS step
+is exact, whatever its order (fused multiply-adds included), so the sums equal the portable
+kernel's; otherwise the portable float64 kernel runs.  (Full-range 8-bit weights reach the bound
+at ``C/group * K`` ~ 258, e.g. 29 channels of 3x3; real weights, whose L1 norms are far smaller,
+much later.)
+
+* **ConvInteger**: the exact sums as int32 (the portable kernel's ``round`` and cast of an exact
+  integer give the same).
+* **QLinearConv**: the sums requantized by one compiled pass
+  (:data:`onnxkit_cpu.compiled.quantized.requantize`) doing the portable kernel's float64
+  operations in its order — ``(acc + B) * mult + y_zp``, round half to even, clip — with the
+  multiplier ``x_scale * w_scale / y_scale`` computed in float32 as it does: bit-identical.
+
+Taken for: X and W (and y_zero_point) int8 / uint8 of the definition's types, rank >= 3, one x
+zero point, one or one-per-output-channel w zero point and (QLinearConv) w_scale, float32
+scales, an int32 B of M values, no negative pads, compiled loops on for QLinearConv.  Everything
+else — and every error — is the portable kernel's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnxkit_default_domain.kernels import conv as portable_conv
+from onnxkit_default_domain.kernels import quantization as portable_q
+from onnxkit_default_domain.kernels._common import schema_types
+
+from onnxkit.plugin import KernelTable
+
+from ..compiled import quantized as loops
+from ._plans import unchanging
+from .conv import strided_columns
+from .quantization import F32, FLOAT32_EXACT, RANGES, zero_point_value
+
+KERNELS = KernelTable()
+
+
+def _nd(a) -> bool:
+    return type(a) is np.ndarray
+
+
+class CenteredW:
+    """W minus its zero point (one, or one per output channel) as float32, and the largest
+    per-output-channel L1 norm of it (module docstring), for one W and zero point."""
+
+    __slots__ = ("w", "zp", "weights", "l1")
+
+    def __init__(self, w, zp):
+        self.w, self.zp = w, zp
+        m = w.astype(F32)
+        if zp is not None:
+            z = np.reshape(zp, (-1,)).astype(F32)
+            m -= z[0] if z.size == 1 else z.reshape((-1,) + (1,) * (w.ndim - 1))
+        self.weights = m
+        self.l1 = float(np.abs(m).reshape(m.shape[0], -1).sum(axis=1, dtype=np.float64).max()) if m.size else 0.0
+
+    def fits(self, w, zp) -> bool:
+        return w is self.w and zp is self.zp and unchanging(w) and (zp is None or unchanging(zp))
+
+
+def centered_w(cache: list, w, zp) -> CenteredW:
+    kept = cache[0]
+    if kept is not None and kept.fits(w, zp):
+        return kept
+    made = CenteredW(w, zp)
+    if unchanging(w) and (zp is None or unchanging(zp)):
+        cache[0] = made
+    return made
+
+
+def w_zero_point_ok(z, w) -> bool:
+    """None, one value of W's type, or a 1-D vector of one per output channel."""
+    return z is None or (_nd(z) and z.dtype == w.dtype and (z.size == 1 or (z.ndim == 1 and z.size == w.shape[0])))
+
+
+def exact_conv(x, x_zp: int, prepared: CenteredW, plan, columns=None):
+    """The convolution of ``x - x_zp`` by the prepared weights as exact float32 sums
+    ``(N, M, *out)``, or None where the module docstring's bound does not hold.  ``columns``:
+    the compiled im2col (:data:`onnxkit_cpu.compiled.quantized.centered_columns`) for one or two
+    spatial axes, else the portable product on ``x - x_zp``."""
+    lo, hi = RANGES[x.dtype]
+    amax = max(x_zp - lo, hi - x_zp)
+    if amax * prepared.l1 > FLOAT32_EXACT:
+        return None
+    nd = x.ndim - 2
+    if columns is None or nd > 2 or plan.n == 0 or math.prod(plan.out_shape) == 0:
+        xf = x.astype(F32)
+        if x_zp:
+            xf -= F32.type(x_zp)
+        return portable_conv.conv_nd(np, xf, prepared.weights, plan, strided_columns)
+    one = (1,) if nd == 1 else ()
+    kh, kw = one + plan.kernel
+    sh, sw = one + plan.strides
+    dh, dw = one + plan.dil
+    top, left = (0,) * (2 - nd) + plan.begin
+    oh, ow = one + plan.out_shape
+    n, c, m, group = plan.n, plan.c, plan.m, plan.group
+    x4 = x if nd == 2 else x.reshape(n, c, 1, x.shape[2])
+    kp = kh * kw
+    cols = np.empty((n, c * kp, oh * ow), F32)
+    columns(np.ascontiguousarray(x4), np.float32(x_zp), kh, kw, sh, sw, dh, dw, top, left, oh, ow, cols)
+    w = prepared.weights
+    if group == 1:
+        y = np.matmul(w.reshape(m, c * kp), cols)
+    else:
+        cg, mg = c // group, m // group
+        y = np.matmul(w.reshape(group, mg, cg * kp), cols.reshape(n, group, cg * kp, oh * ow))
+    return y.reshape((n, m) + plan.out_shape)
+
+
+def _operands_ok(x, w) -> bool:
+    return (_nd(x) and _nd(w) and x.dtype in RANGES and w.dtype in RANGES and x.ndim >= 3 and w.ndim == x.ndim
+            and x.size and w.size)
+
+
+# -------------------------------------------------------------------------------- ConvInteger
+@KERNELS.register("ConvInteger", 10)
+def conv_integer(ctx):
+    other = portable_conv.conv_integer(ctx)
+    group = int(ctx.attr("group", 1))
+    plans = portable_conv.Plans(ctx, lambda c, xs, ws: portable_conv.conv_plan(c, group, xs, ws))
+    allowed_x, allowed_w = schema_types(ctx, "T1"), schema_types(ctx, "T2")
+    cache = [None]
+    columns = loops.centered_columns.get()      # None: compiled loops off (the float32 portable product)
+
+    def run(x, w, x_zero_point=None, w_zero_point=None):
+        if not (_operands_ok(x, w) and x.dtype.name in allowed_x and w.dtype.name in allowed_w
+                and w_zero_point_ok(w_zero_point, w)):
+            return other(x, w, x_zero_point, w_zero_point)
+        zx = zero_point_value(x_zero_point, x.dtype)
+        if zx is None:
+            return other(x, w, x_zero_point, w_zero_point)
+        plan = plans(x, w)        # the portable checks and geometry (its errors)
+        if any(b < 0 for b in plan.begin + plan.end):
+            return other(x, w, x_zero_point, w_zero_point)
+        acc = exact_conv(x, zx, centered_w(cache, w, w_zero_point), plan, columns)
+        if acc is None:
+            return other(x, w, x_zero_point, w_zero_point)
+        return acc.astype(np.int32)
+
+    return run
+
+
+# -------------------------------------------------------------------------------- QLinearConv
+def _float32_values(v, counts) -> bool:
+    return _nd(v) and v.dtype == F32 and (v.size in counts) and (v.size == 1 or v.ndim == 1)
+
+
+@KERNELS.register("QLinearConv", 10)
+def qlinear_conv(ctx):
+    other = portable_q.qlinear_conv(ctx)
+    loop, columns = loops.requantize.get(), loops.centered_columns.get()
+    if loop is None or columns is None:
+        return other
+    group = int(ctx.attr("group", 1))
+    auto_pad = ctx.attr_str("auto_pad", "NOTSET")
+    cache = [None]
+    geometry = {}
+
+    def plan_of(x, w):
+        """The portable kernel's attributes and geometry as a ConvPlan (its errors), or None."""
+        key = (x.shape, w.shape)
+        plan = geometry.get(key)
+        if plan is None:
+            c, m = x.shape[1], w.shape[0]
+            if group <= 0 or c % group or m % group or w.shape[1] != c // group:
+                return None
+            nd = x.ndim - 2
+            kernel, strides, dilations, pads = portable_q.conv_attributes(ctx, w.shape, nd)
+            out_spatial, pads = portable_q.conv_geometry(ctx, x.shape[2:], kernel, strides, dilations, pads, auto_pad)
+            if any(p < 0 for p in pads):
+                return None
+            plan = portable_conv.ConvPlan(x.shape[0], c, m, group, tuple(kernel), tuple(strides), tuple(dilations),
+                                          tuple(pads[:nd]), tuple(pads[nd:]), tuple(out_spatial))
+            if len(geometry) > 64:
+                geometry.clear()
+            geometry[key] = plan
+        return plan
+
+    def run(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None):
+        args = (x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B)
+        if not (_operands_ok(x, w) and w_zero_point_ok(w_zero_point, w) and _nd(y_zero_point)
+                and y_zero_point.dtype in RANGES and y_zero_point.size == 1
+                and _float32_values(x_scale, (1,)) and _float32_values(y_scale, (1,))
+                and _float32_values(w_scale, (1, w.shape[0]))
+                and (B is None or (_nd(B) and B.dtype == np.int32 and B.size == w.shape[0]))):
+            return other(*args)
+        zx = zero_point_value(x_zero_point, x.dtype)
+        plan = None if zx is None else plan_of(x, w)
+        if plan is None:
+            return other(*args)
+        acc = exact_conv(x, zx, centered_w(cache, w, w_zero_point), plan, columns)
+        if acc is None:
+            return other(*args)
+        m = plan.m
+        # the multiplier in float32, as the portable kernel computes it
+        mult = np.asarray(x_scale.reshape(()) * w_scale.reshape(-1) / y_scale.reshape(()), dtype=F32)
+        mult = np.ascontiguousarray(np.broadcast_to(mult, (m,)), dtype=np.float64)
+        bias = np.zeros(m) if B is None else B.reshape(-1).astype(np.float64)
+        lo, hi = RANGES[y_zero_point.dtype]
+        out = np.empty(acc.shape, y_zero_point.dtype)
+        n = acc.shape[0]
+        length = math.prod(acc.shape[2:])
+        loop(acc.reshape(n, m, length), bias, mult, float(y_zero_point.reshape(-1)[0]), float(lo), float(hi),
+             out.reshape(n, m, length))
+        return out
+
+    return run

@@ -63,13 +63,13 @@ def _assert_warnings(warnings: dict, folder: str):
 
 
 def test_node_vectors(root):
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: the bound holds however busy the machine is
     paths, failures, warnings = _check_all(root, "node/*/model.onnx")
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert len(paths) == 1884
     assert not failures, f"{len(failures)} node vectors have errors:\n" + "\n".join(failures[:20])
     _assert_warnings(warnings, "node/")
-    assert elapsed < 60, f"checking the node vectors took {elapsed:.1f} s"
+    assert elapsed < 60, f"checking the node vectors took {elapsed:.1f} CPU seconds"
 
 
 @pytest.mark.parametrize("folder,pattern,count", [

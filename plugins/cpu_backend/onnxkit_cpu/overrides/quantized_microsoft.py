@@ -1,0 +1,190 @@
+"""cpu fast paths of the com.microsoft quantized operators of onnxruntime's QOperator format:
+QLinearAdd, QLinearMul, QLinearGlobalAveragePool and QGemm
+(``onnxkit_microsoft/kernels/quantized.py``, whose portable kernels stay the reference).
+
+The portable kernels dequantize to float64, compute and requantize through the array API
+namespace; here the same float64 operations run in the same order on plain numpy (or one
+compiled pass), so the results are bit-identical:
+
+* **QLinearAdd / QLinearMul** with A and B of one shape and one 8-bit type, finite scales and a
+  nonzero C scale: one compiled pass (:data:`onnxkit_cpu.compiled.quantized.qlinear_binary`).
+  Broadcasting operands, and everything else, take the portable kernel.
+* **QLinearGlobalAveragePool**: the portable kernel's numpy calls (``(x - zp) * scale``, the
+  mean over the spatial axes, ``round(m / y_scale) + y_zp``, clip), without its namespace
+  wrappers.
+* **QGemm** (2-D 8-bit A and B, one A zero point of A's type, B zero point and scale one or one
+  per column): B' minus its zero point is made once as float32 while the same unchanging B
+  comes back, and ``(A' - a_zp)(B' - b_zp)`` is one float32 BLAS product where it is exact —
+  the bound of :mod:`.quantization` (``amax * max_n L1_n <= 2^24``) — else the portable kernel;
+  then C, alpha, the scales and the requantization as the portable kernel applies them, in
+  float64.
+
+Where onnxkit-microsoft is not installed this module registers nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxkit.plugin import KernelTable
+
+from ..compiled import quantized as loops
+from ._plans import unchanging
+from .quantization import F32, FLOAT32_EXACT, RANGES, CenteredB, zero_point_value
+
+KERNELS = KernelTable()
+
+try:
+    from onnxkit_microsoft.kernels import quantized as portable
+except ImportError:  # onnxkit-microsoft absent: no com.microsoft operators to serve
+    portable = None
+
+DOMAIN = "com.microsoft"
+
+
+def _nd(a) -> bool:
+    return type(a) is np.ndarray
+
+
+def _one(v) -> bool:
+    return _nd(v) and v.size == 1
+
+
+def _f64(v) -> float:
+    """The single value of a scale or zero point as float64 (the portable ``astype(float64)``)."""
+    return float(np.asarray(v, dtype=np.float64).reshape(-1)[0])
+
+
+def _binary(ctx, op: int, other):
+    loop = loops.qlinear_binary.get()
+    if loop is None:
+        return other
+
+    def run(a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp=None):
+        args = (a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp)
+        if not (_nd(a) and _nd(b) and a.dtype in RANGES and b.dtype == a.dtype and a.shape == b.shape and a.size
+                and _one(a_scale) and _one(b_scale) and _one(c_scale)
+                and all(z is None or _one(z) for z in (a_zp, b_zp)) and (c_zp is None or (_one(c_zp)
+                                                                                       and c_zp.dtype in RANGES))):
+            return other(*args)
+        sa, sb, sc = _f64(a_scale), _f64(b_scale), _f64(c_scale)
+        if not (np.isfinite(sa) and np.isfinite(sb) and np.isfinite(sc) and sc != 0):
+            return other(*args)
+        out = (c_zp if c_zp is not None else a).dtype
+        lo, hi = RANGES[out]
+        y = np.empty(a.shape, out)
+        loop(np.ascontiguousarray(a).reshape(-1), 0.0 if a_zp is None else _f64(a_zp), sa,
+             np.ascontiguousarray(b).reshape(-1), 0.0 if b_zp is None else _f64(b_zp), sb, sc,
+             0.0 if c_zp is None else _f64(c_zp), float(lo), float(hi), op, y.reshape(-1))
+        return y
+
+    return run
+
+
+def _gap(ctx, other):
+    channels_last = bool(ctx.attr("channels_last", 0))
+
+    def run(x, x_scale, x_zp, y_scale, y_zp):
+        args = (x, x_scale, x_zp, y_scale, y_zp)
+        if not (_nd(x) and x.dtype in RANGES and x.ndim >= 3 and _one(x_scale) and _one(y_scale)
+                and (x_zp is None or _one(x_zp)) and (y_zp is None or (_one(y_zp) and y_zp.dtype in RANGES))):
+            return other(*args)
+        axes = tuple(range(1, x.ndim - 1)) if channels_last else tuple(range(2, x.ndim))
+        d = x.astype(np.float64)
+        if x_zp is not None:
+            d = d - np.asarray(x_zp, dtype=np.float64).reshape(())
+        d = d * np.asarray(x_scale, dtype=np.float64).reshape(())
+        m = np.mean(d, axis=axes, keepdims=True)
+        r = np.round(m / np.asarray(y_scale, dtype=np.float64).reshape(()))
+        if y_zp is not None:
+            r = r + np.asarray(y_zp, dtype=np.float64).reshape(())
+        target = y_zp if y_zp is not None else x
+        lo, hi = RANGES[target.dtype]
+        return np.clip(r, lo, hi).astype(target.dtype)
+
+    return run
+
+
+class _KeptB:
+    """The centered B' of one B (as given, before transB), kept while it is unchanging."""
+
+    __slots__ = ("b", "zp", "centered")
+
+    def __init__(self, b, zp, trans_b: bool):
+        self.b, self.zp = b, zp
+        self.centered = CenteredB(b.T if trans_b else b, zp)
+
+
+def _qgemm(ctx, other):
+    alpha = float(ctx.attr("alpha", 1.0))
+    ta, tb = bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))
+    kept = [None]
+
+    def centered(b, zp):
+        k = kept[0]
+        if k is not None and k.b is b and k.zp is zp and unchanging(b) and (zp is None or unchanging(zp)):
+            return k.centered
+        made = _KeptB(b, zp, tb)
+        if unchanging(b) and (zp is None or unchanging(zp)):
+            kept[0] = made
+        return made.centered
+
+    def run(a, a_scale, a_zp, b, b_scale, b_zp=None, c=None, y_scale=None, y_zp=None):
+        args = (a, a_scale, a_zp, b, b_scale, b_zp, c, y_scale, y_zp)
+        if not (_nd(a) and _nd(b) and a.dtype in RANGES and b.dtype in RANGES and a.ndim == 2 and b.ndim == 2
+                and a.size and b.size and _one(a_scale) and (y_scale is None or _one(y_scale))
+                and (y_zp is None or (_one(y_zp) and y_zp.dtype in RANGES)) and (c is None or _nd(c))):
+            return other(*args)
+        k, n = (b.shape[1], b.shape[0]) if tb else b.shape
+        if (a.shape[0] if ta else a.shape[1]) != k or not _nd(b_scale) or b_scale.size not in (1, n):
+            return other(*args)
+        if b_zp is not None and not (_nd(b_zp) and b_zp.dtype == b.dtype and (b_zp.size == 1 or (
+                b_zp.ndim == 1 and b_zp.size == n))):
+            return other(*args)
+        za = zero_point_value(a_zp, a.dtype)
+        if za is None:
+            return other(*args)
+        prepared = centered(b, b_zp)
+        lo, hi = RANGES[a.dtype]
+        if max(za - lo, hi - za) * prepared.l1 > FLOAT32_EXACT:
+            return other(*args)
+        af = (a.T if ta else a).astype(F32)
+        if za:
+            af -= F32.type(za)
+        acc = np.matmul(af, prepared.matrix).astype(np.float64)
+        if c is not None:
+            try:
+                acc = acc + c.astype(np.float64)
+            except ValueError:
+                return other(*args)
+        acc = acc * alpha
+        sb = b_scale.reshape(()) if b_scale.size == 1 else b_scale.reshape(n)
+        y = acc * np.asarray(a_scale, dtype=np.float64).reshape(()) * sb.astype(np.float64)
+        if y_scale is None:
+            return y.astype(np.float32)
+        r = np.round(y / np.asarray(y_scale, dtype=np.float64).reshape(()))
+        if y_zp is not None:
+            r = r + np.asarray(y_zp, dtype=np.float64).reshape(())
+        target = y_zp if y_zp is not None else a
+        lo_y, hi_y = RANGES[target.dtype]
+        return np.clip(r, lo_y, hi_y).astype(target.dtype)
+
+    return run
+
+
+if portable is not None:
+    @KERNELS.register("QLinearAdd", 1, domain=DOMAIN)
+    def qlinear_add(ctx):
+        return _binary(ctx, 0, portable.qlinear_add(ctx))
+
+    @KERNELS.register("QLinearMul", 1, domain=DOMAIN)
+    def qlinear_mul(ctx):
+        return _binary(ctx, 1, portable.qlinear_mul(ctx))
+
+    @KERNELS.register("QLinearGlobalAveragePool", 1, domain=DOMAIN)
+    def qlinear_global_average_pool(ctx):
+        return _gap(ctx, portable.qlinear_global_average_pool(ctx))
+
+    @KERNELS.register("QGemm", 1, domain=DOMAIN)
+    def qgemm(ctx):
+        return _qgemm(ctx, portable.qgemm(ctx))

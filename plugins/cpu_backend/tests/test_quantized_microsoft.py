@@ -1,0 +1,135 @@
+"""The cpu overrides of com.microsoft QLinearAdd, QLinearMul, QLinearGlobalAveragePool and QGemm
+(overrides/quantized_microsoft.py) against the portable kernels of onnxkit-microsoft (bit for
+bit), values written out here, and onnxruntime (within one quantization step)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxkit_microsoft")
+from onnx import TensorProto as TP  # noqa: E402
+
+from quantized_harness import MS, identical, three_ways, within_one_step  # noqa: E402
+
+from onnxkit_cpu import compiled  # noqa: E402
+from onnxkit_cpu.compiled import quantized as loops  # noqa: E402
+from onnxkit_cpu.overrides import quantized_microsoft as fast_module  # noqa: E402
+
+RNG = np.random.default_rng(3235)
+TYPES = {np.uint8: TP.UINT8, np.int8: TP.INT8}
+needs_numba = pytest.mark.skipif(not compiled.available(), reason="numba is not installed (the portable kernel runs)")
+
+
+def ints(dtype, shape, lo=None, hi=None):
+    info = np.iinfo(dtype)
+    return RNG.integers(info.min if lo is None else lo, (info.max if hi is None else hi) + 1, shape).astype(dtype)
+
+
+@needs_numba
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("shape", [(3, 16, 8, 8), (7,), (2, 5)])
+@pytest.mark.parametrize("with_c_zp", [True, False])
+def test_qlinear_binary(op, dtype, shape, with_c_zp, count_calls):
+    spy = count_calls(loops, "qlinear_binary")
+    a, b = ints(dtype, shape), ints(dtype, shape)
+    mid = 0 if dtype == np.int8 else 128
+    za, zb, zc = (np.asarray(mid + RNG.integers(-6, 7), dtype) for _ in range(3))
+    sc = np.float32(0.03 if op == "QLinearAdd" else 0.4)
+    inputs = [a, np.float32(0.02), za, b, np.float32(0.015), zb, sc] + ([zc] if with_c_zp else [])
+    fast, ref, theirs = three_ways(op, inputs, domain=MS, out_types=[TYPES[dtype]], constants=(1, 2, 4, 5, 6, 7))
+    assert spy.calls == 1
+    identical(fast[0], ref[0])
+    within_one_step(fast[0], theirs[0])
+    # the definition in float64, written out
+    u = (a.astype(np.float64) - float(za)) * float(np.float32(0.02))
+    v = (b.astype(np.float64) - float(zb)) * float(np.float32(0.015))
+    w = u + v if op == "QLinearAdd" else u * v
+    lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+    want = np.clip(np.rint(w / float(sc)) + (float(zc) if with_c_zp else 0.0), lo, hi).astype(dtype)
+    np.testing.assert_array_equal(fast[0], want)
+
+
+def test_qlinear_binary_broadcast_takes_the_portable_kernel(count_calls):
+    spy = count_calls(loops, "qlinear_binary")
+    a, b = ints(np.uint8, (2, 3, 4)), ints(np.uint8, (3, 1))
+    inputs = [a, np.float32(0.02), np.uint8(128), b, np.float32(0.02), np.uint8(120), np.float32(0.05), np.uint8(128)]
+    fast, ref, theirs = three_ways("QLinearAdd", inputs, domain=MS, out_types=[TP.UINT8], constants=(1, 2, 4, 5, 6, 7))
+    identical(fast[0], ref[0])
+    within_one_step(fast[0], theirs[0])
+    assert spy.calls == 0
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("shape,channels_last", [((3, 16, 4, 4), 0), ((2, 5, 7), 0), ((2, 3, 3, 6), 1)])
+def test_qlinear_global_average_pool(dtype, shape, channels_last):
+    x = ints(dtype, shape)
+    mid = 0 if dtype == np.int8 else 128
+    inputs = [x, np.float32(0.05), np.asarray(mid + 3, dtype), np.float32(0.02), np.asarray(mid - 2, dtype)]
+    fast, ref, theirs = three_ways("QLinearGlobalAveragePool", inputs, {"channels_last": channels_last}, domain=MS,
+                                   out_types=[TYPES[dtype]], constants=(1, 2, 3, 4))
+    identical(fast[0], ref[0])
+    within_one_step(fast[0], theirs[0])
+    axes = tuple(range(1, x.ndim - 1)) if channels_last else tuple(range(2, x.ndim))
+    m = ((x.astype(np.float64) - (mid + 3)) * float(np.float32(0.05))).mean(axis=axes, keepdims=True)
+    lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+    np.testing.assert_array_equal(fast[0], np.clip(np.rint(m / float(np.float32(0.02))) + mid - 2, lo, hi)
+                                  .astype(dtype))
+
+
+@pytest.mark.parametrize("b_type", [np.int8, np.uint8])
+@pytest.mark.parametrize("trans", [(0, 0), (0, 1), (1, 0)])
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("quantized_out", [False, True])
+@pytest.mark.parametrize("with_c", [False, True])
+def test_qgemm(b_type, trans, per_column, quantized_out, with_c, monkeypatch):
+    made = []
+
+    class Counted(fast_module.CenteredB):
+        def __init__(self, *args):
+            made.append(1)
+            super().__init__(*args)
+    monkeypatch.setattr(fast_module, "CenteredB", Counted)
+    m, k, n = 3, 16, 10
+    ta, tb = trans
+    a = ints(np.uint8, (k, m) if ta else (m, k))
+    b = ints(b_type, (n, k) if tb else (k, n))
+    shape = (n,) if per_column else ()
+    b_scale = RNG.uniform(0.005, 0.02, shape).astype(np.float32)
+    b_zp = np.zeros(shape, b_type) if b_type == np.int8 else ints(b_type, shape, 120, 136)
+    c = RNG.integers(-2000, 2000, (n,)).astype(np.int32) if with_c else None
+    inputs = [a, np.float32(0.03), np.uint8(130), b, b_scale, b_zp, c]
+    types = [TP.FLOAT]
+    if quantized_out:
+        inputs += [np.float32(0.05), np.uint8(128)]
+        types = [TP.UINT8]
+    attrs = {"transA": ta, "transB": tb, "alpha": 0.75}
+    use_ort = not ta   # onnxruntime's QGemm does not implement transA
+    fast, ref, theirs = three_ways("QGemm", inputs, attrs, domain=MS, out_types=types,
+                                   constants=(1, 2, 3, 4, 5, 6, 7, 8), ort=use_ort)
+    identical(fast[0], ref[0])
+    assert len(made) == 1          # the fast path ran (B centered once)
+    at = a.T if ta else a
+    bt = b.T if tb else b
+    acc = (at.astype(np.int64) - 130) @ (bt.astype(np.int64) - b_zp.astype(np.int64)) + (0 if c is None else c)
+    y = acc * 0.75 * float(np.float32(0.03)) * b_scale.astype(np.float64)
+    if quantized_out:
+        want = np.clip(np.rint(y / float(np.float32(0.05))) + 128, 0, 255).astype(np.uint8)
+        np.testing.assert_array_equal(fast[0], want)
+        if use_ort:
+            within_one_step(fast[0], theirs[0])
+    else:
+        np.testing.assert_array_equal(fast[0], y.astype(np.float32))
+        if use_ort:
+            np.testing.assert_allclose(fast[0], theirs[0], rtol=1e-5, atol=1e-5)
+
+
+def test_qgemm_past_the_bound_is_exact():
+    a = ints(np.uint8, (2, 2048), 200, 255)
+    b = ints(np.uint8, (2048, 3), 200, 255)
+    inputs = [a, np.float32(1.0), np.uint8(0), b, np.float32(1.0), np.uint8(0)]
+    fast, ref, _ = three_ways("QGemm", inputs, {}, domain=MS, out_types=[TP.FLOAT], constants=(3,), ort=False)
+    identical(fast[0], ref[0])
+    np.testing.assert_array_equal(fast[0], (a.astype(np.int64) @ b.astype(np.int64)).astype(np.float32))

@@ -3,9 +3,12 @@
 * Tokenizer — each string of X (shape ``[N]`` or ``[N, C]``) cut into tokens: with
   ``separators`` (regular expressions; the one separator ``''`` cuts into characters) the pieces
   between matches, with ``tokenexp`` the matches themselves; empty pieces and tokens of fewer than
-  ``mincharnum`` characters are dropped (the expressions are read as onnxruntime's RE2 reads
-  them: ``\\w``, ``\\b``, ``\\d`` and ``\\s`` are ASCII classes; ``.`` matches a newline too); ``mark`` puts ``'\\x02'`` before and ``'\\x03'`` after
-  each string's tokens.  Y appends one axis, as long as the most tokens of a string, padded with
+  ``mincharnum`` characters are dropped.  The expressions are read as onnxruntime's RE2 reads
+  them, leftmost-longest (:mod:`.re2_syntax`: ``\\w``, ``\\b``, ``\\d`` and ``\\s`` are ASCII
+  classes, ``\\pL`` a Unicode one; ``.`` matches no newline), except that the tokenexp ``.`` cuts into
+  characters, a newline included, as onnxruntime does.  Separators cut in turn, in their order
+  (the pieces of the first cut by the second...); a separator matching empty is refused.  ``mark`` puts ``'\\x02'`` before
+  and ``'\\x03'`` after each string's tokens.  Y appends one axis, as long as the most tokens of a string, padded with
   ``pad_value``; it is 0 long when no string has a token (the marks then are not written).
 * MurmurHash3 — the 32-bit x86 MurmurHash3 of each element with ``seed``: a string's UTF-8
   octets, a number's 4 or 8 little-endian octets; uint32 with ``positive`` (default 1), else the
@@ -14,16 +17,42 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from onnxkit.plugin import KernelTable
 
 from ._common import DOMAIN
+from .re2_syntax import Re2SyntaxError, compile_re2
 
 KERNELS = KernelTable()
 START, END = "\x02", "\x03"
+
+
+def _regex_error():
+    import regex
+
+    return regex.error
+
+
+def _split(ctx, patterns: list, s: str) -> list:
+    """``s`` cut by each separator in turn, as onnxruntime does: the pieces between the first
+    separator's matches, each of them cut by the second's, and so on (captured groups are not
+    pieces).  A separator matching an empty string is refused (onnxruntime's result there follows
+    no rule this kernel states)."""
+    pieces = [s]
+    for sep, pattern in patterns:
+        cut = []
+        for piece in pieces:
+            at = 0
+            for m in pattern.finditer(piece):
+                if m.end() == m.start():
+                    ctx.fail(f"the separator {sep!r} matches an empty string (in {s!r}); separators that can "
+                             "match empty are not supported")
+                cut.append(piece[at:m.start()])
+                at = m.end()
+            cut.append(piece[at:])
+        pieces = [p for p in cut if p]
+    return pieces
 
 
 def _as_text(v) -> str:
@@ -44,15 +73,15 @@ def tokenizer(ctx):
     if mincharnum < 1:
         ctx.fail(f"mincharnum must be at least 1, got {mincharnum}")
     try:
-        if tokenexp:
-            pattern = re.compile(tokenexp, re.ASCII | re.DOTALL)  # onnxruntime: "." matches a newline too
-            cut = pattern.findall if pattern.groups == 0 else (lambda s: [m.group(0) for m in pattern.finditer(s)])
-        elif seps == [""]:
-            cut = list
+        if tokenexp == "." or seps == [""]:
+            cut = list  # onnxruntime cuts into characters here, a newline included
+        elif tokenexp:
+            pattern = compile_re2(tokenexp)
+            cut = lambda s: [m.group(0) for m in pattern.finditer(s)]  # noqa: E731
         else:
-            pattern = re.compile("|".join(f"(?:{s})" for s in seps if s), re.ASCII)
-            cut = pattern.split
-    except re.error as exc:
+            patterns = [(sep, compile_re2(sep)) for sep in seps if sep]
+            cut = lambda s: _split(ctx, patterns, s)  # noqa: E731
+    except (Re2SyntaxError, _regex_error()) as exc:
         ctx.fail(f"cannot compile the {'tokenexp' if tokenexp else 'separators'} expression: {exc}")
 
     def tokens(s: str) -> list:

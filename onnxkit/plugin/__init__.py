@@ -25,24 +25,48 @@ domain is checked once its kernel returned, or with its inference function's siz
 A backend package provides a :class:`Backend` (``onnxkit_backends``) and its overrides
 (``onnxkit_kernels``).  The contract of every hook is :mod:`onnxkit.hookspecs`; the kernel
 contract (factories, the node function, :class:`NodeContext`) is :mod:`onnxkit.runtime.kernel`.
+
+What a kernel declares beyond computing its node is one :class:`KernelTraits` record, set with
+:func:`needs_scope` (a node with subgraphs: called with the enclosing scope first),
+:func:`binds_constants` (specialized once on constant inputs), :func:`offers_epilogue` (folds a
+following Relu / Add), :func:`host_only` (a portable kernel needing numpy values) and
+:func:`declares_output_bytes`, or :func:`declare_traits`; :func:`traits_of` reads them.
+
+This package is the whole host surface a plugin may import (tests/test_plugin_surface.py fails
+on any other ``onnxkit`` import under ``plugins/``).  Beside the names here:
+
+* :mod:`onnxkit.plugin.inference`: the inference-function toolkit (Clause 9.2);
+* :mod:`onnxkit.plugin.dtypes`: the element types (Clause 6, Table 5);
+* :mod:`onnxkit.plugin.narrow`: the reduced-precision types' codes, packing and conversion (6.3).
+
+Also here: :class:`Accumulation` (values a Loop / Scan kernel gathers, charged to the run's
+budget), :data:`DEFAULT_LIMITS`, :func:`normalize_domain` (``"ai.onnx"`` -> ``""``),
+:func:`node_attributes` (a node's attributes over its schema's defaults), :class:`SchemaData` /
+:func:`packaged_schema_data` (a domain's packaged schema file), ``AttributeType``.
 """
 
 from __future__ import annotations
 
-from . import arrays, ir
-from .dtypes import DataType, element_type, from_numpy_dtype
-from .errors import EvaluationError, OnnxkitError
-from .hookspecs import hookimpl
-from .inference.context import InferenceContext, InferenceError
-from .plugin_tools import family_modules, merge_family_tables
-from .registry import Backend, OpaqueTypeDef
-from .runtime.budget import declares_output_bytes
-from .runtime.kernel import (KernelTable, KernelTraits, NodeContext, Unsupported, binds_constants, declare_traits,
-                             host_only, needs_scope, offers_epilogue, traits_of)
-from .schema import AttributeDef, FormalParameter, OperatorSet, OpSchema, TypeConstraint, build_operator_sets
+from .. import arrays, ir
+from ..dtypes import DataType, element_type, from_numpy_dtype
+from ..errors import EvaluationError, OnnxkitError, OnnxkitTypeError
+from ..functions import node_attributes
+from ..hookspecs import hookimpl
+from ..inference.context import InferenceContext, InferenceError
+from ..ir import AttributeType
+from ..limits import DEFAULT_LIMITS, Limits
+from ..plugin_tools import family_modules, merge_family_tables
+from ..registry import Backend, OpaqueTypeDef, normalize_domain
+from ..runtime.budget import Accumulation, declares_output_bytes
+from ..runtime.kernel import (KernelTable, KernelTraits, NodeContext, Unsupported, binds_constants, declare_traits,
+                              host_only, needs_scope, offers_epilogue, traits_of)
+from ..schema import (AttributeDef, FormalParameter, OperatorSet, OpSchema, SchemaData, TypeConstraint,
+                      build_operator_sets, packaged_schema_data)
 
-__all__ = ["AttributeDef", "Backend", "DataType", "EvaluationError", "FormalParameter", "InferenceContext",
-           "InferenceError", "KernelTable", "KernelTraits", "NodeContext", "OnnxkitError", "OpSchema", "OpaqueTypeDef",
-           "OperatorSet", "TypeConstraint", "Unsupported", "arrays", "binds_constants", "build_operator_sets",
-           "declare_traits", "declares_output_bytes", "element_type", "family_modules", "from_numpy_dtype", "hookimpl",
-           "host_only", "ir", "merge_family_tables", "needs_scope", "offers_epilogue", "traits_of"]
+__all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "DEFAULT_LIMITS", "DataType", "EvaluationError",
+           "FormalParameter", "InferenceContext", "InferenceError", "KernelTable", "KernelTraits", "Limits",
+           "NodeContext", "OnnxkitError", "OnnxkitTypeError", "OpSchema", "OpaqueTypeDef", "OperatorSet", "SchemaData",
+           "TypeConstraint", "Unsupported", "arrays", "binds_constants", "build_operator_sets", "declare_traits",
+           "declares_output_bytes", "element_type", "family_modules", "from_numpy_dtype", "hookimpl", "host_only",
+           "ir", "merge_family_tables", "needs_scope", "node_attributes", "normalize_domain", "offers_epilogue",
+           "packaged_schema_data", "traits_of"]

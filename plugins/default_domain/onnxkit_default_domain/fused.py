@@ -49,8 +49,7 @@ def definitions() -> dict:
 @lru_cache(maxsize=1)
 def definitions_v2() -> dict:
     """``{op_type: OpSchema}`` in force at ai.onnxkit 2: version 1's and Attention-2."""
-    from onnxkit.schema import AttributeDef
-    from onnxkit.ir import AttributeType
+    from onnxkit.plugin import AttributeDef, AttributeType
 
     from .schemas import definitions as onnx_definitions
 

@@ -8,7 +8,7 @@ on first use.
 
 from __future__ import annotations
 
-from onnxkit.schema import SchemaData, packaged_schema_data
+from onnxkit.plugin import SchemaData, packaged_schema_data
 
 
 def schema_data() -> SchemaData:

@@ -14,8 +14,7 @@ import os
 
 import numpy as np
 
-from onnxkit.dtypes import DataType
-from onnxkit.errors import EvaluationError
+from onnxkit.plugin import DataType, EvaluationError
 
 
 #: Element type tags (Table 5) computed on torch: the backend's ``element_types``.

@@ -32,13 +32,11 @@ import math
 import numpy as np
 
 from onnxkit.plugin import KernelTable
-from onnxkit_default_domain.fused import FUSED_DOMAIN
-from onnxkit_default_domain.kernels import activation as portable
+from onnxkit_default_domain.api import activation as portable
+from onnxkit_default_domain.api import ERFC32_CLIP, ERFC32_P, ERFC32_Q, FUSED_DOMAIN, quiet
 from onnxkit_cpu.compiled import activation as loops
 from onnxkit_cpu.overrides.elementwise_math import powers_buffer
 from onnxkit_cpu.overrides._plans import remember
-from onnxkit_default_domain.kernels._math import ERFC32_CLIP, ERFC32_P, ERFC32_Q
-from onnxkit_default_domain.kernels.elementwise import quiet
 
 KERNELS = KernelTable()
 

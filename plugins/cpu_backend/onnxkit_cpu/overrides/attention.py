@@ -19,8 +19,8 @@ import numpy as np
 from onnxkit.plugin import KernelTable
 from onnxkit_cpu.compiled.attention import attention_loop
 from onnxkit_cpu.overrides._plans import remember
-from onnxkit_default_domain.fused import FUSED_DOMAIN
-from onnxkit_default_domain.kernels.fused import _GUARDED_DEFAULTS, attention_fused
+from onnxkit_default_domain.api import ATTENTION_GUARDED_DEFAULTS as _GUARDED_DEFAULTS
+from onnxkit_default_domain.api import FUSED_DOMAIN, attention_fused
 
 KERNELS = KernelTable()
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))

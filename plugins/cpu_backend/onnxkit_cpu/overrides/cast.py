@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxkit.plugin import KernelTable, element_type
-from onnxkit_default_domain.kernels import cast as portable
+from onnxkit_default_domain.api import cast as portable
 
 KERNELS = KernelTable()
 

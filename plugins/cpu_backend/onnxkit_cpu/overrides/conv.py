@@ -66,8 +66,8 @@ import numpy as np
 
 from onnxkit.plugin import KernelTable, offers_epilogue
 
-from onnxkit_default_domain.kernels import conv as portable
-from onnxkit_default_domain.kernels.elementwise import quiet
+from onnxkit_default_domain.api import conv as portable
+from onnxkit_default_domain.api import quiet
 
 from ..compiled import conv as loops, winograd as winograd_loops
 from ._plans import unchanging

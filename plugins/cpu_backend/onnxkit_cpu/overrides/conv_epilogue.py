@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit_default_domain.kernels.elementwise import quiet
+from onnxkit_default_domain.api import quiet
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 

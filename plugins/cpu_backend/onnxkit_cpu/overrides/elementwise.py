@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable
-from onnxkit.plugin import binds_constants
-from onnxkit_default_domain.kernels import elementwise as portable
+from onnxkit.plugin import KernelTable, binds_constants
+from onnxkit_default_domain.api import elementwise as portable
 
 KERNELS = KernelTable()
 

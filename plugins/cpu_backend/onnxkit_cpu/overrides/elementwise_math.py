@@ -26,8 +26,8 @@ import numpy as np
 
 from onnxkit.plugin import KernelTable, arrays
 from onnxkit_cpu.overrides.elementwise import register_direct
-from onnxkit_default_domain.kernels import elementwise_math as portable
-from onnxkit_default_domain.kernels.elementwise_math import ERF_H, ERF_K, ERF_P, ERF_Q, ERF_TAYLOR, ERF_TOP
+from onnxkit_default_domain.api import elementwise_math as portable
+from onnxkit_default_domain.api import ERF_H, ERF_K, ERF_P, ERF_Q, ERF_TAYLOR, ERF_TOP
 
 KERNELS = KernelTable()
 

@@ -13,13 +13,11 @@ targets of a scatter are the portable family's.
 from __future__ import annotations
 
 import numpy as np
-from onnxkit_default_domain.inference.shape_geometry import numpy_slices, slice_plan, wrap_indices
-from onnxkit_default_domain.kernels._common import norm_axis
-from onnxkit_default_domain.kernels import indexing as portable
-from onnxkit_default_domain.kernels.indexing import elements_targets, nd_targets, occurrence_passes, scatter_reduction
+from onnxkit_default_domain.api import indexing as portable
+from onnxkit_default_domain.api import (elements_targets, nd_targets, norm_axis, numpy_slices, occurrence_passes,
+                                        scatter_reduction, slice_plan, wrap_indices)
 
-from onnxkit.plugin import KernelTable
-from onnxkit.plugin import binds_constants
+from onnxkit.plugin import KernelTable, binds_constants
 
 from ._plans import IntPlans, remember
 

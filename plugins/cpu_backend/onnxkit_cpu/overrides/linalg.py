@@ -12,9 +12,8 @@ cpu Add): an inf times a zero in a product is a NaN result, not a warning.
 from __future__ import annotations
 
 import numpy as np
-from onnxkit_default_domain.kernels import linalg as portable
-from onnxkit_default_domain.kernels.elementwise import quiet
-from onnxkit_default_domain.kernels.linalg import gemm_attrs, gemm_checker, matmul_checker
+from onnxkit_default_domain.api import linalg as portable
+from onnxkit_default_domain.api import gemm_attrs, gemm_checker, matmul_checker, quiet
 
 from onnxkit.plugin import KernelTable
 

@@ -52,9 +52,9 @@ from onnxkit.plugin import KernelTable, offers_epilogue
 from onnxkit_cpu.compiled import norm as norm_loops
 from onnxkit_cpu.compiled.norm import layer_norm_loop
 from onnxkit_cpu.overrides._plans import remember, unchanging
-from onnxkit_default_domain.kernels._common import as_dtype, input_type_checker, norm_axis
-from onnxkit_default_domain.kernels.norm import (batch_norm_kernel, batch_norm_mode, layer_norm as portable_layer_norm,
-                                                 lrn_kernel)
+from onnxkit_default_domain.api import layer_norm as portable_layer_norm
+from onnxkit_default_domain.api import (as_dtype, batch_norm_kernel, batch_norm_mode, input_type_checker, lrn_kernel,
+                                        norm_axis)
 
 KERNELS = KernelTable()
 

@@ -32,10 +32,10 @@ from __future__ import annotations
 import numpy as np
 
 from onnxkit.plugin import KernelTable, arrays
-from onnxkit_default_domain.kernels._common import compute_dtype, input_type_checker
-from onnxkit_default_domain.kernels.pool import (_lowest, average_divisor, average_pool_kernel, declared_attr, geometry_cache,
-                                                 global_average_pool, global_max_pool, lp_pool_kernel,
-                                                 max_pool_kernel)
+from onnxkit_default_domain.api import max_pool_padding as _lowest
+from onnxkit_default_domain.api import (average_divisor, average_pool_kernel, compute_dtype, declared_attr,
+                                        geometry_cache, global_average_pool, global_max_pool, input_type_checker,
+                                        lp_pool_kernel, max_pool_kernel)
 
 from ..compiled import pool as loops
 from .pool_windows import Compiled, window_reduction

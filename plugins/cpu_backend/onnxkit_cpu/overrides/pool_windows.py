@@ -36,7 +36,7 @@ import threading
 
 import numpy as np
 
-from onnxkit_default_domain.kernels.pool import average_divisor
+from onnxkit_default_domain.api import average_divisor
 
 from ..compiled import pool as loops
 from .conv_depthwise import Scratch

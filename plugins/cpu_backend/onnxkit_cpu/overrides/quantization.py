@@ -37,8 +37,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from onnxkit_default_domain.kernels import linalg as portable_linalg
-from onnxkit_default_domain.kernels import quantization as portable
+from onnxkit_default_domain.api import linalg as portable_linalg
+from onnxkit_default_domain.api import quantization as portable
 
 from onnxkit.plugin import KernelTable
 

@@ -35,9 +35,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from onnxkit_default_domain.kernels import conv as portable_conv
-from onnxkit_default_domain.kernels import quantization as portable_q
-from onnxkit_default_domain.kernels._common import schema_types
+from onnxkit_default_domain.api import conv as portable_conv
+from onnxkit_default_domain.api import quantization as portable_q
+from onnxkit_default_domain.api import schema_types
 
 from onnxkit.plugin import KernelTable
 

@@ -24,12 +24,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from onnxkit_default_domain.kernels import reduction as portable
-from onnxkit_default_domain.kernels._common import norm_axes
+from onnxkit_default_domain.api import reduction as portable
+from onnxkit_default_domain.api import norm_axes, quiet
 
-from onnxkit.plugin import KernelTable
-from onnxkit.plugin import binds_constants
-from onnxkit_default_domain.kernels.elementwise import quiet
+from onnxkit.plugin import KernelTable, binds_constants
 
 from ._plans import host_ints, remember
 

@@ -57,7 +57,7 @@ from onnxkit.plugin import KernelTable
 from onnxkit_cpu.compiled import rnn as loops
 from onnxkit_cpu.overrides.conv_depthwise import Scratch
 from onnxkit_cpu.overrides._plans import remember, unchanging
-from onnxkit_default_domain.kernels import rnn as portable
+from onnxkit_default_domain.api import rnn as portable
 
 KERNELS = KernelTable()
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import array_api_compat.numpy as xnp
 import numpy as np
-from onnxkit_default_domain.kernels._common import scalar_int
-from onnxkit_default_domain.kernels.selection import sort_key, top_k_args, top_k_check, top_k_order
+from onnxkit_default_domain.api import scalar_int, sort_key, top_k_args, top_k_check, top_k_order
 
 from onnxkit.plugin import KernelTable
 

@@ -15,14 +15,12 @@ exactly: views where they give views, a fresh C-contiguous array from Expand.
 from __future__ import annotations
 
 import numpy as np
-from onnxkit_default_domain.kernels.shape import (
-    _LATEST, axes_attr, concat_axis, concat_check, expand_target, reshape_allowzero, reshape_target, shape_bounds,
-    split_args, split_attr_args, split_index, split_lengths, squeeze_target, transpose_perm, unsqueeze_target,
-)
-from onnxkit_default_domain.inference.shape_geometry import flatten_extents
+from onnxkit_default_domain.api import WIDENED_ONLY_VERSIONS as _LATEST
+from onnxkit_default_domain.api import (axes_attr, concat_axis, concat_check, expand_target, flatten_extents,
+                                        reshape_allowzero, reshape_target, shape_bounds, split_args, split_attr_args,
+                                        split_index, split_lengths, squeeze_target, transpose_perm, unsqueeze_target)
 
-from onnxkit.plugin import KernelTable
-from onnxkit.plugin import binds_constants
+from onnxkit.plugin import KernelTable, binds_constants
 
 from ._plans import IntPlans, remember
 

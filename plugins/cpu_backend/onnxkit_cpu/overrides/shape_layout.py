@@ -11,10 +11,10 @@ STRING tensors take the portable path.
 from __future__ import annotations
 
 import numpy as np
-from onnxkit_default_domain.kernels.shape_layout import _LATEST, pad_array, pad_mode, pad_plan, source_index
+from onnxkit_default_domain.api import WIDENED_ONLY_VERSIONS as _LATEST
+from onnxkit_default_domain.api import pad_array, pad_mode, pad_plan, source_index
 
-from onnxkit.plugin import KernelTable
-from onnxkit.plugin import binds_constants
+from onnxkit.plugin import KernelTable, binds_constants
 
 from ._plans import IntPlans
 

@@ -7,7 +7,7 @@ auto-discovery), and the plugin's ``onnxkit_inference_functions`` hook returns t
 
 from __future__ import annotations
 
-from onnxkit.plugin_tools import merge_family_tables
+from onnxkit.plugin import merge_family_tables
 
 
 def functions() -> dict:

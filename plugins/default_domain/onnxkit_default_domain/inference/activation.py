@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from onnxkit.inference.common import constraint_type, dims_of, elem_of, same_as_input, tensor
+from onnxkit.plugin.inference import constraint_type, dims_of, elem_of, same_as_input, tensor
 
 from ._util import register, rule
 

@@ -3,8 +3,8 @@ ai.onnx.preview's FlexAttention."""
 
 from __future__ import annotations
 
-from onnxkit.dtypes import DataType
-from onnxkit.inference.common import dims_of, elem_of, tensor, unify
+from onnxkit.plugin import DataType
+from onnxkit.plugin.inference import dims_of, elem_of, tensor, unify
 
 from ._util import rule
 

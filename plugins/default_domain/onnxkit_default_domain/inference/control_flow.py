@@ -8,8 +8,8 @@ the initial value and the body's result becomes unknown.
 
 from __future__ import annotations
 
-from onnxkit import ir
-from onnxkit.inference.common import BOOL, INT64, dims_of, elem_of, join_types, normalize_axis, scalar, tensor
+from onnxkit.plugin import ir
+from onnxkit.plugin.inference import BOOL, INT64, dims_of, elem_of, join_types, normalize_axis, scalar, tensor
 
 from ._util import rule
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.inference.common import (
-    BOOL, cast_rule, dims_of, elem_of, elementwise, elementwise_rule, fold_binary, same_as_input, tensor,
-)
+from onnxkit.plugin.inference import (BOOL, cast_rule, dims_of, elem_of, elementwise, elementwise_rule, fold_binary,
+                                      same_as_input, tensor)
 
 from ._util import register, rule
 
@@ -168,7 +167,7 @@ register(FUNCTIONS, "Cast", cast_rule("to"))
 def _cast_like(ctx):
     target = elem_of(ctx.input_type(1))
     t = ctx.input_type(0)
-    from onnxkit.dtypes import ELEMENT_TYPES
+    from onnxkit.plugin.dtypes import ELEMENT_TYPES
 
     value = None
     c = ctx.constant(0)

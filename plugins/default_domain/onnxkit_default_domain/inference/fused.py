@@ -3,7 +3,7 @@ each that of the ai.onnx definition it repeats."""
 
 from __future__ import annotations
 
-from onnxkit.inference.common import same_as_input
+from onnxkit.plugin.inference import same_as_input
 
 from ..fused import FUSED_DOMAIN
 from . import attention

@@ -7,11 +7,8 @@ import math
 
 import numpy as np
 
-from onnxkit.dtypes import ELEMENT_TYPES
-from onnxkit.inference.common import (
-    FLOAT, INT64, dims_of, elem_of, scalar, shape_input, tensor,
-)
-from onnxkit.inference.context import MAX_CONSTANT_ELEMENTS
+from onnxkit.plugin.dtypes import ELEMENT_TYPES
+from onnxkit.plugin.inference import FLOAT, INT64, MAX_CONSTANT_ELEMENTS, dims_of, elem_of, scalar, shape_input, tensor
 
 from ._util import rule
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.inference.common import (
-    INT64, dims_of, elem_of, normalize_axis, same_as_input, scalar, tensor,
-)
+from onnxkit.plugin.inference import INT64, dims_of, elem_of, normalize_axis, same_as_input, scalar, tensor
 
 from ._util import register, rule
 from .shape_geometry import check_elements_fit, gather_extents, gather_nd_extents, norm_axis, one_hot_extents, wrap_indices

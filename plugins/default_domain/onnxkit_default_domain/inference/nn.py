@@ -3,8 +3,8 @@ losses, Einsum (pooling: ``pool.py``; normalizations: ``norm.py``)."""
 
 from __future__ import annotations
 
-from onnxkit.dtypes import DataType
-from onnxkit.inference.common import broadcast, check_equal, dims_of, elem_of, same_as_input, tensor, unify
+from onnxkit.plugin import DataType
+from onnxkit.plugin.inference import broadcast, check_equal, dims_of, elem_of, same_as_input, tensor, unify
 
 from ._util import register, rule
 from .nn_geometry import GeometryError, transpose_geometry, window_geometry

@@ -10,7 +10,7 @@ axes (``axis`` and after) of extent 1.
 
 from __future__ import annotations
 
-from onnxkit.inference.common import dims_of, elem_of, normalize_axis, same_as_input, tensor
+from onnxkit.plugin.inference import dims_of, elem_of, normalize_axis, same_as_input, tensor
 
 from ._util import register, rule
 

@@ -21,7 +21,7 @@ from typing import Optional
 
 import attrs
 
-from onnxkit.inference.common import INT64, dims_of, elem_of, shape_input, tensor
+from onnxkit.plugin.inference import INT64, dims_of, elem_of, shape_input, tensor
 
 from ._util import rule
 from .nn_geometry import GeometryError, window_geometry

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from onnxkit.dtypes import DataType
-from onnxkit.inference.common import FLOAT, dims_of, elem_of, tensor
+from onnxkit.plugin import DataType
+from onnxkit.plugin.inference import FLOAT, dims_of, elem_of, tensor
 
 from ._util import rule
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.inference.common import INT64, axes_of, dims_of, normalize_axis, reduce_shape, reduction_rule, tensor
+from onnxkit.plugin.inference import INT64, axes_of, dims_of, normalize_axis, reduce_shape, reduction_rule, tensor
 
 from ._util import register, rule
 

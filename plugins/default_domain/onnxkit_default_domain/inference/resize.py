@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from onnxkit.dtypes import DataType
-from onnxkit.inference.common import dims_of, elem_of, int_list, normalize_axis, tensor, unify
+from onnxkit.plugin import DataType
+from onnxkit.plugin.inference import dims_of, elem_of, int_list, normalize_axis, tensor, unify
 
 from ._util import rule
 

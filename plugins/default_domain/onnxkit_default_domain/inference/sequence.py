@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from onnxkit import ir
-from onnxkit.inference.common import BOOL, FLOAT, INT64, dims_of, elem_of, int_list, join_types, normalize_axis, tensor
+from onnxkit.plugin import ir
+from onnxkit.plugin.inference import BOOL, FLOAT, INT64, dims_of, elem_of, int_list, join_types, normalize_axis, tensor
 
 from ._util import rule
 

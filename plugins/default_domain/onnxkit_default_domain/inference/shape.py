@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.inference.common import (
-    INT64, dims_of, elem_of, int_list, normalize_axis, product, shape_input, tensor,
-)
-from onnxkit.inference.context import MAX_CONSTANT_ELEMENTS, InferenceError
+from onnxkit.plugin import InferenceError
+from onnxkit.plugin.inference import (INT64, MAX_CONSTANT_ELEMENTS, dims_of, elem_of, int_list, normalize_axis, product,
+                                      shape_input, tensor)
 
 from ._util import rule
 from .shape_geometry import (

@@ -18,8 +18,7 @@ from typing import Optional
 
 import numpy as np
 
-from onnxkit.inference.common import product
-from onnxkit.shapes import BroadcastError, broadcast_multidirectional
+from onnxkit.plugin.inference import BroadcastError, broadcast_multidirectional, product
 
 from ..kernels._common import norm_axes, norm_axis  # noqa: F401  (the kernels' own axis rules)
 
@@ -377,7 +376,7 @@ def wrap_indices(ctx, xp, idx, n: int, what: str = "indices value"):
     """Index values ``idx`` (an integer array of namespace ``xp``) as int64 with negative ones
     counted from the end of an extent of ``n``; ctx.fail if one lies outside [-n, n-1].  The
     bounds are read on the host, so an index out of range never reaches a device kernel."""
-    from onnxkit import arrays
+    from onnxkit.plugin import arrays
 
     if not arrays.is_integer(idx.dtype):
         ctx.fail(f"{what} must be an integer tensor, got {arrays.dtype_name(idx.dtype)}")

@@ -3,8 +3,8 @@ ImageDecoder, BitCast."""
 
 from __future__ import annotations
 
-from onnxkit.dtypes import DataType
-from onnxkit.inference.common import FLOAT, INT64, dims_of, elem_of, normalize_axis, scalar, tensor
+from onnxkit.plugin import DataType
+from onnxkit.plugin.inference import FLOAT, INT64, dims_of, elem_of, normalize_axis, scalar, tensor
 
 from ._util import rule
 
@@ -126,7 +126,7 @@ def _image_decoder(ctx):
 
 @rule(FUNCTIONS, "BitCast")
 def _bitcast(ctx):
-    from onnxkit.dtypes import ELEMENT_TYPES
+    from onnxkit.plugin.dtypes import ELEMENT_TYPES
 
     x = ctx.input_type(0)
     to = int(ctx.attr("to"))

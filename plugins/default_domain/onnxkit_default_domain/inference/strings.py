@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from onnxkit.inference.common import BOOL, INT64, dims_of, elementwise, tensor
+from onnxkit.plugin.inference import BOOL, INT64, dims_of, elementwise, tensor
 
 from ._util import rule
 

@@ -37,10 +37,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from onnxkit.dtypes import DataType, by_name, from_numpy_dtype
-from onnxkit.errors import OnnxkitTypeError
-from onnxkit.narrow import convert, from_codes
-from onnxkit.plugin import KernelTable, OnnxkitError, arrays, element_type
+from onnxkit.plugin import DataType, KernelTable, OnnxkitError, OnnxkitTypeError, arrays, element_type, from_numpy_dtype
+from onnxkit.plugin.dtypes import by_name
+from onnxkit.plugin.narrow import convert, from_codes
 
 from .elementwise import as_array
 

@@ -28,10 +28,8 @@ from __future__ import annotations
 import numpy as np
 from array_api_compat import device as device_of
 
-from onnxkit.dtypes import ELEMENT_TYPES
-from onnxkit.limits import DEFAULT_LIMITS
-from onnxkit.plugin import KernelTable, ir, needs_scope
-from onnxkit.runtime.budget import Accumulation
+from onnxkit.plugin import Accumulation, DEFAULT_LIMITS, KernelTable, ir, needs_scope
+from onnxkit.plugin.dtypes import ELEMENT_TYPES
 
 from ._common import norm_axis, shape_of
 

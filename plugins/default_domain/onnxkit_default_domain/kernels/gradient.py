@@ -36,10 +36,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from onnxkit.functions import node_attributes
-from onnxkit.ir.attribute import AttributeType
-from onnxkit.plugin import KernelTable, ir
-from onnxkit.registry import normalize_domain
+from onnxkit.plugin import AttributeType, KernelTable, ir, node_attributes, normalize_domain
 
 KERNELS = KernelTable()
 DOMAIN = "ai.onnx.preview.training"

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.narrow import from_codes, to_codes
 from onnxkit.plugin import DataType, KernelTable, arrays, element_type, from_numpy_dtype, needs_scope
+from onnxkit.plugin.narrow import from_codes, to_codes
 
 from ._common import shape_of
 

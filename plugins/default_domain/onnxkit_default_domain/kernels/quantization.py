@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 from array_api_compat import device as device_of
 
-from onnxkit.narrow import convert
 from onnxkit.plugin import DataType, KernelTable, arrays, element_type, from_numpy_dtype
+from onnxkit.plugin.narrow import convert
 
 from ._common import norm_axis, shape_of, size_of
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 
 from onnxkit.plugin import KernelTable, arrays
-from onnxkit_default_domain.fused import FUSED_DOMAIN
-from onnxkit_default_domain.kernels import activation as portable
+from onnxkit_default_domain.api import activation as portable
+from onnxkit_default_domain.api import FUSED_DOMAIN
 
 KERNELS = KernelTable()
 

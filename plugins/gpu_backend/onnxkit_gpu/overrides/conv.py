@@ -14,8 +14,8 @@ import contextlib
 
 from onnxkit.plugin import KernelTable
 
-from onnxkit_default_domain.kernels import conv as portable
-from onnxkit_default_domain.kernels.conv_geometry import pad_spatial
+from onnxkit_default_domain.api import conv as portable
+from onnxkit_default_domain.api import pad_spatial
 
 KERNELS = KernelTable()
 

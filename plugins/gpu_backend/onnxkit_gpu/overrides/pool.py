@@ -9,7 +9,7 @@ for more than three spatial axes.
 from __future__ import annotations
 
 from onnxkit.plugin import KernelTable
-from onnxkit_default_domain.kernels.pool import max_pool_kernel
+from onnxkit_default_domain.api import max_pool_kernel
 
 KERNELS = KernelTable()
 

@@ -14,7 +14,7 @@ input of FeatureVectorizer), the shape is left unknown rather than guessed (9.4)
 
 from __future__ import annotations
 
-from onnxkit.plugin_tools import merge_family_tables
+from onnxkit.plugin import merge_family_tables
 
 
 def functions() -> dict:

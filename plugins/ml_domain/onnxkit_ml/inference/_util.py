@@ -5,9 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Optional
 
-from onnxkit import ir
-from onnxkit.dtypes import DataType
-from onnxkit.inference.common import dims_of
+from onnxkit.plugin import DataType, ir
+from onnxkit.plugin.inference import dims_of
 
 ML = "ai.onnx.ml"
 FLOAT = int(DataType.FLOAT)

@@ -8,7 +8,7 @@ float scores [N, E]; a regressor float [N, targets].  N is X's first extent ([N,
 
 from __future__ import annotations
 
-from onnxkit.inference.common import dims_of, tensor
+from onnxkit.plugin.inference import dims_of, tensor
 
 from ._util import FLOAT, batch, class_labels, given, rule
 

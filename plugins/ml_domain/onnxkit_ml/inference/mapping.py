@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from onnxkit import ir
-from onnxkit.inference.common import dims_of, elem_of, tensor
+from onnxkit.plugin import ir
+from onnxkit.plugin.inference import dims_of, elem_of, tensor
 
 from ._util import FLOAT, INT64, STRING, attr_length, given, rule
 

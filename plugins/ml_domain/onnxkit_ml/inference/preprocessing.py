@@ -3,7 +3,7 @@ OneHotEncoder, FeatureVectorizer (all version 1)."""
 
 from __future__ import annotations
 
-from onnxkit.inference.common import check_equal, dims_of, elem_of, same_as_input, tensor, unify
+from onnxkit.plugin.inference import check_equal, dims_of, elem_of, same_as_input, tensor, unify
 
 from ._util import FLOAT, STRING, given, rule
 

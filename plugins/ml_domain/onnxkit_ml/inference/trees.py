@@ -7,8 +7,8 @@ the regressors [N, n_targets] (float; TreeEnsemble 5: X's element type).
 
 from __future__ import annotations
 
-from onnxkit import ir
-from onnxkit.inference.common import elem_of, tensor
+from onnxkit.plugin import ir
+from onnxkit.plugin.inference import elem_of, tensor
 
 from ._util import FLOAT, INT64, UINT8, attr_length, batch, class_labels, exclusive, given, rule
 

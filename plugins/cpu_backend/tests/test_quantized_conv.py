@@ -225,3 +225,25 @@ def test_conv_integer_three_spatial_axes(paths):
     want = int_conv(x.astype(np.int64) - 100, w.astype(np.int64), [1, 1, 1], [1, 0, 1, 0, 1, 1], [1, 1, 1], 1)
     np.testing.assert_array_equal(fast[0], want)
     assert paths == {"exact": 1, "wide": 0}
+
+
+def test_conv_integer_constant_weights_with_a_changing_zero_point():
+    """W an initializer, its zero point a graph input changed between runs (a new array, then the
+    same array written in place): the kept centered W follows the zero point's values."""
+    from quantized_harness import build
+    from onnxkit.runtime import InferenceSession
+
+    x, w = ints(np.uint8, (1, 3, 5, 5)), ints(np.uint8, (2, 3, 3, 3))
+    data, _ = build("ConvInteger", [x, w, np.uint8(3), np.uint8(10)], {}, opset=13, out_types=[TP.INT32],
+                    constants=(1,))
+    s = InferenceSession(data, validate=False)
+    zw = np.asarray(10, np.uint8)
+    for value in (10, 200, 200, 7):
+        if value == 200 and zw == 200:
+            zw[...] = 201          # in place
+            value = 201
+        else:
+            zw = np.asarray(value, np.uint8)
+        got = s.run(None, {"x0": x, "x2": np.uint8(3), "x3": zw})[0]
+        want = int_conv(x.astype(np.int64) - 3, w.astype(np.int64) - value, [1, 1], [0] * 4, [1, 1], 1)
+        np.testing.assert_array_equal(got, want)

@@ -169,3 +169,21 @@ def test_qlinear_matmul_past_the_bound(paths):
     identical(fast[0], ref[0])
     within_one_step(fast[0], theirs[0])
     assert paths == {"exact": 0, "wide": 1}
+
+
+def test_matmul_integer_constant_b_with_a_changing_zero_point():
+    """B an initializer, its per-column zero point a graph input that changes between runs."""
+    from onnxkit.runtime import InferenceSession
+
+    a, b = ints(np.uint8, (3, 8)), ints(np.int8, (8, 4))
+    data, _ = build("MatMulInteger", [a, b, np.uint8(0), np.zeros(4, np.int8)], opset=13, out_types=[TP.INT32],
+                    constants=(1,))
+    s = InferenceSession(data, validate=False)
+    zb = np.zeros(4, np.int8)
+    for step in range(3):
+        if step == 2:
+            zb[1] = -9             # the same array, written in place
+        else:
+            zb = ints(np.int8, (4,), -20, 20)
+        got = s.run(None, {"x0": a, "x2": np.uint8(5), "x3": zb})[0]
+        np.testing.assert_array_equal(got, (a.astype(np.int64) - 5) @ (b.astype(np.int64) - zb.astype(np.int64)))

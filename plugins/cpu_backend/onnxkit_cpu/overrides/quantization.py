@@ -194,14 +194,21 @@ def zero_point_value(z, dtype):
     return int(z.reshape(-1)[0])
 
 
+def zero_point_key(zp):
+    """What a kept centered weight remembers of its zero point: its type, shape and values (a
+    zero point is a few values, compared at each call; it may be a writeable array)."""
+    return None if zp is None else (zp.dtype.str, zp.shape, zp.tobytes())
+
+
 class CenteredB:
     """B minus its zero point as float32 (K, N), and ``max_n sum_k |b_kn - b_zp|``, made once
-    per B while the same unchanging B and zero point come back (module docstring)."""
+    per B while the same unchanging B comes back with the same zero point values (module
+    docstring)."""
 
     __slots__ = ("b", "zp", "matrix", "l1")
 
     def __init__(self, b, zp):
-        self.b, self.zp = b, zp
+        self.b, self.zp = b, zero_point_key(zp)
         m = b.astype(F32)
         if zp is not None:
             m -= np.reshape(zp, (-1,)).astype(F32) if zp.size > 1 else F32.type(zp.reshape(-1)[0])
@@ -209,7 +216,7 @@ class CenteredB:
         self.l1 = float(np.abs(m).sum(axis=0, dtype=np.float64).max()) if m.size else 0.0
 
     def fits(self, b, zp) -> bool:
-        return b is self.b and zp is self.zp and unchanging(b) and (zp is None or unchanging(zp))
+        return b is self.b and unchanging(b) and zero_point_key(zp) == self.zp
 
 
 def centered_b(cache: list, b, zp):
@@ -218,7 +225,7 @@ def centered_b(cache: list, b, zp):
     if kept is not None and kept.fits(b, zp):
         return kept
     made = CenteredB(b, zp)
-    if unchanging(b) and (zp is None or unchanging(zp)):
+    if unchanging(b):
         cache[0] = made
     return made
 

@@ -44,7 +44,7 @@ from onnxkit.plugin import KernelTable
 from ..compiled import quantized as loops
 from ._plans import unchanging
 from .conv import strided_columns
-from .quantization import F32, FLOAT32_EXACT, RANGES, zero_point_value
+from .quantization import F32, FLOAT32_EXACT, RANGES, zero_point_key, zero_point_value
 
 KERNELS = KernelTable()
 
@@ -55,12 +55,12 @@ def _nd(a) -> bool:
 
 class CenteredW:
     """W minus its zero point (one, or one per output channel) as float32, and the largest
-    per-output-channel L1 norm of it (module docstring), for one W and zero point."""
+    per-output-channel L1 norm of it (module docstring), for one W and zero point values."""
 
     __slots__ = ("w", "zp", "weights", "l1")
 
     def __init__(self, w, zp):
-        self.w, self.zp = w, zp
+        self.w, self.zp = w, zero_point_key(zp)
         m = w.astype(F32)
         if zp is not None:
             z = np.reshape(zp, (-1,)).astype(F32)
@@ -69,7 +69,7 @@ class CenteredW:
         self.l1 = float(np.abs(m).reshape(m.shape[0], -1).sum(axis=1, dtype=np.float64).max()) if m.size else 0.0
 
     def fits(self, w, zp) -> bool:
-        return w is self.w and zp is self.zp and unchanging(w) and (zp is None or unchanging(zp))
+        return w is self.w and unchanging(w) and zero_point_key(zp) == self.zp
 
 
 def centered_w(cache: list, w, zp) -> CenteredW:
@@ -77,7 +77,7 @@ def centered_w(cache: list, w, zp) -> CenteredW:
     if kept is not None and kept.fits(w, zp):
         return kept
     made = CenteredW(w, zp)
-    if unchanging(w) and (zp is None or unchanging(zp)):
+    if unchanging(w):
         cache[0] = made
     return made
 

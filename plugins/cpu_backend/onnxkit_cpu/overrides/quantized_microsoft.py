@@ -30,7 +30,7 @@ from onnxkit.plugin import KernelTable
 
 from ..compiled import quantized as loops
 from ._plans import unchanging
-from .quantization import F32, FLOAT32_EXACT, RANGES, CenteredB, zero_point_value
+from .quantization import F32, FLOAT32_EXACT, RANGES, CenteredB, zero_point_key, zero_point_value
 
 KERNELS = KernelTable()
 
@@ -111,7 +111,7 @@ class _KeptB:
     __slots__ = ("b", "zp", "centered")
 
     def __init__(self, b, zp, trans_b: bool):
-        self.b, self.zp = b, zp
+        self.b, self.zp = b, zero_point_key(zp)
         self.centered = CenteredB(b.T if trans_b else b, zp)
 
 
@@ -122,10 +122,10 @@ def _qgemm(ctx, other):
 
     def centered(b, zp):
         k = kept[0]
-        if k is not None and k.b is b and k.zp is zp and unchanging(b) and (zp is None or unchanging(zp)):
+        if k is not None and k.b is b and unchanging(b) and k.zp == zero_point_key(zp):
             return k.centered
         made = _KeptB(b, zp, tb)
-        if unchanging(b) and (zp is None or unchanging(zp)):
+        if unchanging(b):
             kept[0] = made
         return made.centered
 

@@ -213,34 +213,26 @@ class InferenceSession(OrtSessionSurface):
         return result
 
     def _plan_passes(self, plan) -> None:
-        """The ``onehot`` and ``epilogue`` plan passes (:mod:`.optimizer.onehot`,
-        :mod:`.optimizer.epilogue`) on ``plan``, each where it is on."""
-        from .optimizer import disabled_passes, plan_pass_on
-        from .optimizer import epilogue, onehot
+        """The plan passes of the optimizer's table (:data:`.optimizer.PASSES`: ``onehot``,
+        ``epilogue``) on ``plan``, each where it is on."""
+        from .optimizer import disabled_passes, run_plan_passes
 
         so = self._sess_options
-        level, disabled = int(so.graph_optimization_level), disabled_passes(so._config.get("session.disable_passes"))
-        if plan_pass_on("onehot", level, disabled):
-            fused = onehot.run(plan)
-            if fused:
-                self._log("plan", 20, "onehot: %d one-hot product(s) read as rows", fused)
-        if plan_pass_on("epilogue", level, disabled):
-            fused = epilogue.run(plan)
-            if fused:
-                self._log("plan", 20, "epilogue: %d step(s) folded into their producers", fused)
+        run_plan_passes(plan, int(so.graph_optimization_level), disabled_passes(so._config.get("session.disable_passes")),
+                        lambda name, counted: self._log("plan", 20, "%s: %s", name, counted))
 
     def _specializer_for(self, planner):
         """The session's :class:`~onnxkit.runtime.optimizer.specialize.Specializer`, or None when the
         ``specialize`` pass is off (level, ``session.disable_passes``) or cannot apply (a backend
         whose values are not numpy arrays, a graph that reads its own structure)."""
-        from .optimizer import _reads_its_graph, disabled_passes, plan_pass_on
+        from .optimizer import disabled_passes, plan_pass_on, reads_its_graph
         from .optimizer.specialize import Specializer
 
         so = self._sess_options
         if not plan_pass_on("specialize", int(so.graph_optimization_level),
                             disabled_passes(so._config.get("session.disable_passes"))):
             return None
-        if not self._host_arrays or _reads_its_graph(self.optimized.model.graph):
+        if not self._host_arrays or reads_its_graph(self.optimized.model.graph):
             return None
         return Specializer(self.optimized.model, self.plan, self.registry, self.limits)
 

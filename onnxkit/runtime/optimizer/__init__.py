@@ -1,7 +1,8 @@
 """The plan-time graph optimizer: exact rewrites of a copy of the model's graph.
 
 :func:`optimize` applies the passes selected by ``SessionOptions.graph_optimization_level``
-(onnxruntime's enum) to a copy of the top-level graph, in this order:
+(onnxruntime's enum) to a copy of the top-level graph, in this order (the table :data:`PASSES`,
+one :class:`Pass` each, graph and plan passes alike):
 
 =================  ==============================================  ====================
 pass               rewrites                                         level
@@ -51,7 +52,7 @@ reads the graph it is in) is planned as given.  The user's :class:`~onnxkit.ir.M
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import attrs
 
@@ -61,22 +62,50 @@ from ...registry import normalize_domain
 from . import attention, cast, channel_affine, conv_bn, gelu, hardswish, identity, matmul_add, reshape, transpose
 from .view import GraphView
 
-#: (name, module, lowest level that runs it), in the order they run
+
+@attrs.frozen
+class Pass:
+    """One optimizer pass: its ``name`` (``session.disable_passes``), the lowest ``level`` that runs
+    it, what it works on (``"graph"``: ``run(view) -> count`` on the :class:`GraphView`; ``"plan"``:
+    ``run(plan) -> count`` on the plan once made; ``"run"``: the plans made at run time, by the
+    session's :class:`~.specialize.Specializer`, ``run`` None), and (plan passes) what its count
+    counts, for the session's log."""
+
+    name: str
+    level: int
+    works_on: str
+    run: Optional[Callable] = None
+    counts: str = ""
+
+
+def _plan_pass(module_name: str) -> Callable:
+    """The ``run(plan)`` of a plan pass module, imported on first use (the plan passes import
+    :mod:`onnxkit.runtime.plan`, which the graph passes never need)."""
+    def run(plan) -> int:
+        from importlib import import_module
+
+        return import_module(f"{__name__}.{module_name}").run(plan)
+    return run
+
+
+#: every pass, in the order it runs, with the lowest level that runs it (the one table: the
+#: session's plan passes and the specializer are looked up here too)
 PASSES = (
-    ("identity", identity, 1),
-    ("cast", cast, 1),
-    ("transpose", transpose, 1),
-    ("reshape", reshape, 1),
-    ("conv_bn", conv_bn, 1),
-    ("channel_affine", channel_affine, 1),
-    ("matmul_add", matmul_add, 1),
-    ("gelu", gelu, 2),
-    ("hardswish", hardswish, 2),
-    ("attention", attention, 2),    # last: it may raise the ai.onnxkit import to version 2
+    Pass("identity", 1, "graph", identity.run),
+    Pass("cast", 1, "graph", cast.run),
+    Pass("transpose", 1, "graph", transpose.run),
+    Pass("reshape", 1, "graph", reshape.run),
+    Pass("conv_bn", 1, "graph", conv_bn.run),
+    Pass("channel_affine", 1, "graph", channel_affine.run),
+    Pass("matmul_add", 1, "graph", matmul_add.run),
+    Pass("gelu", 2, "graph", gelu.run),
+    Pass("hardswish", 2, "graph", hardswish.run),
+    Pass("attention", 2, "graph", attention.run),    # last graph pass: it may raise the ai.onnxkit import to 2
+    Pass("onehot", 2, "plan", _plan_pass("onehot"), "one-hot product(s) read as rows"),
+    Pass("epilogue", 2, "plan", _plan_pass("epilogue"), "step(s) folded into their producers"),
+    Pass("specialize", 1, "run"),
 )
-#: passes on the plan rather than the graph (run by the session), with the lowest level that runs them
-PLAN_PASSES = (("onehot", 2), ("epilogue", 2), ("specialize", 1))
-PASS_NAMES = tuple(name for name, _, _ in PASSES) + tuple(name for name, _ in PLAN_PASSES)
+PASS_NAMES = tuple(p.name for p in PASSES)
 
 
 @attrs.frozen
@@ -94,19 +123,35 @@ class Optimized:
         return any(self.rewrites.values())
 
 
+def passes_on(works_on: str, level: int, disabled=frozenset()) -> list:
+    """The passes working on ``works_on`` that run at ``level`` with ``disabled`` switched off, in order."""
+    return [p for p in PASSES if p.works_on == works_on and level >= p.level and p.name not in disabled]
+
+
 def optimize(model: ir.Model, level: int, registry=None, disabled=frozenset()) -> Optimized:
-    """``model`` rewritten by the passes of ``level`` (a copy; ``model`` itself is unchanged)."""
-    chosen = [(n, m) for n, m, lowest in PASSES if level >= lowest and n not in disabled]  # PLAN_PASSES: not here
-    if not chosen or model.graph is None or _reads_its_graph(model.graph):
+    """``model`` rewritten by the graph passes of ``level`` (a copy; ``model`` itself is unchanged)."""
+    chosen = passes_on("graph", level, disabled)
+    if not chosen or model.graph is None or reads_its_graph(model.graph):
         return Optimized(model, {})
     view = GraphView(model, registry)
-    rewrites = {name: module.run(view) for name, module in chosen}
+    rewrites = {p.name: p.run(view) for p in chosen}
     if not any(rewrites.values()):
         return Optimized(model, rewrites)
     return Optimized(view.finish(), rewrites, frozenset(view.consumed_defaults))
 
 
-def _reads_its_graph(graph: ir.Graph) -> bool:
+def run_plan_passes(plan, level: int, disabled=frozenset(), log: Optional[Callable] = None) -> dict:
+    """The plan passes of ``level`` on ``plan`` (in place); ``{name: count}``.  ``log(name, message)``
+    is told of each that changed something."""
+    counts = {}
+    for p in passes_on("plan", level, disabled):
+        counts[p.name] = p.run(plan)
+        if counts[p.name] and log is not None:
+            log(p.name, f"{counts[p.name]} {p.counts}")
+    return counts
+
+
+def reads_its_graph(graph: ir.Graph) -> bool:
     """True if a node reads the graph's own structure by name (``Gradient`` of
     ai.onnx.preview.training differentiates the nodes between its ``xs`` and ``y``): such a graph
     is planned as given, since any rewrite would change what that node computes."""
@@ -123,9 +168,9 @@ def disabled_passes(config_value: Optional[str]) -> frozenset:
 
 
 def plan_pass_on(name: str, level: int, disabled=frozenset()) -> bool:
-    """True if the plan pass ``name`` runs at ``level`` with ``disabled`` switched off."""
-    return name not in disabled and any(n == name and level >= lowest for n, lowest in PLAN_PASSES)
+    """True if the pass ``name`` (a plan or run-time pass) runs at ``level`` with ``disabled`` switched off."""
+    return any(p.name == name for p in passes_on("plan", level, disabled) + passes_on("run", level, disabled))
 
 
-__all__ = ["optimize", "Optimized", "PASSES", "PASS_NAMES", "PLAN_PASSES", "disabled_passes", "plan_pass_on",
-           "GraphView"]
+__all__ = ["optimize", "Optimized", "Pass", "PASSES", "PASS_NAMES", "passes_on", "run_plan_passes",
+           "reads_its_graph", "disabled_passes", "plan_pass_on", "GraphView"]

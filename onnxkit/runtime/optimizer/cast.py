@@ -9,22 +9,18 @@ whose output is a graph output or read inside a subgraph is kept (its name must 
 
 from __future__ import annotations
 
-from ...registry import normalize_domain
+from .rules import Rule, Var, apply_rules, op
 from .view import GraphView
 
 
+def _to_its_own_type(view: GraphView, match) -> bool:
+    typed = view.tensor_type(match["x"])
+    return bool(match.output) and match.output not in view.protected and typed is not None \
+        and typed[0] == match.root.attr("to")
+
+
+RULES = (Rule("cast", op.Cast(Var("x")), lambda view, match: view.bypass(match.root, match["x"]), _to_its_own_type),)
+
+
 def run(view: GraphView) -> int:
-    removed = 0
-    for node in list(view.node):
-        if normalize_domain(node.domain) != "" or node.op_type != "Cast" or len(node.input) != 1:
-            continue
-        x, y = node.input[0], node.output[0] if node.output else ""
-        if not x or not y or y in view.protected:
-            continue
-        typed = view.tensor_type(x)
-        if typed is None or typed[0] != node.attr("to"):
-            continue
-        view.bypass(node, x)
-        removed += 1
-    view.refresh()
-    return removed
+    return apply_rules(view, RULES)

@@ -28,7 +28,7 @@ import attrs
 import numpy as np
 
 from ...registry import normalize_domain
-from .conv_bn import _inference_bn
+from .patterns import inference_batch_norm
 from .view import GraphView
 
 
@@ -39,7 +39,7 @@ def _constant(view: GraphView, name: str, used: list) -> Optional[np.ndarray]:
     if value is not None:
         used.append(name)
         return value
-    node = view.producer.get(name)
+    node = view.producer_of(name)
     if node is None or normalize_domain(node.domain) != "" or node.op_type not in ("Unsqueeze", "Reshape"):
         return None
     src = view.constant(node.input[0]) if node.input else None
@@ -88,7 +88,7 @@ def _parameters(view: GraphView, node) -> Optional[tuple]:
         if b and (view.use_count(b) != 1 or view.constant(b) is None):
             return None
         return w.shape[0], w.dtype
-    if node.op_type == "BatchNormalization" and _inference_bn(view, node):
+    if node.op_type == "BatchNormalization" and inference_batch_norm(view, node):
         params = [view.constant(n) for n in node.input[1:3]]
         if any(p is None or p.ndim != 1 for p in params) or any(view.use_count(n) != 1 for n in node.input[1:3]):
             return None
@@ -110,7 +110,7 @@ def _fold(view: GraphView, node, s: np.ndarray, t: np.ndarray, dtype, out: str) 
         scale, bias = (view.read_constant(n).astype(np.float64) for n in node.input[1:3])
         inputs = [node.input[0], view.add_constant(node.input[1], (scale * s64).astype(dtype), tag),
                   view.add_constant(node.input[2], (bias * s64 + t64).astype(dtype), tag), *node.input[3:]]
-    view.node[view.node.index(node)] = attrs.evolve(node, input=inputs, output=[out])
+    view.replace(node, attrs.evolve(node, input=inputs, output=[out]))
 
 
 def _affine_after(view: GraphView, name: str, rank: int, channels: int, dtype, used: list):
@@ -161,6 +161,5 @@ def run(view: GraphView) -> int:
         _fold(view, node, s, t, dtype, nodes[-1].output[0])
         for n in nodes:
             view.remove(n)
-        view.refresh()
         folded += 1
     return folded

@@ -16,46 +16,46 @@ be in inference mode with one output.  Every constant folded is noted with ``rea
 
 from __future__ import annotations
 
+from typing import Optional
+
 import attrs
 import numpy as np
 
-from ...registry import normalize_domain
+from .patterns import inference_batch_norm
+from .rules import Rule, Var, apply_rules, op
 from .view import GraphView
 
 
-
-def _inference_bn(view: GraphView, bn) -> bool:
-    if any(o for o in bn.output[1:]) or len(bn.input) != 5 or not all(bn.input):
-        return False
-    version = view.version("")
-    if version < 7:
-        return bn.attr("is_test", 0) == 1 and bn.attr("spatial", 1) == 1
-    if version < 9 and bn.attr("spatial", 1) != 1:
-        return False
-    return bn.attr("training_mode", 0) == 0
-
-
-def _fold(view: GraphView, conv, bn) -> bool:
-    if len(conv.input) < 2 or not conv.input[1] or len(conv.output) != 1:
-        return False
+def _parameters(view: GraphView, match) -> Optional[tuple]:
+    """``(w_name, b_name, w, b, [scale, bias, mean, var])`` of a foldable pair, or None."""
+    conv, bn = match["conv"], match.root
+    if len(conv.output) != 1:
+        return None
     w_name = conv.input[1]
     b_name = conv.input[2] if len(conv.input) > 2 and conv.input[2] else None
     if view.use_count(w_name) != 1 or (b_name and view.use_count(b_name) != 1):
-        return False
+        return None
     w = view.constant(w_name)
     b = view.constant(b_name) if b_name else None
     params = [view.constant(n) for n in bn.input[1:]]
     if w is None or (b_name and b is None) or any(p is None for p in params):
-        return False
+        return None
     dtype = w.dtype
     if dtype not in (np.float32, np.float64) or w.ndim < 3:
-        return False
+        return None
     m = w.shape[0]
     if any(p.dtype != dtype or p.shape != (m,) for p in params) or (b is not None and (b.dtype != dtype or b.shape != (m,))):
-        return False
+        return None
+    return w_name, b_name, w, b, params
+
+
+def _fold(view: GraphView, match) -> None:
+    conv, bn = match["conv"], match.root
+    w_name, b_name, w, b, params = _parameters(view, match)
     for n in (w_name, b_name, *bn.input[1:]):
         if n:
             view.read_constant(n)
+    dtype, m = w.dtype, w.shape[0]
     scale, bias, mean, var = (p.astype(np.float64) for p in params)
     s = scale / np.sqrt(var + float(bn.attr("epsilon", 1e-5)))
     w2 = (w.astype(np.float64) * s.reshape((m,) + (1,) * (w.ndim - 1))).astype(dtype)
@@ -64,24 +64,15 @@ def _fold(view: GraphView, conv, bn) -> bool:
     tag = 1 if dtype == np.float32 else 11
     new_w = view.add_constant(w_name, w2, tag)
     new_b = view.add_constant(b_name or f"{conv.output[0]}_bias", b2, tag)
-    folded = attrs.evolve(conv, input=[conv.input[0], new_w, new_b], output=[bn.output[0]])
-    view.node[view.node.index(conv)] = folded
+    view.replace(conv, attrs.evolve(conv, input=[conv.input[0], new_w, new_b], output=[bn.output[0]]))
     view.remove(bn)
-    return True
+
+
+_PARAMETERS = (Var("scale"), Var("bias"), Var("mean"), Var("var"))
+RULES = (Rule("conv_bn", op.BatchNormalization(op.Conv(Var("x"), Var("w"), bind="conv", variadic=True), *_PARAMETERS,
+                                               check=inference_batch_norm),
+              _fold, lambda view, match: _parameters(view, match) is not None),)
 
 
 def run(view: GraphView) -> int:
-    folded = 0
-    for bn in list(view.node):
-        if normalize_domain(bn.domain) != "" or bn.op_type != "BatchNormalization" or not _inference_bn(view, bn):
-            continue
-        conv = view.producer.get(bn.input[0])
-        if conv is None or conv.op_type != "Conv" or normalize_domain(conv.domain) != "":
-            continue
-        if view.sole_consumer(bn.input[0]) is not bn:
-            continue
-        if _fold(view, conv, bn):
-            folded += 1
-            view.refresh()
-    return folded
-
+    return apply_rules(view, RULES)

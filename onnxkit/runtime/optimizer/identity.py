@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...registry import normalize_domain
+from .rules import Rule, Var, apply_rules, op
 from .view import GraphView
 
 
@@ -32,20 +32,21 @@ def _dropout_is_identity(view: GraphView, node) -> bool:
     return True
 
 
+def _removable(view: GraphView, match) -> bool:
+    node, y = match.root, match.output
+    if not y or y in view.protected:
+        return False
+    return node.op_type == "Identity" or _dropout_is_identity(view, node)
+
+
+def _bypass(view: GraphView, match) -> None:
+    view.bypass(match.root, match["x"])
+
+
+RULES = (Rule("identity", op.Identity(Var("x")), _bypass, _removable),
+         Rule("dropout", op.Dropout(Var("x"), variadic=True), _bypass, _removable))
+
+
 def run(view: GraphView) -> int:
     """Rewire the readers of every removable Identity/Dropout output to its input; returns the count."""
-    removed = 0
-    for node in list(view.node):
-        if normalize_domain(node.domain) != "" or node.op_type not in ("Identity", "Dropout"):
-            continue
-        if not node.input or not node.input[0] or not node.output or not node.output[0]:
-            continue
-        y, x = node.output[0], node.input[0]
-        if y in view.protected:
-            continue
-        if node.op_type == "Dropout" and not _dropout_is_identity(view, node):
-            continue
-        view.bypass(node, x)
-        removed += 1
-    view.refresh()
-    return removed
+    return apply_rules(view, RULES)

@@ -15,54 +15,36 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ir
-from ...registry import normalize_domain
+from .rules import Rule, Var, apply_rules, op
 from .view import GraphView
 
 _FLOAT_TAGS = (1, 11)
 _TAG = {np.dtype(np.float32): 1, np.dtype(np.float64): 11}
 
 
-def _gemm_for(view: GraphView, add):
-    """``(MatMul node, Gemm node)`` replacing ``add`` and its MatMul, or None."""
-    for k in (0, 1):
-        mm = view.producer.get(add.input[k])
-        if mm is None or mm.op_type != "MatMul" or normalize_domain(mm.domain) != "" or len(mm.input) != 2:
-            continue
-        if view.sole_consumer(add.input[k]) is not add:
-            continue
-        a, w_name, c_name = mm.input[0], mm.input[1], add.input[1 - k]
-        typed = view.tensor_type(a)
-        w, c = view.constant(w_name), view.constant(c_name)
-        if typed is None or typed[0] not in _FLOAT_TAGS or typed[1] is None or len(typed[1]) != 2:
-            continue
-        if w is None or c is None or w.ndim != 2 or c.dtype != w.dtype:
-            continue
-        n = w.shape[1]
-        if not (c.ndim == 1 and c.shape[0] in (1, n)) and not (c.ndim == 2 and c.shape[0] == 1 and c.shape[1] in (1, n)):
-            continue
-        if _TAG.get(w.dtype) != typed[0]:
-            continue
-        view.read_constant(w_name)
-        view.read_constant(c_name)
-        return mm, ir.Node(input=[a, w_name, c_name], output=[add.output[0]], name=mm.name or add.name,
-                           op_type="Gemm", domain=mm.domain)
-    return None
+def _gemm_fits(view: GraphView, match) -> bool:
+    """A of rank 2 (inference), W a rank-2 constant, C a constant of W's type broadcasting as ``[N]``."""
+    typed = view.tensor_type(match["a"])
+    w, c = view.constant(match["w"]), view.constant(match["c"])
+    if typed is None or typed[0] not in _FLOAT_TAGS or typed[1] is None or len(typed[1]) != 2:
+        return False
+    if w is None or c is None or w.ndim != 2 or c.dtype != w.dtype or _TAG.get(w.dtype) != typed[0]:
+        return False
+    n = w.shape[1]
+    return (c.ndim == 1 and c.shape[0] in (1, n)) or (c.ndim == 2 and c.shape[0] == 1 and c.shape[1] in (1, n))
+
+
+def _gemm(view: GraphView, match) -> None:
+    """One Gemm at the Add's place (C may be defined after the MatMul)."""
+    mm, w_name, c_name = match["matmul"], match["w"], match["c"]
+    view.read_constant(w_name)
+    view.read_constant(c_name)
+    view.replace_pattern(match.nodes, ir.Node(input=[match["a"], w_name, c_name], output=[match.output],
+                                              name=mm.name or match.root.name, op_type="Gemm", domain=mm.domain))
+
+
+RULES = (Rule("matmul_add", op.MatMul(Var("a"), Var("w"), bind="matmul") + Var("c"), _gemm, _gemm_fits),)
 
 
 def run(view: GraphView) -> int:
-    if view.version("") < 7:
-        return 0
-    fused = 0
-    for add in list(view.node):
-        if normalize_domain(add.domain) != "" or add.op_type != "Add" or len(add.input) != 2 or not all(add.input):
-            continue
-        found = _gemm_for(view, add)
-        if found is None:
-            continue
-        mm, gemm = found
-        view.node[view.node.index(add)] = gemm  # at the Add's place: C may be defined after the MatMul
-        view.remove(mm)
-        view.refresh()
-        fused += 1
-    return fused
-
+    return apply_rules(view, RULES) if view.version("") >= 7 else 0

@@ -12,31 +12,26 @@ from __future__ import annotations
 
 import attrs
 
-from ...registry import normalize_domain
+from .rules import Rule, Var, apply_rules, op
 from .view import GraphView
 
 
-def _is_reshape(node) -> bool:
-    return node is not None and node.op_type == "Reshape" and normalize_domain(node.domain) == "" \
-        and len(node.input) == 2 and all(node.input)
+def _independent_of_its_input(view: GraphView, match) -> bool:
+    """The second shape a constant with no ``0`` (unless ``allowzero`` is 1)."""
+    shape = view.constant(match["s2"])
+    return shape is not None and (match["second"].attr("allowzero", 0) == 1 or not bool((shape == 0).any()))
+
+
+def _collapse(view: GraphView, match) -> None:
+    second = match["second"]
+    view.read_constant(second.input[1])
+    view.replace(second, attrs.evolve(second, input=[match["x"], second.input[1]]))
+    view.remove(match["first"])
+
+
+RULES = (Rule("reshape", op.Reshape(op.Reshape(Var("x"), Var("s1"), bind="first"), Var("s2"), bind="second"),
+              _collapse, _independent_of_its_input),)
 
 
 def run(view: GraphView) -> int:
-    if view.version("") < 5:
-        return 0
-    changed = 0
-    for second in list(view.node):
-        if not _is_reshape(second):
-            continue
-        first = view.producer.get(second.input[0])
-        if not _is_reshape(first) or view.sole_consumer(second.input[0]) is not second:
-            continue
-        shape = view.constant(second.input[1])
-        if shape is None or (second.attr("allowzero", 0) != 1 and bool((shape == 0).any())):
-            continue
-        view.read_constant(second.input[1])
-        view.node[view.node.index(second)] = attrs.evolve(second, input=[first.input[0], second.input[1]])
-        view.remove(first)
-        view.refresh()
-        changed += 1
-    return changed
+    return apply_rules(view, RULES) if view.version("") >= 5 else 0

@@ -12,38 +12,39 @@ from __future__ import annotations
 
 import attrs
 
-from ...registry import normalize_domain
+from .rules import Rule, Var, apply_rules, op
 from .view import GraphView
 
 
-def _is_transpose(node) -> bool:
-    return node is not None and node.op_type == "Transpose" and normalize_domain(node.domain) == "" \
-        and node.attr("perm") is not None and len(node.input) == 1 and bool(node.input[0])
+def _has_perm(view: GraphView, node) -> bool:
+    return node.attr("perm") is not None
+
+
+def _composed(p, q) -> list:
+    return [p[i] for i in q]
+
+
+def _composable(view: GraphView, match) -> bool:
+    p, q = match["first"].attr("perm"), match["second"].attr("perm")
+    if len(p) != len(q):
+        return False
+    return not (_composed(p, q) == list(range(len(q))) and match.output in view.protected)
+
+
+def _merge(view: GraphView, match) -> None:
+    first, second, x = match["first"], match["second"], match["x"]
+    r = _composed(list(first.attr("perm")), list(second.attr("perm")))
+    if r == list(range(len(r))):
+        view.bypass(second, x)
+    else:
+        view.replace(second, attrs.evolve(second, input=[x], attribute=[
+            attrs.evolve(a, value=r) if a.name == "perm" else a for a in second.attribute]))
+    view.remove(first)
+
+
+RULES = (Rule("transpose", op.Transpose(op.Transpose(Var("x"), check=_has_perm, bind="first"),
+                                        check=_has_perm, bind="second"), _merge, _composable),)
 
 
 def run(view: GraphView) -> int:
-    changed = 0
-    for second in list(view.node):
-        if not _is_transpose(second) or second not in view.node:
-            continue
-        first = view.producer.get(second.input[0])
-        if not _is_transpose(first) or view.sole_consumer(second.input[0]) is not second:
-            continue
-        p, q = list(first.attr("perm")), list(second.attr("perm"))
-        if len(p) != len(q):
-            continue
-        r = [p[i] for i in q]
-        x, y = first.input[0], second.output[0]
-        if r == list(range(len(r))):
-            if y in view.protected:
-                continue
-            view.bypass(second, x)
-        else:
-            perm = [a for a in second.attribute if a.name == "perm"][0]
-            merged = attrs.evolve(second, input=[x], attribute=[
-                attrs.evolve(perm, value=r) if a.name == "perm" else a for a in second.attribute])
-            view.node[view.node.index(second)] = merged
-        view.remove(first)
-        view.refresh()
-        changed += 1
-    return changed
+    return apply_rules(view, RULES)

@@ -20,18 +20,13 @@ import numpy as np
 from ... import ir
 from ...functions import GRAPH_TYPES
 from ...registry import normalize_domain
+from ..usedef import node_index, node_scope_reads
 
 
 def subgraph_reads(node: ir.Node, into: set) -> None:
     """Add to ``into`` every name read (as a node input or a graph output) inside ``node``'s subgraphs."""
-    for a in node.attribute:
-        if a.type not in GRAPH_TYPES or a.value is None:
-            continue
-        for g in (a.value if isinstance(a.value, list) else [a.value]):
-            into.update(vi.name for vi in g.output)
-            for inner in g.node:
-                into.update(n for n in inner.input if n)
-                subgraph_reads(inner, into)
+    for _, names in node_scope_reads(node):
+        into |= names
 
 
 #: the most elements :meth:`GraphView.constant` materializes for a ConstantOfShape
@@ -108,34 +103,29 @@ class GraphView:
         self.names = inputs | {t.name for t in g.initializer} | {o for n in g.node for o in n.output if o}
         self.new_opsets: dict = {}  # domain -> version a rewrite's node needs imported
         self._fresh = 0
-        self.refresh()
+        #: the use-def links of :attr:`node` (:mod:`onnxkit.runtime.usedef`), kept current by every edit below
+        self.index = node_index(self.node, [vi.name for vi in g.output])
 
     # -- bookkeeping ----------------------------------------------------------------------
-    def refresh(self) -> None:
-        """Recompute producers and use counts (a pass calls it after a batch of edits)."""
-        self.producer = {}
-        self.uses: dict = {}
-        for n in self.node:
-            for o in n.output:
-                if o:
-                    self.producer[o] = n
-            for i in n.input:
-                if i:
-                    self.uses[i] = self.uses.get(i, 0) + 1
+    def producer_of(self, name: str) -> Optional[ir.Node]:
+        """The node of this graph writing ``name``, or None (an input, an initializer, unknown)."""
+        return self.index.producer(name)
 
     def use_count(self, name: str) -> int:
-        """Uses of ``name`` by nodes of this graph; a protected name counts as used elsewhere too."""
-        return self.uses.get(name, 0) + (1 if name in self.protected else 0)
+        """Reads of ``name``: by nodes of this graph, inside subgraphs, as a graph output."""
+        return self.index.use_count(name)
 
     def consumers(self, name: str) -> list:
-        return [n for n in self.node if name in n.input]
+        """The nodes of this graph reading ``name`` as an input (each once)."""
+        return self.index.readers(name)
 
     def sole_consumer(self, name: str) -> Optional[ir.Node]:
         """The one node reading ``name`` once, if ``name`` is unprotected and read by it alone."""
-        if self.use_count(name) != 1:
-            return None
-        found = self.consumers(name)
-        return found[0] if found else None
+        return self.index.sole_reader(name)
+
+    def holds(self, node: ir.Node) -> bool:
+        """True while ``node`` is a node of the working copy (not yet removed or replaced)."""
+        return node in self.index
 
     def fresh_name(self, base: str) -> str:
         while True:
@@ -181,7 +171,7 @@ class GraphView:
         t = self.inits.get(name)
         if t is not None:
             return t.numpy()
-        node = self.producer.get(name)
+        node = self.index.producer(name)
         if node is None or normalize_domain(node.domain) != "":
             return None
         if node.op_type == "Constant":
@@ -199,7 +189,7 @@ class GraphView:
         value = self.constant(name)
         if value is None:
             return None
-        node = None if name in self.inits else self.producer.get(name)
+        node = None if name in self.inits else self.index.producer(name)
         for used in [name] + (list(node.input[:1]) if node is not None and node.op_type == "ConstantOfShape" else []):
             if used in self.input_names:
                 self.consumed_defaults.add(used)
@@ -216,28 +206,53 @@ class GraphView:
                 elem_type=data_type, shape=ir.Shape.of(int(d) for d in value.shape))))
         return name
 
-    # -- edits ----------------------------------------------------------------------------
+    # -- edits (each keeps :attr:`index` current) ---------------------------------------
     def replace_uses(self, old: str, new: str) -> None:
         """Every node input ``old`` reads ``new`` instead (``old`` must be unprotected)."""
-        for n in self.node:
-            if old in n.input:
-                n.input[:] = [new if i == old else i for i in n.input]
+        self.index.replace_all_uses_with(old, new)
 
     def remove(self, node: ir.Node) -> None:
         self.node = [n for n in self.node if n is not node]
+        self.index.remove(node)
+
+    def replace(self, old: ir.Node, new: ir.Node) -> None:
+        """``new`` takes ``old``'s place in the node order."""
+        self.node[self._position(old)] = new
+        self.index.replace(old, new)
+
+    def insert_before(self, anchor: ir.Node, new: ir.Node) -> None:
+        """``new`` placed just before ``anchor``."""
+        self.node.insert(self._position(anchor), new)
+        self.index.add(new)
+
+    def set_input(self, node: ir.Node, slot: int, name: str) -> None:
+        self.index.set_input(node, slot, name)
+
+    def replace_pattern(self, nodes: list, new: ir.Node) -> None:
+        """``new`` in place of ``nodes`` (a pattern): at the last one's position, where every
+        input of the pattern is defined; the others removed."""
+        ids = {id(n) for n in nodes}
+        last = max(k for k, n in enumerate(self.node) if id(n) in ids)
+        self.node[last] = new
+        self.node = [n for n in self.node if id(n) not in ids]
+        for n in nodes:
+            self.index.remove(n)
+        self.index.add(new)
 
     def bypass(self, node: ir.Node, value: str) -> None:
         """Remove ``node``, its (unprotected) first output read as ``value`` wherever it was read."""
         self.replace_uses(node.output[0], value)
         self.remove(node)
 
+    def _position(self, node: ir.Node) -> int:
+        return next(k for k, n in enumerate(self.node) if n is node)
+
     # -- result ---------------------------------------------------------------------------
     def finish(self) -> ir.Model:
         """The optimized model: unused Constant nodes and initializers dropped, stale value_info
         removed, the operator sets fused nodes need imported.  Graph inputs are kept as they
         were (IR < 4: new constants appended)."""
-        self.refresh()
-        live = set(self.uses) | self.protected
+        live = {n for n in self.index.names() if self.index.use_count(n)} | self.protected
         self.node = [n for n in self.node if not (n.op_type == "Constant" and normalize_domain(n.domain) == ""
                                                    and not any(o in live for o in n.output))]
         defined = self.input_names | {o for n in self.node for o in n.output if o}

@@ -1,0 +1,383 @@
+"""Rewrite rules: a pattern written as an expression, a condition, a replacement.
+
+A :class:`Rule` is data: its ``pattern`` is built from :class:`Var` (any value, the same
+value wherever the name recurs), :class:`Const` (a one-element floating-point constant equal
+to a number), :class:`Scalar` (a one-element floating-point constant, its value captured),
+:class:`AnyOf` (alternatives, tried in order) and :class:`Op` (an ai.onnx node whose inputs
+match the operand patterns), written with Python's operators where they read naturally::
+
+    x = Var("x")
+    exact_gelu = 0.5 * (x * (op.Erf(x / math.sqrt(2)) + 1.0))
+
+**Products and sums match in any order and grouping.**  ``*`` and ``+`` build one flat
+``Mul`` / ``Add`` pattern of all their operands (associativity and commutativity, exact for
+matching: the fused node computes the function, not the expansion's rounding).  A graph's
+product tree is opened through every two-input Mul read by its parent alone, and through a
+``Div(u, c)`` by a one-element floating-point constant ``c`` read by its parent alone (``u``
+opened, ``c`` a factor ``1/c``: a pattern's ``x / 6`` is ``x * (1/6)``, matching a graph's
+``Div(x, 6)`` or ``Mul(x, 0.16666)``); a sum tree through every two-input Add.  Each way of
+opening whose factor count is the pattern's is tried with every assignment of factors to
+operands (patterns hold at most a handful).
+
+**What a match guarantees** (checked before the condition runs):
+
+* every node of the match except the root has each of its outputs read only by the match's
+  own nodes, through the inputs the pattern names (an intermediate that is a graph output, read
+  inside a subgraph, or read by any other node is no match: removing it would change the graph);
+* every constant a :class:`Const` or :class:`Scalar` matched keeps the shape of the rule's
+  ``subject`` value (:func:`~.patterns.keeps_shape`: x's element type, rank 0 or no higher than
+  x's rank as verified inference knows it, never a declaration), where the rule names one;
+* a :class:`Const` is within :data:`~.patterns.SCALAR_RTOL` (relative) of its number.
+
+The rule's ``condition(view, match)`` then checks what the pattern cannot say (types from
+inference, dimensions), and ``rewrite(view, match)`` edits the view (its use-def index stays
+current).  :func:`apply_rules` runs a pass's rules over the graph, each node in order tried as
+the root of each rule, and returns how many rewrites it made.
+"""
+
+from __future__ import annotations
+
+from itertools import product as _combinations
+from typing import Callable, Iterator, Optional
+
+import attrs
+
+from ... import ir
+from ...registry import normalize_domain
+from .patterns import FUSED_DOMAIN, SCALAR_RTOL, keeps_shape
+from .view import GraphView
+
+#: ops matched in any order and grouping (associative and commutative)
+AC_OPS = ("Mul", "Add")
+
+
+class Pattern:
+    """A pattern; ``*``, ``+`` and ``/`` build product and sum patterns (module docstring)."""
+
+    def __mul__(self, other):
+        return _flat("Mul", self, other)
+
+    def __rmul__(self, other):
+        return _flat("Mul", other, self)
+
+    def __add__(self, other):
+        return _flat("Add", self, other)
+
+    def __radd__(self, other):
+        return _flat("Add", other, self)
+
+    def __truediv__(self, other):
+        if isinstance(other, (int, float)):
+            return _flat("Mul", self, Const(1.0 / other))
+        return Op("Div", (self, _lift(other)))
+
+
+@attrs.frozen(eq=False)
+class Var(Pattern):
+    """Any value; where the name recurs, the same value."""
+
+    name: str
+
+
+@attrs.frozen(eq=False)
+class Const(Pattern):
+    """A one-element floating-point constant equal to ``value`` within :data:`SCALAR_RTOL`."""
+
+    value: float
+
+
+@attrs.frozen(eq=False)
+class Scalar(Pattern):
+    """A one-element floating-point constant; its value (as a factor: ``1/c`` for a divisor) is
+    bound to ``name``."""
+
+    name: str
+
+
+@attrs.frozen(eq=False)
+class AnyOf(Pattern):
+    """The first of ``alternatives`` that matches (in order)."""
+
+    alternatives: tuple
+
+
+@attrs.frozen(eq=False)
+class Op(Pattern):
+    """An ai.onnx ``op_type`` node whose inputs match ``operands`` (in order; any order and
+    grouping for :data:`AC_OPS`); ``check(view, node)`` for its attributes; ``bind``: a name
+    the matched node is bound to; ``variadic``: inputs past the operands are not matched (a
+    Conv's optional bias, a Dropout's ratio)."""
+
+    op_type: str
+    operands: tuple
+    check: Optional[Callable] = None
+    bind: Optional[str] = None
+    variadic: bool = False
+
+
+def _lift(p) -> Pattern:
+    return Const(float(p)) if isinstance(p, (int, float)) else p
+
+
+def _flat(op_type: str, a, b) -> Op:
+    operands = []
+    for p in (_lift(a), _lift(b)):
+        if isinstance(p, Op) and p.op_type == op_type and p.check is None and p.bind is None and not p.variadic:
+            operands.extend(p.operands)
+        else:
+            operands.append(p)
+    return Op(op_type, tuple(operands))
+
+
+class _Ops:
+    """``op.Erf(x)``, ``op.Clip(x, 0.0, 6.0, check=...)``: an :class:`Op` pattern."""
+
+    def __getattr__(self, op_type: str):
+        def build(*operands, check=None, bind=None, variadic=False):
+            return Op(op_type, tuple(_lift(p) for p in operands), check, bind, variadic)
+        return build
+
+
+op = _Ops()
+
+
+@attrs.frozen
+class Match:
+    """A match of a rule: ``root`` (the node computing the result), ``nodes`` (every node
+    matched, root included), ``bindings`` (:class:`Var` names -> value names, :class:`Scalar`
+    names -> floats, bound :class:`Op` names -> nodes) and ``constants`` (the constants read)."""
+
+    root: ir.Node
+    nodes: list
+    bindings: dict
+    constants: list
+
+    def __getitem__(self, name: str):
+        return self.bindings[name]
+
+    def get(self, name: str, default=None):
+        return self.bindings.get(name, default)
+
+    @property
+    def output(self) -> str:
+        return self.root.output[0]
+
+
+@attrs.frozen
+class Rule:
+    """``pattern`` (its root an :class:`Op`), ``condition(view, match) -> bool`` (or None),
+    ``rewrite(view, match)``, and the :class:`Var` whose shape every matched constant must keep
+    (``subject``, or None)."""
+
+    name: str
+    pattern: Op
+    rewrite: Callable
+    condition: Optional[Callable] = None
+    subject: Optional[str] = None
+
+    def match(self, view: GraphView, node: ir.Node) -> Optional[Match]:
+        """The first match of the rule with ``node`` as its root, or None."""
+        for state in _match_node(view, self.pattern, node, _State.start()):
+            found = Match(node, list(state.nodes.values()), state.bindings, state.constants)
+            if not _closed(view, found, state.edges):
+                continue
+            subject = state.bindings.get(self.subject) if self.subject else None
+            if self.subject and not all(keeps_shape(view, view.constant(c), subject) for c in state.constants):
+                continue
+            if self.condition is None or self.condition(view, found):
+                return found
+        return None
+
+
+@attrs.define
+class _State:
+    bindings: dict
+    nodes: dict
+    edges: frozenset
+    constants: list
+    memo: dict
+
+    @staticmethod
+    def start() -> "_State":
+        return _State({}, {}, frozenset(), [], {})
+
+    def evolve(self, bind=None, nodes=(), edges=(), constant=None, memo=None) -> "_State":
+        bindings = {**self.bindings, **bind} if bind else self.bindings
+        all_nodes = dict(self.nodes)
+        for n in nodes:
+            all_nodes[id(n)] = n
+        return _State(bindings, all_nodes, self.edges | frozenset(edges),
+                      self.constants + [constant] if constant else self.constants,
+                      {**self.memo, **memo} if memo else self.memo)
+
+
+def _closed(view: GraphView, found: Match, edges: frozenset) -> bool:
+    """Every output of every matched node but the root is read only through the match's edges."""
+    for node in found.nodes:
+        if node is found.root:
+            continue
+        for out in node.output:
+            if out and any(u.slot < 0 or (id(u.item), u.slot) not in edges for u in view.index.uses(out)):
+                return False
+    return True
+
+
+def _float_scalar(view: GraphView, name: str) -> Optional[float]:
+    c = view.constant(name)
+    if c is None or c.size != 1 or c.dtype.kind != "f":
+        return None
+    return float(c.reshape(-1)[0])
+
+
+def _is(node, op_type: str) -> bool:
+    return node is not None and node.op_type == op_type and normalize_domain(node.domain) == ""
+
+
+def _divides_by_constant(view: GraphView, node) -> bool:
+    return _is(node, "Div") and len(node.input) == 2 and _float_scalar(view, node.input[1]) is not None
+
+
+def _operands(view: GraphView, node, op_type: str, limit: int) -> Iterator[tuple]:
+    """``(leaves, opened, edges)`` for each way of opening the ``op_type`` tree rooted at ``node``:
+    leaves ``(name, reader, slot, inverted)``, the nodes opened below ``node``, their edges."""
+    per_input = []
+    divisor = op_type == "Mul" and node.op_type == "Div"
+    for slot, name in enumerate(node.input):
+        if divisor and slot == 1:
+            per_input.append([([(name, node, slot, True)], [], [])])
+            continue
+        options = [([(name, node, slot, False)], [], [])]
+        child = view.producer_of(name)
+        openable = (_is(child, op_type) and len(child.input) == 2) or (op_type == "Mul" and _divides_by_constant(view, child))
+        if openable and view.sole_consumer(name) is node and limit > 1:
+            for leaves, opened, edges in _operands(view, child, op_type, limit - 1):
+                options.append((leaves, [child] + opened, [(id(node), slot)] + edges))
+        per_input.append(options)
+    for combo in _combinations(*per_input):
+        leaves = [leaf for c in combo for leaf in c[0]]
+        if len(leaves) <= limit:
+            yield leaves, [n for c in combo for n in c[1]], [e for c in combo for e in c[2]]
+
+
+def _match_node(view: GraphView, p: Op, node, state: _State) -> Iterator[_State]:
+    if node is None or normalize_domain(node.domain) != "":
+        return
+    ac = p.op_type in AC_OPS
+    if not (node.op_type == p.op_type or (p.op_type == "Mul" and _divides_by_constant(view, node))):
+        return
+    if p.check is not None and not p.check(view, node):
+        return
+    state = state.evolve(bind={p.bind: node} if p.bind else None, nodes=[node])
+    if ac:
+        if len(node.input) != 2:
+            return
+        for leaves, opened, edges in _operands(view, node, p.op_type, len(p.operands)):
+            if len(leaves) == len(p.operands):
+                yield from _assign(view, list(p.operands), leaves, state.evolve(nodes=opened, edges=edges))
+        return
+    if len(node.input) != len(p.operands) and not (p.variadic and len(node.input) > len(p.operands)):
+        return
+    leaves = [(n, node, k, False) for k, n in enumerate(node.input[:len(p.operands)])]
+    yield from _assign_in_order(view, list(p.operands), leaves, state)
+
+
+def _assign_in_order(view, patterns: list, leaves: list, state) -> Iterator[_State]:
+    if not patterns:
+        yield state
+        return
+    for s in _match_leaf(view, patterns[0], leaves[0], state):
+        yield from _assign_in_order(view, patterns[1:], leaves[1:], s)
+
+
+def _assign(view, patterns: list, leaves: list, state) -> Iterator[_State]:
+    """Every assignment of ``leaves`` to ``patterns`` (a product's or sum's operands, any order)."""
+    if not patterns:
+        yield state
+        return
+    for k, leaf in enumerate(leaves):
+        for s in _match_leaf(view, patterns[0], leaf, state):
+            yield from _assign(view, patterns[1:], leaves[:k] + leaves[k + 1:], s)
+
+
+def _match_leaf(view: GraphView, p: Pattern, leaf: tuple, state: _State) -> Iterator[_State]:
+    name, reader, slot, inverted = leaf
+    if not name:
+        return
+    if isinstance(p, AnyOf):
+        for alt in p.alternatives:
+            yield from _match_leaf(view, alt, leaf, state)
+        return
+    if isinstance(p, (Const, Scalar)):
+        c = _float_scalar(view, name)
+        if c is None or (inverted and c == 0.0):
+            return
+        if isinstance(p, Scalar):
+            yield state.evolve(bind={p.name: 1.0 / c if inverted else c}, constant=name)
+            return
+        target = 1.0 / p.value if inverted else p.value
+        if abs(c - target) <= SCALAR_RTOL * abs(target):
+            yield state.evolve(constant=name)
+        return
+    if inverted:
+        return
+    if isinstance(p, Var):
+        bound = state.bindings.get(p.name)
+        if bound is None:
+            yield state.evolve(bind={p.name: name})
+        elif bound == name:
+            yield state
+        return
+    seen = state.memo.get(id(p))                # one pattern node read twice (a DAG): the same value
+    if seen is not None:
+        if seen == name:
+            yield state.evolve(edges=[(id(reader), slot)])
+        return
+    yield from _match_node(view, p, view.producer_of(name),
+                           state.evolve(edges=[(id(reader), slot)], memo={id(p): name}))
+
+
+def root_types(p: Op) -> tuple:
+    """The op types a node matching ``p`` as its root may have (a product: Mul or Div)."""
+    return ("Mul", "Div") if p.op_type == "Mul" else (p.op_type,)
+
+
+def apply_rules(view: GraphView, rules) -> int:
+    """Try every rule of ``rules`` with each node (in graph order) as its root; rewrite the first
+    match; returns how many rewrites were made."""
+    by_type: dict = {}
+    for rule in rules:
+        for t in root_types(rule.pattern):
+            by_type.setdefault(t, []).append(rule)
+    count = 0
+    for node in list(view.node):
+        for rule in by_type.get(node.op_type, ()):
+            if not view.holds(node):
+                break
+            found = rule.match(view, node)
+            if found is not None:
+                rule.rewrite(view, found)
+                count += 1
+    return count
+
+
+def fused_op(op_type: str, since_onnx: int, inputs=("x",), attributes: Callable = lambda match: [],
+             named_after: Optional[str] = None) -> Callable:
+    """A rewrite replacing the match by one ``op_type`` node reading the bound ``inputs``: ai.onnx's
+    where the model imports ai.onnx ``since_onnx`` or later, else ai.onnxkit's (version 1 then
+    imported), named after the node bound to ``named_after`` (else the root).  Every constant the match read is noted (:meth:`~.view.GraphView.read_constant`:
+    an IR < 4 override of one runs the model as given)."""
+    def rewrite(view: GraphView, match: Match) -> None:
+        for c in match.constants:
+            view.read_constant(c)
+        onnx_op = view.version("") >= since_onnx
+        label = match[named_after].name if named_after else match.root.name
+        view.replace_pattern(match.nodes, ir.Node(
+            input=[match[i] for i in inputs], output=[match.output], op_type=op_type,
+            name=(label or match.output) + "/" + op_type,
+            domain="" if onnx_op else FUSED_DOMAIN, attribute=list(attributes(match))))
+        if not onnx_op:
+            view.require_opset(FUSED_DOMAIN, 1)
+    return rewrite
+
+
+__all__ = ["Rule", "Match", "Var", "Const", "Scalar", "AnyOf", "Op", "op", "apply_rules", "fused_op", "AC_OPS"]

@@ -184,3 +184,29 @@ def test_compiled_off_runs_the_portable_kernels(count_calls):
         ref = onnxkit_outputs(data, feed)
     identical(off[0], ref[0])
     assert spy.calls == 0
+
+
+def _portable_parameters(lo_x, hi_x):
+    """DynamicQuantizeLinear's scale and zero point as the portable kernel computes them."""
+    hi = np.float32(max(0.0, float(hi_x)))
+    lo = np.float32(min(0.0, float(lo_x)))
+    rng = np.float32(1.0) if hi == lo else np.float32(hi - lo)
+    scale = np.float32(rng / np.float32(255))
+    return scale, np.rint(np.clip(np.float32(0) - lo / scale, 0, 255)).astype(np.float32)
+
+
+def test_dynamic_parameters_equal_the_portable_formulas_ties_included():
+    from onnxkit_cpu.overrides.quantization import dynamic_parameters
+
+    pairs = [(np.float32(-(t + 0.5) / 8), np.float32(-(t + 0.5) / 8 + 255 / 8)) for t in range(0, 255)]
+    spread = RNG.standard_normal((3000, 2)) * 10.0 ** RNG.uniform(-6, 6, (3000, 2))
+    pairs += [(np.float32(-abs(a)), np.float32(abs(b))) for a, b in spread]
+    pairs += [(np.float32(0.5), np.float32(3.0)), (np.float32(-3.0), np.float32(-0.5)), (np.float32(0), np.float32(0))]
+    ties = 0
+    for lo, hi in pairs:
+        scale, zp = dynamic_parameters(lo, hi)
+        want_scale, want_zp = _portable_parameters(lo, hi)
+        assert scale == want_scale and zp == want_zp and zp.dtype == np.float32, (lo, hi)
+        q = np.float32(0) - np.float32(min(0.0, float(lo))) / want_scale
+        ties += float(q) % 1 == 0.5
+    assert ties > 100          # half of them even, half odd: both ways of rounding a tie are met

@@ -6,12 +6,14 @@ and precision, so its results are bit-identical to it (no fastmath: no contracti
 reassociation; one +, -, *, / in float32 between float32 operands is the IEEE float32
 operation, as numpy's):
 
-* :data:`quantize` ``(x, s, z, lo, hi, y)``: ``x`` (P, C, Q) float32, ``s`` and ``z`` (C,)
-  float32 (the zero point as float32), ``y`` (P, C, Q) of the quantized type:
+* :data:`quantize` ``(x, s, z, lo, hi, y)``: ``x`` (P, C, Q) float32, ``s`` float32 and ``z``
+  (the zero point, of its integer type, taken as float32) vectors of C values or of one (one
+  for every channel), ``y`` (P, C, Q) of the quantized type:
   ``r = rint(x / s[c]) + z[c]`` (float32, ties to even), clipped to ``[lo, hi]``, a NaN giving
   ``z[c]`` — as :func:`onnxkit_default_domain.kernels.quantization.to_quantized` does (its
   ``round``, ``+ zw``, ``clip``, ``where(isnan, zw)``).
-* :data:`dequantize` ``(x, s, z, y)``: ``x`` (P, C, Q) 8-bit, ``y`` float32:
+* :data:`dequantize` ``(x, s, z, y)``: ``x`` (P, C, Q) 8-bit, ``s`` and ``z`` as for
+  :data:`quantize`, ``y`` float32:
   ``y = (float32(x) - z[c]) * s[c]``; the portable kernel skips the subtraction where every
   zero point is 0, which gives the same values (an integer minus 0.0 is itself).
 * :data:`finite_range` ``(x)``: ``(min, max, finite)`` of a non-empty float32 vector;
@@ -45,10 +47,11 @@ from onnxkit_cpu.compiled import kernel
 @kernel
 def quantize(x, s, z, lo, hi, y):
     p_count, c_count, q_count = x.shape
+    per_s, per_z = s.shape[0] > 1, z.shape[0] > 1
     for p in range(p_count):
         for c in range(c_count):
-            sc = s[c]
-            zc = z[c]
+            sc = s[c if per_s else 0]
+            zc = np.float32(z[c if per_z else 0])
             for q in range(q_count):
                 r = np.rint(x[p, c, q] / sc) + zc
                 if r < lo:
@@ -63,10 +66,11 @@ def quantize(x, s, z, lo, hi, y):
 @kernel
 def dequantize(x, s, z, y):
     p_count, c_count, q_count = x.shape
+    per_s, per_z = s.shape[0] > 1, z.shape[0] > 1
     for p in range(p_count):
         for c in range(c_count):
-            sc = s[c]
-            zc = z[c]
+            sc = s[c if per_s else 0]
+            zc = np.float32(z[c if per_z else 0])
             for q in range(q_count):
                 y[p, c, q] = (np.float32(x[p, c, q]) - zc) * sc
 

@@ -76,11 +76,13 @@ def param_layout(p, z, shape, axis: int, per_axis: bool):
     return math.prod(shape[:a]), shape[a], math.prod(shape[a + 1:])
 
 
-def _vector(v, count: int, dtype):
-    """A scale / zero point as a C-contiguous (count,) vector of ``dtype`` (0 where absent)."""
-    if v is None:
-        return np.zeros(count, dtype)
-    return np.ascontiguousarray(np.reshape(v, (count,)), dtype=dtype)
+#: the zero point of a QuantizeLinear / DequantizeLinear without one
+NO_ZERO_POINT = np.zeros(1, np.int8)
+
+
+def _flat(v):
+    """A scale / zero point as a 1-D view (its one value, or one per channel)."""
+    return NO_ZERO_POINT if v is None else v.reshape(-1)
 
 
 # ---------------------------------------------------------------------------- QuantizeLinear
@@ -110,8 +112,8 @@ def quantize_linear(ctx):
             return other(x, y_scale, y_zero_point)
         lo, hi = RANGES[out]
         y = np.empty(x.shape, out)
-        loop(np.ascontiguousarray(x).reshape(layout), _vector(y_scale, layout[1], F32),
-             _vector(y_zero_point, layout[1], F32), np.float32(lo), np.float32(hi), y.reshape(layout))
+        loop(np.ascontiguousarray(x).reshape(layout), _flat(y_scale), _flat(y_zero_point), np.float32(lo),
+             np.float32(hi), y.reshape(layout))
         return y
 
     return run
@@ -138,8 +140,7 @@ def dequantize_linear(ctx):
         if layout is None:
             return other(x, x_scale, x_zero_point)
         y = np.empty(x.shape, F32)
-        loop(np.ascontiguousarray(x).reshape(layout), _vector(x_scale, layout[1], F32),
-             _vector(x_zero_point, layout[1], F32), y.reshape(layout))
+        loop(np.ascontiguousarray(x).reshape(layout), _flat(x_scale), _flat(x_zero_point), y.reshape(layout))
         return y
 
     return run
@@ -148,14 +149,19 @@ def dequantize_linear(ctx):
 # --------------------------------------------------------------------- DynamicQuantizeLinear
 def dynamic_parameters(lo_x, hi_x):
     """``(scale, zero point)`` as float32 scalars from X's float32 minimum and maximum: the
-    portable kernel's formulas, operation for operation (the range adjusted to include 0)."""
+    portable kernel's formulas, operation for operation (the range adjusted to include 0), or
+    ``(scale, None)`` where the scale is not a positive finite float32 (the caller then takes the
+    portable kernel).  The zero point's ``rint(clip(0 - lo / scale, 0, 255))`` is taken on the
+    float32 quotient by Python's ``min``/``max`` and ``round`` (which rounds half to even, as
+    ``rint``): the same value, without numpy's scalar overhead."""
     hi = np.float32(max(0.0, float(hi_x)))
     lo = np.float32(min(0.0, float(lo_x)))
     rng = np.float32(1.0) if hi == lo else np.float32(hi - lo)
     scale = np.float32(rng / np.float32(255))
-    with np.errstate(all="ignore"):
-        zp = np.rint(np.clip(np.float32(0) - lo / scale, 0, 255)).astype(np.float32)
-    return scale, zp
+    if not (0.0 < float(scale) < math.inf):
+        return scale, None
+    q = float(np.float32(0) - lo / scale)      # |lo| <= rng: the quotient is finite, at most ~255
+    return scale, np.float32(round(min(max(q, 0.0), 255.0)))
 
 
 @KERNELS.register("DynamicQuantizeLinear", 11)
@@ -173,12 +179,13 @@ def dynamic_quantize_linear(ctx):
         if not finite:
             return other(x)
         scale, zp = dynamic_parameters(lo_x, hi_x)
-        if not (scale > 0 and np.isfinite(scale) and np.isfinite(zp)):
+        if zp is None:
             return other(x)
         y = np.empty(x.shape, np.uint8)
-        loop(flat.reshape(1, 1, -1), np.full(1, scale, F32), np.full(1, zp, F32), np.float32(0), np.float32(255),
+        y_scale, y_zero_point = np.array(scale, dtype=F32), np.array(zp, dtype=np.uint8)
+        loop(flat.reshape(1, 1, -1), y_scale.reshape(1), y_zero_point.reshape(1), np.float32(0), np.float32(255),
              y.reshape(1, 1, -1))
-        return y, np.array(scale, dtype=F32), np.array(zp, dtype=np.uint8)
+        return y, y_scale, y_zero_point
 
     return run
 

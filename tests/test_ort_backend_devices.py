@@ -110,3 +110,14 @@ def test_provider_assignment_refused_unless_recorded():
     sess = onnxkit.InferenceSession(_add_mul_bytes(), providers=["CPUExecutionProvider"])
     with pytest.raises(status.Fail, match="'session.record_ep_graph_assignment_info' must be set to \"1\""):
         sess.get_provider_graph_assignment_info()
+
+
+# -- OrtValue._ortvalue ------------------------------------------------------------------------
+def test_ortvalue_exposes_its_native_value_as_onnxruntime_s_wrapper_does():
+    arr = np.arange(6, dtype=np.float32).reshape(2, 3)
+    v = onnxkit.OrtValue.ortvalue_from_numpy(arr)
+    native = v._ortvalue
+    assert native.data_ptr() == v.data_ptr() and native.shape() == [2, 3]
+    back = onnxkit.OrtValue.from_dlpack(native.to_dlpack(), False)
+    assert back.data_ptr() == v.data_ptr()
+    np.testing.assert_array_equal(back.numpy(), arr)

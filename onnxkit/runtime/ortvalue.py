@@ -191,6 +191,11 @@ class OrtValue:
         """onnxruntime's native value (itself here)."""
         return self
 
+    @property
+    def _ortvalue(self) -> "OrtValue":
+        """onnxruntime's wrapper keeps its native value here; onnxkit's OrtValue is both (itself)."""
+        return self
+
     @classmethod
     def ort_value_from_sparse_tensor(cls, sparse_tensor) -> "OrtValue":
         """An OrtValue holding a :class:`~onnxkit.runtime.sparse.SparseTensor`."""

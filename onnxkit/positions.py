@@ -68,7 +68,7 @@ POSITIONS: tuple = (
              "(Clause 13).",
              _t("test_message_size_limit_is_refused_before_decoding")),
     Position("12.8", "canonical form and model hashes",
-             "onnxkit defines a canonical form (README, \"Canonical form\"); `onnxkit hash` is the SHA-256 of it. "
+             "onnxkit defines a canonical form (docs/decisions.md, \"Canonical form\"); `onnxkit hash` is the SHA-256 of it. "
              "It covers what the model file carries: an external tensor contributes its reference, not its "
              "contents. `onnxkit hash --with-data` also covers the octets every reference selects, so a "
              "changed data file changes that hash.",

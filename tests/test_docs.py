@@ -30,7 +30,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -44,12 +43,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 try:
     import cli_reference
-    from docs_blocks import ILLUSTRATIVE, blocks, commands
+    from docs_blocks import ILLUSTRATIVE, RUNNER, blocks, commands, page_script
 finally:
     sys.path.remove(str(ROOT / "tools"))
 
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
-INSTALL_WORDS = ("pip install", "python3 -m build", "python -m build")
 
 #: Blocks shown but not run, per page (the marker ``<!-- docs-test: illustrative -->``): the two
 #: scale-out examples start a Dask cluster and a Ray instance (tests/test_integrations_dask.py and
@@ -57,69 +55,6 @@ INSTALL_WORDS = ("pip install", "python3 -m build", "python -m build")
 ILLUSTRATIVE_BLOCKS = {"scaleout.md": 2}
 #: ```sh blocks (install steps, run by .ci/run and .ci/wheels, not here), per page.
 INSTALL_BLOCKS = {"README.md": 3, "install.md": 3, "plugins.md": 1, "scaleout.md": 1}
-
-#: The helper each page's script imports: an ``onnxkit`` command in-process (the CLI's ``main``),
-#: or in a subprocess where the page sets environment variables for it.
-RUNNER = '''
-import os, subprocess, sys
-from onnxkit.cli import main
-
-def onnxkit(words, expect, where, env):
-    sys.stdout.flush()
-    program, argv = words[0], words[1:]
-    if program != "onnxkit":  # python ...: this interpreter
-        code = subprocess.run([sys.executable, *argv], env={**os.environ, **env}).returncode
-    elif env:
-        code = subprocess.run([sys.executable, "-m", "onnxkit", *argv], env={**os.environ, **env}).returncode
-    else:
-        try:
-            code = main(argv)
-        except SystemExit as exc:  # --help, --version, a usage error
-            code = exc.code if isinstance(exc.code, int) else 2
-    sys.stdout.flush()
-    if code != expect:
-        raise AssertionError(f"{where}: `{' '.join(words)}` exited {code}, the page says {expect}")
-'''
-
-
-def page_script(page: Path, where: str | None = None) -> str | None:
-    """The page's blocks as one Python script whose line numbers are the page's, or None when the
-    page has nothing to run.  Raises ValueError for a block outside the conventions."""
-    where = where or page.relative_to(ROOT).as_posix()
-    lines: dict[int, str] = {}
-    for b in blocks(page):
-        if b.lang == "sh":
-            if not any(w in b.text for w in INSTALL_WORDS):
-                raise ValueError(f"{where}:{b.line}: a ```sh block is an install step (pip install, python3 -m "
-                                 "build); put onnxkit commands in ```console or ```bash")
-            continue
-        if b.title:
-            lines[b.line - 1] = f"open({b.title!r}, 'w').write({b.text!r})"
-            continue
-        if b.illustrative:
-            if b.lang != "python":
-                raise ValueError(f"{where}:{b.line}: only a ```python block can be marked illustrative")
-            lines[b.line - 1] = f"compile({textwrap.dedent(b.text)!r}, '{where}:{b.line}', 'exec')"
-            continue
-        if b.lang == "python":
-            for k, text in enumerate(textwrap.dedent(b.text).splitlines()):
-                lines[b.line + k] = text
-        elif b.lang in ("console", "bash"):
-            for c in commands(b, where):
-                lines[c.line] = f"_onnxkit({c.argv!r}, {c.expect}, '{where}:{c.line}', {c.env!r})"
-        elif b.lang not in ("toml", "text", "json", ""):
-            raise ValueError(f"{where}:{b.line}: a ```{b.lang} block: the docs test runs python, console and "
-                             "bash blocks, reads sh blocks as install steps and writes titled blocks")
-        elif not b.title and b.lang == "toml":
-            raise ValueError(f"{where}:{b.line}: a ```toml block without title=\"FILE\"")
-    if not any(not t.startswith("open(") for t in lines.values()):
-        return None
-    top = max(lines)
-    body = [lines.get(n, "") for n in range(1, top + 1)]
-    assert not body[0], f"{where}: line 1 is a code line"
-    body[0] = "from _docs_runner import onnxkit as _onnxkit"
-    return "\n".join(body) + "\n"
-
 
 def test_the_site_builds_without_warnings(tmp_path):
     import importlib.util
@@ -143,7 +78,7 @@ def test_every_page_is_in_the_navigation():
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_code_blocks_run(page, tmp_path):
-    script = page_script(page)
+    script = page_script(page, page.relative_to(ROOT).as_posix())
     if script is None:
         assert not any(b.lang in ("python", "console", "bash") for b in blocks(page))
         return
@@ -250,4 +185,19 @@ def test_the_dependency_table_is_the_distributions_own():
     for name, folder in folders.items():
         deps = tomllib.loads((ROOT / folder / "pyproject.toml").read_text())["project"]["dependencies"]
         names = [re.split(r"[<>=!\[; ]", d, maxsplit=1)[0] for d in deps]
-        assert rows[name] == names, (name, rows[name], names)
+        assert rows[name] == names, (f"docs/install.md's row of {name} says it depends on {rows[name]}, its "
+                                     f"pyproject.toml on {names}: update the table")
+
+
+def test_the_readme_builds_the_wheels_ci_builds():
+    """The README's and docs/install.md's `for p in ...` wheel loops name the projects .ci/wheels
+    builds (less examples/custom_domain, CI's own example), in its order; .ci/wheels runs the README's
+    blocks and the plugin guide's example in the fresh environment."""
+    ci = (ROOT / ".ci" / "wheels").read_text()
+    built = re.search(r"for project in (.*?); do", ci, re.S)[1].replace("\\\n", " ").split()
+    assert built[-1] == "examples/custom_domain" and len(built) == 8
+    for page in (ROOT / "README.md", ROOT / "docs" / "install.md"):
+        [loop] = re.findall(r"^for p in (.*); do$", page.read_text(), re.M)
+        assert loop.split() == built[:-1], page.name
+    assert 'docs_blocks.py" script "$repo/README.md"' in ci
+    assert 'docs_blocks.py" extract "$repo/docs/plugins.md"' in ci and "onnxkit-swish" in ci

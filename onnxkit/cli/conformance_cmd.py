@@ -20,7 +20,7 @@ def add_parser(sub):
     r.add_argument("-v", "--verbose", action="store_true", help="print each case that does not pass")
     s = csub.add_parser("statement", help="the conformance statement (Annex A), generated from the installed plugins")
     s.add_argument("--backend", action="append", metavar="NAME", help="only this backend (repeatable; default: all)")
-    s.add_argument("--format", choices=("md", "json"), default="md", help="Markdown (as the README embeds) or JSON")
+    s.add_argument("--format", choices=("md", "json"), default="md", help="Markdown (as docs/conformance.md embeds it) or JSON")
     return p
 
 

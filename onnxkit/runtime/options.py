@@ -162,7 +162,7 @@ class SessionOptions:
     def register_custom_ops_library(self, path: str) -> None:
         """onnxruntime loads native kernels here; onnxkit's custom operators are plugins."""
         raise OnnxkitError("onnxkit does not load native custom-operator libraries "
-                           f"({path}); a custom domain is an onnxkit plugin (README, 'Writing your own domain package')")
+                           f"({path}); a custom domain is an onnxkit plugin (docs/plugins.md, the plugin author's guide)")
 
     def __repr__(self) -> str:
         changed = {k: v for k, v in vars(self).items() if not k.startswith("_") and v != getattr(_DEFAULT_SO, k)}

@@ -5,18 +5,19 @@ with onnxkit's own codec: tensor contents stay views of the mapped file until so
 to them; ``load(copy=True)`` reads the file into memory instead.  ``save`` writes the model in tag
 order, retained unknown fields included (12.4).  External data (Clause 13) is resolved
 through :mod:`onnxkit.external`: lazily by default, never outside the model's directory
-unless asked (15.3, 15.5).
+unless asked (15.3, 15.5).  Importing this module makes an :class:`onnxkit.ir.Model` pickle as
+its encoded bytes (``copyreg``); before that a model pickles field by field, as any attrs class.
 """
 
 from __future__ import annotations
 
+import copyreg
 import hashlib
 import mmap
 import os
 import secrets
 import stat
 from typing import Any, Optional, Union
-
 
 from . import ir
 from .errors import DecodeError, LimitExceeded, NoSuchFileError, OnnxkitError
@@ -219,6 +220,21 @@ def save_target(path: str) -> None:
 def to_bytes(model: ir.Model) -> bytes:
     """``model`` as octets (what :func:`save` writes, without external data)."""
     return b"".join(encode(model, "ModelProto"))
+
+
+def _reduce_model(model: ir.Model):
+    """How a :class:`~onnxkit.ir.Model` pickles once this module is imported: as its encoded
+    bytes and the directory its external data resolves against (registered with
+    :mod:`copyreg`: the codec registers itself for the IR, which does not import the codec)."""
+    return (_model_from_bytes, (to_bytes(model), model.base_dir))
+
+
+def _model_from_bytes(data: bytes, base_dir: Optional[str]) -> ir.Model:
+    """Unpickle a :class:`~onnxkit.ir.Model` (external data references resolve against ``base_dir``)."""
+    return load(data, base_dir=base_dir)
+
+
+copyreg.pickle(ir.Model, _reduce_model)
 
 
 def canonical_bytes(model: Union[ir.Model, Source]) -> bytes:

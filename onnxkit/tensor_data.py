@@ -1,8 +1,12 @@
 """Tensor contents <-> numpy arrays (Clause 6.3.4 storage, Table 7, Annex B.2.16).
 
 A :class:`~onnxkit.ir.tensor.Tensor` keeps its storage as on the wire.  This module reads it
-(:func:`tensor_to_numpy`, :func:`sparse_to_dense`) and builds it (:func:`numpy_to_tensor`
-for raw storage, :func:`numpy_to_typed` / :func:`numpy_to_typed_tensor` for typed storage).
+(:func:`tensor_to_numpy`, :func:`sparse_to_dense`) and computes the storage fields of an array
+(:func:`raw_fields` for raw storage, :func:`numpy_to_typed` / :func:`typed_fields` for typed
+storage); :func:`onnxkit.ir.tensor.numpy_to_tensor` / ``numpy_to_typed_tensor`` (and
+``Tensor.from_numpy``) build tensors from them.  It works on a tensor through its fields and
+imports nothing of the IR (the IR imports it); external contents are read through
+:func:`onnxkit.external_read.read_external`.
 
 Raw storage: elements little-endian, fixed width; BOOL one octet per element; COMPLEX64/128
 as (real, imaginary) pairs; sub-byte types bit-packed (Clause 6.3.4, see :mod:`onnxkit.narrow`).
@@ -36,13 +40,13 @@ import numpy as np
 
 from .dtypes import DataType, ElementType, element_type, from_numpy_dtype
 from .errors import OnnxkitTypeError
-from .ir.tensor import SparseTensor, Tensor
+from .external_read import read_external
 from .narrow import (
     convert, from_codes, pack_bits, pack_typed, packed_size, to_codes, typed_count, unpack_bits,
     unpack_typed,
 )
 
-__all__ = ["tensor_to_numpy", "numpy_to_tensor", "numpy_to_typed", "numpy_to_typed_tensor", "sparse_to_dense"]
+__all__ = ["tensor_to_numpy", "raw_fields", "numpy_to_typed", "typed_fields", "sparse_to_dense"]
 
 _TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
 _LITTLE = sys.byteorder == "little"
@@ -113,8 +117,6 @@ def tensor_to_numpy(t: Tensor) -> np.ndarray:
             _fail(t, "STRING elements cannot be stored externally (no raw layout for strings)")
         if present:
             _fail(t, f"external data and typed storage ({', '.join(present)}) both present")
-        from .external import read_external  # lazy: external.py is optional at import time
-
         return _from_raw(t, et, read_external(t), shape, n)
     raw = t.raw_data
     if raw is not None and (len(raw) > 0 or not present):
@@ -253,8 +255,9 @@ def _raw_bytes(arr: np.ndarray, et: ElementType) -> bytes:
     return a.tobytes()
 
 
-def numpy_to_tensor(array, name: str = "", data_type: Optional[int] = None) -> Tensor:
-    """A :class:`Tensor` of shape ``array.shape`` holding ``array`` in raw storage.
+def raw_fields(array, data_type: Optional[int] = None) -> dict:
+    """The fields (``dims``, ``data_type`` and ``raw_data`` or ``string_data``) of a tensor of
+    shape ``array.shape`` holding ``array`` in raw storage.
 
     ``raw_data`` (``bytes``) for every element type except STRING, which uses ``string_data``
     (``str`` elements encoded as UTF-8).  The element type is inferred from the dtype
@@ -265,8 +268,8 @@ def numpy_to_tensor(array, name: str = "", data_type: Optional[int] = None) -> T
     arr, et = _coerce(array, data_type)
     dims = [int(d) for d in arr.shape]
     if et.tag == DataType.STRING:
-        return Tensor(dims=dims, data_type=int(et.tag), name=name, string_data=_string_list(arr))
-    return Tensor(dims=dims, data_type=int(et.tag), name=name, raw_data=_raw_bytes(arr, et))
+        return {"dims": dims, "data_type": int(et.tag), "string_data": _string_list(arr)}
+    return {"dims": dims, "data_type": int(et.tag), "raw_data": _raw_bytes(arr, et)}
 
 
 def numpy_to_typed(array, elem_type) -> tuple:
@@ -277,7 +280,7 @@ def numpy_to_typed(array, elem_type) -> tuple:
     INT64 -> int64_data; UINT32/UINT64 -> uint64_data; INT8..INT32, UINT8, UINT16, BOOL ->
     int32_data values; FLOAT16/BFLOAT16/FP8/E8M0 -> int32_data bit patterns (6.3.4);
     2/4/6-bit types -> int32_data packed per Table 7.  Values are converted to
-    ``elem_type`` as in :func:`numpy_to_tensor` when the dtype differs.
+    ``elem_type`` as in :func:`raw_fields` when the dtype differs.
     """
     arr, et = _coerce(array, elem_type)
     field = et.typed_field
@@ -295,11 +298,12 @@ def numpy_to_typed(array, elem_type) -> tuple:
     return field, flat.astype(target)
 
 
-def numpy_to_typed_tensor(array, name: str = "", data_type: Optional[int] = None) -> Tensor:
-    """A :class:`Tensor` holding ``array`` in typed storage (see :func:`numpy_to_typed`)."""
+def typed_fields(array, data_type: Optional[int] = None) -> dict:
+    """The fields (``dims``, ``data_type`` and the typed field) of a tensor holding ``array`` in
+    typed storage (see :func:`numpy_to_typed`)."""
     arr, et = _coerce(array, data_type)
     field, data = numpy_to_typed(arr, et)
-    return Tensor(dims=[int(d) for d in arr.shape], data_type=int(et.tag), name=name, **{field: data})
+    return {"dims": [int(d) for d in arr.shape], "data_type": int(et.tag), field: data}
 
 
 # ============================================================================ sparse

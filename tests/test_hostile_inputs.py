@@ -454,7 +454,7 @@ ATTRIBUTE_CASES = {
 
 def _attribute_model(op_type, attributes):
     from onnxkit import ir
-    from onnxkit.tensor_data import numpy_to_tensor
+    from onnxkit.ir.tensor import numpy_to_tensor
 
     attrs = [_attribute(k, v) for k, v in attributes.items()]
     if op_type == "Resize":

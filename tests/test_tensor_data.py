@@ -8,19 +8,16 @@ onnxkit.  The onnx package is used here only, never by onnxkit.
 from __future__ import annotations
 
 import math
-import sys
-import types
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+from onnxkit import tensor_data
 from onnxkit.dtypes import DataType, element_type
 from onnxkit.errors import OnnxkitTypeError
-from onnxkit.ir.tensor import DataLocation, Segment, SparseTensor, Tensor
-from onnxkit.tensor_data import (
-    numpy_to_tensor, numpy_to_typed, numpy_to_typed_tensor, sparse_to_dense, tensor_to_numpy,
-)
+from onnxkit.ir.tensor import DataLocation, Segment, SparseTensor, Tensor, numpy_to_tensor, numpy_to_typed_tensor
+from onnxkit.tensor_data import numpy_to_typed, sparse_to_dense, tensor_to_numpy
 
 # tag: (name, numpy dtype, bits, typed-storage field) -- Table 5, Annex B.2.16, Table 7
 # (the same table as tests/test_dtypes.py; importlib import mode keeps test modules apart).
@@ -226,14 +223,12 @@ def test_bool_raw_stray_octets_read_true():
 
 def test_external_goes_through_read_external(monkeypatch):
     seen = []
-    fake = types.ModuleType("onnxkit.external")
 
     def read_external(t):
         seen.append(t.name)
         return memoryview(np.array([1.5, -2.5], np.float64).tobytes())
 
-    fake.read_external = read_external
-    monkeypatch.setitem(sys.modules, "onnxkit.external", fake)
+    monkeypatch.setattr(tensor_data, "read_external", read_external)
     t = Tensor(dims=[2], data_type=DataType.DOUBLE, name="ext", data_location=DataLocation.EXTERNAL)
     assert tensor_to_numpy(t).tolist() == [1.5, -2.5] and seen == ["ext"]
     t4 = Tensor(dims=[3], data_type=DataType.INT4, name="ext", data_location=DataLocation.EXTERNAL)

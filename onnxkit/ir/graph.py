@@ -214,12 +214,6 @@ class Model:
         funcs = f", {display.plural(len(self.functions), 'function')}" if self.functions else ""
         return f"Model(ir_version={self.ir_version}, opsets={opsets}, producer={producer!r}, graph={graph}{funcs})"
 
-    def __reduce__(self):
-        """A model pickles as its encoded bytes (and the directory its external data resolves against)."""
-        from ..api import to_bytes
-
-        return (_model_from_bytes, (to_bytes(self), self.base_dir))
-
     def opset_version(self, domain: str) -> Optional[int]:
         """The imported version of ``domain`` ('' and 'ai.onnx' are the default domain), or None."""
         want = "" if domain == "ai.onnx" else domain
@@ -254,10 +248,3 @@ class OperatorSetInfo:
     operator: list = attrs.field(factory=list)
     functions: list = attrs.field(factory=list)
     _wire: object = wire_field()
-
-
-def _model_from_bytes(data: bytes, base_dir: Optional[str]) -> Model:
-    """Unpickle a :class:`Model` (external data references resolve against ``base_dir``)."""
-    from ..api import load
-
-    return load(data, base_dir=base_dir)

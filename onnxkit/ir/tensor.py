@@ -14,6 +14,7 @@ from typing import Optional
 import attrs
 import numpy as np
 
+from ..tensor_data import raw_fields, sparse_to_dense, tensor_to_numpy, typed_fields
 from .base import array_field, bytes_field, wire_field
 
 
@@ -107,16 +108,25 @@ class Tensor:
         converted per Table 7.  External contents are read through the storage the tensor
         was loaded with (Clause 13); see :mod:`onnxkit.external`.
         """
-        from ..tensor_data import tensor_to_numpy
-
         return tensor_to_numpy(self)
 
     @classmethod
     def from_numpy(cls, array, name: str = "", data_type: Optional[int] = None) -> "Tensor":
-        """A tensor holding ``array``: raw storage, or ``string_data`` for STRING."""
-        from ..tensor_data import numpy_to_tensor
+        """A tensor holding ``array``: raw storage, or ``string_data`` for STRING
+        (:func:`numpy_to_tensor`)."""
+        return cls(name=name, **raw_fields(array, data_type))
 
-        return numpy_to_tensor(array, name=name, data_type=data_type)
+
+def numpy_to_tensor(array, name: str = "", data_type: Optional[int] = None) -> Tensor:
+    """A :class:`Tensor` of shape ``array.shape`` holding ``array`` in raw storage
+    (:func:`onnxkit.tensor_data.raw_fields`: ``raw_data``, or ``string_data`` for STRING; with
+    ``data_type`` the values are converted to it, never reinterpreted)."""
+    return Tensor(name=name, **raw_fields(array, data_type))
+
+
+def numpy_to_typed_tensor(array, name: str = "", data_type: Optional[int] = None) -> Tensor:
+    """A :class:`Tensor` holding ``array`` in typed storage (:func:`onnxkit.tensor_data.typed_fields`)."""
+    return Tensor(name=name, **typed_fields(array, data_type))
 
 
 def _tensor_from_state(state: dict) -> "Tensor":
@@ -139,6 +149,4 @@ class SparseTensor:
 
     def to_dense(self) -> np.ndarray:
         """The dense array this sparse tensor denotes."""
-        from ..tensor_data import sparse_to_dense
-
         return sparse_to_dense(self)

@@ -344,7 +344,7 @@ def override_free_dimensions(g: ir.Graph, by_name: dict, by_denotation: dict) ->
 
 def _supplied(t, inits: dict, files: dict):
     """Initializer ``t``, or the value the session options supply for it."""
-    from ..tensor_data import numpy_to_tensor
+    from ..ir.tensor import numpy_to_tensor
 
     if t.name in inits:
         return numpy_to_tensor(inits[t.name], t.name, t.data_type)

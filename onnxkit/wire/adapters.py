@@ -89,10 +89,24 @@ def _build_attribute(fields: dict, wire):
     return _build_attribute_slow(fields, wire)
 
 
+#: ``encode_field(spec, value) -> bytes``, registered by :mod:`onnxkit.wire.writer` when it is
+#: imported (:func:`use_field_encoder`): decoding keeps stray attribute value fields encoded, and
+#: the decoder must not import the encoder (which imports this module).  The package
+#: :mod:`onnxkit.wire` imports the writer, so it is set before anything is decoded.
+_field_encoder = None
+
+
+def use_field_encoder(encode_field) -> None:
+    """Register the encoder :func:`_retain` encodes retained fields with (the writer's)."""
+    global _field_encoder
+    _field_encoder = encode_field
+
+
 def _retain(fields: dict, names: list, wire, message: str):
     """``wire`` with ``fields[names]`` added, encoded, to its retained fields in tag order."""
-    from .writer import encode_field
-
+    encode_field = _field_encoder
+    if encode_field is None:
+        raise RuntimeError("onnxkit.wire.adapters: no field encoder registered (import onnxkit.wire)")
     wire = wire or WireInfo()
     spec = MESSAGES[message]
     wire.unknown = sorted([(spec.by_name[f].tag, encode_field(spec.by_name[f], fields[f])) for f in names]

@@ -24,7 +24,7 @@ import struct
 import numpy as np
 
 from ..errors import EncodeError
-from .adapters import MESSAGE_OF_CLASS, always_written, getter, wire_of
+from .adapters import MESSAGE_OF_CLASS, always_written, getter, use_field_encoder, wire_of
 from .schema import DEFAULTS, DEPRECATED, MESSAGES, FieldSpec
 from .varint import encode_varint, encode_varints
 
@@ -238,3 +238,6 @@ def _hint(message, field):
     if message == "AttributeProto" and field == "tp":
         return "; a singular TYPE_PROTO attribute has no other field: use TYPE_PROTOS with one element"
     return ""
+
+
+use_field_encoder(encode_field)   # the decoder retains stray attribute value fields with it

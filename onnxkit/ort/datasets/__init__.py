@@ -41,7 +41,7 @@ def _sigmoid() -> ir.Model:
 
 
 def _mul_1() -> ir.Model:
-    from ...tensor_data import numpy_to_tensor
+    from ...ir.tensor import numpy_to_tensor
 
     w = numpy_to_tensor(np.array([[1, 2], [3, 4], [5, 6]], np.float32), "W")
     return _model([ir.Node(["X", "W"], ["Y"], op_type="Mul", name="mul")],

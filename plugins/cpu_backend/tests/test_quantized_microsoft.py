@@ -133,3 +133,79 @@ def test_qgemm_past_the_bound_is_exact():
     fast, ref, _ = three_ways("QGemm", inputs, {}, domain=MS, out_types=[TP.FLOAT], constants=(3,), ort=False)
     identical(fast[0], ref[0])
     np.testing.assert_array_equal(fast[0], (a.astype(np.int64) @ b.astype(np.int64)).astype(np.float32))
+
+
+@pytest.fixture
+def paths(monkeypatch):
+    """Counts of products taken in float32 (``exact``) and handed to the portable kernel (``wide``)."""
+    seen = {"exact": 0, "wide": 0}
+    real = fast_module.exact_product
+
+    def counted(*args):
+        out = real(*args)
+        seen["wide" if out is None else "exact"] += 1
+        return out
+    monkeypatch.setattr(fast_module, "exact_product", counted)
+    return seen
+
+
+def _float_reference(acc, a_scale, b_scale, bias):
+    y = acc.astype(np.float64) * (float(a_scale) * b_scale.astype(np.float64))
+    return (y if bias is None else y + bias.astype(np.float64)).astype(np.float32)
+
+
+@pytest.mark.parametrize("a_type,b_type", [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)])
+@pytest.mark.parametrize("a_shape,n", [((3, 9, 64), 32), ((5, 7), 3), ((1, 300), 4)])
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_matmul_integer_to_float(a_type, b_type, a_shape, n, per_column, with_bias, paths):
+    k = a_shape[-1]
+    a, b = ints(a_type, a_shape), ints(b_type, (k, n))
+    shape = (n,) if per_column else ()
+    b_scale = RNG.uniform(0.001, 0.01, shape).astype(np.float32)
+    a_zp = ints(a_type, ())
+    b_zp = ints(b_type, shape)
+    bias = RNG.standard_normal(n).astype(np.float32) if with_bias else None
+    inputs = [a, b, np.float32(0.02), b_scale, a_zp, b_zp, bias]
+    fast, ref, theirs = three_ways("MatMulIntegerToFloat", inputs, domain=MS, out_types=[TP.FLOAT],
+                                   constants=(1, 2, 3, 4, 5, 6), ort=a_type == np.uint8)
+    assert paths == {"exact": 1, "wide": 0}
+    np.testing.assert_array_equal(fast[0], ref[0])
+    acc = (a.astype(np.int64) - int(a_zp)) @ (b.astype(np.int64) - b_zp.astype(np.int64))
+    np.testing.assert_array_equal(fast[0], _float_reference(acc, np.float32(0.02), b_scale, bias))
+    if theirs is not None:
+        np.testing.assert_allclose(fast[0], theirs[0], rtol=1e-5, atol=1e-5 * float(np.abs(fast[0]).max()))
+
+
+@pytest.mark.parametrize("b_type", [np.int8, np.uint8])
+@pytest.mark.parametrize("kind", ["normal", "positive", "negative", "ties"])
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_dynamic_quantize_matmul(b_type, kind, per_column, with_bias, paths):
+    k, n = 64, 16
+    a = {"normal": lambda: RNG.standard_normal((3, 9, k)),
+         "positive": lambda: RNG.uniform(0.5, 2.0, (4, k)),
+         "negative": lambda: -RNG.uniform(0.5, 2.0, (4, k)),
+         "ties": lambda: ((np.arange(2 * k) % 51) - 20.0).reshape(2, k) * 0.5}[kind]().astype(np.float32)
+    b = ints(b_type, (k, n))
+    shape = (n,) if per_column else ()
+    b_scale = RNG.uniform(0.001, 0.01, shape).astype(np.float32)
+    b_zp = ints(b_type, shape)
+    bias = RNG.standard_normal(n).astype(np.float32) if with_bias else None
+    inputs = [a, b, b_scale, b_zp, bias]
+    fast, ref, theirs = three_ways("DynamicQuantizeMatMul", inputs, domain=MS, out_types=[TP.FLOAT],
+                                   constants=(1, 2, 3, 4))
+    assert paths == {"exact": 1, "wide": 0}
+    np.testing.assert_array_equal(fast[0], ref[0])
+    np.testing.assert_allclose(fast[0], theirs[0], rtol=1e-4, atol=2e-3 * float(np.abs(fast[0]).max()))
+
+
+def test_dynamic_quantize_matmul_special_inputs_take_the_portable_kernel(paths):
+    b = ints(np.int8, (4, 3))
+    for a in (np.zeros((2, 4), np.float32), np.float32([[1, np.nan, 2, 3], [0, 1, 2, 3]]),
+              np.float32([[1, np.inf, 2, 3], [0, 1, 2, 3]])):
+        with np.errstate(all="ignore"):
+            fast, ref, _ = three_ways("DynamicQuantizeMatMul", [a, b, np.float32(0.01), np.int8(0)], domain=MS,
+                                      out_types=[TP.FLOAT], constants=(1, 2, 3), ort=False)
+        np.testing.assert_array_equal(fast[0], ref[0])
+    assert paths["exact"] == 0

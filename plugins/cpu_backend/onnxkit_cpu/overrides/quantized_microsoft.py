@@ -1,6 +1,7 @@
-"""cpu fast paths of the com.microsoft quantized operators of onnxruntime's QOperator format:
-QLinearAdd, QLinearMul, QLinearGlobalAveragePool and QGemm
-(``onnxkit_microsoft/kernels/quantized.py``, whose portable kernels stay the reference).
+"""cpu fast paths of the com.microsoft quantized operators of onnxruntime's QOperator format
+and its optimizer: QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QGemm
+(``onnxkit_microsoft/kernels/quantized.py``), MatMulIntegerToFloat and DynamicQuantizeMatMul
+(``.../kernels/qlinear_ops.py``); their portable kernels stay the reference.
 
 The portable kernels dequantize to float64, compute and requantize through the array API
 namespace; here the same float64 operations run in the same order on plain numpy (or one
@@ -18,11 +19,22 @@ compiled pass), so the results are bit-identical:
   the bound of :mod:`.quantization` (``amax * max_n L1_n <= 2^24``) — else the portable kernel;
   then C, alpha, the scales and the requantization as the portable kernel applies them, in
   float64.
+* **MatMulIntegerToFloat** (A of rank >= 2, 2-D B, one a_scale and A zero point, B's one or per
+  column) and **DynamicQuantizeMatMul** (float32 A quantized to uint8 by the portable kernel's
+  float32 formulas — the range by one compiled pass, A by the quantize pass; a NaN, an infinity or
+  an all-zero A takes the portable kernel): the exact float32 product of :mod:`.quantization`
+  (:func:`~.quantization.exact_product`, B centered once), then ``acc * (a_scale * b_scale)``
+  and the bias in float64 as the portable kernels compute them.
+
+Float results equal the portable kernels' (a zero's sign aside, where the two BLAS routines
+form an exact zero sum differently).
 
 Where onnxkit-microsoft is not installed this module registers nothing.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -30,14 +42,16 @@ from onnxkit.plugin import KernelTable
 
 from ..compiled import quantized as loops
 from ._plans import unchanging
-from .quantization import F32, FLOAT32_EXACT, RANGES, CenteredB, zero_point_key, zero_point_value
+from .quantization import (F32, FLOAT32_EXACT, RANGES, CenteredB, b_zero_point_ok, centered_b, exact_product,
+                           zero_point_key, zero_point_value)
 
 KERNELS = KernelTable()
 
 try:
+    from onnxkit_microsoft.kernels import qlinear_ops as portable_ops
     from onnxkit_microsoft.kernels import quantized as portable
 except ImportError:  # onnxkit-microsoft absent: no com.microsoft operators to serve
-    portable = None
+    portable = portable_ops = None
 
 DOMAIN = "com.microsoft"
 
@@ -172,7 +186,83 @@ def _qgemm(ctx, other):
     return run
 
 
+def _scaled(acc, a_scale, b_scale, bias, n: int, out_dtype):
+    """``acc * (a_scale * b_scale) + bias`` in float64, cast to ``out_dtype`` (the portable order)."""
+    sb = b_scale.reshape(()) if b_scale.size == 1 else b_scale.reshape(n)
+    y = acc.astype(np.float64) * (np.asarray(a_scale, dtype=np.float64).reshape(()) * sb.astype(np.float64))
+    if bias is not None:
+        y = y + bias.astype(np.float64)
+    return y.astype(out_dtype)
+
+
+def _float_operands_ok(a, b, b_scale, b_zp, bias) -> bool:
+    """B 2-D 8-bit with A's last extent, b_scale one or N values, b_zp as
+    :func:`~.quantization.b_zero_point_ok`, bias absent or of shape (N,)."""
+    if not (_nd(b) and b.dtype in RANGES and b.ndim == 2 and b.size and a.ndim >= 2 and a.shape[-1] == b.shape[0]):
+        return False
+    n = b.shape[1]
+    return (_nd(b_scale) and b_scale.size in (1, n) and (b_scale.size == 1 or b_scale.ndim == 1)
+            and b_zero_point_ok(b_zp, b) and (bias is None or (_nd(bias) and bias.shape == (n,))))
+
+
+def _matmul_integer_to_float(ctx, other):
+    cache = [None]
+
+    def run(a, b, a_scale, b_scale, a_zp=None, b_zp=None, bias=None):
+        args = (a, b, a_scale, b_scale, a_zp, b_zp, bias)
+        if not (_nd(a) and a.dtype in RANGES and a.size and _one(a_scale)
+                and _float_operands_ok(a, b, b_scale, b_zp, bias)):
+            return other(*args)
+        za = zero_point_value(a_zp, a.dtype)
+        acc = None if za is None else exact_product(a, za, centered_b(cache, b, b_zp))
+        if acc is None:
+            return other(*args)
+        return _scaled(acc, a_scale, b_scale, bias, b.shape[1], a_scale.dtype)
+
+    return run
+
+
+def _dynamic_quantize_matmul(ctx, other):
+    cache = [None]
+    loop, span = loops.quantize.get(), loops.finite_range.get()
+    if loop is None or span is None:
+        return other
+
+    def run(a, b, b_scale, b_zp=None, bias=None):
+        args = (a, b, b_scale, b_zp, bias)
+        if not (_nd(a) and a.dtype == F32 and a.size and _float_operands_ok(a, b, b_scale, b_zp, bias)):
+            return other(*args)
+        flat = np.ascontiguousarray(a).reshape(-1)
+        lo_x, hi_x, finite = span(flat)
+        if not finite:
+            return other(*args)
+        # the portable kernel's dynamic_uint8, in float32: range including 0, scale (hi - lo) / 255
+        lo, hi = np.float32(min(float(lo_x), 0.0)), np.float32(max(float(hi_x), 0.0))
+        scale = np.float32(hi - lo) / np.float32(255.0)
+        if not (0.0 < float(scale) < math.inf):
+            return other(*args)
+        zp = np.uint8(min(max(round(float(np.float32(-lo) / scale)), 0), 255))
+        q = np.empty(a.shape, np.uint8)
+        loop(flat.reshape(1, 1, -1), np.full(1, scale, F32), np.full(1, zp, np.uint8), np.float32(0),
+             np.float32(255), q.reshape(1, 1, -1))
+        acc = exact_product(q, int(zp), centered_b(cache, b, b_zp))
+        if acc is None:
+            return other(*args)
+        return _scaled(acc, scale, b_scale, bias, b.shape[1], F32)
+
+    return run
+
+
 if portable is not None:
+    @KERNELS.register("MatMulIntegerToFloat", 1, domain=DOMAIN)
+    def matmul_integer_to_float(ctx):
+        return _matmul_integer_to_float(ctx, portable_ops.matmul_integer_to_float(ctx))
+
+    @KERNELS.register("DynamicQuantizeMatMul", 1, domain=DOMAIN)
+    def dynamic_quantize_matmul(ctx):
+        return _dynamic_quantize_matmul(ctx, portable_ops.dynamic_quantize_matmul(ctx))
+
+
     @KERNELS.register("QLinearAdd", 1, domain=DOMAIN)
     def qlinear_add(ctx):
         return _binary(ctx, 0, portable.qlinear_add(ctx))

@@ -238,7 +238,7 @@ copyreg.pickle(ir.Model, _reduce_model)
 
 
 def canonical_bytes(model: Union[ir.Model, Source]) -> bytes:
-    """onnxkit's canonical form (README, "Canonical form"): equal for encodings that differ only
+    """onnxkit's canonical form (docs/decisions.md, "Canonical form"): equal for encodings that differ only
     in field order, packed vs unpacked form, duplicate fields merged, or non-minimal varints."""
     if not isinstance(model, ir.Model):
         model = decode_message(_buffer(model)[0], "ModelProto")

@@ -1,7 +1,7 @@
 """Documented resource limits (Clause 12.5, 15.4).
 
 One :class:`Limits` object carries every limit onnxkit enforces; the defaults are
-:data:`DEFAULT_LIMITS` and the README lists them.  Exceeding a limit raises
+:data:`DEFAULT_LIMITS` and docs/decisions.md lists them.  Exceeding a limit raises
 :class:`onnxkit.errors.LimitExceeded` naming the limit, never a MemoryError or a hang.
 """
 

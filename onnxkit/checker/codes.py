@@ -14,11 +14,11 @@ leaves the classification to the implementation; onnxkit's position (the validat
   the letter) refuses on errors and violations alike.
 
 :data:`RECLASSIFIED` lists the codes whose condition breaks a SHALL yet is a warning, each
-with the reason (the README's validation policy states them).  :func:`emit` in
+with the reason (the conformance statement's validation policy, docs/conformance.md, states them).  :func:`emit` in
 :mod:`onnxkit.checker.context` takes the severity and clause from here, so a code never
 changes meaning between call sites.
 
-The README's table of codes is generated from :data:`CODES`: ``python -c "from
+docs/diagnostics.md, the table of codes, is generated from :data:`CODES`: ``python -c "from
 onnxkit.checker.codes import markdown; print(markdown())"`` prints it as Markdown.
 """
 
@@ -177,8 +177,8 @@ _ROWS = [
 ]
 
 #: The codes whose condition breaks a SHALL of Part 1 yet cannot change the result: error -> warning
-#: (Clause 10.5 leaves severities open).  Each is refused under ``strict=True``.  The README's
-#: validation policy has one line per entry.
+#: (Clause 10.5 leaves severities open).  Each is refused under ``strict=True``.  The validation
+#: policy (docs/conformance.md) has one line per entry.
 RECLASSIFIED: dict = {
     "graph-name-missing": "a graph's name is never referenced by evaluation (7.1)",
     "duplicate-node-name": "a node name is diagnostic only (7.3.1); nodes are bound by position",

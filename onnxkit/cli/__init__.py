@@ -1,7 +1,7 @@
 """The ``onnxkit`` command line: one subcommand per module of :data:`COMMANDS`.
 
 Each module exposes ``add_parser(subparsers)`` (adds its subparser) and ``run(args) -> int``.
-Exit status (README, "Using it"): 0 success; 1 a command's own negative verdict (the model
+Exit status (docs/cli.md): 0 success; 1 a command's own negative verdict (the model
 does not conform, an operator is unsupported, a conformance case failed: a
 :class:`~onnxkit.errors.ValidationError` or :class:`~onnxkit.errors.UnsupportedOperatorError`
 from any command, ``run --strict``'s refusal included); 2 a usage problem,

@@ -1,4 +1,4 @@
-"""``onnxkit hash MODEL... [--with-data]``: SHA-256 of the model's canonical form (README, "Canonical form")."""
+"""``onnxkit hash MODEL... [--with-data]``: SHA-256 of the model's canonical form (docs/decisions.md, "Canonical form")."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from the code: the registry (plugins, operator sets, kernels per backend), the c
 versions, :mod:`onnxkit.tolerances` and the maxima measured for it, the ONNX 1-3 results the
 test suite asserts (:mod:`onnxkit.statement.results`), :mod:`onnxkit.positions`, the external
 data rules of :mod:`onnxkit.external`, :class:`onnxkit.limits.Limits` and the checker's code
-table.  The README embeds the Markdown form; a test keeps the two equal.
+table.  docs/conformance.md embeds the Markdown form (the README a summary); a test keeps them equal.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The ONNX 1-3 results onnxkit claims and its known divergences: one source for the conformance
-statement (README) and for the tests that assert them.
+statement (docs/conformance.md) and for the tests that assert them.
 
 The figures live in ``conformance_figures.json`` beside this module:
 
@@ -11,7 +11,7 @@ The figures live in ``conformance_figures.json`` beside this module:
 
 The suite (tests/test_conformance*.py, tests/inference/test_vectors.py, the gpu unit tests)
 asserts every figure exactly and names each vector that differs.  Updating a figure is one edit
-of one entry of the JSON file, then ``python tools/update_statement.py`` (the README).
+of one entry of the JSON file, then ``python tools/update_statement.py`` (docs/conformance.md and the README's summary).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
 * Presence: a scalar field is written when it differs from its default, when the decoded
   input had it explicitly, or when it is mandatory (and the input, if any, did not lack it).
   So a model read from bytes written in tag order is written back octet for octet.
-* ``canonical=True`` (onnxkit's canonical form, README "Canonical form") ignores the
+* ``canonical=True`` (onnxkit's canonical form, docs/decisions.md, "Canonical form") ignores the
   recorded presence, writes mandatory fields always and optional ones only when not
   default, and writes retained unknown fields sorted by tag with minimal varints.
 

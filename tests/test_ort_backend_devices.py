@@ -121,3 +121,27 @@ def test_ortvalue_exposes_its_native_value_as_onnxruntime_s_wrapper_does():
     back = onnxkit.OrtValue.from_dlpack(native.to_dlpack(), False)
     assert back.data_ptr() == v.data_ptr()
     np.testing.assert_array_equal(back.numpy(), arr)
+
+
+# -- example models ----------------------------------------------------------------------------
+def test_logreg_iris_computes_onnxruntime_s_example_function(monkeypatch, tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    import onnxruntime.datasets as ort_datasets
+
+    monkeypatch.setenv("ONNXKIT_DATASETS", str(tmp_path))
+    x = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [-1.0, 0.5]], np.float32)
+    want = ort.InferenceSession(ort_datasets.get_example("logreg_iris.onnx"), providers=["CPUExecutionProvider"])
+    rows = [want.run(None, {"float_input": x[i:i + 3]}) for i in (0, 1)]   # its input is declared [3, 2]
+    got = backend.run(datasets.get_example("logreg_iris.onnx"), [x])
+    np.testing.assert_array_equal(got[0], np.concatenate([rows[0][0], rows[1][0][2:]]))
+    for g, w in zip(got[1], rows[0][1] + rows[1][1][2:]):
+        assert sorted(g) == sorted(w) == [0, 1, 2]
+        np.testing.assert_allclose([g[k] for k in w], [w[k] for k in w], rtol=1e-3, atol=1e-7)
+
+
+def test_a_stale_cached_example_is_written_again(monkeypatch, tmp_path):
+    monkeypatch.setenv("ONNXKIT_DATASETS", str(tmp_path))
+    (tmp_path / "mul_1.onnx").write_bytes(b"an older onnxkit's file")
+    path = datasets.get_example("mul_1.onnx")
+    np.testing.assert_array_equal(onnxkit.InferenceSession(path).run(None, {"X": X})[0], X * X)
+    assert datasets.get_example("mul_1.onnx") == path

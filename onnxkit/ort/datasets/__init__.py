@@ -2,13 +2,14 @@
 
 :func:`get_example` returns the path of a model onnxkit writes (with its own writer, on first
 use, into a cache folder: ``$ONNXKIT_DATASETS`` or a per-user temporary one).  The models
-are onnxkit's own, of the same names and signatures as onnxruntime's examples (the values of
-``logreg_iris.onnx`` are onnxkit's, not onnxruntime's):
+are onnxkit's own (written here, not copied files), of the same names, signatures and functions
+as onnxruntime's examples:
 
 * ``sigmoid.onnx``: ``y = Sigmoid(x)``, x float [3, 4, 5];
 * ``mul_1.onnx``: ``Y = X * W``, X float [3, 2], W the initializer [[1, 2], [3, 4], [5, 6]];
-* ``logreg_iris.onnx``: a LinearClassifier on float [N, 2] (labels int64 [N], and the class
-  probabilities as a sequence of maps {int64: float} through ZipMap).
+* ``logreg_iris.onnx``: a LinearClassifier on float [N, 2] with onnxruntime's example's
+  coefficients (one-vs-rest logistic scores, L1-normalized by a Normalizer): labels int64 [N],
+  and the class probabilities as a sequence of maps {int64: float} through ZipMap.
 """
 
 from __future__ import annotations
@@ -50,14 +51,19 @@ def _mul_1() -> ir.Model:
 
 def _logreg_iris() -> ir.Model:
     A = ir.Attribute.make
-    coefficients = [-0.8, 1.2, 0.3, -0.4, 0.5, -0.8]   # 3 classes x 2 features
-    intercepts = [1.5, -0.2, -1.3]
+    # The function of onnxruntime's example of this name: one-vs-rest logistic scores of 3 classes
+    # over 2 features (these 3 x 2 coefficients and 3 intercepts), L1-normalized.
+    coefficients = [0.38574114441871643, 1.3805406093597412, -2.1314499378204346, -0.9928048253059387,
+                    0.6427745223045349, -1.748938798904419]
+    intercepts = [0.2496291995048523, 0.582027792930603, -0.9416166543960571]
     nodes = [
         ir.Node(["float_input"], ["label", "probability_tensor"], op_type="LinearClassifier", domain="ai.onnx.ml",
                 name="linear", attribute=[A("classlabels_ints", [0, 1, 2]), A("coefficients", coefficients),
-                                          A("intercepts", intercepts), A("multi_class", 1),
-                                          A("post_transform", "SOFTMAX")]),
-        ir.Node(["probability_tensor"], ["probabilities"], op_type="ZipMap", domain="ai.onnx.ml", name="zipmap",
+                                          A("intercepts", intercepts), A("multi_class", 0),
+                                          A("post_transform", "LOGISTIC")]),
+        ir.Node(["probability_tensor"], ["normalized"], op_type="Normalizer", domain="ai.onnx.ml", name="normalize",
+                attribute=[A("norm", "L1")]),
+        ir.Node(["normalized"], ["probabilities"], op_type="ZipMap", domain="ai.onnx.ml", name="zipmap",
                 attribute=[A("classlabels_int64s", [0, 1, 2])]),
     ]
     seq = ir.SequenceType(ir.MapType(_I64, ir.tensor_type(_F)))
@@ -77,15 +83,23 @@ def _folder() -> str:
 
 
 def get_example(name: str) -> str:
-    """The path of example model ``name`` (see the module docstring), written on first use."""
+    """The path of example model ``name`` (see the module docstring), written on first use and
+    again wherever the cached file's octets are not this onnxkit's model's."""
     make = EXAMPLES.get(name)
     if make is None:
         raise NoSuchFileError(f"onnxkit has no example model {name!r}; examples: {sorted(EXAMPLES)}")
     path = os.path.join(_folder(), name)
-    if not os.path.exists(path):
-        from ...api import save
+    from ...api import to_bytes
 
-        tmp = f"{path}.{os.getpid()}.tmp"
-        save(make(), tmp)
-        os.replace(tmp, path)
+    octets = to_bytes(make())
+    try:
+        with open(path, "rb") as fh:
+            if fh.read() == octets:
+                return path
+    except OSError:
+        pass
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as fh:   # written again where a cached file differs (an older onnxkit's)
+        fh.write(octets)
+    os.replace(tmp, path)
     return path

@@ -255,7 +255,7 @@ class OrtEpDevice:
 
 def get_ep_devices() -> list:
     """One :class:`OrtEpDevice` per available provider (onnxruntime's ``get_ep_devices``)."""
-    from . import get_available_providers
+    from .providers import get_available_providers
 
     out = []
     for p in get_available_providers():

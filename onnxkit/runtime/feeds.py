@@ -27,6 +27,7 @@ from ..errors import OnnxkitError
 from ..narrow import integer_range
 from ..status import InvalidArgument
 from .ortvalue import OrtValue
+from .torch_values import torch_to_numpy, torch_to_numpy_dtype
 
 
 class InputError(OnnxkitError, InvalidArgument, ValueError):
@@ -40,27 +41,6 @@ def is_torch_backend(backend) -> bool:
 
 def _is_torch(value) -> bool:
     return type(value).__module__.startswith("torch") and hasattr(value, "dtype") and hasattr(value, "shape")
-
-
-def torch_to_numpy_dtype(dtype) -> np.dtype:
-    """The numpy dtype of a torch dtype (bfloat16 as ml_dtypes.bfloat16)."""
-    import torch
-
-    if dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return torch.empty(0, dtype=dtype).numpy().dtype
-
-
-def torch_to_numpy(t) -> np.ndarray:
-    """A torch tensor as a numpy array of its own (copied to the host; bfloat16 as ml_dtypes')."""
-    import torch
-
-    t = t.detach().cpu()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(torch_to_numpy_dtype(t.dtype)).copy()
-    return t.numpy().copy()
 
 
 def _stand_in(t) -> np.ndarray:

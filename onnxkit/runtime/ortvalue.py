@@ -105,7 +105,7 @@ class OrtValue:
 
     def _np_dtype(self) -> np.dtype:
         if self._is_torch():
-            from .feeds import torch_to_numpy_dtype
+            from .torch_values import torch_to_numpy_dtype
 
             return torch_to_numpy_dtype(self._value.dtype)
         return self._value.dtype
@@ -137,7 +137,7 @@ class OrtValue:
     def numpy(self):
         """The value on the host: a numpy array (a copy when it lives on a device)."""
         if self._is_torch():
-            from .feeds import torch_to_numpy
+            from .torch_values import torch_to_numpy
 
             return torch_to_numpy(self._value)
         return self._value

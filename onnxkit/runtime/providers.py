@@ -21,7 +21,8 @@ import importlib.util
 import warnings
 
 from ..errors import OnnxkitError
-from .options import PROVIDERS, missing_backend_message, normalize_providers
+from ..registry import get_registry
+from .options import PROVIDERS, missing_backend_message, normalize_providers, provider_of
 
 #: onnxruntime providers onnxkit has no backend for: skipped, as onnxruntime skips unavailable ones.
 ORT_ONLY_PROVIDERS = frozenset({
@@ -55,8 +56,6 @@ def provider_available(name: str, installed) -> bool:
 
 
 def _unavailable(name: str, installed, log, why: str) -> None:
-    from . import get_available_providers
-
     log("run", 30, "provider %r is not available (%s); skipped", name, why)
     warnings.warn(f"Specified provider '{name}' is not in available provider names."
                   f"Available providers: '{', '.join(get_available_providers())}'", UserWarning, stacklevel=4)
@@ -96,3 +95,21 @@ def choose_backends(backend, providers, provider_options, registry, log) -> list
     if not out:
         raise OnnxkitError(missing_backend_message("cpu", installed))
     return out
+
+
+def get_available_providers() -> list:
+    """onnxruntime's ``get_available_providers``: the providers of the installed backends
+    (``CUDAExecutionProvider`` only where torch sees CUDA), CPU last but for plugins' own."""
+    backends = get_registry().backends
+    order = sorted(backends, key=lambda b: (b != "gpu", b != "cpu", b))
+    return [provider_of(b) for b in order if b != "gpu" or cuda_available()]
+
+
+def get_device() -> str:
+    """onnxruntime's ``get_device``: ``'GPU'`` when the gpu backend sees CUDA, else ``'CPU'``."""
+    try:
+        import torch
+
+        return "GPU" if torch.cuda.is_available() and "gpu" in get_registry().backends else "CPU"
+    except ImportError:
+        return "CPU"

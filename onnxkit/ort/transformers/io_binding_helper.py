@@ -53,7 +53,7 @@ class TypeHelper:
 
     @staticmethod
     def torch_type_to_numpy_type(torch_type):
-        from ...runtime.feeds import torch_to_numpy_dtype
+        from ...runtime.torch_values import torch_to_numpy_dtype
 
         return torch_to_numpy_dtype(torch_type).type
 

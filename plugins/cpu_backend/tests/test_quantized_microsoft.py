@@ -186,7 +186,9 @@ def test_dynamic_quantize_matmul(b_type, kind, per_column, with_bias, paths):
     a = {"normal": lambda: RNG.standard_normal((3, 9, k)),
          "positive": lambda: RNG.uniform(0.5, 2.0, (4, k)),
          "negative": lambda: -RNG.uniform(0.5, 2.0, (4, k)),
-         "ties": lambda: ((np.arange(2 * k) % 51) - 20.0).reshape(2, k) * 0.5}[kind]().astype(np.float32)
+         # range [-100.5, 154.5] / 8: scale 1/8, -lo / scale = 100.5 (a tie), and x / scale = j + 0.5 ties
+         "ties": lambda: np.concatenate([[-100.5 / 8, 154.5 / 8], (np.arange(-100, 154) + 0.5) / 8]
+                                        ).reshape(2, -1)[:, :k]}[kind]().astype(np.float32)
     b = ints(b_type, (k, n))
     shape = (n,) if per_column else ()
     b_scale = RNG.uniform(0.001, 0.01, shape).astype(np.float32)

@@ -247,3 +247,32 @@ def test_conv_integer_constant_weights_with_a_changing_zero_point():
         got = s.run(None, {"x0": x, "x2": np.uint8(3), "x3": zw})[0]
         want = int_conv(x.astype(np.int64) - 3, w.astype(np.int64) - value, [1, 1], [0] * 4, [1, 1], 1)
         np.testing.assert_array_equal(got, want)
+
+
+@needs_numba
+def test_qlinear_conv_runtime_scales_and_bias_changing():
+    """y_scale and B graph inputs, changed between runs (B written in place): the multiplier and
+    bias follow them (only unchanging arrays' derived values are kept)."""
+    from quantized_harness import build
+    from onnxkit.runtime import InferenceSession
+
+    x = ints(np.uint8, (1, 2, 4, 4))
+    w = ints(np.int8, (3, 2, 3, 3), -20, 20)
+    b = np.int32([100, -50, 7])
+    inputs = [x, np.float32(0.1), np.uint8(128), w, np.float32(0.05), np.int8(0), np.float32(0.5), np.uint8(128), b]
+    data, _ = build("QLinearConv", inputs, {}, opset=13, out_types=[TP.UINT8], constants=(1, 2, 3, 4, 5, 7))
+    s = InferenceSession(data, validate=False)
+    acc = int_conv(x.astype(np.int64) - 128, w.astype(np.int64), [1, 1], [0] * 4, [1, 1], 1)
+
+    def want(ys, bias):
+        mult = np.float64(np.float32(np.float32(0.1) * np.float32(0.05) / ys))
+        return np.clip(np.rint((acc + bias.reshape(1, 3, 1, 1)) * mult) + 128, 0, 255).astype(np.uint8)
+    ys_given = np.asarray(np.float32(0.5))
+    for step in range(3):
+        if step == 1:
+            b, ys_given = b.copy(), np.asarray(np.float32(0.25))      # new arrays
+        elif step == 2:
+            b[1] -= 300            # the same array, written in place
+        ys = np.float32(ys_given)
+        got = s.run(None, {"x0": x, "x6": ys_given, "x8": b})[0]
+        np.testing.assert_array_equal(got, want(ys, b))

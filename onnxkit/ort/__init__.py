@@ -29,20 +29,25 @@ from ..runtime import (  # noqa: F401
     SessionOptions, get_available_providers, get_device,
 )
 from ..runtime.devices import (  # noqa: F401
-    OrtAllocatorType, OrtArenaCfg, OrtDevice, OrtDeviceMemoryType, OrtDeviceVendorId, OrtEpDevice,
+    ArenaExtendStrategy, OrtAllocatorType, OrtArenaCfg, OrtDevice, OrtDeviceMemoryType, OrtDeviceVendorId, OrtEpDevice,
     OrtExecutionProviderDevicePolicy, OrtHardwareDevice, OrtHardwareDeviceType, OrtMemoryInfo,
     OrtMemoryInfoDeviceType, OrtMemType, create_and_register_allocator, create_and_register_allocator_v2,
     get_ep_devices,
 )
+from ..runtime.session_ort import OrtEpAssignedNode, OrtEpAssignedSubgraph  # noqa: F401
 from ..runtime.sparse import OrtSparseFormat, SparseTensor  # noqa: F401
 from .functions import (  # noqa: F401
-    ORT_API_VERSION, disable_telemetry_events, enable_telemetry_events, get_all_providers, get_build_info,
+    ORT_API_VERSION, copy_tensors, disable_telemetry_events, enable_telemetry_events, get_all_providers, get_build_info,
     get_version_string, has_collective_ops, preload_dlls, print_debug_info, register_execution_provider_library,
     set_default_logger_callback, set_default_logger_severity, set_default_logger_verbosity,
     set_global_thread_pool_sizes, set_seed, unregister_execution_provider_library,
 )
 from .install import install_as_onnxruntime, uninstall  # noqa: F401
-from .unsupported import AdapterFormat, LoraAdapter, ModelCompiler, OrtCompileApiFlags  # noqa: F401
+from .unsupported import (  # noqa: F401
+    AdapterFormat, LoraAdapter, ModelCompiler, ModelPackage, ModelPackageComponentContext, ModelPackageContext,
+    ModelPackageOptions, ModelPackageWriteMode, OrtCompileApiFlags, OrtEpContextData, OrtEpContextDataBuffer,
+    OrtExternalInitializerInfo, OrtSyncStream,
+)
 from . import capi  # noqa: F401
 from .capi.extras import ExecutionOrder, SessionIOBinding  # noqa: F401
 

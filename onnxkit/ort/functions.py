@@ -11,6 +11,8 @@
   (random operators: RandomNormal, Dropout in training mode, ...).
 * :func:`set_global_thread_pool_sizes`: kept; sessions with ``session.use_per_session_threads``
   ``"0"`` use its intra-op size.
+* :func:`copy_tensors`: each source OrtValue's data into the destination of the same index
+  (same shape and element type); ``stream`` must be None (onnxkit has no streams).
 * Telemetry (:func:`enable_telemetry_events`, :func:`disable_telemetry_events`): onnxkit sends
   none; documented no-ops.  Execution-provider libraries (:func:`register_execution_provider_library`)
   are native code: ``NotImplementedError`` naming the feature.
@@ -126,3 +128,23 @@ def print_debug_info() -> None:
 
 def has_collective_ops() -> bool:
     return False
+
+
+def copy_tensors(src, dst, stream=None) -> None:
+    """Copy each tensor of ``src`` (OrtValues) into the OrtValue of the same index in ``dst``,
+    in place; an :class:`~onnxkit.errors.OnnxkitError` naming the pair whose shapes or element
+    types differ (nothing is copied then).  ``stream`` must be None: onnxkit has no device streams."""
+    from ..errors import OnnxkitError
+
+    src, dst = list(src), list(dst)
+    if stream is not None:
+        raise NotImplementedError("copy_tensors: device synchronization streams are not implemented by onnxkit; "
+                                  "pass stream=None")
+    if len(src) != len(dst):
+        raise OnnxkitError(f"copy_tensors: {len(src)} sources but {len(dst)} destinations")
+    for i, (s, d) in enumerate(zip(src, dst)):
+        if s.shape() != d.shape() or s.data_type() != d.data_type():
+            raise OnnxkitError(f"copy_tensors: pair {i}: source {s.data_type()} {s.shape()} does not match "
+                               f"destination {d.data_type()} {d.shape()}")
+    for s, d in zip(src, dst):
+        d.update_inplace(s.numpy())

@@ -1,8 +1,11 @@
 """onnxruntime features that cannot mean anything in onnxkit, each a clear ``NotImplementedError``.
 
-LoRA adapters (:class:`LoraAdapter`, ``AdapterFormat``) and the model compiler
-(:class:`ModelCompiler`, EP context models) are features of onnxruntime's native execution
-providers; onnxkit evaluates the model as it is.  Creating one raises, naming the feature."""
+LoRA adapters (:class:`LoraAdapter`, ``AdapterFormat``), the model compiler
+(:class:`ModelCompiler`, EP context models and their data), model packages
+(:class:`ModelPackage` and its context and option classes), device synchronization streams
+(:class:`OrtSyncStream`) and the native description of external initializers are features of
+onnxruntime's native execution providers; onnxkit evaluates the model as it is.  Creating one
+raises, naming the feature."""
 
 from __future__ import annotations
 
@@ -41,3 +44,39 @@ class AdapterFormat(_Unsupported):
 
 class ModelCompiler(_Unsupported):
     feature = "model compilation (onnxruntime.ModelCompiler, EP context models)"
+
+
+class OrtEpContextData(_Unsupported):
+    feature = "EP context data (onnxruntime.OrtEpContextData, compiled EP context models)"
+
+
+class OrtEpContextDataBuffer(_Unsupported):
+    feature = "EP context data buffers (onnxruntime.OrtEpContextDataBuffer, compiled EP context models)"
+
+
+class OrtSyncStream(_Unsupported):
+    feature = "device synchronization streams (onnxruntime.OrtSyncStream; onnxkit's gpu backend uses torch's stream)"
+
+
+class OrtExternalInitializerInfo(_Unsupported):
+    feature = "the native external-initializer description (onnxruntime.OrtExternalInitializerInfo)"
+
+
+class ModelPackage(_Unsupported):
+    feature = "model packages (onnxruntime.ModelPackage)"
+
+
+class ModelPackageContext(_Unsupported):
+    feature = "model packages (onnxruntime.ModelPackageContext)"
+
+
+class ModelPackageComponentContext(_Unsupported):
+    feature = "model packages (onnxruntime.ModelPackageComponentContext)"
+
+
+class ModelPackageOptions(_Unsupported):
+    feature = "model packages (onnxruntime.ModelPackageOptions)"
+
+
+class ModelPackageWriteMode(_Unsupported):
+    feature = "model packages (onnxruntime.ModelPackageWriteMode)"

@@ -22,6 +22,13 @@ class OrtAllocatorType(enum.IntEnum):
     ORT_ARENA_ALLOCATOR = 1
 
 
+class ArenaExtendStrategy(enum.IntEnum):
+    """How an arena grows (``OrtArenaCfg.arena_extend_strategy``); described only, onnxkit has no arena."""
+
+    kNextPowerOfTwo = 0
+    kSameAsRequested = 1
+
+
 class OrtMemType(enum.IntEnum):
     CPU_INPUT = -2
     CPU_OUTPUT = -1
@@ -245,6 +252,12 @@ class OrtEpDevice:
         self.device = device
         self.ep_metadata: dict = {}
         self.ep_options: dict = {}
+
+    def create_sync_stream(self):
+        """onnxruntime's device stream for this device: onnxkit's gpu backend synchronizes on
+        torch's stream, so this raises ``NotImplementedError`` naming the feature."""
+        raise NotImplementedError("device synchronization streams (OrtEpDevice.create_sync_stream) are not "
+                                  "implemented by onnxkit: its gpu backend uses torch's current stream")
 
     def memory_info(self, memory_type=OrtDeviceMemoryType.DEFAULT) -> OrtMemoryInfo:
         return memory_info_of("cuda" if self.device.type == OrtHardwareDeviceType.GPU else "cpu")

@@ -141,7 +141,8 @@ class SessionOptions:
             self._external_files[str(name)] = data
 
     def add_provider(self, provider_name: str, provider_options=None) -> None:
-        """onnxruntime's plugin-EP selection: kept; a session created without ``providers`` uses them."""
+        """onnxruntime's explicit EP selection: a session created without ``providers`` uses the
+        providers added here, in order (see :meth:`OrtSessionSurface._providers_from_options`)."""
         self._providers.append((str(provider_name), dict(provider_options or {})))
 
     def add_provider_for_devices(self, ep_devices, provider_options=None) -> None:
@@ -152,8 +153,28 @@ class SessionOptions:
         return bool(self._providers)
 
     def set_provider_selection_policy(self, policy) -> None:
-        """Kept: onnxkit picks the backend from the providers (CPU unless asked otherwise)."""
+        """A session created without ``providers`` (and none added) picks by this policy: PREFER_GPU
+        and MAX_PERFORMANCE take CUDA first where it is available, every other policy the CPU."""
         self._config["session.provider_selection_policy"] = str(int(policy))
+
+    def set_provider_selection_policy_delegate(self, delegate) -> None:
+        """A session created without ``providers`` (and none added) calls
+        ``delegate(ep_devices, model_metadata, runtime_metadata, max_selections)`` with
+        :func:`~onnxkit.runtime.devices.get_ep_devices`' devices and runs on the providers of the
+        devices it returns, in order."""
+        if not callable(delegate):
+            raise OnnxkitError("set_provider_selection_policy_delegate: the delegate must be callable")
+        self._selection_delegate = delegate
+
+    def set_ep_context_data_read_func(self, func) -> None:
+        """Kept and never called: it reads the data of compiled EP context models, which onnxkit
+        does not load (model compilation is not supported)."""
+        if not callable(func):
+            raise OnnxkitError("set_ep_context_data_read_func: the function must be callable")
+        self._ep_context_read_func = func
+
+    def clear_ep_context_data_read_func(self) -> None:
+        self._ep_context_read_func = None
 
     def set_load_cancellation_flag(self, value: bool) -> None:
         """Kept: onnxkit loads a model in one call, there is nothing to cancel part way."""

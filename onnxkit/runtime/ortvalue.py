@@ -341,6 +341,12 @@ class IOBinding:
             raise OnnxkitError("no outputs yet: call InferenceSession.run_with_iobinding first")
         return list(self._results)
 
+    def get_outputs_as_ortvaluevector(self):
+        """The outputs of the last run as an ``OrtValueVector`` (a list of :class:`OrtValue`)."""
+        from .session_ort import OrtValueVector
+
+        return OrtValueVector(self.get_outputs())
+
     def copy_outputs_to_cpu(self) -> list:
         """The outputs of the last run as numpy arrays."""
         return [v.numpy() for v in self.get_outputs()]

@@ -105,6 +105,7 @@ class InferenceSession(OrtSessionSurface):
             raise OnnxkitError(f"sess_options must be an onnxkit.SessionOptions, not {type(sess_options).__name__}")
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
         self._ort_prepare(path_or_bytes, onnxkit_options)  # onnxruntime's keywords (session_ort)
+        providers, provider_options = self._providers_from_options(providers, provider_options)
         self._providers_arg = (providers, provider_options)
         self._onnxkit_options = dict(onnxkit_options)
         self._setup(path_or_bytes, providers, provider_options, **onnxkit_options)

@@ -110,6 +110,35 @@ class OrtSessionSurface:
         elif read:
             self._sess_options = apply_ort_config(self._sess_options, path_or_bytes)
 
+    def _providers_from_options(self, providers, provider_options) -> tuple:
+        """The providers of a session created without ``providers``: those added to the session
+        options (``add_provider`` / ``add_provider_for_devices``), else those of the devices the
+        selection delegate returns, else by the selection policy (PREFER_GPU, MAX_PERFORMANCE:
+        CUDA first where it is available); ``(providers, provider_options)`` unchanged otherwise."""
+        if providers is not None:
+            return providers, provider_options
+        so = self._sess_options
+        added = list(getattr(so, "_providers", []))
+        if added:
+            return [name for name, _ in added], [opts for _, opts in added]
+        delegate = getattr(so, "_selection_delegate", None)
+        if delegate is not None:
+            from .devices import get_ep_devices
+
+            devices = get_ep_devices()
+            chosen = delegate(devices, {}, {}, len(devices))
+            names = list(dict.fromkeys(getattr(d, "ep_name", None) for d in chosen or []))
+            if not names or None in names:
+                raise OnnxkitError(f"the provider selection delegate returned {chosen!r}: expected a non-empty list "
+                                   "of the OrtEpDevice objects it was given")
+            return names, None
+        policy = so._config.get("session.provider_selection_policy")
+        if policy in ("3", "4"):   # OrtExecutionProviderDevicePolicy.PREFER_GPU, MAX_PERFORMANCE
+            from . import get_available_providers
+
+            return get_available_providers(), None
+        return providers, provider_options
+
     def _ort_model(self, model: ir.Model) -> ir.Model:
         """The model with what the session options carry applied (a copy where anything is)."""
         so = self._sess_options
@@ -230,6 +259,48 @@ class OrtSessionSurface:
             callback(outs, user_data, "")
 
         threading.Thread(target=work, name="onnxkit-run-async", daemon=True).start()
+
+    def run_with_ortvaluevector(self, run_options, feed_names, feeds, fetch_names, fetches, fetch_devices) -> None:
+        """onnxruntime's lowest-overhead run: ``feeds`` are OrtValues in ``feed_names``' order;
+        the outputs named by ``fetch_names`` are appended to ``fetches`` (an ``OrtValueVector``,
+        emptied first); ``fetch_devices`` (where onnxruntime should place each output) must
+        name as many devices as there are fetches, and the outputs stay where the session
+        computes them."""
+        feed_names, feeds, fetch_names = list(feed_names), list(feeds), list(fetch_names)
+        if len(feed_names) != len(feeds):
+            raise OnnxkitError(f"run_with_ortvaluevector: {len(feed_names)} feed names but {len(feeds)} feeds")
+        if fetch_devices is not None and len(list(fetch_devices)) not in (0, len(fetch_names)):
+            raise OnnxkitError(f"run_with_ortvaluevector: {len(list(fetch_devices))} fetch devices for "
+                               f"{len(fetch_names)} fetch names")
+        outs = self.run_with_ort_values(fetch_names, dict(zip(feed_names, feeds)), run_options)
+        del fetches[:]
+        fetches.extend(outs)
+
+    def create_ortvalue_from_shape_and_type(self, shape, element_type, device_type: str, device_id: int = 0,
+                                            vendor_id: int = -1):
+        """A zero-filled OrtValue of ``shape`` and ``element_type`` (a numpy type or an ONNX
+        element type number) on ``device_type`` (onnxkit allocates with numpy or torch, not
+        with a session allocator; the value is not tied to this session)."""
+        from .ortvalue import OrtValue
+
+        if isinstance(element_type, int) and not isinstance(element_type, bool):
+            from ..dtypes import element_type as element_type_of
+
+            element_type = element_type_of(element_type, "create_ortvalue_from_shape_and_type").dtype
+        return OrtValue.ortvalue_from_shape_and_type(shape, element_type, device_type, device_id)
+
+    def release_captured_graph(self, graph_annotation_id: int = 0) -> None:
+        """A no-op: onnxkit captures no device graphs (onnxruntime's providers without captured
+        graphs treat it as one too)."""
+
+    def set_ep_dynamic_options(self, options: dict) -> None:
+        """onnxruntime passes these to its providers at run time; onnxkit's backends take no
+        dynamic options, so they are checked (string keys and values) and kept, changing nothing
+        (:attr:`ep_dynamic_options`)."""
+        if not isinstance(options, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                    for k, v in options.items()):
+            raise OnnxkitError("set_ep_dynamic_options: options must be a dict of str to str")
+        self.ep_dynamic_options = {**getattr(self, "ep_dynamic_options", {}), **options}
 
     def get_tuning_results(self) -> list:
         """onnxruntime's kernel tuning results: onnxkit tunes nothing, so none."""

@@ -10,7 +10,7 @@ from ...runtime import (  # noqa: F401
     SessionOptions, get_available_providers, get_device,
 )
 from ...runtime.devices import (  # noqa: F401
-    OrtAllocatorType, OrtArenaCfg, OrtDevice, OrtDeviceMemoryType, OrtDeviceVendorId, OrtEpDevice,
+    ArenaExtendStrategy, OrtAllocatorType, OrtArenaCfg, OrtDevice, OrtDeviceMemoryType, OrtDeviceVendorId, OrtEpDevice,
     OrtExecutionProviderDevicePolicy, OrtHardwareDevice, OrtHardwareDeviceType, OrtMemoryInfo,
     OrtMemoryInfoDeviceType, OrtMemType, create_and_register_allocator, create_and_register_allocator_v2,
     get_ep_devices,
@@ -22,7 +22,7 @@ from ...status import (  # noqa: F401
     ModelLoaded, ModelRequiresCompilation, NoModel, NoSuchFile, NotFound, NotImplemented, RuntimeException,
 )
 from ..functions import (  # noqa: F401
-    disable_telemetry_events, enable_telemetry_events, get_all_providers, get_build_info, get_version_string,
+    copy_tensors, disable_telemetry_events, enable_telemetry_events, get_all_providers, get_build_info, get_version_string,
     has_collective_ops, register_execution_provider_library, set_default_logger_callback,
     set_default_logger_severity, set_default_logger_verbosity, set_global_thread_pool_sizes, set_seed,
     unregister_execution_provider_library,
@@ -30,5 +30,14 @@ from ..functions import (  # noqa: F401
 from .extras import (  # noqa: F401
     ExecutionOrder, OrtValueVector, SessionIOBinding, get_default_session_options, is_dlpack_uint,
 )
+
+from ..unsupported import (  # noqa: F401
+    AdapterFormat, LoraAdapter, ModelCompiler, ModelPackage, ModelPackageComponentContext, ModelPackageContext,
+    ModelPackageOptions, ModelPackageWriteMode, OrtCompileApiFlags, OrtEpContextData, OrtEpContextDataBuffer,
+    OrtExternalInitializerInfo, OrtSyncStream,
+)
+
+kNextPowerOfTwo = ArenaExtendStrategy.kNextPowerOfTwo
+kSameAsRequested = ArenaExtendStrategy.kSameAsRequested
 
 __all__ = [n for n in dir() if not n.startswith("_") and n != "annotations"]

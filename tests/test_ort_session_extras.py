@@ -94,6 +94,8 @@ def test_ep_device_sync_stream_is_not_implemented_by_name():
 
 def test_onnxruntime_s_public_names_exist_here():
     real = pytest.importorskip("onnxruntime")
+    if real.__version__ != "1.32.0":   # the version installed here and in CI; a newer one may add names
+        pytest.skip(f"the surface was compared at onnxruntime 1.32.0, not {real.__version__}")
     #: onnxruntime's module-level names that are its own implementation details, not API.
     internal = {"contextlib", "import_capi_exception"}
     missing = sorted(n for n in dir(real) if not n.startswith("_") and not hasattr(ort, n))

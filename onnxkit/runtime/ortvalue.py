@@ -244,6 +244,19 @@ class OrtValue:
         return f"OrtValue({type(self._value).__name__})"
 
 
+class OrtValueVector(list):
+    """A list of :class:`OrtValue` (what onnxruntime's native ``run_with_ort_values`` returns)."""
+
+    def push_back(self, value) -> None:
+        self.append(value)
+
+    def numpy(self) -> list:
+        return [v.numpy() for v in self]
+
+    def as_dlpack(self) -> list:
+        return [v.to_dlpack() for v in self]
+
+
 class IOBinding:
     """Inputs and outputs bound by name for :meth:`InferenceSession.run_with_iobinding`."""
 
@@ -343,8 +356,6 @@ class IOBinding:
 
     def get_outputs_as_ortvaluevector(self):
         """The outputs of the last run as an ``OrtValueVector`` (a list of :class:`OrtValue`)."""
-        from .session_ort import OrtValueVector
-
         return OrtValueVector(self.get_outputs())
 
     def copy_outputs_to_cpu(self) -> list:

@@ -35,6 +35,7 @@ import numpy as np
 from .. import ir
 from ..errors import OnnxkitError
 from .options import SessionOptions, normalize_providers
+from .ortvalue import OrtValueVector  # noqa: F401  (defined beside OrtValue; named here as before)
 
 #: onnxruntime's constructor keywords that are not onnxkit's own.
 ORT_KEYWORDS = ("read_config_from_model", "disabled_optimizers", "enable_fallback")
@@ -134,7 +135,7 @@ class OrtSessionSurface:
             return names, None
         policy = so._config.get("session.provider_selection_policy")
         if policy in ("3", "4"):   # OrtExecutionProviderDevicePolicy.PREFER_GPU, MAX_PERFORMANCE
-            from . import get_available_providers
+            from .providers import get_available_providers
 
             return get_available_providers(), None
         return providers, provider_options
@@ -314,19 +315,6 @@ class OrtSessionSurface:
                 ep = r.get("ep") if isinstance(r, dict) else None
                 if ep is not None and ep not in self.get_providers():
                     raise OnnxkitError(f"Cannot find execution provider {ep}")
-
-
-class OrtValueVector(list):
-    """A list of :class:`OrtValue` (what onnxruntime's native ``run_with_ort_values`` returns)."""
-
-    def push_back(self, value) -> None:
-        self.append(value)
-
-    def numpy(self) -> list:
-        return [v.numpy() for v in self]
-
-    def as_dlpack(self) -> list:
-        return [v.to_dlpack() for v in self]
 
 
 class NativeSession:

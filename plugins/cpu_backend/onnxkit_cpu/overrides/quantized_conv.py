@@ -44,7 +44,7 @@ from onnxkit.plugin import KernelTable
 from ..compiled import quantized as loops
 from ._plans import unchanging
 from .conv import strided_columns
-from .quantization import F32, FLOAT32_EXACT, RANGES, zero_point_key, zero_point_value
+from .quantization import F32, FLOAT32_EXACT, RANGES, eight_bit, zero_point_key, zero_point_value
 
 KERNELS = KernelTable()
 
@@ -133,12 +133,12 @@ def conv_integer(ctx):
     other = portable_conv.conv_integer(ctx)
     group = int(ctx.attr("group", 1))
     plans = portable_conv.Plans(ctx, lambda c, xs, ws: portable_conv.conv_plan(c, group, xs, ws))
-    allowed_x, allowed_w = schema_types(ctx, "T1"), schema_types(ctx, "T2")
+    allowed_x, allowed_w = eight_bit(schema_types(ctx, "T1")), eight_bit(schema_types(ctx, "T2"))
     cache = [None]
     columns = loops.centered_columns.get()      # None: compiled loops off (the float32 portable product)
 
     def run(x, w, x_zero_point=None, w_zero_point=None):
-        if not (_operands_ok(x, w) and x.dtype.name in allowed_x and w.dtype.name in allowed_w
+        if not (_operands_ok(x, w) and x.dtype in allowed_x and w.dtype in allowed_w
                 and w_zero_point_ok(w_zero_point, w)):
             return other(x, w, x_zero_point, w_zero_point)
         zx = zero_point_value(x_zero_point, x.dtype)

@@ -74,6 +74,10 @@ class KernelTraits:
       node's own inputs padded with absent ones; None: as many as the node has).
     * ``output_bytes``: ``predict(*inputs)``, the outputs' sizes before the function runs
       (:func:`onnxkit.runtime.budget.declares_output_bytes`).
+    * ``bodies``: ``bodies()`` returns ``{input-shape key: body}``, the body (``"winograd"``,
+      ``"planes"``, ``"columns"``, ``"portable"``, ...) the function decided to run for each key
+      it has seen so far (:func:`onnxkit.runtime.kernel.reports_bodies`; reported by
+      :mod:`onnxkit.runtime.bodies`).
     """
 
     host_only: bool = attrs.field(default=False, converter=bool)
@@ -83,6 +87,7 @@ class KernelTraits:
     epilogue_inputs: Optional[int] = attrs.field(default=None,
                                                  converter=attrs.converters.optional(int))
     output_bytes: Optional[Callable] = attrs.field(default=None, validator=_optional_callable("output_bytes"))
+    bodies: Optional[Callable] = attrs.field(default=None, validator=_optional_callable("bodies"))
 
 
 #: The traits of a function that declares none.

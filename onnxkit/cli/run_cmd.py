@@ -5,7 +5,9 @@ Inputs are ``.npy`` files (pickled Python objects are refused: loading them coul
 or ``.pb`` value files of the ONNX test package.  Each output is printed; ``--output-dir``
 writes it to ``DIR/<name>.npy`` with the name made safe for a file name (``/`` and other
 path characters become ``_``).  ``--profile`` runs with profiling on, prints the operators
-that took the most time as a table and writes the Chrome trace (``chrome://tracing``).
+that took the most time as a table, then the body each node's kernel chose per input-shape key
+where the kernel reports it (:mod:`onnxkit.runtime.bodies`: a cpu Conv's ``winograd``,
+``planes``, ``columns``, ...), and writes the Chrome trace (``chrome://tracing``).
 ``--strict`` is ``InferenceSession(strict=True)``: every violation refuses the model or the
 run, warnings included (Clause 8.6); without it warnings are reported and the model runs.
 ``--optimized-model OUT`` writes the model the graph optimizer produced (the one planned);
@@ -138,6 +140,7 @@ def _print_profile(sess, top: int) -> None:
 
     from . import console as make_console
 
+    from ..runtime.bodies import describe as describe_bodies
     from ..runtime.state import top_operators
 
     path = sess.end_profiling()
@@ -153,4 +156,9 @@ def _print_profile(sess, top: int) -> None:
         table.add_row(op, str(calls), f"{us / 1e3:.3f}", f"{us / calls:.1f}", f"{100 * us / total:.1f}%")
     console = make_console(markup=False)  # operator names are the model's text
     console.print(table)
+    chosen = describe_bodies(sess.plan)
+    if chosen:
+        console.print(f"bodies chosen per input-shape key ({len(chosen)}):")
+        for line in chosen:
+            console.print(f"  {line}")
     console.print(f"Chrome trace written to {path} (open it in chrome://tracing or ui.perfetto.dev)")

@@ -30,7 +30,8 @@ What a kernel declares beyond computing its node is one :class:`KernelTraits` re
 :func:`needs_scope` (a node with subgraphs: called with the enclosing scope first),
 :func:`binds_constants` (specialized once on constant inputs), :func:`offers_epilogue` (folds a
 following Relu / Add), :func:`host_only` (a portable kernel needing numpy values) and
-:func:`declares_output_bytes`, or :func:`declare_traits`; :func:`traits_of` reads them.
+:func:`declares_output_bytes`, :func:`reports_bodies` (which body it chose per input-shape key),
+or :func:`declare_traits`; :func:`traits_of` reads them.
 
 This package is the whole host surface a plugin may import (tests/test_plugin_surface.py fails
 on any other ``onnxkit`` import under ``plugins/``).  Beside the names here:
@@ -59,7 +60,7 @@ from ..plugin_tools import family_modules, merge_family_tables
 from ..registry import Backend, OpaqueTypeDef, normalize_domain
 from ..runtime.budget import Accumulation, declares_output_bytes
 from ..runtime.kernel import (KernelTable, KernelTraits, NodeContext, Unsupported, binds_constants, declare_traits,
-                              host_only, needs_scope, offers_epilogue, traits_of)
+                              host_only, needs_scope, offers_epilogue, reports_bodies, traits_of)
 from ..schema import (AttributeDef, FormalParameter, OperatorSet, OpSchema, SchemaData, TypeConstraint,
                       build_operator_sets, packaged_schema_data)
 
@@ -69,4 +70,4 @@ __all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "DEFAULT_
            "TypeConstraint", "Unsupported", "arrays", "binds_constants", "build_operator_sets", "declare_traits",
            "declares_output_bytes", "element_type", "family_modules", "from_numpy_dtype", "hookimpl", "host_only",
            "ir", "merge_family_tables", "needs_scope", "node_attributes", "normalize_domain", "offers_epilogue",
-           "packaged_schema_data", "traits_of"]
+           "packaged_schema_data", "reports_bodies", "traits_of"]

@@ -33,6 +33,8 @@ record per function, read by the host with :func:`traits_of` only), through thes
   numpy values.
 * :func:`onnxkit.runtime.budget.declares_output_bytes`: the outputs' sizes, checked before the
   kernel runs.
+* :func:`reports_bodies`: which body (compiled / numpy / Winograd / BLAS ...) the kernel chose
+  for each input-shape key (read with :func:`bodies_of`; :mod:`onnxkit.runtime.bodies`).
 
 *Portable* kernels (a domain package's, :func:`onnxkit.hookspecs.onnxkit_portable_kernels`)
 compute with ``xp = ctx.xp``, the array namespace of the backend the node is planned on, so
@@ -58,8 +60,8 @@ from ..errors import OnnxkitError
 from ..kernel_traits import NO_TRAITS, KernelTraits, declare_traits, traits_of
 from ..registry import normalize_domain
 
-__all__ = ["KernelTable", "KernelTraits", "NO_TRAITS", "NodeContext", "Unsupported", "binds_constants",
-           "declare_traits", "host_only", "needs_scope", "offers_epilogue", "traits_of"]
+__all__ = ["KernelTable", "KernelTraits", "NO_TRAITS", "NodeContext", "Unsupported", "binds_constants", "bodies_of",
+           "declare_traits", "host_only", "needs_scope", "offers_epilogue", "reports_bodies", "traits_of"]
 
 
 class Unsupported(OnnxkitError):
@@ -124,6 +126,29 @@ def offers_epilogue(fn: Callable, fuse: Callable, inputs: Optional[int] = None) 
     takes before Add's other operand (``fn``'s optional trailing inputs counted; None: the
     node's).  Returns ``fn``."""
     return declare_traits(fn, fuse_epilogue=fuse, epilogue_inputs=inputs)
+
+
+def reports_bodies(fn: Callable, bodies: Callable) -> Callable:
+    """Declare how the node function ``fn`` reports which body it runs.
+
+    ``bodies()`` returns ``{key: body}`` for the input-shape keys ``fn`` has decided on so far:
+    ``key`` a short text naming the inputs' shapes and dtypes, ``body`` a short name of the
+    computation chosen for them (``"winograd"``, ``"planes"`` (compiled), ``"columns"`` (numpy
+    im2col + BLAS), ``"portable"``, ...).  It must be cheap, must not raise, and must not change
+    what ``fn`` computes.  Returns ``fn``."""
+    return declare_traits(fn, bodies=bodies)
+
+
+def bodies_of(fn: Callable) -> dict:
+    """``{key: body}`` as ``fn`` reports it (:func:`reports_bodies`); ``{}`` where it reports none
+    or its report fails (a report never breaks the caller)."""
+    report = traits_of(fn).bodies
+    if report is None:
+        return {}
+    try:
+        return {str(k): str(v) for k, v in dict(report()).items()}
+    except Exception:  # a report is diagnostics: a failing one reads as none
+        return {}
 
 
 @attrs.define(eq=False)

@@ -51,6 +51,11 @@ group with enough channels and output tiles is computed by F(2x2, 3x3), 2.25x fe
 multiply-adds (vgg19 0.72x, densenet121 0.84x of the im2col path's time); data it may not take
 (non-finite or huge values) runs the planes path above.
 
+**Which body** runs for each key is reported (:func:`onnxkit.plugin.reports_bodies`:
+``portable``, ``pointwise``, ``patches``, ``planes``, ``winograd``, ``depthwise`` or ``columns``,
+the :class:`Prepared` kinds above; read by :mod:`onnxkit.runtime.bodies`, printed by
+``onnxkit run --profile``), by the fused epilogue kernel too.
+
 **Epilogues** (:mod:`onnxkit.runtime.optimizer.epilogue`): the kernel offers ``fuse_epilogue``;
 the fused kernel (:func:`.conv_epilogue.epilogue`) applies a following Relu, Add or Add + Relu
 to its own fresh result, by one compiled pass where it can (each prepared call's ``fused``),
@@ -64,7 +69,7 @@ import threading
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable, offers_epilogue
+from onnxkit.plugin import KernelTable, offers_epilogue, reports_bodies
 
 from onnxkit_default_domain.api import conv as portable
 from onnxkit_default_domain.api import quiet
@@ -483,6 +488,7 @@ def conv(ctx):
     tiles_in, tiles_out = winograd_loops.input_tiles.get(), winograd_loops.output_tiles.get()
     winograd = None if tiles_in is None else (tiles_in, tiles_out)
     known = {}
+    kinds = {}                      # key -> the body chosen for it (reports_bodies)
 
     def prepare(key, x, w, b):
         _, plan, ct, _ = portable.prepare(ctx, xp, allowed, plans, x, w, b)     # the checks, once per key
@@ -490,7 +496,9 @@ def conv(ctx):
         call = p.planes if p.kind == "planes" else (None if p.kind == "portable" else p)
         if len(known) > 64:
             known.clear()
+            kinds.clear()
         known[key] = call
+        kinds[key] = p.kind
         return call
 
     def lookup(x, w, b):
@@ -507,4 +515,18 @@ def conv(ctx):
         return fallback(x, w, b) if call is None else call(x, w, b)
 
     run = quiet(convolve)     # numpy's floating-point warnings off: an inf times a zero is a NaN result
-    return offers_epilogue(run, lambda ops: epilogue(lookup, fallback, ops), 3)
+    def report():
+        return {key_text(k): kind for k, kind in list(kinds.items())}
+
+    def fuse(ops):
+        fused = epilogue(lookup, fallback, ops)
+        return None if fused is None else reports_bodies(fused, report)
+
+    return reports_bodies(offers_epilogue(run, fuse, 3), report)
+
+
+def key_text(key) -> str:
+    """A Conv input-shape key as text: ``X[1, 3, 8, 8] float32, W[4, 3, 3, 3] float32[, B[4] float32]``."""
+    xs, xd, ws, wd, b = key
+    text = f"X{list(xs)} {xd}, W{list(ws)} {wd}"
+    return text if b is None else f"{text}, B{list(b[0])} {b[1]}"

@@ -1,0 +1,72 @@
+"""Which body each node of a plan runs, per input-shape key (issue 33 item 4).
+
+A backend kernel may choose among several computations for the same node: onnxkit-cpu's Conv
+picks, per ``(X, W, B)`` shape and dtype, a compiled loop (``planes``), Winograd F(2x2, 3x3)
+(``winograd``), numpy im2col + one BLAS product (``columns``), a 1x1 product (``pointwise``),
+the patch copy of a ViT stem (``patches``), the depthwise body (``depthwise``) or the portable
+kernel (``portable``).  A kernel that chooses says so with
+:func:`onnxkit.runtime.kernel.reports_bodies`; this module collects what the kernels of a plan
+report: :func:`plan_bodies` (one :class:`NodeBodies` per step that reports, subgraph plans
+included), :func:`describe` (the lines the plan's description and ``onnxkit run --profile``
+print) and :func:`session_bodies` (an :class:`~onnxkit.runtime.InferenceSession`'s plan).
+
+A key appears once the node has run with inputs of that key (the choice is made on the first
+call of a key, then kept); a node whose kernel does not report is left out.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .kernel import bodies_of
+
+__all__ = ["NodeBodies", "describe", "plan_bodies", "session_bodies"]
+
+
+class NodeBodies(NamedTuple):
+    """What one step's kernel reports: its node's name and operator, and ``{key: body}``."""
+
+    node: str
+    op: str
+    bodies: dict
+
+
+def _steps(plan, seen: set):
+    if plan is None or id(plan) in seen:
+        return
+    seen.add(id(plan))
+    steps = list(getattr(plan, "steps", ()) or ())
+    folded = getattr(plan, "folded", None)
+    if folded is not None:
+        steps += list(folded[1])
+    for step in steps:
+        yield step
+        for sub in (getattr(step, "subgraphs", None) or {}).values():
+            for p in (sub if isinstance(sub, list) else [sub]):
+                yield from _steps(p, seen)
+
+
+def plan_bodies(plan) -> list:
+    """A :class:`NodeBodies` for each step of ``plan`` (and of its subgraph plans and
+    folded-defaults variant) whose kernel reports a body for at least one key, in step order;
+    a step present in two variants of the plan is listed once."""
+    out, listed = [], set()
+    for step in _steps(plan, set()):
+        if id(step.fn) in listed:
+            continue
+        bodies = bodies_of(step.fn)
+        if bodies:
+            listed.add(id(step.fn))
+            out.append(NodeBodies(step.node.name, step.op, bodies))
+    return out
+
+
+def describe(plan) -> list:
+    """One line per (node, key): ``node (op): key -> body``."""
+    return [f"{nb.node} ({nb.op}): {key} -> {body}" for nb in plan_bodies(plan) for key, body in nb.bodies.items()]
+
+
+def session_bodies(session) -> list:
+    """:func:`plan_bodies` of ``session``'s plan (the one its runs use unless a shape-specialized
+    plan was made for a feed)."""
+    return plan_bodies(getattr(session, "plan", None))

@@ -56,11 +56,18 @@ def test_plan_passes_run_through_the_table(monkeypatch):
 
 
 def _private_imports(path: Path) -> list:
-    """``(module, name)`` for each ``from .module import _name`` of a sibling optimizer module."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    """``(module, name)`` for each private name a module takes from another onnxkit module: a
+    ``from .module import _name``, or ``Imported._name`` on a name it imported (``Planner._lifetimes``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found, imported = [], set()
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level >= 1:
-            found += [(node.module, a.name) for a in node.names if a.name.startswith("_") and a.name != "__future__"]
+            found += [(node.module, a.name) for a in node.names if a.name.startswith("_")]
+            imported |= {a.asname or a.name for a in node.names}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in imported \
+                and node.attr.startswith("_") and not node.attr.startswith("__"):
+            found.append((node.value.id, node.attr))
     return found
 
 
@@ -69,3 +76,11 @@ def test_no_optimizer_module_imports_a_private_name():
     assert len(modules) == 18
     offenders = {p.name: _private_imports(p) for p in modules if _private_imports(p)}
     assert offenders == {}
+    session = OPTIMIZER.parent / "session.py"
+    assert [found for found in _private_imports(session) if (found[0] or "").startswith("optimizer")] == []
+
+
+def test_the_check_sees_a_private_name(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("from ..plan import Planner\nfrom .conv_bn import _inference_bn\nPlanner._lifetimes([], set())\n")
+    assert _private_imports(planted) == [("conv_bn", "_inference_bn"), ("Planner", "_lifetimes")]

@@ -49,9 +49,9 @@ import numpy as np
 
 from .. import ir
 from ..dtypes import by_name, tag_name
-from ..functions import GRAPH_TYPES
 from ..registry import display_domain, normalize_domain
 from .kernel import needs_scope, traits_of
+from .usedef import SCOPE, node_index, subgraphs_of
 
 HOME, AWAY = "home", "fallback"
 
@@ -184,7 +184,7 @@ class Placement:
         self._types: dict = {}      # id(graph) -> {name: Type}
         self._parents: dict = {}    # id(subgraph) -> enclosing graph
         self._decided: dict = {}    # (id(node), id(graph), backend) -> (node, graph, why); why None: runs there
-        self._index: dict = {}      # id(graph) -> (graph, direct readers, subgraph readers, outputs)
+        self._index: dict = {}      # id(graph) -> (graph, its use-def index, its output names)
         self._bodies: list = []     # function bodies typed here, kept alive so that ids stay theirs
         self._engine = None
         self._inferred = False
@@ -209,7 +209,7 @@ class Placement:
 
     def _walk_parents(self, graph) -> None:
         for node in graph.node:
-            for sub in _subgraphs(node):
+            for sub in subgraphs_of(node):
                 self._parents[id(sub)] = graph
                 self._walk_parents(sub)
 
@@ -295,18 +295,13 @@ class Placement:
         return schema is not None and self.decide(node, schema, version, graph, backend_name) is not None
 
     def _readers_of(self, graph):
+        """The use-def index of ``graph``'s nodes (:func:`~onnxkit.runtime.usedef.node_index`, a
+        subgraph's uses being the names it reads from its scope, :func:`free_reads`) and its
+        output names; made once per graph."""
         entry = self._index.get(id(graph))
         if entry is None or entry[0] is not graph:
-            direct: dict = {}
-            nested: dict = {}
-            for n in graph.node:
-                for x in n.input:
-                    if x:
-                        direct.setdefault(x, []).append(n)
-                for sub in _subgraphs(n):
-                    for x in free_reads(sub):
-                        nested.setdefault(x, []).append((n, sub))
-            entry = (graph, direct, nested, {vi.name for vi in graph.output})
+            index = node_index(graph.node, scope_reads=lambda n: [(sub, free_reads(sub)) for sub in subgraphs_of(n)])
+            entry = (graph, index, {vi.name for vi in graph.output})
             self._index[id(graph)] = entry
         return entry[1:]
 
@@ -315,9 +310,9 @@ class Placement:
         {HOME, AWAY}.  Nodes of ``graph`` that list it, the nodes of their subgraphs that read it
         from the enclosing scope, and ``graph``'s outputs (read on HOME, except those of the
         model's graph, which the session converts itself)."""
-        direct, nested, outputs = self._readers_of(graph)
-        where = {AWAY if self.placed_away(n, graph, opsets, backend_name) else HOME for n in direct.get(name, ())}
-        for n, sub in nested.get(name, ()):
+        index, outputs = self._readers_of(graph)
+        where = {AWAY if self.placed_away(n, graph, opsets, backend_name) else HOME for n in index.readers(name)}
+        for n, sub in [(u.item, u.subgraph) for u in index.uses(name) if u.slot == SCOPE]:
             if self.placed_away(n, graph, opsets, backend_name):
                 where.add(AWAY)
             else:
@@ -379,14 +374,6 @@ def _label(t) -> str:
     return str(t)
 
 
-def _subgraphs(node) -> list:
-    out = []
-    for a in node.attribute:
-        if a.type in GRAPH_TYPES and a.value is not None:
-            out.extend(a.value if isinstance(a.value, list) else [a.value])
-    return out
-
-
 def free_reads(graph) -> set:
     """The names ``graph`` (and the subgraphs within it) read from its enclosing scope (5.4.3)."""
     defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
@@ -394,7 +381,7 @@ def free_reads(graph) -> set:
     reads: set = set()
     for n in graph.node:
         reads |= {x for x in n.input if x and x not in defined}
-        for sub in _subgraphs(n):
+        for sub in subgraphs_of(n):
             reads |= free_reads(sub) - defined
         defined |= {x for x in n.output if x}
     return reads | ({vi.name for vi in graph.output} - defined)

@@ -44,6 +44,7 @@ from .kernel import NodeContext, Unsupported, traits_of
 from .loop import ABSENT, Layout, SlotScope, run_checked, run_fast
 from .options import missing_backend_message
 from .state import RUN_STATE
+from .usedef import step_index
 
 #: Operators whose result may differ between evaluations (Clause 8.5): never folded at planning.
 NON_DETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
@@ -293,6 +294,32 @@ def outer_constant(visible, name: str, backend: str):
     return _NOT_CONSTANT
 
 
+def assign_lifetimes(steps, keep: set) -> None:
+    """Set each step's ``free`` (the names no later step reads: dropped once it has run) and
+    ``release`` (those of them a size guard charged), from the shared use-def index
+    (:func:`~onnxkit.runtime.usedef.step_index`: inputs and the names subgraphs read).  A name is
+    freed after its last reader, a name nothing reads right after the step that makes it; the
+    names in ``keep`` (the graph's outputs) are never freed."""
+    index = step_index(steps)
+    at = {id(s): i for i, s in enumerate(steps)}
+    frees: dict = {}
+    for name in index.names():
+        if not name or name in keep:
+            continue
+        uses, producer = index.uses(name), index.producer(name)
+        if uses:
+            last = max(at[id(u.item)] for u in uses)
+        elif producer is not None:
+            last = at[id(producer)]   # produced and never read: drop at once
+        else:
+            continue
+        frees.setdefault(last, []).append(name)
+    guarded = {s.outputs[0] for s in steps if s.guard is not None and s.outputs}
+    for i, s in enumerate(steps):
+        s.free = tuple(frees.get(i, ()))
+        s.release = tuple(n for n in s.free if n in guarded)
+
+
 class Planner:
     """Binds and compiles a model for one backend.  Collects every unsupported operator.
 
@@ -383,14 +410,14 @@ class Planner:
             folded = self._fold_constants([s.copy() for s in steps], folded_constants, keep | set(defaults),
                                           outer_values)
             if len(folded) < len(steps):
-                self._lifetimes(folded, keep)
+                assign_lifetimes(folded, keep)
                 plan_with_defaults = (folded_constants, folded)
         n_steps = len(steps)
         steps = self._fold_constants(steps, constants, keep, outer_values)
         if outer_values and len(steps) < n_steps:  # free names only folded nodes read are not read
             read = {n for s in steps for n in (*s.inputs, *s._uses)} | keep
             free = {n for n in free if n in read}
-        self._lifetimes(steps, keep)
+        assign_lifetimes(steps, keep)
         plan = GraphPlan(name or graph.name or "graph", input_names, output_names, constants, steps,
                          frozenset(free), defaults)
         plan.folded = plan_with_defaults
@@ -455,28 +482,6 @@ class Planner:
             for name in [n for n in constants if n not in used]:
                 del constants[name]
         return remaining
-
-    @staticmethod
-    def _lifetimes(steps, keep: set) -> None:
-        last = {}
-        for i, s in enumerate(steps):
-            for n in s.inputs:
-                if n:
-                    last[n] = i
-            for n in s._uses:
-                last[n] = i
-        for i, s in enumerate(steps):
-            for n in s.outputs:
-                if n and n not in last and n not in keep:
-                    last[n] = i  # produced and never read: drop at once
-        frees: dict = {}
-        for n, i in last.items():
-            if n not in keep:
-                frees.setdefault(i, []).append(n)
-        guarded = {s.outputs[0] for s in steps if s.guard is not None and s.outputs}
-        for i, s in enumerate(steps):
-            s.free = tuple(frees.get(i, ()))
-            s.release = tuple(n for n in s.free if n in guarded)
 
     # -- nodes --------------------------------------------------------------------------------
     def compile_node(self, node: ir.Node, opsets: dict, visible=frozenset(), graph: Optional[ir.Graph] = None):

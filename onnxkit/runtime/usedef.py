@@ -65,7 +65,8 @@ class Value:
         return f"Value({self.name!r}, producer={getattr(self.producer, 'op_type', self.producer)!r}, uses={len(self.uses)})"
 
 
-def _subgraphs(node) -> list:
+def subgraphs_of(node) -> list:
+    """The graphs of ``node``'s graph-valued attributes (an If's branches, a Loop's body, ...)."""
     out = []
     for a in node.attribute:
         if a.type in GRAPH_TYPES and a.value is not None:
@@ -80,14 +81,14 @@ def names_read_inside(graph) -> set:
     into = {vi.name for vi in graph.output}
     for inner in graph.node:
         into.update(n for n in inner.input if n)
-        for sub in _subgraphs(inner):
+        for sub in subgraphs_of(inner):
             into |= names_read_inside(sub)
     return into
 
 
 def node_scope_reads(node) -> list:
     """``[(subgraph, names)]`` for each subgraph of ``node`` (:func:`names_read_inside`)."""
-    return [(sub, names_read_inside(sub)) for sub in _subgraphs(node)]
+    return [(sub, names_read_inside(sub)) for sub in subgraphs_of(node)]
 
 
 class UseDef:
@@ -230,4 +231,4 @@ def step_index(steps: Iterable, keep: Iterable = ()) -> UseDef:
 
 
 __all__ = ["UseDef", "Value", "Use", "SCOPE", "OUTPUT", "node_index", "step_index", "names_read_inside",
-           "node_scope_reads"]
+           "node_scope_reads", "subgraphs_of"]

@@ -29,6 +29,7 @@ import numpy as np
 
 from ...registry import normalize_domain
 from .patterns import inference_batch_norm
+from .rules import AnyOf, Rule, Var, apply_rules, op
 from .view import GraphView
 
 
@@ -113,53 +114,50 @@ def _fold(view: GraphView, node, s: np.ndarray, t: np.ndarray, dtype, out: str) 
     view.replace(node, attrs.evolve(node, input=inputs, output=[out]))
 
 
-def _affine_after(view: GraphView, name: str, rank: int, channels: int, dtype, used: list):
-    """The Mul and/or Add reading ``name`` alone, with their per-channel constants: ``(nodes, s, t)``
-    (the names of the constants they read appended to ``used``)."""
-    nodes, s, t = [], np.ones(channels), np.zeros(channels)
-    current = name
-    for op in ("Mul", "Add"):
-        reader = view.sole_consumer(current)
-        if reader is None or reader.op_type != op or normalize_domain(reader.domain) != "" or len(reader.input) != 2:
+def _affine(view: GraphView, match) -> Optional[tuple]:
+    """``(s, t, used)`` of a foldable match: the per-channel scale and shift (float64) and the
+    names of the constants they were read from, or None."""
+    node = match["producer"]
+    found = _parameters(view, node)
+    known = view.tensor_type(node.output[0]) if found else None
+    if found is None or known is None or known[1] is None or found[1] not in (np.float32, np.float64):
+        return None
+    (channels, dtype), rank = found, len(known[1])
+    s, t, used = np.ones(channels), np.zeros(channels), []
+    for operand in ("s", "t"):
+        if match.get(operand) is None:
             continue
-        other = reader.input[1] if reader.input[0] == current else reader.input[0]
-        read: list = []
-        value = _constant(view, other, read)
-        if value is None or value.dtype != dtype:
-            return nodes, s, t
-        vec = _per_channel(value, rank, channels)
+        value = _constant(view, match[operand], used)
+        vec = None if value is None or value.dtype != dtype else _per_channel(value, rank, channels)
         if vec is None:
-            return nodes, s, t
-        used.extend(read)
-        if op == "Mul":
+            return None
+        if operand == "s":
             s, t = s * vec.astype(np.float64), t * vec.astype(np.float64)
         else:
             t = t + vec.astype(np.float64)
-        nodes.append(reader)
-        current = reader.output[0]
-    return nodes, s, t
+    return s, t, used
+
+
+def _fold_affine(view: GraphView, match) -> None:
+    s, t, used = _affine(view, match)
+    for name in used:       # an IR < 4 override of one of them runs the model as given
+        view.read_constant(name)
+    node = match["producer"]
+    _fold(view, node, s, t, _parameters(view, node)[1], match.output)
+    for n in match.nodes:
+        if n is not node and view.holds(n):
+            view.remove(n)
+
+
+_PRODUCER = AnyOf((op.Conv(Var("x"), Var("w"), variadic=True, bind="producer"),
+                   op.BatchNormalization(Var("x"), *(Var(n) for n in ("scale", "bias", "mean", "var")),
+                                         check=inference_batch_norm, bind="producer")))
+_SCALED = op.Mul(_PRODUCER, Var("s"))
+#: tried at each node from the graph's end: a Mul then Add is one fold, not two roundings
+RULES = tuple(Rule(name, pattern, _fold_affine, lambda view, match: _affine(view, match) is not None)
+              for name, pattern in (("scale_shift", op.Add(_SCALED, Var("t"))), ("scale", _SCALED),
+                                    ("shift", op.Add(_PRODUCER, Var("t")))))
 
 
 def run(view: GraphView) -> int:
-    folded = 0
-    for node in list(view.node):
-        if normalize_domain(node.domain) != "" or node.op_type not in ("Conv", "BatchNormalization"):
-            continue
-        found = _parameters(view, node)
-        known = view.tensor_type(node.output[0]) if found else None
-        if found is None or known is None or known[1] is None:
-            continue
-        channels, dtype = found
-        if dtype not in (np.float32, np.float64):
-            continue
-        used: list = []
-        nodes, s, t = _affine_after(view, node.output[0], len(known[1]), channels, dtype, used)
-        if not nodes:
-            continue
-        for name in used:       # an IR < 4 override of one of them runs the model as given
-            view.read_constant(name)
-        _fold(view, node, s, t, dtype, nodes[-1].output[0])
-        for n in nodes:
-            view.remove(n)
-        folded += 1
-    return folded
+    return apply_rules(view, RULES, from_the_end=True)

@@ -59,7 +59,8 @@ import attrs
 
 from ..budget import current_budget
 from ..kernel import traits_of
-from ..plan import GraphPlan, Planner, Step
+from ..plan import GraphPlan, Step, assign_lifetimes
+from ..usedef import step_index
 
 #: consumers an epilogue can take: op_type -> how many inputs it reads (a Sum of two inputs is
 #: an Add: the same elementwise sum, with Add's broadcasting from opset 8 on and same-shape inputs
@@ -95,40 +96,24 @@ def guarded(fn, guard):
     return call
 
 
-def _readers(steps: list) -> dict:
-    """name -> number of times a step reads it (as an input or through a subgraph)."""
-    count: dict = {}
-    for s in steps:
-        for n in (*s.inputs, *s._uses):
-            if n:
-                count[n] = count.get(n, 0) + 1
-    return count
-
-
-def _consumer(steps, at: dict, readers: dict, keep, name: str):
-    """``(index, step)`` of the one step reading ``name`` if it may take it as an epilogue."""
-    if readers.get(name) != 1 or name in keep:
+def _consumer(at: dict, index, keep, name: str):
+    """``(index, step)`` of the one step reading ``name`` (once, as an input, and nothing else:
+    no subgraph, not a graph output) if it may take it as an epilogue."""
+    c = index.sole_reader(name)
+    if c is None or name in keep:
         return None
-    k = at.get(name)
-    if k is None:
-        return None
-    c = steps[k]
     if not plain_default(c) or c.node.op_type not in _CONSUMERS:
         return None
     if len(c.inputs) != _CONSUMERS[c.node.op_type] or len(c.outputs) != 1 or not c.outputs[0]:
         return None
-    return k, c
+    return at[id(c)], c
 
 
 def fuse(steps: list, keep) -> tuple:
     """``(steps, count)``: ``steps`` with epilogues folded (a new list; steps not fused are the
     same objects), and how many consumer steps were removed."""
-    readers = _readers(steps)
-    at = {}
-    for k, s in enumerate(steps):
-        for n in s.inputs:
-            if n and readers.get(n) == 1:
-                at[n] = k
+    index = step_index(steps)
+    at = {id(s): k for k, s in enumerate(steps)}
     out = list(steps)
     removed, taken = set(), set()     # steps dropped; consumers some producer took
     count = 0
@@ -138,7 +123,7 @@ def fuse(steps: list, keep) -> tuple:
             continue
         ops, extra, gone, name = [], [], [], p.outputs[0]
         while True:
-            found = _consumer(steps, at, readers, keep, name)
+            found = _consumer(at, index, keep, name)
             if found is None or found[0] in taken or found[0] <= i:
                 break
             k, c = found
@@ -178,7 +163,7 @@ def rebuilt(steps: list, out: list, removed: set, keep, count: int) -> tuple:
     if not count:
         return steps, 0
     result = [s for k, s in enumerate(out) if k not in removed]
-    Planner._lifetimes(result, keep)
+    assign_lifetimes(result, keep)
     return result, count
 
 

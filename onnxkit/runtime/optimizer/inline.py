@@ -32,6 +32,7 @@ import numpy as np
 
 from ... import ir
 from ..plan import GraphPlan, Step
+from ..usedef import step_index
 
 #: the branch attribute a true / false condition selects
 BRANCHES = ("else_branch", "then_branch")
@@ -96,14 +97,8 @@ def inline(step, plan: GraphPlan, taken: set) -> tuple:
         raise Collision(sorted(own & taken)[:3])
     taken |= own
     copies = [s.copy() for s in plan.steps]
-    reads: dict = {}
-    for s in copies:
-        for n in (*s.inputs, *s._uses):
-            reads[n] = reads.get(n, 0) + 1
     outs = plan.output_names
-    for n in outs:
-        reads[n] = reads.get(n, 0) + 1
-    producer = {n: s for s in copies for n in s.outputs if n}
+    index = step_index(copies, keep=outs)
     constants, renamed, aliases = dict(plan.constants), {}, []
     for name, b in zip(step.outputs, outs):
         if not name:
@@ -111,8 +106,8 @@ def inline(step, plan: GraphPlan, taken: set) -> tuple:
         renamed[name] = b
         if b in plan.constants:
             constants[name] = plan.constants[b]
-        elif b in producer and reads[b] == 1:
-            s = producer[b]
+        elif index.producer(b) is not None and index.use_count(b) == 1:
+            s = index.producer(b)
             s.outputs = [name if n == b else n for n in s.outputs]
         else:
             node = ir.Node(input=[b], output=[name], name=step.node.name, op_type="Identity")

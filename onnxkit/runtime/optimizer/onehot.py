@@ -37,6 +37,7 @@ import numpy as np
 
 from ..budget import current_budget
 from ..plan import GraphPlan, Step
+from ..usedef import step_index
 from .epilogue import guarded, on_plan, plain_default as _plain, rebuilt
 
 #: ``Cast``'s ``to`` element types the fused step computes in (float16, float, double)
@@ -89,31 +90,29 @@ def rows_of(equal: Step, cast: Step, matmul: Step, iota: np.ndarray, w: np.ndarr
 
 def fuse(steps: list, constants: dict, keep) -> tuple:
     """``(steps, count)``: ``steps`` with each one-hot product fused (a new list), and how many."""
-    readers: dict = {}
-    producer: dict = {}
-    for k, s in enumerate(steps):
-        for name in (*s.inputs, *s._uses):
-            if name:
-                readers[name] = readers.get(name, 0) + 1
-        for name in s.outputs:
-            if name:
-                producer[name] = k
+    index = step_index(steps)
+    at = {id(s): k for k, s in enumerate(steps)}
+
+    def producer(name: str):
+        made_by = index.producer(name)
+        return None if made_by is None else at[id(made_by)]
+
     out, removed, count = list(steps), set(), 0
     for j, m in enumerate(steps):
         if m.node.op_type != "MatMul" or not _plain(m) or len(m.inputs) != 2 or len(m.outputs) != 1:
             continue
         c_name, w_name = m.inputs
         w = constants.get(w_name)
-        ci = producer.get(c_name)
+        ci = producer(c_name)
         if type(w) is not np.ndarray or w.ndim != 2 or w.dtype.kind != "f" or ci is None or ci in removed:
             continue
         cast = steps[ci]
-        if cast.node.op_type != "Cast" or not _plain(cast) or readers.get(c_name) != 1 or c_name in keep:
+        if cast.node.op_type != "Cast" or not _plain(cast) or index.use_count(c_name) != 1 or c_name in keep:
             continue
         if _cast_to(cast) is not w.dtype.type or len(cast.inputs) != 1:
             continue
-        ei = producer.get(cast.inputs[0])
-        if ei is None or ei in removed or readers.get(cast.inputs[0]) != 1 or cast.inputs[0] in keep:
+        ei = producer(cast.inputs[0])
+        if ei is None or ei in removed or index.use_count(cast.inputs[0]) != 1 or cast.inputs[0] in keep:
             continue
         equal = steps[ei]
         if equal.node.op_type != "Equal" or not _plain(equal) or len(equal.inputs) != 2:

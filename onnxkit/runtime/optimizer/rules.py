@@ -81,17 +81,16 @@ class Var(Pattern):
 
 @attrs.frozen(eq=False)
 class Const(Pattern):
-    """A one-element floating-point constant equal to ``value`` within :data:`SCALAR_RTOL`."""
+    """A one-element floating-point constant: equal to ``value`` within :data:`SCALAR_RTOL`, or
+    (``value`` None) any, its value (as a factor: ``1/c`` for a divisor) bound to ``bind``."""
 
-    value: float
+    value: Optional[float] = None
+    bind: Optional[str] = None
 
 
-@attrs.frozen(eq=False)
-class Scalar(Pattern):
-    """A one-element floating-point constant; its value (as a factor: ``1/c`` for a divisor) is
-    bound to ``name``."""
-
-    name: str
+def Scalar(name: str) -> Const:  # noqa: N802 (a pattern constructor, as Var and Const)
+    """Any one-element floating-point constant, its value bound to ``name``."""
+    return Const(None, name)
 
 
 @attrs.frozen(eq=False)
@@ -278,25 +277,18 @@ def _match_node(view: GraphView, p: Op, node, state: _State) -> Iterator[_State]
     if len(node.input) != len(p.operands) and not (p.variadic and len(node.input) > len(p.operands)):
         return
     leaves = [(n, node, k, False) for k, n in enumerate(node.input[:len(p.operands)])]
-    yield from _assign_in_order(view, list(p.operands), leaves, state)
+    yield from _assign(view, list(p.operands), leaves, state, ordered=True)
 
 
-def _assign_in_order(view, patterns: list, leaves: list, state) -> Iterator[_State]:
+def _assign(view, patterns: list, leaves: list, state, ordered: bool = False) -> Iterator[_State]:
+    """Every assignment of ``leaves`` to ``patterns``: in order (``ordered``), else in any order
+    (a product's or sum's operands)."""
     if not patterns:
         yield state
         return
-    for s in _match_leaf(view, patterns[0], leaves[0], state):
-        yield from _assign_in_order(view, patterns[1:], leaves[1:], s)
-
-
-def _assign(view, patterns: list, leaves: list, state) -> Iterator[_State]:
-    """Every assignment of ``leaves`` to ``patterns`` (a product's or sum's operands, any order)."""
-    if not patterns:
-        yield state
-        return
-    for k, leaf in enumerate(leaves):
+    for k, leaf in enumerate(leaves[:1] if ordered else leaves):
         for s in _match_leaf(view, patterns[0], leaf, state):
-            yield from _assign(view, patterns[1:], leaves[:k] + leaves[k + 1:], s)
+            yield from _assign(view, patterns[1:], leaves[:k] + leaves[k + 1:], s, ordered)
 
 
 def _match_leaf(view: GraphView, p: Pattern, leaf: tuple, state: _State) -> Iterator[_State]:
@@ -307,12 +299,12 @@ def _match_leaf(view: GraphView, p: Pattern, leaf: tuple, state: _State) -> Iter
         for alt in p.alternatives:
             yield from _match_leaf(view, alt, leaf, state)
         return
-    if isinstance(p, (Const, Scalar)):
+    if isinstance(p, Const):
         c = _float_scalar(view, name)
         if c is None or (inverted and c == 0.0):
             return
-        if isinstance(p, Scalar):
-            yield state.evolve(bind={p.name: 1.0 / c if inverted else c}, constant=name)
+        if p.value is None:
+            yield state.evolve(bind={p.bind: 1.0 / c if inverted else c}, constant=name)
             return
         target = 1.0 / p.value if inverted else p.value
         if abs(c - target) <= SCALAR_RTOL * abs(target):
@@ -341,15 +333,15 @@ def root_types(p: Op) -> tuple:
     return ("Mul", "Div") if p.op_type == "Mul" else (p.op_type,)
 
 
-def apply_rules(view: GraphView, rules) -> int:
-    """Try every rule of ``rules`` with each node (in graph order) as its root; rewrite the first
-    match; returns how many rewrites were made."""
+def apply_rules(view: GraphView, rules, from_the_end: bool = False) -> int:
+    """Try every rule of ``rules`` with each node (in graph order, or from the last node back) as
+    its root; rewrite the first match; returns how many rewrites were made."""
     by_type: dict = {}
     for rule in rules:
         for t in root_types(rule.pattern):
             by_type.setdefault(t, []).append(rule)
     count = 0
-    for node in list(view.node):
+    for node in (list(reversed(view.node)) if from_the_end else list(view.node)):
         for rule in by_type.get(node.op_type, ()):
             if not view.holds(node):
                 break

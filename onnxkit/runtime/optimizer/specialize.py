@@ -55,7 +55,7 @@ from ... import ir
 from ...dtypes import from_numpy_dtype
 from ...errors import OnnxkitError
 from ..budget import RunBudget
-from ..plan import NON_DETERMINISTIC, GraphPlan, Planner, Step, frozen
+from ..plan import NON_DETERMINISTIC, GraphPlan, Planner, Step, assign_lifetimes, frozen
 from .inline import Collision, branch_path, collapse_aliases, inline, taken_branch
 
 #: the most bytes one folded value may take (a larger one stays a node: memory per signature)
@@ -283,7 +283,7 @@ class Specializer:
         remaining = _live(collapse_aliases(remaining, keep), keep, types)
         used = {n for s in remaining for n in (*s.inputs, *s._uses)} | keep
         folded = {n: v for n, v in known.items() if n in used}
-        Planner._lifetimes(remaining, keep)
+        assign_lifetimes(remaining, keep)
         p = self.plan
         plan = GraphPlan(p.name, p.input_names, p.output_names, folded, remaining, p.free_vars, p.defaults)
         plan.limits = p.limits

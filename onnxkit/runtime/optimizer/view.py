@@ -20,13 +20,7 @@ import numpy as np
 from ... import ir
 from ...functions import GRAPH_TYPES
 from ...registry import normalize_domain
-from ..usedef import node_index, node_scope_reads
-
-
-def subgraph_reads(node: ir.Node, into: set) -> None:
-    """Add to ``into`` every name read (as a node input or a graph output) inside ``node``'s subgraphs."""
-    for _, names in node_scope_reads(node):
-        into |= names
+from ..usedef import node_index
 
 
 #: the most elements :meth:`GraphView.constant` materializes for a ConstantOfShape
@@ -97,14 +91,13 @@ class GraphView:
         #: input names whose initializer a pass read as a constant (IR < 4 only)
         self.consumed_defaults: set = set()
         self.extra_inputs: list = []  # IR < 4: the new constants, listed as inputs too
-        self.protected = {vi.name for vi in g.output}
-        for n in g.node:
-            subgraph_reads(n, self.protected)
         self.names = inputs | {t.name for t in g.initializer} | {o for n in g.node for o in n.output if o}
         self.new_opsets: dict = {}  # domain -> version a rewrite's node needs imported
         self._fresh = 0
         #: the use-def links of :attr:`node` (:mod:`onnxkit.runtime.usedef`), kept current by every edit below
         self.index = node_index(self.node, [vi.name for vi in g.output])
+        #: the names read by name: graph outputs and names read inside a subgraph (never removed or renamed)
+        self.protected = {n for n in self.index.names() if any(u.slot < 0 for u in self.index.uses(n))}
 
     # -- bookkeeping ----------------------------------------------------------------------
     def producer_of(self, name: str) -> Optional[ir.Node]:
@@ -114,10 +107,6 @@ class GraphView:
     def use_count(self, name: str) -> int:
         """Reads of ``name``: by nodes of this graph, inside subgraphs, as a graph output."""
         return self.index.use_count(name)
-
-    def consumers(self, name: str) -> list:
-        """The nodes of this graph reading ``name`` as an input (each once)."""
-        return self.index.readers(name)
 
     def sole_consumer(self, name: str) -> Optional[ir.Node]:
         """The one node reading ``name`` once, if ``name`` is unprotected and read by it alone."""

@@ -204,7 +204,7 @@ def zero_point_value(z, dtype):
 def zero_point_key(zp):
     """What a kept centered weight remembers of its zero point: its type, shape and values (a
     zero point is a few values, compared at each call; it may be a writeable array)."""
-    return None if zp is None else (zp.dtype.str, zp.shape, zp.tobytes())
+    return None if zp is None else (zp.dtype, zp.shape, zp.tobytes())
 
 
 class CenteredB:

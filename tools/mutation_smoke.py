@@ -307,6 +307,23 @@ MUTANTS = (
            "lo, hi = np.float32(min(float(lo_x), 0.0)), np.float32(max(float(hi_x), 0.0))",
            "lo, hi = np.float32(float(lo_x)), np.float32(max(float(hi_x), 0.0))",
            ("plugins/cpu_backend/tests/test_quantized_microsoft.py",)),
+    # issue 33 items 3 and 4: the plugin surface, no import cycle, which body a node runs
+    Mutant("traits-legacy-attribute-ignored", "onnxkit/kernel_traits.py",
+           "        if legacy:",
+           "        if False:",
+           ("tests/test_plugin_surface.py",)),
+    Mutant("surface-host-import", "plugins/default_domain/onnxkit_default_domain/kernels/cast.py",
+           "from onnxkit.plugin.narrow import convert, from_codes",
+           "from onnxkit.narrow import convert, from_codes",
+           ("tests/test_plugin_surface.py",)),
+    Mutant("import-cycle-hidden-in-a-function", "onnxkit/ir/tensor.py",
+           "        return tensor_to_numpy(self)",
+           "        from ..api import load  # noqa: F401\n        return tensor_to_numpy(self)",
+           ("tests/test_import_cycles.py",)),
+    Mutant("conv-body-report", "plugins/cpu_backend/onnxkit_cpu/overrides/conv.py",
+           "        kinds[key] = p.kind",
+           "        kinds[key] = \"portable\"",
+           ("tests/test_node_bodies.py",)),
 )
 
 

@@ -11,6 +11,9 @@ outcome): once as it is (the real onnxruntime), once with a pytest plugin that c
 writes each run's pytest output there.  Prints, per file and in total, how many pass on each,
 how many of onnxruntime's passes pass on onnxkit, and the tests that pass on onnxruntime but
 not on onnxkit (the first ``--show`` of them, with the first line of their error).
+
+onnxruntime_test_float8.py imports ``parameterized``: run the tool with a Python that has it
+(a ``--system-site-packages`` venv), else that file is a collection error on both sides.
 """
 
 from __future__ import annotations

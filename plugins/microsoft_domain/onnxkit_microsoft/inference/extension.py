@@ -4,11 +4,9 @@ X's shape with extent 1 on the normalized axes (unknown where X's rank is)."""
 
 from __future__ import annotations
 
-from onnxkit.plugin import DataType
-from onnxkit.inference.common import dims_of, elem_of, tensor
+from onnxkit.plugin.inference import FLOAT, dims_of, elem_of, tensor
 
 FUNCTIONS: dict = {}
-FLOAT = int(DataType.FLOAT)
 
 
 def _simplified_layer_norm(ctx):

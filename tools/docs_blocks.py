@@ -15,7 +15,9 @@ Conventions of the pages (tests/test_docs.py holds them to it):
   these blocks and asserts the figure.
 
 ``python tools/docs_blocks.py extract PAGE DIR`` writes a page's titled blocks into ``DIR`` (how
-``.ci/wheels`` builds the plugin guide's example from the guide alone).
+``.ci/wheels`` builds the plugin guide's example from the guide alone); ``script PAGE DIR`` writes
+the page's blocks as one script (:func:`page_script`), which ``.ci/wheels`` runs with the
+interpreter of the fresh environment, as ``tests/test_docs.py`` does with the repository's.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -115,6 +118,87 @@ def commands(block: Block, where: str) -> list:
     return out
 
 
+INSTALL_WORDS = ("pip install", "python3 -m build", "python -m build")
+
+#: The helper each page's script imports: an ``onnxkit`` command in-process (the CLI's ``main``),
+#: or in a subprocess where the page sets environment variables for it.
+RUNNER = '''
+import os, subprocess, sys
+from onnxkit.cli import main
+
+def onnxkit(words, expect, where, env):
+    sys.stdout.flush()
+    program, argv = words[0], words[1:]
+    if program != "onnxkit":  # python ...: this interpreter
+        code = subprocess.run([sys.executable, *argv], env={**os.environ, **env}).returncode
+    elif env:
+        code = subprocess.run([sys.executable, "-m", "onnxkit", *argv], env={**os.environ, **env}).returncode
+    else:
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # --help, --version, a usage error
+            code = exc.code if isinstance(exc.code, int) else 2
+    sys.stdout.flush()
+    if code != expect:
+        raise AssertionError(f"{where}: `{' '.join(words)}` exited {code}, the page says {expect}")
+'''
+
+
+def page_script(page: Path, where: Optional[str] = None) -> Optional[str]:
+    """The page's blocks as one Python script whose line numbers are the page's, or None when the
+    page has nothing to run.  It imports :data:`RUNNER` as ``_docs_runner``.  Raises ValueError
+    for a block outside the conventions."""
+    page = Path(page)
+    where = where or page.name
+    lines: dict = {}
+    for b in blocks(page):
+        if b.lang == "sh":
+            if not any(w in b.text for w in INSTALL_WORDS):
+                raise ValueError(f"{where}:{b.line}: a ```sh block is an install step (pip install, python3 -m "
+                                 "build); put onnxkit commands in ```console or ```bash")
+            continue
+        if b.title:
+            lines[b.line - 1] = f"open({b.title!r}, 'w').write({b.text!r})"
+            continue
+        if b.illustrative:
+            if b.lang != "python":
+                raise ValueError(f"{where}:{b.line}: only a ```python block can be marked illustrative")
+            lines[b.line - 1] = f"compile({textwrap.dedent(b.text)!r}, '{where}:{b.line}', 'exec')"
+            continue
+        if b.lang == "python":
+            for k, text in enumerate(textwrap.dedent(b.text).splitlines()):
+                lines[b.line + k] = text
+        elif b.lang in ("console", "bash"):
+            for c in commands(b, where):
+                lines[c.line] = f"_onnxkit({c.argv!r}, {c.expect}, '{where}:{c.line}', {c.env!r})"
+        elif b.lang not in ("toml", "text", "json", ""):
+            raise ValueError(f"{where}:{b.line}: a ```{b.lang} block: the docs test runs python, console and "
+                             "bash blocks, reads sh blocks as install steps and writes titled blocks")
+        elif not b.title and b.lang == "toml":
+            raise ValueError(f"{where}:{b.line}: a ```toml block without title=\"FILE\"")
+    if not any(not t.startswith("open(") for t in lines.values()):
+        return None
+    top = max(lines)
+    body = [lines.get(n, "") for n in range(1, top + 1)]
+    assert not body[0], f"{where}: line 1 is a code line"
+    body[0] = "from _docs_runner import onnxkit as _onnxkit"
+    return "\n".join(body) + "\n"
+
+
+def write_script(page: Path, folder: Path) -> Path:
+    """Write ``page``'s script (:func:`page_script`) and its runner into ``folder``; return the
+    script's path.  Run it with ``folder`` as the working directory."""
+    script = page_script(Path(page))
+    if script is None:
+        raise SystemExit(f"{page}: nothing to run")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "_docs_runner.py").write_text(RUNNER)
+    target = folder / f"{Path(page).stem}_blocks.py"
+    target.write_text(script)
+    return target
+
+
 def extract(page: Path, folder: Path) -> list:
     """Write every titled block of ``page`` to ``folder / title``; return the paths written."""
     written = []
@@ -130,9 +214,13 @@ def extract(page: Path, folder: Path) -> list:
 
 
 def main(argv: list) -> int:
-    if len(argv) != 3 or argv[0] != "extract":
-        print("usage: python tools/docs_blocks.py extract PAGE DIR", file=sys.stderr)
+    if len(argv) != 3 or argv[0] not in ("extract", "script"):
+        print("usage: python tools/docs_blocks.py extract PAGE DIR   (the page's titled blocks, as files)\n"
+              "       python tools/docs_blocks.py script PAGE DIR    (the page's blocks as one script)", file=sys.stderr)
         return 2
+    if argv[0] == "script":
+        print(write_script(Path(argv[1]), Path(argv[2])))
+        return 0
     for path in extract(Path(argv[1]), Path(argv[2])):
         print(path)
     return 0

@@ -179,38 +179,6 @@ def test_the_built_in_kernels_declare_through_traits():
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_FILES = sorted(p for p in ROOT.glob("plugins/*/onnxkit_*/**/*.py"))
 
-#: onnxkit_microsoft's imports outside the surface, as they stand while another change edits that
-#: package (re-pointed later): (file under plugins/microsoft_domain, imported module).  Exact: an
-#: entry that no longer occurs fails too, so the list only shrinks.
-MICROSOFT_ALLOWED = {
-    ("onnxkit_microsoft/inference/__init__.py", "onnxkit.plugin_tools"),
-    ("onnxkit_microsoft/inference/attention.py", "onnxkit.inference.common"),
-    ("onnxkit_microsoft/inference/extension.py", "onnxkit.inference.common"),
-    ("onnxkit_microsoft/inference/fused.py", "onnxkit.dtypes"),
-    ("onnxkit_microsoft/inference/fused.py", "onnxkit.inference.common"),
-    ("onnxkit_microsoft/inference/fused.py", "onnxkit_default_domain.inference.nn"),
-    ("onnxkit_microsoft/inference/qlinear_ops.py", "onnxkit.dtypes"),
-    ("onnxkit_microsoft/inference/qlinear_ops.py", "onnxkit.inference.common"),
-    ("onnxkit_microsoft/inference/qlinear_ops.py", "onnxkit_default_domain.inference.nn_geometry"),
-    ("onnxkit_microsoft/inference/qlinear_ops.py", "onnxkit_default_domain.inference.pool"),
-    ("onnxkit_microsoft/inference/quantized.py", "onnxkit.dtypes"),
-    ("onnxkit_microsoft/inference/quantized.py", "onnxkit.inference.common"),
-    ("onnxkit_microsoft/kernels/_common.py", "onnxkit_default_domain.kernels._math"),
-    ("onnxkit_microsoft/kernels/fused.py", "onnxkit_default_domain.kernels.conv"),
-    ("onnxkit_microsoft/kernels/qconv.py", "onnxkit_default_domain.kernels.conv"),
-    ("onnxkit_microsoft/kernels/qlinear_ops.py", "onnxkit_default_domain.kernels.pool"),
-    ("onnxkit_microsoft/kernels/qlstm.py", "onnxkit_default_domain.kernels.rnn"),
-    ("onnxkit_microsoft/schemas.py", "onnxkit.schema"),
-}
-
-#: Imports of onnxkit_microsoft by another plugin: it publishes no ``api`` module yet (to come with
-#: the re-pointing above).  Checked like MICROSOFT_ALLOWED where the file is there (it is being
-#: written by another change while this list is made).
-MICROSOFT_IMPORTED_BY = {
-    ("cpu_backend/onnxkit_cpu/overrides/quantized_microsoft.py", "onnxkit_microsoft.kernels"),
-}
-
-
 def surface_violations(source: str, own_package: str) -> list:
     """``[(line, module, why)]``: the imports of ``source`` (a plugin module of top-level package
     ``own_package``; module-level and function-level alike) outside the plugin surface: a host
@@ -271,27 +239,14 @@ def test_the_scanner_finds_each_kind_of_import_outside_the_surface():
 
 def test_plugins_import_the_host_only_through_onnxkit_plugin_and_other_plugins_only_through_their_api():
     assert len(PLUGIN_FILES) > 100
-    assert len(MICROSOFT_ALLOWED) == 18
-    assert len(MICROSOFT_IMPORTED_BY) == 1
-    found, microsoft, imported = [], set(), set()
+    found = []
     for path in PLUGIN_FILES:
         rel = path.relative_to(ROOT / "plugins")
-        plugin_dir, package = rel.parts[0], rel.parts[1]
+        package = rel.parts[1]
         for line, module, why in surface_violations(path.read_text(encoding="utf-8"), package):
-            inside = "/".join(rel.parts[1:])
-            if plugin_dir == "microsoft_domain" and (inside, module) in MICROSOFT_ALLOWED:
-                microsoft.add((inside, module))
-                continue
-            if ("/".join(rel.parts), module) in MICROSOFT_IMPORTED_BY:
-                imported.add(("/".join(rel.parts), module))
-                continue
             found.append(f"plugins/{rel}:{line}: {module}: {why} (import it from onnxkit.plugin, "
-                         "onnxkit.plugin.inference/.dtypes/.narrow, or onnxkit_default_domain.api)")
+                         "onnxkit.plugin.inference/.dtypes/.narrow, onnxkit_default_domain.api or onnxkit_microsoft.api)")
     assert found == []
-    assert microsoft == MICROSOFT_ALLOWED, "fixed: remove these from MICROSOFT_ALLOWED: " + repr(
-        sorted(MICROSOFT_ALLOWED - microsoft))
-    present = {e for e in MICROSOFT_IMPORTED_BY if (ROOT / "plugins" / e[0]).exists()}
-    assert imported == present, "fixed: remove these from MICROSOFT_IMPORTED_BY: " + repr(sorted(present - imported))
 
 
 def test_the_surface_modules_export_what_they_list():

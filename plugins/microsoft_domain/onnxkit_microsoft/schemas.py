@@ -8,7 +8,7 @@ operator registry at build time, for the operators this package implements; noth
 
 from __future__ import annotations
 
-from onnxkit.schema import SchemaData, packaged_schema_data
+from onnxkit.plugin import SchemaData, packaged_schema_data
 
 #: The domain this package defines.
 DOMAIN = "com.microsoft"

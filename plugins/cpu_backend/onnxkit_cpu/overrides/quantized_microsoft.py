@@ -48,8 +48,8 @@ from .quantization import (F32, FLOAT32_EXACT, RANGES, CenteredB, b_zero_point_o
 KERNELS = KernelTable()
 
 try:
-    from onnxkit_microsoft.kernels import qlinear_ops as portable_ops
-    from onnxkit_microsoft.kernels import quantized as portable
+    from onnxkit_microsoft.api import qlinear_ops as portable_ops
+    from onnxkit_microsoft.api import quantized as portable
 except ImportError:  # onnxkit-microsoft absent: no com.microsoft operators to serve
     portable = portable_ops = None
 

@@ -9,7 +9,7 @@ unknown (9.4).
 
 from __future__ import annotations
 
-from onnxkit.plugin_tools import merge_family_tables
+from onnxkit.plugin import merge_family_tables
 
 
 def functions() -> dict:

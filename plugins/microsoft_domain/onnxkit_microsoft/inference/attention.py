@@ -8,7 +8,7 @@ gives A's shape with the last extent N.
 
 from __future__ import annotations
 
-from onnxkit.inference.common import dims_of, elem_of, tensor
+from onnxkit.plugin.inference import dims_of, elem_of, tensor
 
 from ._util import rule
 

@@ -8,8 +8,8 @@ input's type.  SkipLayerNormalization's statistics are float, with extent 1 on t
 
 from __future__ import annotations
 
-from onnxkit.dtypes import DataType
-from onnxkit.inference.common import dims_of, elem_of, tensor
+from onnxkit.plugin.dtypes import DataType
+from onnxkit.plugin.inference import dims_of, elem_of, tensor
 
 from ._util import rule
 
@@ -20,14 +20,14 @@ FLOAT, INT32, UINT32, STRING = (int(DataType.FLOAT), int(DataType.INT32), int(Da
 
 @rule(FUNCTIONS, "FusedConv")
 def _fused_conv(ctx):
-    from onnxkit_default_domain.inference.nn import _conv_like
+    from onnxkit_default_domain.api import conv_like_output as _conv_like
 
     return [_conv_like(ctx)]
 
 
 @rule(FUNCTIONS, "FusedGemm")
 def _fused_gemm(ctx):
-    from onnxkit_default_domain.inference.nn import gemm_dims
+    from onnxkit_default_domain.api import gemm_dims
 
     a, b = ctx.input_type(0), ctx.input_type(1)
     c = dims_of(ctx.input_type(2)) if ctx.has_input(2) and float(ctx.attr("beta", 1.0)) != 0.0 else None
@@ -48,7 +48,7 @@ def _moved(dims, trans_batch: bool, trans: bool):
 
 @rule(FUNCTIONS, "FusedMatMul")
 def _fused_matmul(ctx):
-    from onnxkit_default_domain.inference.nn import matmul_dims
+    from onnxkit_default_domain.api import matmul_dims
 
     a, b = ctx.input_type(0), ctx.input_type(1)
     da = _moved(dims_of(a), bool(ctx.attr("transBatchA", 0)), bool(ctx.attr("transA", 0)))

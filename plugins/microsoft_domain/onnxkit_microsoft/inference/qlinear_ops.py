@@ -6,8 +6,8 @@ MatMulIntegerToFloat / DynamicQuantizeMatMul the matmul shape (6.6.2 batch broad
 
 from __future__ import annotations
 
-from onnxkit.dtypes import DataType
-from onnxkit.inference.common import broadcast, dims_of, elem_of, normalize_axis, tensor
+from onnxkit.plugin.dtypes import DataType
+from onnxkit.plugin.inference import broadcast, dims_of, elem_of, normalize_axis, tensor
 
 from ._util import rule
 
@@ -72,7 +72,7 @@ def _where(ctx):
 
 @rule(FUNCTIONS, "QLinearAveragePool")
 def _avg_pool(ctx):
-    from onnxkit_default_domain.inference.pool import pool_attrs, pool_geometry
+    from onnxkit_default_domain.api import pool_attrs, pool_geometry
 
     x = ctx.input_type(0)
     xd = dims_of(x)
@@ -102,7 +102,7 @@ def _dq_lstm(ctx):
 @rule(FUNCTIONS, "QLinearConv")
 def _qconv(ctx):
     """ai.onnx Conv's output shape (channels first, or last with ``channels_last``), y_zero_point's type."""
-    from onnxkit_default_domain.inference.nn_geometry import GeometryError, window_geometry
+    from onnxkit_default_domain.api import GeometryError, window_geometry
 
     elem = elem_of(ctx.input_type(7))
     xd, wd = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(3))

@@ -4,8 +4,8 @@ shape with extents 1 on the spatial axes; QGemm ``(M, N)``, float without ``y_sc
 
 from __future__ import annotations
 
-from onnxkit.dtypes import DataType
-from onnxkit.inference.common import broadcast, dims_of, elem_of, tensor
+from onnxkit.plugin.dtypes import DataType
+from onnxkit.plugin.inference import broadcast, dims_of, elem_of, tensor
 
 from ._util import rule
 

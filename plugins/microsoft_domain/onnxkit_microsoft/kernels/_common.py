@@ -62,7 +62,7 @@ def sigmoid(xp, x):
 
 def gelu_erf(xp, x):
     """0.5 x erfc(-x / sqrt 2) (x in float32 or float64)."""
-    from onnxkit_default_domain.kernels._math import erfc
+    from onnxkit_default_domain.api import erfc
 
     return 0.5 * x * erfc(xp, -x * SQRT1_2)
 

@@ -32,7 +32,7 @@ KERNELS = KernelTable()
 
 @KERNELS.register("FusedConv", 1, domain=DOMAIN)
 def fused_conv(ctx):
-    from onnxkit_default_domain.kernels.conv import make_conv
+    from onnxkit_default_domain.api import make_conv
 
     conv = make_conv(ctx)
     act = activation(ctx, ctx.attr_str("activation", ""), ctx.attr("activation_params") or ())

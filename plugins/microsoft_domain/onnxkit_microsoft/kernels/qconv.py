@@ -28,7 +28,7 @@ def _per_channel(ctx, xp, v, m: int, nd: int, what: str):
 
 @KERNELS.register("QLinearConv", 1, domain=DOMAIN)
 def qlinear_conv(ctx):
-    from onnxkit_default_domain.kernels.conv import Plans, check_rank, columns, conv_nd, conv_plan
+    from onnxkit_default_domain.api import Plans, check_rank, columns, conv_nd, conv_plan
 
     xp = ctx.xp
     group = int(ctx.attr("group", 1))

@@ -261,7 +261,7 @@ def qlinear_where(ctx):
 @KERNELS.register("QLinearAveragePool", 1, domain=DOMAIN)
 def qlinear_average_pool(ctx):
     import numpy as np
-    from onnxkit_default_domain.kernels.pool import average_divisor, geometry_cache, padded_input, separable
+    from onnxkit_default_domain.api import average_divisor, geometry_cache, padded_input, separable
 
     xp = ctx.xp
     geometry = geometry_cache(ctx)

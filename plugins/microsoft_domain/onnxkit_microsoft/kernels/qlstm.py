@@ -46,7 +46,7 @@ def _dequant_weight(ctx, xp, w, scale, zp, what: str):
 
 @KERNELS.register("DynamicQuantizeLSTM", 1, domain=DOMAIN)
 def dynamic_quantize_lstm(ctx):
-    from onnxkit_default_domain.kernels.rnn import lstm
+    from onnxkit_default_domain.api import lstm
 
     xp = ctx.xp
     layer = lstm(ctx)

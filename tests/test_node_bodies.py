@@ -143,3 +143,12 @@ def test_onnxkit_run_profile_prints_the_bodies(tmp_path):
     assert "bodies chosen per input-shape key (1):" in out.stdout
     line = next(ln for ln in out.stdout.splitlines() if ln.strip().startswith("conv (Conv): X["))
     assert line.rstrip().rsplit(" -> ", 1)[1] in ({"planes", "winograd"} if _compiled_on() else {"columns"})
+
+
+def test_the_plans_repr_names_each_reported_body():
+    sess = _run(_conv((4, 3, 1, 1)), (1, 3, 5, 5))
+    text = repr(sess.plan)
+    first, *lines = text.splitlines()
+    assert first.startswith("GraphPlan(") and f"{len(sess.plan.steps)} steps" in first
+    assert lines == ["  " + line for line in describe(sess.plan)]
+    assert any("conv (Conv)" in line and "pointwise" in line for line in lines)

@@ -38,6 +38,7 @@ from ..errors import EvaluationError, OnnxkitError
 from ..functions import GRAPH_TYPES, call_attributes, node_attributes, substitute
 from ..limits import DEFAULT_LIMITS
 from ..registry import normalize_domain
+from .bodies import describe
 from .budget import RunBudget, enter_run, guard_for, leave_run
 from .fallback import Placement
 from .kernel import NodeContext, Unsupported, traits_of
@@ -113,6 +114,10 @@ class GraphPlan:
         self.folded = None
         self.default_positions = [i for i, n in enumerate(input_names) if n in defaults]
         self._layouts = [None, None]    # slot layouts of (constants, steps) and of ``folded``
+
+    def __repr__(self) -> str:
+        """The plan's name and size, then one line per node whose kernel reports the body it runs."""
+        return f"GraphPlan({self.name!r}, {len(self.steps)} steps)" + "".join("\n  " + line for line in describe(self))
 
     def run(self, inputs, scope: Optional[dict] = None, state=None) -> list:
         """Evaluate the steps in order.  ``state`` (a :class:`~onnxkit.runtime.state.RunState`,

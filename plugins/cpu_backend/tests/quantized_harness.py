@@ -99,3 +99,17 @@ def within_one_step(a, b) -> None:
     a, b = np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64)
     assert a.shape == b.shape
     assert np.abs(a - b).max(initial=0) <= 1
+
+
+def count_products(monkeypatch, module) -> dict:
+    """Counts of ``module.exact_product`` calls: taken in float32 (``exact``) or handed to the
+    portable kernel (``wide``, the product returned None)."""
+    seen = {"exact": 0, "wide": 0}
+    real = module.exact_product
+
+    def counted(*args):
+        out = real(*args)
+        seen["wide" if out is None else "exact"] += 1
+        return out
+    monkeypatch.setattr(module, "exact_product", counted)
+    return seen

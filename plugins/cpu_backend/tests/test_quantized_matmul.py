@@ -13,7 +13,8 @@ import pytest
 pytest.importorskip("onnx")
 from onnx import TensorProto as TP  # noqa: E402
 
-from quantized_harness import build, identical, onnxkit_outputs, portable_kernels, three_ways, within_one_step  # noqa: E402
+from quantized_harness import (build, count_products, identical, onnxkit_outputs, portable_kernels,  # noqa: E402
+                               three_ways, within_one_step)
 
 from onnxkit_cpu.overrides import quantization as fast_module  # noqa: E402
 
@@ -28,15 +29,7 @@ def ints(dtype, shape, lo=None, hi=None):
 @pytest.fixture
 def paths(monkeypatch):
     """Counts of products taken in float32 (``exact``) and handed to the portable kernel (``wide``)."""
-    seen = {"exact": 0, "wide": 0}
-    real = fast_module.exact_product
-
-    def counted(*args):
-        out = real(*args)
-        seen["wide" if out is None else "exact"] += 1
-        return out
-    monkeypatch.setattr(fast_module, "exact_product", counted)
-    return seen
+    return count_products(monkeypatch, fast_module)
 
 
 CASES = [((3, 9, 64), (64, 64)), ((5, 7), (7, 3)), ((2, 3, 4, 16), (16, 8)), ((1, 300), (300, 2))]

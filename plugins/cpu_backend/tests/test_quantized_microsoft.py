@@ -11,7 +11,7 @@ pytest.importorskip("onnx")
 pytest.importorskip("onnxkit_microsoft")
 from onnx import TensorProto as TP  # noqa: E402
 
-from quantized_harness import MS, identical, three_ways, within_one_step  # noqa: E402
+from quantized_harness import MS, count_products, identical, three_ways, within_one_step  # noqa: E402
 
 from onnxkit_cpu import compiled  # noqa: E402
 from onnxkit_cpu.compiled import quantized as loops  # noqa: E402
@@ -138,15 +138,7 @@ def test_qgemm_past_the_bound_is_exact():
 @pytest.fixture
 def paths(monkeypatch):
     """Counts of products taken in float32 (``exact``) and handed to the portable kernel (``wide``)."""
-    seen = {"exact": 0, "wide": 0}
-    real = fast_module.exact_product
-
-    def counted(*args):
-        out = real(*args)
-        seen["wide" if out is None else "exact"] += 1
-        return out
-    monkeypatch.setattr(fast_module, "exact_product", counted)
-    return seen
+    return count_products(monkeypatch, fast_module)
 
 
 def _float_reference(acc, a_scale, b_scale, bias):

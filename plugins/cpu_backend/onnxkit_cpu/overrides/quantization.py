@@ -226,15 +226,22 @@ class CenteredB:
         return b is self.b and unchanging(b) and zero_point_key(zp) == self.zp
 
 
-def centered_b(cache: list, b, zp):
-    """The :class:`CenteredB` of ``b`` (cached in ``cache[0]`` where ``b`` is unchanging)."""
+def kept_centered(cache: list, centered, weight, zp):
+    """``centered(weight, zp)`` (a :class:`CenteredB` or the convolutions' ``CenteredW``), reused
+    from ``cache[0]`` while it ``fits`` the same unchanging weight and zero point values, kept
+    there where ``weight`` is unchanging."""
     kept = cache[0]
-    if kept is not None and kept.fits(b, zp):
+    if kept is not None and kept.fits(weight, zp):
         return kept
-    made = CenteredB(b, zp)
-    if unchanging(b):
+    made = centered(weight, zp)
+    if unchanging(weight):
         cache[0] = made
     return made
+
+
+def centered_b(cache: list, b, zp):
+    """The :class:`CenteredB` of ``b`` (cached in ``cache[0]`` where ``b`` is unchanging)."""
+    return kept_centered(cache, CenteredB, b, zp)
 
 
 def b_zero_point_ok(z, b) -> bool:

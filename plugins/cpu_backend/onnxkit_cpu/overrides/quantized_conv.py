@@ -44,7 +44,7 @@ from onnxkit.plugin import KernelTable
 from ..compiled import quantized as loops
 from ._plans import unchanging
 from .conv import strided_columns
-from .quantization import F32, FLOAT32_EXACT, RANGES, eight_bit, zero_point_key, zero_point_value
+from .quantization import F32, FLOAT32_EXACT, RANGES, eight_bit, kept_centered, zero_point_key, zero_point_value
 
 KERNELS = KernelTable()
 
@@ -73,13 +73,8 @@ class CenteredW:
 
 
 def centered_w(cache: list, w, zp) -> CenteredW:
-    kept = cache[0]
-    if kept is not None and kept.fits(w, zp):
-        return kept
-    made = CenteredW(w, zp)
-    if unchanging(w):
-        cache[0] = made
-    return made
+    """The :class:`CenteredW` of ``w`` (cached in ``cache[0]`` where ``w`` is unchanging)."""
+    return kept_centered(cache, CenteredW, w, zp)
 
 
 def w_zero_point_ok(z, w) -> bool:

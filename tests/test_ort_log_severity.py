@@ -36,7 +36,7 @@ def _stderr(code: str, standin: bool, tmp_path) -> str:
     script.write_text(head + code, encoding="utf-8")
     cmd = [sys.executable, *(["-m", "onnxkit.ort"] if standin else []), str(script)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=str(tmp_path))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "[1. 2.]" in proc.stdout   # the model ran
     return proc.stderr

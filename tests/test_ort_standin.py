@@ -84,13 +84,13 @@ def _script(tmp_path):
 def test_the_runner_runs_a_script_and_a_module_unchanged(tmp_path):
     env = {**os.environ, "PYTHONPATH": REPO, "ONNXKIT_DATASETS": str(tmp_path)}
     out = subprocess.run([sys.executable, "-m", "onnxkit.ort", str(_script(tmp_path)), "a", "b"], env=env,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["onnxkit.ort", "42.0", "['a',", "'b']", "onnxkit.ort"]  # children too
     mod = subprocess.run([sys.executable, "-m", "onnxkit.ort", "-m", "json.tool", "--help"], env=env,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=300)
     assert mod.returncode == 0 and "json.tool" in mod.stdout
-    bad = subprocess.run([sys.executable, "-m", "onnxkit.ort"], env=env, capture_output=True, text=True, timeout=60)
+    bad = subprocess.run([sys.executable, "-m", "onnxkit.ort"], env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "usage" in bad.stderr
 
 
@@ -99,14 +99,14 @@ def test_onnxkit_exec_runs_a_command_with_onnxkit_standing_in(tmp_path):
     code = ("import importlib.metadata as md, onnxruntime; "
             "print(onnxruntime.__name__, md.version('onnxruntime'))")
     out = subprocess.run([sys.executable, "-m", "onnxkit.cli", "exec", "--", sys.executable, "-c", code], env=env,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["onnxkit.ort", onnxkit.ort.ORT_API_VERSION]
     failing = subprocess.run([sys.executable, "-m", "onnxkit.cli", "exec", "--", sys.executable, "-c",
-                              "raise SystemExit(7)"], env=env, capture_output=True, timeout=120)
+                              "raise SystemExit(7)"], env=env, capture_output=True, timeout=300)
     assert failing.returncode == 7
     missing = subprocess.run([sys.executable, "-m", "onnxkit.cli", "exec", "--", "no-such-command-xyz"], env=env,
-                             capture_output=True, text=True, timeout=120)
+                             capture_output=True, text=True, timeout=300)
     assert missing.returncode == 127 and "no such command" in missing.stderr
 
 

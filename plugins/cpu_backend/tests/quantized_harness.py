@@ -101,15 +101,15 @@ def within_one_step(a, b) -> None:
     assert np.abs(a - b).max(initial=0) <= 1
 
 
-def count_products(monkeypatch, module) -> dict:
-    """Counts of ``module.exact_product`` calls: taken in float32 (``exact``) or handed to the
-    portable kernel (``wide``, the product returned None)."""
+def count_products(monkeypatch, module, name: str = "exact_product") -> dict:
+    """Counts of ``module.<name>`` calls (the float32 product of a fast path): taken in float32
+    (``exact``) or handed to the portable kernel (``wide``, the product returned None)."""
     seen = {"exact": 0, "wide": 0}
-    real = module.exact_product
+    real = getattr(module, name)
 
     def counted(*args):
         out = real(*args)
         seen["wide" if out is None else "exact"] += 1
         return out
-    monkeypatch.setattr(module, "exact_product", counted)
+    monkeypatch.setattr(module, name, counted)
     return seen

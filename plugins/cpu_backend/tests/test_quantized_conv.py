@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("onnx")
 from onnx import TensorProto as TP  # noqa: E402
 
-from quantized_harness import identical, three_ways, within_one_step  # noqa: E402
+from quantized_harness import count_products, identical, three_ways, within_one_step  # noqa: E402
 
 from onnxkit_cpu import compiled  # noqa: E402
 from onnxkit_cpu.overrides import quantized_conv as fast_module  # noqa: E402
@@ -50,15 +50,8 @@ def int_conv(x, w, strides, pads, dil, group):
 
 @pytest.fixture
 def paths(monkeypatch):
-    seen = {"exact": 0, "wide": 0}
-    real = fast_module.exact_conv
-
-    def counted(*args):
-        out = real(*args)
-        seen["wide" if out is None else "exact"] += 1
-        return out
-    monkeypatch.setattr(fast_module, "exact_conv", counted)
-    return seen
+    """Counts of convolutions taken in float32 (``exact``) and handed to the portable kernel (``wide``)."""
+    return count_products(monkeypatch, fast_module, "exact_conv")
 
 
 GEOMETRIES = [

@@ -136,7 +136,12 @@ def _tensor(t: ir.Tensor, with_name: bool, sep: str = " ") -> str:
 
 
 def _value_info(vi: ir.ValueInfo) -> str:
-    return _name(vi.name) if vi.type is None else f"{_type(vi.type)} {_name(vi.name)}"
+    """``type name``; the bare name where there is no type, or only an empty TypeProto (no member
+    of its one-of group set, B.2.21: it says nothing, and the textual syntax has no word for it;
+    it reads back as a value with no type)."""
+    if vi.type is None or isinstance(vi.type, ir.UndefinedType):
+        return _name(vi.name)
+    return f"{_type(vi.type)} {_name(vi.name)}"
 
 
 # -- attributes, nodes, graphs ----------------------------------------------------------------

@@ -31,7 +31,11 @@ What a kernel declares beyond computing its node is one :class:`KernelTraits` re
 :func:`binds_constants` (specialized once on constant inputs), :func:`offers_epilogue` (folds a
 following Relu / Add), :func:`host_only` (a portable kernel needing numpy values) and
 :func:`declares_output_bytes`, :func:`reports_bodies` (which body it chose per input-shape key),
-or :func:`declare_traits`; :func:`traits_of` reads them.
+or :func:`declare_traits`; :func:`traits_of` reads them.  A kernel whose fast body needs a slow
+one-time setup (a compiler) asks :func:`first_run` at planning: where it returns a record, the
+plan is a session's cold first run, and the kernel may take its quick-to-start body and call
+``record.defer(what)``; the session then plans again, warm, before its second run
+(:mod:`onnxkit.runtime.bodies`).
 
 This package is the whole host surface a plugin may import (tests/test_plugin_surface.py fails
 on any other ``onnxkit`` import under ``plugins/``).  Beside the names here:
@@ -58,6 +62,7 @@ from ..ir import AttributeType
 from ..limits import DEFAULT_LIMITS, Limits
 from ..plugin_tools import family_modules, merge_family_tables
 from ..registry import Backend, OpaqueTypeDef, normalize_domain
+from ..runtime.bodies import first_run
 from ..runtime.budget import Accumulation, declares_output_bytes
 from ..runtime.kernel import (KernelTable, KernelTraits, NodeContext, Unsupported, binds_constants, declare_traits,
                               host_only, needs_scope, offers_epilogue, reports_bodies, traits_of)
@@ -68,6 +73,6 @@ __all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "DEFAULT_
            "FormalParameter", "InferenceContext", "InferenceError", "KernelTable", "KernelTraits", "Limits",
            "NodeContext", "OnnxkitError", "OnnxkitTypeError", "OpSchema", "OpaqueTypeDef", "OperatorSet", "SchemaData",
            "TypeConstraint", "Unsupported", "arrays", "binds_constants", "build_operator_sets", "declare_traits",
-           "declares_output_bytes", "element_type", "family_modules", "from_numpy_dtype", "hookimpl", "host_only",
-           "ir", "merge_family_tables", "needs_scope", "node_attributes", "normalize_domain", "offers_epilogue",
+           "declares_output_bytes", "element_type", "family_modules", "first_run", "from_numpy_dtype", "hookimpl",
+           "host_only", "ir", "merge_family_tables", "needs_scope", "node_attributes", "normalize_domain", "offers_epilogue",
            "packaged_schema_data", "reports_bodies", "traits_of"]

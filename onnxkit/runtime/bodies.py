@@ -20,7 +20,8 @@ from typing import NamedTuple
 
 from .kernel import bodies_of
 
-__all__ = ["NodeBodies", "describe", "plan_bodies", "session_bodies"]
+__all__ = ["FirstRun", "NodeBodies", "cold_record", "describe", "first_run", "plan_bodies", "planning_cold",
+           "session_bodies"]
 
 
 class NodeBodies(NamedTuple):
@@ -70,3 +71,65 @@ def session_bodies(session) -> list:
     """:func:`plan_bodies` of ``session``'s plan (the one its runs use unless a shape-specialized
     plan was made for a feed)."""
     return plan_bodies(getattr(session, "plan", None))
+
+
+# -- first-run bodies (issue 32 item 1) ------------------------------------------------------
+#
+# A fresh process's first result should not wait for a compiler: a session plans its first run
+# *cold* (:func:`first_run`), and a kernel that would take a body needing a slow one-time setup
+# (onnxkit-cpu's numba loops: import, target setup, cache loading, ~1 s) takes its quick-to-start
+# body instead and says so with :meth:`FirstRun.defer`.  After that first run, a session whose
+# plan deferred something plans again, once, before its second run starts (a plan boundary: a
+# run in progress keeps the plan it started with), and then runs the bodies it would have taken
+# warm.  Both bodies compute the same results within the tolerance the kernel's module states;
+# :func:`onnxkit.runtime.bodies.plan_bodies` reports which one each node ran.
+
+import contextvars as _contextvars
+
+
+class FirstRun:
+    """The record of one cold plan: what its kernels deferred (``deferred``: descriptions)."""
+
+    __slots__ = ("deferred", "ran")
+
+    def __init__(self):
+        self.deferred: list = []
+        self.ran = False  # the first run has been made (the next one plans warm first)
+
+    def defer(self, what: str) -> None:
+        """Note that a kernel took its quick-to-start body in place of ``what``."""
+        if what not in self.deferred:
+            self.deferred.append(what)
+
+
+_FIRST_RUN: _contextvars.ContextVar = _contextvars.ContextVar("onnxkit_first_run", default=None)
+
+
+def first_run():
+    """The :class:`FirstRun` of the plan being made or run now when it is a session's cold first
+    plan, else None (a kernel then takes its warm body)."""
+    return _FIRST_RUN.get()
+
+
+class planning_cold:
+    """``with planning_cold(record):`` plans and runs inside are the cold first run of ``record``
+    (None: not cold; a session made after ``ONNXKIT_FIRST_RUN=warm`` plans warm from the start)."""
+
+    def __init__(self, record):
+        self.record = record
+
+    def __enter__(self):
+        self._token = _FIRST_RUN.set(self.record)
+        return self.record
+
+    def __exit__(self, *exc):
+        _FIRST_RUN.reset(self._token)
+        return False
+
+
+def cold_record():
+    """A fresh :class:`FirstRun` for a new session, or None where ``$ONNXKIT_FIRST_RUN`` is
+    ``warm`` (every plan takes its warm bodies at once, as before issue 32)."""
+    import os
+
+    return None if os.environ.get("ONNXKIT_FIRST_RUN", "").strip().lower() == "warm" else FirstRun()

@@ -40,10 +40,11 @@ from ..errors import LimitExceeded, OnnxkitError, UnsupportedOperatorError, Vali
 from ..limits import DEFAULT_LIMITS, Limits
 from ..log import get_logger, log_plugin_faults, quiet, severity_to_level
 from ..registry import get_registry
+from .bodies import cold_record, planning_cold
 from .checked import CheckedSignatures
 from .feeds import InputError, coerce_feed, fresh_outputs, is_torch_backend, to_backend, to_host
 from .options import ModelMetadata, NodeArg, SessionOptions, missing_backend_message, provider_of
-from .plan import Planner
+from .plan import Planner, kept_value_ids as _kept_value_ids  # the values a plan keeps between runs
 from .policy import Bindings, OutputCheck, Reporter, admit
 from .providers import choose_backends
 from .session_ort import OrtSessionSurface
@@ -148,6 +149,8 @@ class InferenceSession(OrtSessionSurface):
         self.optimized = self._optimize(model)
         self._planner_args = dict(seed=seed, limits=limits, own_data=own_data)
         self._plain_plan = None
+        #: the cold first run's record (:mod:`.bodies`): None once the session plans warm
+        self._cold, self._warm_lock = cold_record(), threading.Lock()
         candidates = choose_backends(backend, providers, provider_options, self.registry, self._log)
         self.plan = None
         for i, (name, options) in enumerate(candidates):
@@ -156,7 +159,8 @@ class InferenceSession(OrtSessionSurface):
             t0 = time.perf_counter()
             planner = Planner(self.optimized.model, self.registry, name, **self._planner_args)
             try:
-                self.plan = planner.compile_model()
+                with planning_cold(self._cold):
+                    self.plan = planner.compile_model()
             except UnsupportedOperatorError as exc:
                 if i + 1 == len(candidates):
                     raise
@@ -187,11 +191,12 @@ class InferenceSession(OrtSessionSurface):
         self._output_check = OutputCheck(g.output, self._reporter)
         self._checked = CheckedSignatures([vi.name for vi in g.input], self._outputs, self._output_check,
                                           self._reporter)
-        self._plan_passes(self.plan)
-        self._kept_ids = _kept_value_ids(self.plan)
-        consumed = self.optimized.consumed_defaults
-        self._consumed_positions = [i for i, vi in enumerate(self._inputs) if vi.name in consumed]
-        self._specializer = self._specializer_for(planner)
+        with planning_cold(self._cold):
+            self._plan_passes(self.plan)
+            self._kept_ids = _kept_value_ids(self.plan)
+            consumed = self.optimized.consumed_defaults
+            self._consumed_positions = [i for i, vi in enumerate(self._inputs) if vi.name in consumed]
+            self._specializer = self._specializer_for(planner)
         self._threads = int(so.intra_op_num_threads or 0)
         self._uses_blas = uses_blas(model)  # no matrix product anywhere: nothing to limit per run
         if so.optimized_model_filepath:
@@ -380,6 +385,37 @@ class InferenceSession(OrtSessionSurface):
         return values, bindings
 
     def _evaluate(self, values: list, run_options, sig=None) -> list:
+        """The first run on the cold plan (:mod:`.bodies`); before the second, the warm plan
+        where the cold one deferred a body; then :meth:`_evaluate_plan`."""
+        cold = self._cold
+        if cold is not None:
+            if not cold.ran:
+                try:
+                    with planning_cold(cold):
+                        return self._evaluate_plan(values, run_options, sig)
+                finally:
+                    cold.ran = True
+            self._plan_warm(cold)
+        return self._evaluate_plan(values, run_options, sig)
+
+    def _plan_warm(self, cold) -> None:
+        """Replace the cold plan (and its specializer's plans) by a warm one, once, between runs:
+        a run in progress keeps the plan it started with."""
+        with self._warm_lock:
+            if self._cold is not cold:
+                return
+            if cold.deferred:
+                self._log("plan", 20, "planning again with the bodies the first run deferred: %s",
+                          ", ".join(cold.deferred))
+                planner = Planner(self.optimized.model, self.registry, self.backend_name, **self._planner_args)
+                plan = planner.compile_model()
+                self._plan_passes(plan)
+                self._kept_ids = self._kept_ids | _kept_value_ids(plan)
+                self._plain_plan, self.plan = None, plan
+                self._specializer = self._specializer_for(planner)
+            self._cold = None
+
+    def _evaluate_plan(self, values: list, run_options, sig=None) -> list:
         """Run the plan with BLAS limited to ``intra_op_num_threads`` (:mod:`onnxkit.runtime.threads`):
         the plan specialized for the feed's signature ``sig`` when the ``specialize`` pass is on
         (computed from ``values`` when not given)."""
@@ -500,14 +536,6 @@ def _fresh_tensors(values: list, kept_ids: frozenset) -> list:
         seen.add(id(v))
         out.append(v)
     return out
-
-
-def _kept_value_ids(plan) -> frozenset:
-    """Identities of the values a plan keeps between runs (constants, defaults, folded values),
-    its subgraphs' and function bodies' included (:func:`~onnxkit.runtime.plan.kept_value_ids`)."""
-    from .plan import kept_value_ids
-
-    return kept_value_ids(plan)
 
 
 def _as_array(name, value) -> np.ndarray:

@@ -3,10 +3,16 @@ importable."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+
+# The suites test the bodies a warm session runs (compiled loops from its first plan); the cold
+# first run (numpy bodies until numba is loaded, onnxkit.runtime.bodies) is tested by
+# tests/test_first_run_bodies.py, which sets ONNXKIT_FIRST_RUN itself.
+os.environ.setdefault("ONNXKIT_FIRST_RUN", "warm")
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # pytest runs with --import-mode=importlib

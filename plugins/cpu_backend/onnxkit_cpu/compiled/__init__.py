@@ -20,6 +20,12 @@ Contract:
   compare both bodies); overrides then use their numpy bodies, with the same results within
   the tolerances the module states.  The choice is made per kernel at planning: a session
   planned while enabled keeps its compiled loops.
+* **Not on a cold first run.** Where numba is not imported yet and the plan is a session's cold
+  first run (:func:`onnxkit.plugin.first_run`), :meth:`Lazy.get` returns None without importing
+  numba and records the deferral: the first result of a fresh process comes from the numpy
+  bodies, and the session plans again (numba imported, its cache loaded) before its second run.
+  Once numba is imported in the process, every plan takes the compiled loops at once.
+  ``ONNXKIT_FIRST_RUN=warm`` plans compiled loops from the first run (the behaviour before).
 * **Same contract as the numpy body.** A compiled loop takes arrays the override has already
   checked (dtype, shape, contiguity) and writes into an output the override allocated; it
   never allocates an unbounded size and never raises for data values.
@@ -29,7 +35,10 @@ from __future__ import annotations
 
 import contextvars
 import os
+import sys
 import threading
+
+from onnxkit.plugin import first_run
 
 __all__ = ["Lazy", "kernel", "enabled", "disabled", "available"]
 
@@ -58,9 +67,14 @@ def available() -> bool:
     return _import_numba() is not None
 
 
+def _switched_off() -> bool:
+    return os.environ.get("ONNXKIT_CPU_COMPILED", "1").strip() == "0"
+
+
 def enabled() -> bool:
-    """Whether an override planned now should take compiled loops (see the module docstring)."""
-    if _DISABLED.get() or os.environ.get("ONNXKIT_CPU_COMPILED", "1").strip() == "0":
+    """Whether compiled loops are on in this process and context (imports numba; see the module
+    docstring: :meth:`Lazy.get` may still defer them on a cold first run)."""
+    if _DISABLED.get() or _switched_off():
         return False
     return available()
 
@@ -86,7 +100,13 @@ class Lazy:
         self.fn, self.options, self._compiled = fn, options, None
 
     def get(self):
-        """The compiled function (a numba dispatcher), or None when :func:`enabled` is False."""
+        """The compiled function (a numba dispatcher), or None when :func:`enabled` is False or
+        the plan is a cold first run made before numba was imported (the deferral is recorded)."""
+        if _numba is None and "numba" not in sys.modules and not (_DISABLED.get() or _switched_off()):
+            record = first_run()
+            if record is not None:
+                record.defer(f"compiled {self.fn.__module__.rsplit('.', 1)[-1]}.{self.fn.__name__}")
+                return None
         if not enabled():
             return None
         c = self._compiled

@@ -1,0 +1,188 @@
+"""The cold first run (issue 32 item 1): a fresh session's first run takes the bodies that need no
+slow one-time setup, then the session plans again, once, before its second run
+(:mod:`onnxkit.runtime.bodies`).  onnxkit-cpu's numba loops are the case in point: the first
+result of a fresh process comes from numpy bodies without numba imported; from the second run
+on, the compiled loops (the same results within their modules' tolerances).
+
+What is checked is what ran and what was imported (``sys.modules`` in a fresh subprocess, the
+bodies a plan reports), never a time.  The rest of the suite plans warm (conftest sets
+``ONNXKIT_FIRST_RUN=warm``); these tests choose the policy themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from onnxkit import ir
+from onnxkit.plugin import KernelTable, first_run, hookimpl
+from onnxkit.registry import build_registry
+from onnxkit.runtime import InferenceSession
+from onnxkit.runtime.bodies import FirstRun, cold_record, planning_cold
+
+_CHILD = r'''
+import json, sys
+import numpy as np
+if sys.argv[1] == "numba-first":
+    import numba  # noqa: F401  (a process where numba is already loaded)
+import onnxkit
+from onnxkit import ir
+from onnxkit.runtime.bodies import describe
+A = ir.Attribute.make
+w = ir.Tensor.from_numpy(np.random.default_rng(1).standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+g = ir.Graph(node=[ir.Node(["x", "w"], ["c"], op_type="Conv", name="conv", attribute=[A("pads", [1, 1, 1, 1])]),
+                   ir.Node(["c"], ["y"], op_type="Softmax", name="softmax")],
+             name="g", initializer=[w], input=[ir.ValueInfo("x", ir.tensor_type(1, [1, 3, 8, 8]))],
+             output=[ir.ValueInfo("y", ir.tensor_type(1, [1, 4, 8, 8]))])
+model = ir.Model(ir_version=10, opset_import=[ir.OperatorSetId("", 21)], graph=g)
+s = onnxkit.InferenceSession(model)
+x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
+out = {"after_session": "numba" in sys.modules}
+first = s.run(None, {"x": x})[0]
+out["after_first"], out["first_bodies"] = "numba" in sys.modules, describe(s.plan)
+second = s.run(None, {"x": x})[0]
+out["after_second"], out["second_bodies"] = "numba" in sys.modules, describe(s.plan)
+out["diff"] = float(np.abs(first.astype(np.float64) - second).max())
+np.save(sys.argv[2], first)
+print("RESULT " + json.dumps(out))
+'''
+
+
+def _fresh(tmp_path, mode: str, policy):
+    env = {k: v for k, v in os.environ.items() if k not in ("ONNXKIT_FIRST_RUN", "ONNXKIT_CPU_COMPILED")}
+    if policy is not None:
+        env["ONNXKIT_FIRST_RUN"] = policy
+    target = tmp_path / f"{mode}-{policy}.npy"
+    proc = subprocess.run([sys.executable, "-c", _CHILD, mode, str(target)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    assert line is not None, proc.stderr[-3000:]
+    return json.loads(line[7:]), np.load(target)
+
+
+def _numba_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("numba") is not None
+
+
+def _body(lines):
+    [line] = [ln for ln in lines if ln.startswith("conv (Conv)")]
+    return line.rsplit(" -> ", 1)[1]
+
+
+def test_a_fresh_process_answers_first_from_numpy_bodies_then_switches_to_compiled(tmp_path):
+    cold, first = _fresh(tmp_path, "plain", None)
+    assert cold["after_session"] is False and cold["after_first"] is False   # numba not loaded for the first result
+    assert _body(cold["first_bodies"]) == "columns"                         # numpy im2col + BLAS
+    if _numba_installed():
+        assert cold["after_second"] is True
+        assert _body(cold["second_bodies"]) in ("planes", "winograd")
+    else:  # nothing to switch to: the numpy bodies stay
+        assert _body(cold["second_bodies"]) == "columns"
+    assert cold["diff"] <= 1e-5                                            # the switch changes no result
+    warm, warm_first = _fresh(tmp_path, "plain", "warm")
+    np.testing.assert_allclose(first, warm_first, rtol=1e-5, atol=1e-6)
+    if _numba_installed():
+        assert warm["after_session"] is True and _body(warm["first_bodies"]) in ("planes", "winograd")
+
+
+@pytest.mark.skipif(not _numba_installed(), reason="needs numba (a process that has it loaded)")
+def test_a_process_that_loaded_numba_plans_compiled_loops_from_the_first_run(tmp_path):
+    out, _ = _fresh(tmp_path, "numba-first", None)
+    assert _body(out["first_bodies"]) in ("planes", "winograd")
+    assert out["first_bodies"] == out["second_bodies"]
+
+
+# -- the host mechanism, with a plugin kernel of its own ------------------------------------------
+
+class _Plugin:
+    """A com.example::Twice kernel that defers its 'fast' body on a cold plan."""
+
+    def __init__(self, defers: bool):
+        self.defers, self.prepared = defers, []
+
+    @hookimpl
+    def onnxkit_operator_sets(self):
+        from onnxkit.plugin import FormalParameter, OperatorSet, OpSchema, TypeConstraint
+
+        schema = OpSchema(domain="com.example", name="Twice", since_version=1, inputs=(FormalParameter("x", "T"),),
+                          outputs=(FormalParameter("y", "T"),),
+                          type_constraints=(TypeConstraint("T", ("tensor(float)",)),),
+                          min_input=1, max_input=1, min_output=1, max_output=1)
+        return [OperatorSet("com.example", 1, {"Twice": schema})]
+
+    @hookimpl
+    def onnxkit_kernels(self, backend):
+        table = KernelTable()
+
+        @table.register("Twice", 1, domain="com.example")
+        def twice(ctx):
+            record = first_run()
+            cold = self.defers and record is not None
+            if cold:
+                record.defer("fast twice")
+            self.prepared.append("slow" if cold else "fast")
+            return lambda x: x * np.float32(2)
+        return table if backend == "cpu" else None
+
+
+def _twice_session(plugin):
+    registry = build_registry(extra=[("example", plugin)])
+    g = ir.Graph(node=[ir.Node(["x"], ["y"], op_type="Twice", domain="com.example", name="twice")], name="g",
+                 input=[ir.ValueInfo("x", ir.tensor_type(1, [2]))], output=[ir.ValueInfo("y", ir.tensor_type(1, [2]))])
+    model = ir.Model(ir_version=10, opset_import=[ir.OperatorSetId("", 21), ir.OperatorSetId("com.example", 1)],
+                     graph=g)
+    return InferenceSession(model, registry=registry, validate=False)
+
+
+@pytest.mark.filterwarnings("ignore::onnxkit.errors.ConformanceWarning")
+def test_a_deferring_kernel_is_planned_again_once_before_the_second_run(monkeypatch):
+    monkeypatch.delenv("ONNXKIT_FIRST_RUN", raising=False)
+    plugin = _Plugin(defers=True)
+    sess = _twice_session(plugin)
+    x = np.array([1, 2], np.float32)
+    assert plugin.prepared == ["slow"]
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], [2, 4])
+    assert plugin.prepared == ["slow"]                      # never mid-run, never before the run ended
+    first_plan = sess.plan
+    for _ in range(3):
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], [2, 4])
+    assert plugin.prepared == ["slow", "fast"] and sess.plan is not first_plan
+
+
+@pytest.mark.filterwarnings("ignore::onnxkit.errors.ConformanceWarning")
+def test_a_plan_that_deferred_nothing_is_not_planned_again(monkeypatch):
+    monkeypatch.delenv("ONNXKIT_FIRST_RUN", raising=False)
+    plugin = _Plugin(defers=False)
+    sess = _twice_session(plugin)
+    plan = sess.plan
+    for _ in range(3):
+        sess.run(None, {"x": np.ones(2, np.float32)})
+    assert plugin.prepared == ["fast"] and sess.plan is plan
+
+
+@pytest.mark.filterwarnings("ignore::onnxkit.errors.ConformanceWarning")
+def test_the_warm_policy_plans_the_warm_bodies_from_the_start(monkeypatch):
+    monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")
+    assert cold_record() is None
+    plugin = _Plugin(defers=True)
+    sess = _twice_session(plugin)
+    sess.run(None, {"x": np.ones(2, np.float32)})
+    sess.run(None, {"x": np.ones(2, np.float32)})
+    assert plugin.prepared == ["fast"]
+
+
+def test_first_run_is_none_outside_a_cold_plan_and_the_record_inside():
+    assert first_run() is None
+    record = FirstRun()
+    with planning_cold(record):
+        assert first_run() is record
+        first_run().defer("x")
+        first_run().defer("x")
+    assert first_run() is None and record.deferred == ["x"]

@@ -9,6 +9,12 @@ pass               rewrites                                         level
 =================  ==============================================  ====================
 ``identity``       Identity, inference-mode Dropout removed         ORT_ENABLE_BASIC +
 ``cast``           Cast to the type the value already has removed   ORT_ENABLE_BASIC +
+``qdq``            DequantizeLinear -> op -> QuantizeLinear groups  ORT_ENABLE_EXTENDED +
+                   -> QLinearConv / QLinearMatMul (com.microsoft
+                   QGemm / QLinearAdd / QLinearMul /
+                   QLinearGlobalAveragePool where installed); the
+                   pair around a value move dropped; DQ -> Q
+                   cancelled (:mod:`.qdq`: within one step)
 ``transpose``      Transpose pairs cancelled / merged               ORT_ENABLE_BASIC +
 ``reshape``        Reshape -> Reshape collapsed                     ORT_ENABLE_BASIC +
 ``conv_bn``        BatchNormalization folded into Conv              ORT_ENABLE_BASIC +
@@ -59,7 +65,7 @@ import attrs
 from ... import ir
 from ...errors import OnnxkitError
 from ...registry import normalize_domain
-from . import attention, cast, channel_affine, conv_bn, gelu, hardswish, identity, matmul_add, reshape, transpose
+from . import attention, cast, channel_affine, conv_bn, gelu, hardswish, identity, matmul_add, qdq, reshape, transpose
 from .view import GraphView
 
 
@@ -93,6 +99,7 @@ def _plan_pass(module_name: str) -> Callable:
 PASSES = (
     Pass("identity", 1, "graph", identity.run),
     Pass("cast", 1, "graph", cast.run),
+    Pass("qdq", 2, "graph", qdq.run),
     Pass("transpose", 1, "graph", transpose.run),
     Pass("reshape", 1, "graph", reshape.run),
     Pass("conv_bn", 1, "graph", conv_bn.run),

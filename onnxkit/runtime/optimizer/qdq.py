@@ -1,0 +1,433 @@
+"""QDQ groups run on integer kernels: onnxruntime's QDQ fusions, as rules.
+
+A model made by a QDQ quantizer computes each quantized operator as ``DequantizeLinear`` of its
+8-bit operands, the float operator, and ``QuantizeLinear`` of the result.  Every rule's root is
+that QuantizeLinear ``Q``; the pattern is ``Q(op(...))``, the op's output read by ``Q`` alone
+(the framework's guarantee).  The op's operands must each be written by an ai.onnx
+``DequantizeLinear`` (a *DQ*); the fused node reads the DQ's 8-bit input, scale and zero point
+directly, and a DQ left with no reader is removed (a DQ read by other nodes too stays for them,
+as onnxruntime's duplication of shared DQs gives each reader its own).
+
+**Conditions** (every rule): the scales are float32 constants and the zero points constants of
+the 8-bit element type of the value they quantize (int8 or uint8: never int16, int4, float8 or
+int32 activations), given (the fused ops need them), per tensor (one value) — except a weight's
+scale and zero point, which may be per channel on the fused op's channel axis (a Conv's W: axis
+0, ``(M,)``; a MatMul's B: axis 1, ``(N,)``), zero point of the scale's shape; no ``block_size``,
+no ``output_dtype`` other than the zero point's, no Q ``precision``; the float op computes
+float32 (type inference).  The fused operator must exist at the model's imports:
+QLinearConv / QLinearMatMul are ai.onnx from opset 10; QLinearAdd, QLinearMul,
+QLinearGlobalAveragePool and QGemm are com.microsoft 1 and only written where that domain's
+plugin (onnxkit-microsoft) is installed; an int8 MaxPool needs opset 12, Relu 14, Flatten 9.
+
+**Rules.**
+
+* ``DQ(x), DQ(w)[, DQ_int32(B)] -> Conv -> Q`` becomes ``QLinearConv``; the bias must be int32
+  with zero point 0 and a scale equal (float32, relative 1e-6) to ``x_scale * w_scale`` (what
+  onnxruntime's quantizer writes): its integers are then the QLinearConv's B.
+* ``DQ(a), DQ(b) -> MatMul -> Q`` becomes ``QLinearMatMul``.
+* ``DQ(a), DQ(b)[, DQ_int32(C)] -> Gemm -> Q`` (alpha 1, beta 1) becomes com.microsoft
+  ``QGemm`` (b per tensor, or per column of B': axis 0 with ``transB``, else 1).
+* ``DQ(a), DQ(b) -> Add / Mul -> Q`` becomes com.microsoft ``QLinearAdd`` / ``QLinearMul``
+  (a, b and the result of one 8-bit type); ``DQ -> GlobalAveragePool -> Q`` becomes
+  ``QLinearGlobalAveragePool`` (x and y of one type).
+* ``DQ -> op -> Q`` with Q's scale and zero point equal to the DQ's, ``op`` one of Reshape,
+  Transpose, Flatten, Squeeze, Unsqueeze, Identity, MaxPool (one output), and Relu where the zero
+  point is the type's minimum: ``op`` runs on the 8-bit values, the pair dropped.  **Exact**:
+  ``d(q) = (q - z) * s`` (float32, s > 0 normal) is strictly increasing on the 8-bit integers
+  and ``Q(d(q)) = q`` (``(q - z) * s / s`` is within an ulp of the integer ``q - z``, |q - z| <=
+  255); these ops move values or take maxima, which commute with an increasing ``d``; Relu is
+  ``max(d(q), 0) = d(max(q, z)) = d(q)`` when ``z`` is the minimum.
+* ``DQ -> Q`` with equal parameters and Q writing the DQ's input type: ``Q`` removed, its
+  readers read the DQ's input (exact, as above); not where Q's output is a graph output.
+
+**What differs, and why it is bounded (within one quantization step).**  Unfused, the float
+path computes ``y = sum((x - xz) xs (w - wz) ws) + b bs`` in float32 (each product and partial
+sum rounded, in the kernel's order) and Q rounds ``y / ys`` half to even.  Fused, the integer
+sum is exact (the cpu kernels' bound, :mod:`onnxkit_cpu.overrides.quantization`) and the
+requantization rounds ``acc * m + yz`` with ``m = xs * ws / ys`` rounded to float32 and the
+product taken in float64 (QGemm, QLinearAdd, QLinearMul, QLinearGlobalAveragePool: the
+dequantized values in float64).  Both compute the same real number up to a relative error
+``e`` of a few float32 roundings per operation (the float path's accumulation: at most about
+``K * 2^-24`` of the sum of the terms' magnitudes, K the terms summed; the multiplier's:
+``2^-24``); rounding a value to the nearest integer changes by at most one when the value moves
+by less than one, so the two results differ by at most one step, and only where the exact
+value lies within that error of a half-integer.  Saturation (clipping to the type's range)
+is monotone and cannot widen the gap.  onnxruntime's own QLinear kernels requantize in float32
+(another rounding of the same size): the same bound holds against it.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+import numpy as np
+
+from ... import ir
+from ...registry import normalize_domain
+from .rules import Rule, Var, apply_rules, op
+from .view import GraphView
+
+#: ONNX element types of the 8-bit quantized values (UINT8, INT8) and their ranges
+EIGHT_BIT = {2: np.dtype(np.uint8), 3: np.dtype(np.int8)}
+RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
+INT32 = 6
+MICROSOFT = "com.microsoft"
+#: how close (relative) a bias scale must be to ``x_scale * w_scale``
+BIAS_SCALE_RTOL = 1e-6
+#: ops that move 8-bit values or take maxima (the pair around them drops), with the lowest
+#: ai.onnx opset at which each accepts int8 / uint8 data
+MOVES = {"Reshape": 5, "Transpose": 1, "Flatten": 9, "Squeeze": 1, "Unsqueeze": 1, "Identity": 1,
+         "MaxPool": 12, "Relu": 14}
+
+
+@attrs.frozen
+class Quant:
+    """One quantization: the 8-bit (or int32 bias) value ``q`` and the names and constant values
+    of its ``scale`` and ``zero`` point; ``axis`` the normalized per-channel axis (None: per
+    tensor); ``node`` the DequantizeLinear (None for a QuantizeLinear's own parameters)."""
+
+    q: str
+    scale: str
+    zero: str
+    scale_value: np.ndarray
+    zero_value: np.ndarray
+    axis: Optional[int]
+    node: Optional[ir.Node]
+
+    @property
+    def per_tensor(self) -> bool:
+        return self.axis is None
+
+    def same_as(self, other: "Quant") -> bool:
+        """Equal per-tensor parameters (scale and zero point values, zero point type)."""
+        return (self.per_tensor and other.per_tensor and self.zero_value.dtype == other.zero_value.dtype
+                and float(self.scale_value.reshape(-1)[0]) == float(other.scale_value.reshape(-1)[0])
+                and int(self.zero_value.reshape(-1)[0]) == int(other.zero_value.reshape(-1)[0]))
+
+
+def _plain_quantizer(node: ir.Node, version: int, is_q: bool) -> bool:
+    """No blocks, no output_dtype or precision that changes the computation."""
+    if version >= 21 and int(node.attr("block_size", 0) or 0) != 0:
+        return False
+    if is_q and version >= 23 and int(node.attr("precision", 0) or 0) not in (0, 1):
+        return False
+    return True
+
+
+def _parameters(view: GraphView, node: ir.Node, value_name: str, is_q: bool, allow_axis: bool,
+                int32: bool = False) -> Optional[Quant]:
+    """The :class:`Quant` of a DequantizeLinear (``is_q`` False: ``value_name`` its 8-bit input)
+    or QuantizeLinear (its output), or None where a condition of the module docstring fails."""
+    version = view.version("")
+    if len(node.input) != 3 or not all(node.input) or not _plain_quantizer(node, version, is_q):
+        return None
+    scale, zero = view.constant(node.input[1]), view.constant(node.input[2])
+    if scale is None or zero is None or scale.dtype != np.float32 or not (
+            scale.shape == zero.shape or scale.size == zero.size == 1):
+        return None
+    if not (np.isfinite(scale).all() and (scale > np.float32(1e-30)).all() and (scale < np.float32(1e30)).all()):
+        return None
+    wanted = {INT32: np.dtype(np.int32)} if int32 else EIGHT_BIT
+    if zero.dtype not in wanted.values():
+        return None
+    declared = int(node.attr("output_dtype", 0) or 0) if version >= (21 if is_q else 23) else 0
+    if declared and (wanted.get(declared) != zero.dtype if is_q else declared != 1):
+        return None
+    typed = view.tensor_type(value_name)
+    if typed is None or wanted.get(typed[0]) != zero.dtype:
+        return None
+    axis = None
+    if scale.size != 1:
+        dims = typed[1]
+        if not allow_axis or version < 13 or scale.ndim != 1 or dims is None:
+            return None
+        raw = int(node.attr("axis", 1))
+        rank = len(dims)
+        axis = 0 if rank == 1 and raw in (0, -1, 1) else (raw + rank if -rank <= raw < 0 else raw)
+        if not 0 <= axis < rank or dims[axis] != scale.shape[0]:
+            return None
+    return Quant(value_name, node.input[1], node.input[2], scale, zero, axis, None if is_q else node)
+
+
+def dequantized(view: GraphView, name: str, allow_axis: bool = False, int32: bool = False) -> Optional[Quant]:
+    """The :class:`Quant` of the ai.onnx DequantizeLinear writing ``name`` (float32), or None."""
+    node = view.producer_of(name)
+    if node is None or node.op_type != "DequantizeLinear" or normalize_domain(node.domain) != "":
+        return None
+    if len(node.output) != 1:
+        return None
+    return _parameters(view, node, node.input[0], False, allow_axis, int32)
+
+
+def quantized_by(view: GraphView, q_node: ir.Node) -> Optional[Quant]:
+    """The per-tensor :class:`Quant` of the QuantizeLinear ``q_node`` (its output's), or None."""
+    if view.version("") < 10:
+        return None
+    return _parameters(view, q_node, q_node.output[0], True, False)
+
+
+def _float32(view: GraphView, name: str) -> bool:
+    typed = view.tensor_type(name)
+    return typed is not None and typed[0] == 1
+
+
+def microsoft_installed(view: GraphView) -> bool:
+    """True if the registry knows com.microsoft 1 (onnxkit-microsoft installed)."""
+    registry = view.registry
+    if registry is None:
+        from ...registry import get_registry
+
+        registry = get_registry()
+    return registry.operator_set(MICROSOFT, 1) is not None
+
+
+def _bias(view: GraphView, name: str, x: Quant, w: Quant, channels: int) -> Optional[str]:
+    """The int32 name of a bias DQ whose scale is ``x_scale * w_scale`` and zero point 0, or None."""
+    b = dequantized(view, name, allow_axis=True, int32=True)
+    if b is None or (b.zero_value != 0).any():
+        return None
+    typed = view.tensor_type(b.q)
+    if typed is None or typed[1] is None or len(typed[1]) != 1 or typed[1][0] != channels:
+        return None
+    want = (x.scale_value.reshape(-1).astype(np.float32) * w.scale_value.reshape(-1).astype(np.float32))
+    got = b.scale_value.reshape(-1)
+    if got.size not in (1, want.size) or (got.size != want.size and want.size != 1):
+        return None
+    if not np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=BIAS_SCALE_RTOL, atol=0.0):
+        return None
+    return b.q
+
+
+def _group(view: GraphView, match, operands: list) -> Optional[tuple]:
+    """``(quants, y)``: the DQs of ``operands`` (name, per-channel axis allowed or None) and the
+    root Q's parameters, or None."""
+    if not _float32(view, match["mid"].output[0]):
+        return None
+    y = quantized_by(view, match.root)
+    if y is None:
+        return None
+    quants = []
+    for name, axis in operands:
+        found = dequantized(view, name, allow_axis=axis is not None)
+        if found is None or (not found.per_tensor and found.axis != axis):
+            return None
+        quants.append(found)
+    return quants, y
+
+
+def _finish(view: GraphView, match, node: ir.Node, quants: list, domain: str = "") -> None:
+    """``node`` in place of the match; DQs left unread removed; constants noted."""
+    for qt in quants:
+        for c in (qt.scale, qt.zero):
+            view.read_constant(c)
+    view.replace_pattern(match.nodes, node)
+    for qt in quants:
+        dq = qt.node
+        if dq is not None and view.holds(dq) and view.use_count(dq.output[0]) == 0:
+            view.remove(dq)
+    if domain:
+        view.require_opset(domain, 1)
+
+
+def _label(match, op_type: str) -> str:
+    return (match["mid"].name or match.output) + "/" + op_type
+
+
+# ------------------------------------------------------------------------------ QLinearConv
+def _conv_parts(view: GraphView, match) -> Optional[tuple]:
+    conv = match["mid"]
+    if len(conv.input) not in (2, 3) or len(conv.output) != 1:
+        return None
+    w_typed = view.tensor_type(conv.input[1])
+    if w_typed is None or w_typed[1] is None or len(w_typed[1]) < 3 or not isinstance(w_typed[1][0], int):
+        return None
+    found = _group(view, match, [(conv.input[0], None), (conv.input[1], 0)])
+    if found is None:
+        return None
+    (x, w), y = found
+    if not (x.per_tensor and y.zero_value.dtype in RANGES):
+        return None
+    bias = None
+    if len(conv.input) == 3 and conv.input[2]:
+        bias_dq = dequantized(view, conv.input[2], allow_axis=True, int32=True)
+        bias = _bias(view, conv.input[2], x, w, w_typed[1][0])
+        if bias is None:
+            return None
+        found[0].append(bias_dq)
+    return found[0], y, bias
+
+
+def _qlinear_conv(view: GraphView, match) -> None:
+    quants, y, bias = _conv_parts(view, match)
+    x, w = quants[0], quants[1]
+    conv = match["mid"]
+    inputs = [x.q, x.scale, x.zero, w.q, w.scale, w.zero, y.scale, y.zero] + ([bias] if bias else [])
+    _finish(view, match, ir.Node(input=inputs, output=[match.output], op_type="QLinearConv",
+                                 name=_label(match, "QLinearConv"), domain="", attribute=list(conv.attribute)),
+            quants + [y])
+
+
+# ---------------------------------------------------------------------------- QLinearMatMul
+def _matmul_parts(view: GraphView, match) -> Optional[tuple]:
+    mm = match["mid"]
+    b_typed = view.tensor_type(mm.input[1])
+    if b_typed is None or b_typed[1] is None or len(b_typed[1]) != 2:
+        return None
+    found = _group(view, match, [(mm.input[0], None), (mm.input[1], 1)])
+    if found is None or not found[0][0].per_tensor:
+        return None
+    return found
+
+
+def _qlinear_matmul(view: GraphView, match) -> None:
+    (a, b), y = _matmul_parts(view, match)
+    _finish(view, match, ir.Node(input=[a.q, a.scale, a.zero, b.q, b.scale, b.zero, y.scale, y.zero],
+                                 output=[match.output], op_type="QLinearMatMul",
+                                 name=_label(match, "QLinearMatMul"), domain=""), [a, b, y])
+
+
+# -------------------------------------------------------------------------------- QGemm
+def _gemm_parts(view: GraphView, match) -> Optional[tuple]:
+    gemm = match["mid"]
+    if not microsoft_installed(view) or len(gemm.input) not in (2, 3) or len(gemm.output) != 1:
+        return None
+    if float(gemm.attr("alpha", 1.0)) != 1.0 or float(gemm.attr("beta", 1.0)) != 1.0:
+        return None
+    trans_b = int(gemm.attr("transB", 0) or 0)
+    b_typed = view.tensor_type(gemm.input[1])
+    if b_typed is None or b_typed[1] is None or len(b_typed[1]) != 2 or not isinstance(b_typed[1][1 - trans_b], int):
+        return None
+    found = _group(view, match, [(gemm.input[0], None), (gemm.input[1], 0 if trans_b else 1)])
+    if found is None or not found[0][0].per_tensor:
+        return None
+    (a, b), y = found
+    c = None
+    if len(gemm.input) == 3 and gemm.input[2]:
+        c_dq = dequantized(view, gemm.input[2], allow_axis=True, int32=True)
+        c = _bias(view, gemm.input[2], a, b, b_typed[1][1 - trans_b])
+        if c is None:
+            return None
+        found[0].append(c_dq)
+    return found[0], y, c
+
+
+def _qgemm(view: GraphView, match) -> None:
+    quants, y, c = _gemm_parts(view, match)
+    a, b = quants[0], quants[1]
+    gemm = match["mid"]
+    attributes = [at for at in gemm.attribute if at.name in ("transA", "transB")]
+    _finish(view, match, ir.Node(input=[a.q, a.scale, a.zero, b.q, b.scale, b.zero, c or "", y.scale, y.zero],
+                                 output=[match.output], op_type="QGemm", name=_label(match, "QGemm"),
+                                 domain=MICROSOFT, attribute=attributes), quants + [y], MICROSOFT)
+
+
+# ------------------------------------------------------------- QLinearAdd / Mul / GlobalAveragePool
+def _binary_parts(view: GraphView, match) -> Optional[tuple]:
+    node = match["mid"]
+    if not microsoft_installed(view) or len(node.input) != 2:
+        return None
+    found = _group(view, match, [(node.input[0], None), (node.input[1], None)])
+    if found is None:
+        return None
+    (a, b), y = found
+    if not (a.zero_value.dtype == b.zero_value.dtype == y.zero_value.dtype):
+        return None
+    return found
+
+
+def _qlinear_binary(view: GraphView, match) -> None:
+    (a, b), y = _binary_parts(view, match)
+    op_type = "QLinear" + match["mid"].op_type
+    _finish(view, match, ir.Node(input=[a.q, a.scale, a.zero, b.q, b.scale, b.zero, y.scale, y.zero],
+                                 output=[match.output], op_type=op_type, name=_label(match, op_type),
+                                 domain=MICROSOFT), [a, b, y], MICROSOFT)
+
+
+def _pool_parts(view: GraphView, match) -> Optional[tuple]:
+    node = match["mid"]
+    typed = view.tensor_type(node.input[0])
+    if not microsoft_installed(view) or typed is None or typed[1] is None or len(typed[1]) < 3:
+        return None
+    found = _group(view, match, [(node.input[0], None)])
+    if found is None or found[0][0].zero_value.dtype != found[1].zero_value.dtype:
+        return None
+    return found
+
+
+def _qlinear_pool(view: GraphView, match) -> None:
+    (x,), y = _pool_parts(view, match)
+    _finish(view, match, ir.Node(input=[x.q, x.scale, x.zero, y.scale, y.zero], output=[match.output],
+                                 op_type="QLinearGlobalAveragePool",
+                                 name=_label(match, "QLinearGlobalAveragePool"), domain=MICROSOFT,
+                                 attribute=[ir.Attribute(name="channels_last", type=ir.AttributeType.INT, value=0)]),
+            [x, y], MICROSOFT)
+
+
+# ------------------------------------------------------------------ pairs around value moves
+def _move_parts(view: GraphView, match) -> Optional[Quant]:
+    node = match["mid"]
+    if view.version("") < MOVES[node.op_type] or not node.input or len([o for o in node.output if o]) != 1 \
+            or len(node.output) != 1:
+        return None
+    found = _group(view, match, [(node.input[0], None)])
+    if found is None or not found[0][0].same_as(found[1]):
+        return None
+    x = found[0][0]
+    if node.op_type == "Relu" and int(x.zero_value.reshape(-1)[0]) != RANGES[x.zero_value.dtype][0]:
+        return None
+    return x
+
+
+def _drop_pair(view: GraphView, match) -> None:
+    x = _move_parts(view, match)
+    node = match["mid"]
+    if node.op_type == "Relu":      # the identity on every value: the 8-bit input itself
+        new = ir.Node(input=[x.q], output=[match.output], op_type="Identity", name=_label(match, "Identity"))
+    else:
+        new = attrs.evolve(node, input=[x.q] + list(node.input[1:]), output=[match.output])
+    _finish(view, match, new, [x])
+
+
+# ----------------------------------------------------------------------- DQ -> Q cancelled
+def _cancels(view: GraphView, match) -> bool:
+    if match.output in view.protected:
+        return False
+    y = quantized_by(view, match.root)
+    x = dequantized(view, match["x"])
+    return y is not None and x is not None and x.same_as(y) and _float32(view, match["x"])
+
+
+def _cancel(view: GraphView, match) -> None:
+    x = dequantized(view, match["x"])
+    view.read_constant(x.scale)
+    view.read_constant(x.zero)
+    view.bypass(match.root, x.q)
+    if view.holds(x.node) and view.use_count(x.node.output[0]) == 0:
+        view.remove(x.node)
+
+
+def _q(mid, check=None) -> "op":
+    return op.QuantizeLinear(mid, Var("ys"), Var("yz"), check=check)
+
+
+def _mid(op_type: str, operands: int, variadic: bool = False):
+    return getattr(op, op_type)(*[Var(f"in{k}") for k in range(operands)], bind="mid", variadic=variadic)
+
+
+RULES = (
+    Rule("qdq-conv", _q(_mid("Conv", 2, True)), _qlinear_conv, lambda v, m: _conv_parts(v, m) is not None),
+    Rule("qdq-matmul", _q(_mid("MatMul", 2)), _qlinear_matmul, lambda v, m: _matmul_parts(v, m) is not None),
+    Rule("qdq-gemm", _q(_mid("Gemm", 2, True)), _qgemm, lambda v, m: _gemm_parts(v, m) is not None),
+    Rule("qdq-add", _q(_mid("Add", 2)), _qlinear_binary, lambda v, m: _binary_parts(v, m) is not None),
+    Rule("qdq-mul", _q(_mid("Mul", 2)), _qlinear_binary, lambda v, m: _binary_parts(v, m) is not None),
+    Rule("qdq-global-average-pool", _q(_mid("GlobalAveragePool", 1)), _qlinear_pool,
+         lambda v, m: _pool_parts(v, m) is not None),
+    *(Rule(f"qdq-drop-{t.lower()}", _q(_mid(t, 1, True)), _drop_pair, lambda v, m: _move_parts(v, m) is not None)
+      for t in MOVES),
+    Rule("qdq-cancel", _q(Var("x")), _cancel, _cancels),
+)
+
+
+def run(view: GraphView) -> int:
+    return apply_rules(view, RULES) if view.version("") >= 10 else 0

@@ -43,7 +43,7 @@ from timing import interleaved_samples, medians
 ROOT = Path(__file__).resolve().parent.parent
 #: corpus models timed (real architectures, real-size inputs)
 CORPUS = ("hf_bert_ts", "hf_vit_ts", "hf_gpt2_ts", "lstm_tagger_ts", "small_resnet_ts", "rapidocr_rec_v4",
-          "magika_standard_v3_3", "silero_vad_16k_op15")
+          "magika_standard_v3_3", "silero_vad_16k_op15", "hf_whisper_encoder_long_dynamo", "unet_resize_ts")
 
 
 def light_models() -> list:

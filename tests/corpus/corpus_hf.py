@@ -7,6 +7,10 @@ weights seeded, wrapped so that it is called with keyword inputs and returns its
 12 tokens, fed 3 and 9).  Whisper's encoder uses ``aten::diff``, which the TorchScript exporter cannot translate, so it is exported by dynamo only;
 T5 by TorchScript only (the dynamo exporter fails decomposing its attention reshape: "Cannot view
 a tensor with shape [2, 10, 2, 32] ... as a tensor with shape (2, 10, 64)").
+One model is at full size instead: ``whisper_encoder_long``, Whisper's encoder alone at
+whisper-tiny's width (d_model 384, 4 layers, 6 heads, 80 mel bins) over the full 30 s input
+(80 x 3000 features -> 1,500 frames), batch 1, no dynamic axis (the encoder requires 3000
+frames), exported by dynamo: the long-sequence attention real speech models spend time in.
 """
 
 from __future__ import annotations
@@ -57,6 +61,12 @@ def _configs():
          lambda rng, b, n: {"input_features": normal(rng, (b, 16, 64)),
                             "decoder_input_ids": integers(rng, VOCAB, (b, n // 2))},
          {"input_features": {0: "batch"}, "decoder_input_ids": {0: "batch", 1: "target"}}, ("dynamo",)),
+        ("whisper_encoder_long", t.models.whisper.modeling_whisper.WhisperEncoder,
+         t.WhisperConfig(vocab_size=VOCAB, d_model=384, encoder_layers=4, encoder_attention_heads=6,
+                         encoder_ffn_dim=1536, num_mel_bins=80, max_source_positions=1500,
+                         decoder_layers=1, decoder_attention_heads=6, decoder_ffn_dim=64, max_target_positions=32,
+                         use_cache=False, decoder_start_token_id=1, **tokens),
+         lambda rng, b, n: {"input_features": normal(rng, (1, 80, 3000))}, {}, ("dynamo",)),
     ]
 
 

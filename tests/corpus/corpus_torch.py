@@ -125,12 +125,36 @@ def _models():
         def forward(self, wave):
             return self.net(wave)
 
+    class UNet(nn.Module):
+        """A two-level U-Net: conv blocks, max pooling down, Resize up (bilinear, half-pixel
+        centers; then nearest, asymmetric) concatenated with the skip connections, a 1x1 head."""
+
+        def __init__(self):
+            super().__init__()
+
+            def block(i, o):
+                return nn.Sequential(nn.Conv2d(i, o, 3, 1, 1), nn.BatchNorm2d(o), nn.ReLU(),
+                                     nn.Conv2d(o, o, 3, 1, 1), nn.ReLU())
+            self.enc1, self.enc2, self.mid = block(3, 16), block(16, 32), block(32, 64)
+            self.up_linear = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+            self.up_nearest = nn.Upsample(scale_factor=2, mode="nearest")
+            self.dec2, self.dec1 = block(64 + 32, 32), block(32 + 16, 16)
+            self.head = nn.Conv2d(16, 2, 1)
+
+        def forward(self, x):
+            e1 = self.enc1(x)
+            e2 = self.enc2(nn.functional.max_pool2d(e1, 2))
+            m = self.mid(nn.functional.max_pool2d(e2, 2))
+            d2 = self.dec2(torch.cat([self.up_linear(m), e2], 1))
+            return self.head(self.dec1(torch.cat([self.up_nearest(d2), e1], 1)))
+
     return [
         ("lstm_tagger", LSTMTagger, lambda b, r: {"tokens": integers(r, 100, (b, 7))}, {"tokens": {0: "batch"}}),
         ("gru_classifier", GRUClassifier, lambda b, r: {"x": normal(r, (b, 6, 12))}, {"x": {0: "batch"}}),
         ("small_resnet", SmallResNet, lambda b, r: {"x": normal(r, (b, 3, 16, 16))}, {"x": {0: "batch"}}),
         ("attention_encoder", AttentionEncoder, lambda b, r: {"x": normal(r, (b, 5, 32))}, {"x": {0: "batch"}}),
         ("conv1d_audio", Conv1dAudio, lambda b, r: {"wave": normal(r, (b, 1, 400))}, {"wave": {0: "batch"}}),
+        ("unet_resize", UNet, lambda b, r: {"x": normal(r, (b, 3, 64, 64))}, {"x": {0: "batch"}}),
     ]
 
 

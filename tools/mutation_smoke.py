@@ -236,6 +236,15 @@ MUTANTS = (
             "tests/test_shape_specialization.py::"
             "test_the_specialized_plan_keeps_its_own_copy_of_what_the_recording_run_computed",
             "tests/test_output_aliasing.py", "-k", "not corpus")),
+    # issue 33: specialization on the shared use-def index (aliases collapsed and dead steps dropped through it)
+    Mutant("specialize-alias-read-by-name", "onnxkit/runtime/optimizer/inline.py",
+           "                and all(u.slot >= 0 for u in index.uses(s.outputs[0])):",
+           "                and True:",
+           ("tests/test_opt_inline.py", "tests/test_shape_specialization.py")),
+    Mutant("specialize-live-through-index", "onnxkit/runtime/optimizer/specialize.py",
+           "or node.op_type in FAILS_ON_VALUES or any(index.use_count(n) for n in step.outputs if n)",
+           "or node.op_type in FAILS_ON_VALUES or any(n in keep for n in step.outputs if n)",
+           ("tests/test_opt_inline.py", "tests/test_shape_specialization.py")),
     Mutant("folded-value-view", "onnxkit/runtime/plan.py",
            "        if value.base is not None:\n            value = value.copy()\n        value.flags.writeable = False",
            "        value = value.view()\n        value.flags.writeable = False",
@@ -336,6 +345,23 @@ MUTANTS = (
            "        kinds[key] = p.kind",
            "        kinds[key] = \"portable\"",
            ("tests/test_node_bodies.py",)),
+    # issue 32 item 1: cold start (lazy kernel families, no numpy.f2py, numpy bodies on the first run)
+    Mutant("kernel-index-entry-dropped", "plugins/cpu_backend/onnxkit_cpu/overrides/_kernel_index.py",
+           "    ('', 'Conv', (1, 11, 22), 'conv', 'onnxkit_cpu.overrides.conv', False),\n",
+           "",
+           ("tests/test_kernel_index.py",)),
+    Mutant("namespace-clones-f2py", "plugins/cpu_backend/onnxkit_cpu/plugin.py",
+           '_NOT_ARRAY_API = frozenset({"f2py", ',
+           '_NOT_ARRAY_API = frozenset({',
+           ("tests/test_kernel_index.py",)),
+    Mutant("first-run-compiles", "plugins/cpu_backend/onnxkit_cpu/compiled/__init__.py",
+           "                return None\n        if not enabled():",
+           "        if not enabled():",
+           ("tests/test_first_run_bodies.py",)),
+    Mutant("first-run-never-switches", "onnxkit/runtime/session.py",
+           "            if cold.deferred:",
+           "            if False:",
+           ("tests/test_first_run_bodies.py",)),
 )
 
 

@@ -42,7 +42,9 @@ on any other ``onnxkit`` import under ``plugins/``).  Beside the names here:
 
 * :mod:`onnxkit.plugin.inference`: the inference-function toolkit (Clause 9.2);
 * :mod:`onnxkit.plugin.dtypes`: the element types (Clause 6, Table 5);
-* :mod:`onnxkit.plugin.narrow`: the reduced-precision types' codes, packing and conversion (6.3).
+* :mod:`onnxkit.plugin.narrow`: the reduced-precision types' codes, packing and conversion (6.3);
+* :mod:`onnxkit.plugin.lazy`: kernel families imported when a model needs them, from a generated
+  index (:func:`lazy_family_tables`; ``tools/kernel_index.py`` writes it).
 
 Also here: :class:`Accumulation` (values a Loop / Scan kernel gathers, charged to the run's
 budget), :data:`DEFAULT_LIMITS`, :func:`normalize_domain` (``"ai.onnx"`` -> ``""``),
@@ -63,6 +65,7 @@ from ..limits import DEFAULT_LIMITS, Limits
 from ..plugin_tools import family_modules, merge_family_tables
 from ..registry import Backend, OpaqueTypeDef, normalize_domain
 from ..runtime.bodies import first_run
+from .lazy import lazy_family_tables
 from ..runtime.budget import Accumulation, declares_output_bytes
 from ..runtime.kernel import (KernelTable, KernelTraits, NodeContext, Unsupported, binds_constants, declare_traits,
                               host_only, needs_scope, offers_epilogue, reports_bodies, traits_of)
@@ -74,5 +77,5 @@ __all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "DEFAULT_
            "NodeContext", "OnnxkitError", "OnnxkitTypeError", "OpSchema", "OpaqueTypeDef", "OperatorSet", "SchemaData",
            "TypeConstraint", "Unsupported", "arrays", "binds_constants", "build_operator_sets", "declare_traits",
            "declares_output_bytes", "element_type", "family_modules", "first_run", "from_numpy_dtype", "hookimpl",
-           "host_only", "ir", "merge_family_tables", "needs_scope", "node_attributes", "normalize_domain", "offers_epilogue",
-           "packaged_schema_data", "reports_bodies", "traits_of"]
+           "host_only", "ir", "lazy_family_tables", "merge_family_tables", "needs_scope", "node_attributes",
+           "normalize_domain", "offers_epilogue", "packaged_schema_data", "reports_bodies", "traits_of"]

@@ -18,17 +18,48 @@ def onnxkit_backends():
                     asarray=np.asarray, to_numpy=np.asarray, namespace=_namespace, host_arrays=True)]
 
 
-def _namespace():
-    """numpy as an array API namespace (array-api-compat)."""
-    import array_api_compat.numpy
+#: numpy's submodules outside the array API that array-api-compat's clone of numpy would import
+#: (``dir(numpy)`` touches each lazy one: numpy.f2py alone is ~50 ms of a fresh process).  The
+#: namespace still reaches them, on demand, through a module ``__getattr__`` (PEP 562).
+_NOT_ARRAY_API = frozenset({"f2py", "testing", "ma", "ctypeslib", "polynomial", "random", "char", "rec", "core"})
 
-    return array_api_compat.numpy
+
+def _namespace():
+    """numpy as an array API namespace (array-api-compat), cloned without :data:`_NOT_ARRAY_API`."""
+    import sys
+
+    compat = sys.modules.get("array_api_compat.numpy")
+    if compat is not None:
+        return compat
+    import numpy
+
+    saved_all, saved_dir = numpy.__all__, numpy.__dict__.get("__dir__")
+    listed = [n for n in dir(numpy) if n not in _NOT_ARRAY_API]
+    numpy.__all__ = [n for n in saved_all if n not in _NOT_ARRAY_API]
+    numpy.__dir__ = lambda: listed
+    try:
+        import array_api_compat.numpy as compat
+    finally:
+        numpy.__all__ = saved_all
+        if saved_dir is None:
+            del numpy.__dir__
+        else:
+            numpy.__dir__ = saved_dir
+
+    def _rest_of_numpy(name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(numpy, name)
+
+    compat.__getattr__ = _rest_of_numpy
+    return compat
 
 
 @hookimpl
 def onnxkit_kernels(backend):
     if backend != "cpu":
         return None
+    _namespace()  # before any override module imports array-api-compat's numpy (selection.py)
     from .overrides import all_overrides
 
     return all_overrides()

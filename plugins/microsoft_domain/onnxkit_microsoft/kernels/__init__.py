@@ -16,9 +16,13 @@ with ``_`` hold shared helpers).
 
 from __future__ import annotations
 
-from onnxkit.plugin import merge_family_tables
+from onnxkit.plugin import lazy_family_tables
 
 
 def all_kernels() -> dict:
-    """Every kernel of every family module of this package."""
-    return merge_family_tables(__name__, __path__, "KERNELS")
+    """Every kernel of every family module of this package, each imported when a node is first
+    planned with it (the generated ``_kernel_index.py``; tests/test_kernel_index.py keeps it equal
+    to the modules' ``KERNELS``: regenerate with ``python tools/kernel_index.py``)."""
+    from ._kernel_index import ENTRIES
+
+    return lazy_family_tables(__name__, ENTRIES)

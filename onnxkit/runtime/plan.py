@@ -299,13 +299,14 @@ def outer_constant(visible, name: str, backend: str):
     return _NOT_CONSTANT
 
 
-def assign_lifetimes(steps, keep: set) -> None:
+def assign_lifetimes(steps, keep: set, index=None) -> None:
     """Set each step's ``free`` (the names no later step reads: dropped once it has run) and
     ``release`` (those of them a size guard charged), from the shared use-def index
-    (:func:`~onnxkit.runtime.usedef.step_index`: inputs and the names subgraphs read).  A name is
-    freed after its last reader, a name nothing reads right after the step that makes it; the
-    names in ``keep`` (the graph's outputs) are never freed."""
-    index = step_index(steps)
+    (:func:`~onnxkit.runtime.usedef.step_index`: inputs and the names subgraphs read; ``index``,
+    one a caller holds for exactly ``steps``, else made here).  A name is freed after its last
+    reader, a name nothing reads right after the step that makes it; the names in ``keep`` (the
+    graph's outputs) are never freed."""
+    index = step_index(steps) if index is None else index
     at = {id(s): i for i, s in enumerate(steps)}
     frees: dict = {}
     for name in index.names():

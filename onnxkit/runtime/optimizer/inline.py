@@ -115,23 +115,21 @@ def inline(step, plan: GraphPlan, taken: set) -> tuple:
     return copies + aliases, list(plan.steps) + [None] * len(aliases), constants, renamed
 
 
-def collapse_aliases(steps: list, keep: set) -> list:
+def collapse_aliases(steps: list, index) -> list:
     """``steps`` without their Identity steps (ai.onnx Identity, the alias steps of :func:`inline`)
-    whose output is neither in ``keep`` (a graph output) nor read by name in a subgraph (a
-    step's ``_uses``): the later steps read the Identity's input instead, the same value (the
-    Identity kernel passes a tensor on as it is).  ``steps`` are copies of their own: their
-    ``inputs`` are replaced, not changed in place."""
-    scoped = {n for s in steps for n in s._uses}
-    subst: dict = {}
+    whose output is read only as a step's input (not a graph output, not read by name in a
+    subgraph: a use of slot < 0 in ``index``, their :func:`~onnxkit.runtime.usedef.step_index`
+    with the graph outputs): the later steps read the Identity's input instead, the same value
+    (the Identity kernel passes a tensor on as it is).  ``index`` is kept current (the aliases
+    removed from it); ``steps`` own their ``inputs`` lists, which it edits in place."""
     out = []
     for s in steps:
-        if subst and any(n in subst for n in s.inputs):
-            s.inputs = [subst.get(n, n) for n in s.inputs]
         node = s.node
         if node.op_type == "Identity" and node.domain in ("", "ai.onnx") and not s.scope and s.guard is None \
                 and len(s.inputs) == 1 and s.inputs[0] and len(s.outputs) == 1 and s.outputs[0] \
-                and s.outputs[0] not in keep and s.outputs[0] not in scoped:
-            subst[s.outputs[0]] = s.inputs[0]
+                and all(u.slot >= 0 for u in index.uses(s.outputs[0])):
+            index.replace_all_uses_with(s.outputs[0], s.inputs[0])
+            index.remove(s)
             continue
         out.append(s)
     return out

@@ -56,6 +56,7 @@ from ...dtypes import from_numpy_dtype
 from ...errors import OnnxkitError
 from ..budget import RunBudget
 from ..plan import NON_DETERMINISTIC, GraphPlan, Planner, Step, assign_lifetimes, frozen
+from ..usedef import step_index
 from .inline import Collision, branch_path, collapse_aliases, inline, taken_branch
 
 #: the most bytes one folded value may take (a larger one stays a node: memory per signature)
@@ -236,10 +237,15 @@ class Specializer:
                 step.free, step.release = steps[k].free, steps[k].release
                 step._fn = _recorder(step._fn, k, rec.seen)  # a new step: no layout to invalidate
             copies.append(step)
-        p = self.plan
-        rec.plan = GraphPlan(p.name, p.input_names, p.output_names, constants, copies, p.free_vars, p.defaults)
-        rec.plan.limits = p.limits
+        rec.plan = self._plan_of(constants, copies)
         return rec
+
+    def _plan_of(self, constants: dict, steps: list) -> GraphPlan:
+        """A plan of the session's top-level graph running ``steps`` over ``constants``."""
+        p = self.plan
+        plan = GraphPlan(p.name, p.input_names, p.output_names, constants, steps, p.free_vars, p.defaults)
+        plan.limits = p.limits
+        return plan
 
     # -- fold -------------------------------------------------------------------------------
     def _fold(self, rec: _Recording) -> tuple:
@@ -280,13 +286,10 @@ class Specializer:
             origin[id(copy)], where[id(copy)] = root, at
             remaining.append(copy)
         keep = set(self.plan.output_names)
-        remaining = _live(collapse_aliases(remaining, keep), keep, types)
-        used = {n for s in remaining for n in (*s.inputs, *s._uses)} | keep
-        folded = {n: v for n, v in known.items() if n in used}
-        assign_lifetimes(remaining, keep)
-        p = self.plan
-        plan = GraphPlan(p.name, p.input_names, p.output_names, folded, remaining, p.free_vars, p.defaults)
-        plan.limits = p.limits
+        remaining, index = _live(remaining, keep, types)
+        folded = {n: v for n, v in known.items() if index.use_count(n)}
+        assign_lifetimes(remaining, keep, index)
+        plan = self._plan_of(folded, remaining)
         plan.origins = [(s, origin[id(s)]) for s in remaining if origin[id(s)] is not None]
         plan.origin_generation = Step.generation
         if rec.round >= ROUNDS:
@@ -331,14 +334,10 @@ class Specializer:
 
 
 def _names(constants: dict, steps: list, plan) -> set:
-    """Every name ``steps`` over ``constants`` read or write, and the plan's inputs, outputs and free names."""
-    names = set(constants) | set(plan.input_names) | set(plan.output_names) | set(plan.free_vars)
-    for s in steps:
-        names.update(s.inputs)
-        names.update(s.outputs)
-        names.update(s._uses)
-    names.discard("")
-    return names
+    """Every name ``steps`` over ``constants`` read or write (their use-def index), and the plan's
+    inputs, outputs and free names."""
+    return set(constants) | set(plan.input_names) | set(plan.output_names) | set(plan.free_vars) \
+        | set(step_index(steps).names()) - {""}
 
 
 #: operators that can fail on their input values alone (integer division by zero): never dropped unread
@@ -350,21 +349,21 @@ def _static(t) -> bool:
                                                                          for d in t.shape.values)
 
 
-def _live(steps: list, keep: set, types: dict) -> list:
-    """``steps`` without those nothing reads any more (their readers were folded): deterministic
-    nodes of the default domain, no subgraph, every output given a static type by inference (its
-    inputs agree, so it cannot fail on their shapes) and not an operator that can fail on values."""
-    needed = set(keep)
-    live = []
+def _live(steps: list, keep: set, types: dict) -> tuple:
+    """``(steps, index)``: ``steps`` less their aliases (:func:`~.inline.collapse_aliases`) and
+    less those nothing reads any more (their readers were folded) — deterministic nodes of the
+    default domain, no subgraph, every output given a static type by inference (its inputs agree,
+    so it cannot fail on their shapes) and not an operator that can fail on values — and the
+    use-def index of the steps kept (``keep``, the graph outputs, indexed as read)."""
+    index = step_index(steps, keep)
+    steps = collapse_aliases(steps, index)
     for step in reversed(steps):
         node = step.node
-        if any(n in needed for n in step.outputs if n) or step.scope or node.domain not in ("", "ai.onnx") \
-                or node.op_type in NON_DETERMINISTIC or node.op_type in FAILS_ON_VALUES \
-                or not all(_static(types.get(n)) for n in step.outputs if n):
-            live.append(step)
-            needed.update(n for n in (*step.inputs, *step._uses) if n)
-    live.reverse()
-    return live
+        if not (step.scope or node.domain not in ("", "ai.onnx") or node.op_type in NON_DETERMINISTIC
+                or node.op_type in FAILS_ON_VALUES or any(index.use_count(n) for n in step.outputs if n)
+                or not all(_static(types.get(n)) for n in step.outputs if n)):
+            index.remove(step)
+    return [s for s in steps if s in index], index
 
 
 def _static_shape(step, types: dict) -> Optional[tuple]:
@@ -432,7 +431,8 @@ def _evaluate(step, args: list, budget: RunBudget):
 def _unguarded(step, types: dict, budget: RunBudget):
     """``step``, without its size guard when that guard's bound reads only shapes inference knows
     and passes them uncharged (the guard would return 0 at every run of the signature)."""
-    copy = step.copy()  # its lifetimes are set for the specialized plan
+    copy = step.copy()  # its lifetimes are set for the specialized plan, its inputs by its index
+    copy.inputs = list(step.inputs)
     guard = step.guard
     if guard is None or guard.kind not in SHAPE_BOUNDS:
         return copy

@@ -8,8 +8,16 @@ loop (:mod:`onnxkit_cpu.compiled.attention`, whose docstring states the precisio
 sequence-major (B, S, H, D) layout: the exporters' head transposes are views of it, so Q, K and
 V reach the loop without a copy (other layouts are copied once), and Y is returned as the
 (B, H, Sq, Dv) view of a (B, Sq, H, Dv) array, which the exporters' Transpose back and Reshape
-then read without a copy.  Everything else is
-the portable kernel (kernels/fused.py), which also decides every error.
+then read without a copy.
+
+Long sequences (at least :data:`BLOCKED_MIN_SCORES` scores per head: Whisper's encoder over
+1,500 frames has 2.25 million) take :func:`_blocked` instead, compiled loops on or off: per
+(batch, head) and per block of at most :data:`BLOCK_SCORES` // Skv query rows, ``s = q_blk k^T``
+and ``p v`` are BLAS products in the inputs' type (as the unfused MatMuls), the softmax in place
+on the block in that type (numpy's exp), so the score matrix is never whole: the scratch is one
+block (at most ``BLOCK_SCORES`` elements, reused), whatever the sequence length.  Its softmax
+rows follow the compiled loop's rules (module docstring of :mod:`onnxkit_cpu.compiled.attention`).
+Everything else is the portable kernel (kernels/fused.py), which also decides every error.
 """
 
 from __future__ import annotations
@@ -24,6 +32,53 @@ from onnxkit_default_domain.api import FUSED_DOMAIN, attention_fused
 
 KERNELS = KernelTable()
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+#: scores per (batch, head) from which the blocked BLAS body is taken (64 x 64 and more)
+BLOCKED_MIN_SCORES = 4096
+#: scores in one block of query rows (float32: 1 MB; measured fastest on 1,500 keys)
+BLOCK_SCORES = 262144
+
+
+def _blocked(q, k, v, mask, scale, guard):
+    """Y (B, H, Sq, Dv) of ``softmax(scale q k^T + mask) v`` block by block of query rows (module
+    docstring); ``mask`` None or a read-only view broadcast to the scores' shape (B, H, Sq, Skv).
+    ``scale`` multiplies the block of q (Dv products a row instead of Skv; the exporters scale q
+    and k so too).  Rows as the compiled loop's: with ``guard`` a NaN probability is 0 (it occurs
+    exactly in a row whose sum is NaN: a finite maximum makes the sum at least 1); without, a
+    row whose maximum is -inf gives zeros and NaN propagates."""
+    nb, nh, nq = q.shape[:3]
+    nk = k.shape[2]
+    rows = max(1, min(nq, BLOCK_SCORES // nk))
+    y = np.empty((nb, nq, nh, v.shape[3]), dtype=q.dtype)
+    work = np.empty((rows, nk), dtype=q.dtype)
+    qs = np.empty((rows, q.shape[3]), dtype=q.dtype)
+    top = np.empty((rows, 1), dtype=q.dtype)
+    factor = q.dtype.type(scale)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        for b in range(nb):
+            for h in range(nh):
+                kt, vh = k[b, h].T, v[b, h]
+                for r0 in range(0, nq, rows):
+                    r1 = min(nq, r0 + rows)
+                    s, m, qb = work[:r1 - r0], top[:r1 - r0], qs[:r1 - r0]
+                    np.multiply(q[b, h, r0:r1], factor, out=qb)
+                    np.matmul(qb, kt, out=s)
+                    if mask is not None:
+                        s += mask[b, h, r0:r1]
+                    np.maximum.reduce(s, axis=1, keepdims=True, out=m)
+                    if not guard:
+                        m[m == -np.inf] = 0
+                    s -= m
+                    np.exp(s, out=s)
+                    np.add.reduce(s, axis=1, keepdims=True, out=m)
+                    if not guard:
+                        m[m == 0] = 1
+                    s /= m
+                    if guard:
+                        bad = np.isnan(m[:, 0])
+                        if bad.any():
+                            s[bad] = 0
+                    y[b, r0:r1, h] = s @ vh
+    return y.transpose(0, 2, 1, 3)
 
 
 def _mask_strides(mask, scores: tuple):
@@ -53,7 +108,7 @@ def _seq_major(x):
 def attention(ctx):
     portable = attention_fused(ctx)
     fn = attention_loop()
-    if fn is None or any(ctx.attr(n, d) != d for n, d in _GUARDED_DEFAULTS.items()) or \
+    if any(ctx.attr(n, d) != d for n, d in _GUARDED_DEFAULTS.items()) or \
             any(ctx.output_requested(i) for i in (1, 2, 3)):
         return portable
     guard = bool(int(ctx.attr("nan_to_zero", 0)))
@@ -87,6 +142,11 @@ def attention(ctx):
             return portable(q, k, v, attn_mask)
         ms, scale = p
         b, h, sq = q.shape[:3]
+        if sq * k.shape[2] >= BLOCKED_MIN_SCORES:
+            full = None if attn_mask is None else np.broadcast_to(attn_mask, q.shape[:3] + k.shape[2:3])
+            return _blocked(q, k, v, full, scale, guard)
+        if fn is None:
+            return portable(q, k, v, attn_mask)
         y = np.empty((b, sq, h, v.shape[3]), dtype=q.dtype)
         scratch = np.empty(sq * k.shape[2], dtype=np.float64)
         mask = no_mask[q.dtype] if attn_mask is None else np.ascontiguousarray(attn_mask).reshape(-1)

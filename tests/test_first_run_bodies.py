@@ -71,8 +71,8 @@ def _numba_installed() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
-def _body(lines):
-    [line] = [ln for ln in lines if ln.startswith("conv (Conv)")]
+def _body(lines, node="conv (Conv)"):
+    [line] = [ln for ln in lines if ln.startswith(node)]
     return line.rsplit(" -> ", 1)[1]
 
 
@@ -80,9 +80,12 @@ def test_a_fresh_process_answers_first_from_numpy_bodies_then_switches_to_compil
     cold, first = _fresh(tmp_path, "plain", None)
     assert cold["after_session"] is False and cold["after_first"] is False   # numba not loaded for the first result
     assert _body(cold["first_bodies"]) == "columns"                         # numpy im2col + BLAS
+    # a kernel choosing at planning reports it per node ("planned"), compiled or numpy and why
+    assert _body(cold["first_bodies"], "softmax (Softmax)") == "numpy (first run; compiled from the second)"
     if _numba_installed():
         assert cold["after_second"] is True
         assert _body(cold["second_bodies"]) in ("planes", "winograd")
+        assert _body(cold["second_bodies"], "softmax (Softmax)") == "compiled (activation)"
     else:  # nothing to switch to: the numpy bodies stay
         assert _body(cold["second_bodies"]) == "columns"
     assert cold["diff"] <= 1e-5                                            # the switch changes no result
@@ -186,3 +189,36 @@ def test_first_run_is_none_outside_a_cold_plan_and_the_record_inside():
         first_run().defer("x")
         first_run().defer("x")
     assert first_run() is None and record.deferred == ["x"]
+
+
+@pytest.mark.filterwarnings("ignore::onnxkit.errors.ConformanceWarning")
+def test_every_compiled_family_reports_compiled_or_numpy_per_node(monkeypatch):
+    """LayerNormalization (norm), Gelu-20 (activation), MaxPool (pool), LSTM (rnn): warm, the
+    compiled family is named; with compiled loops off, numpy is."""
+    from onnxkit.runtime.bodies import describe
+    from onnxkit_cpu import compiled
+
+    monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")
+    A = ir.Attribute.make
+    scale = ir.Tensor.from_numpy(np.ones(8, np.float32), "scale")
+    g = ir.Graph(node=[ir.Node(["x", "scale"], ["n"], op_type="LayerNormalization", name="ln"),
+                       ir.Node(["n"], ["a"], op_type="Gelu", name="gelu"),
+                       ir.Node(["a"], ["y"], op_type="MaxPool", name="pool",
+                               attribute=[A("kernel_shape", [1, 2]), A("strides", [1, 2])])],
+                 name="g", initializer=[scale], input=[ir.ValueInfo("x", ir.tensor_type(1, [1, 2, 4, 8]))],
+                 output=[ir.ValueInfo("y", ir.tensor_type(1, [1, 2, 4, 4]))])
+    model = ir.Model(ir_version=10, opset_import=[ir.OperatorSetId("", 22)], graph=g)
+    x = np.random.default_rng(0).standard_normal((1, 2, 4, 8)).astype(np.float32)
+
+    def planned(sess):
+        sess.run(None, {"x": x})
+        return {line.split(" (")[0]: line.rsplit(" -> ", 1)[1] for line in describe(sess.plan)}
+
+    if compiled.available():
+        warm = planned(InferenceSession(model))
+        assert warm["ln"] == "compiled (norm)" and warm["gelu"] == "compiled (activation)"
+        assert warm["pool"] == "compiled (pool)"
+    with compiled.disabled():
+        off = planned(InferenceSession(model))
+    assert off == {"ln": "numpy (compiled loops off)", "gelu": "numpy (compiled loops off)",
+                   "pool": "numpy (compiled loops off)"}

@@ -140,9 +140,14 @@ def test_onnxkit_run_profile_prints_the_bodies(tmp_path):
                           f"image={EXAMPLES / 'digits_input.npy'}", "--profile"], cwd=tmp_path, capture_output=True,
                          text=True, env={**os.environ, "COLUMNS": "200"}, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert "bodies chosen per input-shape key (1):" in out.stdout
+    # the Conv per input-shape key; MaxPool and Softmax, which choose at planning, as "planned"
+    assert "bodies chosen per input-shape key (3):" in out.stdout
     line = next(ln for ln in out.stdout.splitlines() if ln.strip().startswith("conv (Conv): X["))
     assert line.rstrip().rsplit(" -> ", 1)[1] in ({"planes", "winograd"} if _compiled_on() else {"columns"})
+    planned = {ln.strip().split(" (")[0]: ln.rstrip().rsplit(" -> ", 1)[1] for ln in out.stdout.splitlines()
+               if "): planned -> " in ln}
+    assert planned == ({"pool": "compiled (pool)", "softmax": "compiled (activation)"} if _compiled_on()
+                       else {"pool": "numpy (compiled loops off)", "softmax": "numpy (compiled loops off)"})
 
 
 def test_the_plans_repr_names_each_reported_body():

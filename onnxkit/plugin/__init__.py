@@ -35,7 +35,8 @@ or :func:`declare_traits`; :func:`traits_of` reads them.  A kernel whose fast bo
 one-time setup (a compiler) asks :func:`first_run` at planning: where it returns a record, the
 plan is a session's cold first run, and the kernel may take its quick-to-start body and call
 ``record.defer(what)``; the session then plans again, warm, before its second run
-(:mod:`onnxkit.runtime.bodies`).
+(:mod:`onnxkit.runtime.bodies`).  A kernel that picks its body at planning names it with
+:func:`note_planned_body` (reported per node as ``planned``, ``onnxkit run --profile``).
 
 This package is the whole host surface a plugin may import (tests/test_plugin_surface.py fails
 on any other ``onnxkit`` import under ``plugins/``).  Beside the names here:
@@ -64,7 +65,7 @@ from ..ir import AttributeType
 from ..limits import DEFAULT_LIMITS, Limits
 from ..plugin_tools import family_modules, merge_family_tables
 from ..registry import Backend, OpaqueTypeDef, normalize_domain
-from ..runtime.bodies import first_run
+from ..runtime.bodies import first_run, note_planned_body
 from .lazy import lazy_family_tables
 from ..runtime.budget import Accumulation, declares_output_bytes
 from ..runtime.kernel import (KernelTable, KernelTraits, NodeContext, Unsupported, binds_constants, declare_traits,
@@ -78,4 +79,5 @@ __all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "DEFAULT_
            "TypeConstraint", "Unsupported", "arrays", "binds_constants", "build_operator_sets", "declare_traits",
            "declares_output_bytes", "element_type", "family_modules", "first_run", "from_numpy_dtype", "hookimpl",
            "host_only", "ir", "lazy_family_tables", "merge_family_tables", "needs_scope", "node_attributes",
-           "normalize_domain", "offers_epilogue", "packaged_schema_data", "reports_bodies", "traits_of"]
+           "normalize_domain", "note_planned_body", "offers_epilogue", "packaged_schema_data", "reports_bodies",
+           "traits_of"]

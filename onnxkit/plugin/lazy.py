@@ -60,7 +60,11 @@ class LazyKernel:
         return factory
 
     def __call__(self, ctx):
-        return self.resolve()(ctx)
+        """The node function of ``ctx``'s node; what the factory notes about the body it chose is
+        reported for it (:func:`onnxkit.runtime.bodies.prepare_noting`)."""
+        from ..runtime.bodies import prepare_noting
+
+        return prepare_noting(self.resolve(), ctx)
 
     def __repr__(self) -> str:
         state = "loaded" if self._factory is not None else "not loaded"

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .kernel import bodies_of
+from .kernel import bodies_of, traits_of
 
-__all__ = ["FirstRun", "NodeBodies", "cold_record", "describe", "first_run", "plan_bodies", "planning_cold",
-           "session_bodies"]
+__all__ = ["FirstRun", "NodeBodies", "cold_record", "describe", "first_run", "note_planned_body", "plan_bodies",
+           "planned_bodies", "planning_cold", "prepare_noting", "session_bodies"]
 
 
 class NodeBodies(NamedTuple):
@@ -55,7 +55,7 @@ def plan_bodies(plan) -> list:
     for step in _steps(plan, set()):
         if id(step.fn) in listed:
             continue
-        bodies = bodies_of(step.fn)
+        bodies = bodies_of(step.fn) if traits_of(step.fn).bodies is not None else planned_bodies(step.fn)
         if bodies:
             listed.add(id(step.fn))
             out.append(NodeBodies(step.node.name, step.op, bodies))
@@ -133,3 +133,51 @@ def cold_record():
     import os
 
     return None if os.environ.get("ONNXKIT_FIRST_RUN", "").strip().lower() == "warm" else FirstRun()
+
+
+# -- bodies chosen at planning --------------------------------------------------------------
+#
+# A kernel that picks its body when its node is planned (onnxkit-cpu's compiled loops: the
+# compiled one, or numpy where compiled loops are off or deferred to the second run) says so with
+# :func:`note_planned_body` while its factory runs; a factory called through
+# :func:`prepare_noting` (the lazily loaded kernel tables, :mod:`onnxkit.plugin.lazy`) has what
+# it noted reported under the key ``planned`` for the node function it returned, unless that
+# function reports its own bodies per input-shape key (:func:`~onnxkit.plugin.reports_bodies`).
+
+import weakref as _weakref
+
+_NOTES: _contextvars.ContextVar = _contextvars.ContextVar("onnxkit_planned_bodies", default=None)
+_PLANNED: "_weakref.WeakKeyDictionary" = _weakref.WeakKeyDictionary()
+
+
+def note_planned_body(body: str) -> None:
+    """Note the body the kernel being prepared chose (``"compiled norm.rows"``, ``"numpy"``...)."""
+    notes = _NOTES.get()
+    if notes is not None and body not in notes:
+        notes.append(body)
+
+
+def prepare_noting(factory, ctx):
+    """``factory(ctx)``, remembering what it noted (:func:`note_planned_body`) for its function."""
+    token = _NOTES.set([])
+    try:
+        fn = factory(ctx)
+        notes = _NOTES.get()
+    finally:
+        _NOTES.reset(token)
+    if notes and fn is not None and traits_of(fn).bodies is None:
+        families = [n[len("compiled ("):-1] for n in notes if n.startswith("compiled (")]
+        body = f"compiled ({', '.join(families)})" if families and len(families) == len(notes) else ", ".join(notes)
+        try:
+            _PLANNED[fn] = {"planned": body}
+        except TypeError:  # a function that takes no weak reference (a builtin): not reported
+            pass
+    return fn
+
+
+def planned_bodies(fn) -> dict:
+    """``{"planned": body}`` noted for ``fn`` when it was prepared, or ``{}``."""
+    try:
+        return dict(_PLANNED.get(fn) or {})
+    except TypeError:
+        return {}

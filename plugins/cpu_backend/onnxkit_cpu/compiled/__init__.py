@@ -38,7 +38,7 @@ import os
 import sys
 import threading
 
-from onnxkit.plugin import first_run
+from onnxkit.plugin import first_run, note_planned_body
 
 __all__ = ["Lazy", "kernel", "enabled", "disabled", "available"]
 
@@ -105,10 +105,13 @@ class Lazy:
         if _numba is None and "numba" not in sys.modules and not (_DISABLED.get() or _switched_off()):
             record = first_run()
             if record is not None:
-                record.defer(f"compiled {self.fn.__module__.rsplit('.', 1)[-1]}.{self.fn.__name__}")
+                record.defer(f"compiled {self.name}")
+                note_planned_body("numpy (first run; compiled from the second)")
                 return None
         if not enabled():
+            note_planned_body("numpy (compiled loops off)")
             return None
+        note_planned_body(f"compiled ({self.fn.__module__.rsplit('.', 1)[-1]})")
         c = self._compiled
         if c is None:
             numba = _import_numba()
@@ -121,6 +124,11 @@ class Lazy:
                         self._compiled = numba.njit(**{**options, "cache": False})(self.fn)
                 c = self._compiled
         return c
+
+    @property
+    def name(self) -> str:
+        """``family.function``, e.g. ``norm.rows``."""
+        return f"{self.fn.__module__.rsplit('.', 1)[-1]}.{self.fn.__name__}"
 
     def __repr__(self) -> str:
         return f"<compiled kernel {self.fn.__module__}.{self.fn.__qualname__}>"

@@ -25,9 +25,9 @@ MODEL_TIMEOUT = 60
 
 
 def families() -> dict:
-    from . import fastpaths, fusions, passes, planpasses
+    from . import fastpaths, fusions, passes, planpasses, qdq
 
-    return {**fusions.FAMILIES, **passes.FAMILIES, **planpasses.FAMILIES, **fastpaths.FAMILIES}
+    return {**fusions.FAMILIES, **passes.FAMILIES, **planpasses.FAMILIES, **fastpaths.FAMILIES, **qdq.FAMILIES}
 
 
 def generate(seed: int, k: int) -> tuple:

@@ -42,7 +42,7 @@ from typing import Optional
 
 from ... import ir
 from .patterns import FLOAT_TAGS, FUSED_DOMAIN
-from .rules import AnyOf, Rule, Scalar, Var, apply_rules, op
+from .rules import AnyOf, Rule, Scalar, Var, op, rules_pass
 from .view import GraphView
 
 #: ai.onnx's first Attention, and the ai.onnxkit version holding Attention
@@ -141,12 +141,7 @@ def _rewrite(view: GraphView, match) -> None:
 
 
 RULES = (Rule("attention", PATTERN, _rewrite, _fits, subject="q"),)
-
-
-def run(view: GraphView) -> int:
-    if 0 < view.version(FUSED_DOMAIN) < FUSED_VERSION:
-        return 0
-    return apply_rules(view, RULES)
+run = rules_pass(RULES, applies=lambda view: not 0 < view.version(FUSED_DOMAIN) < FUSED_VERSION)
 
 
 __all__ = ["run", "RULES"]

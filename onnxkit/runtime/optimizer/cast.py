@@ -9,7 +9,7 @@ whose output is a graph output or read inside a subgraph is kept (its name must 
 
 from __future__ import annotations
 
-from .rules import Rule, Var, apply_rules, op
+from .rules import Rule, Var, op, rules_pass
 from .view import GraphView
 
 
@@ -20,7 +20,4 @@ def _to_its_own_type(view: GraphView, match) -> bool:
 
 
 RULES = (Rule("cast", op.Cast(Var("x")), lambda view, match: view.bypass(match.root, match["x"]), _to_its_own_type),)
-
-
-def run(view: GraphView) -> int:
-    return apply_rules(view, RULES)
+run = rules_pass(RULES)

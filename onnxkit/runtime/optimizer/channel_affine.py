@@ -28,8 +28,8 @@ import attrs
 import numpy as np
 
 from ...registry import normalize_domain
-from .patterns import inference_batch_norm
-from .rules import AnyOf, Rule, Var, apply_rules, op
+from .patterns import conv_parameters, fold_into_conv, inference_batch_norm
+from .rules import AnyOf, Rule, Var, op, rules_pass
 from .view import GraphView
 
 
@@ -80,15 +80,8 @@ def _per_channel(value: np.ndarray, rank: int, channels: int) -> Optional[np.nda
 def _parameters(view: GraphView, node) -> Optional[tuple]:
     """``(channels, dtype, names of the parameters scaled, names shifted)`` of a foldable producer."""
     if node.op_type == "Conv":
-        if len(node.input) < 2 or len(node.output) != 1:
-            return None
-        w = view.constant(node.input[1])
-        if w is None or w.ndim < 3 or view.use_count(node.input[1]) != 1:
-            return None
-        b = node.input[2] if len(node.input) > 2 and node.input[2] else None
-        if b and (view.use_count(b) != 1 or view.constant(b) is None):
-            return None
-        return w.shape[0], w.dtype
+        found = conv_parameters(view, node)
+        return None if found is None else (found[0].shape[0], found[0].dtype)
     if node.op_type == "BatchNormalization" and inference_batch_norm(view, node):
         params = [view.constant(n) for n in node.input[1:3]]
         if any(p is None or p.ndim != 1 for p in params) or any(view.use_count(n) != 1 for n in node.input[1:3]):
@@ -98,19 +91,14 @@ def _parameters(view: GraphView, node) -> Optional[tuple]:
 
 
 def _fold(view: GraphView, node, s: np.ndarray, t: np.ndarray, dtype, out: str) -> None:
-    tag = 1 if dtype == np.float32 else 11
-    s64, t64 = s.astype(np.float64), t.astype(np.float64)
+    """``node`` scaled by ``s`` and shifted by ``t`` (float64 per-channel vectors), writing ``out``."""
     if node.op_type == "Conv":
-        w = view.read_constant(node.input[1]).astype(np.float64)
-        b_name = node.input[2] if len(node.input) > 2 and node.input[2] else None
-        b = view.read_constant(b_name).astype(np.float64) if b_name else np.zeros(w.shape[0])
-        w2 = w * s64.reshape((-1,) + (1,) * (w.ndim - 1))
-        inputs = [node.input[0], view.add_constant(node.input[1], w2.astype(dtype), tag),
-                  view.add_constant(b_name or f"{out}_bias", (b * s64 + t64).astype(dtype), tag)]
-    else:
-        scale, bias = (view.read_constant(n).astype(np.float64) for n in node.input[1:3])
-        inputs = [node.input[0], view.add_constant(node.input[1], (scale * s64).astype(dtype), tag),
-                  view.add_constant(node.input[2], (bias * s64 + t64).astype(dtype), tag), *node.input[3:]]
+        fold_into_conv(view, node, s, lambda b: b * s + t, out)
+        return
+    tag = 1 if dtype == np.float32 else 11
+    scale, bias = (view.read_constant(n).astype(np.float64) for n in node.input[1:3])
+    inputs = [node.input[0], view.add_constant(node.input[1], (scale * s).astype(dtype), tag),
+              view.add_constant(node.input[2], (bias * s + t).astype(dtype), tag), *node.input[3:]]
     view.replace(node, attrs.evolve(node, input=inputs, output=[out]))
 
 
@@ -157,7 +145,4 @@ _SCALED = op.Mul(_PRODUCER, Var("s"))
 RULES = tuple(Rule(name, pattern, _fold_affine, lambda view, match: _affine(view, match) is not None)
               for name, pattern in (("scale_shift", op.Add(_SCALED, Var("t"))), ("scale", _SCALED),
                                     ("shift", op.Add(_PRODUCER, Var("t")))))
-
-
-def run(view: GraphView) -> int:
-    return apply_rules(view, RULES, from_the_end=True)
+run = rules_pass(RULES, from_the_end=True)

@@ -28,7 +28,7 @@ import math
 
 from ... import ir
 from .patterns import float_input
-from .rules import AnyOf, Rule, Var, apply_rules, fused_op, op
+from .rules import AnyOf, Rule, Var, fused_op, op, rules_pass
 from .view import GraphView
 
 x = Var("x")
@@ -51,7 +51,4 @@ RULES = (
     Rule("gelu-tanh", _TANH, fused_op("Gelu", 20, attributes=_approximate("tanh"), named_after="anchor"),
          _float_x, subject="x"),
 )
-
-
-def run(view: GraphView) -> int:
-    return apply_rules(view, RULES)
+run = rules_pass(RULES)

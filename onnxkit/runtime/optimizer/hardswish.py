@@ -20,7 +20,7 @@ tolerance (Clause 11), not bit for bit.
 from __future__ import annotations
 
 from .patterns import float_input
-from .rules import AnyOf, Rule, Var, apply_rules, fused_op, op
+from .rules import AnyOf, Rule, Var, fused_op, op, rules_pass
 from .view import GraphView
 
 
@@ -37,7 +37,4 @@ _CLIP = AnyOf((op.Clip(x + 3.0, 0.0, 6.0, check=_bounds_as_inputs, bind="clip"),
                op.Clip(x + 3.0, check=_bounds_as_attributes, bind="clip")))
 RULES = (Rule("hardswish", x * _CLIP / 6.0, fused_op("HardSwish", 14, named_after="clip"),
               lambda view, match: float_input(view, match["x"]), subject="x"),)
-
-
-def run(view: GraphView) -> int:
-    return apply_rules(view, RULES)
+run = rules_pass(RULES)

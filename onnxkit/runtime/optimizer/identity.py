@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rules import Rule, Var, apply_rules, op
+from .rules import Rule, Var, op, rules_pass
 from .view import GraphView
 
 
@@ -45,8 +45,4 @@ def _bypass(view: GraphView, match) -> None:
 
 RULES = (Rule("identity", op.Identity(Var("x")), _bypass, _removable),
          Rule("dropout", op.Dropout(Var("x"), variadic=True), _bypass, _removable))
-
-
-def run(view: GraphView) -> int:
-    """Rewire the readers of every removable Identity/Dropout output to its input; returns the count."""
-    return apply_rules(view, RULES)
+run = rules_pass(RULES)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ir
-from .rules import Rule, Var, apply_rules, op
+from .rules import Rule, Var, op, rules_pass
 from .view import GraphView
 
 _FLOAT_TAGS = (1, 11)
@@ -44,7 +44,4 @@ def _gemm(view: GraphView, match) -> None:
 
 
 RULES = (Rule("matmul_add", op.MatMul(Var("a"), Var("w"), bind="matmul") + Var("c"), _gemm, _gemm_fits),)
-
-
-def run(view: GraphView) -> int:
-    return apply_rules(view, RULES) if view.version("") >= 7 else 0
+run = rules_pass(RULES, applies=lambda view: view.version("") >= 7)

@@ -1,8 +1,14 @@
 """The questions several passes ask of a :class:`~.view.GraphView`, public here so that no pass
 imports another's private names: the fused domain, the element types fusions rewrite, whether a
-constant keeps a value's shape, whether a BatchNormalization is in inference mode."""
+constant keeps a value's shape, whether a BatchNormalization is in inference mode, a Conv's
+constant weights and the fold of a per-channel scale and shift into them."""
 
 from __future__ import annotations
+
+from typing import Callable, Optional
+
+import attrs
+import numpy as np
 
 from ...dtypes import ELEMENT_TYPES
 from .view import GraphView
@@ -49,3 +55,35 @@ def inference_batch_norm(view: GraphView, bn) -> bool:
     if version < 9 and bn.attr("spatial", 1) != 1:
         return False
     return bn.attr("training_mode", 0) == 0
+
+
+def conv_parameters(view: GraphView, conv) -> Optional[tuple]:
+    """``(W, B)`` of a Conv with one output whose weights (float32/float64, rank >= 3) and bias
+    (None where it has none, else of W's type and shape ``(M,)``, M = W's first extent) are
+    constants read by it alone; else None."""
+    if len(conv.input) < 2 or len(conv.output) != 1:
+        return None
+    w_name, b_name = conv.input[1], (conv.input[2] if len(conv.input) > 2 else "")
+    if view.use_count(w_name) != 1 or (b_name and view.use_count(b_name) != 1):
+        return None
+    w, b = view.constant(w_name), (view.constant(b_name) if b_name else None)
+    if w is None or w.dtype not in (np.float32, np.float64) or w.ndim < 3:
+        return None
+    if b_name and (b is None or b.dtype != w.dtype or b.shape != (w.shape[0],)):
+        return None
+    return w, b
+
+
+def fold_into_conv(view: GraphView, conv, scale: np.ndarray, bias: Callable, out: str) -> None:
+    """Replace ``conv`` (:func:`conv_parameters` holds) by one writing ``out`` with weights
+    ``W * scale[m]`` per output channel ``m`` and bias ``bias(B)`` (``B`` zeros where the Conv has
+    none), computed in float64 and rounded once to W's type; W and B are noted as read
+    (:meth:`~.view.GraphView.read_constant`)."""
+    w_name, b_name = conv.input[1], (conv.input[2] if len(conv.input) > 2 else "")
+    w = view.read_constant(w_name)
+    b = view.read_constant(b_name).astype(np.float64) if b_name else np.zeros(w.shape[0])
+    tag = 1 if w.dtype == np.float32 else 11
+    w2 = w.astype(np.float64) * scale.reshape((-1,) + (1,) * (w.ndim - 1))
+    inputs = [conv.input[0], view.add_constant(w_name, w2.astype(w.dtype), tag),
+              view.add_constant(b_name or f"{out}_bias", bias(b).astype(w.dtype), tag)]
+    view.replace(conv, attrs.evolve(conv, input=inputs, output=[out]))

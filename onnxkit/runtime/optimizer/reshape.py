@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import attrs
 
-from .rules import Rule, Var, apply_rules, op
+from .rules import Rule, Var, op, rules_pass
 from .view import GraphView
 
 
@@ -31,7 +31,4 @@ def _collapse(view: GraphView, match) -> None:
 
 RULES = (Rule("reshape", op.Reshape(op.Reshape(Var("x"), Var("s1"), bind="first"), Var("s2"), bind="second"),
               _collapse, _independent_of_its_input),)
-
-
-def run(view: GraphView) -> int:
-    return apply_rules(view, RULES) if view.version("") >= 5 else 0
+run = rules_pass(RULES, applies=lambda view: view.version("") >= 5)

@@ -352,6 +352,14 @@ def apply_rules(view: GraphView, rules, from_the_end: bool = False) -> int:
     return count
 
 
+def rules_pass(rules, from_the_end: bool = False, applies: Optional[Callable] = None) -> Callable:
+    """A graph pass's ``run(view) -> count``: :func:`apply_rules` of ``rules`` (``from_the_end``
+    as there) where ``applies(view)`` holds (e.g. the operator set a rewrite needs), else 0."""
+    def run(view: GraphView) -> int:
+        return apply_rules(view, rules, from_the_end) if applies is None or applies(view) else 0
+    return run
+
+
 def fused_op(op_type: str, since_onnx: int, inputs=("x",), attributes: Callable = lambda match: [],
              named_after: Optional[str] = None) -> Callable:
     """A rewrite replacing the match by one ``op_type`` node reading the bound ``inputs``: ai.onnx's
@@ -372,4 +380,5 @@ def fused_op(op_type: str, since_onnx: int, inputs=("x",), attributes: Callable 
     return rewrite
 
 
-__all__ = ["Rule", "Match", "Var", "Const", "Scalar", "AnyOf", "Op", "op", "apply_rules", "fused_op", "AC_OPS"]
+__all__ = ["Rule", "Match", "Var", "Const", "Scalar", "AnyOf", "Op", "op", "apply_rules", "fused_op", "rules_pass",
+           "AC_OPS"]

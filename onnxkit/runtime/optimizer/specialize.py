@@ -55,7 +55,7 @@ from ... import ir
 from ...dtypes import from_numpy_dtype
 from ...errors import OnnxkitError
 from ..budget import RunBudget
-from ..plan import NON_DETERMINISTIC, GraphPlan, Planner, Step, assign_lifetimes, frozen
+from ..plan import NON_DETERMINISTIC, GraphPlan, Step, assign_lifetimes, frozen
 from ..usedef import step_index
 from .inline import Collision, branch_path, collapse_aliases, inline, taken_branch
 

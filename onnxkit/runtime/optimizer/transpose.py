@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import attrs
 
-from .rules import Rule, Var, apply_rules, op
+from .rules import Rule, Var, op, rules_pass
 from .view import GraphView
 
 
@@ -44,7 +44,4 @@ def _merge(view: GraphView, match) -> None:
 
 RULES = (Rule("transpose", op.Transpose(op.Transpose(Var("x"), check=_has_perm, bind="first"),
                                         check=_has_perm, bind="second"), _merge, _composable),)
-
-
-def run(view: GraphView) -> int:
-    return apply_rules(view, RULES)
+run = rules_pass(RULES)

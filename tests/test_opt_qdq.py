@@ -210,13 +210,14 @@ def move_group(op_type, same=True, opset=17, zero=None, q_dtype=None):
 def cancel_group(q_dtype=None, output_is_q=False):
     """``DQ(xq) -> Q`` with DQ's parameters (Q of another type with ``q_dtype``), then a Relu group."""
     g = Graph([2, 5])
+    g.inits = [t for t in g.inits if t.name != "xq_z"] + [_q(5, g.dtype, "xq_z")]
     d = g.dq("xq", "xq_s", "xq_z", "xd")
     if q_dtype is None:
         g.nodes.append(helper.make_node("QuantizeLinear", [d, "xq_s", "xq_z"], ["rq"]))
-    else:
-        g.inits += [_q(-3 if q_dtype == I8 else 125, q_dtype, "rq_zz")]
+    else:       # the same zero point value in another type
+        g.inits += [_q(5, q_dtype, "rq_zz")]
         g.nodes.append(helper.make_node("QuantizeLinear", [d, "xq_s", "rq_zz"], ["rq"]))
-    g.inits += [_f32("rq_s", 0.021), _q(-3 if q_dtype in (None, I8) else 125, q_dtype or g.dtype, "rq_z")]
+    g.inits += [_f32("rq_s", 0.021), _q(5, q_dtype or g.dtype, "rq_z")]
     g.steps["rq"] = 0.021
     g.output("rq", [2, 5])
     extra = [helper.make_tensor_value_info("rq", TP.UINT8 if q_dtype == U8 else TP.INT8, [2, 5])] if output_is_q else []
@@ -343,7 +344,7 @@ def test_pair_of_other_parameters_is_not_dropped():
 
 
 def test_q_writing_another_type_is_neither_dropped_nor_cancelled():
-    _left_alone(move_group("Reshape", q_dtype=U8))
+    _left_alone(move_group("Reshape", q_dtype=U8, zero=5))      # zero points 5 (int8) and 5 (uint8)
     g, _ = cancel_group(q_dtype=U8)
     _left_alone(g)
 

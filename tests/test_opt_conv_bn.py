@@ -74,9 +74,10 @@ def test_ir3_default_fed_runs_the_model_as_given():
     sess = onnxkit.InferenceSession(data, only("conv_bn"))
     assert sess.optimized.rewrites["conv_bn"] == 1
     plain = onnxkit.InferenceSession(data, off())
-    fed = {**feed, "var": np.full(6, 4.0, np.float32)}
     from optimizer_cases import within
 
     assert within(sess.run(None, feed)[0], plain.run(None, feed)[0])
-    assert within(sess.run(None, fed)[0], plain.run(None, fed)[0])
-    assert not within(plain.run(None, fed)[0], plain.run(None, feed)[0])
+    for name, value in (("var", np.full(6, 4.0, np.float32)), ("W", np.full((6, 4, 3, 3), 0.5, np.float32))):
+        fed = {**feed, name: value}   # a BatchNormalization parameter, the Conv's weights
+        assert within(sess.run(None, fed)[0], plain.run(None, fed)[0]), name
+        assert not within(plain.run(None, fed)[0], plain.run(None, feed)[0]), name

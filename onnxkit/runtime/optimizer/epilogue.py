@@ -68,20 +68,10 @@ from ..usedef import step_index
 _CONSUMERS = {"Relu": 1, "Add": 2, "Sum": 2}
 
 
-def _default(step: Step) -> bool:
-    return step.node.domain in ("", "ai.onnx")
-
-
-def _plain(step: Step, guard_ok: bool = False) -> bool:
-    """Whether ``step`` has nothing the loop handles specially (a guard unless ``guard_ok``, a
-    scope, subgraphs)."""
-    return (guard_ok or step.guard is None) and not step.scope and not step.subgraphs and not step._uses
-
-
 def plain_default(step: Step) -> bool:
     """A default-domain step with nothing the loop handles specially but its size guard (which a
     fused step keeps calling): no scope, no subgraphs."""
-    return _default(step) and _plain(step, guard_ok=True)
+    return step.node.domain in ("", "ai.onnx") and not step.scope and not step.subgraphs and not step._uses
 
 
 def guarded(fn, guard):
@@ -96,63 +86,58 @@ def guarded(fn, guard):
     return call
 
 
-def _consumer(at: dict, index, keep, name: str):
-    """``(index, step)`` of the one step reading ``name`` (once, as an input, and nothing else:
-    no subgraph, not a graph output) if it may take it as an epilogue."""
+def sole_producer(index, name: str, op_type: str):
+    """The :func:`plain_default` ``op_type`` step writing ``name`` where one step reads ``name``,
+    once, and nothing else does (``index``: the steps' use-def index, graph outputs included)."""
+    s = index.producer(name)
+    if s is None or index.use_count(name) != 1 or s.node.op_type != op_type or not plain_default(s):
+        return None
+    return s
+
+
+def _consumer(index, name: str, taken: set):
+    """The one step reading ``name`` (once, as an input, and nothing else: no subgraph, not a graph
+    output) if it may take it as an epilogue and no other producer took it."""
     c = index.sole_reader(name)
-    if c is None or name in keep:
+    if c is None or id(c) in taken or not plain_default(c) or _CONSUMERS.get(c.node.op_type) != len(c.inputs) \
+            or len(c.outputs) != 1 or not c.outputs[0]:
         return None
-    if not plain_default(c) or c.node.op_type not in _CONSUMERS:
-        return None
-    if len(c.inputs) != _CONSUMERS[c.node.op_type] or len(c.outputs) != 1 or not c.outputs[0]:
-        return None
-    return at[id(c)], c
+    return c
 
 
 def fuse(steps: list, keep) -> tuple:
     """``(steps, count)``: ``steps`` with epilogues folded (a new list; steps not fused are the
     same objects), and how many consumer steps were removed."""
-    index = step_index(steps)
+    index = step_index(steps, keep)
     at = {id(s): k for k, s in enumerate(steps)}
-    out = list(steps)
-    removed, taken = set(), set()     # steps dropped; consumers some producer took
-    count = 0
+    out, removed, taken, count = list(steps), set(), set(), 0     # taken: ids of consumers some producer took
     for i, p in enumerate(steps):
         offer = traits_of(p.fn).fuse_epilogue
-        if offer is None or not _plain(p) or len(p.outputs) != 1 or not p.outputs[0]:
+        if offer is None or p.guard is not None or p.scope or p.subgraphs or p._uses or len(p.outputs) != 1 \
+                or not p.outputs[0]:
             continue
-        ops, extra, gone, name = [], [], [], p.outputs[0]
-        while True:
-            found = _consumer(at, index, keep, name)
-            if found is None or found[0] in taken or found[0] <= i:
-                break
-            k, c = found
-            op = c.node.op_type
-            if op in ("Add", "Sum"):
-                if ops or c.inputs[0] == c.inputs[1]:      # one Add, first; not Add(y, y)
-                    break
-                side = 0 if c.inputs[0] == name else 1
-                ops.append(("Add", guarded(c.fn, c.guard), side))
-                extra.append(c.inputs[1 - side])
-            else:
-                ops.append(("Relu", guarded(c.fn, c.guard), None))
-            gone.append(k)
-            name = c.outputs[0]
-            if op == "Relu":
-                break
-        if not ops:
-            continue
-        fused = offer(tuple(ops))
+        ops, extra, gone = [], [], []
+        c = _consumer(index, p.outputs[0], taken)
+        if c is not None and c.node.op_type in ("Add", "Sum"):   # not Add(y, y): y read once
+            side = 0 if c.inputs[0] == p.outputs[0] else 1
+            ops.append(("Add", guarded(c.fn, c.guard), side))
+            extra.append(c.inputs[1 - side])
+            gone.append(c)
+            c = _consumer(index, c.outputs[0], taken)
+        if c is not None and c.node.op_type == "Relu":
+            ops.append(("Relu", guarded(c.fn, c.guard), None))
+            gone.append(c)
+        fused = offer(tuple(ops)) if ops else None
         if fused is None:
             continue
         pad = traits_of(p.fn).epilogue_inputs
         pad = len(p.inputs) if pad is None else pad
         inputs = list(p.inputs) + [""] * max(0, pad - len(p.inputs)) + extra
-        step = Step(fused, inputs, [name], attrs.evolve(p.node, output=[name]), p.scope)
-        out[gone[-1]] = step        # where the last consumer was: Add's other operand is there by then
-        removed.add(i)
-        taken.update(gone)
-        removed.update(gone[:-1])
+        name = gone[-1].outputs[0]
+        # where the last consumer was: Add's other operand is there by then
+        out[at[id(gone[-1])]] = Step(fused, inputs, [name], attrs.evolve(p.node, output=[name]), p.scope)
+        removed.update([i] + [at[id(g)] for g in gone[:-1]])
+        taken.update(id(g) for g in gone)
         count += len(gone)
     return rebuilt(steps, out, removed, keep, count)
 

@@ -38,7 +38,7 @@ import numpy as np
 from ..budget import current_budget
 from ..plan import GraphPlan, Step
 from ..usedef import step_index
-from .epilogue import guarded, on_plan, plain_default as _plain, rebuilt
+from .epilogue import guarded, on_plan, plain_default, rebuilt, sole_producer
 
 #: ``Cast``'s ``to`` element types the fused step computes in (float16, float, double)
 _FLOAT_TAGS = {10: np.float16, 1: np.float32, 11: np.float64}
@@ -90,46 +90,30 @@ def rows_of(equal: Step, cast: Step, matmul: Step, iota: np.ndarray, w: np.ndarr
 
 def fuse(steps: list, constants: dict, keep) -> tuple:
     """``(steps, count)``: ``steps`` with each one-hot product fused (a new list), and how many."""
-    index = step_index(steps)
+    index = step_index(steps, keep)
     at = {id(s): k for k, s in enumerate(steps)}
-
-    def producer(name: str):
-        made_by = index.producer(name)
-        return None if made_by is None else at[id(made_by)]
-
     out, removed, count = list(steps), set(), 0
     for j, m in enumerate(steps):
-        if m.node.op_type != "MatMul" or not _plain(m) or len(m.inputs) != 2 or len(m.outputs) != 1:
+        if m.node.op_type != "MatMul" or not plain_default(m) or len(m.inputs) != 2 or len(m.outputs) != 1:
             continue
-        c_name, w_name = m.inputs
-        w = constants.get(w_name)
-        ci = producer(c_name)
-        if type(w) is not np.ndarray or w.ndim != 2 or w.dtype.kind != "f" or ci is None or ci in removed:
+        w = constants.get(m.inputs[1])
+        cast = sole_producer(index, m.inputs[0], "Cast")
+        if type(w) is not np.ndarray or w.ndim != 2 or w.dtype.kind != "f" or cast is None \
+                or _cast_to(cast) is not w.dtype.type or len(cast.inputs) != 1:
             continue
-        cast = steps[ci]
-        if cast.node.op_type != "Cast" or not _plain(cast) or index.use_count(c_name) != 1 or c_name in keep:
+        equal = sole_producer(index, cast.inputs[0], "Equal")
+        if equal is None or len(equal.inputs) != 2:
             continue
-        if _cast_to(cast) is not w.dtype.type or len(cast.inputs) != 1:
+        ids_first = _iota(constants.get(equal.inputs[1]))
+        if not ids_first and not _iota(constants.get(equal.inputs[0])):
             continue
-        ei = producer(cast.inputs[0])
-        if ei is None or ei in removed or index.use_count(cast.inputs[0]) != 1 or cast.inputs[0] in keep:
-            continue
-        equal = steps[ei]
-        if equal.node.op_type != "Equal" or not _plain(equal) or len(equal.inputs) != 2:
-            continue
-        first, second = equal.inputs
-        if _iota(constants.get(second)):
-            ids_name, iota_name, ids_first = first, second, True
-        elif _iota(constants.get(first)):
-            ids_name, iota_name, ids_first = second, first, False
-        else:
-            continue
+        ids_name, iota_name = equal.inputs if ids_first else equal.inputs[::-1]
         iota = constants[iota_name]
         if iota.shape[-1] != w.shape[0] or not np.isfinite(w).all():
             continue
         fn = rows_of(equal, cast, m, iota, w, ids_first)
-        out[j] = Step(fn, [ids_name, iota_name, w_name], list(m.outputs), m.node, m.scope)
-        removed.update((ei, ci))
+        out[j] = Step(fn, [ids_name, iota_name, m.inputs[1]], list(m.outputs), m.node, m.scope)
+        removed.update((at[id(equal)], at[id(cast)]))
         count += 1
     return rebuilt(steps, out, removed, keep, count)
 

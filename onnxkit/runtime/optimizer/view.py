@@ -132,11 +132,12 @@ class GraphView:
         if normalize_domain(domain) not in self.opsets:
             self.new_opsets[domain] = version
 
-    def type_of(self, name: str):
-        """The type inference (Clause 9) derives for ``name`` from what a run checks (None =
-        unknown): the model inferred without its declarations (:func:`undeclared`), so a stale
-        ``value_info`` or output shape never reaches a pass.  Passes keep every surviving
-        value's type, so the answer holds for the copy too."""
+    def tensor_type(self, name: str):
+        """``(elem_type, dims or None)`` of a tensor-typed ``name``, or None (unknown, or not a
+        tensor): the type inference (Clause 9) derives from what a run checks, the model inferred
+        without its declarations (:func:`undeclared`), so a stale ``value_info`` or output shape
+        never reaches a pass.  Passes keep every surviving value's type, so the answer holds for
+        the copy too."""
         if self._types is None:
             from ...inference import infer_model
 
@@ -144,11 +145,7 @@ class GraphView:
                 self._types = infer_model(undeclared(self.model), self.registry).graph("")
             except Exception:  # a model inference cannot type: the passes needing types do nothing
                 self._types = {}
-        return self._types.get(name)
-
-    def tensor_type(self, name: str):
-        """``(elem_type, dims or None)`` of a tensor-typed ``name``, or None."""
-        t = self.type_of(name)
+        t = self._types.get(name)
         if not isinstance(t, ir.TensorType) or not t.elem_type:
             return None
         return t.elem_type, (None if t.shape is None else list(t.shape.values))
@@ -196,10 +193,6 @@ class GraphView:
         return name
 
     # -- edits (each keeps :attr:`index` current) ---------------------------------------
-    def replace_uses(self, old: str, new: str) -> None:
-        """Every node input ``old`` reads ``new`` instead (``old`` must be unprotected)."""
-        self.index.replace_all_uses_with(old, new)
-
     def remove(self, node: ir.Node) -> None:
         self.node = [n for n in self.node if n is not node]
         self.index.remove(node)
@@ -214,9 +207,6 @@ class GraphView:
         self.node.insert(self._position(anchor), new)
         self.index.add(new)
 
-    def set_input(self, node: ir.Node, slot: int, name: str) -> None:
-        self.index.set_input(node, slot, name)
-
     def replace_pattern(self, nodes: list, new: ir.Node) -> None:
         """``new`` in place of ``nodes`` (a pattern): at the last one's position, where every
         input of the pattern is defined; the others removed."""
@@ -230,7 +220,7 @@ class GraphView:
 
     def bypass(self, node: ir.Node, value: str) -> None:
         """Remove ``node``, its (unprotected) first output read as ``value`` wherever it was read."""
-        self.replace_uses(node.output[0], value)
+        self.index.replace_all_uses_with(node.output[0], value)
         self.remove(node)
 
     def _position(self, node: ir.Node) -> int:

@@ -14,7 +14,7 @@ What is published, and what each promises (each function's docstring states its 
 
 * **Portable kernel families**, as modules: :mod:`activation`, :mod:`cast`, :mod:`conv`,
   :mod:`elementwise`, :mod:`elementwise_math`, :mod:`indexing`, :mod:`linalg`,
-  :mod:`quantization`, :mod:`reduction`, :mod:`rnn`.  Their public names (no leading ``_``) are
+  :mod:`quantization`, :mod:`reduction`, :mod:`resize`, :mod:`rnn`.  Their public names (no leading ``_``) are
   the factories registered in their ``KERNELS`` tables and the helpers those factories are made
   of; a backend may call them, never patch them.
 * **Kernel helpers by name**: the parsing, checks and plans of Conv (:func:`make_conv`,
@@ -50,7 +50,7 @@ from .inference.nn_geometry import GeometryError, window_geometry
 from .inference.pool import pool_attrs, pool_geometry
 from .inference.shape_geometry import flatten_extents, numpy_slices, slice_plan, wrap_indices
 from .kernels import (activation, cast, conv, elementwise, elementwise_math, indexing, linalg, quantization, reduction,
-                      rnn)
+                      resize, rnn)
 from .kernels._common import (as_dtype, compute_dtype, input_type_checker, norm_axes, norm_axis, scalar_int,
                               schema_types)
 from .kernels._math import ERFC32_CLIP, ERFC32_P, ERFC32_Q, erfc
@@ -77,7 +77,7 @@ from .kernels.shape_layout import pad_array, pad_mode, pad_plan, source_index
 __all__ = [
     # portable kernel families (modules)
     "activation", "cast", "conv", "elementwise", "elementwise_math", "indexing", "linalg", "quantization", "reduction",
-    "rnn",
+    "resize", "rnn",
     # conv and pooling
     "Plans", "check_rank", "columns", "conv_nd", "conv_plan", "make_conv", "pad_spatial",
     "average_divisor", "average_pool_kernel", "declared_attr", "geometry_cache", "global_average_pool",

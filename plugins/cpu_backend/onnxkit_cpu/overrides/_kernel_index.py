@@ -80,6 +80,7 @@ ENTRIES = (
     ('', 'ReduceSumSquare', (1, 11, 13, 18), 'reduction', 'onnxkit_cpu.overrides.reduction', False),
     ('', 'Relu', (1, 6, 13, 14), 'activation', 'onnxkit_cpu.overrides.activation', False),
     ('', 'Reshape', (5, 13, 14, 19, 21, 23, 24, 25), 'shape', 'onnxkit_cpu.overrides.shape', False),
+    ('', 'Resize', (10, 11, 13, 18, 19), 'resize', 'onnxkit_cpu.overrides.resize', False),
     ('', 'Scatter', (9, 11), 'indexing', 'onnxkit_cpu.overrides.indexing', False),
     ('', 'ScatterElements', (11, 13, 16, 18), 'indexing', 'onnxkit_cpu.overrides.indexing', False),
     ('', 'ScatterND', (11, 13, 16, 18), 'indexing', 'onnxkit_cpu.overrides.indexing', False),

@@ -249,6 +249,22 @@ def _resize_axis(ctx, data, axis, scale, out_len, rule, coord_mode, roi, exclude
     return res
 
 
+def resized_axes(ctx, shape, scales, sizes, coord_mode, roi) -> list:
+    """``[(axis, scale, out_len, axis_roi)]``: the axes :func:`resample` resizes, in order (an
+    axis whose size and scale stay, and whose roi is whole under tf_crop_and_resize, is kept);
+    ctx.fail where tf_crop_and_resize has no roi."""
+    r, out = len(shape), []
+    for axis in range(r):
+        axis_roi = None if roi is None else (float(roi[axis]), float(roi[r + axis]))
+        if sizes[axis] == shape[axis] and np.isclose(scales[axis], 1.0) and \
+                (axis_roi is None or coord_mode != "tf_crop_and_resize" or axis_roi == (0.0, 1.0)):
+            continue
+        if coord_mode == "tf_crop_and_resize" and axis_roi is None:
+            ctx.fail("tf_crop_and_resize needs roi")
+        out.append((axis, float(scales[axis]), int(sizes[axis]), axis_roi))
+    return out
+
+
 def resample(ctx, x, scales, sizes, *, rule, coord_mode, nearest_mode="simple", cubic_a=-0.75,
              exclude_outside=False, extrapolation=0.0, antialias=False, roi=None):
     """``x`` resampled to ``sizes`` by ``scales`` (full-rank lists from ``resize_extents``) with
@@ -264,17 +280,8 @@ def resample(ctx, x, scales, sizes, *, rule, coord_mode, nearest_mode="simple", 
         ctx.fail(f"element type {arrays.dtype_name(dt)} cannot be interpolated")
     exact = arrays.is_integer(dt) or arrays.is_bool(dt)
     data = xp.astype(x, xp.float64 if exact else compute_dtype(xp, dt), copy=False)
-    shape = shape_of(x)
-    r = len(shape)
-    for axis in range(r):
-        axis_roi = None if roi is None else (float(roi[axis]), float(roi[r + axis]))
-        if sizes[axis] == shape[axis] and np.isclose(scales[axis], 1.0) and \
-                (axis_roi is None or coord_mode != "tf_crop_and_resize" or axis_roi == (0.0, 1.0)):
-            continue
-        if coord_mode == "tf_crop_and_resize" and axis_roi is None:
-            ctx.fail("tf_crop_and_resize needs roi")
-        data = _resize_axis(ctx, data, axis, float(scales[axis]), int(sizes[axis]), rule, coord_mode, axis_roi,
-                            exclude_outside, extrapolation)
+    for axis, scale, out_len, axis_roi in resized_axes(ctx, shape_of(x), scales, sizes, coord_mode, roi):
+        data = _resize_axis(ctx, data, axis, scale, out_len, rule, coord_mode, axis_roi, exclude_outside, extrapolation)
     if arrays.is_integer(dt):
         info = xp.iinfo(dt)
         return xp.astype(xp.clip(xp.round(data), float(info.min), float(info.max)), dt)
@@ -288,6 +295,33 @@ def _host_values(ctx, v, dtype):
     return ctx.to_host(v).astype(dtype).reshape(-1).tolist()
 
 
+def resize_geometry(ctx, axes_attr, policy, x, roi, scales, sizes):
+    """``(full scales, full sizes, full roi or None)`` of one Resize call from its inputs (roi,
+    scales, sizes as given, absent ones None) and its ``axes`` attribute and aspect policy;
+    ctx.fail for the inputs' errors (both or neither of scales and sizes, wrong counts)."""
+    shape = shape_of(x)
+    r = len(shape)
+    axes = list(range(r)) if axes_attr is None else norm_axes(ctx, axes_attr, r)
+    roi, scales, sizes = (_host_values(ctx, a, t) for a, t in ((roi, np.float64), (scales, np.float32),
+                                                                (sizes, np.int64)))
+    if sizes is not None and scales is not None:
+        ctx.fail("only one of scales and sizes may be given")
+    if sizes is None and scales is None:
+        ctx.fail("one of scales and sizes must be given")
+    given = ("sizes", sizes) if sizes is not None else ("scales", scales)
+    if len(given[1]) != len(axes):
+        ctx.fail(f"{given[0]} has {len(given[1])} values, expected {len(axes)}")
+    full_roi = None
+    if roi is not None:
+        if len(roi) != 2 * len(axes):
+            ctx.fail(f"roi has {len(roi)} values, expected {2 * len(axes)}")
+        full_roi = [0.0] * r + [1.0] * r
+        for i, a in enumerate(axes):
+            full_roi[a], full_roi[r + a] = roi[i], roi[len(axes) + i]
+    full_scales, full_sizes = resize_extents(shape, axes, scales=scales, sizes=sizes, policy=policy)
+    return full_scales, full_sizes, full_roi
+
+
 @KERNELS.register("Resize", 10, 11, 13, 18, 19)
 def resize(ctx):
     v = ctx.since_version
@@ -297,26 +331,7 @@ def resize(ctx):
     def run(x, roi=None, scales=None, sizes=None):
         if v == 10:
             roi, scales, sizes = None, roi, None
-        shape = shape_of(x)
-        r = len(shape)
-        axes = list(range(r)) if axes_attr is None else norm_axes(ctx, axes_attr, r)
-        roi, scales, sizes = (_host_values(ctx, a, t) for a, t in ((roi, np.float64), (scales, np.float32),
-                                                                    (sizes, np.int64)))
-        if sizes is not None and scales is not None:
-            ctx.fail("only one of scales and sizes may be given")
-        if sizes is None and scales is None:
-            ctx.fail("one of scales and sizes must be given")
-        given = ("sizes", sizes) if sizes is not None else ("scales", scales)
-        if len(given[1]) != len(axes):
-            ctx.fail(f"{given[0]} has {len(given[1])} values, expected {len(axes)}")
-        full_roi = None
-        if roi is not None:
-            if len(roi) != 2 * len(axes):
-                ctx.fail(f"roi has {len(roi)} values, expected {2 * len(axes)}")
-            full_roi = [0.0] * r + [1.0] * r
-            for i, a in enumerate(axes):
-                full_roi[a], full_roi[r + a] = roi[i], roi[len(axes) + i]
-        full_scales, full_sizes = resize_extents(shape, axes, scales=scales, sizes=sizes, policy=policy)
+        full_scales, full_sizes, full_roi = resize_geometry(ctx, axes_attr, policy, x, roi, scales, sizes)
         return resample(ctx, x, full_scales, full_sizes, roi=full_roi, **opts)
 
     return run

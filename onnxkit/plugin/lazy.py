@@ -39,9 +39,9 @@ _lock = threading.RLock()
 class LazyKernel:
     """The factory of ``key`` in family ``family`` of ``package``, imported on its first call."""
 
-    def __init__(self, package: str, family: str, key: tuple, module: str, host_only: bool):
+    def __init__(self, package: str, family: str, key: tuple, module: str, host_only: bool, prepare=None):
         self.package, self.family, self.key, self.__module__ = package, family, key, module
-        self._factory = None
+        self._factory, self._prepare = None, prepare
         if host_only:
             setattr(self, TRAITS_ATTRIBUTE, _HOST_ONLY)
 
@@ -50,6 +50,8 @@ class LazyKernel:
         factory = self._factory
         if factory is None:
             with _lock:
+                if self._prepare is not None:
+                    self._prepare()
                 module = importlib.import_module(f"{self.package}.{self.family}")
                 factory = getattr(module, "KERNELS", {}).get(self.key)
                 if factory is None:
@@ -71,9 +73,11 @@ class LazyKernel:
         return f"<lazy kernel {self.key} of {self.package}.{self.family} ({state})>"
 
 
-def lazy_family_tables(package: str, entries: Iterable) -> dict:
-    """``{key: LazyKernel}`` for every row of ``entries`` (see the module docstring)."""
-    return {key: LazyKernel(package, family, key, module, host_only)
+def lazy_family_tables(package: str, entries: Iterable, prepare=None) -> dict:
+    """``{key: LazyKernel}`` for every row of ``entries`` (see the module docstring);
+    ``prepare()``, where given, is called before a family module is imported (it must be cheap
+    after its first call)."""
+    return {key: LazyKernel(package, family, key, module, host_only, prepare)
             for key, (family, module, host_only) in index_of_entries(entries).items()}
 
 

@@ -59,7 +59,6 @@ def _namespace():
 def onnxkit_kernels(backend):
     if backend != "cpu":
         return None
-    _namespace()  # before any override module imports array-api-compat's numpy (selection.py)
     from .overrides import all_overrides
 
-    return all_overrides()
+    return all_overrides(prepare=_namespace)  # before an override module imports array-api-compat's numpy

@@ -1,7 +1,8 @@
 """Model families of the cpu backend's fast paths (plugins/cpu_backend/onnxkit_cpu/overrides and
 compiled): Conv (grouped, depthwise, strided, dilated, padded, auto_pad, 1-3 spatial dims),
 pools, activations, normalizations, RNN/GRU/LSTM, broadcasting elementwise operators over
-element types, ranks 0-5, extents 0 and 1 and NaN/inf."""
+element types, ranks 0-5, extents 0 and 1 and NaN/inf; Resize (every mode and coordinate mode)
+and attention over long sequences."""
 
 from __future__ import annotations
 
@@ -229,5 +230,71 @@ def elementwise(b: Builder) -> None:
     b.output(y)
 
 
+RESIZE_COORDS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric")
+
+
+def resize(b: Builder) -> None:
+    """Resize on the last one or two axes (the cpu override's fast path) or others (its portable
+    fallback): every mode, coordinate mode and nearest rounding, scales or sizes, cubic's
+    coefficient and exclude_outside, antialias when shrinking."""
+    b.opset = pick(b, [13, 18, 19])
+    elem = pick(b, [TP.FLOAT, TP.DOUBLE], [0.8, 0.2])
+    rank = int(pick(b, [3, 4, 4]))
+    dims = [int(pick(b, [1, 2])), int(pick(b, [1, 3]))] + [int(pick(b, [1, 4, 5, 6])) for _ in range(rank - 2)]
+    mode = pick(b, ["nearest", "linear", "cubic"])
+    # tf_crop_and_resize is not generated: the portable kernel differs from onnxruntime and the
+    # reference on cropped axes (reported in issue 32's note; the override takes it only where
+    # no output extrapolates, bit-identical to the portable kernel: test_resize_fast.py)
+    coord = pick(b, list(RESIZE_COORDS[:5] if b.opset == 19 else RESIZE_COORDS[:4]))
+    attrs = {"mode": mode, "coordinate_transformation_mode": coord}
+    if mode == "nearest":
+        attrs["nearest_mode"] = pick(b, ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
+    if mode == "cubic" and chance(b, 0.3):
+        attrs["cubic_coeff_a"] = -0.5
+    if mode == "cubic" and chance(b, 0.3):
+        attrs["exclude_outside"] = 1
+    axes = list(range(rank - 2, rank)) if chance(b, 0.8) else [1]
+    factors = [float(pick(b, [0.5, 1.0, 2.0, 3.0, 1.5])) for _ in axes]
+    if b.opset >= 18 and mode != "nearest" and chance(b, 0.25):
+        attrs["antialias"] = 1
+        factors = [min(f, 0.5) for f in factors]
+    full = [1.0] * rank
+    for a, f in zip(axes, factors):
+        full[a] = f
+    roi = ""
+    x = b.input(elem, dims, value_spec(b, elem, 0.0))   # NaN/inf: taps of weight 0 differ (report)
+    if chance(b, 0.5):
+        ins = [x, roi, b.const(np.array(full, np.float32), "init")]
+    else:
+        sizes = [max(1, int(d * f)) for d, f in zip(dims, full)]
+        ins = [x, roi, "", b.const(np.array(sizes, np.int64), "init")]
+    b.output(b.node("Resize", ins, **attrs))
+
+
+def attention_long(b: Builder) -> None:
+    """The attention pattern over long sequences (>= 4,096 scores a head: the cpu override's
+    blocked body), odd lengths, masks with -inf rows, guarded or not (the optimizer fuses it)."""
+    b.opset = 17
+    elem = pick(b, [TP.FLOAT, TP.DOUBLE], [0.8, 0.2])
+    lead = [int(pick(b, [1, 2])), int(pick(b, [1, 2, 3]))]
+    s, skv = int(pick(b, [64, 97, 130])), int(pick(b, [64, 101, 257]))
+    d = int(pick(b, [4, 8, 16]))
+    guarded = chance(b, 0.6)
+    q = b.input(elem, lead + [s, d], {"kind": "f", "lo": -1, "hi": 1, "special": chance(b, 0.1) and guarded})
+    k = b.input(elem, lead + [skv, d], {"kind": "f", "lo": -1, "hi": 1})
+    v = b.input(elem, lead + [skv, d], {"kind": "f", "lo": -2, "hi": 2})
+    f = np.array(1 / np.sqrt(np.sqrt(d)), NP[elem])
+    kt = b.node("Mul", [b.node("Transpose", [k], perm=[0, 1, 3, 2]), b.const(f, "init")])
+    scores = b.node("MatMul", [b.node("Mul", [q, b.const(f, "init")]), kt])
+    if chance(b, 0.6):
+        mshape = pick(b, [[lead[0], 1, s, skv], [s, skv], [skv]])
+        mask = b.input(elem, mshape, {"kind": "f", "choices": [0.0, 0.0, 0.0, -np.inf, -1.0]})
+        scores = b.node("Add", [scores, mask])
+    p = b.node("Softmax", [scores], axis=-1)
+    if guarded:
+        p = b.node("Where", [b.node("IsNaN", [p]), b.const(np.array(0.0, NP[elem]), "init"), p])
+    b.output(b.node("MatMul", [p, v]))
+
+
 FAMILIES = {"conv": conv, "pool": pool, "activation": activation, "norm": norm, "rnn": rnn,
-            "elementwise": elementwise}
+            "elementwise": elementwise, "resize": resize, "attention_long": attention_long}

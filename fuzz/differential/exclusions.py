@@ -22,7 +22,9 @@ name, so a run's figures say how many models each entry set aside.
   skips NaN in a max, numpy propagates it; Part 2 does not say), no infinities into an unguarded
   attention pattern's Q (a row of -inf scores gives NaN there and zeros fused: documented in
   ``onnxkit/runtime/optimizer/attention.py``), no RNN in float64 or layout 1 (onnxruntime has no
-  such kernels), no out-of-range float -> uint8 Cast (undefined behaviour in C++).
+  such kernels), no out-of-range float -> uint8 Cast (undefined behaviour in C++), no NaN or inf
+  into Resize and no tf_crop_and_resize (the portable kernel differs from onnxruntime there:
+  taps of weight 0 times inf or NaN, and cropped axes; its fast path is bit-identical to it).
 * :data:`LOOSE` — float64 compared at float32 tolerance where the oracle computes in float32.
 * :data:`REFUSALS` — onnxkit errors that are documented refusals (README), recognised by
   message; none is expected from the generated models, so the list is short.

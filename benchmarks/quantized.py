@@ -2,9 +2,11 @@
 
 The models are the ones onnxruntime's quantizer makes from corpus models in the test build
 (``plugins/microsoft_domain/tests/test_models.py`` writes them to ``.cache/corpus/microsoft``;
-run that test file once if they are missing): dynamic int8 (``quantize_dynamic``: BERT,
-the small ResNet), static QDQ and static QOperator (``quantize_static``: the small ResNet), each
-fed its source model's fixed corpus inputs.  Per model three sessions are timed *interleaved*
+run that test file once if they are missing): dynamic int8 (``quantize_dynamic``: BERT, GPT-2,
+the small ResNet), static QDQ (``quantize_static``: the small ResNet, ViT, BERT) and static
+QOperator (the small ResNet), each fed its source model's fixed corpus inputs.  The QDQ models run
+on integer kernels through the optimizer's ``qdq`` pass (``onnxkit/runtime/optimizer/qdq.py``);
+``--no-qdq`` adds a column ``noqdq``: onnxkit with that pass off.  Per model three sessions are timed *interleaved*
 (one call of each per round, the order rotating), median of ``--repeat`` rounds after a warm-up:
 
 * ``kit``:      onnxkit, ``intra_op_num_threads=1`` (BLAS one thread), its default level
@@ -33,8 +35,9 @@ from timing import interleaved_samples, medians
 
 ROOT = Path(__file__).resolve().parent.parent
 #: derived model -> the corpus model whose inputs it takes
-MODELS = {"qdyn_bert_ts": "hf_bert_ts", "qdyn_small_resnet_ts": "small_resnet_ts",
-          "qdq_small_resnet_ts": "small_resnet_ts", "qop_small_resnet_ts": "small_resnet_ts"}
+MODELS = {"qdyn_bert_ts": "hf_bert_ts", "qdyn_gpt2_ts": "hf_gpt2_ts", "qdyn_small_resnet_ts": "small_resnet_ts",
+          "qdq_small_resnet_ts": "small_resnet_ts", "qdq_vit_ts": "hf_vit_ts", "qdq_bert_ts": "hf_bert_ts",
+          "qop_small_resnet_ts": "small_resnet_ts"}
 #: the override modules whose kernels ``portable`` replaces
 OVERRIDES = ("quantization", "quantized_conv", "quantized_microsoft")
 
@@ -63,6 +66,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("-k", dest="only", default=None, help="only models whose name contains this")
+    parser.add_argument("--no-qdq", action="store_true", help="also time onnxkit with the qdq pass off")
     args = parser.parse_args()
 
     import onnxruntime as ort
@@ -94,6 +98,11 @@ def main() -> int:
         sessions = {"kit": InferenceSession(str(path), so)}
         with portable_quantization():
             sessions["portable"] = InferenceSession(str(path), so)
+        if args.no_qdq:
+            off = SessionOptions()
+            off.intra_op_num_threads = 1
+            off.add_session_config_entry("session.disable_passes", "qdq")
+            sessions["noqdq"] = InferenceSession(str(path), off)
         o = ort.SessionOptions()
         o.intra_op_num_threads = 1
         o.inter_op_num_threads = 1
@@ -101,8 +110,9 @@ def main() -> int:
         fns = {k: (lambda s=s: s.run(None, feed)) for k, s in sessions.items()}
         t = medians(interleaved_samples(fns, args.repeat, 1, quiesce=False))
         rows.append((name, t["kit"], t["portable"], t["ort"]))
+        extra = f"  noqdq {_ms(t['noqdq'])} {t['noqdq'] / t['ort']:5.2f}" if "noqdq" in t else ""
         print(f"{name:24s} {_ms(t['kit'])} {_ms(t['portable'])} {_ms(t['ort'])}  {t['kit'] / t['ort']:7.2f} "
-              f"{t['portable'] / t['kit']:8.2f}", flush=True)
+              f"{t['portable'] / t['kit']:8.2f}{extra}", flush=True)
 
     def gmean(values):
         return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan

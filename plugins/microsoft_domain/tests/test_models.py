@@ -53,6 +53,9 @@ MODELS = {
     "qdyn_small_resnet_ts": ("dynamic", "small_resnet_ts", None),
     "qdq_small_resnet_ts": ("static", "small_resnet_ts", "QDQ"),
     "qop_small_resnet_ts": ("static", "small_resnet_ts", "QOperator"),
+    "qdq_vit_ts": ("static", "hf_vit_ts", "QDQ"),
+    "qdq_bert_ts": ("static", "hf_bert_ts", "QDQ"),
+    "qdyn_gpt2_ts": ("dynamic", "hf_gpt2_ts", None),
     "nbits_bert_ts": ("nbits", "hf_bert_ts", None),
     "nbits_gpt2_ts": ("nbits", "hf_gpt2_ts", None),
 }
@@ -138,6 +141,11 @@ def test_model_runs_and_matches_onnxruntime(built, name):
     ref_sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
     want = ref_sess.run(None, feeds)
     names = [o.name for o in ref_sess.get_outputs()]
+    # onnxruntime's optimizer off: the model as written (its QDQ fusions round otherwise: on the QDQ
+    # ViT its own two runs differ by 8 steps); each output must be within a step of it, and of the
+    # default run within a step plus that disagreement
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)
     domains = {n.domain for n in onnx.load(str(path), load_external_data=False).graph.node}
     for backend in ("cpu", "gpu"):
         sess = InferenceSession(str(path), backend)
@@ -152,7 +160,10 @@ def test_model_runs_and_matches_onnxruntime(built, name):
             if tool == "dynamic" and not step:
                 tol = 2e-3 * max(1.0, float(np.max(np.abs(w))))
             err = float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)))) if w.size else 0.0
-            assert err <= tol, (name, backend, oname, err, tol)
+            p = plain[names.index(oname)]
+            own = float(np.max(np.abs(p.astype(np.float64) - w.astype(np.float64)))) if w.size else 0.0
+            err_plain = float(np.max(np.abs(g.astype(np.float64) - p.astype(np.float64)))) if w.size else 0.0
+            assert err_plain <= tol and err <= tol + own, (name, backend, oname, err_plain, err, own, tol)
     if tool != "dynamic":
         assert "com.microsoft" in domains or tool == "static", (name, domains)
 

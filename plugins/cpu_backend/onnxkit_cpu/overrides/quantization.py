@@ -29,7 +29,9 @@ kernel (which stays the reference, and gives the errors of bad input):
   full-range values, later for real weights).  Otherwise the portable float64 kernel runs
   (exact below 2^53).  The int32 result is then the exact sum (MatMulInteger); QLinearMatMul
   requantizes it by the portable kernel's float64 operations (``acc * mult + y_zp``, round,
-  clip), the multiplier ``a_scale * b_scale / y_scale`` in float32 as it computes it.
+  clip), the multiplier ``a_scale * b_scale / y_scale`` in float32 as it computes it: one
+  compiled pass (:data:`onnxkit_cpu.compiled.quantized.requantize`, QLinearConv's, its bias 0:
+  ``acc + 0`` is ``acc``, a zero's sign aside, which rounding and the cast to an integer drop).
 """
 
 from __future__ import annotations
@@ -306,6 +308,7 @@ def _one_float32(v) -> bool:
 def qlinear_matmul(ctx):
     other = portable.qlinear_matmul(ctx)
     cache = [None]
+    requantize = loops.requantize.get()     # None: compiled loops off (the float64 numpy requantization)
 
     def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
         args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
@@ -323,10 +326,18 @@ def qlinear_matmul(ctx):
         # the multiplier in float32, as the portable kernel computes it (its ``a_s * b_scale / y_scale``)
         sb = b_scale.reshape(-1) if b_scale.size > 1 else b_scale.reshape(())
         mult = np.asarray(a_scale.reshape(()) * sb / y_scale.reshape(()))
+        lo, hi = RANGES[y_zero_point.dtype]
+        if requantize is not None:      # one compiled pass: ``(acc + 0) * mult + y_zp``, rint, clip
+            n = acc.shape[-1]
+            rows = acc.size // n
+            out = np.empty(acc.shape, y_zero_point.dtype)
+            requantize(acc.reshape(rows, n, 1), np.zeros(n), np.ascontiguousarray(
+                np.broadcast_to(mult.astype(np.float64), (n,))), float(y_zero_point.reshape(-1)[0]), float(lo),
+                float(hi), out.reshape(rows, n, 1))
+            return out
         r = acc.astype(np.float64)
         r *= mult.astype(np.float64)
         r += float(y_zero_point.reshape(-1)[0])
-        lo, hi = RANGES[y_zero_point.dtype]
         np.rint(r, out=r)
         np.clip(r, lo, hi, out=r)
         return r.astype(y_zero_point.dtype)

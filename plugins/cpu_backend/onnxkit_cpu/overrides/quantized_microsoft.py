@@ -7,9 +7,11 @@ The portable kernels dequantize to float64, compute and requantize through the a
 namespace; here the same float64 operations run in the same order on plain numpy (or one
 compiled pass), so the results are bit-identical:
 
-* **QLinearAdd / QLinearMul** with A and B of one shape and one 8-bit type, finite scales and a
-  nonzero C scale: one compiled pass (:data:`onnxkit_cpu.compiled.quantized.qlinear_binary`).
-  Broadcasting operands, and everything else, take the portable kernel.
+* **QLinearAdd / QLinearMul** with A and B of one 8-bit type (broadcasting: each operand copied
+  out to the result's shape first, the same element pairs the portable kernel combines), finite
+  scales and a nonzero C scale: one compiled pass
+  (:data:`onnxkit_cpu.compiled.quantized.qlinear_binary`).  Everything else takes the portable
+  kernel.
 * **QLinearGlobalAveragePool**: the portable kernel's numpy calls (``(x - zp) * scale``, the
   mean over the spatial axes, ``round(m / y_scale) + y_zp``, clip), without its namespace
   wrappers.
@@ -76,11 +78,17 @@ def _binary(ctx, op: int, other):
 
     def run(a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp=None):
         args = (a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp)
-        if not (_nd(a) and _nd(b) and a.dtype in RANGES and b.dtype == a.dtype and a.shape == b.shape and a.size
+        if not (_nd(a) and _nd(b) and a.dtype in RANGES and b.dtype == a.dtype and a.size and b.size
                 and _one(a_scale) and _one(b_scale) and _one(c_scale)
                 and all(z is None or _one(z) for z in (a_zp, b_zp)) and (c_zp is None or (_one(c_zp)
                                                                                        and c_zp.dtype in RANGES))):
             return other(*args)
+        if a.shape != b.shape:      # broadcast (6.6.2): each element's operands, copied out
+            try:
+                shape = np.broadcast_shapes(a.shape, b.shape)
+            except ValueError:
+                return other(*args)
+            a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
         sa, sb, sc = _f64(a_scale), _f64(b_scale), _f64(c_scale)
         if not (np.isfinite(sa) and np.isfinite(sb) and np.isfinite(sc) and sc != 0):
             return other(*args)

@@ -65,7 +65,8 @@ import attrs
 from ... import ir
 from ...errors import OnnxkitError
 from ...registry import normalize_domain
-from . import attention, cast, channel_affine, conv_bn, gelu, hardswish, identity, matmul_add, qdq, reshape, transpose
+from . import (attention, cast, channel_affine, conv_bn, epilogue, gelu, hardswish, identity, matmul_add, onehot, qdq,
+               reshape, transpose)
 from .view import GraphView
 
 
@@ -84,16 +85,6 @@ class Pass:
     counts: str = ""
 
 
-def _plan_pass(module_name: str) -> Callable:
-    """The ``run(plan)`` of a plan pass module, imported on first use (the plan passes import
-    :mod:`onnxkit.runtime.plan`, which the graph passes never need)."""
-    def run(plan) -> int:
-        from importlib import import_module
-
-        return import_module(f"{__name__}.{module_name}").run(plan)
-    return run
-
-
 #: every pass, in the order it runs, with the lowest level that runs it (the one table: the
 #: session's plan passes and the specializer are looked up here too)
 PASSES = (
@@ -108,8 +99,8 @@ PASSES = (
     Pass("gelu", 2, "graph", gelu.run),
     Pass("hardswish", 2, "graph", hardswish.run),
     Pass("attention", 2, "graph", attention.run),    # last graph pass: it may raise the ai.onnxkit import to 2
-    Pass("onehot", 2, "plan", _plan_pass("onehot"), "one-hot product(s) read as rows"),
-    Pass("epilogue", 2, "plan", _plan_pass("epilogue"), "step(s) folded into their producers"),
+    Pass("onehot", 2, "plan", onehot.run, "one-hot product(s) read as rows"),
+    Pass("epilogue", 2, "plan", epilogue.run, "step(s) folded into their producers"),
     Pass("specialize", 1, "run"),
 )
 PASS_NAMES = tuple(p.name for p in PASSES)

@@ -385,14 +385,15 @@ class InferenceSession(OrtSessionSurface):
         return values, bindings
 
     def _evaluate(self, values: list, run_options, sig=None) -> list:
-        """The first run on the cold plan (:mod:`.bodies`); before the second, the warm plan
-        where the cold one deferred a body; then :meth:`_evaluate_plan`."""
+        """The first run on the cold plan (:mod:`.bodies`; not specialized where a warm plan will
+        replace it: the specializer's work would be lost); before the second, the warm plan where
+        the cold one deferred a body; then :meth:`_evaluate_plan`."""
         cold = self._cold
         if cold is not None:
             if not cold.ran:
                 try:
                     with planning_cold(cold):
-                        return self._evaluate_plan(values, run_options, sig)
+                        return self._evaluate_plan(values, run_options, sig, specialize=not cold.deferred)
                 finally:
                     cold.ran = True
             self._plan_warm(cold)
@@ -415,12 +416,12 @@ class InferenceSession(OrtSessionSurface):
                 self._specializer = self._specializer_for(planner)
             self._cold = None
 
-    def _evaluate_plan(self, values: list, run_options, sig=None) -> list:
+    def _evaluate_plan(self, values: list, run_options, sig=None, specialize: bool = True) -> list:
         """Run the plan with BLAS limited to ``intra_op_num_threads`` (:mod:`onnxkit.runtime.threads`):
         the plan specialized for the feed's signature ``sig`` when the ``specialize`` pass is on
         (computed from ``values`` when not given)."""
         plan = self._plan_for(values) if self._consumed_positions else self.plan
-        spec = self._specializer
+        spec = self._specializer if specialize else None
         recording = False
         if spec is not None and plan is self.plan:
             if sig is None:

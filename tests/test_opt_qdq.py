@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+onnx = pytest.importorskip("onnx")
+
 from optimizer_cases import TP, helper, init, off, only
 
 import onnxkit
@@ -34,7 +36,8 @@ def _q(value, dtype, name):
 
 
 class Graph:
-    """A QDQ model under construction: float input x quantized by Q(xq_s, xq_z) into xq, the groups, and the outputs: an 8-bit value dequantized by its own parameters."""
+    """A QDQ model under construction: float input x quantized by Q(xq_s, xq_z) into xq, the groups,
+    and the outputs: an 8-bit value dequantized by its own parameters."""
 
     def __init__(self, x_shape, dtype=I8, opset=17, seed=0):
         self.rng = np.random.default_rng(seed)
@@ -388,7 +391,9 @@ def test_com_microsoft_groups_stay_without_that_domain(every_rule):
 
 
 # -- a model onnxruntime's quantizer makes from the corpus ---------------------------------------------
-def test_corpus_resnet_quantized_qdq_runs_on_integer_kernels(tmp_path):
+def quantized_corpus_resnet(tmp_path):
+    """``(model, feeds)``: the corpus' small ResNet quantized by onnxruntime's ``quantize_static``
+    (QDQ, calibrated on its own corpus inputs), and those inputs."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
 
     sys.path.insert(0, str(Path(__file__).resolve().parent / "corpus"))
@@ -407,44 +412,31 @@ def test_corpus_resnet_quantized_qdq_runs_on_integer_kernels(tmp_path):
 
     path = tmp_path / "qdq.onnx"
     quantize_static(str(folder / "small_resnet_ts.onnx"), str(path), Reader(), quant_format=QuantFormat.QDQ)
-    import onnx
+    return onnx.load(str(path)), feeds
 
-    proto = onnx.load(str(path))
+
+def _output_step(proto) -> float:
+    return float(onnx.numpy_helper.to_array(next(t for t in proto.graph.initializer if t.name == "62_scale")))
+
+
+def test_corpus_resnet_quantized_qdq_runs_on_integer_kernels(tmp_path):
+    proto, feeds = quantized_corpus_resnet(tmp_path)
     count, ops = rewritten(proto)       # the default rules: QLinearConv and the dropped pairs
     assert count == 8
     assert ops.count("QLinearConv") == 6 and ops.count("QuantizeLinear") == 5 and ops.count("DequantizeLinear") == 9
     assert "Conv" not in ops and {"MaxPool", "Flatten", "Add", "Gemm", "GlobalAveragePool"} <= set(ops)
-    out_scale = float(onnx.numpy_helper.to_array(next(t for t in proto.graph.initializer if t.name == "62_scale")))
+    out_scale = _output_step(proto)
     rng = np.random.default_rng(5)
     randoms = [{"x": (feeds["x"] + rng.normal(0, 0.3, feeds["x"].shape)).astype(np.float32)} for _ in range(2)]
     agree_within_a_step(proto, [feeds] + randoms, out_scale)
 
 
 def test_corpus_resnet_with_every_rule_runs_every_group_fused(tmp_path, every_rule):
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "corpus"))
-    from corpus_cache import ensure_corpus, load_inputs
-
-    folder, _ = ensure_corpus(log=lambda line: print(line, file=sys.stderr))
-    feeds = load_inputs(folder, "small_resnet_ts")
-    logging.getLogger("root").setLevel(logging.ERROR)
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.feeds = iter([feeds])
-
-        def get_next(self):
-            return next(self.feeds, None)
-
-    path = tmp_path / "qdq.onnx"
-    quantize_static(str(folder / "small_resnet_ts.onnx"), str(path), Reader(), quant_format=QuantFormat.QDQ)
-    import onnx
-
-    proto = onnx.load(str(path))
+    proto, feeds = quantized_corpus_resnet(tmp_path)
     count, ops = rewritten(proto)
     assert count == 12
     assert ops == sorted(["QuantizeLinear"] + ["QLinearConv"] * 6 + ["MaxPool", "Flatten", "QLinearAdd", "QLinearAdd",
-                                                                     "QLinearGlobalAveragePool", "QGemm", "DequantizeLinear"])
-    out_scale = float(onnx.numpy_helper.to_array(next(t for t in proto.graph.initializer if t.name == "62_scale")))
+                                                                     "QLinearGlobalAveragePool", "QGemm",
+                                                                     "DequantizeLinear"])
+    out_scale = _output_step(proto)
     agree_within_a_step(proto, [feeds], out_scale)

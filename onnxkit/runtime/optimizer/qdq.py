@@ -199,6 +199,18 @@ def _bias(view: GraphView, name: str, x: Quant, w: Quant, channels: int) -> Opti
     return b.q
 
 
+def _with_bias(view: GraphView, node: ir.Node, found: tuple, channels: int) -> Optional[tuple]:
+    """``(quants, y, bias)``: ``found`` (:func:`_group`'s) with the int32 bias DQ of ``node``'s third
+    input appended and the bias's integers (None where ``node`` has no bias), or None (:func:`_bias`)."""
+    quants, y = found
+    if len(node.input) < 3 or not node.input[2]:
+        return quants, y, None
+    bias = _bias(view, node.input[2], quants[0], quants[1], channels)
+    if bias is None:
+        return None
+    return quants + [dequantized(view, node.input[2], allow_axis=True, int32=True)], y, bias
+
+
 def _group(view: GraphView, match, operands: list) -> Optional[tuple]:
     """``(quants, y)``: the DQs of ``operands`` (name, per-channel axis allowed or None) and the
     root Q's parameters, or None."""
@@ -248,14 +260,7 @@ def _conv_parts(view: GraphView, match) -> Optional[tuple]:
     (x, w), y = found
     if not (x.per_tensor and y.zero_value.dtype in RANGES):
         return None
-    bias = None
-    if len(conv.input) == 3 and conv.input[2]:
-        bias_dq = dequantized(view, conv.input[2], allow_axis=True, int32=True)
-        bias = _bias(view, conv.input[2], x, w, w_typed[1][0])
-        if bias is None:
-            return None
-        found[0].append(bias_dq)
-    return found[0], y, bias
+    return _with_bias(view, conv, found, w_typed[1][0])
 
 
 def _qlinear_conv(view: GraphView, match) -> None:
@@ -301,15 +306,7 @@ def _gemm_parts(view: GraphView, match) -> Optional[tuple]:
     found = _group(view, match, [(gemm.input[0], None), (gemm.input[1], 0 if trans_b else 1)])
     if found is None or not found[0][0].per_tensor:
         return None
-    (a, b), y = found
-    c = None
-    if len(gemm.input) == 3 and gemm.input[2]:
-        c_dq = dequantized(view, gemm.input[2], allow_axis=True, int32=True)
-        c = _bias(view, gemm.input[2], a, b, b_typed[1][1 - trans_b])
-        if c is None:
-            return None
-        found[0].append(c_dq)
-    return found[0], y, c
+    return _with_bias(view, gemm, found, b_typed[1][1 - trans_b])
 
 
 def _qgemm(view: GraphView, match) -> None:

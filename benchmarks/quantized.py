@@ -3,7 +3,7 @@
 The models are the ones onnxruntime's quantizer makes from corpus models in the test build
 (``plugins/microsoft_domain/tests/test_models.py`` writes them to ``.cache/corpus/microsoft``;
 run that test file once if they are missing): dynamic int8 (``quantize_dynamic``: BERT, GPT-2,
-the small ResNet), static QDQ (``quantize_static``: the small ResNet, ViT, BERT) and static
+the small ResNet), static QDQ (``quantize_static``: the small ResNet, ViT, BERT, the U-Net with Resize) and static
 QOperator (the small ResNet), each fed its source model's fixed corpus inputs.  The QDQ models run
 on integer kernels through the optimizer's ``qdq`` pass (``onnxkit/runtime/optimizer/qdq.py``);
 ``--no-qdq`` adds a column ``noqdq``: onnxkit with that pass off.  Per model three sessions are timed *interleaved*
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: derived model -> the corpus model whose inputs it takes
 MODELS = {"qdyn_bert_ts": "hf_bert_ts", "qdyn_gpt2_ts": "hf_gpt2_ts", "qdyn_small_resnet_ts": "small_resnet_ts",
           "qdq_small_resnet_ts": "small_resnet_ts", "qdq_vit_ts": "hf_vit_ts", "qdq_bert_ts": "hf_bert_ts",
-          "qop_small_resnet_ts": "small_resnet_ts"}
+          "qdq_unet_resize_ts": "unet_resize_ts", "qop_small_resnet_ts": "small_resnet_ts"}
 #: the override modules whose kernels ``portable`` replaces
 OVERRIDES = ("quantization", "quantized_conv", "quantized_microsoft")
 

@@ -19,7 +19,7 @@ from optimizer_cases import TP, helper, init, off, only
 import onnxkit
 from onnxkit import InferenceSession
 from onnxkit.registry import get_registry
-from onnxkit.runtime.optimizer import PASS_NAMES, optimize
+from onnxkit.runtime.optimizer import PASS_NAMES, optimize, qdq
 from onnxkit.runtime.options import GraphOptimizationLevel
 
 ort = pytest.importorskip("onnxruntime")
@@ -230,11 +230,10 @@ def cancel_group(q_dtype=None, output_is_q=False):
 FEEDS = 3
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def every_rule(monkeypatch):
-    """The qdq pass with every rule, the integer-kernel fusions off by default included."""
-    from onnxkit.runtime.optimizer import qdq
-
+    """The qdq pass with every rule, the integer-kernel fusions off by default included (the
+    default rules' test sets them back)."""
     monkeypatch.setattr(qdq, "ACTIVE", qdq.RULES)
 
 
@@ -252,21 +251,21 @@ def test_conv_group_becomes_qlinear_conv(per_channel, bias, dtype):
 
 
 @pytest.mark.parametrize("per_column", [False, True])
-def test_matmul_group_becomes_qlinear_matmul(per_column, every_rule):
+def test_matmul_group_becomes_qlinear_matmul(per_column):
     _fires(matmul_group(per_column), 1, ["QuantizeLinear", "QLinearMatMul", "DequantizeLinear"])
 
 
 @pytest.mark.parametrize("trans_b,bias,per_column", [(1, True, False), (0, True, True), (1, False, True)])
-def test_gemm_group_becomes_qgemm(trans_b, bias, per_column, every_rule):
+def test_gemm_group_becomes_qgemm(trans_b, bias, per_column):
     _fires(gemm_group(trans_b, bias, per_column=per_column), 1, ["QuantizeLinear", "QGemm", "DequantizeLinear"])
 
 
 @pytest.mark.parametrize("op_type", ["Add", "Mul"])
-def test_add_and_mul_groups_become_com_microsoft_qlinear_ops(op_type, every_rule):
+def test_add_and_mul_groups_become_com_microsoft_qlinear_ops(op_type):
     _fires(binary_group(op_type), 1, ["QuantizeLinear", "QuantizeLinear", "QLinear" + op_type, "DequantizeLinear"])
 
 
-def test_global_average_pool_group_becomes_qlinear_global_average_pool(every_rule):
+def test_global_average_pool_group_becomes_qlinear_global_average_pool():
     _fires(pool_group(), 1, ["QuantizeLinear", "QLinearGlobalAveragePool", "DequantizeLinear"])
 
 
@@ -285,7 +284,7 @@ def test_dq_q_pair_with_equal_parameters_cancels():
     assert _fires(g, 1, ["QuantizeLinear", "DequantizeLinear"]) == 0.0
 
 
-def test_a_dq_read_twice_feeds_the_fused_node_and_stays_for_its_other_reader(every_rule):
+def test_a_dq_read_twice_feeds_the_fused_node_and_stays_for_its_other_reader():
     g = binary_group(read_twice=True)
     _fires(g, 1, ["QuantizeLinear", "QuantizeLinear", "DequantizeLinear", "QLinearAdd", "DequantizeLinear", "Relu"])
 
@@ -309,13 +308,13 @@ def test_per_channel_weight_on_another_axis_is_not_fused():
     _left_alone(conv_group(per_channel=True, bias=False, w_axis=1), runs=False)
 
 
-def test_non_constant_scale_is_not_fused(every_rule):
+def test_non_constant_scale_is_not_fused():
     g = matmul_group()
     g.inits = [t for t in g.inits if t.name != "w_s"]
     _left_alone(g, extra_inputs=[helper.make_tensor_value_info("w_s", TP.FLOAT, [])], runs=False)
 
 
-def test_int16_quantization_is_not_fused(every_rule):
+def test_int16_quantization_is_not_fused():
     g = Graph([3, 6], opset=21)
     a = g.dq("xq", "xq_s", "xq_z", "ad")
     g.inits += [init("w_q", np.ones((6, 5), np.int16)), _f32("w_s", 0.01), _q(0, np.int16, "w_z")]
@@ -325,7 +324,7 @@ def test_int16_quantization_is_not_fused(every_rule):
     _left_alone(g)
 
 
-def test_int4_weight_is_not_fused(every_rule):
+def test_int4_weight_is_not_fused():
     g = Graph([3, 6], opset=21)
     a = g.dq("xq", "xq_s", "xq_z", "ad")
     w4 = helper.make_tensor("w_q", TP.INT4, [6, 5], np.ones(30, np.int8).tolist())
@@ -346,7 +345,7 @@ def test_bias_of_another_scale_is_not_fused():
     _left_alone(conv_group(bias_factor=1.5))
 
 
-def test_gemm_with_alpha_is_not_fused(every_rule):
+def test_gemm_with_alpha_is_not_fused():
     _left_alone(gemm_group(alpha=0.5))
 
 
@@ -383,7 +382,7 @@ class _WithoutMicrosoft:
         return getattr(self._registry, name)
 
 
-def test_com_microsoft_groups_stay_without_that_domain(every_rule):
+def test_com_microsoft_groups_stay_without_that_domain():
     registry = _WithoutMicrosoft(get_registry())
     for g in (binary_group("Add"), gemm_group(), pool_group()):
         _left_alone(g, runs=False, registry=registry)
@@ -419,19 +418,20 @@ def _output_step(proto) -> float:
     return float(onnx.numpy_helper.to_array(next(t for t in proto.graph.initializer if t.name == "62_scale")))
 
 
-def test_corpus_resnet_quantized_qdq_runs_on_integer_kernels(tmp_path):
+def test_corpus_resnet_quantized_qdq_drops_its_pairs_by_default(tmp_path, monkeypatch):
+    monkeypatch.setattr(qdq, "ACTIVE", qdq.DEFAULT_RULES)
     proto, feeds = quantized_corpus_resnet(tmp_path)
-    count, ops = rewritten(proto)       # the default rules: QLinearConv and the dropped pairs
-    assert count == 8
-    assert ops.count("QLinearConv") == 6 and ops.count("QuantizeLinear") == 5 and ops.count("DequantizeLinear") == 9
-    assert "Conv" not in ops and {"MaxPool", "Flatten", "Add", "Gemm", "GlobalAveragePool"} <= set(ops)
+    count, ops = rewritten(proto)       # the default rules: the pairs around MaxPool and Flatten dropped
+    assert count == 2                   # of 27 DequantizeLinear and 13 QuantizeLinear nodes
+    assert ops.count("Conv") == 6 and ops.count("QuantizeLinear") == 11 and ops.count("DequantizeLinear") == 25
+    assert not [t for t in ops if t.startswith("QLinear")] and {"MaxPool", "Flatten"} <= set(ops)
     out_scale = _output_step(proto)
     rng = np.random.default_rng(5)
     randoms = [{"x": (feeds["x"] + rng.normal(0, 0.3, feeds["x"].shape)).astype(np.float32)} for _ in range(2)]
     agree_within_a_step(proto, [feeds] + randoms, out_scale)
 
 
-def test_corpus_resnet_with_every_rule_runs_every_group_fused(tmp_path, every_rule):
+def test_corpus_resnet_with_every_rule_runs_every_group_on_integer_kernels(tmp_path):
     proto, feeds = quantized_corpus_resnet(tmp_path)
     count, ops = rewritten(proto)
     assert count == 12

@@ -9,12 +9,11 @@ pass               rewrites                                         level
 =================  ==============================================  ====================
 ``identity``       Identity, inference-mode Dropout removed         ORT_ENABLE_BASIC +
 ``cast``           Cast to the type the value already has removed   ORT_ENABLE_BASIC +
-``qdq``            DequantizeLinear -> Conv -> QuantizeLinear       ORT_ENABLE_EXTENDED +
-                   -> QLinearConv (within one step); the pair
+``qdq``            the DequantizeLinear / QuantizeLinear pair       ORT_ENABLE_EXTENDED +
                    around a value move dropped, DQ -> Q cancelled
-                   (exact); rules to QLinearMatMul and
-                   com.microsoft ops written, off by default
-                   (:mod:`.qdq`, ``qdq.ACTIVE``)
+                   (exact); rules to QLinearConv, QLinearMatMul
+                   and com.microsoft ops written, off by default
+                   (:mod:`.qdq`, ``qdq.ACTIVE``: measured slower)
 ``transpose``      Transpose pairs cancelled / merged               ORT_ENABLE_BASIC +
 ``reshape``        Reshape -> Reshape collapsed                     ORT_ENABLE_BASIC +
 ``conv_bn``        BatchNormalization folded into Conv              ORT_ENABLE_BASIC +

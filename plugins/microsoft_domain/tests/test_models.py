@@ -55,6 +55,7 @@ MODELS = {
     "qop_small_resnet_ts": ("static", "small_resnet_ts", "QOperator"),
     "qdq_vit_ts": ("static", "hf_vit_ts", "QDQ"),
     "qdq_bert_ts": ("static", "hf_bert_ts", "QDQ"),
+    "qdq_unet_resize_ts": ("static", "unet_resize_ts", "QDQ"),
     "qdyn_gpt2_ts": ("dynamic", "hf_gpt2_ts", None),
     "nbits_bert_ts": ("nbits", "hf_bert_ts", None),
     "nbits_gpt2_ts": ("nbits", "hf_gpt2_ts", None),

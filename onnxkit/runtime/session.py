@@ -42,6 +42,7 @@ from ..log import get_logger, log_plugin_faults, quiet, severity_to_level
 from ..registry import get_registry
 from .bodies import cold_record, planning_cold
 from .checked import CheckedSignatures
+from .gc_pause import collection_paused
 from .feeds import InputError, coerce_feed, fresh_outputs, is_torch_backend, to_backend, to_host
 from .options import ModelMetadata, NodeArg, SessionOptions, missing_backend_message, provider_of
 from .plan import Planner, kept_value_ids as _kept_value_ids  # the values a plan keeps between runs
@@ -109,7 +110,8 @@ class InferenceSession(OrtSessionSurface):
         providers, provider_options = self._providers_from_options(providers, provider_options)
         self._providers_arg = (providers, provider_options)
         self._onnxkit_options = dict(onnxkit_options)
-        self._setup(path_or_bytes, providers, provider_options, **onnxkit_options)
+        with collection_paused():  # the collector would run ~85 times here and free little (gc_pause)
+            self._setup(path_or_bytes, providers, provider_options, **onnxkit_options)
 
     def _setup(self, model, providers, provider_options, backend: Optional[str] = None, *, registry=None,
                seed: Optional[int] = None, limits: Optional[Limits] = None, validate: bool = True,

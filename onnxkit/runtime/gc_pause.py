@@ -1,0 +1,44 @@
+"""Python's cyclic garbage collector paused while a session is built.
+
+Building a session allocates many small objects (the model's nodes, the checker's and the
+inference's records, the plan's steps) and frees few of them, so the collector runs again and
+again (on a BERT encoder about 85 collections, ~40 ms of a ~0.2 s session) and finds little to
+free.  :func:`collection_paused` switches it off for the duration of a ``with`` block and
+restores it afterwards:
+
+* the collector is switched back on when the block exits, normally or by an exception, and
+  only if it was on when the outermost block began (a program that disabled it keeps it off);
+* nested and concurrent blocks (sessions built in several threads) share one pause: the first
+  to enter switches it off, the last to leave restores it;
+* nothing is lost: cyclic garbage made meanwhile is collected by the next collection after the
+  pause, and reference counting frees everything else as usual.  A pause lasts one session
+  construction, so what it can hold back is bounded by that construction's own allocations.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from contextlib import contextmanager
+
+_lock = threading.Lock()
+_depth = 0  # blocks now inside collection_paused()
+_restore = False  # whether the outermost block found the collector on
+
+
+@contextmanager
+def collection_paused():
+    """A ``with`` block during which the cyclic garbage collector does not run (see the module)."""
+    global _depth, _restore
+    with _lock:
+        if _depth == 0:
+            _restore = gc.isenabled()
+            gc.disable()
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _restore:
+                gc.enable()

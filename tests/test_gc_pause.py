@@ -78,3 +78,34 @@ def test_nested_and_concurrent_pauses_restore_once_at_the_outermost_exit(collect
     release.set()
     worker.join(10)
     assert states == [False] and gc.isenabled()
+
+
+class _Cycle:
+    def __init__(self):
+        self.me = self
+
+
+def test_what_the_pause_made_is_not_young_and_its_cyclic_garbage_is_still_freed(collector_on):
+    import weakref
+
+    with collection_paused():
+        junk = [_Cycle() for _ in range(5000)]  # far beyond the young generation's threshold
+        probe = weakref.ref(junk[0])
+        del junk
+    assert gc.get_count()[0] < gc.get_threshold()[0]  # moved on, not left to a young collection
+    assert probe() is not None  # a cycle: reference counting alone does not free it
+    gc.collect()
+    assert probe() is None
+
+
+def test_objects_the_program_froze_stay_frozen(collector_on):
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with collection_paused():
+            junk = [[] for _ in range(1000)]
+        assert gc.get_freeze_count() == frozen and gc.isenabled()
+        del junk
+    finally:
+        gc.unfreeze()

@@ -7,7 +7,8 @@ where they fail and with the same message, and reuses the inference geometry so 
 computed once, one way.  A domain that extends ai.onnx operators (onnxkit-microsoft's fused and
 quantized Conv, pooling, LSTM) does the same.  This module is that contract, in one place:
 another plugin imports from ``onnxkit_default_domain.api`` and from nothing else of this package
-(tests/test_plugin_surface.py fails otherwise).  Every other module of the package, and every
+(tests/test_plugin_surface.py fails otherwise).  Each name is imported on its first use, so an
+override that needs one family's helpers loads that family only.  Every other module of the package, and every
 ``_``-prefixed name, is private and may change with the package.
 
 What is published, and what each promises (each function's docstring states its contract):
@@ -43,36 +44,127 @@ What is published, and what each promises (each function's docstring states its 
 
 from __future__ import annotations
 
-from .fused import FUSED_DOMAIN
-from .inference.nn import _conv_like as conv_like_output
-from .inference.nn import gemm_dims, matmul_dims
-from .inference.nn_geometry import GeometryError, window_geometry
-from .inference.pool import pool_attrs, pool_geometry
-from .inference.shape_geometry import flatten_extents, numpy_slices, slice_plan, wrap_indices
-from .kernels import (activation, cast, conv, elementwise, elementwise_math, indexing, linalg, quantization, reduction,
-                      resize, rnn)
-from .kernels._common import (as_dtype, compute_dtype, input_type_checker, norm_axes, norm_axis, scalar_int,
-                              schema_types)
-from .kernels._math import ERFC32_CLIP, ERFC32_P, ERFC32_Q, erfc
-from .kernels.conv import Plans, check_rank, columns, conv_nd, conv_plan, make_conv
-from .kernels.conv_geometry import pad_spatial
-from .kernels.elementwise import quiet
-from .kernels.elementwise_math import ERF_H, ERF_K, ERF_P, ERF_Q, ERF_TAYLOR, ERF_TOP
-from .kernels.fused import _GUARDED_DEFAULTS as ATTENTION_GUARDED_DEFAULTS
-from .kernels.fused import attention_fused
-from .kernels.indexing import elements_targets, nd_targets, occurrence_passes, scatter_reduction
-from .kernels.linalg import gemm_attrs, gemm_checker, matmul_checker
-from .kernels.norm import batch_norm_kernel, batch_norm_mode, layer_norm, lrn_kernel
-from .kernels.pool import _lowest as max_pool_padding
-from .kernels.pool import (average_divisor, average_pool_kernel, declared_attr, geometry_cache, global_average_pool,
-                           global_max_pool, lp_pool_kernel, max_pool_kernel, padded_input, separable)
-from .kernels.rnn import lstm
-from .kernels.selection import sort_key, top_k_args, top_k_check, top_k_order
-from .kernels.shape import _LATEST as WIDENED_ONLY_VERSIONS
-from .kernels.shape import (axes_attr, concat_axis, concat_check, expand_target, reshape_allowzero, reshape_target,
-                            shape_bounds, split_args, split_attr_args, split_index, split_lengths, squeeze_target,
-                            transpose_perm, unsqueeze_target)
-from .kernels.shape_layout import pad_array, pad_mode, pad_plan, source_index
+import importlib
+
+#: where each published name lives: ``name: (module relative to this package, attribute)``, the
+#: attribute None for a published module.  A name is imported the first time it is read (PEP 562),
+#: so a backend override that needs Conv's helpers does not import every portable family
+#: (tests/test_kernel_index.py asserts what a fresh process imports).
+_PUBLISHED = {
+    "FUSED_DOMAIN": (".fused", "FUSED_DOMAIN"),
+    "conv_like_output": (".inference.nn", "_conv_like"),
+    "gemm_dims": (".inference.nn", "gemm_dims"),
+    "matmul_dims": (".inference.nn", "matmul_dims"),
+    "GeometryError": (".inference.nn_geometry", "GeometryError"),
+    "window_geometry": (".inference.nn_geometry", "window_geometry"),
+    "pool_attrs": (".inference.pool", "pool_attrs"),
+    "pool_geometry": (".inference.pool", "pool_geometry"),
+    "flatten_extents": (".inference.shape_geometry", "flatten_extents"),
+    "numpy_slices": (".inference.shape_geometry", "numpy_slices"),
+    "slice_plan": (".inference.shape_geometry", "slice_plan"),
+    "wrap_indices": (".inference.shape_geometry", "wrap_indices"),
+    "activation": (".kernels.activation", None),
+    "cast": (".kernels.cast", None),
+    "conv": (".kernels.conv", None),
+    "elementwise": (".kernels.elementwise", None),
+    "elementwise_math": (".kernels.elementwise_math", None),
+    "indexing": (".kernels.indexing", None),
+    "linalg": (".kernels.linalg", None),
+    "quantization": (".kernels.quantization", None),
+    "reduction": (".kernels.reduction", None),
+    "resize": (".kernels.resize", None),
+    "rnn": (".kernels.rnn", None),
+    "as_dtype": (".kernels._common", "as_dtype"),
+    "compute_dtype": (".kernels._common", "compute_dtype"),
+    "input_type_checker": (".kernels._common", "input_type_checker"),
+    "norm_axes": (".kernels._common", "norm_axes"),
+    "norm_axis": (".kernels._common", "norm_axis"),
+    "scalar_int": (".kernels._common", "scalar_int"),
+    "schema_types": (".kernels._common", "schema_types"),
+    "ERFC32_CLIP": (".kernels._math", "ERFC32_CLIP"),
+    "ERFC32_P": (".kernels._math", "ERFC32_P"),
+    "ERFC32_Q": (".kernels._math", "ERFC32_Q"),
+    "erfc": (".kernels._math", "erfc"),
+    "Plans": (".kernels.conv", "Plans"),
+    "check_rank": (".kernels.conv", "check_rank"),
+    "columns": (".kernels.conv", "columns"),
+    "conv_nd": (".kernels.conv", "conv_nd"),
+    "conv_plan": (".kernels.conv", "conv_plan"),
+    "make_conv": (".kernels.conv", "make_conv"),
+    "pad_spatial": (".kernels.conv_geometry", "pad_spatial"),
+    "quiet": (".kernels.elementwise", "quiet"),
+    "ERF_H": (".kernels.elementwise_math", "ERF_H"),
+    "ERF_K": (".kernels.elementwise_math", "ERF_K"),
+    "ERF_P": (".kernels.elementwise_math", "ERF_P"),
+    "ERF_Q": (".kernels.elementwise_math", "ERF_Q"),
+    "ERF_TAYLOR": (".kernels.elementwise_math", "ERF_TAYLOR"),
+    "ERF_TOP": (".kernels.elementwise_math", "ERF_TOP"),
+    "ATTENTION_GUARDED_DEFAULTS": (".kernels.fused", "_GUARDED_DEFAULTS"),
+    "attention_fused": (".kernels.fused", "attention_fused"),
+    "elements_targets": (".kernels.indexing", "elements_targets"),
+    "nd_targets": (".kernels.indexing", "nd_targets"),
+    "occurrence_passes": (".kernels.indexing", "occurrence_passes"),
+    "scatter_reduction": (".kernels.indexing", "scatter_reduction"),
+    "gemm_attrs": (".kernels.linalg", "gemm_attrs"),
+    "gemm_checker": (".kernels.linalg", "gemm_checker"),
+    "matmul_checker": (".kernels.linalg", "matmul_checker"),
+    "batch_norm_kernel": (".kernels.norm", "batch_norm_kernel"),
+    "batch_norm_mode": (".kernels.norm", "batch_norm_mode"),
+    "layer_norm": (".kernels.norm", "layer_norm"),
+    "lrn_kernel": (".kernels.norm", "lrn_kernel"),
+    "max_pool_padding": (".kernels.pool", "_lowest"),
+    "average_divisor": (".kernels.pool", "average_divisor"),
+    "average_pool_kernel": (".kernels.pool", "average_pool_kernel"),
+    "declared_attr": (".kernels.pool", "declared_attr"),
+    "geometry_cache": (".kernels.pool", "geometry_cache"),
+    "global_average_pool": (".kernels.pool", "global_average_pool"),
+    "global_max_pool": (".kernels.pool", "global_max_pool"),
+    "lp_pool_kernel": (".kernels.pool", "lp_pool_kernel"),
+    "max_pool_kernel": (".kernels.pool", "max_pool_kernel"),
+    "padded_input": (".kernels.pool", "padded_input"),
+    "separable": (".kernels.pool", "separable"),
+    "lstm": (".kernels.rnn", "lstm"),
+    "sort_key": (".kernels.selection", "sort_key"),
+    "top_k_args": (".kernels.selection", "top_k_args"),
+    "top_k_check": (".kernels.selection", "top_k_check"),
+    "top_k_order": (".kernels.selection", "top_k_order"),
+    "WIDENED_ONLY_VERSIONS": (".kernels.shape", "_LATEST"),
+    "axes_attr": (".kernels.shape", "axes_attr"),
+    "concat_axis": (".kernels.shape", "concat_axis"),
+    "concat_check": (".kernels.shape", "concat_check"),
+    "expand_target": (".kernels.shape", "expand_target"),
+    "reshape_allowzero": (".kernels.shape", "reshape_allowzero"),
+    "reshape_target": (".kernels.shape", "reshape_target"),
+    "shape_bounds": (".kernels.shape", "shape_bounds"),
+    "split_args": (".kernels.shape", "split_args"),
+    "split_attr_args": (".kernels.shape", "split_attr_args"),
+    "split_index": (".kernels.shape", "split_index"),
+    "split_lengths": (".kernels.shape", "split_lengths"),
+    "squeeze_target": (".kernels.shape", "squeeze_target"),
+    "transpose_perm": (".kernels.shape", "transpose_perm"),
+    "unsqueeze_target": (".kernels.shape", "unsqueeze_target"),
+    "pad_array": (".kernels.shape_layout", "pad_array"),
+    "pad_mode": (".kernels.shape_layout", "pad_mode"),
+    "pad_plan": (".kernels.shape_layout", "pad_plan"),
+    "source_index": (".kernels.shape_layout", "source_index"),
+}
+
+
+def __getattr__(name: str):
+    """Import a published name on its first use and keep it here (``from ..api import X`` works as usual)."""
+    try:
+        module_name, attr = _PUBLISHED[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    module = importlib.import_module(module_name, __package__)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_PUBLISHED))
+
 
 __all__ = [
     # portable kernel families (modules)

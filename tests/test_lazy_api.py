@@ -1,0 +1,43 @@
+"""onnxkit_default_domain.api publishes its names lazily: an override that needs Conv's helpers
+does not import every portable family (issue 32 item 1)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import onnxkit_default_domain.api as api
+
+#: portable families the bundled example (Conv, Relu, MaxPool, Flatten, Gemm, Softmax) does not use
+UNUSED_BY_DIGITS = ("cast", "indexing", "norm", "quantization", "reduction", "resize", "rnn", "selection")
+
+
+def test_a_session_on_the_example_imports_only_the_families_it_plans():
+    code = ("import sys, numpy as np, onnxkit\n"
+            "s = onnxkit.InferenceSession('examples/digits.onnx')\n"
+            "s.run(None, {'image': np.zeros((1, 1, 8, 8), np.float32)})\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('onnxkit_default_domain.kernels.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = set(out.stdout.split())
+    assert "onnxkit_default_domain.kernels.conv" in loaded  # the cpu Conv override's helpers
+    assert not {f"onnxkit_default_domain.kernels.{f}" for f in UNUSED_BY_DIGITS} & loaded, loaded
+
+
+def test_every_published_name_resolves_to_its_module_object():
+    from onnxkit_default_domain.kernels import conv, pool, shape
+
+    assert set(api._PUBLISHED) == set(api.__all__) and len(api.__all__) == 96
+    assert api.conv is conv and api.make_conv is conv.make_conv
+    assert api.max_pool_padding is pool._lowest and api.WIDENED_ONLY_VERSIONS is shape._LATEST
+    assert set(api.__all__) <= set(dir(api))
+
+
+def test_an_unpublished_name_is_an_attribute_error_naming_it():
+    with pytest.raises(AttributeError, match="no attribute '_hidden'"):
+        api._hidden  # noqa: B018
+    with pytest.raises(ImportError):
+        exec("from onnxkit_default_domain.api import not_published", {})

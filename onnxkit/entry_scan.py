@@ -6,7 +6,8 @@ package), a tenth of onnxkit's time to a first result.  :func:`group_entry_point
 entry points by reading ``entry_points.txt`` (and ``METADATA`` / ``PKG-INFO`` for the name and
 version) of the ``*.dist-info`` / ``*.egg-info`` directories on :data:`sys.path`, as
 importlib.metadata's path finder does: in :data:`sys.path` order, the first distribution of a
-(normalized) name wins, and ``""`` is the current directory.
+(normalized) name wins, the name read from the folder's ``{name}-{version}`` stem, and ``""`` is
+the current directory.
 
 It hands the work to importlib.metadata whenever it could differ from it: a :data:`sys.path`
 entry that is a file (a zip or an egg), or a :data:`sys.meta_path` finder other than the
@@ -117,19 +118,18 @@ def group_entry_points(group: str) -> list:
             stem, dot, suffix = child.rpartition(".")
             if not dot or suffix not in ("dist-info", "egg-info"):
                 continue
-            meta = os.path.join(folder, child)
-            name, version = _headers(meta)
-            if name is None:
-                name = stem.split("-", 1)[0]
-            key = _normalized(name)
+            key = _normalized(stem.split("-", 1)[0])  # "{name}-{version}.dist-info", as importlib.metadata reads it
             if key in seen:
                 continue
             seen.add(key)
+            meta = os.path.join(folder, child)
             try:
                 with open(os.path.join(meta, "entry_points.txt"), encoding="utf-8") as fh:
-                    text = fh.read()
+                    rows = _group_lines(fh.read(), group)
             except OSError:
                 continue
-            dist = ScannedDistribution(name, version)
-            found.extend(ScannedEntryPoint(n, v, group, dist) for n, v in _group_lines(text, group))
+            if rows:  # METADATA is read only for a distribution with entry points of the group
+                name, version = _headers(meta)
+                dist = ScannedDistribution(name or stem.split("-", 1)[0], version)
+                found.extend(ScannedEntryPoint(n, v, group, dist) for n, v in rows)
     return found

@@ -109,3 +109,15 @@ def test_objects_the_program_froze_stay_frozen(collector_on):
         del junk
     finally:
         gc.unfreeze()
+
+
+def test_importing_the_runtime_runs_no_collection():
+    import subprocess
+    import sys
+
+    code = ("import gc, sys, onnxkit\nassert 'onnxkit.runtime.session' not in sys.modules\nstarts = []\n"
+            "gc.callbacks.append(lambda phase, info: starts.append(phase) if phase == 'start' else None)\n"
+            "import onnxkit.runtime\nprint(len(starts), gc.isenabled())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["0", "True"]

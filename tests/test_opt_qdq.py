@@ -400,7 +400,6 @@ def quantized_corpus_resnet(tmp_path):
 
     folder, _ = ensure_corpus(log=lambda line: print(line, file=sys.stderr))
     feeds = load_inputs(folder, "small_resnet_ts")
-    logging.getLogger("root").setLevel(logging.ERROR)
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -410,7 +409,13 @@ def quantized_corpus_resnet(tmp_path):
             return next(self.feeds, None)
 
     path = tmp_path / "qdq.onnx"
-    quantize_static(str(folder / "small_resnet_ts.onnx"), str(path), Reader(), quant_format=QuantFormat.QDQ)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)        # the quantizer's progress warnings; the level is put back for later tests
+    try:
+        quantize_static(str(folder / "small_resnet_ts.onnx"), str(path), Reader(), quant_format=QuantFormat.QDQ)
+    finally:
+        root.setLevel(level)
     return onnx.load(str(path)), feeds
 
 

@@ -34,7 +34,9 @@ def same(a, b) -> bool:
     return a == b
 
 
-def _compare(model, feed, oracle=None) -> int:
+def _compare(model, feed, oracle=None, oracle_skips=()) -> int:
+    """Optimized vs plain (every output) and vs ``oracle`` (the outputs at the indices not in
+    ``oracle_skips``); returns the number of rewrites."""
     on = InferenceSession(model, SessionOptions())
     assert on.optimized.changed
     before = {d.code for d in onnxkit.check_model(on.model).warnings}
@@ -43,21 +45,44 @@ def _compare(model, feed, oracle=None) -> int:
     optimized, plain = on.run(None, feed), InferenceSession(model, off()).run(None, feed)
     assert same(optimized, plain)
     if oracle is not None:
-        assert same(optimized, oracle.run(None, feed))
+        expected = oracle.run(None, feed)
+        keep = [k for k in range(len(expected)) if k not in oracle_skips]
+        assert same([optimized[k] for k in keep], [expected[k] for k in keep])
     return sum(on.optimized.rewrites.values())
+
+
+def _logits_as_outputs(path) -> tuple:
+    """The model with each Softmax graph output's input (the logits) added as a graph output,
+    and the indices of those Softmax outputs.  The light models' random weights give logits near
+    1e10 (squeezenet: 6.8e9), where an ulp is 512-1024: a different but equally exact summation
+    order (another BLAS kernel, thread count or CPU) moves a logit by a few ulps, which the
+    Softmax turns into a different result.  The logits are compared with onnxruntime; the
+    Softmax outputs only optimized against plain onnxkit (the same kernels)."""
+    import onnx
+
+    m = onnx.load(str(path))
+    producers = {o: n for n in m.graph.node for o in n.output}
+    skips = []
+    for k, out in enumerate(list(m.graph.output)):
+        node = producers.get(out.name)
+        if node is not None and node.op_type == "Softmax":
+            skips.append(k)
+            m.graph.output.append(onnx.helper.make_empty_tensor_value_info(node.input[0]))
+    return m.SerializeToString(), tuple(skips)
 
 
 @pytest.mark.parametrize("name", LIGHT)
 def test_light_model(onnx_vectors_dir, name):
     path = onnx_vectors_dir / "light" / f"light_{name}.onnx"
-    model = onnxkit.load(path)
+    data, skips = _logits_as_outputs(path)
+    model = onnxkit.load(data)
     init = {t.name for t in model.graph.initializer}
     rng = np.random.default_rng(0)
     feed = {}
     for vi in model.graph.input:
         if vi.name not in init:
             feed[vi.name] = rng.standard_normal([int(d) for d in vi.type.shape.values]).astype(np.float32)
-    _compare(model, feed, ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]))
+    _compare(model, feed, ort.InferenceSession(data, providers=["CPUExecutionProvider"]), skips)
     if name == "densenet121":   # Caffe's BatchNormalization + Scale (Mul, Add) pairs, each folded into one node
         assert InferenceSession(model).optimized.rewrites["channel_affine"] == 121
 

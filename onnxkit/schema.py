@@ -276,11 +276,13 @@ class OperatorSet:
         self.version = int(version)
         if callable(schemas) and not isinstance(schemas, Mapping):
             self._schemas, self._factory = None, schemas
+        elif isinstance(schemas, _Inventory):  # schema data's: each definition built when asked for
+            self._schemas, self._factory = schemas, None
         else:
             self._schemas, self._factory = dict(schemas or {}), None
 
     @property
-    def schemas(self) -> dict:
+    def schemas(self) -> Mapping:
         if self._schemas is None:
             self._schemas = dict(self._factory())
             self._factory = None
@@ -315,16 +317,37 @@ class OperatorSet:
         return f"OperatorSet({self.domain or 'ai.onnx'!s} v{self.version}, {n} operators)"
 
 
-def build_operator_sets(definitions: Iterable[OpSchema], versions: Mapping[str, tuple]) -> list:
-    """Every operator set of every domain: ``versions`` maps domain -> ``(first, last)``.
+class _Inventory(Mapping):
+    """``{op_type: OpSchema}`` of one operator set of :class:`SchemaData`: ``index`` maps each
+    op_type to its definition's key, and a definition is built on first access (a session
+    reads the few dozen its model uses, not the 634 of ai.onnx)."""
 
-    The inventory of version v holds, per operator, its definition with the greatest
-    ``since_version <= v``; a version that introduces nothing has the inventory of the one
-    before it.  Deprecated definitions stay (Clause 14.5).
-    """
+    __slots__ = ("_index", "_make")
+
+    def __init__(self, index: dict, make):
+        self._index, self._make = index, make
+
+    def __getitem__(self, op_type: str) -> OpSchema:
+        return self._make(self._index[op_type])
+
+    def __contains__(self, op_type) -> bool:
+        return op_type in self._index
+
+    def __iter__(self):
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
+def _inventories(keys: Iterable[tuple], versions: Mapping[str, tuple]) -> list:
+    """``(domain, version, {name: key})`` of every operator set: ``versions`` maps domain ->
+    ``(first, last)``; the inventory of version v holds, per operator, the key of its definition
+    with the greatest ``since_version <= v`` (a version that introduces nothing has the inventory
+    of the one before it).  Deprecated definitions stay (Clause 14.5)."""
     by_domain: dict = {}
-    for d in definitions:
-        by_domain.setdefault(d.domain, {}).setdefault(d.since_version, []).append(d)
+    for key in keys:
+        by_domain.setdefault(key[0], {}).setdefault(key[2], []).append(key)
     out = []
     for domain, (first, last) in sorted(versions.items()):
         introduced = by_domain.get(domain, {})
@@ -334,26 +357,50 @@ def build_operator_sets(definitions: Iterable[OpSchema], versions: Mapping[str, 
         current: dict = {}
         for v in sorted(introduced):
             if v < first:
-                for s in introduced[v]:
-                    current[s.name] = s
+                current.update((k[1], k) for k in introduced[v])
         for v in range(first, last + 1):
-            for s in introduced.get(v, ()):
-                current[s.name] = s
-            out.append(OperatorSet(domain, v, dict(current)))
+            current.update((k[1], k) for k in introduced.get(v, ()))
+            out.append((domain, v, dict(current)))
     return out
 
 
-# -- the generated data ----------------------------------------------------------------
-@attrs.frozen
-class SchemaData:
-    """What :func:`load_schema_data` read: the definitions and each domain's version range."""
+def build_operator_sets(definitions: Iterable[OpSchema], versions: Mapping[str, tuple]) -> list:
+    """Every operator set of every domain (:func:`_inventories`) from ``definitions``."""
+    by_key = {d.key: d for d in definitions}
+    return [OperatorSet(domain, v, {name: by_key[k] for name, k in index.items()})
+            for domain, v, index in _inventories(by_key, versions)]
 
-    definitions: tuple
-    versions: Mapping = attrs.field(hash=False)
-    source: str = ""
+
+# -- the generated data ----------------------------------------------------------------
+class SchemaData:
+    """What :func:`load_schema_data` read: the definitions and each domain's version range.
+
+    ``keys``: every definition's ``(domain, name, since_version)``, in the data's order.
+    A definition's :class:`OpSchema` is built from its row when first asked for
+    (:meth:`definition`, an operator set's lookup); ``definitions`` builds them all."""
+
+    def __init__(self, rows: list, versions: Mapping, source: str = ""):
+        self._rows = {(e["domain"], e["name"], int(e["since_version"])): e for e in rows}
+        self._made: dict = {}
+        self.keys = tuple(self._rows)
+        self.versions = versions
+        self.source = source
+
+    def definition(self, key: tuple) -> OpSchema:
+        """The definition of ``(domain, name, since_version)`` (KeyError where the data has none)."""
+        made = self._made.get(key)
+        if made is None:
+            made = self._made[key] = _definition(self._rows[key])
+        return made
+
+    @property
+    def definitions(self) -> tuple:
+        """Every definition, in the data's order."""
+        return tuple(self.definition(k) for k in self.keys)
 
     def operator_sets(self) -> list:
-        return build_operator_sets(self.definitions, self.versions)
+        return [OperatorSet(domain, v, _Inventory(index, self.definition))
+                for domain, v, index in _inventories(self.keys, self.versions)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -386,46 +433,42 @@ def load_schema_data(data: bytes) -> SchemaData:
     doc = json.loads(data)
     if doc.get("format") != DATA_FORMAT:
         raise ValueError(f"schema data has format {doc.get('format')!r}, expected {DATA_FORMAT!r}")
-    types_cache: dict = {}
+    versions = {d: (int(r[0]), int(r[1])) for d, r in doc["domains"].items()}
+    return SchemaData(doc["definitions"], versions, doc.get("source", ""))
 
-    def tup(lst):  # share equal tuples of type strings between definitions
-        t = tuple(lst)
-        return types_cache.setdefault(t, t)
 
-    params_cache: dict = {}
+#: equal tuples of type strings and equal formal parameters, shared between the definitions built
+_SHARED: dict = {}
+
+
+def _shared(value):
+    return _SHARED.setdefault(value, value)
+
+
+def _definition(e: dict) -> OpSchema:
+    """The :class:`OpSchema` of one row of schema data (:func:`load_schema_data`'s layout)."""
+    attributes = {}
+    for row in e.get("attributes", ()):
+        atype = AttributeType(row[1])
+        default = _default_from_json(atype, row[3]) if len(row) > 3 else None
+        attributes[row[0]] = AttributeDef(row[0], atype, bool(row[2]), default)
 
     def params(rows):
-        out = []
-        for row in rows:
-            key = tuple(row)
-            p = params_cache.get(key)
-            if p is None:
-                p = params_cache[key] = FormalParameter(row[0], row[1], row[2], bool(row[3]), int(row[4]))
-            out.append(p)
-        return tuple(out)
+        return tuple(_shared(FormalParameter(r[0], r[1], r[2], bool(r[3]), int(r[4]))) for r in rows)
 
-    defs = []
-    for e in doc["definitions"]:
-        attributes = {}
-        for row in e.get("attributes", ()):
-            atype = AttributeType(row[1])
-            default = _default_from_json(atype, row[3]) if len(row) > 3 else None
-            attributes[row[0]] = AttributeDef(row[0], atype, bool(row[2]), default)
-        defs.append(OpSchema(
-            domain=e["domain"], name=e["name"], since_version=int(e["since_version"]),
-            deprecated=bool(e.get("deprecated", False)),
-            inputs=params(e.get("inputs", ())), outputs=params(e.get("outputs", ())),
-            attributes=attributes,
-            type_constraints=tuple(TypeConstraint(p, tup(ts)) for p, ts in e.get("type_constraints", ())),
-            min_input=e.get("min_input", 0), max_input=e.get("max_input", 0),
-            min_output=e.get("min_output", 0), max_output=e.get("max_output", 0),
-            support_level=e.get("support_level", "common"),
-            function_bodies=tuple(sorted((int(v), base64.b64decode(b)) for v, b in e.get("function_bodies", {}).items())),
-            has_context_dependent_function=bool(e.get("has_context_dependent_function", False)),
-            context_dependent_function_versions=tuple(e.get("context_dependent_function_versions", ())),
-        ))
-    versions = {d: (int(r[0]), int(r[1])) for d, r in doc["domains"].items()}
-    return SchemaData(tuple(defs), versions, doc.get("source", ""))
+    return OpSchema(
+        domain=e["domain"], name=e["name"], since_version=int(e["since_version"]),
+        deprecated=bool(e.get("deprecated", False)),
+        inputs=params(e.get("inputs", ())), outputs=params(e.get("outputs", ())),
+        attributes=attributes,
+        type_constraints=tuple(TypeConstraint(p, _shared(tuple(ts))) for p, ts in e.get("type_constraints", ())),
+        min_input=e.get("min_input", 0), max_input=e.get("max_input", 0),
+        min_output=e.get("min_output", 0), max_output=e.get("max_output", 0),
+        support_level=e.get("support_level", "common"),
+        function_bodies=tuple(sorted((int(v), base64.b64decode(b)) for v, b in e.get("function_bodies", {}).items())),
+        has_context_dependent_function=bool(e.get("has_context_dependent_function", False)),
+        context_dependent_function_versions=tuple(e.get("context_dependent_function_versions", ())),
+    )
 
 
 _SCALAR_DEFAULT = {AttributeType.FLOAT: float, AttributeType.INT: int,

@@ -39,10 +39,9 @@ ATTENTION_BASE = 23
 def definitions() -> dict:
     """``{op_type: OpSchema}`` of ai.onnxkit 1, each the ai.onnx definition of :data:`SAME_AS`
     under this domain."""
-    from .schemas import definitions as onnx_definitions
+    from .schemas import schema_data
 
-    by_key = {(s.domain, s.name, s.since_version): s for s in onnx_definitions()}
-    return {op: attrs.evolve(by_key[("", op, v)], domain=FUSED_DOMAIN, since_version=1)
+    return {op: attrs.evolve(schema_data().definition(("", op, v)), domain=FUSED_DOMAIN, since_version=1)
             for op, v in SAME_AS.items()}
 
 
@@ -51,10 +50,9 @@ def definitions_v2() -> dict:
     """``{op_type: OpSchema}`` in force at ai.onnxkit 2: version 1's and Attention-2."""
     from onnxkit.plugin import AttributeDef, AttributeType
 
-    from .schemas import definitions as onnx_definitions
+    from .schemas import schema_data
 
-    base = next(s for s in onnx_definitions() if s.domain == "" and s.name == "Attention"
-                and s.since_version == ATTENTION_BASE)
+    base = schema_data().definition(("", "Attention", ATTENTION_BASE))
     extra = AttributeDef(name="nan_to_zero", type=AttributeType.INT, required=False, default_value=0)
     attention = attrs.evolve(base, domain=FUSED_DOMAIN, since_version=2,
                              attributes=dict(base.attributes, nan_to_zero=extra))

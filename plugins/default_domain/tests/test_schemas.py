@@ -336,6 +336,32 @@ def test_the_packaged_schema_data_loads_whole():
     assert len(data.operator_sets()) == 30 and len(data.definitions) == 634
 
 
+def test_definitions_are_built_when_asked_for():
+    """Reading the data builds no definition; an operator set builds the ones looked up, once,
+    and the same object each time; ``definitions`` builds them all (what a session reads of the
+    634 is a few dozen: the cold-start benchmark's ``plugins`` phase)."""
+    raw = (resources.files("onnxkit_default_domain") / "schemas_data.json.gz").read_bytes()
+    data = load_schema_data(raw)
+    assert data._made == {} and len(data.keys) == 634 and ("", "Conv", 22) in data.keys
+    latest = next(s for s in data.operator_sets() if s.domain == "" and s.version == 22)
+    assert "Conv" in latest and "NoSuchOp" not in latest and data._made == {}
+    conv = latest["Conv"]
+    assert conv.key == ("", "Conv", 22) and latest.get("Conv") is conv and list(data._made) == [("", "Conv", 22)]
+    assert len(latest) == len(list(latest)) and len(data._made) == len(latest)
+    assert len(data.definitions) == 634 and data.definition(("", "Conv", 22)) is conv
+
+
+def test_a_bad_row_fails_when_its_definition_is_built():
+    row = {"domain": "", "name": "Bad", "since_version": 1, "inputs": [["X", "T", "single", True, 1]],
+           "min_input": 3, "max_input": 1}
+    data = load_schema_data(json.dumps({"format": "onnxkit-schemas/1", "domains": {"": [1, 1]},
+                                        "definitions": [row]}).encode())
+    (opset,) = data.operator_sets()
+    assert "Bad" in opset
+    with pytest.raises(ValueError, match="Bad-1: min_input 3 and max_input 1"):
+        opset.get("Bad")
+
+
 def test_bad_data_is_refused():
     with pytest.raises(ValueError, match="format"):
         load_schema_data(json.dumps({"format": "other", "domains": {}, "definitions": []}).encode())

@@ -22,13 +22,15 @@ def schema_data() -> SchemaData:
 def definitions() -> tuple:
     """Every com.microsoft definition (one :class:`~onnxkit.schema.OpSchema` per (domain, name,
     since_version))."""
-    return tuple(s for s in schema_data().definitions if s.domain == DOMAIN)
+    data = schema_data()
+    return tuple(data.definition(k) for k in data.keys if k[0] == DOMAIN)
 
 
 def extension_operators() -> tuple:
     """The definitions of other domains' operators onnxruntime registers there and this package
     adds as extensions (``onnxkit_extension_operators``): ai.onnx SimplifiedLayerNormalization-1."""
-    return tuple(s for s in schema_data().definitions if s.domain != DOMAIN)
+    data = schema_data()
+    return tuple(data.definition(k) for k in data.keys if k[0] != DOMAIN)
 
 
 def operator_sets() -> list:

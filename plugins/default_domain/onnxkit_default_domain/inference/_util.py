@@ -8,11 +8,11 @@ from functools import lru_cache, update_wrapper
 
 @lru_cache(maxsize=1)
 def _since_versions() -> dict:
-    from ..schemas import definitions
+    from ..schemas import schema_data
 
     out: dict = {}
-    for s in definitions():
-        out.setdefault((s.domain, s.name), []).append(s.since_version)
+    for domain, name, since in schema_data().keys:  # the keys alone: no definition is built
+        out.setdefault((domain, name), []).append(since)
     return {k: sorted(v) for k, v in out.items()}
 
 

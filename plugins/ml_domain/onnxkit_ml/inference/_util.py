@@ -18,11 +18,11 @@ UINT8 = int(DataType.UINT8)
 
 @lru_cache(maxsize=1)
 def _since_versions() -> dict:
-    from ..schemas import definitions
+    from ..schemas import schema_data
 
     out: dict = {}
-    for s in definitions():
-        out.setdefault(s.name, []).append(s.since_version)
+    for _, name, since in schema_data().keys:  # the keys alone: no definition is built
+        out.setdefault(name, []).append(since)
     return {k: sorted(v) for k, v in out.items()}
 
 

@@ -44,8 +44,8 @@ on any other ``onnxkit`` import under ``plugins/``).  Beside the names here:
 * :mod:`onnxkit.plugin.inference`: the inference-function toolkit (Clause 9.2);
 * :mod:`onnxkit.plugin.dtypes`: the element types (Clause 6, Table 5);
 * :mod:`onnxkit.plugin.narrow`: the reduced-precision types' codes, packing and conversion (6.3);
-* :mod:`onnxkit.plugin.lazy`: kernel families imported when a model needs them, from a generated
-  index (:func:`lazy_family_tables`; ``tools/kernel_index.py`` writes it).
+* :mod:`onnxkit.plugin.lazy`: kernel families and inference functions imported when a model needs
+  them, from a generated index (:func:`lazy_family_tables`; ``tools/kernel_index.py`` writes it).
 
 Also here: :class:`Accumulation` (values a Loop / Scan kernel gathers, charged to the run's
 budget), :data:`DEFAULT_LIMITS`, :func:`normalize_domain` (``"ai.onnx"`` -> ``""``),

@@ -1,21 +1,37 @@
-"""Kernel families loaded when a model needs them (issue 32 item 1): an index, kept beside the
+"""Operator families loaded when a model needs them (issue 32 item 1): an index, kept beside the
 family modules, stands in for importing them all when the registry is built.
 
-A kernel package with one module per operator family (:func:`onnxkit.plugin.merge_family_tables`)
-may instead keep a generated ``_kernel_index.py`` holding ``ENTRIES``: ``(domain, op_type,
-since_versions, family, factory_module, host_only)`` rows, and return
-``lazy_family_tables(__name__, ENTRIES)`` from its hook.  Each entry is then a :class:`LazyKernel`:
-a factory that imports its family module the first time a node is planned with it, and answers
-what the host asks of a factory before that (``traits_of(...).host_only``, ``__module__`` for the
-operator index) from the index.  The registry's keys, owners and listings are those the modules
-would give.
+A package with one module per operator family (:func:`onnxkit.plugin.merge_family_tables`) may
+instead keep a generated index and return ``lazy_family_tables(__name__, ENTRIES, ...)`` from its
+hook.  Two kinds of package do:
 
-Contract: the index must equal what the modules' ``KERNELS`` tables hold (:func:`index_of`);
-``tests/test_kernel_index.py`` fails when a module, a kernel or a trait is missing from the index
-or the index names one the modules lack.  Regenerate with
-``python tools/kernel_index.py PACKAGE [PACKAGE ...]`` (e.g. ``onnxkit_cpu.overrides``).
-A stale entry met at planning raises an :class:`~onnxkit.errors.OnnxkitError` naming the package,
-the key and the command, never a deep traceback.
+* a **kernel** package (tables ``KERNELS``) keeps ``_kernel_index.py`` holding ``ENTRIES``:
+  ``(domain, op_type, since_versions, family, factory_module, host_only)`` rows;
+  ``lazy_family_tables(__name__, ENTRIES)`` gives one :class:`LazyKernel` per key: a factory that
+  imports its family module the first time a node is planned with it, and answers what the host
+  asks of a factory before that (``traits_of(...).host_only``, ``__module__`` for the operator
+  index) from the index;
+* an **inference** package (tables ``FUNCTIONS``, Clause 9.2) keeps ``_function_index.py``
+  holding ``ENTRIES``: ``(domain, op_type, since_versions, family, function_module)`` rows;
+  ``lazy_family_tables(__name__, ENTRIES, table="FUNCTIONS")`` gives one :class:`LazyFunction`
+  per key: an inference function that imports its family module on its first call and then calls
+  the real function with the same arguments (returning what it returns, raising what it raises);
+  before that it answers ``__module__`` (the real function's, which may be a shared toolkit
+  module such as ``onnxkit.inference.common``) from the index.
+
+The registry's keys, owners and listings are those the modules would give.  What a lazy entry is
+not: the real object (``is`` comparisons with a module's table entry fail; call
+:meth:`LazyKernel.resolve` / :meth:`LazyFunction.resolve` for it).  The index is optional: a
+package whose hook merges its modules eagerly keeps working.
+
+Contract: the index must equal what the modules' tables hold (:func:`index_of`);
+``tests/test_kernel_index.py`` fails when a module, an entry or a trait is missing from an index
+or an index names one the modules lack.  Regenerate with
+``python tools/kernel_index.py PACKAGE [PACKAGE ...]`` (e.g. ``onnxkit_cpu.overrides``,
+``onnxkit_ml.inference``).  A stale entry met at planning (a kernel) or inference (a function)
+raises an :class:`~onnxkit.errors.OnnxkitError` naming the package, the key and the command,
+never a deep traceback (inference reports a failing function as a warning, 9.4: the message is
+that error's).
 """
 
 from __future__ import annotations
@@ -29,37 +45,59 @@ from ..errors import OnnxkitError
 from ..kernel_traits import TRAITS_ATTRIBUTE, KernelTraits, traits_of
 from ..plugin_tools import family_modules
 
-__all__ = ["LazyKernel", "index_of", "index_of_entries", "lazy_family_tables", "render_index", "write_index"]
+__all__ = ["INDEX_MODULES", "LazyFunction", "LazyKernel", "index_of", "index_of_entries", "lazy_family_tables",
+           "render_index", "table_of", "write_index"]
 
-INDEX_MODULE = "_kernel_index"
+#: the index module a package keeps, by the table its family modules define
+INDEX_MODULES = {"KERNELS": "_kernel_index", "FUNCTIONS": "_function_index"}
+INDEX_MODULE = INDEX_MODULES["KERNELS"]
+_WHAT = {"KERNELS": "kernel", "FUNCTIONS": "function"}
 _HOST_ONLY = KernelTraits(host_only=True)
 _lock = threading.RLock()
 
 
-class LazyKernel:
-    """The factory of ``key`` in family ``family`` of ``package``, imported on its first call."""
+class _LazyEntry:
+    """The entry ``key`` of table ``TABLE`` in family ``family`` of ``package``, imported when first used."""
 
-    def __init__(self, package: str, family: str, key: tuple, module: str, host_only: bool, prepare=None):
+    TABLE = ""
+
+    def __init__(self, package: str, family: str, key: tuple, module: str, prepare=None):
         self.package, self.family, self.key, self.__module__ = package, family, key, module
-        self._factory, self._prepare = None, prepare
-        if host_only:
-            setattr(self, TRAITS_ATTRIBUTE, _HOST_ONLY)
+        self._real, self._prepare = None, prepare
 
     def resolve(self):
-        """The real factory (imports the family module once)."""
-        factory = self._factory
-        if factory is None:
+        """The real entry (imports the family module once)."""
+        real = self._real
+        if real is None:
             with _lock:
+                if self._real is not None:
+                    return self._real
                 if self._prepare is not None:
                     self._prepare()
                 module = importlib.import_module(f"{self.package}.{self.family}")
-                factory = getattr(module, "KERNELS", {}).get(self.key)
-                if factory is None:
+                real = getattr(module, self.TABLE, {}).get(self.key)
+                if real is None:
                     raise OnnxkitError(
-                        f"{self.package}: its kernel index names {self.key} in family {self.family!r}, whose KERNELS "
-                        f"lacks it: the index is stale (regenerate it: python tools/kernel_index.py {self.package})")
-                self._factory = factory
-        return factory
+                        f"{self.package}: its {_WHAT[self.TABLE]} index names {self.key} in family {self.family!r}, "
+                        f"whose {self.TABLE} lacks it: the index is stale (regenerate it: "
+                        f"python tools/kernel_index.py {self.package})")
+                self._real = real
+        return real
+
+    def __repr__(self) -> str:
+        state = "loaded" if self._real is not None else "not loaded"
+        return f"<lazy {_WHAT[self.TABLE]} {self.key} of {self.package}.{self.family} ({state})>"
+
+
+class LazyKernel(_LazyEntry):
+    """The factory of ``key`` in family ``family`` of ``package``, imported on its first call."""
+
+    TABLE = "KERNELS"
+
+    def __init__(self, package: str, family: str, key: tuple, module: str, host_only: bool, prepare=None):
+        super().__init__(package, family, key, module, prepare)
+        if host_only:
+            setattr(self, TRAITS_ATTRIBUTE, _HOST_ONLY)
 
     def __call__(self, ctx):
         """The node function of ``ctx``'s node; what the factory notes about the body it chose is
@@ -68,60 +106,94 @@ class LazyKernel:
 
         return prepare_noting(self.resolve(), ctx)
 
-    def __repr__(self) -> str:
-        state = "loaded" if self._factory is not None else "not loaded"
-        return f"<lazy kernel {self.key} of {self.package}.{self.family} ({state})>"
+
+class LazyFunction(_LazyEntry):
+    """The inference function of ``key`` in family ``family`` of ``package``, imported on its first call."""
+
+    TABLE = "FUNCTIONS"
+
+    def __call__(self, *args, **kwargs):
+        """What the real function returns for these arguments."""
+        return self.resolve()(*args, **kwargs)
 
 
-def lazy_family_tables(package: str, entries: Iterable, prepare=None) -> dict:
-    """``{key: LazyKernel}`` for every row of ``entries`` (see the module docstring);
-    ``prepare()``, where given, is called before a family module is imported (it must be cheap
-    after its first call)."""
-    return {key: LazyKernel(package, family, key, module, host_only, prepare)
-            for key, (family, module, host_only) in index_of_entries(entries).items()}
+def lazy_family_tables(package: str, entries: Iterable, prepare=None, table: str = "KERNELS") -> dict:
+    """``{key: LazyKernel}`` (``table="KERNELS"``) or ``{key: LazyFunction}`` (``"FUNCTIONS"``)
+    for every row of ``entries`` (see the module docstring); ``prepare()``, where given, is called
+    before a family module is imported (it must be cheap after its first call)."""
+    index = index_of_entries(entries)
+    if table == "KERNELS":
+        return {key: LazyKernel(package, family, key, module, host_only, prepare)
+                for key, (family, module, host_only) in index.items()}
+    if table == "FUNCTIONS":
+        return {key: LazyFunction(package, family, key, module, prepare) for key, (family, module) in index.items()}
+    raise ValueError(f"table must be one of {sorted(INDEX_MODULES)}, not {table!r}")
 
 
 def index_of_entries(entries: Iterable) -> dict:
-    """``{(domain, op_type, since_version): (family, factory module, host_only)}`` of the rows."""
-    return {(domain, op, int(since)): (family, module, bool(host_only))
-            for domain, op, sinces, family, module, host_only in entries for since in sinces}
+    """``{(domain, op_type, since_version): (family, module[, host_only])}`` of the rows (kernel
+    rows carry ``host_only``, function rows do not)."""
+    out: dict = {}
+    for domain, op, sinces, family, module, *traits in entries:
+        value = (family, module, *(bool(t) for t in traits))
+        for since in sinces:
+            out[(domain, op, int(since))] = value
+    return out
+
+
+def table_of(package: str) -> str:
+    """``"KERNELS"`` or ``"FUNCTIONS"``: the table ``package``'s family modules define (the index
+    it keeps, where it keeps one; else imports its modules)."""
+    pkg = importlib.import_module(package)
+    kept = [t for t, name in INDEX_MODULES.items() if any((Path(p) / f"{name}.py").exists() for p in pkg.__path__)]
+    if len(kept) == 1:
+        return kept[0]
+    found = {t for family in family_modules(pkg.__path__) for t in INDEX_MODULES
+             if hasattr(importlib.import_module(f"{package}.{family}"), t)}
+    if len(found) != 1:
+        raise ValueError(f"{package}: its family modules define {sorted(found) or 'no'} table(s) of "
+                         f"{sorted(INDEX_MODULES)}; an index is for a package of one kind")
+    return found.pop()
 
 
 def index_of(package: str, table: str = "KERNELS") -> dict:
     """The index the family modules of ``package`` give (imports them all): ``{key: (family,
-    factory module, host_only)}``; a key in two families is an error, as for
-    :func:`~onnxkit.plugin.merge_family_tables`."""
+    module, host_only)}`` for ``KERNELS``, ``{key: (family, module)}`` for ``FUNCTIONS``; a key in
+    two families is an error, as for :func:`~onnxkit.plugin.merge_family_tables`."""
     pkg = importlib.import_module(package)
     out: dict = {}
     for family in family_modules(pkg.__path__):
         module = importlib.import_module(f"{package}.{family}")
-        for key, factory in getattr(module, table, {}).items():
+        for key, value in getattr(module, table, {}).items():
             if key in out:
                 raise RuntimeError(f"{key} is defined in two families of {package}: {out[key][0]} and {family}")
-            out[key] = (family, getattr(factory, "__module__", None) or module.__name__,
-                        traits_of(factory).host_only)
+            where = getattr(value, "__module__", None) or module.__name__
+            out[key] = (family, where, traits_of(value).host_only) if table == "KERNELS" else (family, where)
     return dict(sorted(out.items()))
 
 
-def render_index(package: str, index: Mapping) -> str:
-    """The text of ``_kernel_index.py`` for ``index`` (one row per operator and factory)."""
+def render_index(package: str, index: Mapping, table: str = "KERNELS") -> str:
+    """The text of ``package``'s index module for ``index`` (one row per operator and module)."""
     rows: dict = {}
-    for (domain, op, since), (family, module, host_only) in sorted(index.items()):
-        rows.setdefault((domain, op, family, module, host_only), []).append(since)
-    lines = [f'"""The kernel index of {package}: generated by `python tools/kernel_index.py {package}`;',
+    for (domain, op, since), value in sorted(index.items()):
+        rows.setdefault((domain, op, *value), []).append(since)
+    what = _WHAT[table]
+    columns = "family, factory module, host_only" if table == "KERNELS" else "family, function module"
+    lines = [f'"""The {what} index of {package}: generated by `python tools/kernel_index.py {package}`;',
              "do not edit (tests/test_kernel_index.py fails when it and the family modules disagree).",
-             "", "Rows ``(domain, op_type, since_versions, family, factory module, host_only)``",
+             "", f"Rows ``(domain, op_type, since_versions, {columns})``",
              '(:mod:`onnxkit.plugin.lazy`)."""', "", "ENTRIES = ("]
-    lines += [f"    ({d!r}, {op!r}, {tuple(sinces)!r}, {fam!r}, {mod!r}, {host!r}),"
-              for (d, op, fam, mod, host), sinces in rows.items()]
+    lines += ["    (" + ", ".join(repr(v) for v in (d, op, tuple(sinces), *rest)) + "),"
+              for (d, op, *rest), sinces in rows.items()]
     lines += [")", ""]
     return "\n".join(lines)
 
 
-def write_index(package: str) -> Path:
-    """Write ``package``'s ``_kernel_index.py`` from its modules; returns its path."""
+def write_index(package: str, table: str = None) -> Path:
+    """Write ``package``'s index module (``_kernel_index.py`` or ``_function_index.py``, by
+    ``table``, default :func:`table_of`) from its modules; returns its path."""
+    table = table or table_of(package)
     pkg = importlib.import_module(package)
-    path = Path(list(pkg.__path__)[0]) / f"{INDEX_MODULE}.py"
-    path.write_text(render_index(package, index_of(package)), encoding="utf-8")
+    path = Path(list(pkg.__path__)[0]) / f"{INDEX_MODULES[table]}.py"
+    path.write_text(render_index(package, index_of(package, table), table), encoding="utf-8")
     return path
-

@@ -1,7 +1,8 @@
 """Shape and type inference functions of ai.onnx.ml (Clause 9.2), one module per family.
 
 Every module of this package whose name does not start with ``_`` defines ``FUNCTIONS``:
-``{('ai.onnx.ml', op_type, since_version): fn}``; :func:`functions` merges them, and the
+``{('ai.onnx.ml', op_type, since_version): fn}``; :func:`functions` gives them, each loaded on
+its first call (:mod:`onnxkit.plugin.lazy`), and the
 plugin's ``onnxkit_inference_functions`` hook returns the result.  Every definition of
 ai.onnx.ml operator sets 1..5 has a function (25 in all).
 
@@ -14,9 +15,13 @@ input of FeatureVectorizer), the shape is left unknown rather than guessed (9.4)
 
 from __future__ import annotations
 
-from onnxkit.plugin import merge_family_tables
+from onnxkit.plugin import lazy_family_tables
 
 
 def functions() -> dict:
-    """Every inference function of every family module of this package."""
-    return merge_family_tables(__name__, __path__, "FUNCTIONS")
+    """Every inference function of every family module of this package, each imported when it is
+    first called (the generated ``_function_index.py``; tests/test_kernel_index.py keeps it equal
+    to the modules' ``FUNCTIONS``: regenerate with ``python tools/kernel_index.py``)."""
+    from ._function_index import ENTRIES
+
+    return lazy_family_tables(__name__, ENTRIES, table="FUNCTIONS")

@@ -36,7 +36,7 @@ attribute 'body' / graph 'body'"``).
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 from .. import ir
 from ..diagnostics import Report
@@ -91,7 +91,7 @@ def _check_ir_version(ctx: Context, model: ir.Model) -> None:
 
 def check_model(model: Union[ir.Model, str, os.PathLike, bytes, bytearray, memoryview, Any], *,
                 registry=None, open_external: bool = False, limits: Limits = DEFAULT_LIMITS,
-                known_types: Optional[Mapping] = None) -> Report:
+                known_types: Optional[Mapping] = None, on_inference: Optional[Callable] = None) -> Report:
     """Validate ``model`` (an IR Model, a path, octets or a binary file) and report every condition found.
 
     Decoding faults of a path or octets are diagnostics (``decode-error``, ``limit-exceeded``),
@@ -100,6 +100,8 @@ def check_model(model: Union[ir.Model, str, os.PathLike, bytes, bytearray, memor
     ``open_external``: also resolve external data references and verify the files (15.5
     makes this an explicit step).  ``limits``: the documented limits of 15.4.
     ``known_types``: types from inference (see the module docstring).
+    ``on_inference``: called with the :class:`~onnxkit.inference.InferenceResult` of Clause 9.4's
+    check when it ran (a session reuses it rather than inferring the model again).
     """
     base_dir = None
     if isinstance(model, ir.Model):
@@ -142,7 +144,9 @@ def check_model(model: Union[ir.Model, str, os.PathLike, bytes, bytearray, memor
     metadata.check_configurations(ctx, model)
     metadata.check_training(ctx, model)
     if model.graph is not None and not ctx.report.errors:
-        _check_inference(ctx, model, registry)
+        result = _check_inference(ctx, model, registry)
+        if result is not None and on_inference is not None:
+            on_inference(result)
     return ctx.report
 
 
@@ -151,8 +155,9 @@ INFERENCE_CODES = ("inferred-type-mismatch", "inferred-shape-mismatch", "inferen
                    "inference-function-failed")
 
 
-def _check_inference(ctx: Context, model: ir.Model, registry) -> None:
-    """Clause 9.4: an inferred type or shape contradicting a declared one is reported (Clause 10).
+def _check_inference(ctx: Context, model: ir.Model, registry):
+    """Clause 9.4: an inferred type or shape contradicting a declared one is reported (Clause 10);
+    returns the inference result (None where inference stopped).
 
     Run on structurally valid models only: on a broken graph what inference derives is noise."""
     from ..inference import infer_model
@@ -161,13 +166,14 @@ def _check_inference(ctx: Context, model: ir.Model, registry) -> None:
         result = infer_model(model, registry=registry)
     except RecursionError:
         ctx.emit("limit-exceeded", "graphs nest too deeply to be inferred (Clause 15.4)", "model")
-        return
+        return None
     except Exception as exc:  # a fault in inference must not hide the rest of the report
         ctx.emit("inference-function-failed", f"inference stopped: {type(exc).__name__}: {exc}", "model")
-        return
+        return None
     for d in result.diagnostics:
         if d.code in INFERENCE_CODES:
             ctx.emit(d.code, d.message, d.location)
+    return result
 
 
 def _check_training(ctx: Context, model: ir.Model) -> None:

@@ -36,9 +36,14 @@ __all__ = ["infer_shapes", "infer_model", "InferenceResult", "InferenceContext",
 @attrs.define
 class InferenceResult(Report):
     """``types[(graph_path, name)]`` -> Type (None = unknown); ``diagnostics`` in the order found
-    (a :class:`~onnxkit.diagnostics.Report`: ``errors``, ``warnings``, ``ok``)."""
+    (a :class:`~onnxkit.diagnostics.Report`: ``errors``, ``warnings``, ``ok``).
+    ``declarations_used``: False when no declaration (value_info, declared outputs, subgraph inputs,
+    function value_info, an untyped input's initializer) added to or contradicted what inference
+    derived, so ``types`` are those the model's inputs and constants alone give (up to the names
+    of the fresh symbolic dimensions)."""
 
     types: dict = attrs.field(factory=dict, kw_only=True)
+    declarations_used: bool = attrs.field(default=True, kw_only=True)
 
     def type_of(self, name: str, path: str = "") -> Optional[ir.Type]:
         """The inferred type of ``name`` in the graph at ``path`` ('' = the top-level graph)."""
@@ -65,7 +70,8 @@ def _engine(model: ir.Model, registry) -> Engine:
 def infer_model(model: ir.Model, registry=None) -> InferenceResult:
     """Infer every value's type in ``model`` (the model is not changed)."""
     engine = _engine(model, registry)
-    return InferenceResult(list(engine.diagnostics), types=dict(engine.types))
+    return InferenceResult(list(engine.diagnostics), types=dict(engine.types),
+                           declarations_used=engine.declarations_used)
 
 
 def _worth_writing(t) -> bool:

@@ -222,6 +222,11 @@ class Engine:
         self.fresh: set = set()
         self.depth = 0
         self.expansions = 0  # function bodies inferred, at most max_expansions
+        #: True once a declaration (value_info, a declared output, subgraph input or function
+        #: value_info type, an untyped input's initializer) gave a type something inference did
+        #: not derive: while False, every type equals what inference derives from the top-level
+        #: inputs and the constants alone (``undeclared`` of the optimizer's view)
+        self.declarations_used = False
         size = (len(model.graph.node) if model.graph is not None else 0) + sum(len(f.node) for f in model.functions)
         self.max_expansions = MAX_EXPANSIONS + EXPANSIONS_PER_NODE * size
         self.last_subgraph_values: list = []
@@ -298,14 +303,20 @@ class Engine:
             v = None
             if input_types is not None and k < len(input_types):
                 problems: list = []
-                t = merge_types(input_types[k], t, problems, self.fresh)
+                merged = merge_types(input_types[k], t, problems, self.fresh)
                 self._problems(problems, f"{self.graph_location(path)} / input {k} {vi.name!r}")
                 if problems:
                     scope.contradicted.add(vi.name)
+                if problems or merged != input_types[k]:
+                    self.declarations_used = True
+                t = merged
                 if input_values is not None and k < len(input_values):
                     v = input_values[k]
             elif t is None and vi.name in inits:
                 t = tensor_type_of(inits[vi.name])
+                self.declarations_used = True
+            elif t is not None and parent is not None:  # a subgraph input's declared type, no caller's
+                self.declarations_used = True
             self.define(scope, vi.name, t, v, f"{self.graph_location(path)} / input {vi.name!r}")
         for name, init in inits.items():
             if name in input_names:
@@ -339,10 +350,13 @@ class Engine:
     def define(self, scope: Scope, name: str, t, value, where: str) -> None:
         for d in scope.declared.get(name, ()):
             problems: list = []
-            t = merge_types(t, d, problems, self.fresh)
+            merged = merge_types(t, d, problems, self.fresh)
             self._problems(problems, f"{where} / value {name!r}")
             if problems:
                 scope.contradicted.add(name)
+            if problems or merged != t:
+                self.declarations_used = True
+            t = merged
         scope.types[name] = t
         value = self._normalize_value(t, value)
         if value is not None:

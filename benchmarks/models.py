@@ -55,8 +55,11 @@ def conditions() -> str:
     import onnxruntime
     from threadpoolctl import threadpool_info
 
-    blas = ", ".join(f"{i['internal_api']} {i['version']} ({i['num_threads']} threads by default)"
-                     for i in threadpool_info() if i.get("user_api") == "blas")
+    blas = ", ".join(f"{i['internal_api']} {i['version']} ({i['num_threads']} threads by default, "
+                     f"{i.get('architecture') or '?'} kernels)" for i in threadpool_info() if i.get("user_api") == "blas")
+    pinned = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
+    if pinned:  # a pinned core type picks older kernels than the CPU runs (onnxruntime's own are not pinned)
+        blas += " (" + ", ".join(f"{k}={v}" for k, v in pinned.items()) + ")"
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     return (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.processor() or platform.machine()}; "
             f"{len(os.sched_getaffinity(0))} CPUs available; load average {load}; BLAS {blas}; "

@@ -63,7 +63,9 @@ def median_of(fn, repeat: int = 5, inner: int = 1) -> float:
 
 def interleaved_samples(fns: dict, repeat: int = 5, inner: int = 1, quiesce: bool = True) -> dict:
     """``{name: [(seconds per call, CPU share), ...]}``: the callables in ``fns`` timed
-    interleaved, ``repeat`` timings each.  After one untimed warm-up call of each, ``repeat``
+    interleaved, ``repeat`` timings each.  After two untimed warm-up calls of each (an onnxkit
+    session plans its first run cold and plans again, with its compiled loops, before the second:
+    ``onnxkit.runtime.bodies``), ``repeat``
     rounds time every one once (the order rotating per round), so a change in machine load
     affects all of them alike.  A timing is one call (``inner=1``: caches as the other callables
     and a garbage collection left them) or ``inner`` back-to-back calls (a warm loop, as a
@@ -73,7 +75,7 @@ def interleaved_samples(fns: dict, repeat: int = 5, inner: int = 1, quiesce: boo
     :func:`settle` (no thread of the previous callable still spinning)."""
     names = list(fns)
     for n in names:
-        for _ in range(min(inner, 3)):
+        for _ in range(max(2, min(inner, 3))):
             fns[n]()
     samples: dict = {n: [] for n in names}
     for r in range(repeat):

@@ -64,7 +64,7 @@ def test_samples_per_callable_with_cpu_share(clock):
                                          repeat=5, quiesce=False)
     assert set(samples) == {"spin", "sleep", "pool"}
     assert all(len(v) == 5 for v in samples.values())
-    assert calls == {"spin": 6, "sleep": 6, "pool": 6}           # one warm-up call each, then 5 timed
+    assert calls == {"spin": 7, "sleep": 7, "pool": 7}           # two warm-up calls each, then 5 timed
     assert [w for w, _ in samples["spin"]] == pytest.approx([0.004] * 5)
     assert [c for _, c in samples["spin"]] == pytest.approx([1.0] * 5)
     assert [c for _, c in samples["sleep"]] == pytest.approx([0.0] * 5)
@@ -75,7 +75,7 @@ def test_rounds_rotate_the_order(clock):
     seen = []
     fns = {n: (lambda n=n: (seen.append(n), clock.compute(0.001))) for n in "abc"}
     timing.interleaved_samples(fns, repeat=3, quiesce=False)
-    assert seen[3:] == list("abc") + list("bca") + list("cab")  # after the warm-up round
+    assert seen[6:] == list("abc") + list("bca") + list("cab")  # after the two warm-up rounds
 
 
 def test_inner_calls_divide_the_wall_time(clock):
@@ -85,7 +85,7 @@ def test_inner_calls_divide_the_wall_time(clock):
 
 
 def test_medians_match_the_samples(clock):
-    durations = iter([0.0, 0.003, 0.001, 0.002])                 # warm-up, then three timings
+    durations = iter([0.0, 0.0, 0.003, 0.001, 0.002])            # two warm-ups, then three timings
     medians = timing.medians(timing.interleaved_samples({"a": lambda: clock.compute(next(durations))},
                                                         repeat=3, quiesce=False))
     assert set(medians) == {"a"} and medians["a"] == pytest.approx(0.002)

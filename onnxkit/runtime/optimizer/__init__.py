@@ -1,41 +1,8 @@
 """The plan-time graph optimizer: exact rewrites of a copy of the model's graph.
 
 :func:`optimize` applies the passes selected by ``SessionOptions.graph_optimization_level``
-(onnxruntime's enum) to a copy of the top-level graph, in this order (the table :data:`PASSES`,
-one :class:`Pass` each, graph and plan passes alike):
-
-=================  ==============================================  ====================
-pass               rewrites                                         level
-=================  ==============================================  ====================
-``identity``       Identity, inference-mode Dropout removed         ORT_ENABLE_BASIC +
-``cast``           Cast to the type the value already has removed   ORT_ENABLE_BASIC +
-``qdq``            the DequantizeLinear / QuantizeLinear pair       ORT_ENABLE_EXTENDED +
-                   around a value move dropped, DQ -> Q cancelled
-                   (exact); rules to QLinearConv, QLinearMatMul
-                   and com.microsoft ops written, off by default
-                   (:mod:`.qdq`, ``qdq.ACTIVE``: measured slower)
-``transpose``      Transpose pairs cancelled / merged               ORT_ENABLE_BASIC +
-``reshape``        Reshape -> Reshape collapsed                     ORT_ENABLE_BASIC +
-``conv_bn``        BatchNormalization folded into Conv              ORT_ENABLE_BASIC +
-``channel_affine`` per-channel Mul/Add folded into Conv or BN        ORT_ENABLE_BASIC +
-``matmul_add``     MatMul + Add -> Gemm                             ORT_ENABLE_BASIC +
-``gelu``           the exporters' GELU expansions -> Gelu           ORT_ENABLE_EXTENDED +
-                   (ai.onnx from opset 20, else ``ai.onnxkit``)
-``hardswish``      ``x * Clip(x + 3, 0, 6) / 6`` -> HardSwish        ORT_ENABLE_EXTENDED +
-                   (ai.onnx from opset 14, else ``ai.onnxkit``)
-``attention``      scaled dot-product attention -> Attention        ORT_ENABLE_EXTENDED +
-                   (``ai.onnxkit`` 2; ai.onnx from opset 23 when
-                   unguarded, :mod:`.attention`)
-``onehot``         ``MatMul(Cast(Equal(ids, 0..K-1)), W)`` with W  ORT_ENABLE_EXTENDED +
-                   constant and finite -> the rows of W the ids
-                   select (:mod:`.onehot`)
-``epilogue``       Relu / Add / Add + Relu after a kernel that      ORT_ENABLE_EXTENDED +
-                   offers it (cpu Conv) folded into its step
-                   (:mod:`.epilogue`)
-``specialize``     a plan per input-shape signature, shape          ORT_ENABLE_BASIC +
-                   arithmetic folded, an If whose condition folds
-                   replaced by its branch (:mod:`.specialize`)
-=================  ==============================================  ====================
+(onnxruntime's enum) to a copy of the top-level graph, in the order of the one table
+:data:`PASSES` (a :class:`Pass` each, graph and plan passes alike, with what each rewrites).
 
 ``ORT_DISABLE_ALL`` runs none; ``ORT_ENABLE_BASIC`` the exact rewrites; from
 ``ORT_ENABLE_EXTENDED`` on (the default, ``ORT_ENABLE_ALL``, included) also the fusions into
@@ -45,11 +12,11 @@ into its own operators).  ``onehot`` and ``epilogue`` work on the plan once it i
 others on the graph.  Each pass is its own module whose docstring says why it is exact
 (``epilogue``: bit-identical; ``onehot``: equal, a zero's sign aside); ``conv_bn`` and
 ``channel_affine`` are exact up to rounding, ``gelu``, ``hardswish`` and ``attention`` within the
-element type's tolerance.  The graph passes leave subgraphs (If/Loop/Scan bodies) alone
-(planning folds their constants, :mod:`onnxkit.runtime.plan`),
-and a name read inside one is never removed or renamed; graph outputs keep their names;
-graph inputs are kept as they were.  A graph with an ai.onnx.preview.training node (Gradient
-reads the graph it is in) is planned as given.  The user's :class:`~onnxkit.ir.Model` is not changed.
+element type's tolerance.  The graph passes leave subgraphs (If/Loop/Scan bodies) alone (planning
+folds their constants, :mod:`onnxkit.runtime.plan`), and a name read inside one is never removed
+or renamed; graph outputs keep their names; graph inputs are kept as they were.  A graph with an
+ai.onnx.preview.training node (Gradient reads the graph it is in) is planned as given.  The
+user's :class:`~onnxkit.ir.Model` is not changed.
 
 ``disabled`` (a set of pass names, e.g. from the session config entry
 ``session.disable_passes``, comma-separated) switches single passes off.
@@ -84,23 +51,24 @@ class Pass:
     counts: str = ""
 
 
-#: every pass, in the order it runs, with the lowest level that runs it (the one table: the
-#: session's plan passes and the specializer are looked up here too)
+#: every pass, in the order it runs, with the lowest level that runs it (1: ``ORT_ENABLE_BASIC``,
+#: 2: ``ORT_ENABLE_EXTENDED``; the one table: the session's plan passes and the specializer too)
 PASSES = (
-    Pass("identity", 1, "graph", identity.run),
-    Pass("cast", 1, "graph", cast.run),
-    Pass("qdq", 2, "graph", qdq.run),
-    Pass("transpose", 1, "graph", transpose.run),
-    Pass("reshape", 1, "graph", reshape.run),
-    Pass("conv_bn", 1, "graph", conv_bn.run),
-    Pass("channel_affine", 1, "graph", channel_affine.run),
-    Pass("matmul_add", 1, "graph", matmul_add.run),
-    Pass("gelu", 2, "graph", gelu.run),
-    Pass("hardswish", 2, "graph", hardswish.run),
-    Pass("attention", 2, "graph", attention.run),    # last graph pass: it may raise the ai.onnxkit import to 2
+    Pass("identity", 1, "graph", identity.run),              # Identity, inference-mode Dropout removed
+    Pass("cast", 1, "graph", cast.run),                      # a Cast to the type its input has removed
+    Pass("qdq", 2, "graph", qdq.run),                        # DQ / Q around value moves dropped, DQ -> Q cancelled
+    Pass("transpose", 1, "graph", transpose.run),            # Transpose pairs cancelled / merged
+    Pass("reshape", 1, "graph", reshape.run),                # Reshape -> Reshape collapsed
+    Pass("conv_bn", 1, "graph", conv_bn.run),                # BatchNormalization folded into Conv
+    Pass("channel_affine", 1, "graph", channel_affine.run),  # per-channel Mul / Add folded into Conv or BN
+    Pass("matmul_add", 1, "graph", matmul_add.run),          # MatMul + Add -> Gemm
+    Pass("gelu", 2, "graph", gelu.run),                      # the exporters' GELU expansions -> Gelu
+    Pass("hardswish", 2, "graph", hardswish.run),            # x * Clip(x + 3, 0, 6) / 6 -> HardSwish
+    Pass("attention", 2, "graph", attention.run),            # softmax(scale * Q K^T + mask) V -> Attention
+    # (attention last among the graph passes: it may raise the ai.onnxkit import to 2)
     Pass("onehot", 2, "plan", onehot.run, "one-hot product(s) read as rows"),
-    Pass("epilogue", 2, "plan", epilogue.run, "step(s) folded into their producers"),
-    Pass("specialize", 1, "run"),
+    Pass("epilogue", 2, "plan", epilogue.run, "step(s) folded into their producers"),  # Relu / Add into a cpu Conv
+    Pass("specialize", 1, "run"),                            # a plan per input-shape signature, If branches inlined
 )
 PASS_NAMES = tuple(p.name for p in PASSES)
 

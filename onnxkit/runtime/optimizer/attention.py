@@ -1,15 +1,14 @@
 """Rewrite scaled dot-product attention, ``softmax(scale * Q K^T + mask) V``, as one Attention node.
 
-The pattern, anchored at a Softmax over the last axis of a rank-4 value:
+The pattern (:data:`PATTERN`), anchored at a Softmax over the last axis of a rank-4 value:
 
 * scores ``MatMul(Q', K')``, where ``Q'`` is Q or ``Mul(Q, c)`` and ``K'`` is ``K^T`` or
   ``Mul(K^T, c)`` (the torch exporters scale each by 1/sqrt(sqrt(head size))), then optionally
-  ``Mul(scores, c)`` or ``Div(scores, c)`` — every ``c`` a one-element constant of Q's element
-  type and rank at most 4 (:func:`~.patterns.keeps_shape`: a ``[1, 1, 1, 1, 1]`` one would make
-  the scores rank 5), as is the guard's 0 (scale = their product, a Div's as its inverse,
+  ``Mul(scores, c)`` or ``Div(scores, c)`` — every ``c`` a one-element constant keeping Q's
+  shape, as is the guard's 0 (:mod:`.rules`; scale = their product, a Div's as its inverse,
   positive: Attention scales Q and K by its square root);
 * optionally ``Add(scores, mask)`` (either order, guarded patterns only) with a mask of the
-  scores' type and rank <= 4 not known to enlarge the scores (type inference; bert's and gpt2's
+  scores' type and rank <= 4 not known to enlarge the scores (bert's and gpt2's
   ``Where(mask, 0, -inf)``);
 * ``Softmax`` over the last axis, optionally guarded by ``Where(IsNaN(p), 0, p)`` (torch's
   scaled_dot_product_attention export), then ``MatMul(p, V)``.
@@ -17,23 +16,20 @@ The pattern, anchored at a Softmax over the last axis of a rank-4 value:
 Q, K^T and V are 4-D (B, H, S, D), (B, H, D, Skv), (B, H, Skv, Dv) floating-point tensors of one
 element type with equal batch and head dimensions (known equal for an unguarded pattern; not
 known to differ for a guarded one, whose fused node broadcasts them as the MatMuls and the Add
-would, kernels/fused.py), all as type inference derives them from the checked inputs and the
-constants (:meth:`~.view.GraphView.tensor_type`; a declared value_info is not taken: a dynamo
-export whose head count inference leaves unknown is not fused unguarded); every intermediate is
-read by the next node alone and is neither a graph output nor read by a subgraph.  ``K^T`` made by a Transpose
-read only there becomes a Transpose to (B, H, Skv, D) (its perm's last two entries swapped);
-otherwise a ``Transpose(K^T, [0, 1, 3, 2])`` is inserted.
+would, kernels/fused.py), as type inference derives them from the checked inputs and the
+constants (never a declared value_info: a dynamo export whose head count inference leaves
+unknown is not fused unguarded); every intermediate is read by the pattern alone.  ``K^T`` made
+by a Transpose read only there becomes a Transpose to (B, H, Skv, D) (its perm's last two
+entries swapped); otherwise a ``Transpose(K^T, [0, 1, 3, 2])`` is inserted.
 
-The fused node is ai.onnxkit Attention-2 (:mod:`onnxkit_default_domain.fused`: ai.onnx
-Attention-23 plus ``nan_to_zero``) with ``scale`` and, for a guarded softmax, ``nan_to_zero = 1``
-— the guard's exact semantics.  An unguarded pattern becomes ai.onnx Attention where the model
-imports ai.onnx 23 or later (ai.onnxkit Attention-2 with nan_to_zero = 0, the same definition,
-otherwise); an unguarded pattern with a mask is not fused (Attention gives zeros for a fully
-masked row, the pattern NaN).  A model importing ai.onnxkit 1 already is left alone.  The
-fused node computes the same function rounded once instead of at each node (the scale applied
-once): within the element type's tolerance (Clause 11), not bit for bit; one difference
-remains for an unguarded pattern, a row whose every score is -inf (only from infinite inputs),
-which gives zeros instead of NaN.
+The fused node is ai.onnxkit Attention-2 (ai.onnx Attention-23 plus ``nan_to_zero``) with
+``scale`` and, for a guarded softmax, ``nan_to_zero = 1`` — the guard's exact semantics.  An
+unguarded pattern becomes ai.onnx Attention where the model imports ai.onnx 23 or later
+(ai.onnxkit Attention-2, nan_to_zero = 0, otherwise); an unguarded pattern with a mask is not
+fused (Attention gives zeros for a fully masked row, the pattern NaN).  A model importing
+ai.onnxkit 1 already is left alone.  The fused node computes the same function rounded once:
+within the element type's tolerance (Clause 11), not bit for bit; for an unguarded pattern a
+row whose every score is -inf (only from infinite inputs) gives zeros instead of NaN.
 """
 
 from __future__ import annotations
@@ -42,8 +38,8 @@ from typing import Optional
 
 from ... import ir
 from .patterns import FLOAT_TAGS, FUSED_DOMAIN
-from .rules import AnyOf, Rule, Scalar, Var, op, rules_pass
-from .view import GraphView
+from .rules import AnyOf, Rule, Scalar, Var, op, replace_match, rules_pass
+from .view import GraphView, is_default
 
 #: ai.onnx's first Attention, and the ai.onnxkit version holding Attention
 ONNX_SINCE, FUSED_VERSION = 23, 2
@@ -105,39 +101,34 @@ def _fits(view: GraphView, match) -> bool:
     return m is None or (guarded and _mask_fits(view, m, [qd[0], qd[1], qd[2], kd[3]], elem))
 
 
+def _perm(values: list) -> ir.Attribute:
+    return ir.Attribute(name="perm", type=ir.AttributeType.INTS, value=values)
+
+
 def _key_input(view: GraphView, kt: str, final) -> str:
     """A name holding K as (B, H, Skv, D): K^T's Transpose re-permuted in place where only the
     pattern reads it, else a new Transpose placed just before the pattern's last node, ``final``."""
     node = view.producer_of(kt)
     name = view.fresh_name(kt + "/K")
-    perm = node.attr("perm") if node is not None and node.op_type == "Transpose" and node.domain in ("", "ai.onnx") \
-        else None
+    perm = node.attr("perm") if is_default(node, "Transpose") else None
     if perm is not None and len(perm) == 4 and view.sole_consumer(kt) is not None:
-        swapped = [perm[0], perm[1], perm[3], perm[2]]
         view.replace(node, ir.Node(input=list(node.input), output=[name], name=(node.name or name) + "/K",
-                                   op_type="Transpose", domain=node.domain,
-                                   attribute=[ir.Attribute(name="perm", type=ir.AttributeType.INTS, value=swapped)]))
-        return name
-    view.insert_before(final, ir.Node(input=[kt], output=[name], name=name, op_type="Transpose",
-                                      attribute=[ir.Attribute(name="perm", type=ir.AttributeType.INTS, value=[0, 1, 3, 2])]))
+                                   op_type="Transpose", domain=node.domain, attribute=[_perm([*perm[:2], perm[3], perm[2]])]))
+    else:
+        view.insert_before(final, ir.Node(input=[kt], output=[name], name=name, op_type="Transpose",
+                                          attribute=[_perm([0, 1, 3, 2])]))
     return name
 
 
 def _rewrite(view: GraphView, match) -> None:
-    for c in match.constants:
-        view.read_constant(c)
-    guarded, m, final = match.get("guard") is not None, match.get("mask"), match.root
-    k = _key_input(view, match["kt"], final)
-    onnx_op = not guarded and view.version("") >= ONNX_SINCE
+    guarded, m = match.get("guard") is not None, match.get("mask")
+    k = _key_input(view, match["kt"], match.root)
     attributes = [ir.Attribute(name="scale", type=ir.AttributeType.FLOAT, value=float(_scale(match)))]
     if guarded:
         attributes.append(ir.Attribute(name="nan_to_zero", type=ir.AttributeType.INT, value=1))
-    view.replace_pattern(match.nodes, ir.Node(
-        input=[match["q"], k, match["v"]] + ([m] if m is not None else []), output=[match.output],
-        name=(match["softmax"].name or match.output) + "/Attention", op_type="Attention",
-        domain="" if onnx_op else FUSED_DOMAIN, attribute=attributes))
-    if not onnx_op:
-        view.require_opset(FUSED_DOMAIN, FUSED_VERSION)
+    domain = "" if not guarded and view.version("") >= ONNX_SINCE else FUSED_DOMAIN
+    replace_match(view, match, "Attention", [match["q"], k, match["v"]] + ([m] if m is not None else []), domain,
+                  attributes, "softmax", FUSED_VERSION)
 
 
 RULES = (Rule("attention", PATTERN, _rewrite, _fits, subject="q"),)

@@ -27,10 +27,9 @@ from typing import Optional
 import attrs
 import numpy as np
 
-from ...registry import normalize_domain
 from .patterns import conv_parameters, fold_into_conv, inference_batch_norm
 from .rules import AnyOf, Rule, Var, op, rules_pass
-from .view import GraphView
+from .view import GraphView, is_default
 
 
 def _constant(view: GraphView, name: str, used: list) -> Optional[np.ndarray]:
@@ -41,9 +40,7 @@ def _constant(view: GraphView, name: str, used: list) -> Optional[np.ndarray]:
         used.append(name)
         return value
     node = view.producer_of(name)
-    if node is None or normalize_domain(node.domain) != "" or node.op_type not in ("Unsqueeze", "Reshape"):
-        return None
-    src = view.constant(node.input[0]) if node.input else None
+    src = view.constant(node.input[0]) if is_default(node, "Unsqueeze", "Reshape") and node.input else None
     if src is None:
         return None
     used.extend(i for i in node.input if i)
@@ -64,9 +61,7 @@ def _constant(view: GraphView, name: str, used: list) -> Optional[np.ndarray]:
 
 def _per_channel(value: np.ndarray, rank: int, channels: int) -> Optional[np.ndarray]:
     """``value`` as a (channels,) vector if it broadcasts along axis 1 of a rank-``rank`` tensor
-    only, leaving its shape as it is: ``(C, 1, ...)`` of rank r-1, ``(1, C, 1, ...)`` of rank r,
-    or one element of rank at most r.  A ``(C,)`` vector on a rank-4 tensor is not one (it
-    broadcasts along the last axis), nor is a ``[1, 1, 1, 1, 1]`` element (the result is rank 5)."""
+    only, leaving its shape as it is (the shapes of the module docstring), else None."""
     if value.size == 1 and value.ndim <= rank:
         return np.full(channels, value.reshape(-1)[0])
     shape = list(value.shape)
@@ -78,7 +73,7 @@ def _per_channel(value: np.ndarray, rank: int, channels: int) -> Optional[np.nda
 
 
 def _parameters(view: GraphView, node) -> Optional[tuple]:
-    """``(channels, dtype, names of the parameters scaled, names shifted)`` of a foldable producer."""
+    """``(channels, dtype)`` of a foldable producer (its parameters constants read by it alone), or None."""
     if node.op_type == "Conv":
         found = conv_parameters(view, node)
         return None if found is None else (found[0].shape[0], found[0].dtype)
@@ -103,8 +98,8 @@ def _fold(view: GraphView, node, s: np.ndarray, t: np.ndarray, dtype, out: str) 
 
 
 def _affine(view: GraphView, match) -> Optional[tuple]:
-    """``(s, t, used)`` of a foldable match: the per-channel scale and shift (float64) and the
-    names of the constants they were read from, or None."""
+    """``(s, t, used, dtype)`` of a foldable match: the per-channel scale and shift (float64), the
+    names of the constants they were read from and the producer's element type, or None."""
     node = match["producer"]
     found = _parameters(view, node)
     known = view.tensor_type(node.output[0]) if found else None
@@ -123,15 +118,15 @@ def _affine(view: GraphView, match) -> Optional[tuple]:
             s, t = s * vec.astype(np.float64), t * vec.astype(np.float64)
         else:
             t = t + vec.astype(np.float64)
-    return s, t, used
+    return s, t, used, dtype
 
 
 def _fold_affine(view: GraphView, match) -> None:
-    s, t, used = _affine(view, match)
+    s, t, used, dtype = _affine(view, match)
     for name in used:       # an IR < 4 override of one of them runs the model as given
         view.read_constant(name)
     node = match["producer"]
-    _fold(view, node, s, t, _parameters(view, node)[1], match.output)
+    _fold(view, node, s, t, dtype, match.output)
     for n in match.nodes:
         if n is not node and view.holds(n):
             view.remove(n)

@@ -1,23 +1,16 @@
 """The ``epilogue`` plan pass: a Relu, an Add or an Add then Relu after a kernel that can apply
 it to the array it just made, folded into that kernel's step (onnxruntime's Conv + activation
-and Conv + Add (+ Relu) fusions, done on the plan instead of the graph).
+and Conv + Add (+ Relu) fusions, on the plan: no new operator, schema or backend kernel, nothing
+in ``--optimized-model``; what goes is the separate steps' cost, not different arithmetic).
 
-Why on the plan and not as a graph rewrite into a fused operator: the rewrite would need a new
-operator (an ``ai.onnxkit`` version, its schema, inference, a portable kernel and every
-backend's), would show up in ``--optimized-model`` output, and would buy nothing more, since
-what is saved is the cost of the separate steps (the loop's per-node cost and one ufunc call
-each), not different arithmetic.  Here the graph and every backend stay as they are; only a
-kernel that *offers* it takes part.
-
-**Protocol.**  A kernel function (the ``run`` a factory returns) may declare the trait
-``fuse_epilogue`` (:func:`onnxkit.runtime.kernel.offers_epilogue`): ``fuse_epilogue(ops)``
-returns a new kernel function, or None where the kernel declines.  ``ops`` is a tuple of ``(op_type, fn, side)``, in order: ``("Relu", fn,
-None)``, ``("Add", fn, side)`` (``side`` 0: the kernel's result is Add's first input, 1: its
-second; the other operand becomes the fused function's last argument).  ``fn`` is the
-consumer step's own kernel: the fused function must compute exactly what calling ``fn`` on
-the kernel's result (and the other operand) computes — it may do so in place on an array it
-made itself and owns (its fresh output), and otherwise must call ``fn`` (e.g. a broadcasting
-or mixed-type Add, a value that is not a numpy array).
+**Protocol.**  A kernel function may declare the trait ``fuse_epilogue``
+(:func:`onnxkit.runtime.kernel.offers_epilogue`): ``fuse_epilogue(ops)`` returns a new kernel
+function, or None where it declines.  ``ops`` is a tuple of ``(op_type, fn, side)`` in order:
+``("Relu", fn, None)``, ``("Add", fn, side)`` (``side`` 0: the kernel's result is Add's first
+input, 1: its second; the other operand becomes the fused function's last argument).  ``fn`` is
+the consumer step's own kernel: the fused function must compute exactly what calling ``fn`` on
+the kernel's result (and the other operand) computes; it may do so in place on an array it made
+and owns, and otherwise must call ``fn`` (a broadcasting or mixed-type Add, a non-numpy value).
 
 **When it applies** (the top-level plan only).  A step ``P`` with one output ``y``, whose
 kernel offers ``fuse_epilogue`` and which has no size guard, scope or subgraph, followed by a
@@ -26,31 +19,24 @@ as an ``("Add", fn, side)`` whose ``fn`` is Sum's kernel; then a ``Relu`` under 
 if there is one) — where ``y`` is read by ``C`` once and by nothing else (no other step, no
 subgraph through ``_uses``, not a graph output), ``C`` having no scope or subgraph.  A
 consumer's own size guard (Add's broadcasting bound) runs inside the ``fn`` handed over
-(:func:`guarded`): in that (broadcasting) fallback the bytes it charges stay charged to the
-run's budget until the run ends (the fused step's output has no slot of its own to release
-them with: counting them too long is the safe side of ``Limits.max_run_bytes``); the in-place
-path allocates nothing and charges nothing.
+(:func:`guarded`): in that fallback the bytes it charges stay charged until the run ends (the
+fused step's output has no slot to release them with: the safe side of
+``Limits.max_run_bytes``); the in-place path charges nothing.
 
 **The fused step** takes the place of the last consumer (by then Add's other operand has been
-computed; ``P``'s inputs were there before ``P``, and nothing in between reads ``y``); ``P``
-and the other consumers are removed.  Its inputs are ``P``'s (padded with ``""`` up to the
-kernel's ``epilogue_inputs``, e.g. a Conv without B) then Add's other operand; its output the
-last consumer's; its node ``P``'s with that output (errors and profiling name ``P``'s node).
-``y`` is never stored; lifetimes are computed again; the plan's variant with folded defaults
-is rewritten too.  The ``specialize`` pass starts from this plan, so its plans have the fused
-steps (where it types an inlined If's plan again, a fused step with Add reads as a Conv with a
-fourth input: inference then fails and that further round is skipped, as for any untypable
-plan).
+computed; nothing in between reads ``y``); ``P`` and the other consumers are removed.  Its
+inputs are ``P``'s (padded with ``""`` up to the kernel's ``epilogue_inputs``, e.g. a Conv
+without B) then Add's other operand; its output the last consumer's; its node ``P``'s with that
+output (errors and profiling name ``P``'s node).  Lifetimes are computed again; the plan's
+folded-defaults variant is rewritten too.  ``specialize`` starts from this plan (a fused step
+with Add reads as a Conv with a fourth input: typing an inlined If's plan again then fails and
+that further round is skipped, as for any untypable plan).
 
 **Exact.**  The fused kernel runs the same operations on the same values in the same order
 (a Relu ``np.maximum(y, 0)`` in place, an Add with its operands in the graph's order), so
-results are bit-identical.  On at ``ORT_ENABLE_EXTENDED`` and above (where onnxruntime fuses
-Conv with activations), off with ``session.disable_passes=epilogue``.
-
-**Effect** (cpu Conv, small_resnet_ts, 1 thread): a fused step costs what the Conv and its
-consumers' kernels cost (in-place ``np.maximum`` ~ the allocating one on small tensors); what
-goes is the run loop's per-step work, 7 of 17 steps: a few percent warm, within noise for one
-call.
+results are bit-identical.  On at ``ORT_ENABLE_EXTENDED`` and above, off with
+``session.disable_passes=epilogue``.  Effect (cpu Conv, small_resnet_ts, 1 thread): 7 of 17
+steps go, a few percent warm.
 """
 
 from __future__ import annotations

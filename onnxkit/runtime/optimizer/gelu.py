@@ -10,16 +10,13 @@ grouping of the products and sums (``(x * (1 + f)) * 0.5``, ``(0.5 * x) * (1 + f
   x, x, x and 0.044715 in any order and grouping, ``x^3`` possibly ``Pow(x, 3)``: GPT-2's
   ``0.044715 * Pow(x, 3)``, jax2tf's ``x * (x * (0.044715 * x))``): ``Gelu(x, approximate = "tanh")``.
 
-Every constant is a one-element constant of x's element type, equal to the formula's within
-1e-6 (exporters write them rounded to float32), of rank 0 or of a rank no higher than x's as
-type inference knows it from the checked inputs (a ``[1, 1, 1, 1, 1]`` 0.5 would make the
-expansion rank 5, :func:`~.patterns.keeps_shape`); every intermediate value is read by the next
-node of the pattern alone and is neither a graph output nor read by a subgraph.  x must be a
-floating-point tensor (type inference).  The fused node is ai.onnx Gelu where the model's
-ai.onnx operator set is 20 or more, else ``ai.onnxkit`` Gelu-1 (the same definition,
-onnxkit's own domain; the optimized model imports it).  Gelu computes the same function as
-the expansion, rounded once instead of at each of its 5-8 nodes: the results agree within the
-element type's tolerance (Clause 11), not bit for bit.
+A match guarantees what :mod:`.rules` says (every constant of x's element type, within 1e-6 of
+the formula's, as exporters round them to float32, and keeping x's shape: a ``[1, 1, 1, 1, 1]``
+0.5 would make the expansion rank 5; every intermediate read by the pattern alone); x must be a
+floating-point tensor (type inference).  The fused node is ai.onnx Gelu where the model imports
+ai.onnx 20 or later, else ``ai.onnxkit`` Gelu-1 (the same definition; the optimized model
+imports it).  Gelu computes the same function as the expansion, rounded once instead of at each
+of its 5-8 nodes: the results agree within the element type's tolerance (Clause 11).
 """
 
 from __future__ import annotations
@@ -41,14 +38,7 @@ def _approximate(mode: str):
     return lambda match: [ir.Attribute(name="approximate", type=ir.AttributeType.STRING, value=mode.encode())]
 
 
-def _float_x(view: GraphView, match) -> bool:
-    return float_input(view, match["x"])
-
-
-RULES = (
-    Rule("gelu-erf", _ERF, fused_op("Gelu", 20, attributes=_approximate("none"), named_after="anchor"),
-         _float_x, subject="x"),
-    Rule("gelu-tanh", _TANH, fused_op("Gelu", 20, attributes=_approximate("tanh"), named_after="anchor"),
-         _float_x, subject="x"),
-)
+RULES = tuple(Rule(name, pattern, fused_op("Gelu", 20, attributes=_approximate(mode), named_after="anchor"),
+                   lambda view, match: float_input(view, match["x"]), subject="x")
+              for name, pattern, mode in (("gelu-erf", _ERF, "none"), ("gelu-tanh", _TANH, "tanh")))
 run = rules_pass(RULES)

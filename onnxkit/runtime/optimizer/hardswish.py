@@ -3,18 +3,14 @@
 ``x * Clip(x + 3, 0, 6) / 6`` (MobileNetV3's and PP-LCNet's activation as paddle2onnx and
 older torch exports write it), one rule (:mod:`.rules`): the Add and the product in any operand
 order and grouping, the division as ``Div(., 6)`` or ``Mul(., 1/6)`` applied to any factor or
-product of them, is
-``HardSwish(x) = x * max(0, min(1, x / 6 + 1 / 2))``.  The Clip bounds are its ``min``/``max``
-inputs (Clip-11 on) or attributes (before 11), every constant a one-element constant of x's
-element type equal to the formula's within 1e-6, of rank 0 or no higher than x's as type
-inference knows it from the checked inputs (:func:`~.patterns.keeps_shape`: a
-``[1, 1, 1, 1, 1]`` 3 would make the expansion rank 5), every intermediate value read by
-the next node of the pattern alone and neither a graph output nor read by a subgraph, and x a
-floating-point tensor.  The
-fused node is ai.onnx HardSwish where the model imports ai.onnx 14 or later, else ai.onnxkit
-HardSwish-1 (the same definition, onnxkit's own domain).  HardSwish scales before it clips
-where the expansion clips then divides: the results agree within the element type's
-tolerance (Clause 11), not bit for bit.
+product of them, is ``HardSwish(x) = x * max(0, min(1, x / 6 + 1 / 2))``.  The Clip bounds are
+its ``min``/``max`` inputs (Clip-11 on) or attributes (before 11); a match guarantees what
+:mod:`.rules` says (constants of x's type within 1e-6 keeping x's shape: a ``[1, 1, 1, 1, 1]``
+3 would make the expansion rank 5; intermediates read by the pattern alone); x is a
+floating-point tensor.  The fused node is ai.onnx HardSwish where the model imports ai.onnx 14
+or later, else ai.onnxkit HardSwish-1 (the same definition).  HardSwish scales before it clips
+where the expansion clips then divides: the results agree within the element type's tolerance
+(Clause 11), not bit for bit.
 """
 
 from __future__ import annotations

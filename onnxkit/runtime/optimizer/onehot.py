@@ -2,10 +2,9 @@
 
 JAX and TensorFlow exporters write an embedding lookup as ``MatMul(Cast(Equal(A, iota)), W)``:
 integer ids ``A`` whose last axis is 1, compared with a constant ``iota`` holding 0 .. K-1 along
-its last axis (its other axes 1), give one-hot rows of K, cast to W's floating-point type and
-multiplied by a constant (K, N) matrix ``W`` (magika's byte embedding: a (2, 2048, 257) one-hot
-times W (257, 64); Equal, Cast and MatMul took ~2.9 ms of a 17 ms run, one thread).  Each row of
-the product is then row ``a`` of W, ``a`` the row's id, or zeros where ``a`` is outside 0 .. K-1.
+its last axis, give one-hot rows of K, cast to W's type and multiplied by a constant (K, N)
+``W`` (magika's byte embedding: Equal, Cast and MatMul took ~2.9 ms of a 17 ms run).  Each row
+of the product is row ``a`` of W, ``a`` the row's id, or zeros where ``a`` is outside 0 .. K-1.
 
 **When it applies** (the top-level plan, numpy constants).  Steps ``Equal`` (either input
 order), ``Cast`` and ``MatMul`` of the default domain, none with a scope or subgraph, where the
@@ -14,21 +13,17 @@ Equal's other input is a plan constant of an integer type shaped ``(1, ..., 1, K
 double) is read by the MatMul alone as its first input, neither is a graph output, and the
 MatMul's second input is a 2-D constant ``W`` of K rows whose every element is finite.
 
-**The fused step** takes the MatMul's place (its node, errors and profiling name the MatMul;
-the Equal and Cast steps go).  Given ids of the constant's type whose last axis is 1 it checks
-the output's size with the MatMul's own guard (on a zero-stride view of the one-hot's shape: the
-product it replaces, charged until the run ends, as :mod:`.epilogue` charges), then takes the
-rows (``np.take``, zeros for ids out of range).  Any other input (another last extent, so that
-Equal compares elementwise; another type; a value that is not a numpy array) runs the three
-original kernels in order, each after its own size guard.
+**The fused step** takes the MatMul's place (its node: errors and profiling name the MatMul).
+Given ids of the constant's type whose last axis is 1 it checks the output's size with the
+MatMul's own guard (on a zero-stride view of the one-hot's shape, charged until the run ends,
+as :mod:`.epilogue` charges), then takes the rows (``np.take``, zeros for ids out of range).
+Any other input runs the three original kernels in order, each after its own size guard.
 
-**Exact.**  A one-hot row has one 1 and K-1 zeros (iota's values are distinct); with W finite,
-``1 * w`` is ``w`` and each ``0 * w`` a zero, and a sum of zeros and one value is that value
-whatever the order BLAS adds them in: the product is the selected row (all zeros where no id
-matches).  The results are equal to the MatMul's; only the sign of a zero may differ (a row of
-W holding -0, or an unmatched row, where BLAS may give +0 or -0).  A W with an inf or NaN is
-left alone (``0 * inf`` is NaN in every row of the product).  On at ``ORT_ENABLE_EXTENDED`` and
-above, off with ``session.disable_passes=onehot``.
+**Exact.**  A one-hot row has one 1 and K-1 zeros; with W finite, ``1 * w`` is ``w`` and each
+``0 * w`` a zero, and a sum of zeros and one value is that value in any order: the product is
+the selected row.  Only the sign of a zero may differ (a -0 in W, or an unmatched row, where
+BLAS may give +0 or -0).  A W with an inf or NaN is left alone (``0 * inf`` is NaN).  On at
+``ORT_ENABLE_EXTENDED`` and above, off with ``session.disable_passes=onehot``.
 """
 
 from __future__ import annotations
@@ -54,10 +49,8 @@ def _iota(value) -> bool:
 
 
 def _cast_to(step: Step):
-    for a in step.node.attribute:
-        if a.name == "to":
-            return _FLOAT_TAGS.get(int(a.value))
-    return None
+    to = step.node.attr("to")
+    return None if to is None else _FLOAT_TAGS.get(int(to))
 
 
 def rows_of(equal: Step, cast: Step, matmul: Step, iota: np.ndarray, w: np.ndarray, ids_first: bool):

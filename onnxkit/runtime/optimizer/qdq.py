@@ -64,9 +64,8 @@ import attrs
 import numpy as np
 
 from ... import ir
-from ...registry import normalize_domain
-from .rules import Rule, Var, apply_rules, op
-from .view import GraphView
+from .rules import Rule, Var, apply_rules, op, replace_match
+from .view import GraphView, is_default
 
 #: ONNX element types of the 8-bit quantized values (UINT8, INT8) and their ranges
 EIGHT_BIT = {2: np.dtype(np.uint8), 3: np.dtype(np.int8)}
@@ -98,6 +97,11 @@ class Quant:
     @property
     def per_tensor(self) -> bool:
         return self.axis is None
+
+    @property
+    def inputs(self) -> list:
+        """``[q, scale, zero]``: a QLinear operator's inputs for this quantization."""
+        return [self.q, self.scale, self.zero]
 
     def same_as(self, other: "Quant") -> bool:
         """Equal per-tensor parameters (scale and zero point values, zero point type)."""
@@ -153,9 +157,7 @@ def _parameters(view: GraphView, node: ir.Node, value_name: str, is_q: bool, all
 def dequantized(view: GraphView, name: str, allow_axis: bool = False, int32: bool = False) -> Optional[Quant]:
     """The :class:`Quant` of the ai.onnx DequantizeLinear writing ``name`` (float32), or None."""
     node = view.producer_of(name)
-    if node is None or node.op_type != "DequantizeLinear" or normalize_domain(node.domain) != "":
-        return None
-    if len(node.output) != 1:
+    if not is_default(node, "DequantizeLinear") or len(node.output) != 1:
         return None
     return _parameters(view, node, node.input[0], False, allow_axis, int32)
 
@@ -228,22 +230,18 @@ def _group(view: GraphView, match, operands: list) -> Optional[tuple]:
     return quants, y
 
 
-def _finish(view: GraphView, match, node: ir.Node, quants: list, domain: str = "") -> None:
-    """``node`` in place of the match; DQs left unread removed; constants noted."""
-    for qt in quants:
-        for c in (qt.scale, qt.zero):
-            view.read_constant(c)
-    view.replace_pattern(match.nodes, node)
+def _finish(view: GraphView, match, op_type: str, inputs: list, quants: list, domain: str = "", attribute=()) -> None:
+    """One ``op_type`` node in place of the match (:func:`~.rules.replace_match`, named after the
+    float op), the parameters of ``quants`` noted as read; DQs left unread removed."""
+    replace_match(view, match, op_type, inputs, domain, attribute, "mid", read=[c for qt in quants for c in qt.inputs[1:]])
+    _drop_unread(view, quants)
+
+
+def _drop_unread(view: GraphView, quants: list) -> None:
     for qt in quants:
         dq = qt.node
         if dq is not None and view.holds(dq) and view.use_count(dq.output[0]) == 0:
             view.remove(dq)
-    if domain:
-        view.require_opset(domain, 1)
-
-
-def _label(match, op_type: str) -> str:
-    return (match["mid"].name or match.output) + "/" + op_type
 
 
 # ------------------------------------------------------------------------------ QLinearConv
@@ -268,9 +266,7 @@ def _qlinear_conv(view: GraphView, match) -> None:
     x, w = quants[0], quants[1]
     conv = match["mid"]
     inputs = [x.q, x.scale, x.zero, w.q, w.scale, w.zero, y.scale, y.zero] + ([bias] if bias else [])
-    _finish(view, match, ir.Node(input=inputs, output=[match.output], op_type="QLinearConv",
-                                 name=_label(match, "QLinearConv"), domain="", attribute=list(conv.attribute)),
-            quants + [y])
+    _finish(view, match, "QLinearConv", inputs, quants + [y], attribute=conv.attribute)
 
 
 # ---------------------------------------------------------------------------- QLinearMatMul
@@ -287,9 +283,7 @@ def _matmul_parts(view: GraphView, match) -> Optional[tuple]:
 
 def _qlinear_matmul(view: GraphView, match) -> None:
     (a, b), y = _matmul_parts(view, match)
-    _finish(view, match, ir.Node(input=[a.q, a.scale, a.zero, b.q, b.scale, b.zero, y.scale, y.zero],
-                                 output=[match.output], op_type="QLinearMatMul",
-                                 name=_label(match, "QLinearMatMul"), domain=""), [a, b, y])
+    _finish(view, match, "QLinearMatMul", a.inputs + b.inputs + y.inputs[1:], [a, b, y])
 
 
 # -------------------------------------------------------------------------------- QGemm
@@ -314,9 +308,7 @@ def _qgemm(view: GraphView, match) -> None:
     a, b = quants[0], quants[1]
     gemm = match["mid"]
     attributes = [at for at in gemm.attribute if at.name in ("transA", "transB")]
-    _finish(view, match, ir.Node(input=[a.q, a.scale, a.zero, b.q, b.scale, b.zero, c or "", y.scale, y.zero],
-                                 output=[match.output], op_type="QGemm", name=_label(match, "QGemm"),
-                                 domain=MICROSOFT, attribute=attributes), quants + [y], MICROSOFT)
+    _finish(view, match, "QGemm", a.inputs + b.inputs + [c or ""] + y.inputs[1:], quants + [y], MICROSOFT, attributes)
 
 
 # ------------------------------------------------------------- QLinearAdd / Mul / GlobalAveragePool
@@ -335,10 +327,7 @@ def _binary_parts(view: GraphView, match) -> Optional[tuple]:
 
 def _qlinear_binary(view: GraphView, match) -> None:
     (a, b), y = _binary_parts(view, match)
-    op_type = "QLinear" + match["mid"].op_type
-    _finish(view, match, ir.Node(input=[a.q, a.scale, a.zero, b.q, b.scale, b.zero, y.scale, y.zero],
-                                 output=[match.output], op_type=op_type, name=_label(match, op_type),
-                                 domain=MICROSOFT), [a, b, y], MICROSOFT)
+    _finish(view, match, "QLinear" + match["mid"].op_type, a.inputs + b.inputs + y.inputs[1:], [a, b, y], MICROSOFT)
 
 
 def _pool_parts(view: GraphView, match) -> Optional[tuple]:
@@ -354,11 +343,8 @@ def _pool_parts(view: GraphView, match) -> Optional[tuple]:
 
 def _qlinear_pool(view: GraphView, match) -> None:
     (x,), y = _pool_parts(view, match)
-    _finish(view, match, ir.Node(input=[x.q, x.scale, x.zero, y.scale, y.zero], output=[match.output],
-                                 op_type="QLinearGlobalAveragePool",
-                                 name=_label(match, "QLinearGlobalAveragePool"), domain=MICROSOFT,
-                                 attribute=[ir.Attribute(name="channels_last", type=ir.AttributeType.INT, value=0)]),
-            [x, y], MICROSOFT)
+    _finish(view, match, "QLinearGlobalAveragePool", x.inputs + y.inputs[1:], [x, y], MICROSOFT,
+            [ir.Attribute(name="channels_last", type=ir.AttributeType.INT, value=0)])
 
 
 # ------------------------------------------------------------------ pairs around value moves
@@ -377,13 +363,14 @@ def _move_parts(view: GraphView, match) -> Optional[Quant]:
 
 
 def _drop_pair(view: GraphView, match) -> None:
-    x = _move_parts(view, match)
-    node = match["mid"]
+    x, node = _move_parts(view, match), match["mid"]
     if node.op_type == "Relu":      # the identity on every value: the 8-bit input itself
-        new = ir.Node(input=[x.q], output=[match.output], op_type="Identity", name=_label(match, "Identity"))
-    else:
-        new = attrs.evolve(node, input=[x.q] + list(node.input[1:]), output=[match.output])
-    _finish(view, match, new, [x])
+        _finish(view, match, "Identity", [x.q], [x])
+        return
+    view.read_constant(x.scale)
+    view.read_constant(x.zero)
+    view.replace_pattern(match.nodes, attrs.evolve(node, input=[x.q] + list(node.input[1:]), output=[match.output]))
+    _drop_unread(view, [x])
 
 
 # ----------------------------------------------------------------------- DQ -> Q cancelled
@@ -400,8 +387,7 @@ def _cancel(view: GraphView, match) -> None:
     view.read_constant(x.scale)
     view.read_constant(x.zero)
     view.bypass(match.root, x.q)
-    if view.holds(x.node) and view.use_count(x.node.output[0]) == 0:
-        view.remove(x.node)
+    _drop_unread(view, [x])
 
 
 def _q(mid, check=None) -> "op":

@@ -45,7 +45,7 @@ import attrs
 from ... import ir
 from ...registry import normalize_domain
 from .patterns import FUSED_DOMAIN, SCALAR_RTOL, keeps_shape
-from .view import GraphView
+from .view import GraphView, is_default
 
 #: ops matched in any order and grouping (associative and commutative)
 AC_OPS = ("Mul", "Add")
@@ -176,7 +176,7 @@ class Rule:
 
     def match(self, view: GraphView, node: ir.Node) -> Optional[Match]:
         """The first match of the rule with ``node`` as its root, or None."""
-        for state in _match_node(view, self.pattern, node, _State.start()):
+        for state in _match_node(view, self.pattern, node, _State({}, {}, frozenset(), [], {})):
             found = Match(node, list(state.nodes.values()), state.bindings, state.constants)
             if not _closed(view, found, state.edges):
                 continue
@@ -195,10 +195,6 @@ class _State:
     edges: frozenset
     constants: list
     memo: dict
-
-    @staticmethod
-    def start() -> "_State":
-        return _State({}, {}, frozenset(), [], {})
 
     def evolve(self, bind=None, nodes=(), edges=(), constant=None, memo=None) -> "_State":
         bindings = {**self.bindings, **bind} if bind else self.bindings
@@ -228,12 +224,8 @@ def _float_scalar(view: GraphView, name: str) -> Optional[float]:
     return float(c.reshape(-1)[0])
 
 
-def _is(node, op_type: str) -> bool:
-    return node is not None and node.op_type == op_type and normalize_domain(node.domain) == ""
-
-
 def _divides_by_constant(view: GraphView, node) -> bool:
-    return _is(node, "Div") and len(node.input) == 2 and _float_scalar(view, node.input[1]) is not None
+    return is_default(node, "Div") and len(node.input) == 2 and _float_scalar(view, node.input[1]) is not None
 
 
 def _operands(view: GraphView, node, op_type: str, limit: int) -> Iterator[tuple]:
@@ -247,7 +239,7 @@ def _operands(view: GraphView, node, op_type: str, limit: int) -> Iterator[tuple
             continue
         options = [([(name, node, slot, False)], [], [])]
         child = view.producer_of(name)
-        openable = (_is(child, op_type) and len(child.input) == 2) or (op_type == "Mul" and _divides_by_constant(view, child))
+        openable = (is_default(child, op_type) and len(child.input) == 2) or (op_type == "Mul" and _divides_by_constant(view, child))
         if openable and view.sole_consumer(name) is node and limit > 1:
             for leaves, opened, edges in _operands(view, child, op_type, limit - 1):
                 options.append((leaves, [child] + opened, [(id(node), slot)] + edges))
@@ -259,15 +251,12 @@ def _operands(view: GraphView, node, op_type: str, limit: int) -> Iterator[tuple
 
 
 def _match_node(view: GraphView, p: Op, node, state: _State) -> Iterator[_State]:
-    if node is None or normalize_domain(node.domain) != "":
-        return
-    ac = p.op_type in AC_OPS
-    if not (node.op_type == p.op_type or (p.op_type == "Mul" and _divides_by_constant(view, node))):
+    if not (is_default(node, p.op_type) or (p.op_type == "Mul" and _divides_by_constant(view, node))):
         return
     if p.check is not None and not p.check(view, node):
         return
     state = state.evolve(bind={p.bind: node} if p.bind else None, nodes=[node])
-    if ac:
+    if p.op_type in AC_OPS:
         if len(node.input) != 2:
             return
         for leaves, opened, edges in _operands(view, node, p.op_type, len(p.operands)):
@@ -328,17 +317,12 @@ def _match_leaf(view: GraphView, p: Pattern, leaf: tuple, state: _State) -> Iter
                            state.evolve(edges=[(id(reader), slot)], memo={id(p): name}))
 
 
-def root_types(p: Op) -> tuple:
-    """The op types a node matching ``p`` as its root may have (a product: Mul or Div)."""
-    return ("Mul", "Div") if p.op_type == "Mul" else (p.op_type,)
-
-
 def apply_rules(view: GraphView, rules, from_the_end: bool = False) -> int:
     """Try every rule of ``rules`` with each node (in graph order, or from the last node back) as
     its root; rewrite the first match; returns how many rewrites were made."""
     by_type: dict = {}
-    for rule in rules:
-        for t in root_types(rule.pattern):
+    for rule in rules:   # a product's root may be a Div by a constant too
+        for t in ("Mul", "Div") if rule.pattern.op_type == "Mul" else (rule.pattern.op_type,):
             by_type.setdefault(t, []).append(rule)
     count = 0
     for node in (list(reversed(view.node)) if from_the_end else list(view.node)):
@@ -360,25 +344,32 @@ def rules_pass(rules, from_the_end: bool = False, applies: Optional[Callable] = 
     return run
 
 
+def replace_match(view: GraphView, match: Match, op_type: str, inputs: list, domain: str = "", attribute=(),
+                  named_after: Optional[str] = None, version: int = 1, read=()) -> None:
+    """Replace the match by one ``op_type`` node of ``domain`` reading ``inputs`` and writing the
+    root's output, named after the node bound to ``named_after`` (else the root); ``domain`` is
+    imported at ``version`` where the model does not import it.  Every constant the match read and
+    each name of ``read`` is noted (:meth:`~.view.GraphView.read_constant`: an IR < 4 override of
+    one runs the model as given)."""
+    for c in list(match.constants) + list(read):
+        view.read_constant(c)
+    label = match[named_after].name if named_after else match.root.name
+    view.replace_pattern(match.nodes, ir.Node(input=list(inputs), output=[match.output], op_type=op_type, domain=domain,
+                                              name=(label or match.output) + "/" + op_type, attribute=list(attribute)))
+    if normalize_domain(domain):
+        view.require_opset(domain, version)
+
+
 def fused_op(op_type: str, since_onnx: int, inputs=("x",), attributes: Callable = lambda match: [],
              named_after: Optional[str] = None) -> Callable:
-    """A rewrite replacing the match by one ``op_type`` node reading the bound ``inputs``: ai.onnx's
-    where the model imports ai.onnx ``since_onnx`` or later, else ai.onnxkit's (version 1 then
-    imported), named after the node bound to ``named_after`` (else the root).  Every constant the match read is noted (:meth:`~.view.GraphView.read_constant`:
-    an IR < 4 override of one runs the model as given)."""
+    """A rewrite replacing the match by one ``op_type`` node reading the bound ``inputs``
+    (:func:`replace_match`): ai.onnx's where the model imports ai.onnx ``since_onnx`` or later,
+    else ai.onnxkit's (version 1)."""
     def rewrite(view: GraphView, match: Match) -> None:
-        for c in match.constants:
-            view.read_constant(c)
-        onnx_op = view.version("") >= since_onnx
-        label = match[named_after].name if named_after else match.root.name
-        view.replace_pattern(match.nodes, ir.Node(
-            input=[match[i] for i in inputs], output=[match.output], op_type=op_type,
-            name=(label or match.output) + "/" + op_type,
-            domain="" if onnx_op else FUSED_DOMAIN, attribute=list(attributes(match))))
-        if not onnx_op:
-            view.require_opset(FUSED_DOMAIN, 1)
+        domain = "" if view.version("") >= since_onnx else FUSED_DOMAIN
+        replace_match(view, match, op_type, [match[i] for i in inputs], domain, attributes(match), named_after)
     return rewrite
 
 
-__all__ = ["Rule", "Match", "Var", "Const", "Scalar", "AnyOf", "Op", "op", "apply_rules", "fused_op", "rules_pass",
-           "AC_OPS"]
+__all__ = ["Rule", "Match", "Var", "Const", "Scalar", "AnyOf", "Op", "op", "apply_rules", "fused_op", "replace_match",
+           "rules_pass", "AC_OPS"]

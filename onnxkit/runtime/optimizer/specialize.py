@@ -1,45 +1,37 @@
 """Shape specialization: a plan per input-shape signature, its shape arithmetic folded away.
 
 A model exported with dynamic axes computes its reshape targets, masks and position ids at run
-time: ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape`` chains, ``ConstantOfShape`` /
-``Range`` / ``Where`` over extents read from the feeds.  Once the feeds' extents are known these
-chains are constants.  :class:`Specializer` keeps, per *signature* — the element type and shape
-of every fed tensor, in input order (None for an input not fed) — a specialized
-:class:`~onnxkit.runtime.plan.GraphPlan` of the top-level graph, at most ``capacity`` of them
-(least recently used dropped first).
+time (``Shape -> Gather -> Unsqueeze -> Concat -> Reshape``, ``ConstantOfShape`` / ``Range`` /
+``Where`` over extents read from the feeds): constants once the feeds' extents are known.
+:class:`Specializer` keeps, per *signature* (the element type and shape of every fed tensor, in
+input order, None for an input not fed), a specialized :class:`~onnxkit.runtime.plan.GraphPlan`
+of the top-level graph, at most ``capacity`` of them (least recently used dropped first).
 
 Making one (two phases, so that no shape is taken on trust):
 
 1. *record*: the first run of a new signature runs a copy of the plan in which each ``Shape``
-   and ``Size`` node whose input inference (Clause 9, :mod:`onnxkit.inference`, with the
-   graph inputs typed by the signature) gives a fully static shape also records the shape it
-   saw and the value its kernel computed;
+   and ``Size`` node whose input inference (:mod:`onnxkit.inference`, the graph inputs typed by
+   the signature) gives a fully static shape also records the shape it saw and its value;
 2. *fold* (:meth:`Specializer.complete`, after that run): a recorded node whose observed shape
    equals the inferred one becomes a constant — inference proves the shape is the same for
    every feed of the signature, the run proves inference right — and every deterministic node
    of the default domain whose inputs are then all constants is evaluated once, by its own
-   kernel, on those constants, and removed (as planning folds constants,
-   :meth:`~onnxkit.runtime.plan.Planner._fold_constants`); a value over
-   :data:`MAX_FOLDED_BYTES` is left to the run.  A node nothing reads any more (it fed only
-   folded nodes) is dropped when it cannot fail (:func:`_live`).  Size guards (:mod:`onnxkit.runtime.budget`)
-   whose bound reads only shapes inference knows and that pass the bound uncharged for those
-   shapes are dropped (they would return 0 at every run of the signature).
+   kernel, and removed (as planning folds constants); a value over :data:`MAX_FOLDED_BYTES` is
+   left to the run.  A node nothing reads any more is dropped when it cannot fail
+   (:func:`_live`).  Size guards whose bound reads only shapes inference knows and that pass
+   the bound uncharged for those shapes are dropped (they would return 0 at every run).
 
-Every folded value is read-only and the plan's own: a value recorded from the recording run is
-copied (:func:`_kept`), since that run may have returned the very array to its caller as a graph
-output (Shape -> Identity/Cast); the session copies an output that is a kept value
-(:func:`~onnxkit.runtime.feeds.fresh_outputs`), so no caller's write reaches a later run.
+Every folded value is read-only and the plan's own: a value from the recording run is copied
+(:func:`_kept`: that run may have returned the very array to its caller as a graph output), and
+the session copies an output that is a kept value (:func:`~onnxkit.runtime.feeds.fresh_outputs`).
 
 The specialized plan computes exactly what the plan it came from computes: the same kernels on
-the same values, some of them earlier.  Only numpy-array backends (``host_arrays``) are
-specialized; feeds other than tensors (sequences, maps, optionals fed as such) use the plan as
-it is.  Nested graphs (subgraphs, function bodies) are not specialized as such, but an ``If``
-whose condition folds to a constant is replaced by the steps of the branch it takes
-(:mod:`.inline`), whose values inference typed in that branch's context; those steps fold in
-turn, and Shape/Size steps among them are recorded at the next run of the signature (a further
-record phase, at most :data:`ROUNDS` in all: a plan is kept once nothing is left to record).
-Identity steps left in the specialized plan are dropped where their output is read only by
-later steps, which then read its input (:func:`~.inline.collapse_aliases`).
+the same values, some of them earlier.  Only numpy-array backends (``host_arrays``) and tensor
+feeds are specialized.  Nested graphs are not specialized as such, but an ``If`` whose
+condition folds to a constant is replaced by the steps of the branch it takes (:mod:`.inline`);
+those fold in turn, and their Shape/Size steps are recorded at the next run of the signature (at
+most :data:`ROUNDS` record phases: a plan is kept once nothing is left to record).  Identity
+steps whose output only later steps read are dropped (:func:`~.inline.collapse_aliases`).
 """
 
 from __future__ import annotations
@@ -71,6 +63,8 @@ ROUNDS = 4
 SHAPE_OPS = frozenset({"Shape", "Size"})
 #: size-guard kinds whose bound reads only the inputs' shapes
 SHAPE_BOUNDS = frozenset({"broadcast", "concat", "matmul", "gemm", "gather", "product"})
+#: operators that can fail on their input values alone (integer division by zero): never dropped unread
+FAILS_ON_VALUES = frozenset({"Div", "Mod"})
 
 
 def signature(values: list) -> Optional[tuple]:
@@ -257,7 +251,9 @@ class Specializer:
         remaining = []
         origin: dict = {}  # id of a copy -> the step of the session's plans it copies, or None
         where: dict = {}   # id of a copy -> (path, graph) of its node
-        taken = _names(constants, steps, self.plan)
+        p = self.plan   # every name of the plan: inlined branches may not reuse one
+        taken = set(constants) | set(p.input_names) | set(p.output_names) | set(p.free_vars) \
+            | set(step_index(steps).names()) - {""}
         budget = RunBudget(self.limits)
         work = [(k, step, rec.where[k], rec.origin[k]) for k, step in enumerate(steps)]
         work.reverse()  # a stack: inlined branches are pushed back in their order
@@ -331,17 +327,6 @@ class Specializer:
                 types.pop(name, None)  # the If's merged type no longer describes it
         known.update(constants)
         return [(None, s, (path, graph), o) for s, o in zip(steps, origins)]
-
-
-def _names(constants: dict, steps: list, plan) -> set:
-    """Every name ``steps`` over ``constants`` read or write (their use-def index), and the plan's
-    inputs, outputs and free names."""
-    return set(constants) | set(plan.input_names) | set(plan.output_names) | set(plan.free_vars) \
-        | set(step_index(steps).names()) - {""}
-
-
-#: operators that can fail on their input values alone (integer division by zero): never dropped unread
-FAILS_ON_VALUES = frozenset({"Div", "Mod"})
 
 
 def _static(t) -> bool:

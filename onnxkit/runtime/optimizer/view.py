@@ -27,6 +27,12 @@ from ..usedef import node_index
 MAX_FILLED = 1 << 24
 
 
+def is_default(node, *op_types: str) -> bool:
+    """True if ``node`` (a graph's or a step's) is of the default domain ('' or 'ai.onnx') and,
+    where ``op_types`` are given, of one of them."""
+    return node is not None and normalize_domain(node.domain) == "" and (not op_types or node.op_type in op_types)
+
+
 def _filled(shape: np.ndarray, value) -> Optional[np.ndarray]:
     """What ``ConstantOfShape(shape, value)`` computes (Part 2: float32 zeros without ``value``)."""
     if shape.ndim != 1 or shape.dtype != np.int64 or (shape < 0).any() or int(np.prod(shape)) > MAX_FILLED:
@@ -158,7 +164,7 @@ class GraphView:
         if t is not None:
             return t.numpy()
         node = self.index.producer(name)
-        if node is None or normalize_domain(node.domain) != "":
+        if not is_default(node):
             return None
         if node.op_type == "Constant":
             value = node.attr("value")
@@ -232,8 +238,7 @@ class GraphView:
         removed, the operator sets fused nodes need imported.  Graph inputs are kept as they
         were (IR < 4: new constants appended)."""
         live = {n for n in self.index.names() if self.index.use_count(n)} | self.protected
-        self.node = [n for n in self.node if not (n.op_type == "Constant" and normalize_domain(n.domain) == ""
-                                                   and not any(o in live for o in n.output))]
+        self.node = [n for n in self.node if not (is_default(n, "Constant") and not any(o in live for o in n.output))]
         defined = self.input_names | {o for n in self.node for o in n.output if o}
         inits = [t for t in self.initializer if t.name in live or t.name in self.input_names]
         defined |= {t.name for t in inits}

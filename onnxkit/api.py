@@ -12,7 +12,6 @@ its encoded bytes (``copyreg``); before that a model pickles field by field, as 
 from __future__ import annotations
 
 import copyreg
-import hashlib
 import mmap
 import os
 import secrets
@@ -256,6 +255,8 @@ def model_hash(model: Union[ir.Model, Source], *, with_data: bool = False) -> st
     changes the hash.  ``model`` as a path is loaded (external data resolved lazily, as
     :func:`load` does) for that.
     """
+    import hashlib
+
     if not with_data:
         return hashlib.sha256(canonical_bytes(model)).hexdigest()
     from .external import iter_tensors, read_external

@@ -10,7 +10,6 @@ each function.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import threading
 from collections import OrderedDict
@@ -198,6 +197,8 @@ def _file_digest(key, buffer, algorithm: str) -> str:
         if digest is not None:
             _DIGESTS.move_to_end(key)
             return digest
+    import hashlib  # ~3 ms to import: paid by a model with a digest to check
+
     digest = getattr(hashlib, algorithm)(buffer).hexdigest()
     with _DIGESTS_LOCK:
         _DIGESTS[key] = digest

@@ -103,3 +103,29 @@ def test_graph_read_by_a_gradient_node_is_left_alone():
     sess = InferenceSession(proto.SerializeToString())
     assert not sess.optimized.changed
     assert np.array_equal(sess.run(None, {"x": np.ones(3, np.float32)})[1], -np.ones(3, np.float32))
+
+
+def test_the_session_infers_once_where_declarations_add_nothing(monkeypatch):
+    """The checker's inference (Clause 9.4) feeds the optimizer's view when no declaration added
+    to it (``declarations_used``): one inference per session; a model whose value_info says more
+    than inference derives (a Reshape to a shape fed at run time, declared [2, 6]) is inferred
+    again without its declarations, so the passes never take a declaration for a fact."""
+    import onnxkit.inference as inference
+
+    calls = []
+    real = inference.infer_model
+    monkeypatch.setattr(inference, "infer_model", lambda m, registry=None: calls.append(m) or real(m, registry))
+    sess = InferenceSession(_proto().SerializeToString())
+    assert len(calls) == 1 and sess.optimized.rewrites["cast"] == 1  # the Cast pass read the types
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [3, 4])
+    s = helper.make_tensor_value_info("s", TP.INT64, [2])
+    y = helper.make_tensor_value_info("y", TP.FLOAT, None)
+    r = helper.make_tensor_value_info("r", TP.FLOAT, [2, 6])
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["r"]), helper.make_node("Cast", ["r"], ["y"], to=TP.FLOAT)]
+    proto = model(nodes, [x, s], [y])
+    proto.graph.value_info.append(r)
+    calls.clear()
+    sess = InferenceSession(proto.SerializeToString())
+    assert len(calls) == 2
+    out = sess.run(None, {"x": FEED["x"], "s": np.array([6, 2], np.int64)})[0]
+    assert out.shape == (6, 2) and within(out, FEED["x"].reshape(6, 2))

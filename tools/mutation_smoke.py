@@ -369,6 +369,15 @@ MUTANTS = (
            '_NOT_ARRAY_API = frozenset({"f2py", ',
            '_NOT_ARRAY_API = frozenset({',
            ("tests/test_kernel_index.py",)),
+    # issue 32 item 1: one inference per session where the declarations add nothing; lazy schema data
+    Mutant("declarations-used-not-noted", "onnxkit/inference/engine.py",
+           "            if problems or merged != t:\n                self.declarations_used = True",
+           "            if problems:\n                self.declarations_used = True",
+           ("tests/inference/test_declarations_used.py", "tests/test_optimizer_session.py")),
+    Mutant("schema-inventory-shared-wrong", "onnxkit/schema.py",
+           "            current.update((k[1], k) for k in introduced.get(v, ()))\n            out.append((domain, v, dict(current)))",
+           "            current.update((k[1], k) for k in introduced.get(v, ()))\n            out.append((domain, v, current))",
+           ("plugins/default_domain/tests/test_schemas.py",)),
     # issue 32 item 1: inference functions and ai.onnx.ml kernels loaded when a model needs them
     Mutant("function-index-entry-dropped", "plugins/default_domain/onnxkit_default_domain/inference/_function_index.py",
            "    ('', 'Conv', (1, 11, 22), 'nn', 'onnxkit_default_domain.inference.nn'),\n",

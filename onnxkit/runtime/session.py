@@ -213,8 +213,11 @@ class InferenceSession(OrtSessionSurface):
 
         so = self._sess_options
         t0 = time.perf_counter()
+        inferred = getattr(self, "_inferred", None)  # the checker's inference, where it gives the undeclared types
+        types = inferred.graph("") if inferred is not None and not inferred.declarations_used else None
+        self._inferred = None
         result = optimize(model, int(so.graph_optimization_level), self.registry,
-                          disabled_passes(so._config.get("session.disable_passes")))
+                          disabled_passes(so._config.get("session.disable_passes")), types)
         if result.changed:
             self._log("plan", 20, "graph optimizer: %s in %.1f ms",
                       ", ".join(f"{k} {v}" for k, v in result.rewrites.items() if v), (time.perf_counter() - t0) * 1e3)
@@ -267,7 +270,8 @@ class InferenceSession(OrtSessionSurface):
             from ..checker import check_model
         except ImportError:  # pragma: no cover - the checker is part of the host
             return
-        report = check_model(self.model, registry=self.registry, limits=self.limits)
+        report = check_model(self.model, registry=self.registry, limits=self.limits,
+                             on_inference=lambda result: setattr(self, "_inferred", result))
         over = [d for d in report.errors if d.code == "limit-exceeded"]
         if over:  # a documented limit refuses the model: the error says which (15.4)
             raise LimitExceeded(f"the model is refused: {over[0]}", limit=_limit_named(over[0].message),

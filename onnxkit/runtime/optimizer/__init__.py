@@ -93,12 +93,14 @@ def passes_on(works_on: str, level: int, disabled=frozenset()) -> list:
     return [p for p in PASSES if p.works_on == works_on and level >= p.level and p.name not in disabled]
 
 
-def optimize(model: ir.Model, level: int, registry=None, disabled=frozenset()) -> Optimized:
-    """``model`` rewritten by the graph passes of ``level`` (a copy; ``model`` itself is unchanged)."""
+def optimize(model: ir.Model, level: int, registry=None, disabled=frozenset(), types: Optional[dict] = None) -> Optimized:
+    """``model`` rewritten by the graph passes of ``level`` (a copy; ``model`` itself is unchanged).
+    ``types``: the top-level graph's types inference gives ``model`` without its declarations,
+    where the caller has them (:class:`GraphView`)."""
     chosen = passes_on("graph", level, disabled)
     if not chosen or model.graph is None or reads_its_graph(model.graph):
         return Optimized(model, {})
-    view = GraphView(model, registry)
+    view = GraphView(model, registry, types)
     rewrites = {p.name: p.run(view) for p in chosen}
     if not any(rewrites.values()):
         return Optimized(model, rewrites)

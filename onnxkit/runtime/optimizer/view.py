@@ -77,11 +77,14 @@ def undeclared(model: ir.Model) -> ir.Model:
 class GraphView:
     """A rewritable copy of ``model.graph`` with use counts, producers and constants."""
 
-    def __init__(self, model: ir.Model, registry=None):
+    def __init__(self, model: ir.Model, registry=None, types: Optional[dict] = None):
+        """``types``: ``{name: Type}`` of the top-level graph as inference gives ``undeclared(model)``
+        (a caller that inferred the model already, with ``declarations_used`` False); else the view
+        infers them on first need (:meth:`tensor_type`)."""
         g = model.graph
         self.model = model
         self.registry = registry
-        self._types: Optional[dict] = None
+        self._types: Optional[dict] = types
         self.opsets = {normalize_domain(o.domain): int(o.version) for o in model.opset_import}
         self.node = [attrs.evolve(n, input=list(n.input), output=list(n.output)) for n in g.node]
         self.initializer = list(g.initializer)

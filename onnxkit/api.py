@@ -14,7 +14,6 @@ from __future__ import annotations
 import copyreg
 import mmap
 import os
-import secrets
 import stat
 from typing import Any, Optional, Union
 
@@ -178,6 +177,8 @@ def save(model: ir.Model, path: Union[str, os.PathLike], *, external_data: bool 
 
         model = external.externalize(model, path, size_threshold=size_threshold, location=location, checksum=checksum)
     chunks = encode(model, "ModelProto")
+    import secrets  # imported by a save, not by every process that loads a model
+
     tmp = f"{path}.tmp-{secrets.token_hex(6)}"
     made = False
     try:

@@ -31,7 +31,6 @@ with ``code``, ``tensor``, ``location``, ``clause``), or a ``LimitExceeded`` (``
 from __future__ import annotations
 
 import copy
-import hashlib
 import mmap
 import os
 from typing import Iterator, Optional
@@ -224,6 +223,8 @@ def externalize(model: Model, model_path, *, size_threshold: int = 1024, locatio
         checksum = "sha1"
     if checksum and checksum not in CHECKSUM_ALGORITHMS:
         raise ValueError(f"checksum must be False, True, or one of {CHECKSUM_ALGORITHMS}, not {checksum!r}")
+    import hashlib
+
     digest = getattr(hashlib, checksum)() if checksum else None
 
     def chunks():

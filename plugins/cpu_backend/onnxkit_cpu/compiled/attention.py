@@ -24,9 +24,24 @@ Softmax rows as the definitions say: ``guard`` (nan_to_zero = 1) takes a NaN pro
 softmax); without it (ai.onnx Attention-23 as onnxkit computes it) a row whose maximum is -inf
 gives zeros and a NaN propagates.  A NaN or inf in v propagates through the product (0 * inf
 is NaN, as in the matmul).
+
+:func:`softmax_rows32` gives the float32 softmax of the blocked body (overrides/attention.py
+``_blocked``, long sequences) over a block of scores in place, given each row's maximum (numpy's,
+NaN-propagating): ``e_j = exp(s_j - m)`` by :func:`_exp32_py` (float32 arithmetic, vectorizable:
+Cody-Waite reduction with a float32 split of ln 2, the degree-7 Taylor polynomial, ``2^k`` as two
+exact powers of two; within 1 ulp of the exact exp over [-104, 0], measured 0.92 ulp, where numpy's
+float32 exp is within 2.4; 0 below -104 and for -inf, NaN for NaN), their float64 sum ``t`` (its
+order reassociated: vectorized), then ``p_j = e_j * float32(1 / t)`` (the numpy body divides by
+the float32 sum: both within about 1.5 ulp of ``e_j / t``).  Rows follow the blocked body's rules:
+with ``guard`` a row whose sum is NaN is zeros; without, a zero sum (a row of -inf under the
+maximum 0 the caller sets) gives zeros, a NaN propagates.  2.0x numpy's passes on a (174, 1500)
+block (subtract, exp, sum, divide: 0.23 -> 0.11 ms, 1 thread); exponentials of subnormal result
+(arguments below -87.3) are slower (the CPU's subnormal arithmetic), still correct.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -34,6 +49,114 @@ from onnxkit_cpu.compiled import activation, kernel
 
 #: the vectorizable exp of compiled/activation.py, bound by :func:`attention_loop`
 _exp = None
+#: float32 <-> int32 bit casts and the float32 exp, bound by :func:`softmax_rows32`
+_f32_bits = _f32_from_bits = _exp32 = None
+
+_F = np.float32
+_LOG2E32 = _F(1.4426950408889634)
+_LN2_HI32, _LN2_LO32 = _F(0.693359375), _F(-2.12194440e-4)    # Cephes' split: k * _LN2_HI32 exact
+_ROUND32 = _F(12582912.0)                   # 1.5 * 2^23: v + _ROUND32 rounds v to an integer
+_ROUND32_BITS = int(np.array(_ROUND32).view(np.int32))
+_E7, _E6, _E5, _E4, _E3, _E2, _E1, _E0 = (_F(1.0 / math.factorial(n)) for n in range(7, -1, -1))
+
+
+def _bit_casts():
+    """Intrinsics reinterpreting a float32's bits as an int32 and back (numba has no scalar view)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def bits(typingctx, x):
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], ir.IntType(32))
+        return types.int32(types.float32), codegen
+
+    @intrinsic
+    def from_bits(typingctx, b):
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], ir.FloatType())
+        return types.float32(types.int32), codegen
+    return bits, from_bits
+
+
+def _exp32_py(v):
+    """exp of float32 ``v`` at most 88 (the softmax's ``s - max`` is at most 0) in float32 arithmetic
+    (module docstring): ``v = k ln2 + r``, ``k`` rounded to nearest by adding 1.5 * 2^23 (its bits
+    hold ``k``), ``exp(r)`` by Horner's rule, times ``2^h 2^(k - h)`` (``h = k >> 1``, both normal)."""
+    if v < _F(-104.0):              # exp is 0 in float32 (NaN compares false: kept)
+        v = _F(-104.0)
+    t = v * _LOG2E32 + _ROUND32
+    k = t - _ROUND32
+    r = (v - k * _LN2_HI32) - k * _LN2_LO32
+    p = _E7
+    p = p * r + _E6
+    p = p * r + _E5
+    p = p * r + _E4
+    p = p * r + _E3
+    p = p * r + _E2
+    p = p * r + _E1
+    p = p * r + _E0
+    ki = _f32_bits(t) - np.int32(_ROUND32_BITS)
+    h = ki >> np.int32(1)
+    return (p * _f32_from_bits((h + np.int32(127)) << np.int32(23))
+            * _f32_from_bits((ki - h + np.int32(127)) << np.int32(23)))
+
+
+def _softmax_rows32_py(s, top, guard):
+    """Each row of the float32 2-D ``s`` (C-contiguous) replaced by its softmax, ``top`` (float32,
+    one per row) its maximum as the caller computed it (module docstring)."""
+    rows, n = s.shape
+    zero = _F(0.0)
+    for r in range(rows):
+        m = top[r]
+        tot = 0.0
+        for j in range(n):
+            e = _exp32(s[r, j] - m)
+            s[r, j] = e
+            tot += np.float64(e)
+        if not guard and tot == 0.0:
+            tot = 1.0
+        if guard and tot != tot:
+            for j in range(n):
+                s[r, j] = zero
+            continue
+        inv = _F(1.0 / tot)
+        for j in range(n):
+            s[r, j] = s[r, j] * inv
+
+
+def _exp32_loop(x, y):
+    """``y = exp(x)`` by :func:`_exp32_py` (float32 1-D; the tests' handle on it)."""
+    for i in range(x.shape[0]):
+        y[i] = _exp32(x[i])
+
+
+_EXP32 = kernel(_exp32_py, fastmath={"contract"})
+_SOFTMAX32 = kernel(_softmax_rows32_py, fastmath={"contract", "reassoc"})
+_EXP32_LOOP = kernel(_exp32_loop, fastmath={"contract"})
+
+
+def _bind32() -> bool:
+    global _f32_bits, _f32_from_bits, _exp32
+    exp = _EXP32.get()
+    if exp is None:
+        return False
+    if _f32_bits is None:
+        _f32_bits, _f32_from_bits = _bit_casts()
+    _exp32 = exp
+    return True
+
+
+def softmax_rows32():
+    """The compiled float32 block softmax (:func:`_softmax_rows32_py`), or None where compiled
+    loops are off."""
+    return _SOFTMAX32.get() if _bind32() else None
+
+
+def exp32_loop():
+    """The compiled float32 exp over a 1-D array (:func:`_exp32_loop`), or None (tests)."""
+    return _EXP32_LOOP.get() if _bind32() else None
 
 
 def _attention(q, k, v, mask, ms, has_mask, scale, guard, y, scratch):

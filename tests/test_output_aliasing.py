@@ -43,7 +43,11 @@ RUNS = 4  # the recording run, the specialized plan's, and two more
 
 
 def options(level, disabled: str = "") -> SessionOptions:
+    """One intra-op thread: with default threads BLAS's thread count follows the machine's load per
+    run (a busy machine gets one), and a product split otherwise sums in another order, so two runs
+    could differ in the last bit for a reason that is not aliasing."""
     so = SessionOptions()
+    so.intra_op_num_threads = 1
     so.graph_optimization_level = level
     if disabled:
         so.add_session_config_entry("session.disable_passes", disabled)

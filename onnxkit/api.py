@@ -6,7 +6,7 @@ to them; ``load(copy=True)`` reads the file into memory instead.  ``save`` write
 order, retained unknown fields included (12.4).  External data (Clause 13) is resolved
 through :mod:`onnxkit.external`: lazily by default, never outside the model's directory
 unless asked (15.3, 15.5).  Importing this module makes an :class:`onnxkit.ir.Model` pickle as
-its encoded bytes (``copyreg``); before that a model pickles field by field, as any attrs class.
+its encoded bytes (``copyreg``); before that a model pickles field by field, as any record (:mod:`onnxkit.records`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from . import ir
@@ -32,7 +32,7 @@ from .tolerances import tolerance_for
 RANDOM_CASES = {"bernoulli": {0, 1}}
 
 
-@attrs.define
+@records.define
 class Case:
     name: str
     model: Path
@@ -42,7 +42,7 @@ class Case:
     dummy_inputs: bool = False
 
 
-@attrs.define
+@records.define
 class Outcome:
     name: str
     status: str                     # pass | fail | unsupported | error
@@ -239,5 +239,5 @@ def summary(outcomes: list[Outcome]) -> dict:
 
 def write_report(path, outcomes: list[Outcome], backend: str) -> None:
     data = {"backend": backend, "summary": summary(outcomes),
-            "cases": [attrs.asdict(o) for o in outcomes]}
+            "cases": [records.asdict(o) for o in outcomes]}
     Path(path).write_text(json.dumps(data, indent=1))

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
-import attrs
+from onnxkit import records
 
 ERROR = "error"
 WARNING = "warning"
 
 
-@attrs.frozen
+@records.frozen
 class Diagnostic:
     severity: str
     code: str
@@ -43,11 +43,11 @@ def warning(code: str, clause: str, message: str, location: str = "") -> Diagnos
     return Diagnostic(WARNING, code, clause, message, location)
 
 
-@attrs.define
+@records.define
 class Report:
     """Every diagnostic found, in the order found (10.5: all conditions, not the first)."""
 
-    diagnostics: list = attrs.field(factory=list)
+    diagnostics: list = records.field(factory=list)
 
     @property
     def errors(self) -> list:

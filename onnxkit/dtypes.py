@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 from typing import Optional
 
-import attrs
+from onnxkit import records
 import ml_dtypes
 import numpy as np
 
@@ -55,7 +55,7 @@ class DataType(enum.IntEnum):
     FLOAT6E3M2 = 28
 
 
-@attrs.frozen
+@records.frozen
 class ElementType:
     """One row of Table 5, with what onnxkit needs to store and compute with it.
 

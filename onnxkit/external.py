@@ -35,7 +35,7 @@ import mmap
 import os
 from typing import Iterator, Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from .dtypes import DataType
@@ -138,13 +138,13 @@ def iter_tensors(root) -> Iterator[Tensor]:
 # -- writing ---------------------------------------------------------------------------------------
 
 def _clone(v, memo: dict):
-    """A structural copy of IR objects: attrs objects, lists and arrays copied; octets shared."""
+    """A structural copy of IR objects: records, lists and arrays copied; octets shared."""
     if id(v) in memo:
         return memo[id(v)]
-    if attrs.has(type(v)):
+    if records.has(type(v)):
         new = copy.copy(v)
         memo[id(v)] = new
-        for f in attrs.fields(type(v)):
+        for f in records.fields(type(v)):
             old = getattr(v, f.name)
             value = _clone(old, memo)
             if value is not old:

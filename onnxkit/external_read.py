@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 from typing import Optional, Union
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from .dtypes import DataType, element_type
@@ -40,7 +40,7 @@ _HEX_DIGEST = re.compile(r"[0-9A-Fa-f]{40}|[0-9A-Fa-f]{64}")
 CHECKSUM_ALGORITHMS = tuple(_DIGEST_BY_LENGTH.values())
 
 
-@attrs.frozen
+@records.frozen
 class ExternalRef:
     """One parsed reference (Table 11); ``offset``/``length``/``checksum`` None where absent."""
 
@@ -55,7 +55,7 @@ def _mode(_, __, value):
         raise ValueError(f"ExternalDataOptions.mode must be 'lazy', 'eager' or 'never', not {value!r}")
 
 
-@attrs.frozen
+@records.frozen
 class ExternalDataOptions:
     """How external data is resolved (see the module docstring for the defaults).
 
@@ -67,7 +67,7 @@ class ExternalDataOptions:
     or the name of a registered one (default the registry's ``'file'``).
     """
 
-    mode: str = attrs.field(default="lazy", validator=_mode)
+    mode: str = records.field(default="lazy", validator=_mode)
     allow_outside: bool = False
     limits: Limits = DEFAULT_LIMITS
     storage: Union[None, str, Storage] = None

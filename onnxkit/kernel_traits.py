@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-import attrs
+from onnxkit import records
 
 from .errors import OnnxkitError
 
@@ -53,7 +53,11 @@ def _optional_callable(name):
     return check
 
 
-@attrs.frozen
+def _optional_int(v):
+    return None if v is None else int(v)
+
+
+@records.frozen
 class KernelTraits:
     """The capabilities of one kernel factory or node function (all off by default).
 
@@ -80,20 +84,19 @@ class KernelTraits:
       :mod:`onnxkit.runtime.bodies`).
     """
 
-    host_only: bool = attrs.field(default=False, converter=bool)
-    needs_scope: bool = attrs.field(default=False, converter=bool)
-    bind_constants: Optional[tuple] = attrs.field(default=None, converter=_positions)
-    fuse_epilogue: Optional[Callable] = attrs.field(default=None, validator=_optional_callable("fuse_epilogue"))
-    epilogue_inputs: Optional[int] = attrs.field(default=None,
-                                                 converter=attrs.converters.optional(int))
-    output_bytes: Optional[Callable] = attrs.field(default=None, validator=_optional_callable("output_bytes"))
-    bodies: Optional[Callable] = attrs.field(default=None, validator=_optional_callable("bodies"))
+    host_only: bool = records.field(default=False, converter=bool)
+    needs_scope: bool = records.field(default=False, converter=bool)
+    bind_constants: Optional[tuple] = records.field(default=None, converter=_positions)
+    fuse_epilogue: Optional[Callable] = records.field(default=None, validator=_optional_callable("fuse_epilogue"))
+    epilogue_inputs: Optional[int] = records.field(default=None, converter=_optional_int)
+    output_bytes: Optional[Callable] = records.field(default=None, validator=_optional_callable("output_bytes"))
+    bodies: Optional[Callable] = records.field(default=None, validator=_optional_callable("bodies"))
 
 
 #: The traits of a function that declares none.
 NO_TRAITS = KernelTraits()
 
-_FIELDS = frozenset(f.name for f in attrs.fields(KernelTraits))
+_FIELDS = frozenset(f.name for f in records.fields(KernelTraits))
 
 
 def traits_of(fn: Any) -> KernelTraits:
@@ -124,7 +127,7 @@ def declare_traits(fn: Callable, **traits) -> Callable:
     if unknown:
         raise TypeError(f"unknown kernel trait(s) {unknown}; known: {sorted(_FIELDS)}")
     current = getattr(fn, TRAITS_ATTRIBUTE, None)
-    updated = attrs.evolve(current if isinstance(current, KernelTraits) else NO_TRAITS, **traits)
+    updated = records.evolve(current if isinstance(current, KernelTraits) else NO_TRAITS, **traits)
     try:
         setattr(fn, TRAITS_ATTRIBUTE, updated)
     except (AttributeError, TypeError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-import attrs
+from onnxkit import records
 
 from .errors import LimitExceeded
 
@@ -25,7 +25,7 @@ def physical_memory() -> int:
         return 16 * GiB
 
 
-@attrs.frozen
+@records.frozen
 class Limits:
     #: Largest encoded model, and largest single embedded message, in octets (12.5).
     max_message_bytes: int = 2 * GiB
@@ -56,10 +56,10 @@ class Limits:
 
     # -- computed values (evaluation; see onnxkit.runtime.budget) ---------------------------
     #: Most bytes the size-checked values of one run hold at once (default: 3/4 of physical memory).
-    max_run_bytes: int = attrs.field(factory=lambda: physical_memory() * 3 // 4)
+    max_run_bytes: int = records.field(factory=lambda: physical_memory() * 3 // 4)
     #: Largest single computed value, in octets, refused before it is allocated (default: half
     #: of physical memory, never more than ``max_tensor_bytes`` nor ``max_run_bytes``).
-    max_value_bytes: int = attrs.field(default=attrs.Factory(
+    max_value_bytes: int = records.field(default=records.Factory(
         lambda self: min(physical_memory() // 2, self.max_tensor_bytes, self.max_run_bytes), takes_self=True))
     #: Most elements of one computed sequence (a list of values costs ~100 octets per element).
     max_sequence_length: int = 1 << 24

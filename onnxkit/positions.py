@@ -8,12 +8,12 @@ the behaviour changes (``tests/test_positions.py`` checks that each named test e
 
 from __future__ import annotations
 
-import attrs
+from onnxkit import records
 
 from .runtime.plan import NON_DETERMINISTIC
 
 
-@attrs.frozen
+@records.frozen
 class Position:
     """One open point: the clause, what is open, what onnxkit does, and the test that pins it."""
 

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 
-import attrs
+from onnxkit import records
 import pluggy
 
 from . import hookspecs
@@ -42,7 +42,7 @@ def display_domain(domain: str) -> str:
     return domain or "ai.onnx"
 
 
-@attrs.define
+@records.define
 class Backend:
     """A place kernels run.  ``asarray`` turns a numpy array into a backend value, ``to_numpy`` back.
 
@@ -85,7 +85,7 @@ class Backend:
         return np_dtype if self.dtype is None else self.dtype(np_dtype)
 
 
-@attrs.define
+@records.define
 class OpaqueTypeDef:
     """An opaque type of a domain (Clause 6.8.4); values are instances of ``python_type``."""
 
@@ -95,7 +95,7 @@ class OpaqueTypeDef:
     description: str = ""
 
 
-@attrs.define
+@records.define
 class PluginInfo:
     """One loaded plugin: its name, the distribution and version it came from, its module."""
 
@@ -105,7 +105,7 @@ class PluginInfo:
     module: Any = None
 
 
-@attrs.define
+@records.define
 class PluginFault:
     """A fault of one plugin, reported instead of raised."""
 

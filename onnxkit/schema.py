@@ -29,7 +29,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Optional
 
-import attrs
+from onnxkit import records
 
 from .ir.attribute import Attribute, AttributeType
 
@@ -42,7 +42,7 @@ UNBOUNDED = 2**31 - 1
 OPTIONS = ("single", "optional", "variadic")
 
 
-@attrs.frozen
+@records.frozen
 class FormalParameter:
     """One formal input or output of an operator (Clause 7.3).
 
@@ -68,7 +68,7 @@ class FormalParameter:
         return self.option == "variadic"
 
 
-@attrs.frozen
+@records.frozen
 class AttributeDef:
     """One attribute of an operator (Clause 7.4).
 
@@ -82,7 +82,7 @@ class AttributeDef:
     name: str
     type: AttributeType
     required: bool = False
-    default_value: Any = attrs.field(default=None, hash=False)
+    default_value: Any = records.field(default=None, hash=False)
 
     @property
     def has_default(self) -> bool:
@@ -96,7 +96,7 @@ class AttributeDef:
         return Attribute(name=self.name, type=int(self.type), value=value)
 
 
-@attrs.frozen
+@records.frozen
 class TypeConstraint:
     """The types a type parameter may be bound to: ``allowed_types`` are type strings."""
 
@@ -104,7 +104,7 @@ class TypeConstraint:
     allowed_types: tuple = ()
 
 
-@attrs.frozen
+@records.frozen
 class OpSchema:
     """One operator definition of ONNX 1-2, identified by ``(domain, name, since_version)`` (14.3).
 
@@ -132,19 +132,19 @@ class OpSchema:
     deprecated: bool = False
     inputs: tuple = ()
     outputs: tuple = ()
-    attributes: Mapping = attrs.field(factory=dict, hash=False)
+    attributes: Mapping = records.field(factory=dict, hash=False)
     type_constraints: tuple = ()
     min_input: Optional[int] = None
     max_input: Optional[int] = None
     min_output: Optional[int] = None
     max_output: Optional[int] = None
     support_level: str = "common"
-    function_bodies: tuple = attrs.field(default=(), hash=False, repr=False)
+    function_bodies: tuple = records.field(default=(), hash=False, repr=False)
     has_context_dependent_function: bool = False
     context_dependent_function_versions: tuple = ()
-    _decoded: dict = attrs.field(factory=dict, init=False, eq=False, hash=False, repr=False, alias="_decoded")
+    _decoded: dict = records.field(factory=dict, init=False, eq=False, hash=False, repr=False, alias="_decoded")
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         for kind, params in (("input", self.inputs), ("output", self.outputs)):
             low, high = _arity(params)
             lo = low if getattr(self, f"min_{kind}") is None else getattr(self, f"min_{kind}")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence, Union
 
-import attrs
+from onnxkit import records
 
 from .errors import OnnxkitTypeError
 
@@ -37,7 +37,7 @@ class BroadcastError(OnnxkitTypeError):
     """Shapes that cannot broadcast whatever the values of their variables (two static extents)."""
 
 
-@attrs.frozen
+@records.frozen
 class Broadcast:
     """The broadcast shape, and whether it holds without assumptions about variables (6.6.4)."""
 

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from .dtypes import from_numpy_dtype
 from .errors import OnnxkitError
 
 
-@attrs.frozen
+@records.frozen
 class Tolerance:
     """The guarantee for one element type: ``|a - e| <= atol + rtol * |e|``, or ``exact``."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import attrs
+from onnxkit import records
 import pytest
 
 import conformance_figures as figures
@@ -46,7 +46,7 @@ def assert_gate(backend: str, folder: str, outcomes) -> None:
     problems = figures.gate_problems(backend, folder, outcomes)
     assert not problems, f"{folder} vectors on {backend}:\n" + "\n".join(problems)
     either = {n for c in figures.EITHER_WAY for n in figures.gate_sets(backend, folder).get(c, ())}
-    counted = [attrs.evolve(o, status="fail") if o.name in either else o for o in outcomes]
+    counted = [records.evolve(o, status="fail") if o.name in either else o for o in outcomes]
     assert summary(counted) == figures.expected_counts(backend, folder)
 
 

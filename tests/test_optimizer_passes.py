@@ -35,7 +35,7 @@ def test_levels_and_disabled_passes_select_from_the_table():
 
 def test_plan_passes_run_through_the_table(monkeypatch):
     """The session's plan passes are the table's: one replaced there is the one the session runs."""
-    import attrs
+    from onnxkit import records
     import numpy as np
     from onnx import TensorProto as TP
     from onnx import helper
@@ -43,7 +43,7 @@ def test_plan_passes_run_through_the_table(monkeypatch):
     import onnxkit
 
     seen = []
-    table = tuple(attrs.evolve(p, run=lambda plan, name=p.name: seen.append(name) or 0) if p.works_on == "plan" else p
+    table = tuple(records.evolve(p, run=lambda plan, name=p.name: seen.append(name) or 0) if p.works_on == "plan" else p
                   for p in PASSES)
     monkeypatch.setattr(optimizer, "PASSES", table)
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",

@@ -129,3 +129,22 @@ def test_the_session_infers_once_where_declarations_add_nothing(monkeypatch):
     assert len(calls) == 2
     out = sess.run(None, {"x": FEED["x"], "s": np.array([6, 2], np.int64)})[0]
     assert out.shape == (6, 2) and within(out, FEED["x"].reshape(6, 2))
+
+
+def test_a_declared_output_no_node_reads_costs_no_second_inference(monkeypatch):
+    """A declared graph output that says more than inference derives (exporters write symbols
+    there) is read by no node, so the checker's types, with that output's own undeclared type,
+    are the optimizer's: one inference (``InferenceResult.undeclared_types``)."""
+    import onnxkit.inference as inference
+
+    calls = []
+    real = inference.infer_model
+    monkeypatch.setattr(inference, "infer_model", lambda m, registry=None: calls.append(m) or real(m, registry))
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [3, 4])
+    s = helper.make_tensor_value_info("s", TP.INT64, [2])
+    y = helper.make_tensor_value_info("y", TP.FLOAT, ["rows", "cols"])
+    nodes = [helper.make_node("Cast", ["x"], ["c"], to=TP.FLOAT), helper.make_node("Reshape", ["c", "s"], ["y"])]
+    sess = InferenceSession(model(nodes, [x, s], [y]).SerializeToString())
+    assert len(calls) == 1 and sess.optimized.rewrites["cast"] == 1
+    out = sess.run(None, {"x": FEED["x"], "s": np.array([2, 6], np.int64)})[0]
+    assert out.shape == (2, 6) and within(out, FEED["x"].reshape(2, 6))

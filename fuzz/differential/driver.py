@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from typing import Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 import onnx
 
@@ -44,7 +44,7 @@ def feed_seed(seed: int, k: int) -> int:
     return seed * 1_000_003 + k
 
 
-@attrs.define
+@records.define
 class Outcome:
     seed: int
     k: int
@@ -109,12 +109,12 @@ def _job(args):
     return run_one(seed, k, out_dir, minimize)
 
 
-@attrs.define
+@records.define
 class Report:
     models: int = 0
-    failures: list = attrs.field(factory=list)
-    exclusions: Counter = attrs.field(factory=Counter)
-    by_family: Counter = attrs.field(factory=Counter)
+    failures: list = records.field(factory=list)
+    exclusions: Counter = records.field(factory=Counter)
+    by_family: Counter = records.field(factory=Counter)
     elapsed: float = 0.0
 
     def add(self, o: Outcome) -> None:

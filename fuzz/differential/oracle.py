@@ -24,7 +24,7 @@ from __future__ import annotations
 import warnings
 from typing import Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 import onnx
 
@@ -36,7 +36,7 @@ TOLERANCE = {np.dtype(np.float64): (1e-7, 1e-9), np.dtype(np.float32): (1e-4, 1e
              np.dtype(np.float16): (4e-3, 4e-3)}
 
 
-@attrs.define
+@records.define
 class Verdict:
     """``status``: ``ok``, ``fail`` or ``excluded``; ``kind``: the failure's class (``mismatch``,
     ``error``, ``crash``, ``alias``...), ``reason``: the exclusion's name; ``detail``: one line."""

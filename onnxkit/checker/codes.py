@@ -24,7 +24,7 @@ onnxkit.checker.codes import markdown; print(markdown())"`` prints it as Markdow
 
 from __future__ import annotations
 
-import attrs
+from onnxkit import records
 
 E, W = "error", "warning"
 
@@ -33,7 +33,7 @@ E, W = "error", "warning"
 V = "violation"
 
 
-@attrs.frozen
+@records.frozen
 class Code:
     """One code: ``severity`` 'error' or 'warning'; ``violation``: refused under strict (every error is)."""
 

@@ -25,7 +25,7 @@ hardlink, outside-directory, no-base-dir, ...).
 
 from __future__ import annotations
 
-import attrs
+from onnxkit import records
 
 from .. import ir
 from ..dtypes import DataType
@@ -74,7 +74,7 @@ def check_external(ctx: Context, t: ir.Tensor, loc: str, *, embedded: bool) -> N
                  f"{[int(d) for d in t.dims]} of this element type need", loc)
         return
     if ctx.open_external and not embedded:
-        probe = attrs.evolve(t, base_dir=ctx.base_dir)
+        probe = records.evolve(t, base_dir=ctx.base_dir)
         try:
             read_external(probe, options=ExternalDataOptions(mode="lazy", allow_outside=allow_outside,
                                                              limits=ctx.limits))

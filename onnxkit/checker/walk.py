@@ -1,7 +1,7 @@
 """A walk over every IR object of a model, each with its location.
 
 :func:`walk` visits the model depth-first, in field order, and returns ``(obj, location,
-parent, field)`` for every IR object (every attrs class of :mod:`onnxkit.ir`): graphs,
+parent, field)`` for every IR object (every record class of :mod:`onnxkit.ir`): graphs,
 nodes, attributes, tensors, types, dimensions, metadata entries, device configurations,
 functions, training information.  The message-local checks (Annex B obligations, types,
 tensor contents, external references, metadata) run on this walk; the checks that need a
@@ -14,7 +14,7 @@ once, so a graph that is its own subgraph (an IR built in Python; the graph chec
 
 from __future__ import annotations
 
-import attrs
+from onnxkit import records
 
 from .. import ir
 from .context import function_label, graph_label, node_label, q
@@ -26,7 +26,7 @@ _FIELDS: dict = {}
 def _fields(cls):
     f = _FIELDS.get(cls)
     if f is None:
-        f = _FIELDS[cls] = tuple(a.name for a in attrs.fields(cls) if a.name not in _SKIP) if attrs.has(cls) else ()
+        f = _FIELDS[cls] = tuple(a.name for a in records.fields(cls) if a.name not in _SKIP) if records.has(cls) else ()
     return f
 
 
@@ -88,7 +88,7 @@ _IS_IR: dict = {}
 def _is_ir(cls) -> bool:
     r = _IS_IR.get(cls)
     if r is None:
-        r = _IS_IR[cls] = attrs.has(cls)
+        r = _IS_IR[cls] = records.has(cls)
     return r
 
 

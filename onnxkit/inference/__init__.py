@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import attrs
+from onnxkit import records
 
 from .. import ir
 from ..diagnostics import ERROR, Report
@@ -33,7 +33,7 @@ __all__ = ["infer_shapes", "infer_model", "InferenceResult", "InferenceContext",
            "MAX_CONSTANT_ELEMENTS", "merge_types"]
 
 
-@attrs.define
+@records.define
 class InferenceResult(Report):
     """``types[(graph_path, name)]`` -> Type (None = unknown); ``diagnostics`` in the order found
     (a :class:`~onnxkit.diagnostics.Report`: ``errors``, ``warnings``, ``ok``).
@@ -42,8 +42,23 @@ class InferenceResult(Report):
     derived, so ``types`` are those the model's inputs and constants alone give (up to the names
     of the fresh symbolic dimensions)."""
 
-    types: dict = attrs.field(factory=dict, kw_only=True)
-    declarations_used: bool = attrs.field(default=True, kw_only=True)
+    types: dict = records.field(factory=dict, kw_only=True)
+    declarations_used: bool = records.field(default=True, kw_only=True)
+    #: the top-level graph's names a declaration refined, each with the type inferred without it;
+    #: None when declarations counted elsewhere too (inputs, subgraphs, functions)
+    declared_names: Optional[dict] = records.field(default=None, kw_only=True)
+
+    def undeclared_types(self, model: ir.Model) -> Optional[dict]:
+        """``{name: Type}`` of the top-level graph as inference gives it from the inputs and constants
+        alone (the optimizer's view, :func:`~onnxkit.runtime.optimizer.view.undeclared`), or None when
+        these types cannot say.  They can when no declaration counted, or when the only ones that did
+        are of names no node reads (a declared graph output): nothing was inferred from them, and each
+        such name takes back its type inferred without the declaration."""
+        if not self.declarations_used:
+            return self.graph("")
+        if self.declared_names is None or model.graph is None or _read_names(model.graph) & self.declared_names.keys():
+            return None
+        return {**self.graph(""), **self.declared_names}
 
     def type_of(self, name: str, path: str = "") -> Optional[ir.Type]:
         """The inferred type of ``name`` in the graph at ``path`` ('' = the top-level graph)."""
@@ -55,6 +70,18 @@ class InferenceResult(Report):
 
     def paths(self) -> list:
         return sorted({p for p, _ in self.types})
+
+
+def _read_names(graph: ir.Graph) -> set:
+    """Every name a node of ``graph`` or of a subgraph within reads."""
+    names: set = set()
+    for node in graph.node:
+        names.update(node.input)
+        for a in node.attribute:
+            for g in (a.value if isinstance(a.value, list) else [a.value]):
+                if isinstance(g, ir.Graph):
+                    names |= _read_names(g)
+    return names
 
 
 def _engine(model: ir.Model, registry) -> Engine:
@@ -71,7 +98,8 @@ def infer_model(model: ir.Model, registry=None) -> InferenceResult:
     """Infer every value's type in ``model`` (the model is not changed)."""
     engine = _engine(model, registry)
     return InferenceResult(list(engine.diagnostics), types=dict(engine.types),
-                           declarations_used=engine.declarations_used)
+                           declarations_used=engine.declarations_used,
+                           declared_names=None if engine.declared_names is None else dict(engine.declared_names))
 
 
 def _worth_writing(t) -> bool:
@@ -98,7 +126,7 @@ def _annotate_graph(graph: ir.Graph, engine: Engine) -> ir.Graph:
         t = types.get(vi.name)
         listed.add(vi.name)
         refine = _worth_writing(t) and t != vi.type and vi.name not in contradicted
-        value_info.append(attrs.evolve(vi, type=t) if refine else vi)
+        value_info.append(records.evolve(vi, type=t) if refine else vi)
     for name, t in types.items():
         if name in listed or name in inputs or name in outputs or name in inits or not _worth_writing(t):
             continue
@@ -108,8 +136,8 @@ def _annotate_graph(graph: ir.Graph, engine: Engine) -> ir.Graph:
     for vi in graph.output:
         t = types.get(vi.name)
         refine = _worth_writing(t) and t != vi.type and vi.name not in contradicted
-        output.append(attrs.evolve(vi, type=t) if refine else vi)
-    return attrs.evolve(graph, node=nodes, value_info=value_info, output=output)
+        output.append(records.evolve(vi, type=t) if refine else vi)
+    return records.evolve(graph, node=nodes, value_info=value_info, output=output)
 
 
 def _annotate_node(node: ir.Node, engine: Engine) -> ir.Node:
@@ -119,11 +147,11 @@ def _annotate_node(node: ir.Node, engine: Engine) -> ir.Node:
     for a in node.attribute:
         if a.type in GRAPH_TYPES and a.value is not None:
             if isinstance(a.value, list):
-                a = attrs.evolve(a, value=[_annotate_graph(g, engine) for g in a.value])
+                a = records.evolve(a, value=[_annotate_graph(g, engine) for g in a.value])
             else:
-                a = attrs.evolve(a, value=_annotate_graph(a.value, engine))
+                a = records.evolve(a, value=_annotate_graph(a.value, engine))
         out.append(a)
-    return attrs.evolve(node, attribute=out)
+    return records.evolve(node, attribute=out)
 
 
 def infer_shapes(model: ir.Model, registry=None, strict: bool = False) -> ir.Model:
@@ -144,7 +172,7 @@ def infer_shapes(model: ir.Model, registry=None, strict: bool = False) -> ir.Mod
 
             raise ValidationError(errors, "shape inference found contradictions")
     if model.graph is None:
-        return attrs.evolve(model)
-    out = attrs.evolve(model, graph=_annotate_graph(model.graph, engine))
+        return records.evolve(model)
+    out = records.evolve(model, graph=_annotate_graph(model.graph, engine))
     out.base_dir = model.base_dir
     return out

@@ -227,6 +227,11 @@ class Engine:
         #: not derive: while False, every type equals what inference derives from the top-level
         #: inputs and the constants alone (``undeclared`` of the optimizer's view)
         self.declarations_used = False
+        #: the top-level graph's names whose type a declaration (value_info, a declared output)
+        #: refined or contradicted, with the type inferred without it; None once a declaration counted anywhere else (an input's, a
+        #: subgraph's, a function's), where no such account is kept
+        self.declared_names: Optional[dict] = {}  # name -> the type inferred before the declaration
+        self._top: Optional[Scope] = None
         size = (len(model.graph.node) if model.graph is not None else 0) + sum(len(f.node) for f in model.functions)
         self.max_expansions = MAX_EXPANSIONS + EXPANSIONS_PER_NODE * size
         self.last_subgraph_values: list = []
@@ -292,6 +297,8 @@ class Engine:
             if not _is_unknown(vi.type):
                 declared.setdefault(vi.name, []).append(vi.type)
         scope = Scope(parent, declared)
+        if parent is None and path == "" and self._top is None:
+            self._top = scope
         inits = {t.name: t for t in graph.initializer}
         for sp in graph.sparse_initializer:
             if sp.values is not None:
@@ -308,15 +315,15 @@ class Engine:
                 if problems:
                     scope.contradicted.add(vi.name)
                 if problems or merged != input_types[k]:
-                    self.declarations_used = True
+                    self.declarations_used, self.declared_names = True, None
                 t = merged
                 if input_values is not None and k < len(input_values):
                     v = input_values[k]
             elif t is None and vi.name in inits:
                 t = tensor_type_of(inits[vi.name])
-                self.declarations_used = True
+                self.declarations_used, self.declared_names = True, None
             elif t is not None and parent is not None:  # a subgraph input's declared type, no caller's
-                self.declarations_used = True
+                self.declarations_used, self.declared_names = True, None
             self.define(scope, vi.name, t, v, f"{self.graph_location(path)} / input {vi.name!r}")
         for name, init in inits.items():
             if name in input_names:
@@ -356,6 +363,10 @@ class Engine:
                 scope.contradicted.add(name)
             if problems or merged != t:
                 self.declarations_used = True
+                if scope is not self._top:
+                    self.declared_names = None
+                elif self.declared_names is not None:
+                    self.declared_names.setdefault(name, t)
             t = merged
         scope.types[name] = t
         value = self._normalize_value(t, value)

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from .. import ir
@@ -23,7 +23,7 @@ from ..errors import OnnxkitError
 DEFAULT_BATCH_SIZE = 4096
 
 
-@attrs.frozen(repr=False)
+@records.frozen(repr=False)
 class ModelPayload:
     """Everything a worker needs to build a session: the model's octets and the session's options.
 

@@ -1,4 +1,4 @@
-"""The onnxkit intermediate representation: attrs classes for everything Annex B can encode."""
+"""The onnxkit intermediate representation: record classes (:mod:`onnxkit.records`) for everything Annex B can encode."""
 
 from .attribute import Attribute, AttributeType
 from .base import WireInfo, unknown_fields

@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from .base import wire_field
@@ -69,7 +69,7 @@ VALUE_FIELD = {
 FIELD_TYPE = {f: t for t, f in VALUE_FIELD.items()}
 
 
-@attrs.define
+@records.define
 class Attribute:
     """A named attribute value; see the module docstring for the value of each type."""
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 
-@attrs.define(eq=False)
+@records.define(eq=False)
 class WireInfo:
     """Codec bookkeeping of one decoded message; never part of equality.
 
@@ -26,14 +26,14 @@ class WireInfo:
     ``absent``: names of mandatory fields absent from the input (so a re-encode keeps them absent).
     """
 
-    unknown: list = attrs.field(factory=list)
+    unknown: list = records.field(factory=list)
     explicit: frozenset = frozenset()
     absent: frozenset = frozenset()
 
 
 def wire_field():
-    """The ``_wire`` attrs field every IR class has (init keyword ``_wire``)."""
-    return attrs.field(default=None, eq=False, repr=False, alias="_wire")
+    """The ``_wire`` field every IR class has (init keyword ``_wire``)."""
+    return records.field(default=None, eq=False, repr=False, alias="_wire")
 
 
 def _array_eq(a, b) -> bool:
@@ -41,14 +41,14 @@ def _array_eq(a, b) -> bool:
 
 
 def array_field(dtype):
-    """An attrs field holding a 1-D numpy array (packed TensorProto data), compared by value.
+    """A record field holding a 1-D numpy array (packed TensorProto data), compared by value.
 
     A list is accepted too (the writer converts); the reader always gives arrays."""
     empty = np.zeros(0, dtype=dtype)
     empty.flags.writeable = False  # shared by every default: never written in place
-    return attrs.field(
+    return records.field(
         default=empty,
-        eq=attrs.cmp_using(eq=_array_eq),
+        eq=_array_eq,
         repr=lambda a: f"array(len={a.size})",
     )
 
@@ -60,10 +60,10 @@ def _bytes_eq(a, b) -> bool:
 
 
 def bytes_field(optional: bool = True):
-    """An attrs field holding octets (bytes or a zero-copy memoryview), compared by content."""
-    return attrs.field(
+    """A record field holding octets (bytes or a zero-copy memoryview), compared by content."""
+    return records.field(
         default=None if optional else b"",
-        eq=attrs.cmp_using(eq=_bytes_eq, require_same_type=False),
+        eq=_bytes_eq,
         repr=lambda v: "None" if v is None else f"<{len(v)} octets>",
     )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import attrs
+from onnxkit import records
 
 from .base import wire_field
 
@@ -20,29 +20,29 @@ class ValueKind:
     OPTIONAL = 5
 
 
-@attrs.define
+@records.define
 class SequenceData:
     name: str = ""
     elem_type: int = 0
-    tensor_values: list = attrs.field(factory=list)
-    sparse_tensor_values: list = attrs.field(factory=list)
-    sequence_values: list = attrs.field(factory=list)
-    map_values: list = attrs.field(factory=list)
-    optional_values: list = attrs.field(factory=list)
+    tensor_values: list = records.field(factory=list)
+    sparse_tensor_values: list = records.field(factory=list)
+    sequence_values: list = records.field(factory=list)
+    map_values: list = records.field(factory=list)
+    optional_values: list = records.field(factory=list)
     _wire: object = wire_field()
 
 
-@attrs.define
+@records.define
 class MapData:
     name: str = ""
     key_type: int = 0
-    keys: list = attrs.field(factory=list)
-    string_keys: list = attrs.field(factory=list)
+    keys: list = records.field(factory=list)
+    string_keys: list = records.field(factory=list)
     values: Optional[SequenceData] = None
     _wire: object = wire_field()
 
 
-@attrs.define
+@records.define
 class OptionalData:
     name: str = ""
     elem_type: int = 0

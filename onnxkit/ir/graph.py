@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-import attrs
+from onnxkit import records
 
 from . import display
 from .base import wire_field
 
 
-@attrs.define
+@records.define
 class OperatorSetId:
     """An operator set import (Clause 5.3.2): ``domain`` ('' = ai.onnx) and ``version``."""
 
@@ -23,28 +23,28 @@ class OperatorSetId:
     _wire: object = wire_field()
 
 
-@attrs.define
+@records.define
 class ValueInfo:
     """Name and type of a value (ValueInfoProto); ``type`` None when not declared."""
 
     name: str = ""
     type: Optional[object] = None
     doc_string: str = ""
-    metadata_props: list = attrs.field(factory=list)
+    metadata_props: list = records.field(factory=list)
     _wire: object = wire_field()
 
     def __repr__(self) -> str:
         return f"ValueInfo({display.value_info(self)})"
 
 
-@attrs.define
+@records.define
 class IntIntListEntry:
     key: int = 0
-    value: list = attrs.field(factory=list)
+    value: list = records.field(factory=list)
     _wire: object = wire_field()
 
 
-@attrs.define
+@records.define
 class SimpleShardedDim:
     """One of ``dim_value`` / ``dim_param`` (B.2.9) and ``num_shards``."""
 
@@ -54,59 +54,59 @@ class SimpleShardedDim:
     _wire: object = wire_field()
 
 
-@attrs.define
+@records.define
 class ShardedDim:
     axis: int = 0
-    simple_sharding: list = attrs.field(factory=list)
+    simple_sharding: list = records.field(factory=list)
     _wire: object = wire_field()
 
 
-@attrs.define
+@records.define
 class ShardingSpec:
     tensor_name: str = ""
-    device: list = attrs.field(factory=list)
-    index_to_device_group_map: list = attrs.field(factory=list)
-    sharded_dim: list = attrs.field(factory=list)
+    device: list = records.field(factory=list)
+    index_to_device_group_map: list = records.field(factory=list)
+    sharded_dim: list = records.field(factory=list)
     _wire: object = wire_field()
 
 
-@attrs.define
+@records.define
 class NodeDeviceConfiguration:
     configuration_id: str = ""
-    sharding_spec: list = attrs.field(factory=list)
+    sharding_spec: list = records.field(factory=list)
     pipeline_stage: int = 0
     _wire: object = wire_field()
 
 
-@attrs.define
+@records.define
 class DeviceConfiguration:
     name: str = ""
     num_devices: int = 0
-    device: list = attrs.field(factory=list)
+    device: list = records.field(factory=list)
     _wire: object = wire_field()
 
 
-@attrs.define
+@records.define
 class TensorAnnotation:
     tensor_name: str = ""
-    quant_parameter_tensor_names: list = attrs.field(factory=list)
+    quant_parameter_tensor_names: list = records.field(factory=list)
     _wire: object = wire_field()
 
 
-@attrs.define
+@records.define
 class Node:
     """One invocation of an operator (Clause 7.3).  ``''`` in ``input``/``output`` = unsupplied (7.3.3)."""
 
-    input: list = attrs.field(factory=list)
-    output: list = attrs.field(factory=list)
+    input: list = records.field(factory=list)
+    output: list = records.field(factory=list)
     name: str = ""
     op_type: str = ""
     domain: str = ""
     overload: str = ""
-    attribute: list = attrs.field(factory=list)
+    attribute: list = records.field(factory=list)
     doc_string: str = ""
-    metadata_props: list = attrs.field(factory=list)
-    device_configurations: list = attrs.field(factory=list)
+    metadata_props: list = records.field(factory=list)
+    device_configurations: list = records.field(factory=list)
     _wire: object = wire_field()
 
     def attr(self, name: str, default=None):
@@ -129,20 +129,20 @@ class Node:
                 f"{attrs_})")
 
 
-@attrs.define
+@records.define
 class Graph:
     """A graph (Clause 7): nodes in order, inputs, outputs, initializers, value_info."""
 
-    node: list = attrs.field(factory=list)
+    node: list = records.field(factory=list)
     name: str = ""
-    initializer: list = attrs.field(factory=list)
-    sparse_initializer: list = attrs.field(factory=list)
+    initializer: list = records.field(factory=list)
+    sparse_initializer: list = records.field(factory=list)
     doc_string: str = ""
-    input: list = attrs.field(factory=list)
-    output: list = attrs.field(factory=list)
-    value_info: list = attrs.field(factory=list)
-    quantization_annotation: list = attrs.field(factory=list)
-    metadata_props: list = attrs.field(factory=list)
+    input: list = records.field(factory=list)
+    output: list = records.field(factory=list)
+    value_info: list = records.field(factory=list)
+    quantization_annotation: list = records.field(factory=list)
+    metadata_props: list = records.field(factory=list)
     _wire: object = wire_field()
 
     def __repr__(self) -> str:
@@ -151,16 +151,16 @@ class Graph:
                 f"{display.plural(len(self.node), 'node')}, {display.plural(len(self.initializer), 'initializer')})")
 
 
-@attrs.define
+@records.define
 class TrainingInfo:
     initialization: Optional[Graph] = None
     algorithm: Optional[Graph] = None
-    initialization_binding: list = attrs.field(factory=list)
-    update_binding: list = attrs.field(factory=list)
+    initialization_binding: list = records.field(factory=list)
+    update_binding: list = records.field(factory=list)
     _wire: object = wire_field()
 
 
-@attrs.define
+@records.define
 class Function:
     """A model-local function (Clause 8.4), identified by (domain, name, overload).
 
@@ -168,17 +168,17 @@ class Function:
     """
 
     name: str = ""
-    input: list = attrs.field(factory=list)
-    output: list = attrs.field(factory=list)
-    attribute: list = attrs.field(factory=list)
-    attribute_proto: list = attrs.field(factory=list)
-    node: list = attrs.field(factory=list)
+    input: list = records.field(factory=list)
+    output: list = records.field(factory=list)
+    attribute: list = records.field(factory=list)
+    attribute_proto: list = records.field(factory=list)
+    node: list = records.field(factory=list)
     doc_string: str = ""
-    opset_import: list = attrs.field(factory=list)
+    opset_import: list = records.field(factory=list)
     domain: str = ""
     overload: str = ""
-    value_info: list = attrs.field(factory=list)
-    metadata_props: list = attrs.field(factory=list)
+    value_info: list = records.field(factory=list)
+    metadata_props: list = records.field(factory=list)
     _wire: object = wire_field()
 
     def __repr__(self) -> str:
@@ -187,25 +187,25 @@ class Function:
                 f"{display.plural(len(self.node), 'node')})")
 
 
-@attrs.define
+@records.define
 class Model:
     """A model (Clause 5.3): IR version, operator set imports, the top-level graph and the rest."""
 
     ir_version: int = 0
-    opset_import: list = attrs.field(factory=list)
+    opset_import: list = records.field(factory=list)
     producer_name: str = ""
     producer_version: str = ""
     domain: str = ""
     model_version: int = 0
     doc_string: str = ""
     graph: Optional[Graph] = None
-    metadata_props: list = attrs.field(factory=list)
-    training_info: list = attrs.field(factory=list)
-    functions: list = attrs.field(factory=list)
-    configuration: list = attrs.field(factory=list)
+    metadata_props: list = records.field(factory=list)
+    training_info: list = records.field(factory=list)
+    functions: list = records.field(factory=list)
+    configuration: list = records.field(factory=list)
     _wire: object = wire_field()
     #: Directory the model was loaded from; external data resolves against it (13.2 NOTE).
-    base_dir: Optional[str] = attrs.field(default=None, eq=False, repr=False, kw_only=True)
+    base_dir: Optional[str] = records.field(default=None, eq=False, repr=False, kw_only=True)
 
     def __repr__(self) -> str:
         opsets = {o.domain: int(o.version) for o in self.opset_import}
@@ -223,7 +223,7 @@ class Model:
         return None
 
 
-@attrs.define
+@records.define
 class OperatorInfo:
     """OperatorProto (B.3.1): an entry of a serialized operator set."""
 
@@ -234,7 +234,7 @@ class OperatorInfo:
     _wire: object = wire_field()
 
 
-@attrs.define
+@records.define
 class OperatorSetInfo:
     """OperatorSetProto (B.3.2): a serialized operator set."""
 
@@ -245,6 +245,6 @@ class OperatorSetInfo:
     domain: str = ""
     opset_version: int = 0
     doc_string: str = ""
-    operator: list = attrs.field(factory=list)
-    functions: list = attrs.field(factory=list)
+    operator: list = records.field(factory=list)
+    functions: list = records.field(factory=list)
     _wire: object = wire_field()

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from ..tensor_data import raw_fields, sparse_to_dense, tensor_to_numpy, typed_fields
 from .base import array_field, bytes_field, wire_field
 
 
-@attrs.define
+@records.define
 class StringStringEntry:
     """A key/value pair (StringStringEntryProto): metadata and external data references."""
 
@@ -27,7 +27,7 @@ class StringStringEntry:
     _wire: object = wire_field()
 
 
-@attrs.define
+@records.define
 class Segment:
     """TensorProto.Segment: the slice of a large tensor this TensorProto holds."""
 
@@ -43,7 +43,7 @@ class DataLocation:
     EXTERNAL = 1
 
 
-@attrs.define
+@records.define
 class Tensor:
     """A dense tensor (TensorProto).  Fields are those of Annex B.2.16.
 
@@ -52,26 +52,26 @@ class Tensor:
     ``uint64_data``), or external data (``data_location == EXTERNAL``, Clause 13).
     """
 
-    dims: list = attrs.field(factory=list)
+    dims: list = records.field(factory=list)
     data_type: int = 0
     segment: Optional[Segment] = None
     float_data: np.ndarray = array_field(np.float32)
     int32_data: np.ndarray = array_field(np.int32)
-    string_data: list = attrs.field(factory=list)
+    string_data: list = records.field(factory=list)
     int64_data: np.ndarray = array_field(np.int64)
     name: str = ""
     doc_string: str = ""
     raw_data: Optional[object] = bytes_field()
-    external_data: list = attrs.field(factory=list)
+    external_data: list = records.field(factory=list)
     data_location: int = 0
     double_data: np.ndarray = array_field(np.float64)
     uint64_data: np.ndarray = array_field(np.uint64)
-    metadata_props: list = attrs.field(factory=list)
+    metadata_props: list = records.field(factory=list)
     _wire: object = wire_field()
     #: Where external data is resolved from (set by :func:`onnxkit.load`; not part of the model, 13.2 NOTE).
-    base_dir: Optional[str] = attrs.field(default=None, eq=False, repr=False, kw_only=True)
+    base_dir: Optional[str] = records.field(default=None, eq=False, repr=False, kw_only=True)
     #: The external data options the loader applied (:class:`onnxkit.external.ExternalDataOptions`).
-    external_options: Optional[object] = attrs.field(default=None, eq=False, repr=False, kw_only=True)
+    external_options: Optional[object] = records.field(default=None, eq=False, repr=False, kw_only=True)
 
     @property
     def shape(self) -> tuple:
@@ -85,7 +85,7 @@ class Tensor:
 
     def __reduce__(self):
         """A tensor pickles with its contents copied out of the loaded buffer (a memoryview does not pickle)."""
-        state = {f.name: getattr(self, f.name) for f in attrs.fields(type(self)) if f.name != "_wire"}
+        state = {f.name: getattr(self, f.name) for f in records.fields(type(self)) if f.name != "_wire"}
         if self.raw_data is not None and not isinstance(self.raw_data, bytes):
             state["raw_data"] = bytes(self.raw_data)
         return (_tensor_from_state, (state,))
@@ -135,7 +135,7 @@ def _tensor_from_state(state: dict) -> "Tensor":
     return Tensor(**state, base_dir=base_dir, external_options=options)
 
 
-@attrs.define
+@records.define
 class SparseTensor:
     """A sparse tensor (SparseTensorProto): ``values`` (1-D), ``indices`` and the dense ``dims``.
 
@@ -144,7 +144,7 @@ class SparseTensor:
 
     values: Optional[Tensor] = None
     indices: Optional[Tensor] = None
-    dims: list = attrs.field(factory=list)
+    dims: list = records.field(factory=list)
     _wire: object = wire_field()
 
     def to_dense(self) -> np.ndarray:

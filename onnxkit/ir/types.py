@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Union
 
-import attrs
+from onnxkit import records
 
 from .base import wire_field
 from ..dtypes import tag_name
@@ -22,7 +22,7 @@ from ..dtypes import tag_name
 MAP_KEY_TAGS = frozenset({2, 3, 4, 5, 6, 7, 12, 13, 8})
 
 
-@attrs.define
+@records.define
 class Dim:
     """One dimension: an extent, a dimension variable, or unknown (both None)."""
 
@@ -65,11 +65,11 @@ def to_dim(d) -> Dim:
     return Dim(dim_value=int(d))
 
 
-@attrs.define
+@records.define
 class Shape:
     """An ordered sequence of dimensions (TensorShapeProto)."""
 
-    dim: list = attrs.field(factory=list)
+    dim: list = records.field(factory=list)
     _wire: object = wire_field()
 
     @classmethod
@@ -112,7 +112,7 @@ def _shape_converter(v):
     return Shape.of(v)
 
 
-@attrs.define
+@records.define
 class Type:
     """Base of the value types.  ``_outer_wire`` is the wire record of the enclosing TypeProto."""
 
@@ -120,15 +120,15 @@ class Type:
         raise NotImplementedError
 
 
-@attrs.define
+@records.define
 class TensorType(Type):
     """Tensor of ``elem_type`` (a Table 5 tag); ``shape`` None = unknown rank."""
 
     elem_type: int = 0
-    shape: Optional[Shape] = attrs.field(default=None, converter=_shape_converter)
-    denotation: str = attrs.field(default="", kw_only=True)
+    shape: Optional[Shape] = records.field(default=None, converter=_shape_converter)
+    denotation: str = records.field(default="", kw_only=True)
     _wire: object = wire_field()
-    _outer_wire: object = attrs.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
+    _outer_wire: object = records.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
 
     def kind(self) -> str:
         return "tensor"
@@ -140,15 +140,15 @@ class TensorType(Type):
         return f"tensor({tag_name(self.elem_type).lower()}){'' if self.shape is None else self.shape}"
 
 
-@attrs.define
+@records.define
 class SparseTensorType(Type):
     """Sparse tensor of ``elem_type``; ``shape`` None = unknown rank."""
 
     elem_type: int = 0
-    shape: Optional[Shape] = attrs.field(default=None, converter=_shape_converter)
-    denotation: str = attrs.field(default="", kw_only=True)
+    shape: Optional[Shape] = records.field(default=None, converter=_shape_converter)
+    denotation: str = records.field(default="", kw_only=True)
     _wire: object = wire_field()
-    _outer_wire: object = attrs.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
+    _outer_wire: object = records.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
 
     def kind(self) -> str:
         return "sparse_tensor"
@@ -160,14 +160,14 @@ class SparseTensorType(Type):
         return f"sparse_tensor({tag_name(self.elem_type).lower()}){'' if self.shape is None else self.shape}"
 
 
-@attrs.define
+@records.define
 class SequenceType(Type):
     """Homogeneous sequence of ``elem_type`` values (Clause 6.8.1)."""
 
     elem_type: Optional[Type] = None
-    denotation: str = attrs.field(default="", kw_only=True)
+    denotation: str = records.field(default="", kw_only=True)
     _wire: object = wire_field()
-    _outer_wire: object = attrs.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
+    _outer_wire: object = records.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
 
     def kind(self) -> str:
         return "sequence"
@@ -176,15 +176,15 @@ class SequenceType(Type):
         return f"seq({self.elem_type})"
 
 
-@attrs.define
+@records.define
 class MapType(Type):
     """Map from ``key_type`` (integral or STRING tag, Clause 6.8.2) to ``value_type`` values."""
 
     key_type: int = 0
     value_type: Optional[Type] = None
-    denotation: str = attrs.field(default="", kw_only=True)
+    denotation: str = records.field(default="", kw_only=True)
     _wire: object = wire_field()
-    _outer_wire: object = attrs.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
+    _outer_wire: object = records.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
 
     def kind(self) -> str:
         return "map"
@@ -193,14 +193,14 @@ class MapType(Type):
         return f"map({tag_name(self.key_type).lower()}, {self.value_type})"
 
 
-@attrs.define
+@records.define
 class OptionalType(Type):
     """Optional of a tensor, sparse tensor, sequence or map type (Clause 6.8.3)."""
 
     elem_type: Optional[Type] = None
-    denotation: str = attrs.field(default="", kw_only=True)
+    denotation: str = records.field(default="", kw_only=True)
     _wire: object = wire_field()
-    _outer_wire: object = attrs.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
+    _outer_wire: object = records.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
 
     def kind(self) -> str:
         return "optional"
@@ -209,15 +209,15 @@ class OptionalType(Type):
         return f"optional({self.elem_type})"
 
 
-@attrs.define
+@records.define
 class OpaqueType(Type):
     """Opaque type (Clause 6.8.4): ``name`` required; empty ``domain`` = default domain."""
 
     domain: str = ""
     name: str = ""
-    denotation: str = attrs.field(default="", kw_only=True)
+    denotation: str = records.field(default="", kw_only=True)
     _wire: object = wire_field()
-    _outer_wire: object = attrs.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
+    _outer_wire: object = records.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
 
     def kind(self) -> str:
         return "opaque"
@@ -226,12 +226,12 @@ class OpaqueType(Type):
         return f"opaque({self.domain}::{self.name})" if self.domain else f"opaque({self.name})"
 
 
-@attrs.define
+@records.define
 class UndefinedType(Type):
     """A TypeProto with no member of its one-of group set: not a valid type (B.2.21), kept for fidelity."""
 
-    denotation: str = attrs.field(default="", kw_only=True)
-    _outer_wire: object = attrs.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
+    denotation: str = records.field(default="", kw_only=True)
+    _outer_wire: object = records.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
 
     def kind(self) -> str:
         return "undefined"

@@ -50,12 +50,14 @@ on any other ``onnxkit`` import under ``plugins/``).  Beside the names here:
 Also here: :class:`Accumulation` (values a Loop / Scan kernel gathers, charged to the run's
 budget), :data:`DEFAULT_LIMITS`, :func:`normalize_domain` (``"ai.onnx"`` -> ``""``),
 :func:`node_attributes` (a node's attributes over its schema's defaults), :class:`SchemaData` /
-:func:`packaged_schema_data` (a domain's packaged schema file), ``AttributeType``.
+:func:`packaged_schema_data` (a domain's packaged schema file), ``AttributeType``, and
+:mod:`onnxkit.records` as ``records`` (the record classes the IR is made of: ``records.evolve`` copies
+an IR object with changes, ``records.define`` makes a plugin's own).
 """
 
 from __future__ import annotations
 
-from .. import arrays, ir
+from .. import arrays, ir, records
 from ..dtypes import DataType, element_type, from_numpy_dtype
 from ..errors import EvaluationError, OnnxkitError, OnnxkitTypeError
 from ..functions import node_attributes
@@ -79,5 +81,5 @@ __all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "DEFAULT_
            "TypeConstraint", "Unsupported", "arrays", "binds_constants", "build_operator_sets", "declare_traits",
            "declares_output_bytes", "element_type", "family_modules", "first_run", "from_numpy_dtype", "hookimpl",
            "host_only", "ir", "lazy_family_tables", "merge_family_tables", "needs_scope", "node_attributes",
-           "normalize_domain", "note_planned_body", "offers_epilogue", "packaged_schema_data", "reports_bodies",
-           "traits_of"]
+           "normalize_domain", "note_planned_body", "offers_epilogue", "packaged_schema_data", "records",
+           "reports_bodies", "traits_of"]

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from ..errors import OnnxkitError
@@ -151,7 +151,7 @@ def bodies_of(fn: Callable) -> dict:
         return {}
 
 
-@attrs.define(eq=False)
+@records.define(eq=False)
 class NodeContext:
     """Everything a kernel factory may know about its node, fixed when the session is planned.
 
@@ -176,18 +176,18 @@ class NodeContext:
     schema: Any
     attributes: dict
     backend: Any
-    input_types: list = attrs.field(factory=list)
-    output_types: list = attrs.field(factory=list)
+    input_types: list = records.field(factory=list)
+    output_types: list = records.field(factory=list)
     seed: Optional[int] = None
     limits: Any = None
     #: The graph holding the node, the planner compiling it and the operator set imports in
     #: force there (private: kernels use the capabilities below).
-    _graph: Any = attrs.field(default=None, alias="_graph")
-    _planner: Any = attrs.field(default=None, alias="_planner")
-    _opsets: Optional[dict] = attrs.field(default=None, alias="_opsets")
-    _xp: Any = attrs.field(default=None, alias="_xp")
-    _subgraphs: dict = attrs.field(factory=dict, alias="_subgraphs")
-    _rng: Any = attrs.field(default=None, alias="_rng")
+    _graph: Any = records.field(default=None, alias="_graph")
+    _planner: Any = records.field(default=None, alias="_planner")
+    _opsets: Optional[dict] = records.field(default=None, alias="_opsets")
+    _xp: Any = records.field(default=None, alias="_xp")
+    _subgraphs: dict = records.field(factory=dict, alias="_subgraphs")
+    _rng: Any = records.field(default=None, alias="_rng")
 
     @property
     def name(self) -> str:

@@ -13,7 +13,7 @@ import enum
 import os
 from typing import Any, Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from ..errors import OnnxkitError
@@ -251,7 +251,7 @@ class RunOptions:
                 f"logid={self.logid!r})")
 
 
-@attrs.frozen
+@records.frozen
 class ModelMetadata:
     """What :meth:`InferenceSession.get_modelmeta` returns (onnxruntime's ``ModelMetadata``)."""
 
@@ -261,10 +261,10 @@ class ModelMetadata:
     description: str = ""
     graph_description: str = ""
     version: int = 0
-    custom_metadata_map: dict = attrs.field(factory=dict)
+    custom_metadata_map: dict = records.field(factory=dict)
 
 
-@attrs.frozen
+@records.frozen
 class NodeArg:
     """A graph input or output as onnxruntime describes it: name, type string, shape.
 
@@ -275,7 +275,7 @@ class NodeArg:
     name: str
     type: str
     shape: Optional[list]
-    ir_type: Any = attrs.field(default=None, repr=False, eq=False)
+    ir_type: Any = records.field(default=None, repr=False, eq=False)
 
 
 #: onnxruntime provider name -> onnxkit backend, and the distribution that installs it.

@@ -30,7 +30,7 @@ from __future__ import annotations
 import mmap
 from typing import Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from .. import ir
@@ -578,7 +578,7 @@ class Planner:
         if self.own_data:
             for name, v in attributes.items():
                 if isinstance(v, ir.Tensor) and isinstance(v.raw_data, memoryview) and _mapped_view(v.raw_data):
-                    attributes[name] = attrs.evolve(v, raw_data=bytes(v.raw_data))  # a kernel keeps no view
+                    attributes[name] = records.evolve(v, raw_data=bytes(v.raw_data))  # a kernel keeps no view
         return NodeContext(node=node, domain=domain, op_type=node.op_type, since_version=schema.since_version,
                            opset_version=version, schema=schema, attributes=attributes, backend=self.backend,
                            seed=self.seed, limits=self.limits)

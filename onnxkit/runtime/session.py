@@ -31,7 +31,7 @@ import threading
 import time
 from typing import Any, Mapping, Optional, Sequence
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from .. import ir
@@ -214,7 +214,7 @@ class InferenceSession(OrtSessionSurface):
         so = self._sess_options
         t0 = time.perf_counter()
         inferred = getattr(self, "_inferred", None)  # the checker's inference, where it gives the undeclared types
-        types = inferred.graph("") if inferred is not None and not inferred.declarations_used else None
+        types = inferred.undeclared_types(model) if inferred is not None else None
         self._inferred = None
         result = optimize(model, int(so.graph_optimization_level), self.registry,
                           disabled_passes(so._config.get("session.disable_passes")), types)
@@ -526,7 +526,7 @@ def _restore(data: bytes, sess_options, providers_arg, options):
 
 def _limit_named(message: str) -> str:
     """The name of the :class:`Limits` field a ``limit-exceeded`` diagnostic names, or ''."""
-    return next((f.name for f in attrs.fields(Limits) if f.name in message), "")
+    return next((f.name for f in records.fields(Limits) if f.name in message), "")
 
 
 def _fresh_tensors(values: list, kept_ids: frozenset) -> list:

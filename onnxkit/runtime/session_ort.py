@@ -29,7 +29,7 @@ import json
 import os
 import threading
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from .. import ir
@@ -50,7 +50,7 @@ _CONFIG_FIELDS = {"intra_op_num_threads": int, "inter_op_num_threads": int, "exe
 RECORD_ASSIGNMENT_KEY = "session.record_ep_graph_assignment_info"
 
 
-@attrs.frozen
+@records.frozen
 class OrtEpAssignedNode:
     """A node as :meth:`OrtSessionSurface.get_provider_graph_assignment_info` reports it."""
 
@@ -153,8 +153,8 @@ class OrtSessionSurface:
         if by_name or by_denotation:
             g = override_free_dimensions(g, by_name, by_denotation)
         if inits or files:
-            g = attrs.evolve(g, initializer=[_supplied(t, inits, files) for t in g.initializer])
-        return attrs.evolve(model, graph=g)
+            g = records.evolve(g, initializer=[_supplied(t, inits, files) for t in g.initializer])
+        return records.evolve(model, graph=g)
 
     def _save_optimized(self, model: ir.Model, path: str) -> None:
         """Write the optimized model; its initializers of at least the configured size go to the
@@ -389,16 +389,16 @@ def _fixed(t, by_name: dict, by_denotation: dict, names: dict):
             names[d.dim_param] = value
         dims.append(ir.Dim(dim_value=int(value), denotation=d.denotation))
         changed = True
-    return attrs.evolve(t, shape=ir.Shape(dims)) if changed else t
+    return records.evolve(t, shape=ir.Shape(dims)) if changed else t
 
 
 def override_free_dimensions(g: ir.Graph, by_name: dict, by_denotation: dict) -> ir.Graph:
     """``g`` with the inputs' dimensions named (or denoted) in the overrides fixed, and the
     same variables fixed in the outputs."""
     names: dict = {}
-    inputs = [attrs.evolve(vi, type=_fixed(vi.type, by_name, by_denotation, names)) for vi in g.input]
-    outputs = [attrs.evolve(vi, type=_fixed(vi.type, {}, {}, names)) for vi in g.output]
-    return attrs.evolve(g, input=inputs, output=outputs)
+    inputs = [records.evolve(vi, type=_fixed(vi.type, by_name, by_denotation, names)) for vi in g.input]
+    outputs = [records.evolve(vi, type=_fixed(vi.type, {}, {}, names)) for vi in g.output]
+    return records.evolve(g, input=inputs, output=outputs)
 
 
 def _supplied(t, inits: dict, files: dict):

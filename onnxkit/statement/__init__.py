@@ -16,7 +16,7 @@ import inspect
 import re
 from typing import Optional
 
-import attrs
+from onnxkit import records
 
 from .. import __version__
 from ..limits import DEFAULT_LIMITS, Limits
@@ -48,7 +48,7 @@ def build_statement(registry=None, backends: Optional[list] = None) -> dict:
         "tolerances": _tolerances(),
         "tolerances_source": _tolerances_source(),
         "test_package": _test_package(),
-        "positions": [attrs.asdict(p) for p in _positions()],
+        "positions": [records.asdict(p) for p in _positions()],
         "divergences": _divergences(),
         "external_data": _external_data_policy(),
         "limits": _limits(),
@@ -134,9 +134,9 @@ def _limits() -> list:
     # A default computed when onnxkit starts (from the machine's memory) is stated as a rule, so the
     # statement does not change from machine to machine; the JSON form also gives this machine's value.
     return [{"limit": f.name, "meaning": docs.get(f.name, ""),
-             "default": "derived from the machine (see meaning)" if isinstance(f.default, attrs.Factory)
+             "default": "derived from the machine (see meaning)" if isinstance(f.default, records.Factory)
              else getattr(DEFAULT_LIMITS, f.name), "value_here": getattr(DEFAULT_LIMITS, f.name)}
-            for f in attrs.fields(Limits)]
+            for f in records.fields(Limits)]
 
 
 def _validation_policy() -> dict:

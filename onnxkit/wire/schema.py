@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import attrs
+from onnxkit import records
 
 #: Wire type of each scalar type (Table 10).
 WIRE_TYPE = {"int32": 0, "int64": 0, "uint64": 0, "enum": 0, "float": 5, "double": 1,
@@ -24,7 +24,7 @@ DEFAULTS = {"int32": 0, "int64": 0, "uint64": 0, "enum": 0, "float": 0.0, "doubl
 MANDATORY, OPTIONAL, REPEATED, ONEOF, DEPRECATED = "mandatory", "optional", "repeated", "oneof", "deprecated"
 
 
-@attrs.define
+@records.define
 class FieldSpec:
     """One row of an Annex B table.
 
@@ -55,19 +55,19 @@ class FieldSpec:
         return self.repeated and self.wire_type != 2
 
 
-@attrs.define
+@records.define
 class MessageSpec:
     """One Annex B message and the IR class it decodes to (dotted name under onnxkit.ir)."""
 
     name: str
     ir_class: str
     fields: list
-    by_tag: dict = attrs.field(factory=dict)
-    by_name: dict = attrs.field(factory=dict)
+    by_tag: dict = records.field(factory=dict)
+    by_name: dict = records.field(factory=dict)
     #: Fields in increasing tag order: the order the writer uses (Clause 12.3.2).
-    write_order: list = attrs.field(factory=list)
+    write_order: list = records.field(factory=list)
 
-    def __attrs_post_init__(self):
+    def __post_init__(self):
         self.by_tag = {f.tag: f for f in self.fields}
         self.by_name = {f.name: f for f in self.fields}
         self.write_order = sorted(self.fields, key=lambda f: f.tag)

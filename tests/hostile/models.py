@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 from onnx import TensorProto as T
 from onnx import helper as h
@@ -21,14 +21,14 @@ F, I64, STR, BOOL, U8 = T.FLOAT, T.INT64, T.STRING, T.BOOL, T.UINT8
 BIG = 1 << 20
 
 
-@attrs.define
+@records.define
 class Case:
     model: bytes
     feeds: dict
     expect: str
     check: Optional[Callable] = None
     #: Limits keywords for the session (defaults: the suite's, see run_case.SUITE_LIMITS)
-    limits: dict = attrs.field(factory=dict)
+    limits: dict = records.field(factory=dict)
 
 
 def vi(name, elem, shape):

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import attrs
+import dataclasses
+
 import numpy as np
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, eq=False)
 class Histogram:
     """Counts of values in ``len(edges) - 1`` equal-width bins."""
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-import attrs
+from onnxkit import records
 
 from ... import ir
 from ...errors import OnnxkitError
@@ -36,7 +36,7 @@ from . import (attention, cast, channel_affine, conv_bn, epilogue, gelu, hardswi
 from .view import GraphView
 
 
-@attrs.frozen
+@records.frozen
 class Pass:
     """One optimizer pass: its ``name`` (``session.disable_passes``), the lowest ``level`` that runs
     it, what it works on (``"graph"``: ``run(view) -> count`` on the :class:`GraphView`; ``"plan"``:
@@ -73,7 +73,7 @@ PASSES = (
 PASS_NAMES = tuple(p.name for p in PASSES)
 
 
-@attrs.frozen
+@records.frozen
 class Optimized:
     """The result of :func:`optimize`: the model to plan, what each pass rewrote, and the IR < 4
     graph inputs whose initializers were read as constants (feeding one of those must run the

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from .patterns import conv_parameters, fold_into_conv, inference_batch_norm
@@ -94,7 +94,7 @@ def _fold(view: GraphView, node, s: np.ndarray, t: np.ndarray, dtype, out: str) 
     scale, bias = (view.read_constant(n).astype(np.float64) for n in node.input[1:3])
     inputs = [node.input[0], view.add_constant(node.input[1], (scale * s).astype(dtype), tag),
               view.add_constant(node.input[2], (bias * s + t).astype(dtype), tag), *node.input[3:]]
-    view.replace(node, attrs.evolve(node, input=inputs, output=[out]))
+    view.replace(node, records.evolve(node, input=inputs, output=[out]))
 
 
 def _affine(view: GraphView, match) -> Optional[tuple]:

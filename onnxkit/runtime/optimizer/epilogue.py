@@ -41,7 +41,7 @@ steps go, a few percent warm.
 
 from __future__ import annotations
 
-import attrs
+from onnxkit import records
 
 from ..budget import current_budget
 from ..kernel import traits_of
@@ -121,7 +121,7 @@ def fuse(steps: list, keep) -> tuple:
         inputs = list(p.inputs) + [""] * max(0, pad - len(p.inputs)) + extra
         name = gone[-1].outputs[0]
         # where the last consumer was: Add's other operand is there by then
-        out[at[id(gone[-1])]] = Step(fused, inputs, [name], attrs.evolve(p.node, output=[name]), p.scope)
+        out[at[id(gone[-1])]] = Step(fused, inputs, [name], records.evolve(p.node, output=[name]), p.scope)
         removed.update([i] + [at[id(g)] for g in gone[:-1]])
         taken.update(id(g) for g in gone)
         count += len(gone)

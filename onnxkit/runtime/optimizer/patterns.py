@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from ...dtypes import ELEMENT_TYPES
@@ -86,4 +86,4 @@ def fold_into_conv(view: GraphView, conv, scale: np.ndarray, bias: Callable, out
     w2 = w.astype(np.float64) * scale.reshape((-1,) + (1,) * (w.ndim - 1))
     inputs = [conv.input[0], view.add_constant(w_name, w2.astype(w.dtype), tag),
               view.add_constant(b_name or f"{out}_bias", bias(b).astype(w.dtype), tag)]
-    view.replace(conv, attrs.evolve(conv, input=inputs, output=[out]))
+    view.replace(conv, records.evolve(conv, input=inputs, output=[out]))

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from ... import ir
@@ -80,7 +80,7 @@ MOVES = {"Reshape": 5, "Transpose": 1, "Flatten": 9, "Squeeze": 1, "Unsqueeze": 
          "MaxPool": 12, "Relu": 14}
 
 
-@attrs.frozen
+@records.frozen
 class Quant:
     """One quantization: the 8-bit (or int32 bias) value ``q`` and the names and constant values
     of its ``scale`` and ``zero`` point; ``axis`` the normalized per-channel axis (None: per
@@ -369,7 +369,7 @@ def _drop_pair(view: GraphView, match) -> None:
         return
     view.read_constant(x.scale)
     view.read_constant(x.zero)
-    view.replace_pattern(match.nodes, attrs.evolve(node, input=[x.q] + list(node.input[1:]), output=[match.output]))
+    view.replace_pattern(match.nodes, records.evolve(node, input=[x.q] + list(node.input[1:]), output=[match.output]))
     _drop_unread(view, [x])
 
 

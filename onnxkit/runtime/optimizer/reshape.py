@@ -10,7 +10,7 @@ Reshape's output must be read by the second alone; needs Reshape-5 or later (sha
 
 from __future__ import annotations
 
-import attrs
+from onnxkit import records
 
 from .rules import Rule, Var, op, rules_pass
 from .view import GraphView
@@ -25,7 +25,7 @@ def _independent_of_its_input(view: GraphView, match) -> bool:
 def _collapse(view: GraphView, match) -> None:
     second = match["second"]
     view.read_constant(second.input[1])
-    view.replace(second, attrs.evolve(second, input=[match["x"], second.input[1]]))
+    view.replace(second, records.evolve(second, input=[match["x"], second.input[1]]))
     view.remove(match["first"])
 
 

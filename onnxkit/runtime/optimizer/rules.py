@@ -40,7 +40,7 @@ from __future__ import annotations
 from itertools import product as _combinations
 from typing import Callable, Iterator, Optional
 
-import attrs
+from onnxkit import records
 
 from ... import ir
 from ...registry import normalize_domain
@@ -72,14 +72,14 @@ class Pattern:
         return Op("Div", (self, _lift(other)))
 
 
-@attrs.frozen(eq=False)
+@records.frozen(eq=False)
 class Var(Pattern):
     """Any value; where the name recurs, the same value."""
 
     name: str
 
 
-@attrs.frozen(eq=False)
+@records.frozen(eq=False)
 class Const(Pattern):
     """A one-element floating-point constant: equal to ``value`` within :data:`SCALAR_RTOL`, or
     (``value`` None) any, its value (as a factor: ``1/c`` for a divisor) bound to ``bind``."""
@@ -93,14 +93,14 @@ def Scalar(name: str) -> Const:  # noqa: N802 (a pattern constructor, as Var and
     return Const(None, name)
 
 
-@attrs.frozen(eq=False)
+@records.frozen(eq=False)
 class AnyOf(Pattern):
     """The first of ``alternatives`` that matches (in order)."""
 
     alternatives: tuple
 
 
-@attrs.frozen(eq=False)
+@records.frozen(eq=False)
 class Op(Pattern):
     """An ai.onnx ``op_type`` node whose inputs match ``operands`` (in order; any order and
     grouping for :data:`AC_OPS`); ``check(view, node)`` for its attributes; ``bind``: a name
@@ -140,7 +140,7 @@ class _Ops:
 op = _Ops()
 
 
-@attrs.frozen
+@records.frozen
 class Match:
     """A match of a rule: ``root`` (the node computing the result), ``nodes`` (every node
     matched, root included), ``bindings`` (:class:`Var` names -> value names, :class:`Scalar`
@@ -162,7 +162,7 @@ class Match:
         return self.root.output[0]
 
 
-@attrs.frozen
+@records.frozen
 class Rule:
     """``pattern`` (its root an :class:`Op`), ``condition(view, match) -> bool`` (or None),
     ``rewrite(view, match)``, and the :class:`Var` whose shape every matched constant must keep
@@ -188,7 +188,7 @@ class Rule:
         return None
 
 
-@attrs.define
+@records.define
 class _State:
     bindings: dict
     nodes: dict

@@ -40,7 +40,7 @@ import threading
 from collections import OrderedDict
 from typing import Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from ... import ir
@@ -173,9 +173,9 @@ class Specializer:
         for k, vi in enumerate(g.input):
             s = sig[k] if k < len(sig) else None
             if s is not None:
-                vi = attrs.evolve(vi, type=ir.TensorType(elem_type=from_numpy_dtype(s[0]).tag, shape=ir.Shape.of(s[1])))
+                vi = records.evolve(vi, type=ir.TensorType(elem_type=from_numpy_dtype(s[0]).tag, shape=ir.Shape.of(s[1])))
             inputs.append(vi)
-        model = attrs.evolve(self.model, graph=attrs.evolve(g, input=inputs + list(typed)))
+        model = records.evolve(self.model, graph=records.evolve(g, input=inputs + list(typed)))
         try:
             found = infer_model(model, self.registry).types
         except (OnnxkitError, ValueError, TypeError, KeyError, IndexError):  # untypable: nothing is specialized
@@ -206,9 +206,9 @@ class Specializer:
         for s in steps:
             node = s.node
             if list(node.input) != list(s.inputs) or list(node.output) != list(s.outputs):
-                s.node = node = attrs.evolve(node, input=list(s.inputs), output=list(s.outputs))
+                s.node = node = records.evolve(node, input=list(s.inputs), output=list(s.outputs))
             nodes.append(node)
-        graph = attrs.evolve(g, node=nodes, initializer=inits, sparse_initializer=[], value_info=[])
+        graph = records.evolve(g, node=nodes, initializer=inits, sparse_initializer=[], value_info=[])
         types = self._infer(graph, sig, typed)
         return (types, graph) if types else None
 

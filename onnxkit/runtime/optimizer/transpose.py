@@ -10,7 +10,7 @@ Transpose produces it; an identity pair there is left alone).
 
 from __future__ import annotations
 
-import attrs
+from onnxkit import records
 
 from .rules import Rule, Var, op, rules_pass
 from .view import GraphView
@@ -37,8 +37,8 @@ def _merge(view: GraphView, match) -> None:
     if r == list(range(len(r))):
         view.bypass(second, x)
     else:
-        view.replace(second, attrs.evolve(second, input=[x], attribute=[
-            attrs.evolve(a, value=r) if a.name == "perm" else a for a in second.attribute]))
+        view.replace(second, records.evolve(second, input=[x], attribute=[
+            records.evolve(a, value=r) if a.name == "perm" else a for a in second.attribute]))
     view.remove(first)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import attrs
+from onnxkit import records
 import numpy as np
 
 from ... import ir
@@ -52,15 +52,15 @@ def _undeclared_graph(g: ir.Graph, top: bool) -> ir.Graph:
     nodes = []
     for n in g.node:
         if any(a.type in GRAPH_TYPES and a.value is not None for a in n.attribute):
-            n = attrs.evolve(n, attribute=[
-                attrs.evolve(a, value=[_undeclared_graph(s, False) for s in a.value] if isinstance(a.value, list)
+            n = records.evolve(n, attribute=[
+                records.evolve(a, value=[_undeclared_graph(s, False) for s in a.value] if isinstance(a.value, list)
                              else _undeclared_graph(a.value, False))
                 if a.type in GRAPH_TYPES and a.value is not None else a for a in n.attribute])
         nodes.append(n)
     untyped = {vi.name for vi in g.input if vi.type is None}
-    inputs = list(g.input) if top else [attrs.evolve(vi, type=None) for vi in g.input]
-    return attrs.evolve(g, node=nodes, value_info=[], input=inputs,
-                        output=[attrs.evolve(vi, type=None) for vi in g.output],
+    inputs = list(g.input) if top else [records.evolve(vi, type=None) for vi in g.input]
+    return records.evolve(g, node=nodes, value_info=[], input=inputs,
+                        output=[records.evolve(vi, type=None) for vi in g.output],
                         initializer=[t for t in g.initializer if t.name not in untyped])
 
 
@@ -70,8 +70,8 @@ def undeclared(model: ir.Model) -> ir.Model:
     Inference on it gives facts derived from the checked input types and the constants alone:
     a declaration inference did not confirm is never taken for one (a Reshape output declared
     rank 2 that is rank 3 at run time)."""
-    functions = [attrs.evolve(f, value_info=[]) for f in model.functions]
-    return attrs.evolve(model, graph=_undeclared_graph(model.graph, True), functions=functions)
+    functions = [records.evolve(f, value_info=[]) for f in model.functions]
+    return records.evolve(model, graph=_undeclared_graph(model.graph, True), functions=functions)
 
 
 class GraphView:
@@ -86,7 +86,7 @@ class GraphView:
         self.registry = registry
         self._types: Optional[dict] = types
         self.opsets = {normalize_domain(o.domain): int(o.version) for o in model.opset_import}
-        self.node = [attrs.evolve(n, input=list(n.input), output=list(n.output)) for n in g.node]
+        self.node = [records.evolve(n, input=list(n.input), output=list(n.output)) for n in g.node]
         self.initializer = list(g.initializer)
         self.value_info = list(g.value_info)
         self.graph = g
@@ -246,8 +246,8 @@ class GraphView:
         inits = [t for t in self.initializer if t.name in live or t.name in self.input_names]
         defined |= {t.name for t in inits}
         value_info = [vi for vi in self.value_info if vi.name in defined]
-        graph = attrs.evolve(self.graph, node=self.node, initializer=inits, value_info=value_info,
+        graph = records.evolve(self.graph, node=self.node, initializer=inits, value_info=value_info,
                              input=list(self.graph.input) + list(self.extra_inputs))
         opsets = list(self.model.opset_import) + [ir.OperatorSetId(domain=d, version=v)
                                                   for d, v in sorted(self.new_opsets.items())]
-        return attrs.evolve(self.model, graph=graph, opset_import=opsets)
+        return records.evolve(self.model, graph=graph, opset_import=opsets)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import attrs
+from onnxkit.plugin import records
 
 from onnxkit.plugin import OperatorSet
 
@@ -41,7 +41,7 @@ def definitions() -> dict:
     under this domain."""
     from .schemas import schema_data
 
-    return {op: attrs.evolve(schema_data().definition(("", op, v)), domain=FUSED_DOMAIN, since_version=1)
+    return {op: records.evolve(schema_data().definition(("", op, v)), domain=FUSED_DOMAIN, since_version=1)
             for op, v in SAME_AS.items()}
 
 
@@ -54,7 +54,7 @@ def definitions_v2() -> dict:
 
     base = schema_data().definition(("", "Attention", ATTENTION_BASE))
     extra = AttributeDef(name="nan_to_zero", type=AttributeType.INT, required=False, default_value=0)
-    attention = attrs.evolve(base, domain=FUSED_DOMAIN, since_version=2,
+    attention = records.evolve(base, domain=FUSED_DOMAIN, since_version=2,
                              attributes=dict(base.attributes, nan_to_zero=extra))
     return dict(definitions(), Attention=attention)
 

@@ -182,14 +182,14 @@ def test_comparison_detects_a_difference():
     conv = next(d for d in dd.definitions() if d.key == ("", "Conv", 11))
     onnx_relu, onnx_conv = onnx.defs.get_schema("Relu", 14), onnx.defs.get_schema("Conv", 11)
     assert compare_definition(relu, onnx_relu) == []
-    import attrs
+    from onnxkit import records
 
-    assert compare_definition(attrs.evolve(relu, deprecated=True), onnx_relu)
-    assert compare_definition(attrs.evolve(relu, type_constraints=()), onnx_relu)
-    assert compare_definition(attrs.evolve(relu, function_bodies=()), onnx_relu)
+    assert compare_definition(records.evolve(relu, deprecated=True), onnx_relu)
+    assert compare_definition(records.evolve(relu, type_constraints=()), onnx_relu)
+    assert compare_definition(records.evolve(relu, function_bodies=()), onnx_relu)
     wrong = dict(conv.attributes)
-    wrong["auto_pad"] = attrs.evolve(wrong["auto_pad"], default_value=b"VALID")
-    assert compare_definition(attrs.evolve(conv, attributes=wrong), onnx_conv)
+    wrong["auto_pad"] = records.evolve(wrong["auto_pad"], default_value=b"VALID")
+    assert compare_definition(records.evolve(conv, attributes=wrong), onnx_conv)
 
 
 def test_attribute_defaults_are_typed_values():

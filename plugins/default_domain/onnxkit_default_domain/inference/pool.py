@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import attrs
+from onnxkit.plugin import records
 
 from onnxkit.plugin.inference import INT64, dims_of, elem_of, shape_input, tensor
 
@@ -46,7 +46,7 @@ def attr_text(ctx, name: str, default: str) -> str:
     return v.decode("utf-8", "surrogateescape") if isinstance(v, (bytes, bytearray)) else str(v)
 
 
-@attrs.frozen
+@records.frozen
 class PoolAttrs:
     """The sliding-window attributes of one pool node, checked: every list has one value per
     spatial axis (``pads`` two), kernel, strides and dilations positive."""

@@ -112,3 +112,22 @@ def test_the_view_keeps_its_index_current_through_a_pass():
     session = onnxkit.InferenceSession(model)
     x = np.array([-1.0, 2.0], np.float32)
     assert session.run(None, {"x": x})[0].tolist() == [0.0, 2.0]
+
+
+def test_view_constants_are_converted_once_per_tensor_and_read_only():
+    """GraphView.constant converts each tensor once (rules ask for the same constants many times):
+    two Constant nodes' unnamed tensors keep their own values, an initializer its own, and the
+    shared arrays refuse writes."""
+    a = helper.make_node("Constant", [], ["a"], value=helper.make_tensor("", TP.FLOAT, [2], [1.0, 2.0]))
+    b = helper.make_node("Constant", [], ["b"], value=helper.make_tensor("", TP.FLOAT, [2], [3.0, 4.0]))
+    add = helper.make_node("Add", ["a", "b"], ["s"])
+    mul = helper.make_node("Mul", ["s", "w"], ["y"])
+    g = helper.make_graph([a, b, add, mul], "g", [], [helper.make_tensor_value_info("y", TP.FLOAT, [2])],
+                          [helper.make_tensor("w", TP.FLOAT, [2], [5.0, 6.0])])
+    view = GraphView(onnxkit.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()))
+    for _ in range(2):
+        assert view.constant("a").tolist() == [1.0, 2.0] and view.constant("b").tolist() == [3.0, 4.0]
+        assert view.constant("w").tolist() == [5.0, 6.0] and view.constant("s") is None
+    assert view.constant("w") is view.constant("w")
+    with pytest.raises(ValueError):
+        view.constant("a")[0] = 9.0

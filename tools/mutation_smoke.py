@@ -386,6 +386,10 @@ MUTANTS = (
            "                if scope is not self._top:\n                    self.declared_names = None\n                elif",
            "                if",
            ("tests/inference/test_declarations_used.py",)),
+    Mutant("view-constant-cache-by-name", "onnxkit/runtime/optimizer/view.py",
+           "        hit = self._arrays.get(id(t))\n        if hit is not None and hit[0] is t:",
+           "        hit = self._arrays.get(t.name)\n        if hit is not None:",
+           ("tests/test_opt_usedef.py",)),
     # issue 32 item 1: records (onnxkit.records) instead of attrs
     Mutant("record-eq-ignores-custom", "onnxkit/records.py",
            "    return {' and '.join(terms + custom) or 'True'}",

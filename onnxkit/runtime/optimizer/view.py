@@ -103,6 +103,7 @@ class GraphView:
         self.names = inputs | {t.name for t in g.initializer} | {o for n in g.node for o in n.output if o}
         self.new_opsets: dict = {}  # domain -> version a rewrite's node needs imported
         self._fresh = 0
+        self._arrays: dict = {}  # id(tensor) -> (tensor, its array): :meth:`_array`
         #: the use-def links of :attr:`node` (:mod:`onnxkit.runtime.usedef`), kept current by every edit below
         self.index = node_index(self.node, [vi.name for vi in g.output])
         #: the names read by name: graph outputs and names read inside a subgraph (never removed or renamed)
@@ -165,16 +166,29 @@ class GraphView:
         or a Constant node's ``value``), else None."""
         t = self.inits.get(name)
         if t is not None:
-            return t.numpy()
+            return self._array(t)
         node = self.index.producer(name)
         if not is_default(node):
             return None
         if node.op_type == "Constant":
             value = node.attr("value")
-            return value.numpy() if isinstance(value, ir.Tensor) else None
+            return self._array(value) if isinstance(value, ir.Tensor) else None
         if node.op_type == "ConstantOfShape" and len(node.input) == 1 and node.input[0] in self.inits:
-            return _filled(self.inits[node.input[0]].numpy(), node.attr("value"))
+            return _filled(self._array(self.inits[node.input[0]]), node.attr("value"))
         return None
+
+    def _array(self, t: ir.Tensor) -> np.ndarray:
+        """``t.numpy()``, converted once per tensor object (rules ask for the same constants many
+        times while matching); read-only, since every caller shares it."""
+        hit = self._arrays.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        a = t.numpy()
+        if a.flags.writeable:
+            a = a.view()
+            a.flags.writeable = False
+        self._arrays[id(t)] = (t, a)
+        return a
 
     def read_constant(self, name: str) -> Optional[np.ndarray]:
         """:meth:`constant`, noting each IR < 4 input whose initializer is thereby consumed

@@ -278,14 +278,17 @@ class Registry:
         if self._trace:
             print(f"[onnxkit trace] FAULT {plugin} {hook}: {message}", file=sys.stderr)
 
-    def _claim(self, table: dict, key, value, plugin: str, hook: str, what: str, owner_key=None) -> None:
+    def _claim(self, table: dict, key, value, plugin: str, hook: str, what, owner_key=None) -> None:
         """Put ``value`` under ``key`` in ``table`` unless a plugin already did; record its owner.
 
         The owner is recorded under ``(hook, owner_key)`` (default ``key``): kernels pass
         ``(backend, key)``, because one (domain, op_type, since_version) has a kernel per backend.
+        ``what`` names the entry in a fault: a string, or a function making it (called only then:
+        a registry claims some 1,800 entries).
         """
         owner_key = key if owner_key is None else owner_key
         if key in table:
+            what = what() if callable(what) else what
             self._fault(plugin, hook, f"{what} is already provided by plugin {self.owner[(hook, owner_key)]!r}; ignored")
             return
         table[key] = value
@@ -311,7 +314,7 @@ class Registry:
                             "onnxkit_opaque_types", f"opaque type {t.domain}::{t.name}")
         for plugin, result in self._call("onnxkit_inference_functions"):
             for key, fn in _triples(result, plugin, "onnxkit_inference_functions", self):
-                self._claim(self.inference, key, fn, plugin, "onnxkit_inference_functions", f"inference function for {_fmt(key)}")
+                self._claim(self.inference, key, fn, plugin, "onnxkit_inference_functions", lambda: f"inference function for {_fmt(key)}")
         for plugin, result in self._call("onnxkit_backends"):
             for b in _iterable(result, plugin, "onnxkit_backends", self):
                 if not isinstance(getattr(b, "name", None), str) or not b.name:
@@ -320,13 +323,12 @@ class Registry:
                 self._claim(self.backends, b.name, b, plugin, "onnxkit_backends", f"backend {b.name!r}")
         for plugin, result in self._call("onnxkit_portable_kernels"):
             for key, kernel in _triples(result, plugin, "onnxkit_portable_kernels", self):
-                self._claim(self.portable, key, kernel, plugin, "onnxkit_portable_kernels",
-                            f"portable kernel for {_fmt(key)}")
+                self._claim(self.portable, key, kernel, plugin, "onnxkit_portable_kernels", lambda: f"portable kernel for {_fmt(key)}")
         for backend in list(self.backends):
             table = self.kernels.setdefault(backend, {})
             for plugin, result in self._call("onnxkit_kernels", backend=backend):
                 for key, kernel in _triples(result, plugin, "onnxkit_kernels", self):
-                    self._claim(table, key, kernel, plugin, "onnxkit_kernels", f"{backend} kernel for {_fmt(key)}",
+                    self._claim(table, key, kernel, plugin, "onnxkit_kernels", lambda: f"{backend} kernel for {_fmt(key)}",
                                 owner_key=(backend, key))
             b = self.backends[backend]
             if getattr(b, "namespace", None) is None:

@@ -33,8 +33,11 @@ from onnxkit import records
 
 from .ir.attribute import Attribute, AttributeType
 
-#: The format tag :func:`load_schema_data` accepts.
-DATA_FORMAT = "onnxkit-schemas/1"
+#: The format tag the plugins' generators write (:func:`encode_schema_document`).
+DATA_FORMAT = "onnxkit-schemas/2"
+#: Every format tag :func:`load_schema_data` reads: /1 is one JSON document; /2 a header line
+#: listing the keys, then one definition per line (decoded when looked up).
+DATA_FORMATS = ("onnxkit-schemas/1", DATA_FORMAT)
 
 #: ``max_input`` / ``max_output`` of a definition whose last parameter is variadic.
 UNBOUNDED = 2**31 - 1
@@ -379,8 +382,15 @@ class SchemaData:
     A definition's :class:`OpSchema` is built from its row when first asked for
     (:meth:`definition`, an operator set's lookup); ``definitions`` builds them all."""
 
-    def __init__(self, rows: list, versions: Mapping, source: str = ""):
-        self._rows = {(e["domain"], e["name"], int(e["since_version"])): e for e in rows}
+    def __init__(self, rows: list, versions: Mapping, source: str = "", keys: Optional[list] = None):
+        """``rows``: the definitions' records (dicts), or, with ``keys``, their JSON texts in
+        the keys' order (each decoded when its definition is first asked for)."""
+        if keys is None:
+            self._rows = {(e["domain"], e["name"], int(e["since_version"])): e for e in rows}
+        else:
+            if len(keys) != len(rows):
+                raise ValueError(f"schema data lists {len(keys)} keys but holds {len(rows)} definitions")
+            self._rows = {(d, n, int(v)): text for (d, n, v), text in zip(keys, rows)}
         self._made: dict = {}
         self.keys = tuple(self._rows)
         self.versions = versions
@@ -390,7 +400,8 @@ class SchemaData:
         """The definition of ``(domain, name, since_version)`` (KeyError where the data has none)."""
         made = self._made.get(key)
         if made is None:
-            made = self._made[key] = _definition(self._rows[key])
+            row = self._rows[key]
+            made = self._made[key] = _definition(json.loads(row) if isinstance(row, (bytes, str)) else row)
         return made
 
     @property
@@ -412,9 +423,9 @@ def packaged_schema_data(package: str, filename: str = "schemas_data.json.gz") -
 
 
 def load_schema_data(data: bytes) -> SchemaData:
-    """Decode the gzip'd JSON written by the plugins' ``tools/generate_schemas.py``.
+    """Decode the gzip'd schema data written by the plugins' ``tools/generate_schemas.py``.
 
-    Layout (``format`` = :data:`DATA_FORMAT`)::
+    The document (``format`` one of :data:`DATA_FORMATS`)::
 
         {"format": ..., "source": "onnx 1.23.2", "domains": {"": [1, 28], ...},
          "definitions": [{"domain", "name", "since_version", "deprecated", "support_level",
@@ -426,15 +437,58 @@ def load_schema_data(data: bytes) -> SchemaData:
                           "has_context_dependent_function", "context_dependent_function_versions"}]}
 
     Attribute defaults are plain JSON: numbers, latin-1 strings for STRING octets, lists,
-    and ``{"message": "TensorProto", "b64": ...}`` for message-valued ones.
+    and ``{"message": "TensorProto", "b64": ...}`` for message-valued ones.  Format /1 is this
+    document as one JSON text; /2 (:func:`encode_schema_document`) is a header line (the document
+    without ``definitions``, plus ``keys``: each definition's ``[domain, name, since_version]``)
+    and then each definition's JSON on a line of its own, so a process decodes only the
+    definitions it looks up.
     """
+    doc, lines = _document(data)
+    if doc.get("format") not in DATA_FORMATS:
+        raise ValueError(f"schema data has format {doc.get('format')!r}, expected one of {DATA_FORMATS}")
+    versions = {d: (int(r[0]), int(r[1])) for d, r in doc["domains"].items()}
+    if lines is not None:
+        return SchemaData(lines, versions, doc.get("source", ""), keys=doc["keys"])
+    return SchemaData(doc["definitions"], versions, doc.get("source", ""))
+
+
+def _document(data: bytes) -> tuple:
+    """``(document, definition lines)``: format /2's header and its undecoded lines, or a format
+    /1 document whole and None."""
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
-    doc = json.loads(data)
-    if doc.get("format") != DATA_FORMAT:
-        raise ValueError(f"schema data has format {doc.get('format')!r}, expected {DATA_FORMAT!r}")
-    versions = {d: (int(r[0]), int(r[1])) for d, r in doc["domains"].items()}
-    return SchemaData(doc["definitions"], versions, doc.get("source", ""))
+    first, _, rest = data.partition(b"\n")
+    try:
+        doc = json.loads(first)
+    except ValueError:  # /1 written over several lines
+        return json.loads(data), None
+    if not isinstance(doc, dict) or "keys" not in doc:
+        return (doc if not rest.strip() else json.loads(data)), None
+    lines = rest.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    return doc, lines
+
+
+def encode_schema_document(doc: dict) -> bytes:
+    """The format /2 text of a schema document (uncompressed; the generators gzip it): the
+    header line, then one compact ASCII JSON line per definition, in the document's order."""
+    header = {k: v for k, v in doc.items() if k != "definitions"}
+    header["format"] = DATA_FORMAT
+    header["keys"] = [[e["domain"], e["name"], int(e["since_version"])] for e in doc["definitions"]]
+    lines = [json.dumps(header, separators=(",", ":"), ensure_ascii=True)]
+    lines += [json.dumps(e, separators=(",", ":"), ensure_ascii=True) for e in doc["definitions"]]
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def decode_schema_document(data: bytes) -> dict:
+    """The whole document of schema data in either format, definitions decoded (what a
+    generator's staleness test compares with what it would write)."""
+    doc, lines = _document(data)
+    if lines is not None:
+        doc = {k: v for k, v in doc.items() if k != "keys"}
+        doc["definitions"] = [json.loads(line) for line in lines]
+    return doc
 
 
 #: equal tuples of type strings and equal formal parameters, shared between the definitions built

@@ -8,7 +8,6 @@ every operator set's inventory with ``onnx.defs.get_schema(name, version, domain
 from __future__ import annotations
 
 from importlib import resources
-import gzip
 import importlib.util
 import json
 import math
@@ -22,7 +21,7 @@ import onnx.helper
 import pytest
 
 from onnxkit.ir import AttributeType
-from onnxkit.schema import UNBOUNDED, OperatorSet, OpSchema, load_schema_data
+from onnxkit.schema import UNBOUNDED, OperatorSet, OpSchema, decode_schema_document, load_schema_data
 from onnxkit_default_domain import schemas as dd
 
 DOMAINS = ("", "ai.onnx.preview.training", "ai.onnx.preview")
@@ -324,7 +323,7 @@ def _generator_common():
 
 def test_data_file_is_up_to_date():
     raw = (resources.files("onnxkit_default_domain") / "schemas_data.json.gz").read_bytes()
-    assert json.loads(gzip.decompress(raw)) == _generator_common().build_document(list(DOMAINS)), \
+    assert decode_schema_document(raw) == _generator_common().build_document(list(DOMAINS)), \
         "schemas_data.json.gz is stale: run plugins/default_domain/tools/generate_schemas.py"
 
 
@@ -375,3 +374,30 @@ def test_runtime_does_not_import_onnx():
             "assert not bad, bad\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_schema_data_format_2_decodes_only_what_is_looked_up_and_format_1_still_reads():
+    """Format /2 (a header line of keys, a definition per line) is what the generator writes; a
+    definition's line is decoded when it is first looked up.  A plugin's data in format /1 (one
+    JSON document, as earlier generators wrote it, compact or pretty) reads the same."""
+    from onnxkit.schema import DATA_FORMAT, encode_schema_document
+
+    raw = (resources.files("onnxkit_default_domain") / "schemas_data.json.gz").read_bytes()
+    doc = decode_schema_document(raw)
+    assert doc["format"] == DATA_FORMAT == "onnxkit-schemas/2" and len(doc["definitions"]) == 634
+    data = load_schema_data(raw)
+    assert all(isinstance(row, bytes) for row in data._rows.values())
+    conv = data.definition(("", "Conv", 22))
+    assert isinstance(data._rows[("", "Conv", 22)], bytes) and conv.name == "Conv" and len(data._made) == 1
+    assert encode_schema_document(doc).count(b"\n") == 635
+    old = dict(doc, format="onnxkit-schemas/1")
+    for text in (json.dumps(old), json.dumps(old, indent=1)):
+        one = load_schema_data(text.encode())
+        assert one.keys == data.keys and one.versions == data.versions
+        assert one.definition(("", "Conv", 22)).inputs == conv.inputs
+        assert decode_schema_document(text.encode()) == old
+    with pytest.raises(ValueError, match="format 'onnxkit-schemas/9'"):
+        load_schema_data(json.dumps(dict(old, format="onnxkit-schemas/9")).encode())
+    header, _, rest = encode_schema_document(doc).partition(b"\n")
+    with pytest.raises(ValueError, match="lists 634 keys but holds 633"):
+        load_schema_data(header + b"\n" + rest.split(b"\n", 1)[1])

@@ -25,7 +25,9 @@ import onnx
 import onnx.defs
 from onnx import AttributeProto
 
-FORMAT = "onnxkit-schemas/1"
+from onnxkit.schema import encode_schema_document
+
+FORMAT = "onnxkit-schemas/2"
 
 _OPTION = {"Single": "single", "Optional": "optional", "Variadic": "variadic"}
 
@@ -170,8 +172,9 @@ def build_document(domains) -> dict:
 
 
 def write_document(doc: dict, path: str) -> None:
-    """Write gzip'd compact JSON, reproducibly (no timestamp in the gzip header)."""
-    raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    """Write the document gzip'd in format /2 (:func:`onnxkit.schema.encode_schema_document`: a
+    header line, then one definition per line), reproducibly (no timestamp in the gzip header)."""
+    raw = encode_schema_document(doc)
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
         f.write(gzip.compress(raw, compresslevel=9, mtime=0))

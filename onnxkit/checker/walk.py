@@ -14,20 +14,42 @@ once, so a graph that is its own subgraph (an IR built in Python; the graph chec
 
 from __future__ import annotations
 
+import numpy as np
+
 from onnxkit import records
 
 from .. import ir
+from ..locations import Location
 from .context import function_label, graph_label, node_label, q
 
 _SKIP = frozenset({"_wire", "_outer_wire", "base_dir", "external_options", "_decoded"})
+#: defaults of fields that hold scalars or arrays, never an IR object
+_SCALAR_DEFAULTS = (str, bytes, int, float, np.ndarray)
 _FIELDS: dict = {}
 
 
 def _fields(cls):
+    """The fields of record class ``cls`` that may hold IR objects (an optional message, a list)."""
     f = _FIELDS.get(cls)
     if f is None:
-        f = _FIELDS[cls] = tuple(a.name for a in records.fields(cls) if a.name not in _SKIP) if records.has(cls) else ()
+        f = _FIELDS[cls] = tuple(a.name for a in records.fields(cls) if a.name not in _SKIP
+                                 and not isinstance(a.default, _SCALAR_DEFAULTS)) if records.has(cls) else ()
     return f
+
+
+class _WalkLocation(Location):
+    """A walk's location: the segment (:func:`label`) is made only when the location is rendered."""
+
+    __slots__ = ("_args",)
+
+    def __init__(self, parent, *args):
+        self.parent = parent
+        self._args = args
+        self._text = None
+
+    @property
+    def segment(self) -> str:
+        return label(*self._args)
 
 
 def label(parent, field: str, index, obj) -> str:
@@ -93,7 +115,10 @@ def _is_ir(cls) -> bool:
 
 
 def walk(root, root_location: str = "") -> list:
-    """Every IR object under ``root`` as ``(obj, location, parent, field)``, depth-first in field order."""
+    """Every IR object under ``root`` as ``(obj, location, parent, field)``, depth-first in field order.
+
+    A location is a :class:`~onnxkit.locations.Location` (rendered when a diagnostic prints it;
+    the root's is ``root_location``)."""
     out = []
     stack = [(root, root_location, None, "")]
     graphs: set = set()
@@ -116,12 +141,9 @@ def walk(root, root_location: str = "") -> list:
                     continue  # a list of scalars (ints, floats, strings): nothing to walk
                 for i, item in enumerate(v):
                     if _is_ir(type(item)):
-                        children.append((item, _join(base, label(obj, name, i, item)), obj, name))
+                        children.append((item, _WalkLocation(base, obj, name, i, item), obj, name))
             elif _is_ir(type(v)):
-                children.append((v, _join(base, label(obj, name, None, v)), obj, name))
+                children.append((v, _WalkLocation(base, obj, name, None, v), obj, name))
         stack.extend(reversed(children))
     return out
 
-
-def _join(a: str, b: str) -> str:
-    return f"{a} / {b}" if a and b else (a or b)

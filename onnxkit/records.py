@@ -152,6 +152,8 @@ def asdict(inst) -> dict:
 
 def _build(cls, is_frozen: bool, eq: bool, repr_: bool):
     own = cls.__dict__
+    if "__slots__" in own:
+        raise TypeError(f"{cls.__qualname__}: a record class declares no __slots__ (the decorator makes them)")
     inherited: dict = {}
     for base in reversed(cls.__mro__[1:]):
         for f in base.__dict__.get("__record_fields__", ()):

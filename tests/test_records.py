@@ -95,6 +95,14 @@ def test_private_field_alias_defaults_to_the_name_without_underscores():
     assert [f.alias for f in records.fields(P)] == ["rng"]
 
 
+def test_own_slots_are_refused_at_definition():
+    with pytest.raises(TypeError, match="declares no __slots__"):
+        @records.define
+        class Slotted:
+            __slots__ = ("a",)
+            a: int
+
+
 def test_required_after_default_is_refused_at_definition():
     with pytest.raises(TypeError, match="without a default follows"):
         @records.define

@@ -16,6 +16,27 @@ from .ir.attribute import AttributeType
 GRAPH_TYPES = (AttributeType.GRAPH, AttributeType.GRAPHS)
 
 
+def subgraphs_of(node) -> list:
+    """The graphs of ``node``'s graph-valued attributes (an If's branches, a Loop's body, ...)."""
+    out = []
+    for a in node.attribute:
+        if a.type in GRAPH_TYPES and a.value is not None:
+            out.extend(a.value if isinstance(a.value, list) else [a.value])
+    return out
+
+
+def names_read_inside(graph, outputs: bool = True) -> set:
+    """Every name read inside ``graph``: by its nodes, in nested subgraphs, and (``outputs``) as its
+    outputs; the names a node holding ``graph`` may read from its scope, counted conservatively
+    (a name the subgraph itself defines is included too)."""
+    into = {vi.name for vi in graph.output} if outputs else set()
+    for inner in graph.node:
+        into.update(n for n in inner.input if n)
+        for sub in subgraphs_of(inner):
+            into |= names_read_inside(sub)
+    return into
+
+
 def schema_defaults(schema) -> dict:
     """``{name: value}`` of every attribute of ``schema`` that has a default (IR value convention)."""
     out = {}

@@ -191,6 +191,7 @@ def _build(cls, is_frozen: bool, eq: bool, repr_: bool):
     if is_frozen:
         ns["__setattr__"] = ns["__delattr__"] = _frozen_setattr
     elif any(f.converter or f.validator for f in all_fields):
+        ns["__record_checked__"] = {f.name: f for f in all_fields if f.converter or f.validator}
         ns["__setattr__"] = _checked_setattr
     ns.setdefault("__getstate__", _getstate)
     ns.setdefault("__setstate__", _setstate)
@@ -294,15 +295,12 @@ def _frozen_setattr(self, name, value=None):
 
 
 def _checked_setattr(self, name, value):
-    for f in type(self).__record_fields__:
-        if f.name == name:
-            if f.converter is not None:
-                value = f.converter(value)
-            object.__setattr__(self, name, value)
-            if f.validator is not None:
-                f.validator(self, f, value)
-            return
+    f = type(self).__record_checked__.get(name)
+    if f is not None and f.converter is not None:
+        value = f.converter(value)
     object.__setattr__(self, name, value)
+    if f is not None and f.validator is not None:
+        f.validator(self, f, value)
 
 
 def _getstate(self) -> tuple:

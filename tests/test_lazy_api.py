@@ -14,15 +14,20 @@ import onnxkit_default_domain.api as api
 UNUSED_BY_DIGITS = ("cast", "indexing", "norm", "quantization", "reduction", "resize", "rnn", "selection")
 
 
-def test_a_session_on_the_example_imports_only_the_families_it_plans():
-    code = ("import sys, numpy as np, onnxkit\n"
-            "s = onnxkit.InferenceSession('examples/digits.onnx')\n"
-            "s.run(None, {'image': np.zeros((1, 1, 8, 8), np.float32)})\n"
-            "print(' '.join(sorted(m for m in sys.modules if m.startswith('onnxkit_default_domain.kernels.'))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+def _after_a_run_of_the_example(code: str) -> str:
+    """What ``code`` prints in a fresh process after one session on the example has run."""
+    prelude = ("import sys, numpy as np, onnxkit\n"
+               "s = onnxkit.InferenceSession('examples/digits.onnx')\n"
+               "s.run(None, {'image': np.zeros((1, 1, 8, 8), np.float32)})\n")
+    out = subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=300,
                          cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
     assert out.returncode == 0, out.stderr[-2000:]
-    loaded = set(out.stdout.split())
+    return out.stdout
+
+
+def test_a_session_on_the_example_imports_only_the_families_it_plans():
+    loaded = set(_after_a_run_of_the_example(
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('onnxkit_default_domain.kernels.'))))").split())
     assert "onnxkit_default_domain.kernels.conv" in loaded  # the cpu Conv override's helpers
     assert not {f"onnxkit_default_domain.kernels.{f}" for f in UNUSED_BY_DIGITS} & loaded, loaded
 
@@ -47,14 +52,9 @@ def test_a_session_imports_no_attrs_and_decodes_few_schema_definitions():
     """The cold-start costs issue 32 removed stay removed: attrs (about 0.6 ms per class) is not
     imported, and of the 634 ai.onnx definitions a session on the example decodes only those its
     operator sets are asked for."""
-    code = ("import sys, numpy as np, onnxkit\n"
-            "s = onnxkit.InferenceSession('examples/digits.onnx')\n"
-            "s.run(None, {'image': np.zeros((1, 1, 8, 8), np.float32)})\n"
-            "from onnxkit.schema import packaged_schema_data\n"
-            "data = packaged_schema_data('onnxkit_default_domain')\n"
-            "print(int('attrs' in sys.modules or 'attr' in sys.modules), len(data._made), len(data.keys))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
-    assert out.returncode == 0, out.stderr[-2000:]
-    attrs_loaded, made, keys = map(int, out.stdout.split())
-    assert attrs_loaded == 0 and keys == 634 and 0 < made < 60, out.stdout
+    printed = _after_a_run_of_the_example(
+        "from onnxkit.schema import packaged_schema_data\n"
+        "data = packaged_schema_data('onnxkit_default_domain')\n"
+        "print(int('attrs' in sys.modules or 'attr' in sys.modules), len(data._made), len(data.keys))")
+    attrs_loaded, made, keys = map(int, printed.split())
+    assert attrs_loaded == 0 and keys == 634 and 0 < made < 60, printed

@@ -26,6 +26,7 @@ from onnxkit import records
 
 from .. import ir
 from ..diagnostics import ERROR, Report
+from ..functions import names_read_inside
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError
 from .engine import CONTRADICTION_SEVERITY, GRAPH_TYPES, Engine, merge_types
 
@@ -56,7 +57,9 @@ class InferenceResult(Report):
         such name takes back its type inferred without the declaration."""
         if not self.declarations_used:
             return self.graph("")
-        if self.declared_names is None or model.graph is None or _read_names(model.graph) & self.declared_names.keys():
+        if self.declared_names is None or model.graph is None:
+            return None
+        if names_read_inside(model.graph, outputs=False) & self.declared_names.keys():
             return None
         return {**self.graph(""), **self.declared_names}
 
@@ -70,18 +73,6 @@ class InferenceResult(Report):
 
     def paths(self) -> list:
         return sorted({p for p, _ in self.types})
-
-
-def _read_names(graph: ir.Graph) -> set:
-    """Every name a node of ``graph`` or of a subgraph within reads."""
-    names: set = set()
-    for node in graph.node:
-        names.update(node.input)
-        for a in node.attribute:
-            for g in (a.value if isinstance(a.value, list) else [a.value]):
-                if isinstance(g, ir.Graph):
-                    names |= _read_names(g)
-    return names
 
 
 def _engine(model: ir.Model, registry) -> Engine:

@@ -227,10 +227,10 @@ class Engine:
         #: not derive: while False, every type equals what inference derives from the top-level
         #: inputs and the constants alone (``undeclared`` of the optimizer's view)
         self.declarations_used = False
-        #: the top-level graph's names whose type a declaration (value_info, a declared output)
-        #: refined or contradicted, with the type inferred without it; None once a declaration counted anywhere else (an input's, a
-        #: subgraph's, a function's), where no such account is kept
-        self.declared_names: Optional[dict] = {}  # name -> the type inferred before the declaration
+        #: ``{name: the type inferred without the declaration}`` of the top-level graph's names whose
+        #: type a declaration (value_info, a declared output) refined or contradicted; None once a
+        #: declaration counted anywhere else (an input's, a subgraph's, a function's)
+        self.declared_names: Optional[dict] = {}
         self._top: Optional[Scope] = None
         size = (len(model.graph.node) if model.graph is not None else 0) + sum(len(f.node) for f in model.functions)
         self.max_expansions = MAX_EXPANSIONS + EXPANSIONS_PER_NODE * size

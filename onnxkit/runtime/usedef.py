@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, NamedTuple, Optional
 
-from ..functions import GRAPH_TYPES
+from ..functions import GRAPH_TYPES, names_read_inside, subgraphs_of
 
 #: the slot of a use inside a subgraph of the item (an outer-scope reference)
 SCOPE = -1
@@ -63,27 +63,6 @@ class Value:
 
     def __repr__(self) -> str:
         return f"Value({self.name!r}, producer={getattr(self.producer, 'op_type', self.producer)!r}, uses={len(self.uses)})"
-
-
-def subgraphs_of(node) -> list:
-    """The graphs of ``node``'s graph-valued attributes (an If's branches, a Loop's body, ...)."""
-    out = []
-    for a in node.attribute:
-        if a.type in GRAPH_TYPES and a.value is not None:
-            out.extend(a.value if isinstance(a.value, list) else [a.value])
-    return out
-
-
-def names_read_inside(graph) -> set:
-    """Every name read inside ``graph`` (by its nodes, as its outputs, in nested subgraphs): the
-    names a node holding ``graph`` may read from its scope, counted conservatively (a name the
-    subgraph itself defines is included too)."""
-    into = {vi.name for vi in graph.output}
-    for inner in graph.node:
-        into.update(n for n in inner.input if n)
-        for sub in subgraphs_of(inner):
-            into |= names_read_inside(sub)
-    return into
 
 
 def node_scope_reads(node) -> list:

@@ -118,5 +118,6 @@ def test_on_real_models_the_checkers_types_are_the_undeclared_ones(corpus, name)
     assert result.declarations_used == (name in ("hf_bert_ts", "rapidocr_rec_v4") + UNSAID)
     types = result.undeclared_types(m)
     assert (types is None) == (name in UNSAID)
+    assert (result.declared_names is None) == (name in UNSAID)  # no account is kept of subgraphs' declarations
     if types is not None:
         assert types == infer_model(undeclared(m)).graph("")

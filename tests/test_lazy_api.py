@@ -49,7 +49,7 @@ def test_an_unpublished_name_is_an_attribute_error_naming_it():
 
 
 def test_a_session_imports_no_attrs_and_decodes_few_schema_definitions():
-    """The cold-start costs issue 32 removed stay removed: attrs (about 0.6 ms per class) is not
+    """The cold-start costs issue 32 removed stay removed: attrs (about 0.5 ms to define a class) is not
     imported, and of the 634 ai.onnx definitions a session on the example decodes only those its
     operator sets are asked for."""
     printed = _after_a_run_of_the_example(

@@ -6,7 +6,8 @@ the per-class cost is part of every fresh process's time to a first result
 default, half with a list factory) per library, the libraries interleaved, and times two things:
 the definition alone, and the definition plus a first instance and one ``==`` (onnxkit.records
 compiles ``__init__`` and ``__eq__`` on first use, so that is its full cost for a class that is
-used).  Prints the median over ``--rounds`` rounds in ms per class and each library over attrs.
+used).  Prints the median over ``--rounds`` rounds in ms per class and each library over attrs, and the
+time ``import attrs`` takes in a fresh process (median of ``--rounds`` processes).
 Run: ``python benchmarks/records.py [--rounds N] [--classes N]``; attrs is optional.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -85,6 +87,11 @@ def main() -> int:
     for name in makers:
         ratio = (f"{results[True][name] / results[True]['attrs']:8.2f}" if "attrs" in makers else "       -")
         print(f"{name:18s} {results[False][name]:10.3f} {results[True][name]:15.3f} {ratio}")
+    if "attrs" in makers:
+        code = "import time; t = time.perf_counter(); import attrs; print(time.perf_counter() - t)"
+        runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+                for _ in range(args.rounds)]
+        print(f"import attrs in a fresh process: {statistics.median(runs) * 1e3:.1f} ms (median of {args.rounds})")
     return 0
 
 

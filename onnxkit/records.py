@@ -3,7 +3,7 @@
 onnxkit's IR, options, schemas and plan bookkeeping are records.  They were attrs classes; this
 module replaces attrs because of what a class costs at import: a session's import path defines
 about 85, attrs takes about 0.5 ms to define one (dataclasses 0.34 ms), and ``import attrs``
-itself takes about 14 ms.  Defining a record costs 0.03 ms; its methods are compiled when first used, so
+itself takes about 15 ms.  Defining a record costs 0.03 ms; its methods are compiled when first used, so
 a class that is instantiated and compared costs 0.19 ms in all (``benchmarks/records.py``).
 
 The spelling follows attrs, so that attrs users read it at once:

@@ -1,9 +1,19 @@
-"""The one timing helper the benchmark scripts share."""
+"""The one timing helper the benchmark scripts share.
+
+Importing it sets ``ONNXKIT_FIRST_RUN=warm`` unless the environment chose a policy: the scripts
+that import it time steady-state runs, so their sessions take their warm bodies (onnxkit-cpu's
+compiled loops) from the first run instead of running the cold plan until its runs have spent
+numba's setup (:mod:`onnxkit.runtime.bodies`).  The first results of a fresh process are what
+``cold_start.py`` times.
+"""
 
 from __future__ import annotations
 
 import gc
+import os
 import time
+
+os.environ.setdefault("ONNXKIT_FIRST_RUN", "warm")
 
 #: a timing starts once the process's other threads used less than this share of a CPU ...
 SETTLE_SHARE = 0.1

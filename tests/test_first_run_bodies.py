@@ -1,12 +1,13 @@
-"""The cold first run (issue 32 item 1): a fresh session's first run takes the bodies that need no
-slow one-time setup, then the session plans again, once, before its second run
+"""The cold plan (issue 32 item 1): a fresh session's first runs take the bodies that need no slow
+one-time setup; the session plans again, once, between two runs, when its runs have spent the
+setup the kernels estimated (``tiered``, the default), or before its second run (``second``)
 (:mod:`onnxkit.runtime.bodies`).  onnxkit-cpu's numba loops are the case in point: the first
-result of a fresh process comes from numpy bodies without numba imported; from the second run
-on, the compiled loops (the same results within their modules' tolerances).
+results of a fresh process come from numpy bodies without numba imported; once promoted, the
+compiled loops (the same results within their modules' tolerances).
 
 What is checked is what ran and what was imported (``sys.modules`` in a fresh subprocess, the
-bodies a plan reports), never a time.  The rest of the suite plans warm (conftest sets
-``ONNXKIT_FIRST_RUN=warm``); these tests choose the policy themselves.
+bodies a plan reports, the record's accounts), never a time.  The rest of the suite plans warm
+(conftest sets ``ONNXKIT_FIRST_RUN=warm``); these tests choose the policy themselves.
 """
 
 from __future__ import annotations
@@ -42,12 +43,20 @@ g = ir.Graph(node=[ir.Node(["x", "w"], ["c"], op_type="Conv", name="conv", attri
 model = ir.Model(ir_version=10, opset_import=[ir.OperatorSetId("", 21)], graph=g)
 s = onnxkit.InferenceSession(model)
 x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
-out = {"after_session": "numba" in sys.modules}
+out, record = {"after_session": "numba" in sys.modules}, s._cold
 first = s.run(None, {"x": x})[0]
 out["after_first"], out["first_bodies"] = "numba" in sys.modules, describe(s.plan)
 second = s.run(None, {"x": x})[0]
 out["after_second"], out["second_bodies"] = "numba" in sys.modules, describe(s.plan)
-out["diff"] = float(np.abs(first.astype(np.float64) - second).max())
+runs = 2
+while s._cold is not None and runs < 200000:  # tiered: until the runs have spent the estimate
+    s.run(None, {"x": x})
+    runs += 1
+out["promoted"], out["bodies"] = s._cold is None, describe(s.plan)
+out["after_promotion"] = "numba" in sys.modules
+if record is not None:
+    out["spent"], out["cost"], out["before"] = record.spent, record.cost, record.spent - record.last
+out["diff"] = float(np.abs(first.astype(np.float64) - s.run(None, {"x": x})[0]).max())
 np.save(sys.argv[2], first)
 print("RESULT " + json.dumps(out))
 '''
@@ -76,23 +85,34 @@ def _body(lines, node="conv (Conv)"):
     return line.rsplit(" -> ", 1)[1]
 
 
-def test_a_fresh_process_answers_first_from_numpy_bodies_then_switches_to_compiled(tmp_path):
+def test_a_fresh_process_answers_from_numpy_bodies_until_its_runs_have_spent_numbas_setup(tmp_path):
     cold, first = _fresh(tmp_path, "plain", None)
     assert cold["after_session"] is False and cold["after_first"] is False   # numba not loaded for the first result
     assert _body(cold["first_bodies"]) == "columns"                         # numpy im2col + BLAS
     # a kernel choosing at planning reports it per node ("planned"), compiled or numpy and why
-    assert _body(cold["first_bodies"], "softmax (Softmax)") == "numpy (first run; compiled from the second)"
+    assert _body(cold["first_bodies"], "softmax (Softmax)") == "numpy (cold plan; compiled later)"
+    assert cold["after_second"] is False and cold["second_bodies"] == cold["first_bodies"]   # a tiny model's runs
+    assert cold["promoted"] is True                                          # ... do reach the estimate
+    assert cold["before"] < cold["cost"] <= cold["spent"]                    # promoted on the first run past it
     if _numba_installed():
-        assert cold["after_second"] is True
-        assert _body(cold["second_bodies"]) in ("planes", "winograd")
-        assert _body(cold["second_bodies"], "softmax (Softmax)") == "compiled (activation)"
+        assert cold["after_promotion"] is True
+        assert _body(cold["bodies"]) in ("planes", "winograd")
+        assert _body(cold["bodies"], "softmax (Softmax)") == "compiled (activation)"
     else:  # nothing to switch to: the numpy bodies stay
-        assert _body(cold["second_bodies"]) == "columns"
+        assert _body(cold["bodies"]) == "columns"
     assert cold["diff"] <= 1e-5                                            # the switch changes no result
     warm, warm_first = _fresh(tmp_path, "plain", "warm")
     np.testing.assert_allclose(first, warm_first, rtol=1e-5, atol=1e-6)
     if _numba_installed():
         assert warm["after_session"] is True and _body(warm["first_bodies"]) in ("planes", "winograd")
+
+
+def test_the_second_policy_promotes_before_the_second_run_whatever_the_cost(tmp_path):
+    out, _ = _fresh(tmp_path, "plain", "second")
+    assert out["after_first"] is False and _body(out["first_bodies"]) == "columns"
+    if _numba_installed():
+        assert out["after_second"] is True and _body(out["second_bodies"]) in ("planes", "winograd")
+    assert out["spent"] < out["cost"]                                      # promoted before the runs spent it
 
 
 @pytest.mark.skipif(not _numba_installed(), reason="needs numba (a process that has it loaded)")
@@ -107,8 +127,8 @@ def test_a_process_that_loaded_numba_plans_compiled_loops_from_the_first_run(tmp
 class _Plugin:
     """A com.example::Twice kernel that defers its 'fast' body on a cold plan."""
 
-    def __init__(self, defers: bool):
-        self.defers, self.prepared = defers, []
+    def __init__(self, defers: bool, cost: float = 0.0):
+        self.defers, self.cost, self.prepared, self.called_cold = defers, cost, [], []
 
     @hookimpl
     def onnxkit_operator_sets(self):
@@ -129,9 +149,13 @@ class _Plugin:
             record = first_run()
             cold = self.defers and record is not None
             if cold:
-                record.defer("fast twice")
+                record.defer("fast twice", cost=self.cost)
             self.prepared.append("slow" if cold else "fast")
-            return lambda x: x * np.float32(2)
+
+            def run(x):
+                self.called_cold.append(first_run() is not None)  # a body chosen per call asks here
+                return x * np.float32(2)
+            return run
         return table if backend == "cpu" else None
 
 
@@ -158,6 +182,66 @@ def test_a_deferring_kernel_is_planned_again_once_before_the_second_run(monkeypa
     for _ in range(3):
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], [2, 4])
     assert plugin.prepared == ["slow", "fast"] and sess.plan is not first_plan
+
+
+@pytest.mark.filterwarnings("ignore::onnxkit.errors.ConformanceWarning")
+def test_a_costly_deferral_keeps_the_cold_plan_until_the_runs_have_spent_it(monkeypatch):
+    monkeypatch.delenv("ONNXKIT_FIRST_RUN", raising=False)
+    plugin = _Plugin(defers=True, cost=3600.0)
+    sess = _twice_session(plugin)
+    cold_plan, record = sess.plan, sess._cold
+    for _ in range(5):
+        np.testing.assert_array_equal(sess.run(None, {"x": np.ones(2, np.float32)})[0], [2, 2])
+    assert plugin.prepared == ["slow"] and sess.plan is cold_plan and sess._cold is record
+    assert 0 < record.spent < record.cost == 3600.0
+    assert plugin.called_cold == [True] * 5                 # every run on the cold plan is a cold one
+    assert sess._specializer is not None and sess._specializer.stats   # specialized after its first run
+    record.spent = 3600.0  # as if the runs had taken that long: promoted before the next one
+    sess.run(None, {"x": np.ones(2, np.float32)})
+    assert plugin.prepared == ["slow", "fast"] and sess._cold is None and sess.plan is not cold_plan
+    assert plugin.called_cold[5:] == [False]
+
+
+@pytest.mark.filterwarnings("ignore::onnxkit.errors.ConformanceWarning")
+def test_the_second_policy_ignores_the_cost(monkeypatch):
+    monkeypatch.setenv("ONNXKIT_FIRST_RUN", "second")
+    plugin = _Plugin(defers=True, cost=3600.0)
+    sess = _twice_session(plugin)
+    sess.run(None, {"x": np.ones(2, np.float32)})
+    assert plugin.prepared == ["slow"]
+    sess.run(None, {"x": np.ones(2, np.float32)})
+    assert plugin.prepared == ["slow", "fast"]
+
+
+def test_the_record_counts_a_shared_setup_once_and_is_due_when_spent():
+    record = FirstRun()
+    assert not record.due()                                    # no run yet
+    record.ran_for(0.01)
+    assert record.due()                                        # nothing deferred: due after the first run
+    record.defer("a", cost=0.1, setup=("compiler", 0.5))
+    record.defer("b", cost=0.2, setup=("compiler", 0.5))
+    record.defer("a", cost=0.1, setup=("compiler", 0.5))       # the same deferral again: counted once
+    assert record.deferred == ["a", "b"] and record.cost == pytest.approx(0.8)
+    assert not record.due()
+    record.ran_for(0.78)
+    assert not record.due() and record.last == 0.78
+    record.ran_for(0.02)
+    assert record.due() and record.spent == pytest.approx(0.81)
+    assert FirstRun(tiered=False).due() is False
+    second = FirstRun(tiered=False)
+    second.defer("a", cost=9.0)
+    second.ran_for(0.001)
+    assert second.due()
+
+
+def test_an_unknown_policy_is_refused_by_name(monkeypatch):
+    from onnxkit.errors import OnnxkitError
+
+    monkeypatch.setenv("ONNXKIT_FIRST_RUN", "lukewarm")
+    with pytest.raises(OnnxkitError, match="ONNXKIT_FIRST_RUN='lukewarm' is not one of tiered, second, warm"):
+        cold_record()
+    monkeypatch.setenv("ONNXKIT_FIRST_RUN", " Tiered ")
+    assert cold_record().tiered is True
 
 
 @pytest.mark.filterwarnings("ignore::onnxkit.errors.ConformanceWarning")

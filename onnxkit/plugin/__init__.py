@@ -33,9 +33,10 @@ following Relu / Add), :func:`host_only` (a portable kernel needing numpy values
 :func:`declares_output_bytes`, :func:`reports_bodies` (which body it chose per input-shape key),
 or :func:`declare_traits`; :func:`traits_of` reads them.  A kernel whose fast body needs a slow
 one-time setup (a compiler) asks :func:`first_run` at planning: where it returns a record, the
-plan is a session's cold first run, and the kernel may take its quick-to-start body and call
-``record.defer(what)``; the session then plans again, warm, before its second run
-(:mod:`onnxkit.runtime.bodies`).  A kernel that picks its body at planning names it with
+plan is a session's cold plan, and the kernel may take its quick-to-start body and call
+``record.defer(what, cost=seconds, setup=(key, seconds))``; the session then plans again, warm,
+between two runs once its runs on the cold plan have spent the estimated setup (no cost given:
+before its second run; :mod:`onnxkit.runtime.bodies`).  A kernel that picks its body at planning names it with
 :func:`note_planned_body` (reported per node as ``planned``, ``onnxkit run --profile``).
 
 This package is the whole host surface a plugin may import (tests/test_plugin_surface.py fails

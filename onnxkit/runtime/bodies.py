@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 from .kernel import bodies_of, traits_of
 
-__all__ = ["FirstRun", "NodeBodies", "cold_record", "describe", "first_run", "note_planned_body", "plan_bodies",
-           "planned_bodies", "planning_cold", "prepare_noting", "session_bodies"]
+__all__ = ["POLICIES", "FirstRun", "NodeBodies", "cold_record", "describe", "first_run", "first_run_policy",
+           "note_planned_body", "plan_bodies", "planned_bodies", "planning_cold", "prepare_noting", "session_bodies"]
 
 
 class NodeBodies(NamedTuple):
@@ -77,29 +77,69 @@ def session_bodies(session) -> list:
 #
 # A fresh process's first result should not wait for a compiler: a session plans its first run
 # *cold* (:func:`first_run`), and a kernel that would take a body needing a slow one-time setup
-# (onnxkit-cpu's numba loops: import, target setup, cache loading, ~1 s) takes its quick-to-start
-# body instead and says so with :meth:`FirstRun.defer`.  After that first run, a session whose
-# plan deferred something plans again, once, before its second run starts (a plan boundary: a
-# run in progress keeps the plan it started with), and then runs the bodies it would have taken
-# warm.  Both bodies compute the same results within the tolerance the kernel's module states;
+# (onnxkit-cpu's numba loops: import, target setup, cache loading, ~0.5 s) takes its
+# quick-to-start body instead and says so with :meth:`FirstRun.defer`, giving the setup's
+# estimated cost.  The session keeps running the cold plan until the time its runs have spent on
+# it reaches that estimate (:meth:`FirstRun.due`: a tool that runs a model two or three times per
+# process never pays a setup worth more than its runs; a long-running one pays it once, having
+# spent at most as much again); then it plans again, once, between two runs (a plan boundary: a
+# run in progress keeps the plan it started with), and runs the bodies it would have taken warm.
+# A deferral that states no cost is promoted before the second run.  Both bodies compute the same
+# results within the tolerance the kernel's module states;
 # :func:`onnxkit.runtime.bodies.plan_bodies` reports which one each node ran.
+#
+# ``$ONNXKIT_FIRST_RUN`` chooses the policy when a session is made: unset or ``tiered`` (the
+# above), ``second`` (promote before the second run, whatever the cost), ``warm`` (no cold plan:
+# the warm bodies from the first run, as before issue 32; benchmarks of steady-state speed and the
+# test suites use it).
 
 import contextvars as _contextvars
 
+POLICIES = ("tiered", "second", "warm")
+
 
 class FirstRun:
-    """The record of one cold plan: what its kernels deferred (``deferred``: descriptions)."""
+    """The record of one cold plan: what its kernels deferred (``deferred``: descriptions), the
+    setup they estimated (:attr:`cost`, seconds) and the time runs have spent on the plan
+    (``spent``, seconds, summed over the runs of every thread; ``last``, the latest run's)."""
 
-    __slots__ = ("deferred", "ran")
+    __slots__ = ("deferred", "ran", "spent", "last", "tiered", "_costs", "_setups")
 
-    def __init__(self):
+    def __init__(self, tiered: bool = True):
         self.deferred: list = []
-        self.ran = False  # the first run has been made (the next one plans warm first)
+        self.ran = False  # a run has been made on the cold plan
+        self.spent = 0.0
+        self.last = 0.0  # the seconds of the latest run counted
+        self.tiered = tiered  # False: promoted before the second run whatever the cost
+        self._costs: dict = {}
+        self._setups: dict = {}
 
-    def defer(self, what: str) -> None:
-        """Note that a kernel took its quick-to-start body in place of ``what``."""
+    def defer(self, what: str, cost: float = 0.0, setup: tuple | None = None) -> None:
+        """Note that a kernel took its quick-to-start body in place of ``what``, whose own setup
+        is expected to take ``cost`` seconds; ``setup=(key, seconds)`` is a one-time cost shared
+        by every deferral naming ``key`` (a compiler's import), counted once per plan."""
         if what not in self.deferred:
             self.deferred.append(what)
+            self._costs[what] = max(0.0, float(cost))
+        if setup is not None:
+            key, seconds = setup
+            self._setups[key] = max(self._setups.get(key, 0.0), float(seconds))
+
+    @property
+    def cost(self) -> float:
+        """The estimated seconds the warm plan's setup takes: the deferrals' costs and each shared
+        setup once."""
+        return sum(self._costs.values()) + sum(self._setups.values())
+
+    def ran_for(self, seconds: float) -> None:
+        """Count a run of ``seconds`` on the cold plan."""
+        self.ran, self.last = True, seconds
+        self.spent += seconds
+
+    def due(self) -> bool:
+        """Whether the session should plan warm before its next run: a run has been made, and
+        nothing was deferred, or the policy is ``second``, or the runs have spent the cost."""
+        return self.ran and (not self.deferred or not self.tiered or self.spent >= self.cost)
 
 
 _FIRST_RUN: _contextvars.ContextVar = _contextvars.ContextVar("onnxkit_first_run", default=None)
@@ -127,12 +167,23 @@ class planning_cold:
         return False
 
 
-def cold_record():
-    """A fresh :class:`FirstRun` for a new session, or None where ``$ONNXKIT_FIRST_RUN`` is
-    ``warm`` (every plan takes its warm bodies at once, as before issue 32)."""
+def first_run_policy() -> str:
+    """``$ONNXKIT_FIRST_RUN`` as one of :data:`POLICIES` (unset: ``tiered``)."""
     import os
 
-    return None if os.environ.get("ONNXKIT_FIRST_RUN", "").strip().lower() == "warm" else FirstRun()
+    from ..errors import OnnxkitError
+
+    value = os.environ.get("ONNXKIT_FIRST_RUN", "").strip().lower() or "tiered"
+    if value not in POLICIES:
+        raise OnnxkitError(f"ONNXKIT_FIRST_RUN={value!r} is not one of {', '.join(POLICIES)}")
+    return value
+
+
+def cold_record():
+    """A fresh :class:`FirstRun` for a new session under :func:`first_run_policy`, or None
+    where it is ``warm`` (every plan takes its warm bodies at once, as before issue 32)."""
+    policy = first_run_policy()
+    return None if policy == "warm" else FirstRun(tiered=policy == "tiered")
 
 
 # -- bodies chosen at planning --------------------------------------------------------------

@@ -21,9 +21,10 @@ Contract:
   the tolerances the module states.  The choice is made per kernel at planning: a session
   planned while enabled keeps its compiled loops.
 * **Not on a cold first run.** Where numba is not imported yet and the plan is a session's cold
-  first run (:func:`onnxkit.plugin.first_run`), :meth:`Lazy.get` returns None without importing
-  numba and records the deferral: the first result of a fresh process comes from the numpy
-  bodies, and the session plans again (numba imported, its cache loaded) before its second run.
+  plan (:func:`onnxkit.plugin.first_run`), :meth:`Lazy.get` returns None without importing
+  numba and records the deferral with its estimated setup (:data:`SETUP_S`, :data:`LOAD_S`):
+  the first results of a fresh process come from the numpy bodies, and the session plans again
+  (numba imported, its cache loaded) between two runs once its runs have spent that estimate.
   Once numba is imported in the process, every plan takes the compiled loops at once.
   ``ONNXKIT_FIRST_RUN=warm`` plans compiled loops from the first run (the behaviour before).
 * **Same contract as the numpy body.** A compiled loop takes arrays the override has already
@@ -46,6 +47,14 @@ _DISABLED = contextvars.ContextVar("onnxkit_cpu_compiled_disabled", default=Fals
 _lock = threading.Lock()
 _numba = None          # the numba module once imported; False when it cannot be
 _OPTIONS = {"cache": True, "nogil": True, "error_model": "numpy"}
+#: What a deferral tells the session the warm plan's setup will cost (seconds; the session keeps
+#: its cold plan until its runs have spent as much, :class:`onnxkit.plugin.FirstRun`): numba's
+#: import with its LLVM target set up, once (SETUP_S), and loading one function's cached machine
+#: code (LOAD_S).  Measured by benchmarks/promotion.py (2 CPUs, x86-64, fresh processes, median of
+#: 3, 2026-12-03): the promoting run's setup took 0.45-0.50 s on six corpus models deferring 2 to 7
+#: loops, nearly independent of their number.
+SETUP_S = 0.43
+LOAD_S = 0.01
 
 
 def _import_numba():
@@ -105,8 +114,8 @@ class Lazy:
         if _numba is None and "numba" not in sys.modules and not (_DISABLED.get() or _switched_off()):
             record = first_run()
             if record is not None:
-                record.defer(f"compiled {self.name}")
-                note_planned_body("numpy (first run; compiled from the second)")
+                record.defer(f"compiled {self.name}", cost=LOAD_S, setup=("numba", SETUP_S))
+                note_planned_body("numpy (cold plan; compiled later)")
                 return None
         if not enabled():
             note_planned_body("numpy (compiled loops off)")

@@ -1,0 +1,101 @@
+"""When a session leaves its cold plan: the setup the kernels estimated against the setup measured.
+
+A fresh session runs its cold plan (onnxkit-cpu's numpy bodies, numba not imported) until the
+time its runs have spent reaches the setup its kernels estimated for the warm plan (numba's
+import and target, each compiled loop's cached code: ``onnxkit_cpu.compiled.SETUP_S`` and
+``LOAD_S``), then plans again between two runs (:mod:`onnxkit.runtime.bodies`).  The rule costs at
+most twice the better of "never promote" and "promote at once" only if the estimate is right, so
+this script measures it: for each model, in ``--repeat`` fresh processes, it runs the session
+until it is promoted and reports
+
+* ``runs``      the runs made on the cold plan (the promoting run not counted)
+* ``estimate``  the record's cost (seconds)
+* ``setup``     the promoting run's time less the median of the ``--after`` runs that follow it:
+                what the warm plan's setup took
+* ``cold ms`` / ``warm ms``  a run's median time on the cold plan (its last ``--after`` runs)
+                and on the warm plan
+
+and the medians over the processes.  One intra-op thread, BLAS at one thread.
+Run: ``python benchmarks/promotion.py [--repeat N] [-k NAME] [--after N]``.  Needs the corpus
+(``.cache/corpus``); onnxruntime is not used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ("rapidocr_rec_v4", "lstm_tagger_ts", "small_resnet_ts", "magika_standard_v3_3", "silero_vad_16k_op15",
+          "hf_bert_ts")
+
+_CHILD = r'''
+import json, sys, time, statistics
+import numpy as np
+import onnxkit
+model, inputs, after = sys.argv[1], sys.argv[2], int(sys.argv[3])
+so = onnxkit.SessionOptions(); so.intra_op_num_threads = 1
+s = onnxkit.InferenceSession(model, so)
+feeds = dict(np.load(inputs))
+record, times = s._cold, []
+while s._cold is not None and len(times) < 100000:
+    t = time.perf_counter(); s.run(None, feeds); times.append(time.perf_counter() - t)
+if record is None or not record.deferred:
+    print("PROMOTION " + json.dumps({"deferred": 0})); sys.exit()
+promoting = times.pop()  # the run that found the record due planned warm, then ran
+cold = times[-after:]
+warm = []
+for _ in range(after):
+    t = time.perf_counter(); s.run(None, feeds); warm.append(time.perf_counter() - t)
+print("PROMOTION " + json.dumps({"deferred": len(record.deferred), "runs": len(times), "estimate": record.cost, "spent": record.spent,
+                                 "setup": promoting - statistics.median(warm), "cold": statistics.median(cold),
+                                 "warm": statistics.median(warm)}))
+'''
+
+
+def one_process(model: Path, inputs: Path, after: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "ONNXKIT_FIRST_RUN"}
+    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(model), str(inputs), str(after)], capture_output=True,
+                          text=True, env=env, timeout=900)
+    for line in proc.stdout.splitlines():
+        if line.startswith("PROMOTION "):
+            return json.loads(line[10:])
+    raise RuntimeError(f"{model.name} failed:\n{proc.stderr[-2000:]}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3, help="fresh processes per model (median)")
+    parser.add_argument("--after", type=int, default=5, help="warm runs timed after the promotion")
+    parser.add_argument("-k", default="", help="only models whose name contains this")
+    args = parser.parse_args(argv)
+    corpus = Path(os.environ.get("ONNXKIT_CORPUS", ROOT / ".cache" / "corpus"))
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    print(f"{os.cpu_count()} CPUs, load average {load}; one intra-op thread; median of {args.repeat} processes")
+    print(f"{'model':24} {'deferred':>8} {'runs':>6} {'estimate s':>10} {'setup s':>8} {'cold ms':>8} {'warm ms':>8}")
+    for name in MODELS:
+        path, inputs = corpus / f"{name}.onnx", corpus / f"{name}.inputs.npz"
+        if args.k not in name or not path.exists():
+            continue
+        one_process(path, inputs, 1)  # numba's on-disk cache, the file caches
+        samples = [one_process(path, inputs, args.after) for _ in range(args.repeat)]
+        if not samples[0]["deferred"]:
+            print(f"{name:24} {0:8d}   (nothing deferred: planned warm after the first run)")
+            continue
+
+        def med(key):
+            return statistics.median(s[key] for s in samples)
+
+        print(f"{name:24} {samples[0]['deferred']:8d} {med('runs'):6.0f} {med('estimate'):10.3f} {med('setup'):8.3f} "
+              f"{med('cold') * 1e3:8.2f} {med('warm') * 1e3:8.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -54,3 +54,24 @@ def test_the_oracle_catches_a_wrong_rank():
     m = b.model()
     assert isinstance(m, onnx.ModelProto) and helper is not None
     assert check(m, 0).status == "ok"     # onnxkit keeps the rank (issue 29, item 1)
+
+
+def test_the_group_norm_tie_break_is_a_float64_two_pass_computation():
+    """The oracle's own GroupNormalization (where onnxruntime's float32 E[x^2] - E[x]^2 cancels)
+    is the float64 two-pass formula: a nearly constant group normalizes to its deviations, not 0."""
+    import numpy as np
+    from onnx import TensorProto as TP
+    from onnx import helper, numpy_helper
+
+    from fuzz.differential.exclusions import direct_group_norm
+
+    scale, bias = np.array([2.0, 1.0]), np.array([0.5, -1.0])
+    g = helper.make_graph([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=1, epsilon=0.0)],
+                          "g", [helper.make_tensor_value_info("x", TP.DOUBLE, [1, 2, 2])],
+                          [helper.make_tensor_value_info("y", TP.DOUBLE, [1, 2, 2])],
+                          initializer=[numpy_helper.from_array(scale, "s"), numpy_helper.from_array(bias, "b")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    x = 1e4 + np.array([[[-1.0, -1.0], [1.0, 1.0]]]) * 1e-6     # mean 1e4, standard deviation 1e-6
+    y = direct_group_norm(m, {"x": x})
+    np.testing.assert_allclose(y, [[[-2.0 + 0.5, -1.5], [0.0, 0.0]]], atol=1e-6)
+    assert direct_group_norm(m, {"x": x.astype(np.float32)}) is None          # float64 only

@@ -52,7 +52,8 @@ def pool(b: Builder) -> None:
     elem = pick(b, [TP.FLOAT, TP.DOUBLE, TP.FLOAT16], [0.7, 0.2, 0.1])
     nd = int(pick(b, [1, 2, 2, 3]))
     op = pick(b, ["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool"])
-    spatial = [b.dim((s, s + 1)) if chance(b, 0.3) else s for s in (int(pick(b, [3, 4, 6])) for _ in range(nd))]
+    base = [int(pick(b, [3, 4, 6])) for _ in range(nd)]
+    spatial = [b.dim((s, s + 1)) if chance(b, 0.3) else s for s in base]
     spec = value_spec(b, elem, 0.15)
     if op in ("MaxPool", "GlobalMaxPool") and spec.get("special"):
         spec["special"] = "inf"     # NaN in a max: onnxruntime skips it, numpy propagates; Part 2 says nothing
@@ -72,7 +73,19 @@ def pool(b: Builder) -> None:
             attrs["count_include_pad"] = 1
         if op in ("MaxPool", "AveragePool") and chance(b, 0.3) and "auto_pad" not in attrs:
             attrs["ceil_mode"] = 1
-        if op == "MaxPool" and chance(b, 0.3):
+        if op in ("MaxPool", "AveragePool") and chance(b, 0.15):
+            # one window over the whole input (and its near misses: one short of it, or two windows)
+            ks = [s + int(pick(b, [-1, 0, 1, 3, 50])) for s in base]
+            attrs["kernel_shape"] = ks
+            attrs["strides"] = [k if chance(b, 0.8) else 1 for k in ks]
+            attrs.pop("auto_pad", None)
+            if "pads" in attrs:
+                attrs["pads"] = [min(p, k - 1) for p, k in zip(attrs["pads"], ks + ks)]
+            if chance(b, 0.6):
+                attrs["ceil_mode"] = 1
+            b.tags.append("pool:whole")
+        if op == "MaxPool" and chance(b, 0.3) and "pool:whole" not in b.tags \
+                and not str(attrs.get("auto_pad", "")).startswith("SAME"):   # see exclusions: SAME + dilations
             attrs["dilations"] = [int(pick(b, [1, 2])) for _ in range(nd)]
         if op == "LpPool":
             attrs["p"] = int(pick(b, [1, 2, 3]))

@@ -1,4 +1,4 @@
-"""Model families of the exact graph passes: channel_affine, conv_bn, matmul_add, transpose, reshape,
+"""Model families of the exact graph passes: channel_affine, conv_bn, pad_conv, matmul_add, transpose, reshape,
 cast, identity/Dropout — with their near misses (per-channel constants on the wrong axis or of
 rank 5, shared weights, training-mode BatchNormalization, ranks other than 2 behind a stale
 value_info, a graph output in the middle, ``0`` in a Reshape shape) and IR < 4 models whose
@@ -131,6 +131,84 @@ def conv_bn(b: Builder) -> None:
         b.tags.append("cbn:training")
     leak(b, [y], "cbn", 0.08)
     b.output(_bn(b, y, m, dtype, legacy, training))
+
+
+def pad_conv(b: Builder) -> None:
+    """A Pad then a Conv; near misses: a non-zero or negative-zero value, reflect/edge modes, a pad
+    on the batch or channel axis, a crop, the padded value read elsewhere, pads fed, Pad-18's axes,
+    a Conv with auto_pad."""
+    legacy = _legacy(b)
+    b.opset = 9 if legacy else pick(b, [9, 11, 13, 18, 19])
+    elem = pick(b, [TP.FLOAT, TP.DOUBLE, TP.FLOAT16], [0.6, 0.3, 0.1])
+    dtype = NP[elem]
+    rank = int(pick(b, [3, 4, 4, 5], [0.2, 0.5, 0.1, 0.2]))
+    c, m = int(pick(b, [1, 2, 3])), int(pick(b, [1, 2, 4]))
+    spatial = shape(b, rank - 2, 0.3, (3, 4, 5), False)
+    x = b.input(elem, [pick(b, [1, 2, b.dim((2, 1))]), c] + spatial, value_spec(b, elem, 0.1))
+    pads = [0, 0] + [int(pick(b, [0, 1, 2])) for _ in range(rank - 2)] + [0, 0] + \
+        [int(pick(b, [0, 1, 2])) for _ in range(rank - 2)]
+    cin = c
+    form = pick(b, ["plain", "value", "mode", "channel", "batch", "crop"], [0.55, 0.1, 0.1, 0.1, 0.05, 0.1])
+    attrs, value = {}, None
+    if form == "value":
+        value = float(pick(b, [0.5, -0.0, 0.0]))
+    elif form == "mode":
+        attrs["mode"] = pick(b, ["reflect", "edge"])
+        pads = [min(p, 1) for p in pads]             # reflect needs pads below the extent
+    elif form == "channel":
+        pads[1] = 1
+        cin = c + 1
+    elif form == "batch":
+        pads[rank] = 1
+    elif form == "crop":
+        pads[2] = -1 if not isinstance(spatial[0], str) and spatial[0] > 1 else 0
+    b.tags.append(f"pc:{form}")
+    if b.opset < 11:
+        if value is not None:
+            attrs["value"] = value
+        p = b.node("Pad", [x], pads=pads, **attrs)
+    else:
+        ins = [x]
+        if chance(b, 0.06):
+            ins.append(b.input(TP.INT64, [len(pads)], {"kind": "i", "lo": 0, "hi": 1}))
+            b.tags.append("pc:pads-fed")
+        elif chance(b, 0.3):            # as torch writes it: Concat, Reshape, Transpose, Reshape, Cast
+            half = len(pads) // 2
+            head = b.const(np.array(pads, np.int64).reshape(2, half).T.reshape(-1))   # (begin, end) pairs
+            if chance(b, 0.1):
+                head = b.node("Add", [head, b.input(TP.INT64, [1], {"kind": "i", "lo": 0, "hi": 0})])
+                b.tags.append("pc:chain-fed")
+            pairs = b.node("Reshape", [head, b.const(np.array([-1, 2], np.int64))])
+            flat = b.node("Reshape", [b.node("Transpose", [pairs], perm=[1, 0]), b.const(np.array([-1], np.int64))])
+            ins.append(b.node("Cast", [flat], to=TP.INT64))
+            b.tags.append("pc:chain")
+        else:
+            ins.append(_init_input(b, np.array(pads, np.int64), False, "pads"))
+        if value is not None or chance(b, 0.2):
+            ins.append(b.const(np.array(0.0 if value is None else value, dtype)))
+        if b.opset >= 18 and chance(b, 0.1):
+            if len(ins) == 2:
+                ins.append("")
+            ins.append(b.const(np.arange(rank, dtype=np.int64)))
+            b.tags.append("pc:axes")
+        p = b.node("Pad", ins, **attrs)
+    k = int(pick(b, [1, 2, 3]))
+    w = (b.rng.standard_normal((m, cin) + (k,) * (rank - 2)) * 0.5).astype(dtype)
+    conv_ins = [p, _init_input(b, w, legacy, "w")]
+    if chance(b, 0.5):
+        conv_ins.append(_init_input(b, b.rng.standard_normal(m).astype(dtype), legacy, "bias"))
+    conv_attrs = {}
+    if chance(b, 0.3):
+        conv_attrs["pads"] = [int(pick(b, [0, 1])) for _ in range(2 * (rank - 2))]
+    if chance(b, 0.3):
+        conv_attrs["strides"] = [int(pick(b, [1, 2])) for _ in range(rank - 2)]
+    if chance(b, 0.2):
+        conv_attrs["dilations"] = [int(pick(b, [1, 2])) for _ in range(rank - 2)]
+    if "pads" not in conv_attrs and chance(b, 0.08):
+        conv_attrs["auto_pad"] = pick(b, ["SAME_UPPER", "VALID"])
+        b.tags.append("pc:auto-pad")
+    leak(b, [p], "pc", 0.08)
+    b.output(b.node("Conv", conv_ins, **conv_attrs))
 
 
 def matmul_add(b: Builder) -> None:
@@ -302,5 +380,6 @@ def identity_dropout(b: Builder) -> None:
         b.random.append({"output": b.outputs[-1], "input": x if y == x else None, "ratio": ratio, "training": training_fed})
 
 
-FAMILIES = {"channel_affine": channel_affine, "conv_bn": conv_bn, "matmul_add": matmul_add, "transpose": transpose,
+FAMILIES = {"channel_affine": channel_affine, "conv_bn": conv_bn, "pad_conv": pad_conv, "matmul_add": matmul_add,
+            "transpose": transpose,
             "reshape": reshape, "cast": cast, "identity_dropout": identity_dropout}

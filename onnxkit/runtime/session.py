@@ -40,6 +40,7 @@ from ..errors import LimitExceeded, OnnxkitError, UnsupportedOperatorError, Vali
 from ..limits import DEFAULT_LIMITS, Limits
 from ..log import get_logger, log_plugin_faults, quiet, severity_to_level
 from ..registry import get_registry
+from .arena import keep_freed_memory
 from .bodies import cold_record, planning_cold
 from .checked import CheckedSignatures
 from .gc_pause import collection_paused
@@ -121,6 +122,8 @@ class InferenceSession(OrtSessionSurface):
 
         so = self._sess_options
         self._log_level = severity_to_level(so.log_severity_level)
+        if so.enable_cpu_mem_arena:
+            keep_freed_memory()  # freed buffers reused, not mapped afresh each run (:mod:`.arena`)
         limits = limits if limits is not None else (so.limits if so.limits is not None else DEFAULT_LIMITS)
         self._profile_lock = threading.Lock()  # end_profiling from several threads: one writes the trace
         self._profiler = Profiler(check_profile_prefix(so.profile_file_prefix), "") if so.enable_profiling else None

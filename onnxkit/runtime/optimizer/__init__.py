@@ -10,8 +10,8 @@ one node that computes the same function rounded once (as onnxruntime's extended
 into its own operators).  ``onehot`` and ``epilogue`` work on the plan once it is made,
 ``specialize`` on the plan at run time (the session's :class:`~.specialize.Specializer`), the
 others on the graph.  Each pass is its own module whose docstring says why it is exact
-(``epilogue``: bit-identical; ``onehot``: equal, a zero's sign aside); ``conv_bn`` and
-``channel_affine`` are exact up to rounding, ``gelu``, ``hardswish`` and ``attention`` within the
+(``epilogue``: bit-identical; ``onehot``: equal, a zero's sign aside); ``conv_bn``,
+``channel_affine`` and ``pad_conv`` are exact up to rounding, ``gelu``, ``hardswish`` and ``attention`` within the
 element type's tolerance.  The graph passes leave subgraphs (If/Loop/Scan bodies) alone (planning
 folds their constants, :mod:`onnxkit.runtime.plan`), and a name read inside one is never removed
 or renamed; graph outputs keep their names; graph inputs are kept as they were.  A graph with an
@@ -31,8 +31,8 @@ from onnxkit import records
 from ... import ir
 from ...errors import OnnxkitError
 from ...registry import normalize_domain
-from . import (attention, cast, channel_affine, conv_bn, epilogue, gelu, hardswish, identity, matmul_add, onehot, qdq,
-               reshape, transpose)
+from . import (attention, cast, channel_affine, conv_bn, epilogue, gelu, hardswish, identity, matmul_add, onehot,
+               pad_conv, qdq, reshape, transpose)
 from .view import GraphView
 
 
@@ -59,6 +59,7 @@ PASSES = (
     Pass("qdq", 2, "graph", qdq.run),                        # DQ / Q around value moves dropped, DQ -> Q cancelled
     Pass("transpose", 1, "graph", transpose.run),            # Transpose pairs cancelled / merged
     Pass("reshape", 1, "graph", reshape.run),                # Reshape -> Reshape collapsed
+    Pass("pad_conv", 1, "graph", pad_conv.run),              # a zero constant Pad of the spatial axes into Conv's pads
     Pass("conv_bn", 1, "graph", conv_bn.run),                # BatchNormalization folded into Conv
     Pass("channel_affine", 1, "graph", channel_affine.run),  # per-channel Mul / Add folded into Conv or BN
     Pass("matmul_add", 1, "graph", matmul_add.run),          # MatMul + Add -> Gemm

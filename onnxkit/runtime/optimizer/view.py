@@ -104,6 +104,9 @@ class GraphView:
         self.new_opsets: dict = {}  # domain -> version a rewrite's node needs imported
         self._fresh = 0
         self._arrays: dict = {}  # id(tensor) -> (tensor, its array): :meth:`_array`
+        #: :func:`.computed.computed_constant`'s cache (name -> (value, initializers) or None) and planner
+        self.computed: dict = {}
+        self.folder = None
         #: the use-def links of :attr:`node` (:mod:`onnxkit.runtime.usedef`), kept current by every edit below
         self.index = node_index(self.node, [vi.name for vi in g.output])
         #: the names read by name: graph outputs and names read inside a subgraph (never removed or renamed)

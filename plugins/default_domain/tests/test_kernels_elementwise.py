@@ -125,6 +125,24 @@ def test_clip_min_above_max_gives_max_and_keeps_nan(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_clip_without_a_bound_clips_infinities_to_the_types_limits(backend):
+    """Part 2: an absent min / max is numeric_limits::lowest() / max() (Clip-11 on), and Clip-6's
+    attributes default to -3.402823e+38 / 3.402823e+38: an infinity becomes that limit, as
+    onnxruntime gives; NaN stays NaN, integers are unchanged."""
+    big = np.finfo(np.float32).max
+    x = np.array([-np.inf, 1.5, np.nan, np.inf], np.float32)
+    got = run(backend, "Clip", [x], opset=13)
+    assert got[[0, 1, 3]].tolist() == [-big, 1.5, big] and np.isnan(got[2])
+    got = run(backend, "Clip", [x, np.float32(0.0)], opset=13)          # max absent
+    assert got[[0, 1, 3]].tolist() == [0.0, 1.5, big]
+    assert run(backend, "Clip", [x], opset=6)[[0, 3]].tolist() == [-big, big]
+    h = run(backend, "Clip", [x.astype(np.float16)], opset=13)
+    assert h[[0, 3]].tolist() == [-65504.0, 65504.0]
+    i = np.array([-(2 ** 31), 7, 2 ** 31 - 1], np.int32)
+    np.testing.assert_array_equal(run(backend, "Clip", [i], opset=13), i)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_variadic_in_narrow_floats_rounds_once(backend):
     xs = [np.array([1.0, 2.0], BF16), np.array([2 ** -8, 1.0], BF16), np.array([2 ** -8, 1.0], BF16)]
     got = run(backend, "Sum", xs, opset=13)

@@ -18,6 +18,10 @@ loop :func:`onnxkit_cpu.compiled.pool.windows` (1.6-3.3x the passes above on squ
 pools, one thread): a max bit-identical to them, an average too but for which of two NaNs
 meeting in a sum it keeps (see that module).  float16, 3-D, ``Indices`` keep the passes.
 
+A MaxPool / AveragePool whose one window per axis covers the whole input (:class:`Whole`: an
+oversized ``ceil_mode`` kernel, transformers' EfficientNet pooler) is one reduction over the
+spatial axes (a max bit-identical, an average equal up to the summation order).
+
 GlobalMaxPool is one ``np.maximum.reduce`` over the spatial axes (what ``np.max`` does, less its
 per-call overhead: bit-identical).  GlobalAveragePool sums by a BLAS product with a vector of
 ones (5x ``np.add.reduce`` on (1, 480, 6, 40)) and divides as ``np.mean`` does: the sum's order
@@ -73,13 +77,54 @@ def per_shape(ctx, make):
     return lookup
 
 
+class Whole:
+    """A pool whose one window per spatial axis covers the whole input: every output extent 1,
+    dilation 1, the window reaching from at or before the first element to at or past the last
+    (transformers' EfficientNet pooler, ``AvgPool2d(1280, ceil_mode=True)`` on 7x7: the taps
+    would be the kernel's 1280 + 1280 passes).  One reduction over the spatial axes instead: a
+    max by ``np.maximum.reduce`` (bit-identical to the tap fold: a max does not depend on the
+    order, NaN propagates), an average by ``np.add.reduce`` divided by the portable kernel's
+    divisor (the pads counted as ``count_include_pad`` says): equal to the fold up to the
+    summation order."""
+
+    __slots__ = ("axes", "ct", "divisor", "is_max")
+
+    @staticmethod
+    def takes(geometry, shape) -> bool:
+        a, out, begin, _, _ = geometry(shape)
+        return len(shape) > 2 and all(n > 0 for n in shape) and all(o == 1 for o in out) \
+            and all(d == 1 for d in a.dilations) and all(k >= b + n for k, b, n in zip(a.kernel, begin, shape[2:]))
+
+    def __init__(self, geometry, shape, dtype, is_max, include_pad):
+        a, out, begin, end, _ = geometry(shape)
+        self.axes, self.is_max = tuple(range(2, len(shape))), is_max
+        self.ct = compute_dtype(np, dtype)
+        self.divisor = None
+        if not is_max:
+            d = average_divisor(list(shape[2:]), a, out, begin, end, include_pad)
+            d[d == 0] = np.nan
+            self.divisor = d.astype(arrays.dtype_name(dtype)).astype(self.ct).reshape((1, 1) + tuple(out))
+
+    def __call__(self, x):
+        xc = x if x.dtype == self.ct else x.astype(self.ct)
+        if self.is_max:
+            y = np.maximum.reduce(xc, axis=self.axes, keepdims=True)
+        else:
+            with np.errstate(all="ignore"):
+                y = np.add.reduce(xc, axis=self.axes, keepdims=True) / self.divisor
+        return y if y.dtype == x.dtype else y.astype(x.dtype)
+
+
 def windows_cache(ctx, fill_of, op, fn=None, include_pad=False):
-    """``windows(x)``: the node's reduction for ``x``'s shape and dtype: :class:`.Compiled`
-    where ``fn`` (the compiled loop, planned) takes it, else :func:`.window_reduction`'s."""
+    """``windows(x)``: the node's reduction for ``x``'s shape and dtype: :class:`Whole` where one
+    window covers the input, :class:`.Compiled` where ``fn`` (the compiled loop, planned) takes
+    it, else :func:`.window_reduction`'s."""
     geometry = geometry_cache(ctx)
 
     def make(x):
         shape = tuple(int(d) for d in x.shape)
+        if Whole.takes(geometry, shape):
+            return Whole(geometry, shape, x.dtype, op is np.maximum, include_pad)
         if fn is not None and Compiled.takes(geometry, shape, x.dtype):
             return Compiled(fn, geometry, shape, x.dtype, op is np.maximum, include_pad)
         return window_reduction(geometry, shape, compute_dtype(np, x.dtype), fill_of(x.dtype), op)
@@ -96,7 +141,7 @@ def max_pool(ctx):
 
     def run(x):
         w = windows(x)
-        if w.__class__ is Compiled:
+        if w.__class__ is Compiled or w.__class__ is Whole:
             return w(x)
         if w.empty:
             return portable(x)
@@ -121,7 +166,7 @@ def average_pool(ctx):
 
     def run(x):
         w = windows(x)
-        if w.__class__ is Compiled:
+        if w.__class__ is Compiled or w.__class__ is Whole:
             return w(x)
         if w.empty:
             return portable(x)

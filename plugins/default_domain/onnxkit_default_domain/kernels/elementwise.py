@@ -28,6 +28,8 @@ and str alike as text.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from array_api_compat import device
 
@@ -376,8 +378,25 @@ def clip(xp, x, lo, hi):
 
 
 def clip_attr_bounds(ctx):
-    """Clip 1/6: the ``min``/``max`` attributes as floats (None where the node does not give one)."""
+    """Clip 1/6: the ``min``/``max`` attributes as floats, None where the node gives none (Clip-6
+    then clips to the input type's limits, :func:`clip_attr`)."""
     return tuple(float(ctx.attr(name)) if ctx.has_attr(name) else None for name in ("min", "max"))
+
+
+@functools.lru_cache(maxsize=None)
+def _float_limits(dtype) -> tuple:
+    """``(lowest, max)`` of a floating type (numpy's, or ml_dtypes' for the narrow ones), or
+    ``(None, None)`` for any other type (an integer's limits clip nothing)."""
+    if not arrays.is_float(dtype):
+        return None, None
+    name = arrays.dtype_name(dtype)
+    try:
+        info = np.finfo(name)
+    except (TypeError, ValueError):
+        import ml_dtypes
+
+        info = ml_dtypes.finfo(getattr(ml_dtypes, name))
+    return float(info.min), float(info.max)
 
 
 @KERNELS.register("Clip", 1, 6)
@@ -386,16 +405,25 @@ def clip_attr(ctx, clip=clip):
     xp = ctx.xp
     bounds = clip_attr_bounds(ctx)
 
+    limits = ctx.since_version >= 6   # Clip-6's defaults (Part 2: -3.402823e+38, 3.402823e+38, float's limits)
+
     def run(x):
         lo, hi = (None if v is None else xp.asarray(v, dtype=x.dtype, device=device(x)) for v in bounds)
+        if limits:   # as the type's own limits (float32's for float32, as onnxruntime; a float64 x keeps 1e300)
+            lo = clip_bound(ctx, xp, None, x, "min") if lo is None else lo
+            hi = clip_bound(ctx, xp, None, x, "max") if hi is None else hi
         return clip(xp, x, lo, hi)
     return run
 
 
 def clip_bound(ctx, xp, v, x, which: str):
-    """Clip 11+: an optional bound input as a 0-d array of x's type; fails unless one element."""
+    """Clip 11+: an optional bound input as a 0-d array of x's type; fails unless one element.
+    An absent bound of a floating-point x is the type's lowest / largest value (Part 2: the
+    defaults are ``numeric_limits::lowest()`` and ``max()``, so an infinity is clipped to them,
+    as onnxruntime does); of an integer x, None (its limits clip nothing)."""
     if v is None:
-        return None
+        limit = _float_limits(x.dtype)[0 if which == "min" else 1]
+        return None if limit is None else xp.asarray(limit, dtype=x.dtype, device=device(x))
     if size_of(v) != 1:
         ctx.fail(f"'{which}' must be a scalar (or a one-element tensor), got shape {shape_of(v)}")
     if v.ndim:

@@ -73,7 +73,7 @@ class KernelTraits:
       of the plan (or absent), the run loop calls ``bind(*values)`` once and runs the function it
       returns instead (None: keep ``fn``); see :func:`onnxkit.runtime.kernel.binds_constants`.
     * ``fuse_epilogue``: ``fuse_epilogue(ops)`` returns a function computing the node then its
-      Relu / Add consumers, or None (:mod:`onnxkit.runtime.optimizer.epilogue`).
+      Relu / Add / Clip consumers, or None (:mod:`onnxkit.runtime.optimizer.epilogue`).
     * ``epilogue_inputs``: how many inputs the fused function takes before Add's operand (the
       node's own inputs padded with absent ones; None: as many as the node has).
     * ``output_bytes``: ``predict(*inputs)``, the outputs' sizes before the function runs

@@ -1,4 +1,5 @@
-"""Model families of the plan passes: onehot, epilogue (Conv + Relu / Add / Add + Relu / Sum) and
+"""Model families of the plan passes: onehot, epilogue (Conv + Relu / Add / Add + Relu / Sum /
+Clip / Add + Clip) and
 specialize (Shape/Size arithmetic, If on a folded condition, Shape -> Identity/Cast as outputs),
 with their near misses."""
 
@@ -67,7 +68,7 @@ def epilogue(b: Builder) -> None:
         attrs["pads"] = [k // 2] * (2 * (rank - 2))
     y = b.node("Conv", ins, **attrs)
     mids = [y]
-    form = pick(b, ["Relu", "Add", "Add+Relu", "Sum", "Sum+Relu", "Add(y,y)"])
+    form = pick(b, ["Relu", "Add", "Add+Relu", "Sum", "Sum+Relu", "Add(y,y)", "Clip", "Add+Clip"])
     b.tags.append(f"ep:{form}")
     if form.startswith(("Add", "Sum")):
         if form == "Add(y,y)":
@@ -88,8 +89,43 @@ def epilogue(b: Builder) -> None:
         mids.append(y)
     if form.endswith("Relu"):
         y = b.node("Relu", [y])
+    if form.endswith("Clip"):
+        y = _clip(b, y, elem)
     leak(b, mids, "ep", 0.1)
     b.output(y)
+
+
+def _clip(b: Builder, y: str, elem: int) -> str:
+    """A Clip of ``y`` (tagged ``ep:clip-*``): bounds 0/6, random, lo > hi, only min, only max,
+    none; Clip-6 attributes before opset 11, else constant inputs (initializers or Constant
+    nodes, shape [] or [1]) and the near miss of a bound that is a graph input (not folded)."""
+    dtype = NP[elem]
+    kinds = ["0/6", "random", "lo>hi", "min", "max", "none"]
+    if elem != TP.FLOAT:
+        # an absent bound is the type's limit (Part 2: onnxkit clips float16's +-inf to +-65504,
+        # float64's to +-1.8e308), which the oracles do not give there: onnxruntime's Clip-11
+        # float16 and onnx.reference keep +-inf, the float32 copy run for a float64 Conv clips
+        # to float32's limits.  Both bounds given: the same everywhere
+        kinds = kinds[:3]
+    kind = pick(b, kinds)
+    lo, hi = {"0/6": (0.0, 6.0), "lo>hi": (1.0, -0.5), "min": (-0.25, None), "max": (None, 0.75),
+              "none": (None, None)}.get(kind, tuple(np.round(np.sort(b.rng.standard_normal(2)) * 2, 3)))
+    b.tags.append(f"ep:clip-{kind}")
+    if b.opset < 11:
+        attrs = {k: float(v) for k, v in (("min", lo), ("max", hi)) if v is not None}
+        return b.node("Clip", [y], **attrs)
+    names = []
+    for v in (lo, hi):
+        if v is None:
+            names.append("")
+        elif chance(b, 0.1):
+            names.append(b.input(elem, [], {"kind": "f", "lo": -1.0, "hi": 7.0, "special": False}, base="bound"))
+            b.tags.append("ep:clip-input-bound")
+        else:
+            names.append(b.const(np.array(v, dtype).reshape(pick(b, [(), (1,)]))))
+    while names and not names[-1]:
+        names.pop()
+    return b.node("Clip", [y] + names)
 
 
 def _branch(name: str, nodes, outputs) -> object:

@@ -27,8 +27,8 @@ record per function, read by the host with :func:`traits_of` only), through thes
 * :func:`needs_scope`: a kernel for a node carrying subgraphs (If, Loop, Scan, ...); it is then
   called as ``fn(scope, *inputs)`` and evaluates a subgraph with
   ``ctx.subgraph('body').run(inputs, scope)``.
-* :func:`offers_epilogue`: a kernel that can apply a following Relu / Add to the array it just
-  made (the ``epilogue`` plan pass).
+* :func:`offers_epilogue`: a kernel that can apply a following Relu / Add / Clip to the array it
+  just made (the ``epilogue`` plan pass).
 * ``KernelTable.register(..., host_only=True)`` / :func:`host_only`: a portable kernel that needs
   numpy values.
 * :func:`onnxkit.runtime.budget.declares_output_bytes`: the outputs' sizes, checked before the
@@ -119,7 +119,7 @@ def host_only(factory: Callable) -> Callable:
 
 
 def offers_epilogue(fn: Callable, fuse: Callable, inputs: Optional[int] = None) -> Callable:
-    """Declare that the node function ``fn`` can fold a following Relu / Add into itself.
+    """Declare that the node function ``fn`` can fold a following Relu / Add / Clip into itself.
 
     ``fuse(ops)`` returns the fused function or None (the protocol and when the pass applies:
     :mod:`onnxkit.runtime.optimizer.epilogue`); ``inputs``: how many inputs the fused function

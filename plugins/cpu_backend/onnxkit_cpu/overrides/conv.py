@@ -57,9 +57,10 @@ the :class:`Prepared` kinds above; read by :mod:`onnxkit.runtime.bodies`, printe
 ``onnxkit run --profile``), by the fused epilogue kernel too.
 
 **Epilogues** (:mod:`onnxkit.runtime.optimizer.epilogue`): the kernel offers ``fuse_epilogue``;
-the fused kernel (:func:`.conv_epilogue.epilogue`) applies a following Relu, Add or Add + Relu
-to its own fresh result, by one compiled pass where it can (each prepared call's ``fused``),
-else in place by numpy; bit-identical to the separate kernels (see that module).
+the fused kernel (:func:`.conv_epilogue.epilogue`) applies a following Relu, Add, Add + Relu,
+Clip with constant bounds or Add + Clip to its own fresh result, by one compiled pass where it
+can (each prepared call's ``fused``; a Clip after it in place), else in place by numpy;
+bit-identical to the separate kernels (see that module).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The fused epilogues of the cpu Conv (:mod:`onnxkit.runtime.optimizer.epilogue`): a following
-Relu, Add or Add + Relu applied to the Conv's own fresh result.
+Relu, Add, Add + Relu, Clip with constant bounds (Relu6) or Add + Clip applied to the Conv's own
+fresh result.
 
 Two ways, both bit-identical to the separate kernels (the same IEEE operations on the same
 operands in the same order; the compiled pass but for which of two NaNs meeting in one
@@ -16,6 +17,14 @@ addition it keeps, see :func:`onnxkit_cpu.compiled.conv.finish`):
   (``np.add`` with ``out=``, numpy's floating-point warnings off as the cpu Add) then
   ``np.maximum(y, 0, out=y)``; anything else (the portable kernel's result, a broadcasting
   or mixed-type Add, another dtype) runs the consumers' own kernels ``fn``.
+
+A Clip (always last) runs after the Conv, or after the Add by either way above (the compiled
+pass with ``relu=False``), as ``np.clip(y, lo, hi, out=y)`` on that fresh float32 / float64
+result where both bounds are given as arrays of Y's dtype: the Clip kernel's own ``np.clip``
+on the same operands (the 0-d bounds it would cast to Y's type, here already of it), so the
+same bits, NaN, -0 and lo > hi included (:func:`clip_in_place`); otherwise (an absent bound,
+whose default the kernel decides) the Clip's ``fn``.  MobileNetV2's Conv + Clip(0, 6) pairs:
+the Clip's own step (a new array, one pass) becomes an in-place pass.
 """
 
 from __future__ import annotations
@@ -50,15 +59,46 @@ def _add_in_place(a, b, out):
 _add_quiet = quiet(_add_in_place)
 
 
+def clip_in_place(op):
+    """``apply(y)`` for a ``("Clip", fn, side)`` op, ``y`` a fresh float32 / float64 array of the
+    Conv's own: ``np.clip(y, lo, hi, out=y)`` where ``side`` is ``(lo, hi)``, both one-element
+    numpy arrays of ``y``'s dtype (the Clip kernel's very ufunc call on the very operands,
+    written into ``y``), else ``fn(y)``: an absent bound (None: the kernel's default, a float
+    type's limits), a bound of another dtype, bounds the pass does not know (``side`` None:
+    a Clip-1/6's attributes)."""
+    fn, side = op[1], op[2]
+    if side is None or any(type(v) is not np.ndarray or v.size != 1 for v in side):
+        return fn
+    lo, hi = side
+    dt = lo.dtype
+    if hi.dtype != dt or not (dt == _F32 or dt == _F64):
+        return fn
+
+    def apply(y):
+        if y.dtype != dt:
+            return fn(y)
+        np.clip(y, lo, hi, out=y)
+        return y
+    return apply
+
+
 def epilogue(lookup, fallback, ops):
-    """The fused kernel of a Conv and its ``ops`` (``("Add", fn, side)`` and/or ``("Relu", fn,
-    None)``, in order).  ``lookup(x, w, b)``: the node's prepared call for the inputs' key
-    (None: the portable ``fallback``, whose result may not be a fresh array of this kernel's
-    own); a prepared call has ``fused(x, w, b, r, side, relu)`` (the one-pass way or None).  The
-    fused kernel runs with numpy's floating-point warnings off, as the Conv's own (``quiet``)."""
-    add = ops[0] if ops[0][0] == "Add" else None
-    relu = ops[-1][1] if ops[-1][0] == "Relu" else None
-    if add is None:
+    """The fused kernel of a Conv and its ``ops`` (``("Add", fn, side)``, then ``("Relu", fn,
+    None)`` or ``("Clip", fn, side)``, in order; None for anything else).  ``lookup(x, w,
+    b)``: the node's prepared call for the inputs' key (None: the portable ``fallback``, whose
+    result may not be a fresh array of this kernel's own: the consumers' ``fn`` run on it); a
+    prepared call has ``fused(x, w, b, r, side, relu)`` (the one-pass way or None).  A Clip runs
+    after the Add (the compiled pass with ``relu=False``, or numpy in place) by
+    :func:`clip_in_place`.  The fused kernel runs with numpy's floating-point warnings off, as
+    the Conv's own (``quiet``)."""
+    kinds = tuple(op[0] for op in ops)
+    if kinds not in (("Relu",), ("Clip",), ("Add",), ("Add", "Relu"), ("Add", "Clip")):
+        return None
+    add = ops[0] if kinds[0] == "Add" else None
+    relu = ops[-1][1] if kinds[-1] == "Relu" else None
+    clip = ops[-1][1] if kinds[-1] == "Clip" else None
+    own_clip = clip_in_place(ops[-1]) if clip is not None else None
+    if add is None and relu is not None:
         def fused_relu(x, w, b=None):
             call = lookup(x, w, b)
             if call is None:
@@ -70,8 +110,18 @@ def epilogue(lookup, fallback, ops):
             dt = y.dtype
             return np.maximum(y, 0, out=y) if dt is _F32 or dt is _F64 else relu(y)
         return quiet(fused_relu)
+    if add is None:
+        def fused_clip(x, w, b=None):
+            call = lookup(x, w, b)
+            if call is None:
+                return clip(fallback(x, w, b))
+            y = call(x, w, b)
+            dt = y.dtype
+            return own_clip(y) if dt is _F32 or dt is _F64 else clip(y)
+        return quiet(fused_clip)
     add_fn, side = add[1], add[2]
     with_relu = relu is not None
+    tail = relu if relu is not None else clip
 
     def fused_add(x, w, b, r):
         call = lookup(x, w, b)
@@ -79,8 +129,8 @@ def epilogue(lookup, fallback, ops):
             y = fallback(x, w, b)
         else:
             y = call.fused(x, w, b, r, side, with_relu)
-            if y is not None:
-                return y
+            if y is not None:       # a fresh float32 / float64 array (the compiled pass computes in those)
+                return y if clip is None else own_clip(y)
             y = call(x, w, b)
             dt = y.dtype
             if (dt is _F32 or dt is _F64) and type(r) is np.ndarray and r.dtype is dt and r.shape == y.shape:
@@ -88,7 +138,9 @@ def epilogue(lookup, fallback, ops):
                     _add_quiet(r, y, y)
                 else:
                     _add_quiet(y, r, y)
+                if clip is not None:
+                    return own_clip(y)
                 return y if relu is None else np.maximum(y, 0, out=y)
         y = add_fn(r, y) if side else add_fn(y, r)
-        return y if relu is None else relu(y)
+        return y if tail is None else tail(y)
     return quiet(fused_add)

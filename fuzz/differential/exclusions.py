@@ -28,7 +28,10 @@ name, so a run's figures say how many models each entry set aside.
   dilated MaxPool with ``auto_pad`` SAME_UPPER / SAME_LOWER (onnxkit gives Part 2's
   ``ceil(input / stride)`` output extent, as onnx's shape inference does; onnxruntime and
   onnx.reference give one less where the dilated window exceeds the input: 2x3x3x2x3,
-  kernel [1, 2, 3], dilations [1, 1, 2], strides [1, 2, 2]: last extent 2 against 1).
+  kernel [1, 2, 3], dilations [1, 1, 2], strides [1, 2, 2]: last extent 2 against 1), no Clip
+  with an absent bound after a float16 / float64 Conv (an absent bound is the type's limit, Part
+  2: onnxkit clips float16's +-inf to +-65504; onnxruntime's float16 Clip and onnx.reference keep
+  +-inf, and a float64 model is checked on its float32 copy, whose limits are float32's).
 * :data:`LOOSE` — float64 compared at float32 tolerance where the oracle computes in float32.
 * :data:`REFUSALS` — onnxkit errors that are documented refusals (README), recognised by
   message; none is expected from the generated models, so the list is short.

@@ -1,7 +1,8 @@
 """A pool whose one window covers the whole input (onnxkit_cpu.overrides.pool.Whole): one reduction
 over the spatial axes instead of kernel-extent taps (transformers' EfficientNet pooler is
-AvgPool2d(1280, ceil_mode=True) on 7x7), the same values as the portable kernel (torch's CPU
-device, onnxkit-gpu) and onnxruntime."""
+AvgPool2d(1280, ceil_mode=True) on 7x7), the portable kernel's bits (torch's CPU device,
+onnxkit-gpu; tests/test_conv_fast.py checks the padded fold's, NaN, inf and -0 included) and
+onnxruntime's values."""
 
 from __future__ import annotations
 
@@ -58,10 +59,7 @@ def test_one_window_over_the_input_is_one_reduction_with_the_portable_values(op,
     assert seen == [shape]
     portable = onnxkit.InferenceSession(data, backend="gpu").run(None, {"x": x})[0]
     assert got.shape == portable.shape
-    if op == "MaxPool":
-        np.testing.assert_array_equal(got, portable)                  # a max does not depend on the order
-    else:
-        np.testing.assert_allclose(got, portable, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(got, portable)                      # the taps' order: the same bits
 
 
 @pytest.mark.parametrize("op,attrs,shape", WHOLE[:2] + WHOLE[4:5])
@@ -88,3 +86,12 @@ def test_the_pads_count_only_where_the_node_says():
     np.testing.assert_array_equal(onnxkit.InferenceSession(plain).run(None, {"x": x})[0], np.ones((1, 1, 1, 1)))
     np.testing.assert_allclose(onnxkit.InferenceSession(counted).run(None, {"x": x})[0], np.full((1, 1, 1, 1), 49 / 81),
                                rtol=1e-7)
+
+
+def test_a_window_with_pads_gives_the_tap_folds_positive_zero():
+    """The tap fold adds the pads' +0 to a window of -0s (+0); a window of X's own -0s stays -0."""
+    x = np.full((1, 2, 7, 7), -0.0, np.float32)
+    padded = _model("AveragePool", dict(kernel_shape=[9, 9], pads=[1, 1, 1, 1]), (1, 2, 7, 7))
+    plain = _model("AveragePool", dict(kernel_shape=[7, 7]), (1, 2, 7, 7))
+    assert not np.signbit(onnxkit.InferenceSession(padded).run(None, {"x": x})[0]).any()
+    assert np.signbit(onnxkit.InferenceSession(plain).run(None, {"x": x})[0]).all()

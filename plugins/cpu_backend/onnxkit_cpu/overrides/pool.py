@@ -20,7 +20,7 @@ meeting in a sum it keeps (see that module).  float16, 3-D, ``Indices`` keep the
 
 A MaxPool / AveragePool whose one window per axis covers the whole input (:class:`Whole`: an
 oversized ``ceil_mode`` kernel, transformers' EfficientNet pooler) is one reduction over the
-spatial axes (a max bit-identical, an average equal up to the summation order).
+spatial axes, the input's positions folded in the taps' order: bit-identical.
 
 GlobalMaxPool is one ``np.maximum.reduce`` over the spatial axes (what ``np.max`` does, less its
 per-call overhead: bit-identical).  GlobalAveragePool sums by a BLAS product with a vector of
@@ -81,13 +81,15 @@ class Whole:
     """A pool whose one window per spatial axis covers the whole input: every output extent 1,
     dilation 1, the window reaching from at or before the first element to at or past the last
     (transformers' EfficientNet pooler, ``AvgPool2d(1280, ceil_mode=True)`` on 7x7: the taps
-    would be the kernel's 1280 + 1280 passes).  One reduction over the spatial axes instead: a
-    max by ``np.maximum.reduce`` (bit-identical to the tap fold: a max does not depend on the
-    order, NaN propagates), an average by ``np.add.reduce`` divided by the portable kernel's
-    divisor (the pads counted as ``count_include_pad`` says): equal to the fold up to the
-    summation order."""
+    would be the kernel's 1280 + 1280 passes).  The fold then runs over the input's own
+    positions only: per spatial axis in order, its elements folded in order (``np.maximum`` /
+    ``np.add``, one pass per element of the axis), as the tap fold combines them; the fill the
+    other taps would add changes nothing (``max(v, -inf)`` is ``v``; ``v + 0`` is ``v`` but for a
+    -0, which one ``+ 0`` at the end makes +0 where the window holds a pad or tail position),
+    so results are bit-identical to the tap fold; an average is then divided by the portable
+    kernel's divisor (the pads counted as ``count_include_pad`` says)."""
 
-    __slots__ = ("axes", "ct", "divisor", "is_max")
+    __slots__ = ("axes", "ct", "divisor", "is_max", "padded")
 
     @staticmethod
     def takes(geometry, shape) -> bool:
@@ -99,6 +101,8 @@ class Whole:
         a, out, begin, end, _ = geometry(shape)
         self.axes, self.is_max = tuple(range(2, len(shape))), is_max
         self.ct = compute_dtype(np, dtype)
+        # per axis: whether the window holds a position that is not X's (a pad or the ceil tail)
+        self.padded = tuple(k > n or b > 0 for k, b, n in zip(a.kernel, begin, shape[2:]))
         self.divisor = None
         if not is_max:
             d = average_divisor(list(shape[2:]), a, out, begin, end, include_pad)
@@ -106,12 +110,20 @@ class Whole:
             self.divisor = d.astype(arrays.dtype_name(dtype)).astype(self.ct).reshape((1, 1) + tuple(out))
 
     def __call__(self, x):
-        xc = x if x.dtype == self.ct else x.astype(self.ct)
-        if self.is_max:
-            y = np.maximum.reduce(xc, axis=self.axes, keepdims=True)
-        else:
-            with np.errstate(all="ignore"):
-                y = np.add.reduce(xc, axis=self.axes, keepdims=True) / self.divisor
+        op = np.maximum if self.is_max else np.add
+        acc = x if x.dtype == self.ct else x.astype(self.ct)
+        with np.errstate(all="ignore"):
+            for axis, padded in zip(self.axes, self.padded):
+                lead = (slice(None),) * axis
+                n = acc.shape[axis]
+                folded = acc[lead + (slice(0, 1),)].copy() if n == 1 else \
+                    op(acc[lead + (slice(0, 1),)], acc[lead + (slice(1, 2),)])
+                for j in range(2, n):
+                    op(folded, acc[lead + (slice(j, j + 1),)], out=folded)
+                if padded and not self.is_max:
+                    np.add(folded, 0.0, out=folded)
+                acc = folded
+            y = acc if self.is_max else np.true_divide(acc, self.divisor, out=acc)
         return y if y.dtype == x.dtype else y.astype(x.dtype)
 
 

@@ -195,7 +195,7 @@ def test_a_costly_deferral_keeps_the_cold_plan_until_the_runs_have_spent_it(monk
     assert plugin.prepared == ["slow"] and sess.plan is cold_plan and sess._cold is record
     assert 0 < record.spent < record.cost == 3600.0
     assert plugin.called_cold == [True] * 5                 # every run on the cold plan is a cold one
-    assert sess._specializer is not None and sess._specializer.stats   # specialized after its first run
+    assert sess._specializer is None or not sess._specializer.stats   # a plan to be replaced is not specialized
     record.spent = 3600.0  # as if the runs had taken that long: promoted before the next one
     sess.run(None, {"x": np.ones(2, np.float32)})
     assert plugin.prepared == ["slow", "fast"] and sess._cold is None and sess.plan is not cold_plan

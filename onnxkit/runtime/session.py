@@ -395,17 +395,18 @@ class InferenceSession(OrtSessionSurface):
 
     def _evaluate(self, values: list, run_options, sig=None) -> list:
         """Runs on the cold plan (:mod:`.bodies`) until its record is due, then the warm plan
-        (:meth:`_plan_warm`); each through :meth:`_evaluate_plan`.  The cold plan's first run is
-        not specialized where a warm plan may replace it (the first result should not pay for
-        plans that may be dropped); its later runs are (a tiered session may run it hundreds of
-        times: hf_bert_ts 0.52 ms a run specialized against 1.36 ms, benchmarks/promotion.py)."""
+        (:meth:`_plan_warm`); each through :meth:`_evaluate_plan`.  The cold plan is not
+        specialized where a warm plan will replace it: a specialized plan costs its own planning
+        (10-20 ms on the corpus models' second run, benchmarks/cold_start.py's ``next`` column)
+        and would be dropped at the promotion; the few runs a cold plan serves are the ones that
+        cannot pay for it."""
         cold = self._cold
         if cold is not None:
             if not cold.due():
                 start = time.perf_counter()
                 try:
                     with planning_cold(cold):
-                        return self._evaluate_plan(values, run_options, sig, specialize=not cold.deferred or cold.ran)
+                        return self._evaluate_plan(values, run_options, sig, specialize=not cold.deferred)
                 finally:
                     cold.ran_for(time.perf_counter() - start)
             self._plan_warm(cold)

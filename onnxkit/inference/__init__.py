@@ -48,6 +48,9 @@ class InferenceResult(Report):
     #: the top-level graph's names a declaration refined, each with the type inferred without it;
     #: None when declarations counted elsewhere too (inputs, subgraphs, functions)
     declared_names: Optional[dict] = records.field(default=None, kw_only=True)
+    #: ``{name: numpy array}``: the top-level graph's values inference computed exactly (small
+    #: integer constants and the shape arithmetic over static extents; never a symbolic one)
+    values: dict = records.field(factory=dict, kw_only=True)
 
     def undeclared_types(self, model: ir.Model) -> Optional[dict]:
         """``{name: Type}`` of the top-level graph as inference gives it from the inputs and constants
@@ -90,7 +93,8 @@ def infer_model(model: ir.Model, registry=None) -> InferenceResult:
     engine = _engine(model, registry)
     return InferenceResult(list(engine.diagnostics), types=dict(engine.types),
                            declarations_used=engine.declarations_used,
-                           declared_names=None if engine.declared_names is None else dict(engine.declared_names))
+                           declared_names=None if engine.declared_names is None else dict(engine.declared_names),
+                           values=engine.exact_values())
 
 
 def _worth_writing(t) -> bool:

@@ -236,6 +236,13 @@ class Engine:
         self.max_expansions = MAX_EXPANSIONS + EXPANSIONS_PER_NODE * size
         self.last_subgraph_values: list = []
 
+    def exact_values(self) -> dict:
+        """``{name: value}`` of the top-level graph's values known exactly (not symbolic)."""
+        top = self._top
+        if top is None:
+            return {}
+        return {n: v for n, v in top.values.items() if not is_symbolic(v)}
+
     # -- services for the context ------------------------------------------------------------
     def fresh_dim(self) -> str:
         while True:

@@ -163,16 +163,14 @@ def options_of(tensor: Tensor) -> Optional[ExternalDataOptions]:
 
 def resolve_storage(storage, options: Optional[ExternalDataOptions]) -> Storage:
     """The storage to open or write through: ``storage`` (a :class:`Storage` or a registered
-    name), else the options' storage, else the registry's ``'file'`` (the host's own when the
-    registry cannot be built); an unknown name is refused by name."""
+    name), else the options' storage, else the registry's ``'file'`` (the host's own when no
+    plugin provides it); an unknown name is refused by name."""
     s = storage if storage is not None else (options.storage if options is not None else None)
     if isinstance(s, str) or s is None:
-        try:
-            from .registry import get_registry
+        from .registry import get_registry
 
-            table = get_registry().storages
-        except Exception:  # the registry cannot be built: the host's own storage still works
-            table = {}
+        # building the registry reports plugin faults instead of raising: a raise here is a bug, and propagates
+        table = get_registry().storages
         if s is None:
             return table.get("file") or LocalFileStorage()
         if s not in table:

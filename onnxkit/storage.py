@@ -190,7 +190,7 @@ class StorageFile:
     def __del__(self):  # pragma: no cover - safety net
         try:
             self.close()
-        except Exception:
+        except OSError:  # the descriptor is already gone (closed elsewhere): nothing is left to release
             pass
 
 
@@ -343,7 +343,7 @@ class LocalFileStorage(Storage):
                         raise refuse("file-changed", f"{prefix!r} opened is not the file the resolution "
                                      "identified (it was replaced between resolution and open)")
                 return self._checked(fd, st, base, location, refuse)
-            except BaseException:
+            except BaseException:  # cleanup only: the descriptor is closed and the fault re-raised as it is
                 os.close(fd)
                 raise
         finally:
@@ -385,7 +385,7 @@ class LocalFileStorage(Storage):
             raise refuse("file-changed", "the file opened is not the file the resolution identified")
         try:
             return self._checked(fd, st, base, location, refuse)
-        except BaseException:
+        except BaseException:  # cleanup only: the descriptor is closed and the fault re-raised as it is
             os.close(fd)
             raise
 
@@ -440,7 +440,7 @@ class LocalFileStorage(Storage):
                 with os.fdopen(wfd, "wb") as f:
                     n = _write_all(f, chunks)
                 os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-            except BaseException:
+            except BaseException:  # cleanup only: the temporary file is removed and the fault re-raised
                 try:
                     os.unlink(tmp, dir_fd=fd)
                 except OSError:

@@ -167,7 +167,13 @@ def _check_inference(ctx: Context, model: ir.Model, registry):
     except RecursionError:
         ctx.emit("limit-exceeded", "graphs nest too deeply to be inferred (Clause 15.4)", "model")
         return None
-    except Exception as exc:  # a fault in inference must not hide the rest of the report
+    except Exception as exc:  # noqa: BLE001
+        # Broad: the engine reports every node's fault itself (Clause 9.4), so a raise here is a
+        # bug of the engine, and it must not hide the rest of the report: shown as a finding of
+        # the report, and logged on onnxkit.check with the traceback.
+        from ..log import get_logger
+
+        get_logger("check").warning("type inference stopped: %s: %s", type(exc).__name__, exc, exc_info=exc)
         ctx.emit("inference-function-failed", f"inference stopped: {type(exc).__name__}: {exc}", "model")
         return None
     for d in result.diagnostics:

@@ -129,9 +129,15 @@ def main(argv: Optional[list] = None) -> int:
         what = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         print(f"{where}: error: {what}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
-    except Exception as exc:  # a bug of onnxkit: one line, the traceback only on request
+    except Exception as exc:  # noqa: BLE001
+        # Broad: the command line's last resort.  Not one of the typed errors above, so a bug of
+        # onnxkit: shown as one line on stderr and exit status EXIT_INTERNAL; the traceback is
+        # re-raised with ONNXKIT_TRACEBACK=1 and logged at DEBUG (`onnxkit -vv` shows it).
         if os.environ.get("ONNXKIT_TRACEBACK"):
             raise
+        from ..log import get_logger
+
+        get_logger().debug("%s: internal error", where, exc_info=exc)
         print(f"{where}: internal error: {type(exc).__name__}: {exc} (a bug of onnxkit; "
               "ONNXKIT_TRACEBACK=1 shows the traceback)", file=sys.stderr)
         return EXIT_INTERNAL

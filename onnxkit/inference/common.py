@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import ir
 from ..dtypes import ELEMENT_TYPES, DataType, by_name
+from ..errors import OnnxkitTypeError
 from ..shapes import BroadcastError, broadcast_multidirectional, broadcast_unidirectional
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, as_symbolic, is_symbolic
 
@@ -110,7 +111,7 @@ def parse_type(s: str) -> Optional[ir.Type]:
             k, v = inner.split(",", 1)
             vt = parse_type(v)
             return None if vt is None else ir.MapType(int(by_name(k.strip()).tag), vt)
-    except Exception:
+    except (OnnxkitTypeError, ValueError):  # an element type name Table 5 lacks, a map without its ','
         return None
     return None
 
@@ -307,7 +308,7 @@ def cast_rule(attr: str = "to") -> Callable:
         if isinstance(raw, str):  # Cast-1 gave the type as a string ('FLOAT')
             try:
                 to = int(by_name(raw).tag)
-            except Exception:
+            except OnnxkitTypeError:  # not a name of Table 5: the output type is unknown
                 to = 0
         else:
             to = int(raw or 0)
@@ -319,7 +320,7 @@ def cast_rule(attr: str = "to") -> Callable:
             try:
                 with np.errstate(all="ignore"):
                     value = c.astype(row.dtype) if c.dtype.kind != "f" or np.all(np.isfinite(c)) else None
-            except Exception:
+            except (ValueError, TypeError, OverflowError):  # numpy's refusal to convert: the value is not folded
                 value = None
         elif row is not None and row.dtype.kind in "iu":
             s = ctx.symbolic(0)

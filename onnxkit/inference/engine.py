@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Optional
 
 import numpy as np
@@ -28,11 +29,16 @@ import numpy as np
 from .. import ir
 from ..diagnostics import ERROR, WARNING, Diagnostic, error, warning
 from ..dtypes import ELEMENT_TYPES
+from ..errors import OnnxkitError
 from ..ir.attribute import AttributeType
 from ..functions import GRAPH_TYPES, call_attributes, substitute
 from ..locations import Location
+from ..log import get_logger
 from ..registry import normalize_domain
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is_symbolic
+
+#: Where a fault of an inference function that is not onnxkit's typed refusal (a bug) is logged.
+_LOG = "check"
 
 #: The severity of each contradiction code, as the checker's table gives it (a test keeps them
 #: equal; the table is not imported here, the checker being the package that imports inference).
@@ -162,7 +168,9 @@ def _initializer_value(t) -> Optional[np.ndarray]:
         return None
     try:
         return np.asarray(t.numpy())
-    except Exception:  # unreadable (external data refused, malformed): simply not known
+    except (OnnxkitError, OSError, ValueError, TypeError, OverflowError):
+        # unreadable: external data refused (ExternalDataError), malformed contents (OnnxkitTypeError),
+        # a file the storage cannot read (OSError): simply not known; the checker reports the tensor
         return None
 
 
@@ -217,6 +225,7 @@ class Engine:
         self.contradicted: dict = {}   # id(graph) -> names whose declared type contradicts the inferred one
         self.diagnostics: list = []
         self._seen: set = set()
+        self._logged_faults: set = set()  # (operator, exception type) whose fault was logged: _log_fault
         self._used = _dim_params(model)
         self._counter = 0
         self.fresh: set = set()
@@ -261,6 +270,19 @@ class Engine:
 
     def note_warning(self, code, clause, message, location=""):
         self._report(warning(code, clause, message, location))
+
+    def _log_fault(self, node: ir.Node, where, exc: BaseException) -> None:
+        """Log a bug-like fault of the inference of ``node`` on ``onnxkit.check``: a warning with the
+        traceback for the first fault of each (operator, exception type) in this inference, the
+        others at DEBUG (a model with a thousand such nodes logs one warning, not a thousand)."""
+        op = f"{node.domain + '::' if node.domain else ''}{node.op_type}"
+        key = (op, type(exc).__name__)
+        first = key not in self._logged_faults
+        self._logged_faults.add(key)
+        get_logger(_LOG).log(logging.WARNING if first else logging.DEBUG,
+                             "type inference: the inference of %s at %s raised %s: %s; its outputs are unknown, so "
+                             "the passes that need their types leave them alone", op, where, type(exc).__name__, exc,
+                             exc_info=exc if first else None)
 
     @staticmethod
     def node_label(node: ir.Node, idx: int) -> str:
@@ -460,10 +482,20 @@ class Engine:
             out_types, out_values = [None] * n_out, [None] * n_out
         except RecursionError:
             raise
-        except Exception as exc:  # a fault of an inference function: unknown, reported
+        except OnnxkitError as exc:  # a typed refusal (a malformed attribute or constant): unknown, reported
             self._report(warning("inference-function-failed", "9.4",
                                  f"inference of {node.op_type} raised {type(exc).__name__}: {exc}; its outputs are unknown",
                                  where))
+            out_types, out_values = [None] * n_out, [None] * n_out
+        except Exception as exc:  # noqa: BLE001
+            # Broad: an inference function is plugin code and may raise anything, and Clause 9.4
+            # makes unknown never a failure.  A fault that is not a typed refusal is a bug: it is
+            # reported as a diagnostic (the checker shows it) and logged on onnxkit.check with the
+            # node and the traceback, since the planner and the optimizer drop the diagnostics.
+            self._report(warning("inference-function-failed", "9.4",
+                                 f"inference of {node.op_type} raised {type(exc).__name__}: {exc}; its outputs are unknown",
+                                 where))
+            self._log_fault(node, where, exc)
             out_types, out_values = [None] * n_out, [None] * n_out
         # subgraphs the inference function did not look at are still inferred (their inputs unknown)
         for a in node.attribute:
@@ -480,7 +512,7 @@ class Engine:
                     try:
                         from ..dtypes import from_numpy_dtype
                         t = ir.TensorType(int(from_numpy_dtype(v.dtype).tag), list(np.shape(v)))
-                    except Exception:
+                    except (OnnxkitError, TypeError):  # a dtype with no ONNX element type: its type stays unknown
                         t = None
                 self.define(scope, name, t, v, where)
 

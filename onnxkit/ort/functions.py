@@ -90,7 +90,10 @@ class _CallbackHandler(logging.Handler):
         severity = _SEVERITY_OF_LEVEL.get(record.levelno, 2)
         try:
             self.callback(severity, record.name, "", f"{record.pathname}:{record.lineno}", record.getMessage())
-        except Exception:  # a failing callback must not break evaluation
+        except Exception:  # noqa: BLE001
+            # Broad: the user's callback may raise anything, and a failing log handler must not
+            # break evaluation; logging.Handler's contract: handleError shows it (the traceback on
+            # stderr while logging.raiseExceptions, Python's default).
             self.handleError(record)
 
 

@@ -43,7 +43,11 @@ def cuda_available() -> bool:
         import torch
 
         return bool(torch.cuda.is_available())
-    except Exception:  # a broken torch install: no CUDA
+    except (ImportError, OSError, RuntimeError) as exc:  # a broken torch install (a missing library): no CUDA
+        from ..log import get_logger
+
+        get_logger("run").warning("torch is installed but cannot be used (%s: %s): CUDA is not available",
+                                  type(exc).__name__, exc)
         return False
 
 

@@ -34,6 +34,8 @@ import numpy as np
 
 from .. import ir
 from ..errors import OnnxkitError
+from ..log import get_logger
+from ..status import OrtStatusError
 from .options import SessionOptions, normalize_providers
 from .ortvalue import OrtValueVector  # noqa: F401  (defined beside OrtValue; named here as before)
 
@@ -254,7 +256,14 @@ class OrtSessionSurface:
         def work():
             try:
                 outs = self.run(output_names, input_feed, run_options)
-            except Exception as exc:  # the callback hears of it, as onnxruntime's does
+            except OrtStatusError as exc:  # a refusal (onnxkit's errors are all status errors): the callback hears of it
+                callback([], user_data, str(exc) or type(exc).__name__)
+                return
+            except Exception as exc:  # noqa: BLE001
+                # Broad: on this thread nobody else can catch it (the callback would never be
+                # called).  Not a status error, so a bug: logged on onnxkit.run with the traceback,
+                # and the callback hears of it, as onnxruntime's does.
+                get_logger("run").warning("run_async: the run raised %s: %s", type(exc).__name__, exc, exc_info=exc)
                 callback([], user_data, str(exc) or type(exc).__name__)
                 return
             callback(outs, user_data, "")

@@ -156,7 +156,16 @@ class GraphView:
 
             try:
                 self._types = infer_model(undeclared(self.model), self.registry).graph("")
-            except Exception:  # a model inference cannot type: the passes needing types do nothing
+            except Exception as exc:  # noqa: BLE001
+                # Broad: the engine reports every node's fault as a diagnostic (Clause 9.4: unknown
+                # is never a failure), so a raise here is a bug of the engine, and the optimizer is
+                # an optimization: the passes needing types do nothing, which is logged on
+                # onnxkit.plan with the value first asked about and the traceback.
+                from ...log import get_logger
+
+                get_logger("plan").warning("optimizer: type inference of the model raised %s: %s (asked for the type of "
+                                           "%r); the passes that need types leave the model alone",
+                                           type(exc).__name__, exc, name, exc_info=exc)
                 self._types = {}
         t = self._types.get(name)
         if not isinstance(t, ir.TensorType) or not t.elem_type:

@@ -205,7 +205,10 @@ def build_registry(
                 continue
             try:
                 module = ep.load()
-            except Exception as exc:  # a broken plugin is reported, not raised
+            except Exception as exc:  # noqa: BLE001
+                # Broad by design: importing a plugin runs its code, which may raise anything, and a
+                # broken plugin must not take the host down.  Shown as a PluginFault naming it
+                # (Registry.faults: `onnxkit plugins`, and logged on onnxkit.plugins by a session).
                 faults.append(PluginFault(dist_name or ep.name, "import", f"cannot load entry point {ep.value!r}: {type(exc).__name__}: {exc}"))
                 continue
             infos.append(PluginInfo(ep.name, dist_name, version, module))
@@ -255,7 +258,9 @@ class Registry:
         for info in plugins:
             try:
                 self._pm.register(info.module, name=info.name)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001
+                # Broad by design: registering reads the plugin's attributes (its code); shown as a
+                # PluginFault naming the plugin, as every plugin fault is (see build_registry).
                 self.faults.append(PluginFault(info.name, "register", f"{type(exc).__name__}: {exc}"))
         self._load()
 
@@ -265,7 +270,9 @@ class Registry:
             name = impl.plugin_name
             try:
                 result = impl.function(**{k: kwargs[k] for k in impl.argnames})
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001
+                # Broad by design: a hook is plugin code; whatever it raises is that plugin's fault,
+                # shown as a PluginFault naming the plugin and the hook, and the others still load.
                 self._fault(name, hook, f"raised {type(exc).__name__}: {exc}")
                 continue
             if self._trace:
@@ -497,7 +504,8 @@ def _iterable(result, plugin, hook, reg):
         return []
     try:
         return list(result)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
+        # Broad by design: iterating runs the plugin's generator; shown as a PluginFault naming it.
         reg._fault(plugin, hook, f"iterating the result raised {type(exc).__name__}: {exc}")
         return []
 

@@ -100,6 +100,10 @@ def onnxkit_backends():
     ``InferenceSession.fallbacks`` and by ``onnxkit unsupported MODEL --backend NAME``, never a
     run-time surprise, and never an approximation (Clause 4.4).  A backend without
     ``fallback`` reports such a node unsupported; a fallback's own ``fallback`` is not followed.
+
+    A backend declares what its values are with ``array_kind``: ``"numpy"`` (numpy arrays on the
+    host, with ``host_arrays``), ``"torch"`` (torch tensors: fed and returned as they are), or
+    None; the host reads that, never the backend's description.
     """
 
 
@@ -129,6 +133,13 @@ def onnxkit_portable_kernels():
     narrow types) is registered with ``host_only=True``: it runs on backends whose values are
     numpy arrays (``host_arrays``, the cpu backend), and elsewhere through the backend's
     per-node fallback.
+
+    The portable kernel is also where the domain package declares what the host must know of the
+    *operator*, whichever backend's kernel runs it (:func:`onnxkit.kernel_traits.operator_traits`;
+    the host keeps no list of operator names): ``@size_guard(kind)``, the run-time size check its
+    nodes need before the kernel runs (:data:`onnxkit.kernel_traits.SIZE_GUARDS`);
+    ``@nondeterministic``, never evaluated at planning; ``@fails_on_values``, never dropped unread
+    by the shape specializer (all from :mod:`onnxkit.plugin`).
     """
 
 

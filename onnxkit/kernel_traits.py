@@ -3,11 +3,22 @@
 A kernel factory and the node function it returns may each carry a :class:`KernelTraits`,
 declared through the helpers of the plugin surface (:func:`onnxkit.plugin.needs_scope`,
 :func:`onnxkit.plugin.binds_constants`, :func:`onnxkit.plugin.offers_epilogue`,
-:func:`onnxkit.plugin.declares_output_bytes`, ``KernelTable.register(..., host_only=True)``)
-or :func:`declare_traits`.  The host reads them with :func:`traits_of` and nothing else: the
-registry (``host_only``), the planner (``needs_scope``), the run loop (``bind_constants``), the
-size guard (``output_bytes``), the fallback wrapper and the ``epilogue`` plan pass
+:func:`onnxkit.plugin.declares_output_bytes`, ``KernelTable.register(..., host_only=True)``,
+:func:`onnxkit.plugin.size_guard`, :func:`onnxkit.plugin.nondeterministic`,
+:func:`onnxkit.plugin.fails_on_values`, :func:`onnxkit.plugin.calls_blas`) or :func:`declare_traits`.  The host reads them with
+:func:`traits_of` (and :func:`operator_traits`) and nothing else: the registry (``host_only``),
+the planner (``needs_scope``), the run loop (``bind_constants``), the size guard
+(``output_bytes``, ``size_guard``), constant folding and the shape specializer
+(``nondeterministic``, ``fails_on_values``), the session's BLAS thread limit (``calls_blas``),
+the fallback wrapper and the ``epilogue`` plan pass
 (``fuse_epilogue`` / ``epilogue_inputs``).
+
+*Operator traits* (:data:`OPERATOR_TRAITS`: ``size_guard``, ``nondeterministic``,
+``fails_on_values``) describe the operator, not one implementation of it: the domain package
+that defines the operator declares them on its portable kernel factory (``onnxkit_portable_kernels``),
+and the host reads them from there (:func:`operator_traits`) whichever backend's kernel runs the
+node, an override included.  This is how operator knowledge stays with the operator's plugin:
+the host holds no table of operator names (tests/test_host_tables.py).
 
 A function that carries one of the former untyped capability attributes (``fn.needs_scope =
 True``, ...) without traits is refused with an :class:`~onnxkit.errors.OnnxkitError` naming the
@@ -57,6 +68,32 @@ def _optional_int(v):
     return None if v is None else int(v)
 
 
+#: The size-guard kinds an operator may declare (``size_guard``), each implemented once by
+#: :mod:`onnxkit.runtime.budget` (tests/test_host_tables.py asserts the two agree):
+#:
+#: * ``"value"``: the output extents come from input values or attributes; predicted before the
+#:   kernel by the operator's inference function on the concrete inputs;
+#: * bounds, which pass the common case without inference (else inference predicts):
+#:   ``"broadcast"`` (equal shapes: the inputs' size; else the product of the sizes),
+#:   ``"concat"`` (the sum of the sizes), ``"matmul"`` / ``"gemm"`` (|a|·|b|/K for a contraction
+#:   over K; Gemm reads ``transA``), ``"gather"`` (indices x the slice of ``axis``),
+#:   ``"product"`` (the product of the input sizes);
+#: * estimators, for sizes that depend on data no inference function sees: ``"nonzero"`` (the
+#:   count of nonzero elements), ``"sequence_split"`` (a split's count of pieces, ``axis``),
+#:   ``"sequence_insert"`` / ``"sequence_construct"`` (the sequence's length),
+#:   ``"sequence_concat"`` (the bytes of the sequence's tensors), ``"string_concat"`` /
+#:   ``"string_split"`` (the strings' lengths; ``delimiter``), ``"unique"`` (at most the input,
+#:   one int64 per element for each further output).
+SIZE_GUARDS = ("value", "broadcast", "concat", "matmul", "gemm", "gather", "product", "nonzero", "sequence_split",
+               "sequence_insert", "sequence_construct", "sequence_concat", "string_concat", "string_split", "unique")
+
+
+def _size_guard(value):
+    if value is not None and value not in SIZE_GUARDS:
+        raise TypeError(f"size_guard must be one of {SIZE_GUARDS} or None, got {value!r}")
+    return value
+
+
 @records.frozen
 class KernelTraits:
     """The capabilities of one kernel factory or node function (all off by default).
@@ -65,6 +102,25 @@ class KernelTraits:
 
     * ``host_only``: a portable kernel that needs numpy itself (its values are numpy arrays):
       only backends with ``host_arrays`` get it; others run the node on their fallback.
+    * ``calls_blas``: its node functions call the host's BLAS (matrix products through numpy):
+      a session whose model has a node of an operator some kernel of which declares it limits
+      BLAS's threads to the session's ``intra_op_num_threads`` during its runs; a session whose
+      model has none skips that (:func:`onnxkit.runtime.threads.uses_blas`).
+
+    Of the factory, describing the operator (:data:`OPERATOR_TRAITS`; read from the definition's
+    portable kernel by :func:`operator_traits`, whichever kernel runs the node):
+
+    * ``size_guard``: the kind of run-time size check its nodes need before the kernel runs
+      (one of :data:`SIZE_GUARDS`; :mod:`onnxkit.runtime.budget`), for an operator whose output
+      can be larger than its inputs.  None (the default): of ai.onnx, no check (the output is
+      bounded by inputs that were checked or fed); of another domain, the inference function's
+      prediction, and a check after the kernel returned.
+    * ``nondeterministic``: equal inputs may give different outputs (Clause 8.5: the random
+      generators, Dropout): its nodes are never evaluated at planning (constant folding, the
+      shape specializer, computed constants) and never dropped unread.
+    * ``fails_on_values``: a node may fail on its input *values* alone (integer Div and Mod by
+      zero), not only on their types and shapes: the shape specializer never drops one whose
+      output nothing reads.
 
     Of the node function (what the factory returns):
 
@@ -91,10 +147,21 @@ class KernelTraits:
     epilogue_inputs: Optional[int] = records.field(default=None, converter=_optional_int)
     output_bytes: Optional[Callable] = records.field(default=None, validator=_optional_callable("output_bytes"))
     bodies: Optional[Callable] = records.field(default=None, validator=_optional_callable("bodies"))
+    size_guard: Optional[str] = records.field(default=None, converter=_size_guard)
+    nondeterministic: bool = records.field(default=False, converter=bool)
+    fails_on_values: bool = records.field(default=False, converter=bool)
+    calls_blas: bool = records.field(default=False, converter=bool)
 
 
 #: The traits of a function that declares none.
 NO_TRAITS = KernelTraits()
+
+#: The traits that describe the operator rather than one kernel of it (see :func:`operator_traits`).
+OPERATOR_TRAITS = ("size_guard", "nondeterministic", "fails_on_values")
+
+#: The traits the host reads off a factory without calling it (a lazily loaded kernel's index
+#: carries them: :mod:`onnxkit.plugin.lazy`).
+FACTORY_TRAITS = ("host_only", "calls_blas") + OPERATOR_TRAITS
 
 _FIELDS = frozenset(f.name for f in records.fields(KernelTraits))
 
@@ -133,3 +200,51 @@ def declare_traits(fn: Callable, **traits) -> Callable:
     except (AttributeError, TypeError):
         raise TypeError(f"{fn!r} cannot carry kernel traits; wrap it in a Python function") from None
     return fn
+
+
+def operator_traits(registry, key: tuple, factory: Any = None) -> KernelTraits:
+    """The operator traits (:data:`OPERATOR_TRAITS`) of the definition ``key`` (``(domain,
+    op_type, since_version)``, or its schema): those its portable kernel's factory declares
+    (``registry.portable``: the domain package's own declaration), else, where the definition
+    has no portable kernel, those of ``factory`` (the kernel a backend runs it with).  Traits of
+    one kernel (``host_only``, node-function traits) are not carried: only the operator's."""
+    if not isinstance(key, tuple):
+        key = key.key
+    portable = getattr(registry, "portable", None) or {}
+    found = portable.get(key, factory)
+    if found is None:
+        return NO_TRAITS
+    traits = traits_of(found)
+    if traits is NO_TRAITS:
+        return NO_TRAITS
+    declared = {name: getattr(traits, name) for name in OPERATOR_TRAITS}
+    return KernelTraits(**declared) if any(declared.values()) else NO_TRAITS
+
+
+def size_guard(kind: str) -> Callable:
+    """Decorator: the operator of this kernel factory needs the run-time size check ``kind``
+    (one of :data:`SIZE_GUARDS`) before its kernel runs; declared by the domain package on its
+    portable kernel (:func:`operator_traits`).  Returns the decorator (it returns the factory)."""
+    _size_guard(kind)
+
+    def deco(factory: Callable) -> Callable:
+        return declare_traits(factory, size_guard=kind)
+    return deco
+
+
+def nondeterministic(factory: Callable) -> Callable:
+    """Mark the operator of this kernel factory as nondeterministic (Clause 8.5): never
+    evaluated at planning nor dropped unread.  Returns ``factory``."""
+    return declare_traits(factory, nondeterministic=True)
+
+
+def fails_on_values(factory: Callable) -> Callable:
+    """Mark the operator of this kernel factory as able to fail on its input values alone
+    (integer division by zero): never dropped unread by the shape specializer.  Returns ``factory``."""
+    return declare_traits(factory, fails_on_values=True)
+
+
+def calls_blas(factory: Callable) -> Callable:
+    """Mark a kernel factory whose node functions call the host's BLAS: a session running a model
+    with a node of its operator limits BLAS's threads during its runs.  Returns ``factory``."""
+    return declare_traits(factory, calls_blas=True)

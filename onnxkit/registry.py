@@ -63,6 +63,10 @@ class Backend:
     arrays on the host, so it also runs the portable kernels marked ``host_only`` (those that
     need numpy itself: strings, maps, the 4/2-bit types...).  ``dtype``: maps a numpy dtype to
     the namespace's dtype, or None where the backend has none (default: the numpy dtype itself).
+    ``array_kind``: what the backend's values are, as a session's feeds and outputs see them:
+    ``"numpy"`` (numpy arrays on the host; such a backend also declares ``host_arrays``),
+    ``"torch"`` (torch tensors: a torch tensor fed stays one, outputs stay on the device unless
+    asked for on the host), or None (values of another kind: fed and returned as numpy arrays).
     """
 
     name: str
@@ -75,6 +79,7 @@ class Backend:
     namespace: Optional[Callable] = None
     host_arrays: bool = False
     dtype: Optional[Callable] = None
+    array_kind: Optional[str] = None
 
     def xp(self):
         """The backend's array namespace (see ``namespace``), or None if it declares none."""

@@ -1,7 +1,8 @@
 """One hostile case per guarded ai.onnx operator (issue 29: no test named Gemm, EyeLike, Col2Im, ...).
 
-Every operator the tables of :mod:`onnxkit.runtime.budget` guard has a case here (the list is
-enumerated and its size asserted: a guard added without a case fails).  A case is a one-node
+Every ai.onnx operator whose kernel declares a ``size_guard`` (the default domain's declarations,
+implemented by :mod:`onnxkit.runtime.budget`) has a case here (the list is enumerated and its size
+asserted: a guard declared without a case fails).  A case is a one-node
 model, planned as a session plans it (so the guard is the one planning decided), and inputs
 that request far more than ``max_value_bytes`` (1 MiB) or ``max_sequence_length`` (100).  The
 node's guard is called as the run loop calls it, before the kernel, with those inputs — large
@@ -168,7 +169,7 @@ CASES = {
 
 def test_every_guarded_operator_has_a_hostile_case():
     guarded = guarded_operators()
-    assert len(guarded) == 66  # a guard added to budget.py needs a case here (and this count)
+    assert len(guarded) == 66  # a guard declared by a kernel needs a case here (and this count)
     assert set(CASES) == set(guarded)
 
 

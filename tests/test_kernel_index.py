@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from onnxkit.errors import OnnxkitError
+from onnxkit.kernel_traits import FACTORY_TRAITS
 from onnxkit.plugin.lazy import (INDEX_MODULES, LazyFunction, LazyKernel, index_of, index_of_entries,
                                  lazy_family_tables, render_index, table_of, write_index)
 from onnxkit.registry import build_registry, get_registry, traits_of
@@ -70,10 +71,11 @@ def test_the_index_file_is_exactly_what_the_generator_writes(package):
 @pytest.mark.parametrize("package", KERNEL_PACKAGES)
 def test_a_lazy_kernel_answers_the_host_as_its_real_factory(package):
     for key, lazy in lazy_family_tables(package, _entries(package)).items():
-        family, _module, _host = index_of_entries(_entries(package))[key]
+        family, _module, _host, _traits = index_of_entries(_entries(package))[key]
         real = importlib.import_module(f"{package}.{family}").KERNELS[key]
         assert isinstance(lazy, LazyKernel)
-        assert traits_of(lazy).host_only == traits_of(real).host_only, key
+        for trait in FACTORY_TRAITS:  # host_only and the operator traits (size_guard, nondeterministic, ...)
+            assert getattr(traits_of(lazy), trait) == getattr(traits_of(real), trait), (key, trait)
         assert lazy.__module__ == real.__module__, key
         assert lazy.resolve() is real, key
 

@@ -31,7 +31,14 @@ What a kernel declares beyond computing its node is one :class:`KernelTraits` re
 :func:`binds_constants` (specialized once on constant inputs), :func:`offers_epilogue` (folds a
 following Relu / Add), :func:`host_only` (a portable kernel needing numpy values) and
 :func:`declares_output_bytes`, :func:`reports_bodies` (which body it chose per input-shape key),
-or :func:`declare_traits`; :func:`traits_of` reads them.  A kernel whose fast body needs a slow
+or :func:`declare_traits`; :func:`traits_of` reads them.  What a domain package knows of its
+*operators* it declares on their portable kernel factories, and the host reads it from there
+whichever backend runs the node (:func:`onnxkit.kernel_traits.operator_traits`; the host names
+no operator): :func:`size_guard` (the run-time size check an operator whose output can exceed
+its inputs needs: ``@size_guard("concat")``, kinds :data:`SIZE_GUARDS`), :func:`nondeterministic`
+(random generators, Dropout: never evaluated at planning) and :func:`fails_on_values` (integer
+division by zero: never dropped unread).  A kernel whose computation calls the host's BLAS
+declares :func:`calls_blas` (a session limits BLAS's threads only for models with such a node).  A kernel whose fast body needs a slow
 one-time setup (a compiler) asks :func:`first_run` at planning: where it returns a record, the
 plan is a session's cold plan, and the kernel may take its quick-to-start body and call
 ``record.defer(what, cost=seconds, setup=(key, seconds))``; the session then plans again, warm,
@@ -64,6 +71,7 @@ from ..errors import EvaluationError, OnnxkitError, OnnxkitTypeError
 from ..functions import node_attributes
 from ..hookspecs import hookimpl
 from ..inference.context import InferenceContext, InferenceError
+from ..kernel_traits import SIZE_GUARDS, calls_blas, fails_on_values, nondeterministic, size_guard
 from ..ir import AttributeType
 from ..limits import DEFAULT_LIMITS, Limits
 from ..plugin_tools import family_modules, merge_family_tables
@@ -76,11 +84,12 @@ from ..runtime.kernel import (KernelTable, KernelTraits, NodeContext, Unsupporte
 from ..schema import (AttributeDef, FormalParameter, OperatorSet, OpSchema, SchemaData, TypeConstraint,
                       build_operator_sets, packaged_schema_data)
 
-__all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "DEFAULT_LIMITS", "DataType", "EvaluationError",
-           "FormalParameter", "InferenceContext", "InferenceError", "KernelTable", "KernelTraits", "Limits",
-           "NodeContext", "OnnxkitError", "OnnxkitTypeError", "OpSchema", "OpaqueTypeDef", "OperatorSet", "SchemaData",
-           "TypeConstraint", "Unsupported", "arrays", "binds_constants", "build_operator_sets", "declare_traits",
-           "declares_output_bytes", "element_type", "family_modules", "first_run", "from_numpy_dtype", "hookimpl",
-           "host_only", "ir", "lazy_family_tables", "merge_family_tables", "needs_scope", "node_attributes",
+__all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "DEFAULT_LIMITS", "DataType",
+           "EvaluationError", "FormalParameter", "InferenceContext", "InferenceError", "KernelTable", "KernelTraits",
+           "Limits", "NodeContext", "OnnxkitError", "OnnxkitTypeError", "OpSchema", "OpaqueTypeDef", "OperatorSet",
+           "SIZE_GUARDS", "SchemaData", "TypeConstraint", "Unsupported", "arrays", "binds_constants",
+           "build_operator_sets", "calls_blas", "declare_traits", "declares_output_bytes", "element_type",
+           "fails_on_values", "family_modules", "first_run", "from_numpy_dtype", "hookimpl", "host_only", "ir",
+           "lazy_family_tables", "merge_family_tables", "needs_scope", "node_attributes", "nondeterministic",
            "normalize_domain", "note_planned_body", "offers_epilogue", "packaged_schema_data", "records",
-           "reports_bodies", "traits_of"]
+           "reports_bodies", "size_guard", "traits_of"]

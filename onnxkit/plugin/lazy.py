@@ -6,10 +6,13 @@ instead keep a generated index and return ``lazy_family_tables(__name__, ENTRIES
 hook.  Two kinds of package do:
 
 * a **kernel** package (tables ``KERNELS``) keeps ``_kernel_index.py`` holding ``ENTRIES``:
-  ``(domain, op_type, since_versions, family, factory_module, host_only)`` rows;
-  ``lazy_family_tables(__name__, ENTRIES)`` gives one :class:`LazyKernel` per key: a factory that
-  imports its family module the first time a node is planned with it, and answers what the host
-  asks of a factory before that (``traits_of(...).host_only``, ``__module__`` for the operator
+  ``(domain, op_type, since_versions, family, factory_module, host_only)`` rows, with a seventh
+  column ``{trait: value}`` where the factory declares other factory traits
+  (:data:`~onnxkit.kernel_traits.FACTORY_TRAITS`: ``calls_blas`` and the operator traits
+  ``size_guard``, ``nondeterministic``, ``fails_on_values``); ``lazy_family_tables(__name__, ENTRIES)`` gives one :class:`LazyKernel`
+  per key: a factory that imports its family module the first time a node is planned with it,
+  and answers what the host asks of a factory before that (``traits_of(...)``: the factory
+  traits of :data:`~onnxkit.kernel_traits.FACTORY_TRAITS`; ``__module__`` for the operator
   index) from the index;
 * an **inference** package (tables ``FUNCTIONS``, Clause 9.2) keeps ``_function_index.py``
   holding ``ENTRIES``: ``(domain, op_type, since_versions, family, function_module)`` rows;
@@ -42,7 +45,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ..errors import OnnxkitError
-from ..kernel_traits import TRAITS_ATTRIBUTE, KernelTraits, traits_of
+from ..kernel_traits import FACTORY_TRAITS, TRAITS_ATTRIBUTE, KernelTraits, traits_of
 from ..plugin_tools import family_modules
 
 __all__ = ["INDEX_MODULES", "LazyFunction", "LazyKernel", "index_of", "index_of_entries", "lazy_family_tables",
@@ -94,9 +97,12 @@ class LazyKernel(_LazyEntry):
 
     TABLE = "KERNELS"
 
-    def __init__(self, package: str, family: str, key: tuple, module: str, host_only: bool, prepare=None):
+    def __init__(self, package: str, family: str, key: tuple, module: str, host_only: bool, prepare=None,
+                 traits: tuple = ()):
         super().__init__(package, family, key, module, prepare)
-        if host_only:
+        if traits:  # the factory traits the index carries beyond host_only: ((name, value), ...)
+            setattr(self, TRAITS_ATTRIBUTE, KernelTraits(host_only=host_only, **dict(traits)))
+        elif host_only:
             setattr(self, TRAITS_ATTRIBUTE, _HOST_ONLY)
 
     def __call__(self, ctx):
@@ -123,22 +129,39 @@ def lazy_family_tables(package: str, entries: Iterable, prepare=None, table: str
     before a family module is imported (it must be cheap after its first call)."""
     index = index_of_entries(entries)
     if table == "KERNELS":
-        return {key: LazyKernel(package, family, key, module, host_only, prepare)
-                for key, (family, module, host_only) in index.items()}
+        return {key: LazyKernel(package, family, key, module, host_only, prepare, traits)
+                for key, (family, module, host_only, traits) in index.items()}
     if table == "FUNCTIONS":
         return {key: LazyFunction(package, family, key, module, prepare) for key, (family, module) in index.items()}
     raise ValueError(f"table must be one of {sorted(INDEX_MODULES)}, not {table!r}")
 
 
 def index_of_entries(entries: Iterable) -> dict:
-    """``{(domain, op_type, since_version): (family, module[, host_only])}`` of the rows (kernel
-    rows carry ``host_only``, function rows do not)."""
+    """``{(domain, op_type, since_version): (family, module[, host_only, traits])}`` of the rows:
+    kernel rows carry ``host_only`` and ``traits``, the other factory traits as sorted ``(name,
+    value)`` pairs (``()`` where the row has no seventh column); function rows carry neither."""
     out: dict = {}
-    for domain, op, sinces, family, module, *traits in entries:
-        value = (family, module, *(bool(t) for t in traits))
+    for domain, op, sinces, family, module, *rest in entries:
+        if rest:
+            host_only, *declared = rest
+            value = (family, module, bool(host_only), _trait_pairs(declared[0] if declared else {}))
+        else:
+            value = (family, module)
         for since in sinces:
             out[(domain, op, int(since))] = value
     return out
+
+
+def _trait_pairs(declared) -> tuple:
+    """The factory traits but ``host_only`` of a row or a factory as sorted ``(name, value)``
+    pairs, those left at their default omitted."""
+    names = tuple(t for t in FACTORY_TRAITS if t != "host_only")
+    if isinstance(declared, KernelTraits):
+        declared = {name: getattr(declared, name) for name in names}
+    unknown = sorted(set(declared) - set(names))
+    if unknown:
+        raise ValueError(f"an index row declares {unknown}, which are not factory traits {names}")
+    return tuple(sorted((name, value) for name, value in dict(declared).items() if value))
 
 
 def table_of(package: str) -> str:
@@ -158,7 +181,8 @@ def table_of(package: str) -> str:
 
 def index_of(package: str, table: str = "KERNELS") -> dict:
     """The index the family modules of ``package`` give (imports them all): ``{key: (family,
-    module, host_only)}`` for ``KERNELS``, ``{key: (family, module)}`` for ``FUNCTIONS``; a key in
+    module, host_only, traits)}`` for ``KERNELS`` (``traits``: the factory's other factory
+    traits as sorted ``(name, value)`` pairs), ``{key: (family, module)}`` for ``FUNCTIONS``; a key in
     two families is an error, as for :func:`~onnxkit.plugin.merge_family_tables`."""
     pkg = importlib.import_module(package)
     out: dict = {}
@@ -168,7 +192,11 @@ def index_of(package: str, table: str = "KERNELS") -> dict:
             if key in out:
                 raise RuntimeError(f"{key} is defined in two families of {package}: {out[key][0]} and {family}")
             where = getattr(value, "__module__", None) or module.__name__
-            out[key] = (family, where, traits_of(value).host_only) if table == "KERNELS" else (family, where)
+            if table == "KERNELS":
+                traits = traits_of(value)
+                out[key] = (family, where, traits.host_only, _trait_pairs(traits))
+            else:
+                out[key] = (family, where)
     return dict(sorted(out.items()))
 
 
@@ -179,12 +207,17 @@ def render_index(package: str, index: Mapping, table: str = "KERNELS") -> str:
         rows.setdefault((domain, op, *value), []).append(since)
     what = _WHAT[table]
     columns = "family, factory module, host_only" if table == "KERNELS" else "family, function module"
+    traits = table == "KERNELS" and any(value[3] for value in index.values())
+    if traits:  # a seventh column, {trait: value}, only on the rows of factories declaring more traits
+        columns += "[, factory traits]"
     lines = [f'"""The {what} index of {package}: generated by `python tools/kernel_index.py {package}`;',
              "do not edit (tests/test_kernel_index.py fails when it and the family modules disagree).",
              "", f"Rows ``(domain, op_type, since_versions, {columns})``",
              '(:mod:`onnxkit.plugin.lazy`)."""', "", "ENTRIES = ("]
-    lines += ["    (" + ", ".join(repr(v) for v in (d, op, tuple(sinces), *rest)) + "),"
-              for (d, op, *rest), sinces in rows.items()]
+    for (d, op, *rest), sinces in rows.items():
+        if table == "KERNELS":
+            rest = rest[:3] + ([dict(rest[3])] if rest[3] else [])
+        lines.append("    (" + ", ".join(repr(v) for v in (d, op, tuple(sinces), *rest)) + "),")
     lines += [")", ""]
     return "\n".join(lines)
 

@@ -5,7 +5,11 @@ run-time size check: those whose output can be larger than their inputs bound it
 from input *values* (ConstantOfShape, Expand, Tile, Range, Pad, Resize, OneHot, windows, ...),
 broadcasting and contracting products (elementwise operators, MatMul, Gemm, Einsum, Gather,
 Concat), generators whose size is an attribute (RandomNormal, Multinomial), and sequence and
-string operators.  Every other node gets no guard and costs the run loop one ``is None`` test:
+string operators.  Which operators those are is not written here: the domain package that
+defines an operator declares the check it needs on its portable kernel, a ``size_guard`` kind
+(:func:`onnxkit.plugin.size_guard`, :data:`~onnxkit.kernel_traits.SIZE_GUARDS`), and this module
+implements each kind once, for every operator that declares it (:func:`guarded_operators` lists
+them).  Every other node of ai.onnx gets no guard and costs the run loop one ``is None`` test:
 its output is bounded by inputs that were themselves checked or fed (Reshape, Slice, Scatter*,
 TopK, Compress, elementwise operators on equal shapes, reductions, convolutions, ...).
 
@@ -20,12 +24,14 @@ contracting, gathering and concatenating operators a cheap bound on the output's
 input sizes otherwise) passes the common case without calling inference at all.
 
 Every node of every domain is checked.  Nodes of other domains (ai.onnx.ml, a plugin's own
-operators) and ai.onnx nodes with no entry in the tables below are checked as follows, first
-match:
+operators) are checked as follows, first match, and so are ai.onnx nodes whose kernel declares
+its sizes (an ai.onnx node whose operator declares no ``size_guard`` is not checked otherwise):
 
 * a kernel that declares its output sizes (:func:`declares_output_bytes`, the plugin surface's
   pre-allocation guard: ImageDecoder reads the image header; ZipMap, CastMap and DictVectorizer
   of ai.onnx.ml) is checked with that prediction before it runs;
+* a node whose operator declares a ``size_guard`` kind is checked by that kind, as an ai.onnx
+  node is;
 * a node of another domain whose definition has an inference function (the
   ``onnxkit_inference_functions`` hook: every ai.onnx.ml operator) is checked before it runs
   with the sizes that function gives for the concrete inputs;
@@ -57,30 +63,8 @@ from .. import ir
 from ..dtypes import ELEMENT_TYPES, from_numpy_dtype
 from ..errors import LimitExceeded, OnnxkitError
 from ..inference.context import MAX_CONSTANT_ELEMENTS, InferenceContext
-from ..kernel_traits import declare_traits, traits_of
+from ..kernel_traits import NO_TRAITS, declare_traits, operator_traits, traits_of
 from ..limits import DEFAULT_LIMITS
-
-# -- which nodes are checked ------------------------------------------------------------------
-
-#: Output extents come from input values or attributes: always predicted by inference.
-VALUE_SIZED = frozenset("""
-    ConstantOfShape Expand Tile Range Resize Upsample Pad OneHot CenterCropPad ConvTranspose MaxUnpool
-    Col2Im DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix AffineGrid RandomNormal
-    RandomUniform Multinomial RoiAlign TfIdfVectorizer EyeLike
-""".split())
-
-#: Outputs a cheap bound on their elements usually shows small (broadcasting, contractions,
-#: gathers, concatenation): the bound passes those, inference predicts the rest exactly.
-BOUNDED = {
-    **dict.fromkeys("""Add Sub Mul Div Pow Mod PRelu Equal Less LessOrEqual Greater GreaterOrEqual And Or Xor
-        BitShift BitwiseAnd BitwiseOr BitwiseXor Where Sum Mean Max Min""".split(), "broadcast"),
-    "Concat": "concat", "MatMul": "matmul", "MatMulInteger": "matmul", "Gemm": "gemm", "Gather": "gather",
-    **dict.fromkeys("QLinearMatMul Einsum GatherND GridSample".split(), "product"),
-}
-
-#: Sizes that depend on data no inference function sees: an estimator of this module each.
-ESTIMATED = frozenset("NonZero SplitToSequence SequenceInsert SequenceConstruct ConcatFromSequence StringConcat "
-                      "StringSplit Unique".split())
 
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar("onnxkit_run_budget", default=None)
 
@@ -401,24 +385,22 @@ def declares_output_bytes(fn, predict):
     return declare_traits(fn, output_bytes=predict)
 
 
-def guard_for(node, op: str, domain: str, schema, registry, version: int, fn=None) -> Optional[Guard]:
+def guard_for(node, op: str, domain: str, schema, registry, version: int, fn=None, traits=None) -> Optional[Guard]:
     """The run-time size check a node needs, or None (decided once, at planning; see the module
-    docstring).  ``fn``: the node function, whose :func:`declares_output_bytes` is used."""
+    docstring).  ``fn``: the node function, whose :func:`declares_output_bytes` is used;
+    ``traits``: the operator traits of the node's definition (default: read from ``registry``,
+    :func:`~onnxkit.kernel_traits.operator_traits`), whose ``size_guard`` names the check."""
     declared = None if fn is None else traits_of(fn).output_bytes
     default = domain in ("", "ai.onnx")
-    t = node.op_type
+    if traits is None:
+        traits = NO_TRAITS if schema is None else operator_traits(registry, schema)
+    kind = traits.size_guard
     if callable(declared):
         kind = "declared"
-    elif not default:
+    elif kind is None:
+        if default:
+            return None
         kind = "value"
-    elif t in VALUE_SIZED:
-        kind = "value"
-    elif t in BOUNDED:
-        kind = BOUNDED[t]
-    elif t in ESTIMATED:
-        kind = t
-    else:
-        return None
     infer = registry.inference.get(schema.key) if schema is not None and kind != "declared" else None
     if kind == "value" and infer is None:
         kind = "after"  # nothing predicts this node's outputs: checked once they exist
@@ -427,10 +409,22 @@ def guard_for(node, op: str, domain: str, schema, registry, version: int, fn=Non
                  declared=declared if kind == "declared" else None)
 
 
-def guarded_operators() -> dict:
-    """``{op_type: kind}`` of the ai.onnx operators the tables of this module guard (the hostile
-    tests enumerate it: a guard added here without a test fails them)."""
-    return {**dict.fromkeys(VALUE_SIZED, "value"), **BOUNDED, **{t: t for t in ESTIMATED}}
+def guarded_operators(registry=None, domain: str = "") -> dict:
+    """``{op_type: kind}`` of the operators of ``domain`` (default ai.onnx) whose definitions
+    declare a ``size_guard`` in ``registry`` (default: the process's), the kinds of every
+    definition of an operator joined by ``"|"`` should they differ (the hostile tests enumerate
+    it: a guard declared without a test fails them)."""
+    if registry is None:
+        from ..registry import get_registry
+
+        registry = get_registry()
+    kinds: dict = {}
+    for key in sorted(registry.portable):
+        if key[0] == domain:
+            kind = operator_traits(registry, key).size_guard
+            if kind is not None:
+                kinds.setdefault(key[1], set()).add(kind)
+    return {t: "|".join(sorted(k)) for t, k in sorted(kinds.items())}
 
 
 # -- cheap upper bounds on output elements (a failed bound asks inference for the exact size) -----
@@ -579,8 +573,8 @@ def _unique(g: Guard, budget, args):
 
 
 _ESTIMATORS = {
-    "Unique": _unique,
-    "NonZero": _nonzero, "SplitToSequence": _split_to_sequence, "SequenceInsert": _sequence_insert,
-    "SequenceConstruct": _sequence_construct, "ConcatFromSequence": _concat_from_sequence,
-    "StringConcat": _string_concat, "StringSplit": _string_split,
+    "unique": _unique,
+    "nonzero": _nonzero, "sequence_split": _split_to_sequence, "sequence_insert": _sequence_insert,
+    "sequence_construct": _sequence_construct, "sequence_concat": _concat_from_sequence,
+    "string_concat": _string_concat, "string_split": _string_split,
 }

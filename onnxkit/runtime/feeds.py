@@ -35,8 +35,9 @@ class InputError(OnnxkitError, InvalidArgument, ValueError):
 
 
 def is_torch_backend(backend) -> bool:
-    """Whether the backend's values are torch tensors (the gpu backend)."""
-    return "torch" in (backend.device or "")
+    """Whether the backend's values are torch tensors: what it declares
+    (:attr:`Backend.array_kind <onnxkit.registry.Backend>` ``"torch"``, the gpu backend)."""
+    return getattr(backend, "array_kind", None) == "torch"
 
 
 def _is_torch(value) -> bool:

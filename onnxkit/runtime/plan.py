@@ -36,6 +36,7 @@ import numpy as np
 from .. import ir
 from ..errors import EvaluationError, OnnxkitError
 from ..functions import GRAPH_TYPES, call_attributes, node_attributes, substitute
+from ..kernel_traits import NO_TRAITS, operator_traits
 from ..limits import DEFAULT_LIMITS
 from ..registry import normalize_domain
 from .bodies import describe
@@ -47,9 +48,13 @@ from .options import missing_backend_message
 from .state import RUN_STATE
 from .usedef import step_index
 
-#: Operators whose result may differ between evaluations (Clause 8.5): never folded at planning.
-NON_DETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                               "Multinomial", "Bernoulli", "Dropout"})
+
+def is_deterministic(step) -> bool:
+    """Whether equal inputs give ``step`` equal outputs (Clause 8.5): False for a node whose
+    operator's domain package declares it ``nondeterministic`` (the random generators, Dropout:
+    :func:`onnxkit.plugin.nondeterministic`), which is never evaluated at planning (constant
+    folding, the shape specializer, computed constants)."""
+    return not step.traits.nondeterministic
 
 
 class Step:
@@ -58,7 +63,7 @@ class Step:
     Assigning ``fn`` (a test spying on a kernel) is seen by the next run: every plan's slot
     layout (:mod:`onnxkit.runtime.loop`) is rebuilt after any step's ``fn`` changed."""
 
-    __slots__ = ("_fn", "inputs", "outputs", "free", "scope", "node", "op", "_uses", "guard", "release", "subgraphs")
+    __slots__ = ("_fn", "inputs", "outputs", "free", "scope", "node", "op", "_uses", "guard", "release", "subgraphs", "traits")
     #: bumped whenever a step's ``fn`` is assigned after construction (layouts made before are stale)
     generation = 0
 
@@ -72,6 +77,8 @@ class Step:
         self._uses = ()
         self.op = f"{node.domain + '::' if node.domain else ''}{node.op_type}"
         self.guard = None    # the size check run before fn (onnxkit.runtime.budget), if it needs one
+        #: the operator traits of the node's definition (:func:`~onnxkit.kernel_traits.operator_traits`)
+        self.traits = NO_TRAITS
         self.release = ()    # names freed after this step whose bytes a guard charged
         #: attribute name -> the plan (or list of plans) of each subgraph the node's kernel runs
         self.subgraphs = None
@@ -87,7 +94,7 @@ class Step:
 
     def copy(self) -> "Step":
         step = Step(self._fn, self.inputs, self.outputs, self.node, self.scope)
-        step._uses, step.guard, step.subgraphs = self._uses, self.guard, self.subgraphs
+        step._uses, step.guard, step.subgraphs, step.traits = self._uses, self.guard, self.subgraphs, self.traits
         return step
 
 
@@ -467,7 +474,7 @@ class Planner:
         outer = outer or {}
         for step in steps:
             node = step.node
-            if step.scope or node.op_type in NON_DETERMINISTIC or node.domain not in ("", "ai.onnx") \
+            if step.scope or not is_deterministic(step) or node.domain not in ("", "ai.onnx") \
                     or not all((not n) or n in constants or n in outer for n in step.inputs):
                 remaining.append(step)
                 continue
@@ -538,7 +545,9 @@ class Planner:
                 self._unsupported(domain, node.op_type, version, why)
                 return None, self._subgraph_free(node, opsets, visible)
             fn, free = self._function_call(node, body, self._local_opsets(body, opsets), schema, visible, graph)
-            return Step(fn, list(node.input), list(node.output), node, False), free
+            step = Step(fn, list(node.input), list(node.output), node, False)
+            step.traits = operator_traits(self.registry, schema)
+            return step, free
         ctx = self._context(node, domain, version, schema)
         ctx._graph, ctx._planner, ctx._opsets = graph, self, opsets
         free = set()
@@ -566,7 +575,8 @@ class Planner:
             raise EvaluationError(f"node {node.name!r} ({node.op_type}): cannot be prepared: {type(exc).__name__}: {exc}",
                                   node.name, node.op_type) from exc
         step = Step(fn, list(node.input), list(node.output), node, traits_of(fn).needs_scope)
-        step.guard = guard_for(node, step.op, domain, schema, self.registry, version, fn)
+        step.traits = operator_traits(self.registry, schema, factory)
+        step.guard = guard_for(node, step.op, domain, schema, self.registry, version, fn, step.traits)
         if free:
             step._uses = tuple(free)  # outer values a subgraph reads stay alive until this node ran
         if ctx._subgraphs:

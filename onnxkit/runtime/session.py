@@ -203,7 +203,7 @@ class InferenceSession(OrtSessionSurface):
             self._consumed_positions = [i for i, vi in enumerate(self._inputs) if vi.name in consumed]
             self._specializer = self._specializer_for(planner)
         self._threads = int(so.intra_op_num_threads or 0)
-        self._uses_blas = uses_blas(model)  # no matrix product anywhere: nothing to limit per run
+        self._uses_blas = uses_blas(model, self.registry)  # no BLAS user anywhere: nothing to limit per run
         if so.optimized_model_filepath:
             try:
                 self._save_optimized(self.optimized.model, so.optimized_model_filepath)

@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 
 _lock = threading.Lock()
 _controller = None
@@ -122,18 +123,34 @@ def _count(cpu_list: str) -> int:
     return n
 
 
-#: Operators whose cpu kernels call BLAS (matrix products): a model with none of them, in any
-#: graph or function, has nothing to limit, so its runs skip threadpoolctl (a few µs per run).
-BLAS_OPERATORS = frozenset({
-    "MatMul", "Gemm", "Conv", "ConvTranspose", "ConvInteger", "MatMulInteger", "QLinearMatMul", "QLinearConv",
-    "Einsum", "LSTM", "GRU", "RNN", "Attention", "DeformConv", "Col2Im", "DFT", "STFT", "Det", "Gradient",
-    "LinearClassifier", "LinearRegressor", "SVMClassifier", "SVMRegressor",
-})
+#: ``{registry: frozenset of (domain, op_type)}``: the operators of each registry one of whose
+#: kernels declares ``calls_blas`` (:func:`blas_operators`)
+_BLAS_OPERATORS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def uses_blas(model) -> bool:
-    """True if a node of ``model`` (its graphs, their subgraphs, its functions) is a BLAS user."""
+def blas_operators(registry) -> frozenset:
+    """``(domain, op_type)`` of every operator of ``registry`` some kernel of which (portable, or
+    any backend's) declares that it calls BLAS (:func:`onnxkit.plugin.calls_blas`: matrix
+    products); worked out once per registry."""
+    found = _BLAS_OPERATORS.get(registry)
+    if found is None:
+        from ..kernel_traits import traits_of
+
+        tables = [getattr(registry, "portable", {}), *getattr(registry, "kernels", {}).values()]
+        found = frozenset((domain, op) for table in tables for (domain, op, _since), kernel in table.items()
+                          if traits_of(kernel).calls_blas)
+        _BLAS_OPERATORS[registry] = found
+    return found
+
+
+def uses_blas(model, registry=None) -> bool:
+    """True if a node of ``model`` (its graphs, their subgraphs, its functions) is of an operator
+    whose kernels call BLAS (:func:`blas_operators` of ``registry``, default the process's): a
+    model with none of them has nothing to limit, so its runs skip threadpoolctl (a few µs per run)."""
     from ..functions import GRAPH_TYPES
+    from ..registry import get_registry, normalize_domain
+
+    blas = blas_operators(registry if registry is not None else get_registry())
 
     def graph_nodes(nodes):
         for n in nodes:
@@ -144,7 +161,7 @@ def uses_blas(model) -> bool:
                         yield from graph_nodes(g.node)
 
     roots = [model.graph.node] + [f.node for f in model.functions]
-    return any(n.op_type in BLAS_OPERATORS for nodes in roots for n in graph_nodes(nodes))
+    return any((normalize_domain(n.domain), n.op_type) in blas for nodes in roots for n in graph_nodes(nodes))
 
 
 class _Limit:

@@ -6,14 +6,18 @@ of a ``Constant`` and a ``ConstantOfShape``, then ``Reshape``, ``Slice``, ``Tran
 but a graph rewrite runs before planning and sees a node's output, not a constant.
 :func:`computed_constant` evaluates such a value on demand, the way planning would fold it:
 
-* only the shape-arithmetic operators of :data:`OPS` (ai.onnx, no subgraphs; deterministic,
-  none of them enlarges a value beyond its inputs but ``ConstantOfShape``, whose shape is
-  checked first), at most :data:`MAX_NODES` nodes per value, every input and result at most
-  :data:`MAX_ELEMENTS` elements;
+* every deterministic node of the default domain without subgraphs and with one output (the
+  nodes planning folds: an operator its domain package declares ``nondeterministic`` is not
+  evaluated, :func:`~onnxkit.runtime.plan.is_deterministic`), at most :data:`MAX_NODES` nodes
+  per value, every input and result at most :data:`MAX_ELEMENTS` elements (few enough that
+  inference reads each input's values); a node whose operator declares a size guard
+  (:mod:`onnxkit.runtime.budget`: ConstantOfShape, Expand, Tile, Range...) is first checked by
+  it against :data:`LIMITS`, so an output too large is refused before it is made;
 * from constants alone (:meth:`~.view.GraphView.constant`: initializers and Constant nodes);
-* each node by the cpu backend's own kernel (the planner's binding: one definition of each
-  operator, :mod:`onnxkit.runtime.plan`; the view's registry, else the process's); a node that
-  fails, or a registry without a ``cpu`` backend, gives None — the rewrite is then not made.
+* each node by the kernel of a backend whose values are numpy arrays on the host (the first,
+  by name, that declares ``host_arrays``: ``cpu``), as the planner binds it (one definition of
+  each operator, :mod:`onnxkit.runtime.plan`; the view's registry, else the process's); a node
+  that fails, or a registry without such a backend, gives None — the rewrite is then not made.
 
 The initializers a value was computed from are returned with it so that a pass that decides
 on it notes them (:meth:`~.view.GraphView.read_constant`: an IR < 4 override of one runs the
@@ -22,25 +26,28 @@ model as given).  Results are cached per view and name (a rewrite never changes 
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import numpy as np
 
+from ...functions import GRAPH_TYPES
+from ...inference.context import MAX_CONSTANT_ELEMENTS
+from ...limits import Limits
+from ..budget import RunBudget
+from ..plan import is_deterministic
 from .view import GraphView, is_default
 
-#: the operators evaluated (shape arithmetic)
-OPS = frozenset({"Cast", "Concat", "ConstantOfShape", "Flatten", "Gather", "Identity", "Reshape", "Slice", "Squeeze",
-                 "Transpose", "Unsqueeze", "Neg", "Add", "Sub", "Mul"})
 #: the most nodes evaluated for one value
 MAX_NODES = 64
-#: the most elements of any value read or made
-MAX_ELEMENTS = 4096
+#: the most elements of any value read or made (inference reads the values of inputs this small)
+MAX_ELEMENTS = MAX_CONSTANT_ELEMENTS
+#: what a node's size guard admits: one value of at most MAX_ELEMENTS elements of 16 octets
+LIMITS = Limits(max_value_bytes=MAX_ELEMENTS * 16, max_run_bytes=MAX_ELEMENTS * 16)
 
 
 def computed_constant(view: GraphView, name: str) -> Optional[tuple]:
     """``(value, initializers read)`` of ``name`` where it is a constant or computed from
-    constants by :data:`OPS` within the bounds (module docstring), else None."""
+    constants by the nodes and within the bounds of the module docstring, else None."""
     cache = view.computed
     if name not in cache:
         cache[name] = _value(view, name, [MAX_NODES], cache)
@@ -57,7 +64,8 @@ def _value(view: GraphView, name: str, budget: list, cache: dict) -> Optional[tu
         return found
     node = view.producer_of(name)
     budget[0] -= 1
-    if node is None or budget[0] < 0 or not is_default(node) or node.op_type not in OPS or len(node.output) != 1:
+    if node is None or budget[0] < 0 or not is_default(node) or len(node.output) != 1 \
+            or any(a.type in GRAPH_TYPES for a in node.attribute):
         return None
     args, leaves = [], set()
     for i in node.input:
@@ -69,8 +77,8 @@ def _value(view: GraphView, name: str, budget: list, cache: dict) -> Optional[tu
             return None
         args.append(got[0])
         leaves |= got[1]
-    if node.op_type == "ConstantOfShape" and (args[0] is None or math.prod(int(d) for d in args[0].reshape(-1))
-                                              > MAX_ELEMENTS or np.any(args[0] < 0)):
+    step = _step(view, node)
+    if step is None or step.scope or not is_deterministic(step) or not _admitted(step, args):
         return None
     out = _evaluate(view, node, args)
     if out is None or out.size > MAX_ELEMENTS:
@@ -80,24 +88,65 @@ def _value(view: GraphView, name: str, budget: list, cache: dict) -> Optional[tu
     return cache[name]
 
 
-def _evaluate(view: GraphView, node, args: list) -> Optional[np.ndarray]:
-    """``node``'s output on ``args`` by the cpu backend's kernel, or None where that fails."""
-    planner = view.folder
-    if planner is None:
+def _admitted(step, args: list) -> bool:
+    """Whether ``step``'s size guard (if it has one) admits its output within :data:`LIMITS`
+    (decided before its kernel runs)."""
+    if step.guard is None:
+        return True  # its output is bounded by its inputs (onnxkit.runtime.budget)
+    try:
+        step.guard(RunBudget(LIMITS), args)
+    except Exception:  # noqa: BLE001 - refused (LimitExceeded), or inputs it cannot read
+        return False
+    return True
+
+
+class _Folder:
+    """What a view evaluates nodes with: a planner on a host-array backend, its steps by node."""
+
+    __slots__ = ("planner", "steps")
+
+    def __init__(self, planner):
+        self.planner, self.steps = planner, {}
+
+
+def _host_backend(registry) -> Optional[str]:
+    """The first backend, by name, whose values are numpy arrays on the host (``host_arrays``)."""
+    return next((name for name in sorted(registry.backends) if getattr(registry.backends[name], "host_arrays", False)),
+                None)
+
+
+def _step(view: GraphView, node):
+    """``node`` planned on the view's host-array backend (made once per node), or None."""
+    folder = view.folder
+    if folder is None:
         from ...registry import get_registry
         from ..plan import Planner
 
         registry = view.registry if view.registry is not None else get_registry()
-        if "cpu" not in registry.backends:
-            return None
+        backend = _host_backend(registry)
         try:
-            planner = view.folder = Planner(view.model, registry, "cpu")
-        except Exception:  # noqa: BLE001 - no cpu planning here: no computed constants
-            return None
+            folder = _Folder(None if backend is None else Planner(view.model, registry, backend))
+        except Exception:  # noqa: BLE001 - no planning here: no computed constants
+            folder = _Folder(None)
+        view.folder = folder
+    if folder.planner is None:
+        return None
+    found = folder.steps.get(id(node))
+    if found is None or found[0] is not node:
+        try:
+            step, _ = folder.planner.compile_node(node, folder.planner.opsets)
+        except Exception:  # noqa: BLE001 - a node that cannot be planned here is not evaluated
+            step = None
+        found = folder.steps[id(node)] = (node, step)
+    return found[1]
+
+
+def _evaluate(view: GraphView, node, args: list) -> Optional[np.ndarray]:
+    """``node``'s output on ``args`` by its host-array kernel, or None where that fails."""
+    step = _step(view, node)
+    if step is None:
+        return None
     try:
-        step, _ = planner.compile_node(node, planner.opsets)
-        if step is None:
-            return None
         out = step.fn(*args)
     except Exception:  # noqa: BLE001 - a node that fails now is left to fail at run time, by name
         return None

@@ -47,7 +47,7 @@ from ... import ir
 from ...dtypes import from_numpy_dtype
 from ...errors import OnnxkitError
 from ..budget import RunBudget
-from ..plan import NON_DETERMINISTIC, GraphPlan, Step, assign_lifetimes, frozen
+from ..plan import GraphPlan, Step, assign_lifetimes, frozen, is_deterministic
 from ..usedef import step_index
 from .inline import Collision, branch_path, collapse_aliases, inline, taken_branch
 
@@ -63,8 +63,6 @@ ROUNDS = 4
 SHAPE_OPS = frozenset({"Shape", "Size"})
 #: size-guard kinds whose bound reads only the inputs' shapes
 SHAPE_BOUNDS = frozenset({"broadcast", "concat", "matmul", "gemm", "gather", "product"})
-#: operators that can fail on their input values alone (integer division by zero): never dropped unread
-FAILS_ON_VALUES = frozenset({"Div", "Mod"})
 
 
 def signature(values: list) -> Optional[tuple]:
@@ -265,7 +263,7 @@ class Specializer:
             if seen is not None and seen[0] == _static_shape(step, types):
                 _set(known, step, _kept(seen[1]))
                 continue
-            if not step.scope and node.op_type not in NON_DETERMINISTIC and node.domain in ("", "ai.onnx") \
+            if not step.scope and is_deterministic(step) and node.domain in ("", "ai.onnx") \
                     and all((not n) or n in known for n in step.inputs):
                 out = _evaluate(step, [known[n] if n else None for n in step.inputs], budget)
                 if out is not None:
@@ -344,8 +342,8 @@ def _live(steps: list, keep: set, types: dict) -> tuple:
     steps = collapse_aliases(steps, index)
     for step in reversed(steps):
         node = step.node
-        if not (step.scope or node.domain not in ("", "ai.onnx") or node.op_type in NON_DETERMINISTIC
-                or node.op_type in FAILS_ON_VALUES or any(index.use_count(n) for n in step.outputs if n)
+        if not (step.scope or node.domain not in ("", "ai.onnx") or not is_deterministic(step)
+                or step.traits.fails_on_values or any(index.use_count(n) for n in step.outputs if n)
                 or not all(_static(types.get(n)) for n in step.outputs if n)):
             index.remove(step)
     return [s for s in steps if s in index], index

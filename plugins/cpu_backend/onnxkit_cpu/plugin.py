@@ -15,7 +15,8 @@ from onnxkit.plugin import Backend, hookimpl
 @hookimpl
 def onnxkit_backends():
     return [Backend(name="cpu", device="cpu", description="numpy + ml_dtypes on the host CPU",
-                    asarray=np.asarray, to_numpy=np.asarray, namespace=_namespace, host_arrays=True)]
+                    asarray=np.asarray, to_numpy=np.asarray, namespace=_namespace, host_arrays=True,
+                    array_kind="numpy")]
 
 
 #: numpy's submodules outside the array API that array-api-compat's clone of numpy would import

@@ -27,7 +27,7 @@ def onnxkit_backends():
     return [Backend(name="gpu", device="torch (cuda when present, else cpu)",
                     description="torch; CUDA when present, torch's CPU device otherwise",
                     asarray=asarray, to_numpy=to_numpy, element_types=ELEMENT_TYPES, fallback="cpu",
-                    namespace=namespace, dtype=torch_dtype)]
+                    namespace=namespace, dtype=torch_dtype, array_kind="torch")]
 
 
 @hookimpl

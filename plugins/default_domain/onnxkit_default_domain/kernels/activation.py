@@ -31,7 +31,7 @@ import math
 import array_api_compat
 import numpy as np
 
-from onnxkit.plugin import KernelTable, arrays
+from onnxkit.plugin import KernelTable, arrays, size_guard
 
 from ._common import shape_of, size_of
 from ._math import erfc
@@ -146,6 +146,7 @@ def prelu_slope(ctx, x_shape: tuple, slope_shape: tuple):
 
 
 @KERNELS.register("PRelu", 1, 6, 7, 9, 16)
+@size_guard("broadcast")
 def prelu(ctx):
     xp = ctx.xp
 

@@ -28,7 +28,7 @@ import math
 import numpy as np
 from array_api_compat import device as device_of
 
-from onnxkit.plugin import KernelTable, arrays, element_type
+from onnxkit.plugin import KernelTable, arrays, calls_blas, element_type
 
 from ._common import compute_dtype, shape_of
 
@@ -111,6 +111,7 @@ def _additive_mask(ctx, mask, kv_len: int, t):
 
 
 @KERNELS.register("Attention", 23, 24, 25)
+@calls_blas
 def attention(ctx):
     xp = ctx.xp
     v = ctx.since_version

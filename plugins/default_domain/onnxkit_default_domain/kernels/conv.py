@@ -25,7 +25,7 @@ import itertools
 import math
 from typing import NamedTuple
 
-from onnxkit.plugin import KernelTable, arrays
+from onnxkit.plugin import KernelTable, arrays, calls_blas, size_guard
 
 from ._common import check_dtype, compute_dtype, schema_types, shape_of
 from .conv_geometry import (col2im_geometry, conv_geometry, conv_transpose_geometry, device_of, pad_spatial,
@@ -185,12 +185,14 @@ def make_conv(ctx, im2col=columns, add_bias=add):
 
 
 @KERNELS.register("Conv", 1, 11, 22)
+@calls_blas
 def conv(ctx):
     return make_conv(ctx)
 
 
 # -- ConvInteger -------------------------------------------------------------------------------
 @KERNELS.register("ConvInteger", 10)
+@calls_blas
 def conv_integer(ctx):
     xp = ctx.xp
     group = int(ctx.attr("group", 1))
@@ -248,6 +250,8 @@ def conv_transpose_setup(ctx):
 
 
 @KERNELS.register("ConvTranspose", 1, 11, 22)
+@size_guard("value")
+@calls_blas
 def conv_transpose(ctx):
     xp = ctx.xp
     allowed, plans = conv_transpose_setup(ctx)
@@ -311,6 +315,7 @@ def _sample(xp, xg, pos, in_shape):
 
 
 @KERNELS.register("DeformConv", 19, 22)
+@calls_blas
 def deform_conv(ctx):
     xp = ctx.xp
     group = int(ctx.attr("group", 1))
@@ -367,6 +372,8 @@ def deform_conv(ctx):
 
 # -- Col2Im ------------------------------------------------------------------------------------
 @KERNELS.register("Col2Im", 18)
+@size_guard("value")
+@calls_blas
 def col2im(ctx):
     xp = ctx.xp
 

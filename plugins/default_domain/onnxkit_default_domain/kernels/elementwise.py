@@ -33,7 +33,7 @@ import functools
 import numpy as np
 from array_api_compat import device
 
-from onnxkit.plugin import KernelTable, Unsupported, arrays
+from onnxkit.plugin import KernelTable, Unsupported, arrays, fails_on_values, size_guard
 from onnxkit_default_domain.inference.elementwise import legacy_b_shape
 
 from ._common import shape_of, size_of
@@ -141,6 +141,7 @@ def _binary(body, versions, names, upcast=True):
             return as_array(xp, fn(a, b))
         return aligned(ctx, run)
 
+    size_guard("broadcast")(factory)  # a broadcasting product: the run-time size check's bound
     for name in names:
         KERNELS.register(name, *versions)(factory)
 
@@ -197,6 +198,8 @@ def trunc_divide(xp, a, b):
 
 
 @KERNELS.register("Div", 1, 6, 7, 13, 14)
+@size_guard("broadcast")
+@fails_on_values
 def div(ctx):
     xp = ctx.xp
 
@@ -219,6 +222,8 @@ def float_mod(xp, fmod, a, b):
 
 
 @KERNELS.register("Mod", 10, 13, 28)
+@size_guard("broadcast")
+@fails_on_values
 def mod(ctx):
     xp = ctx.xp
     fmod = ctx.attr("fmod", 0)
@@ -274,6 +279,7 @@ def small_power(ctx, xp, x, y):
 
 
 @KERNELS.register("Pow", 1, 7, 12, 13, 15)
+@size_guard("broadcast")
 def pow_(ctx):
     xp = ctx.xp
 
@@ -292,6 +298,7 @@ def pow_(ctx):
 
 # -- BitShift ----------------------------------------------------------------------------------
 @KERNELS.register("BitShift", 11, 28)
+@size_guard("broadcast")
 def bit_shift(ctx):
     xp = ctx.xp
     direction = ctx.attr_str("direction")
@@ -342,22 +349,26 @@ def variadic(ctx, fn, mean=False, fold=fold):
 
 
 @KERNELS.register("Max", 1, 6, 8, 12, 13)
+@size_guard("broadcast")
 def max_(ctx):
     return variadic(ctx, ctx.xp.maximum)
 
 
 @KERNELS.register("Min", 1, 6, 8, 12, 13)
+@size_guard("broadcast")
 def min_(ctx):
     return variadic(ctx, ctx.xp.minimum)
 
 
 @KERNELS.register("Sum", 1, 6, 8, 13)
+@size_guard("broadcast")
 def sum_(ctx, fold=fold):
     """Sum; ``fold`` as for :func:`variadic`."""
     return variadic(ctx, ctx.xp.add, fold=fold)
 
 
 @KERNELS.register("Mean", 1, 6, 8, 13)
+@size_guard("broadcast")
 def mean(ctx, fold=fold):
     """Mean; ``fold`` as for :func:`variadic`."""
     return variadic(ctx, ctx.xp.add, mean=True, fold=fold)
@@ -443,6 +454,7 @@ def clip_input(ctx, clip=clip):
 
 # -- Where, Identity ---------------------------------------------------------------------------
 @KERNELS.register("Where", 9, 16)
+@size_guard("broadcast")
 def where(ctx):
     xp = ctx.xp
 

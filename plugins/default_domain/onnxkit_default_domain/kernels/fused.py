@@ -8,7 +8,7 @@ import math
 
 from array_api_compat import device as device_of
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, calls_blas
 
 from ..fused import FUSED_DOMAIN
 from . import activation, attention
@@ -39,6 +39,7 @@ def guarded_softmax(xp, x):
 
 
 @KERNELS.register("Attention", 2, domain=FUSED_DOMAIN)
+@calls_blas
 def attention_fused(ctx):
     """ai.onnxkit Attention-2: ai.onnx Attention-23's kernel, or with ``nan_to_zero`` = 1
     ``guarded_softmax((Q sqrt(scale)) (K sqrt(scale))^T + mask) V`` for 4-D Q, K, V, no past,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable, OnnxkitError, arrays, element_type
+from onnxkit.plugin import KernelTable, OnnxkitError, arrays, element_type, size_guard
 
 KERNELS = KernelTable()
 
@@ -91,6 +91,7 @@ def check_extents(ctx, dims: list) -> list:
 
 
 @KERNELS.register("ConstantOfShape", 9, 20, 21, 23, 24, 25)
+@size_guard("value")
 def constant_of_shape(ctx):
     xp = ctx.xp
     fill = ctx.from_host(fill_value(ctx))
@@ -139,11 +140,13 @@ def _range(ctx, start, limit, delta, compute=None):
 
 
 @KERNELS.register("Range", 11)
+@size_guard("value")
 def range_v11(ctx):
     return lambda start, limit, delta: _range(ctx, start, limit, delta)
 
 
 @KERNELS.register("Range", 27)
+@size_guard("value")
 def range_v27(ctx):
     stash = ctx.attr("stash_type", 1)
     stash_dtype = _dtype_attr(ctx, "stash_type")
@@ -164,6 +167,7 @@ def range_v27(ctx):
 
 # -- EyeLike -----------------------------------------------------------------------------------
 @KERNELS.register("EyeLike", 9, 22)
+@size_guard("value")
 def eye_like(ctx):
     xp = ctx.xp
     k = int(ctx.attr("k", 0))

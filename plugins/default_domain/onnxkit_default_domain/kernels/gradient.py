@@ -36,7 +36,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from onnxkit.plugin import AttributeType, KernelTable, ir, node_attributes, normalize_domain
+from onnxkit.plugin import AttributeType, KernelTable, calls_blas, ir, node_attributes, normalize_domain
 
 KERNELS = KernelTable()
 DOMAIN = "ai.onnx.preview.training"
@@ -463,6 +463,7 @@ def _select(ctx, graph, xs, zs, y):
 
 
 @KERNELS.register("Gradient", 1, domain=DOMAIN, host_only=True)
+@calls_blas
 def gradient(ctx):
     xs, zs = _strs(ctx.attr("xs")), _strs(ctx.attr("zs"))
     y = (_strs(ctx.attr("y")) or [""])[0]

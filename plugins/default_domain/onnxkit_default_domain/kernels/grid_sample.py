@@ -23,7 +23,7 @@ import math
 import numpy as np
 from array_api_compat import device as device_of
 
-from onnxkit.plugin import KernelTable, arrays
+from onnxkit.plugin import KernelTable, arrays, size_guard
 
 from ._common import check_dtype, compute_dtype, shape_of
 from .resize import cubic_weights
@@ -59,6 +59,7 @@ def _axis_taps(xp, cc, mode):
 
 
 @KERNELS.register("GridSample", 16, 20, 22)
+@size_guard("product")
 def grid_sample(ctx):
     xp = ctx.xp
     v = ctx.since_version
@@ -145,6 +146,7 @@ def affine_grid_base(spatial, align_corners) -> np.ndarray:
 
 
 @KERNELS.register("AffineGrid", 20)
+@size_guard("value")
 def affine_grid(ctx):
     xp = ctx.xp
     align = bool(ctx.attr("align_corners", 0))

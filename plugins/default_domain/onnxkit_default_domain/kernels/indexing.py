@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from array_api_compat import device as device_of
 
-from onnxkit.plugin import KernelTable, arrays
+from onnxkit.plugin import KernelTable, arrays, size_guard
 
 from ..inference.shape_geometry import (
     check_elements_fit, gather_extents, gather_nd_extents, one_hot_extents, slice_plan, wrap_indices,
@@ -90,6 +90,7 @@ def slice_(ctx, take=slice_value, ints=None):
 
 # -- Gather family -----------------------------------------------------------------------------
 @KERNELS.register("Gather", 1, 11, 13)
+@size_guard("gather")
 def gather(ctx):
     xp = ctx.xp
     axis = int(ctx.attr("axis", 0))
@@ -138,6 +139,7 @@ def gather_nd(ctx, x, indices, b: int):
 
 
 @KERNELS.register("GatherND", 11, 12, 13)
+@size_guard("product")
 def gather_nd_kernel(ctx):
     b = int(ctx.attr("batch_dims", 0)) if ctx.since_version >= 12 else 0
     return lambda x, indices: gather_nd(ctx, x, indices, b)
@@ -282,6 +284,7 @@ def compress(ctx):
 
 
 @KERNELS.register("OneHot", 9, 11, 28)
+@size_guard("value")
 def one_hot(ctx):
     xp = ctx.xp
     axis = int(ctx.attr("axis", -1))
@@ -309,6 +312,7 @@ def one_hot(ctx):
 
 
 @KERNELS.register("NonZero", 9, 13)
+@size_guard("nonzero")
 def non_zero(ctx):
     xp = ctx.xp
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import array_api_compat
 
-from onnxkit.plugin import KernelTable, arrays
+from onnxkit.plugin import KernelTable, arrays, calls_blas, size_guard
 
 from ..inference.nn import gemm_dims, matmul_dims
 from ._common import check_dtype, compute_dtype, schema_types, shape_of
@@ -99,6 +99,8 @@ def gemm_checker(ctx, trans_a: bool, trans_b: bool, strict_c: bool):
 
 
 @KERNELS.register("Gemm", 1, 6, 7, 9, 11, 13)
+@size_guard("gemm")
+@calls_blas
 def gemm(ctx):
     xp = ctx.xp
     alpha, beta, trans_a, trans_b, strict_c = gemm_attrs(ctx)
@@ -143,6 +145,8 @@ def matmul_checker(ctx):
 
 
 @KERNELS.register("MatMul", 1, 9, 13)
+@size_guard("matmul")
+@calls_blas
 def matmul(ctx):
     xp = ctx.xp
     check = matmul_checker(ctx)
@@ -171,6 +175,8 @@ def _minus_zero_point(ctx, xp, v, zp, axis: int, what: str):
 
 
 @KERNELS.register("MatMulInteger", 10)
+@size_guard("matmul")
+@calls_blas
 def matmul_integer(ctx):
     xp = ctx.xp
     allowed = {"A": schema_types(ctx, "T1"), "B": schema_types(ctx, "T2")}
@@ -262,6 +268,8 @@ _EINSUM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ,
 
 
 @KERNELS.register("Einsum", 12, 28)
+@size_guard("product")
+@calls_blas
 def einsum(ctx):
     xp = ctx.xp
     eq = ctx.attr_str("equation").replace(" ", "")
@@ -297,6 +305,7 @@ def einsum(ctx):
 
 # -- Det ---------------------------------------------------------------------------------------
 @KERNELS.register("Det", 11, 22)
+@calls_blas
 def det(ctx):
     xp = ctx.xp
     allowed = schema_types(ctx, "T")

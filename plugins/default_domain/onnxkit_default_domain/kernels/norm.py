@@ -30,7 +30,7 @@ import operator
 import array_api_compat
 import numpy as np
 
-from onnxkit.plugin import KernelTable, arrays
+from onnxkit.plugin import KernelTable, arrays, nondeterministic
 
 from ._common import as_dtype, compute_dtype, input_type_checker, norm_axis, scalar_int, shape_of, size_of
 from .pool import fold_taps
@@ -333,6 +333,7 @@ def mvn(ctx):
 # -- Dropout ------------------------------------------------------------------------------------
 
 @KERNELS.register("Dropout", 1, 6, 7, 10, 12, 13, 22)
+@nondeterministic
 def dropout(ctx):
     xp = ctx.xp
     v = ctx.since_version

@@ -20,7 +20,7 @@ from __future__ import annotations
 import array_api_compat
 import numpy as np
 
-from onnxkit.plugin import KernelTable, arrays
+from onnxkit.plugin import KernelTable, arrays, size_guard
 
 from ..inference.pool import attr_text, declared_attr, pool_attrs, unpool_extents
 from ._common import as_dtype, compute_dtype, input_type_checker
@@ -31,6 +31,7 @@ KERNELS = KernelTable()
 # -- MaxUnpool ----------------------------------------------------------------------------------
 
 @KERNELS.register("MaxUnpool", 9, 11, 22)
+@size_guard("value")
 def max_unpool(ctx):
     xp = ctx.xp
     check = input_type_checker(ctx)
@@ -209,6 +210,7 @@ def roi_max_gather(oh, ow, w, gh, gw, ydata, xdata):
 
 
 @KERNELS.register("RoiAlign", 10, 16, 22)
+@size_guard("value")
 def roi_align(ctx):
     xp = ctx.xp
     mode, oh, ow, ratio, scale, half_pixel = roi_align_attrs(ctx)

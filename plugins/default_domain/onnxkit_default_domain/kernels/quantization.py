@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from array_api_compat import device as device_of
 
-from onnxkit.plugin import DataType, KernelTable, arrays, element_type, from_numpy_dtype
+from onnxkit.plugin import DataType, KernelTable, arrays, calls_blas, element_type, from_numpy_dtype, size_guard
 from onnxkit.plugin.narrow import convert
 
 from ._common import norm_axis, shape_of, size_of
@@ -279,6 +279,8 @@ _QMM_TYPES = {10: {D.INT8, D.UINT8}, 21: {D.INT8, D.UINT8} | _FP8}
 
 
 @KERNELS.register("QLinearMatMul", 10, 21)
+@size_guard("product")
+@calls_blas
 def qlinear_matmul(ctx):
     xp = ctx.xp
     allowed = _QMM_TYPES[ctx.since_version]
@@ -374,6 +376,7 @@ def conv_attributes(ctx, w_shape, spatial_rank):
 
 
 @KERNELS.register("QLinearConv", 10, host_only=True)
+@calls_blas
 def qlinear_conv(ctx):
     xp = ctx.xp   # numpy (host_only): the im2col convolution needs numpy's strided slices
     group = int(ctx.attr("group", 1))

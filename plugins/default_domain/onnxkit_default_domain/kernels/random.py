@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable, arrays, element_type
+from onnxkit.plugin import KernelTable, arrays, element_type, nondeterministic, size_guard
 
 KERNELS = KernelTable()
 
@@ -85,17 +85,22 @@ def _generator_like(ctx, kind: str):
 
 @KERNELS.register("RandomNormal", 1, 22)
 @KERNELS.register("RandomUniform", 1, 22)
+@size_guard("value")
+@nondeterministic
 def random_generator(ctx):
     return _generator(ctx, "normal" if ctx.op_type == "RandomNormal" else "uniform")
 
 
 @KERNELS.register("RandomNormalLike", 1, 22)
 @KERNELS.register("RandomUniformLike", 1, 22)
+@nondeterministic
 def random_generator_like(ctx):
     return _generator_like(ctx, "normal" if ctx.op_type == "RandomNormalLike" else "uniform")
 
 
 @KERNELS.register("Multinomial", 7, 22)
+@size_guard("value")
+@nondeterministic
 def multinomial(ctx):
     dtype = _out_dtype(ctx, np.dtype(np.int32))
     if np.dtype(dtype) not in (np.int32, np.int64):
@@ -126,6 +131,7 @@ def multinomial(ctx):
 
 
 @KERNELS.register("Bernoulli", 15, 22)
+@nondeterministic
 def bernoulli(ctx):
     fixed = _out_dtype(ctx)
     rng = ctx.rng()

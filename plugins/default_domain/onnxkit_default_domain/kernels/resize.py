@@ -29,7 +29,7 @@ import functools
 import numpy as np
 from array_api_compat import device as device_of
 
-from onnxkit.plugin import KernelTable, arrays
+from onnxkit.plugin import KernelTable, arrays, size_guard
 
 from ..inference.resize import resize_extents
 from ._common import compute_dtype, norm_axes, shape_of, size_of
@@ -323,6 +323,7 @@ def resize_geometry(ctx, axes_attr, policy, x, roi, scales, sizes):
 
 
 @KERNELS.register("Resize", 10, 11, 13, 18, 19)
+@size_guard("value")
 def resize(ctx):
     v = ctx.since_version
     opts = resize_attrs(ctx)
@@ -338,6 +339,7 @@ def resize(ctx):
 
 
 @KERNELS.register("Upsample", 1, 7, 9, 10)
+@size_guard("value")
 def upsample(ctx):
     v = ctx.since_version
     rule = resize_rule(ctx, upsample_mode(ctx), "asymmetric", "simple", -0.75, False)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from array_api_compat import device as device_of
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, calls_blas
 
 from ._common import compute_dtype, shape_of
 
@@ -271,6 +271,7 @@ def _run_layer(ctx, s: Setup, gates: int, X, W, R, B, sequence_lens, initial: li
 
 # -- RNN ---------------------------------------------------------------------------------------
 @KERNELS.register("RNN", 1, 7, 14, 22)
+@calls_blas
 def rnn(ctx):
     xp = ctx.xp
     s = Setup(ctx, ["Tanh"])
@@ -290,6 +291,7 @@ def rnn(ctx):
 
 # -- GRU ---------------------------------------------------------------------------------------
 @KERNELS.register("GRU", 1, 3, 7, 14, 22)
+@calls_blas
 def gru(ctx):
     xp = ctx.xp
     s = Setup(ctx, ["Sigmoid", "Tanh"])
@@ -324,6 +326,7 @@ def gru(ctx):
 
 # -- LSTM --------------------------------------------------------------------------------------
 @KERNELS.register("LSTM", 1, 7, 14, 22)
+@calls_blas
 def lstm(ctx):
     xp = ctx.xp
     s = Setup(ctx, ["Sigmoid", "Tanh", "Tanh"], unclipped=(2,))

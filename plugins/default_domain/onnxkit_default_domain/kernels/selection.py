@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable, arrays
+from onnxkit.plugin import KernelTable, arrays, size_guard
 
 from ._common import norm_axis, scalar_int
 
@@ -99,6 +99,7 @@ def unique_host(ctx, x: np.ndarray, axis, is_sorted: bool) -> tuple:
 
 
 @KERNELS.register("Unique", 11, 28)
+@size_guard("unique")
 def unique(ctx):
     axis = ctx.attr("axis")
     axis = None if axis is None else int(axis)

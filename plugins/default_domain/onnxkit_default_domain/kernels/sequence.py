@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable, arrays, needs_scope
+from onnxkit.plugin import KernelTable, arrays, needs_scope, size_guard
 from onnxkit_default_domain.inference.sequence import split_pieces
 
 from ._common import norm_axis, shape_of
@@ -45,6 +45,7 @@ def _same_dtype(ctx, tensors, what: str) -> None:
 
 # -- construction and access -------------------------------------------------------------------
 @KERNELS.register("SequenceConstruct", 11)
+@size_guard("sequence_construct")
 def sequence_construct(ctx):
     def run(*inputs):
         if any(x is None for x in inputs):
@@ -74,6 +75,7 @@ def sequence_at(ctx):
 
 
 @KERNELS.register("SequenceInsert", 11)
+@size_guard("sequence_insert")
 def sequence_insert(ctx):
     def run(seq, tensor, position=None):
         seq = _seq(ctx, seq)
@@ -137,6 +139,7 @@ def _split_sizes(ctx, split, dim: int, axis: int) -> list:
 
 
 @KERNELS.register("SplitToSequence", 11, 24)
+@size_guard("sequence_split")
 def split_to_sequence(ctx):
     xp = ctx.xp
     axis = int(ctx.attr("axis", 0))
@@ -159,6 +162,7 @@ def split_to_sequence(ctx):
 
 
 @KERNELS.register("ConcatFromSequence", 11)
+@size_guard("sequence_concat")
 def concat_from_sequence(ctx):
     xp = ctx.xp
     if ctx.attr("axis") is None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, size_guard
 
 from ..inference.shape_geometry import (
     concat_extents, expand_extents, flatten_extents, reshape_extents, shape_range, split_sizes, squeeze_extents, tile_extents,
@@ -158,6 +158,7 @@ def concat_check(ctx, xs, axis: int) -> int:
 
 
 @KERNELS.register("Concat", 1, 4, 11, 13)
+@size_guard("concat")
 def concat(ctx):
     xp = ctx.xp
     axis = concat_axis(ctx)
@@ -230,6 +231,7 @@ def expand_target(ctx, x, target: list) -> tuple:
 
 
 @KERNELS.register("Expand", 8, 13)
+@size_guard("value")
 def expand(ctx):
     xp = ctx.xp
 
@@ -249,6 +251,7 @@ def tile_repeats(ctx, x, repeats: list) -> tuple:
 
 
 @KERNELS.register("Tile", 1)
+@size_guard("value")
 def tile_v1(ctx):
     xp = ctx.xp
 
@@ -265,6 +268,7 @@ def tile_v1(ctx):
 
 
 @KERNELS.register("Tile", 6, 13)
+@size_guard("value")
 def tile(ctx):
     xp = ctx.xp
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from array_api_compat import device as device_of
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, size_guard
 
 from ..inference.shape_geometry import center_crop_pad_extents, depth_space_extents, pad_extents, pad_widths
 from ._common import scalar_int, shape_of
@@ -106,6 +106,7 @@ def pad_mode(ctx) -> str:
 
 
 @KERNELS.register("Pad", 1, 2)
+@size_guard("value")
 def pad_attr(ctx):
     mode = pad_mode(ctx)
     pads = ctx.attr("paddings" if ctx.since_version == 1 else "pads")
@@ -121,6 +122,7 @@ def pad_attr(ctx):
 
 
 @KERNELS.register("Pad", 11, 13, 18, 19, *_LATEST)
+@size_guard("value")
 def pad(ctx):
     mode = pad_mode(ctx)
     with_axes = ctx.since_version >= 18
@@ -188,6 +190,7 @@ def space_to_depth(ctx):
 
 # -- CenterCropPad -----------------------------------------------------------------------------
 @KERNELS.register("CenterCropPad", 18)
+@size_guard("value")
 def center_crop_pad(ctx):
     attr_axes = ctx.attr("axes")
     attr_axes = None if not attr_axes else [int(a) for a in attr_axes]

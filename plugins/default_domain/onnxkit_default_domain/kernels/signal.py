@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable, arrays, element_type
+from onnxkit.plugin import KernelTable, arrays, calls_blas, element_type, size_guard
 from onnxkit_default_domain.inference.signal import dft_extents, stft_extents
 
 from ._common import shape_of
@@ -73,6 +73,8 @@ def _leading(y, axis: int, n: int):
 # ------------------------------------------------------------------------------------ DFT
 
 @KERNELS.register("DFT", 17, 20, host_only=True)
+@size_guard("value")
+@calls_blas
 def dft(ctx):
     xp = ctx.xp
     inverse = bool(ctx.attr("inverse", 0))
@@ -109,6 +111,8 @@ def dft(ctx):
 # ------------------------------------------------------------------------------------ STFT
 
 @KERNELS.register("STFT", 17)
+@size_guard("value")
+@calls_blas
 def stft(ctx):
     xp = ctx.xp
     onesided = bool(ctx.attr("onesided", 1))
@@ -170,17 +174,20 @@ def _window(ctx, a0: float, a1: float, a2: float):
 
 
 @KERNELS.register("HannWindow", 17)
+@size_guard("value")
 def hann_window(ctx):
     return _window(ctx, 0.5, 0.5, 0.0)
 
 
 @KERNELS.register("HammingWindow", 17)
+@size_guard("value")
 def hamming_window(ctx):
     alpha = 25.0 / 46.0
     return _window(ctx, alpha, 1.0 - alpha, 0.0)
 
 
 @KERNELS.register("BlackmanWindow", 17)
+@size_guard("value")
 def blackman_window(ctx):
     return _window(ctx, 0.42, 0.5, 0.08)
 
@@ -188,6 +195,7 @@ def blackman_window(ctx):
 # ------------------------------------------------------------------------- MelWeightMatrix
 
 @KERNELS.register("MelWeightMatrix", 17)
+@size_guard("value")
 def mel_weight_matrix(ctx):
     out_dtype = element_type(int(ctx.attr("output_datatype", 1))).dtype
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable, Unsupported
+from onnxkit.plugin import KernelTable, Unsupported, size_guard
 
 KERNELS = KernelTable()
 
@@ -90,6 +90,7 @@ _concat = np.frompyfunc(lambda a, b: _raw(a) + _raw(b), 2, 1)
 
 
 @KERNELS.register("StringConcat", 20, host_only=True)
+@size_guard("string_concat")
 def string_concat(ctx):
     def fn(x, y):
         _check_strings(ctx, x, "X")
@@ -109,6 +110,7 @@ def string_concat(ctx):
 # ----------------------------------------------------------------------------- StringSplit
 
 @KERNELS.register("StringSplit", 20, host_only=True)
+@size_guard("string_split")
 def string_split(ctx):
     delim = ctx.attr_str("delimiter", "") or None
     maxsplit = ctx.attr("maxsplit")
@@ -182,6 +184,7 @@ def _code(grams, radix: int):
 
 
 @KERNELS.register("TfIdfVectorizer", 9, host_only=True)
+@size_guard("value")
 def tfidf_vectorizer(ctx):
     mode = ctx.attr_str("mode")
     if mode not in ("TF", "IDF", "TFIDF"):

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, calls_blas
 
 from ._common import DOMAIN, cast, check_float, const, device_of, shape_of, softmax, widen
 
@@ -102,6 +102,7 @@ def _scale(ctx, head_size: int) -> float:
 
 
 @KERNELS.register("Attention", 1, domain=DOMAIN)
+@calls_blas
 def attention(ctx):
     xp = ctx.xp
     n = int(ctx.attr("num_heads"))

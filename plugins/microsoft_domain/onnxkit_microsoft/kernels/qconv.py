@@ -9,7 +9,7 @@ output channel).  The convolution is the ai.onnx package's portable one (geometr
 
 from __future__ import annotations
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, calls_blas
 
 from ._common import DOMAIN, shape_of
 from .quantized import _check8, _scalar, requant
@@ -27,6 +27,7 @@ def _per_channel(ctx, xp, v, m: int, nd: int, what: str):
 
 
 @KERNELS.register("QLinearConv", 1, domain=DOMAIN)
+@calls_blas
 def qlinear_conv(ctx):
     from onnxkit_default_domain.api import Plans, check_rank, columns, conv_nd, conv_plan
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, calls_blas
 
 from ._common import as_float_matrix, bytes_array, labels_from, post_transform, str_list, transform_name
 
@@ -47,6 +47,7 @@ def _weights(ctx, n_features: int, coefficients: np.ndarray, intercepts, what: s
 
 
 @KERNELS.register("LinearClassifier", 1, domain=ML)
+@calls_blas
 def linear_classifier(ctx):
     coefficients = ctx.attr("coefficients")
     if coefficients is None:
@@ -88,6 +89,7 @@ def linear_classifier(ctx):
 
 
 @KERNELS.register("LinearRegressor", 1, domain=ML)
+@calls_blas
 def linear_regressor(ctx):
     coefficients = np.asarray(ctx.attr("coefficients") or [], dtype=np.float64)
     intercepts = ctx.attr("intercepts")

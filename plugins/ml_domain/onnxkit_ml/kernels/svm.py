@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, calls_blas
 
 from ._common import as_float_matrix, labels_from, logistic, post_transform, str_list, transform_name
 
@@ -110,6 +110,7 @@ def _multiclass_probability(r: np.ndarray) -> np.ndarray:
 
 
 @KERNELS.register("SVMClassifier", 1, domain=ML)
+@calls_blas
 def svm_classifier(ctx):
     kind, gamma, coef0, degree = _kernel_setup(ctx)
     ints = list(ctx.attr("classlabels_ints") or [])
@@ -207,6 +208,7 @@ def svm_classifier(ctx):
 
 
 @KERNELS.register("SVMRegressor", 1, domain=ML)
+@calls_blas
 def svm_regressor(ctx):
     kind, gamma, coef0, degree = _kernel_setup(ctx)
     n_sup = int(ctx.attr("n_supports", 0))

@@ -15,6 +15,12 @@ anything runs):
   ``InferenceSession.fallbacks``, ``onnxkit unsupported --backend B``);
 * a node neither can compute stays *unsupported* on *B*, reported before anything runs.
 
+**Planning on F.**  A node placed on *F* is planned by *F*'s own planner
+(:meth:`Placement.away_planner`), an ordinary binding there: no planner ever changes its
+backend.  That planner shares with *B*'s the registry, the seed, the limits, the inferred
+types and the list of unsupported operators; the nesting depths and the count of function
+calls cross to it and back with each node, so that limits count every graph once.
+
 **Types at planning.**  A node's input and output types come from the inference engine
 (:mod:`onnxkit.inference`, run once over the model when the session is planned; declared
 types refine what it infers) and, for a function body, from inferring the body with the
@@ -188,8 +194,7 @@ class Placement:
         self._bodies: list = []     # function bodies typed here, kept alive so that ids stay theirs
         self._engine = None
         self._inferred = False
-        #: The step :meth:`compile_away` returned last (the planner leaves it as it is).
-        self.last_away = None
+        self._away = None           # the planner of the fallback backend (:meth:`away_planner`)
 
     # -- types ------------------------------------------------------------------------------
     def _infer(self) -> None:
@@ -285,14 +290,23 @@ class Placement:
             return problem
         return None
 
-    def placed_away(self, node, graph, opsets: dict, backend_name: str) -> bool:
-        """True when ``node`` (of ``graph``, under ``opsets``) runs on ``backend_name``'s fallback."""
+    def _away_reason(self, node, graph, opsets: dict, backend_name: str):
+        """``(schema, why)`` when ``node`` (of ``graph``, under ``opsets``) runs on
+        ``backend_name``'s fallback (``schema``: the definition it binds to), else None.  A call
+        of a model-local function is planned where it is (its body's nodes are placed one by one)."""
         if (node.domain, node.op_type, node.overload) in self.planner.functions:
-            return False
+            return None
         domain = normalize_domain(node.domain)
         version = opsets.get(domain)
         schema = self.registry.bind(domain, node.op_type, version) if version is not None else None
-        return schema is not None and self.decide(node, schema, version, graph, backend_name) is not None
+        if schema is None:
+            return None
+        why = self.decide(node, schema, version, graph, backend_name)
+        return None if why is None else (schema, why)
+
+    def placed_away(self, node, graph, opsets: dict, backend_name: str) -> bool:
+        """True when ``node`` (of ``graph``, under ``opsets``) runs on ``backend_name``'s fallback."""
+        return self._away_reason(node, graph, opsets, backend_name) is not None
 
     def _readers_of(self, graph):
         """The use-def index of ``graph``'s nodes (:func:`~onnxkit.runtime.usedef.node_index`, a
@@ -322,32 +336,64 @@ class Placement:
         return where
 
     # -- planning a node elsewhere, and its transfers ------------------------------------------
+    def away_planner(self):
+        """The planner of the fallback backend, made on first need: a
+        :class:`~onnxkit.runtime.plan.Planner` of its own for the same model that shares what
+        planning a node must share with the home planner — the registry, the seed (each kernel's
+        random stream is drawn from it), the limits, ``own_data``, the inferred types (this
+        placement's), and the list of unsupported operators (reported together, by the home
+        planner).  It places nothing (a fallback's fallback is not followed), and the nesting
+        depths and the function-call count cross with each node (:meth:`compile_away`)."""
+        if self._away is None:
+            from .plan import Planner
+
+            p = self.planner
+            away = Planner(p.model, p.registry, p.backend.fallback, seed=p.seed, limits=p.limits,
+                           own_data=p.own_data)
+            away._placement = None
+            away._types = self
+            away.unsupported, away._seen_unsupported = p.unsupported, p._seen_unsupported
+            self._away = away
+        return self._away
+
+    def place(self, node, opsets: dict, visible, graph):
+        """``(step, free names)`` of ``node`` planned on the fallback (:meth:`compile_away`) where
+        it runs there (module docstring), else None: the home planner plans it."""
+        away = self._away_reason(node, graph, opsets, self.home)
+        if away is None:
+            return None
+        schema, why = away
+        return self.compile_away(node, schema, opsets, visible, graph, why)
+
     def compile_away(self, node, schema, opsets: dict, visible, graph, why: str):
-        """Plan ``node`` on the planner's backend's fallback (its subgraphs and function body
-        too); returns ``(step, free names)`` like ``Planner.compile_node``."""
+        """Plan ``node`` with the fallback's planner (its subgraphs and function body too, there
+        entirely), its transfers added; returns ``(step, free names)`` like
+        ``Planner.compile_node``.  The home planner's nesting depths and function-call count
+        are handed to that planner and the count handed back: limits count every graph and
+        call once, whichever backend plans it.  Names visible from the node (``visible``: the
+        enclosing graphs' names and constants, each set of constants tagged with its backend)
+        are the home planner's: a subgraph planned there folds only the fallback's constants."""
         p = self.planner
-        home_name, home = p.backend_name, p.backend
-        away_name = home.fallback
-        p.backend_name, p.backend = away_name, self.registry.backends[away_name]
+        away = self.away_planner()
+        away.depth, away.function_depth, away.function_calls = p.depth, p.function_depth, p.function_calls
         try:
-            step, free = p.compile_node(node, opsets, visible, graph)
+            step, free = away.compile_node(node, opsets, visible, graph)
         finally:
-            p.backend_name, p.backend = home_name, home
+            p.function_calls = away.function_calls
         if step is None:
             return None, free
         p.fallbacks.append(Fallback(node.name, node.op_type, display_domain(schema.domain), schema.since_version,
-                                    why, away_name))
-        to_away = converter(home, p.registry.backends[away_name])
-        to_home = converter(p.registry.backends[away_name], home)
+                                    why, away.backend_name))
+        to_away = converter(p.backend, away.backend)
+        to_home = converter(away.backend, p.backend)
         consts = {}
         if graph is not None:
             inits = {t.name: t for t in graph.initializer if isinstance(t, ir.Tensor)}
             inputs = {vi.name for vi in graph.input}
             consts = {i: to_away(inits[n].numpy()) for i, n in enumerate(node.input) if n in inits and n not in inputs}
         out_conv = {i: to_home for i, n in enumerate(node.output)
-                    if n and graph is not None and HOME in self.readers(n, graph, opsets, home_name)}
+                    if n and graph is not None and HOME in self.readers(n, graph, opsets, p.backend_name)}
         step.fn = _wrap(step.fn, consts, to_away, out_conv, tuple(free))
-        self.last_away = step
         return step, free
 
     def finish_home(self, step, node, graph, opsets: dict):

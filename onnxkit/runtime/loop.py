@@ -3,11 +3,12 @@
 A :class:`Layout` is made once per ``(constants, steps)`` of a plan (on its first run): every
 name the plan reads or writes gets a slot (slot 0 always holds None, the value of an absent
 optional input ``""``), each step becomes a tuple of its kernel, its input slots, its output
-slot(s) and the slots it frees (its inputs' last use), and the constants are laid out in a
-template list a run copies; a kernel that asked for it (:func:`~onnxkit.runtime.kernel.binds_constants`)
-is specialized there on its constant inputs.  A run is then a list copy, the feeds stored by slot, and
-:func:`run_fast`: per node, one tuple unpack, the kernel call with its arguments read by index,
-one store, and the frees — no dictionary look-up, no attribute look-up, no check.
+slot(s) and the slots it frees (its inputs' last use) — a :class:`LaidStep` — and the
+constants are laid out in a template list a run copies; a kernel that asked for it
+(:func:`~onnxkit.runtime.kernel.binds_constants`) is specialized there on its constant inputs.
+A run is then a list copy, the feeds stored by slot, and :func:`run_fast`: per node, the
+kernel call with its arguments read by slot, one store, and the frees — no dictionary
+look-up, no check.
 
 What the fast loop does not check it proves beforehand.  A value a node reads is *guaranteed*
 when it is a constant, a graph input, a free name of the enclosing scope present at the run's
@@ -20,7 +21,7 @@ reports a read of a value that was never computed by name (Clause 7.5).
 
 Nodes with a size guard, a freed value whose bytes a guard charged, or a subgraph reading the
 enclosing scope (:func:`~onnxkit.runtime.kernel.needs_scope`) are *special*: one flag per
-tuple routes them through :func:`_call_special`, the only place guards and scopes are handled.
+laid step routes them through :func:`_call_special`, the only place guards and scopes are handled.
 A scope is a :class:`SlotScope`, a read-only mapping over the run's slots.
 
 Errors are those of the loop they replace: a kernel's exception, wrapped in
@@ -30,7 +31,8 @@ is; a :class:`MemoryError` becomes the out-of-memory error, unchained).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 from ..errors import EvaluationError, OnnxkitError
 from .kernel import traits_of
@@ -44,13 +46,48 @@ class _Short(Exception):
     """Raised by the fast loop after storing a kernel's result that left a named output absent."""
 
 
-class Layout:
-    """Slots and step tuples of one ``(constants, steps)`` of a plan (see the module docstring)."""
+class LaidStep(NamedTuple):
+    """The fields of one step of a :class:`Layout`, in the order of the plain tuples in
+    :attr:`Layout.fast` (the loops unpack those by these names, once per node: a tuple unpack
+    costs less per node than attribute reads; :meth:`Layout.laid_steps` gives them named).
 
-    __slots__ = ("slots", "template", "inputs", "free", "outputs", "fast", "checked", "steps", "generation",
+    ``call``: the function called (the step's kernel, or its specialization on constant inputs:
+    :func:`_bound`); ``arity``: the number of inputs; ``in0``/``in1``: the slots of the first two
+    inputs (0 where there is none); ``ins``: the slot of every input; ``out``: the slot of the
+    only output when the node names exactly one (else 0); ``multi``: ``(position, slot)`` of
+    each named output; ``kill``: the slots freed after it; ``special``: whether it goes through
+    :func:`_call_special` (a guard, a scope or a release); ``step``: the plan's
+    :class:`~onnxkit.runtime.plan.Step`; ``release``: the freed slots whose bytes a guard charged."""
+
+    call: Callable
+    arity: int
+    in0: int
+    in1: int
+    ins: tuple
+    out: int
+    multi: tuple
+    kill: tuple
+    special: bool
+    step: Any
+    release: tuple
+
+
+def _laid(call, ins: tuple, out: int, multi: tuple, kill: tuple, special: bool, step, release: tuple) -> tuple:
+    """The plain tuple :attr:`Layout.fast` holds for one step (fields: :class:`LaidStep`)."""
+    in0, in1, *_ = (*ins, 0, 0)
+    return tuple(LaidStep(call=call, arity=len(ins), in0=in0, in1=in1, ins=ins, out=out, multi=multi, kill=kill,
+                          special=special, step=step, release=release))
+
+
+class Layout:
+    """Slots and laid steps of one ``(constants, steps)`` of a plan (see the module docstring);
+    ``version``: the plan's kernel version it was made at (:meth:`GraphPlan._layout
+    <onnxkit.runtime.plan.GraphPlan._layout>` makes another once a kernel was replaced)."""
+
+    __slots__ = ("slots", "template", "inputs", "free", "outputs", "fast", "checked", "steps", "version",
                  "outer")
 
-    def __init__(self, plan, constants: dict, steps: list, generation: int):
+    def __init__(self, plan, constants: dict, steps: list, version: int):
         slots = {"": 0}
 
         def slot(name: str) -> int:
@@ -75,17 +112,15 @@ class Layout:
             for n in step._uses:
                 slot(n)
             outs = step.outputs
-            o = slot(outs[0]) if len(outs) == 1 and outs[0] else 0
+            o = slot(*outs) if len(outs) == 1 and all(outs) else 0
             multi = tuple((k, slot(n)) for k, n in enumerate(outs) if n)
             known.update(n for n in outs if n)
             kill = tuple(slot(n) for n in step.free)
             release = tuple(slot(n) for n in step.release)
             special = step.guard is not None or bool(step.scope) or bool(release)
-            fast.append((_bound(step, constants), len(ins), ins[0] if ins else 0, ins[1] if len(ins) > 1 else 0, ins, o, multi,
-                         kill, special, step, release))
+            fast.append(_laid(_bound(step, constants), ins, o, multi, kill, special, step, release))
         self.outputs = tuple(slot(n) for n in plan.output_names)
-        template = [ABSENT] * len(slots)
-        template[0] = None
+        template = [None] + [ABSENT] * (len(slots) - 1)  # slot 0: the absent optional input
         for name, value in constants.items():
             template[slots[name]] = value
         self.template = template
@@ -93,7 +128,7 @@ class Layout:
         self.fast = tuple(fast)
         self.checked = checked
         self.steps = steps
-        self.generation = generation
+        self.version = version
         #: (slots of the enclosing run last read, pairs of slots, complete): see :meth:`free_slots`
         self.outer = None
 
@@ -102,11 +137,19 @@ class Layout:
         free name's slot there paired with its slot here, and whether every free name has one
         there.  Kept for the last enclosing layout (a tuple replaced whole: safe across threads)."""
         outer = self.outer
-        if outer is None or outer[0] is not slots:
-            pairs = tuple((slots[n], i) for n, i in self.free if n in slots)
-            outer = (slots, pairs, len(pairs) == len(self.free))
-            self.outer = outer
-        return outer[1], outer[2]
+        if outer is not None:
+            last, pairs, complete = outer
+            if last is slots:
+                return pairs, complete
+        pairs = tuple((slots[n], i) for n, i in self.free if n in slots)
+        complete = len(pairs) == len(self.free)
+        self.outer = (slots, pairs, complete)
+        return pairs, complete
+
+    def laid_steps(self) -> list:
+        """The steps as the loop reads them, each a :class:`LaidStep` (for inspection: the loop
+        itself unpacks the plain tuples of :attr:`fast`)."""
+        return [LaidStep._make(t) for t in self.fast]
 
 
 def _bound(step, constants: dict):
@@ -188,15 +231,15 @@ def _failed(graph: str, step, exc: Exception) -> EvaluationError:
                            step.node.name, step.op)
 
 
-def _call_special(t, args: list, env: list, layout: Layout, budget, held: dict, state):
-    """Call a special step's kernel: its guard first (and, for a guard with ``after``, its check
-    of the outputs the kernel returned), its scope as a :class:`SlotScope`."""
-    step = t[9]
+def _call_special(call, step, args: list, env: list, layout: Layout, budget, held: dict, state):
+    """Call a special step's kernel (``call``, laid for ``step``): its guard first (and, for a
+    guard with ``after``, its check of the outputs the kernel returned), its scope as a
+    :class:`SlotScope`."""
     guard = step.guard
     if guard is not None:  # charged to the slot of the first output (0 when unnamed)
-        key = layout.slots[step.outputs[0]] if step.outputs else 0
+        key = layout.slots[next(iter(step.outputs), "")]
         held[key] = guard(budget, args)
-    out = t[0](SlotScope(env, layout.slots, state), *args) if step.scope else t[0](*args)
+    out = call(SlotScope(env, layout.slots, state), *args) if step.scope else call(*args)
     if guard is not None and guard.after:
         held[key] = guard.check_outputs(budget, out, held[key])
     return out
@@ -217,8 +260,9 @@ def _store(out, multi: tuple, env: list) -> bool:
     return whole
 
 
-def _release(t, budget, held: dict) -> None:
-    for i in t[10]:
+def _release(release: tuple, budget, held: dict) -> None:
+    """Give back to ``budget`` the bytes a guard charged for the values of the slots ``release``."""
+    for i in release:
         budget.live -= held.pop(i, 0)
 
 
@@ -226,30 +270,29 @@ def run_fast(graph: str, layout: Layout, env: list, budget, held: dict) -> None:
     """Run every step of ``layout`` on ``env``: the unwatched loop (see the module docstring)."""
     start = 0
     try:
-        for t in layout.fast:
-            fn, n, a0, a1, ins, o, multi, kill, special, step, _ = t
+        for call, arity, in0, in1, ins, out_slot, multi, kill, special, step, release in layout.fast:
             if special:
-                out = _call_special(t, [env[i] for i in ins], env, layout, budget, held, None)
-            elif n == 2:
-                out = fn(env[a0], env[a1])
-            elif n == 1:
-                out = fn(env[a0])
+                out = _call_special(call, step, [env[i] for i in ins], env, layout, budget, held, None)
+            elif arity == 2:
+                out = call(env[in0], env[in1])
+            elif arity == 1:
+                out = call(env[in0])
             else:
-                out = fn(*[env[i] for i in ins])
-            if o and type(out) is not tuple:
-                env[o] = out
+                out = call(*[env[i] for i in ins])
+            if out_slot and type(out) is not tuple:
+                env[out_slot] = out
             elif not _store(out, multi, env):
                 raise _Short
             for i in kill:
                 env[i] = ABSENT
             if special:
-                _release(t, budget, held)
+                _release(release, budget, held)
         return
-    except _Short:
-        start = layout.fast.index(t) + 1
-        for i in t[7]:
+    except _Short:  # the rest of the run checks its reads
+        start = layout.steps.index(step) + 1
+        for i in kill:
             env[i] = ABSENT
-        _release(t, budget, held)
+        _release(release, budget, held)
     except OnnxkitError:
         raise
     except MemoryError:  # allowed by the limits, refused by the system: raised below, unchained
@@ -266,12 +309,10 @@ def run_checked(graph: str, layout: Layout, env: list, budget, held: dict, state
     (a :class:`~onnxkit.runtime.state.RunState`, or None) checked before each node, and one
     profiling event per node when ``profiler`` is given."""
     fast = layout.fast
-    for k in range(start, len(fast)):
-        t = fast[k]
-        step = t[9]
+    for call, _arity, _in0, _in1, ins, out_slot, multi, kill, special, step, release in fast[start:] if start else fast:
         if state is not None:
             state.check(f"node {step.node.name!r} ({step.op}) of graph {graph!r}")
-        args = [env[i] for i in t[4]]
+        args = [env[i] for i in ins]
         for i, a in enumerate(args):
             if a is ABSENT:
                 raise EvaluationError(f"{graph}: node {step.node.name!r} ({step.op}) reads {step.inputs[i]!r}, "
@@ -279,7 +320,7 @@ def run_checked(graph: str, layout: Layout, env: list, budget, held: dict, state
         begin = profiler.now_us() if profiler is not None else 0.0
         failed = False
         try:
-            out = _call_special(t, args, env, layout, budget, held, state) if t[8] else t[0](*args)
+            out = _call_special(call, step, args, env, layout, budget, held, state) if special else call(*args)
         except OnnxkitError:
             raise
         except MemoryError:
@@ -288,12 +329,12 @@ def run_checked(graph: str, layout: Layout, env: list, budget, held: dict, state
             raise _failed(graph, step, exc) from exc
         if failed:
             raise out_of_memory(graph, step)
-        if t[5] and type(out) is not tuple:
-            env[t[5]] = out
+        if out_slot and type(out) is not tuple:
+            env[out_slot] = out
         else:
-            _store(out, t[6], env)
-        for i in t[7]:
+            _store(out, multi, env)
+        for i in kill:
             env[i] = ABSENT
-        _release(t, budget, held)
+        _release(release, budget, held)
         if profiler is not None:
             profiler.node_event(step, begin, args, out)

@@ -28,6 +28,8 @@ dictionary look-up per node.
 from __future__ import annotations
 
 import mmap
+import threading
+import weakref
 from typing import Optional
 
 from onnxkit import records
@@ -60,12 +62,14 @@ def is_deterministic(step) -> bool:
 class Step:
     """One node of a plan: its kernel ``fn``, input and output names, the names freed after it.
 
-    Assigning ``fn`` (a test spying on a kernel) is seen by the next run: every plan's slot
-    layout (:mod:`onnxkit.runtime.loop`) is rebuilt after any step's ``fn`` changed."""
+    A copy (:meth:`copy`: a plan's folded-defaults variant, a specialized plan, an inlined
+    branch) runs the kernel of the step it copies until it is given one of its own.  Assigning
+    ``fn`` (a test spying on a kernel) is seen by the next run of every plan that runs the step
+    or such a copy of it: the step tells those plans (:meth:`GraphPlan._kernel_replaced`), which
+    lay out their run loop again (:mod:`onnxkit.runtime.loop`)."""
 
-    __slots__ = ("_fn", "inputs", "outputs", "free", "scope", "node", "op", "_uses", "guard", "release", "subgraphs", "traits")
-    #: bumped whenever a step's ``fn`` is assigned after construction (layouts made before are stale)
-    generation = 0
+    __slots__ = ("_fn", "inputs", "outputs", "free", "scope", "node", "op", "_uses", "guard", "release", "subgraphs",
+                 "_source", "_plans", "traits")
 
     def __init__(self, fn, inputs, outputs, node, scope):
         self._fn = fn
@@ -82,20 +86,57 @@ class Step:
         self.release = ()    # names freed after this step whose bytes a guard charged
         #: attribute name -> the plan (or list of plans) of each subgraph the node's kernel runs
         self.subgraphs = None
+        #: of a copy, (the step copied, its kernel then): while ``_fn`` is that kernel, ``fn`` is the copied step's
+        self._source = None
+        #: weak references to the plans whose run loop was laid out calling this step's kernel
+        self._plans = ()
 
     @property
     def fn(self):
+        """The kernel: the step's own, or, for a copy not given one, that of the step it copies."""
+        source = self._source
+        if source is not None:
+            step, kernel = source
+            if self._fn is kernel:
+                return step.fn
         return self._fn
 
     @fn.setter
     def fn(self, fn) -> None:
         self._fn = fn
-        Step.generation += 1
+        self._source = None  # its own kernel from now on
+        self._replaced()
+
+    def _replaced(self) -> None:
+        """Tell the plans that laid out this step's kernel (theirs, or a copy's) that it changed."""
+        for ref in self._plans:
+            plan = ref()
+            if plan is not None:
+                plan._kernel_replaced()
+
+    def _followed(self):
+        """This step and the steps whose kernel it runs (:meth:`copy`), nearest first."""
+        step = self
+        while True:
+            yield step
+            if step._source is None:
+                return
+            source, kernel = step._source
+            if step._fn is not kernel:
+                return
+            step = source
 
     def copy(self) -> "Step":
-        step = Step(self._fn, self.inputs, self.outputs, self.node, self.scope)
+        """A step like this one that runs this step's kernel (whatever it is then) until given its own."""
+        fn = self.fn
+        step = Step(fn, self.inputs, self.outputs, self.node, self.scope)
         step._uses, step.guard, step.subgraphs, step.traits = self._uses, self.guard, self.subgraphs, self.traits
+        step._source = (self, fn)
         return step
+
+
+#: serializes the registration of plans with their steps (:meth:`GraphPlan._layout`)
+_ATTACH = threading.Lock()
 
 
 class GraphPlan:
@@ -121,6 +162,10 @@ class GraphPlan:
         self.folded = None
         self.default_positions = [i for i, n in enumerate(input_names) if n in defaults]
         self._layouts = [None, None]    # slot layouts of (constants, steps) and of ``folded``
+        #: bumped when a kernel the layouts call is replaced (a layout made at another version is stale)
+        self._version = 0
+        self._ref = None                # a weak reference to this plan, its steps' (:meth:`_layout`)
+
 
     def __repr__(self) -> str:
         """The plan's name and size, then one line per node whose kernel reports the body it runs."""
@@ -194,12 +239,32 @@ class GraphPlan:
 
     def _layout(self, which: int, constants: dict, steps: list) -> Layout:
         """The slot layout of ``(constants, steps)`` (0: the plan, 1: its folded variant), made
-        on first need and again when the steps or a step's ``fn`` changed."""
+        on first need and again when the steps changed or a kernel of one of them was replaced
+        (:meth:`_kernel_replaced`).  Making one registers the plan with each step it lays out
+        and with each step whose kernel that step runs (:meth:`Step.copy`), so that assigning
+        a kernel to any of them tells this plan."""
         layout = self._layouts[which]
-        if layout is None or layout.steps is not steps or layout.generation != Step.generation:
-            layout = Layout(self, constants, steps, Step.generation)
+        if layout is None or layout.steps is not steps or layout.version != self._version:
+            self._attach(steps)
+            version = self._version  # read after attaching: a kernel replaced from now on is seen
+            layout = Layout(self, constants, steps, version)
             self._layouts[which] = layout
         return layout
+
+    def _attach(self, steps: list) -> None:
+        ref = self._ref
+        if ref is None:
+            ref = self._ref = weakref.ref(self)
+        with _ATTACH:
+            for step in steps:
+                for s in step._followed():
+                    plans = s._plans
+                    if not any(r is ref for r in plans):
+                        s._plans = tuple(r for r in plans if r() is not None) + (ref,)
+
+    def _kernel_replaced(self) -> None:
+        """A kernel a layout of this plan calls was replaced (:attr:`Step.fn`): lay out again at the next run."""
+        self._version += 1
 
 
 def kept_value_ids(plan) -> frozenset:
@@ -501,17 +566,21 @@ class Planner:
         """A :class:`Step` for ``node`` (None if unsupported) and the outer names its subgraphs read.
 
         On a backend that declares a fallback, the node is first placed
-        (:mod:`onnxkit.runtime.fallback`): one its backend cannot compute is planned on the
-        fallback, with its transfers, and recorded in :attr:`fallbacks`."""
-        placing = self._placing()
+        (:mod:`onnxkit.runtime.fallback`): one its backend cannot compute is planned by the
+        fallback's own planner (:meth:`Placement.place <onnxkit.runtime.fallback.Placement.place>`),
+        with its transfers, and recorded in :attr:`fallbacks`."""
+        if not self._placing():
+            return self._bind_node(node, opsets, visible, graph)
+        away = self._placement.place(node, opsets, visible, graph)
+        if away is not None:
+            return away
         step, free = self._bind_node(node, opsets, visible, graph)
-        if placing and step is not None and step is not self._placement.last_away:
-            step = self._placement.finish_home(step, node, graph, opsets)
-        return step, free
+        return self._placement.finish_home(step, node, graph, opsets), free
 
     def _placing(self) -> bool:
-        """True while planning on the session's own backend, when that backend declares a fallback."""
-        return self._placement is not None and self.backend_name == self._placement.home
+        """True when this planner places nodes: its backend declares a fallback (the fallback's
+        own planner places nothing)."""
+        return self._placement is not None
 
     def _bind_node(self, node: ir.Node, opsets: dict, visible: frozenset, graph: Optional[ir.Graph]):
         domain = normalize_domain(node.domain)
@@ -531,10 +600,6 @@ class Planner:
                 why = "no definition at this operator set version"
             self._unsupported(domain, node.op_type, version, why)
             return None, self._subgraph_free(node, opsets, visible)
-        if self._placing():
-            why = self._placement.decide(node, schema, version, graph, self.backend_name)
-            if why is not None:
-                return self._placement.compile_away(node, schema, opsets, visible, graph, why)
         factory = self.registry.kernel(self.backend_name, domain, node.op_type, schema.since_version)
         if factory is None:
             body = schema.function_body_for(version) if schema.has_function else None

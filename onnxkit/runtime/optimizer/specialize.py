@@ -47,7 +47,7 @@ from ... import ir
 from ...dtypes import from_numpy_dtype
 from ...errors import OnnxkitError
 from ..budget import RunBudget
-from ..plan import GraphPlan, Step, assign_lifetimes, frozen, is_deterministic
+from ..plan import GraphPlan, assign_lifetimes, frozen, is_deterministic
 from ..usedef import step_index
 from .inline import Collision, branch_path, collapse_aliases, inline, taken_branch
 
@@ -114,8 +114,6 @@ class Specializer:
             plan = self._plans.get(sig)
             if plan is not None:
                 self._plans.move_to_end(sig)
-                if plan.origin_generation != Step.generation:
-                    _refresh(plan)
                 return plan, False
             rec = self._recording.get(sig)
         if rec is None:
@@ -284,8 +282,6 @@ class Specializer:
         folded = {n: v for n, v in known.items() if index.use_count(n)}
         assign_lifetimes(remaining, keep, index)
         plan = self._plan_of(folded, remaining)
-        plan.origins = [(s, origin[id(s)]) for s in remaining if origin[id(s)] is not None]
-        plan.origin_generation = Step.generation
         if rec.round >= ROUNDS:
             return plan, None
         again = self._reinfer(rec.sig, folded, remaining) if inlined else None
@@ -356,13 +352,6 @@ def _static_shape(step, types: dict) -> Optional[tuple]:
         return None
     t = types.get(step.inputs[0])
     return tuple(t.shape.values) if _static(t) else None
-
-
-def _refresh(plan) -> None:
-    """A kernel of the base plan was assigned (:attr:`Step.fn`): its copies in ``plan`` take it too."""
-    for copy, orig in plan.origins:
-        copy._fn = orig._fn
-    plan.origin_generation = Step.generation
 
 
 def _recorder(fn, k: int, seen: dict):

@@ -82,7 +82,7 @@ def _loop_functions(s):
     """(the function the plan's layout calls, the step's kernel function) of each step."""
     plan = s.plan
     layout = plan._layout(0, plan.constants, plan.steps)
-    return [(t[0], t[9].fn) for t in layout.fast]
+    return [(laid.call, laid.step.fn) for laid in layout.laid_steps()]
 
 
 @pytest.mark.parametrize("op,small,attrs,want", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])

@@ -7,6 +7,11 @@ not list, each built from its minimized reproducer and checked against onnxrunti
 * A 1x1 grouped Conv + Relu (the ``epilogue`` pass) fed a non-contiguous X with batch 2: the
   matmul's result kept X's layout, the compiled epilogue wrote B and the Relu into a reshaped
   *copy*, and the Conv's output came back without bias and without Relu.
+* A per-channel scale that is not finite (a Mul by +-inf, a BatchNormalization of zero variance
+  and epsilon 0) folded into a Conv's weights (``channel_affine``, ``conv_bn``): unfused the
+  Conv's finite sum times inf is +-inf, folded the sum of infinite weights of both signs NaN
+  (seed 20261207 once the generator planted such scales; ``conv_bn``'s test is in
+  tests/test_opt_conv_bn.py).
 """
 
 from __future__ import annotations
@@ -127,3 +132,36 @@ def test_mean_variance_normalization_of_a_constant_slice_follows_the_body_in_its
                 assert np.isnan(y).all(), (backend, y)
             else:
                 np.testing.assert_array_equal(y, np.zeros_like(x))
+
+
+@pytest.mark.parametrize("producer,factor", [("Conv", np.inf), ("Conv", -np.inf), ("BatchNormalization", np.inf),
+                                            ("BatchNormalization", -np.inf), ("BatchNormalization", 3e38)])
+def test_channel_scale_not_folded_where_it_is_not_finite(producer, factor):
+    """A per-channel Mul by +-inf after a Conv (or a BatchNormalization) gives +-inf unfused
+    (the producer's finite output times inf); folded into the weights it made ``conv(X, W * inf)``,
+    a sum of infinities of both signs, NaN (fuzzer seed 20261207, channel_affine ``ca-mul:inf``:
+    nan != -inf).  A finite scale overflowing the folded BatchNormalization scale (3e38 * 1.2) is
+    declined too.  The ``channel_affine`` pass declines both; the result is onnxruntime's."""
+    rng = np.random.default_rng(5)
+    f32 = lambda a: np.asarray(a, np.float32)  # noqa: E731
+    inits = [onnx.numpy_helper.from_array(f32([factor, 1.5]).reshape(2, 1, 1), "sc"),
+             onnx.numpy_helper.from_array(f32([0.5, -1.0]).reshape(2, 1, 1), "sh")]
+    if producer == "Conv":
+        inits += [onnx.numpy_helper.from_array(f32(rng.standard_normal((2, 2, 3, 3)) * 0.5), "w"),
+                  onnx.numpy_helper.from_array(f32(rng.standard_normal(2)), "cb")]
+        first = helper.make_node("Conv", ["x", "w", "cb"], ["c"])
+    else:
+        inits += [onnx.numpy_helper.from_array(f32(v), n)
+                  for n, v in (("s", [1.2, 0.7]), ("b", [0.1, 0.2]), ("mu", [0.3, -0.2]), ("var", [1.0, 0.5]))]
+        first = helper.make_node("BatchNormalization", ["x", "s", "b", "mu", "var"], ["c"])
+    nodes = [first, helper.make_node("Mul", ["c", "sc"], ["d"]), helper.make_node("Add", ["d", "sh"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 2, 5, 5])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, None)], inits)
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    x = rng.uniform(-3, 3, (1, 2, 5, 5)).astype(np.float32)
+    want = _ort(data, {"x": x})[0]
+    assert np.isinf(want[0, 0]).any() and np.isfinite(want[0, 1]).all()      # the premise: channel 0 overflows
+    sessions = _sessions(data)
+    assert sessions["default"].optimized.rewrites.get("channel_affine", 0) == 0
+    for mode, sess in sessions.items():
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-6, err_msg=mode)

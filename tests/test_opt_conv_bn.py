@@ -81,3 +81,36 @@ def test_ir3_default_fed_runs_the_model_as_given():
         fed = {**feed, name: value}   # a BatchNormalization parameter, the Conv's weights
         assert within(sess.run(None, fed)[0], plain.run(None, fed)[0]), name
         assert not within(plain.run(None, fed)[0], plain.run(None, feed)[0]), name
+
+
+def _with_variance(proto, var):
+    for t in proto.graph.initializer:
+        if t.name == "var":
+            t.CopyFrom(init("var", var))
+    return proto
+
+
+def test_zero_variance_with_zero_epsilon_not_folded():
+    """A zero variance with epsilon 0 makes ``scale / sqrt(var + eps)`` infinite: unfused, each
+    output of such a channel is the Conv's sum times +-inf (``x * inv + shift``, as onnxruntime);
+    folded it would be ``conv(X, W * inf)``, a sum of infinities of both signs, NaN (the
+    differential fuzzer's conv_bn family, ``bn:zero-var``).  The pass declines; the result is
+    onnxruntime's, infinities and NaN in the same places."""
+    from optimizer_cases import ort_plain
+
+    import onnxkit
+
+    proto, feed = _conv_bn(epsilon=0.0)
+    _with_variance(proto, np.array([0.0, 1.0, 0.5, 0.0, 2.0, 0.0], np.float32))
+    assert optimized_ops(proto, "conv_bn") == (0, ["Conv", "BatchNormalization", "Relu"])
+    expected = ort_plain(proto, feed)[0]
+    assert np.isinf(expected).any() and np.isfinite(expected).any()      # the premise: channels 0, 3, 5 infinite
+    got = onnxkit.InferenceSession(proto.SerializeToString()).run(None, feed)[0]      # every pass on
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_zero_variance_with_an_epsilon_still_folded():
+    """The same zero variances with epsilon 1e-5: the scale is finite (316 * scale), the fold holds."""
+    proto, feed = _conv_bn(epsilon=1e-5)
+    _with_variance(proto, np.array([0.0, 1.0, 0.5, 0.0, 2.0, 0.0], np.float32))
+    check_pass(proto, feed, "conv_bn", 1, ["Conv", "Relu"])

@@ -49,8 +49,17 @@ def _bn(b: Builder, x: str, m: int, dtype, legacy: bool, training: bool = False)
     bias = b.rng.standard_normal(m).astype(dtype)
     mean = b.rng.standard_normal(m).astype(dtype)
     var = b.rng.uniform(0.5, 2, m).astype(dtype)
+    zero_var = dtype != np.float16 and not training and chance(b, 0.06)
+    if zero_var:
+        # a zero variance and a zero epsilon: scale / sqrt(var + eps) infinite (+-inf or NaN unfused;
+        # the folds must then decline); not float16, where onnxruntime's BatchNormalization is off
+        # Part 2's formula, which onnxkit gives, near a zero variance (epsilon 1e-12: -1.082e4 for -1.023e4)
+        var[(b.rng.random(m) < 0.5) | (np.arange(m) == 0)] = 0
+        b.tags.append("bn:zero-var")
     ins = [x] + [_init_input(b, v, legacy, n) for v, n in ((scale, "s"), (bias, "b"), (mean, "mu"), (var, "var"))]
     attrs = {"epsilon": float(pick(b, [1e-5, 1e-3, 0.1]))}
+    if zero_var:
+        attrs["epsilon"] = 0.0
     if training:
         attrs["training_mode"] = 1
         return b.node("BatchNormalization", ins, n_out=3, **attrs)[0]
@@ -81,6 +90,9 @@ def channel_affine(b: Builder) -> None:
         if wrong_axis:
             form = "last-axis"
         vec = b.rng.uniform(0.5, 2, m).astype(dtype)
+        if tag == "ca-mul" and dtype != np.float16 and chance(b, 0.05):
+            vec[0] = pick(b, [np.inf, -np.inf])     # an infinite scale: the fold must decline
+            b.tags.append(f"{tag}:inf")
         if form in ("rank5", "last-axis", "scalar", "[1]"):
             b.tags.append(f"{tag}:{form}")
         if form == "(C,1..)":

@@ -16,8 +16,10 @@ leaves the shape as it is (shape ``(C, 1, ...)`` of rank r-1, ``(1, C, 1, ...)``
 single element of rank at most r — not a ``(C,)`` vector on a rank-4 value, which broadcasts
 along the last axis), possibly through an Unsqueeze/Reshape of a constant; and the output rank
 r is known to type inference from the checked inputs and constants (never from a declared
-value_info).  Every constant read (an Unsqueeze's or Reshape's inputs too) is noted with
-``read_constant``: an IR < 4 override of one runs the model as given.
+value_info); and the scale and the parameters folded are finite in the element type (an
+infinite scale, or one overflowing a weight, gives NaN folded where the Mul gives +-inf: the
+identity holds for finite values only).  Every constant read (an Unsqueeze's or Reshape's
+inputs too) is noted with ``read_constant``: an IR < 4 override of one runs the model as given.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Optional
 from onnxkit import records
 import numpy as np
 
-from .patterns import conv_parameters, fold_into_conv, inference_batch_norm
+from .patterns import conv_parameters, conv_weights_scaled, finite_scale, fold_into_conv, inference_batch_norm
 from .rules import AnyOf, Rule, Var, op, rules_pass
 from .view import GraphView, is_default
 
@@ -118,7 +120,20 @@ def _affine(view: GraphView, match) -> Optional[tuple]:
             s, t = s * vec.astype(np.float64), t * vec.astype(np.float64)
         else:
             t = t + vec.astype(np.float64)
-    return s, t, used, dtype
+    return (s, t, used, dtype) if _finite_fold(view, node, s, t, dtype) else None
+
+
+def _finite_fold(view: GraphView, node, s: np.ndarray, t: np.ndarray, dtype) -> bool:
+    """True if ``s`` and the parameters :func:`_fold` would write are finite in ``dtype``
+    (:func:`~.patterns.finite_scale`): an infinite scale, or one overflowing a weight, gives NaN
+    folded where the unfused Mul gives +-inf."""
+    with np.errstate(all="ignore"):
+        if node.op_type == "Conv":
+            b_name = node.input[2] if len(node.input) > 2 else ""
+            b = view.constant(b_name).astype(np.float64) if b_name else np.zeros(s.shape)
+            return finite_scale(s, conv_weights_scaled(view, node, s), (b * s + t).astype(dtype))
+        scale, bias = (view.constant(n).astype(np.float64) for n in node.input[1:3])
+        return finite_scale(s, (scale * s).astype(dtype), (bias * s + t).astype(dtype))
 
 
 def _fold_affine(view: GraphView, match) -> None:

@@ -74,6 +74,26 @@ def conv_parameters(view: GraphView, conv) -> Optional[tuple]:
     return w, b
 
 
+def finite_scale(scale: np.ndarray, *folded: np.ndarray) -> bool:
+    """True if the per-channel ``scale`` (float64) is finite and so is every array of ``folded``
+    (the parameters it multiplies, as they would be folded: an overflow of W * s declines too).
+    Folding a scale into a Conv's weights (or a BatchNormalization's scale) is the identity of
+    real arithmetic only for finite values: an infinite ``s`` (a zero variance with a zero
+    epsilon) gives ``conv(X, W) * inf``, +-inf per output, unfused and ``conv(X, W * inf)``,
+    a sum of infinities of both signs, NaN, folded.  (An overflow inside the folded Conv's sums,
+    its weights finite but near the type's largest value, is not ruled out.)"""
+    with np.errstate(all="ignore"):
+        return bool(np.isfinite(scale).all()) and all(bool(np.isfinite(f).all()) for f in folded)
+
+
+def conv_weights_scaled(view: GraphView, conv, scale: np.ndarray) -> np.ndarray:
+    """``W * scale[m]`` of :func:`fold_into_conv` (float64, rounded to W's type), read without
+    noting W as read (a predicate's look; the fold notes it)."""
+    w = view.constant(conv.input[1])
+    with np.errstate(all="ignore"):
+        return (w.astype(np.float64) * scale.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
+
+
 def fold_into_conv(view: GraphView, conv, scale: np.ndarray, bias: Callable, out: str) -> None:
     """Replace ``conv`` (:func:`conv_parameters` holds) by one writing ``out`` with weights
     ``W * scale[m]`` per output channel ``m`` and bias ``bias(B)`` (``B`` zeros where the Conv has

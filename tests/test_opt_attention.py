@@ -164,6 +164,29 @@ def test_fully_masked_rows_and_nan_match_the_unfused_graph():
     np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("opset", [17, 23])
+@pytest.mark.parametrize("where", ["q", "k", "v"])
+def test_unguarded_nan_propagates_as_in_the_unfused_graph(opset, where):
+    """An unguarded pattern, fused as ai.onnxkit Attention-2 (nan_to_zero 0) or from opset 23 as
+    ai.onnx Attention, gives NaN exactly where the unfused graph does, onnxruntime's: a NaN in Q
+    makes its row's scores NaN, one in K a column of scores of every query (so every row of its
+    head), one in V the outputs that read it; never 0 in their place (a report of fuzzer failures,
+    fused 0 against unfused NaN, was checked against this)."""
+    from optimizer_cases import ort_plain
+
+    proto = _graph(mask=None, guard=False, opset=opset)
+    feed = _feed_for(proto)
+    at = {"q": (1, 0, 3, 5), "k": (2, 4, 1, 7), "v": (0, 1, 6, 2)}[where]    # k is (B, S, H, D)
+    feed[where][at] = np.nan
+    data = proto.SerializeToString()
+    sess = InferenceSession(data, only("attention"))
+    assert sess.optimized.rewrites["attention"] == 1
+    got, want = sess.run(None, feed)[0], ort_plain(proto, feed)[0]
+    assert np.isnan(want).any() and not np.isnan(want).all()
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 def _left_alone(proto, ops):
     assert optimized_ops(proto, "attention") == (0, ops)
     data = proto.SerializeToString()

@@ -25,6 +25,7 @@ import numpy as np
 
 from . import ir
 from .api import load, load_value
+from .domains import display_domain
 from .errors import OnnxkitError, UnsupportedOperatorError
 from .log import get_logger
 from .tolerances import tolerance_for
@@ -198,7 +199,7 @@ def run_case(case: Case, backend: str = "cpu", registry=None) -> Outcome:
                     return Outcome(case.name, "fail", msg, time.perf_counter() - t0)
         return Outcome(case.name, "pass", "", time.perf_counter() - t0)
     except UnsupportedOperatorError as exc:
-        ops = ", ".join(f"{d or 'ai.onnx'}::{op}-{v}" for d, op, v, _ in exc.operators)
+        ops = ", ".join(f"{display_domain(d)}::{op}-{v}" for d, op, v, _ in exc.operators)
         return Outcome(case.name, "unsupported", ops, time.perf_counter() - t0)
     except OnnxkitError as exc:
         return Outcome(case.name, "error", f"{type(exc).__name__}: {exc}"[:2000], time.perf_counter() - t0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence
 
+from .domains import display_domain
 from .status import EPFail, Fail, InvalidArgument, InvalidGraph, InvalidProtobuf, NoSuchFile, RuntimeException
 from .status import NotImplemented as _NotImplemented
 
@@ -88,7 +89,7 @@ class UnsupportedOperatorError(OnnxkitError, _NotImplemented):
 
     def __init__(self, operators: Sequence[tuple]):
         self.operators = list(operators)
-        lines = [f"  {d or 'ai.onnx'}::{op} (opset {v}): {why}" for d, op, v, why in self.operators]
+        lines = [f"  {display_domain(d)}::{op} (opset {v}): {why}" for d, op, v, why in self.operators]
         super().__init__(f"{len(self.operators)} unsupported operator(s):\n" + "\n".join(lines))
 
 

@@ -25,21 +25,13 @@ from onnxkit import records
 import pluggy
 
 from . import hookspecs
+from .domains import display_domain, is_default_domain, normalize_domain  # re-exported: the host's imports
 from .kernel_traits import traits_of
 
 ENTRY_POINT_GROUP = "onnxkit"
 #: The storage external data is read through by default, and the host entry point that owns it.
 RESERVED_STORAGE = "file"
 HOST_STORAGE_PLUGIN = "local_storage"
-
-
-def normalize_domain(domain: Optional[str]) -> str:
-    """'' for the default domain, whether written '' or 'ai.onnx' (Clause 5.3.2)."""
-    return "" if domain in (None, "", "ai.onnx") else domain
-
-
-def display_domain(domain: str) -> str:
-    return domain or "ai.onnx"
 
 
 @records.define

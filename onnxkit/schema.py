@@ -31,6 +31,7 @@ from typing import Any, Optional
 
 from onnxkit import records
 
+from .domains import display_domain, normalize_domain
 from .ir.attribute import Attribute, AttributeType
 
 #: The format tag the plugins' generators write (:func:`encode_schema_document`).
@@ -153,7 +154,7 @@ class OpSchema:
             lo = low if getattr(self, f"min_{kind}") is None else getattr(self, f"min_{kind}")
             hi = high if getattr(self, f"max_{kind}") is None else getattr(self, f"max_{kind}")
             if not 0 <= lo <= hi:
-                raise ValueError(f"{self.domain or 'ai.onnx'}::{self.name}-{self.since_version}: min_{kind} {lo} "
+                raise ValueError(f"{display_domain(self.domain)}::{self.name}-{self.since_version}: min_{kind} {lo} "
                                  f"and max_{kind} {hi} are not 0 <= min <= max")
             object.__setattr__(self, f"min_{kind}", lo)
             object.__setattr__(self, f"max_{kind}", hi)
@@ -169,7 +170,7 @@ class OpSchema:
         return (self.domain, self.name, self.since_version)
 
     def __str__(self) -> str:
-        return f"{self.domain or 'ai.onnx'}::{self.name}-{self.since_version}"
+        return f"{display_domain(self.domain)}::{self.name}-{self.since_version}"
 
     # -- signature ----------------------------------------------------------------------
     def attribute(self, name: str) -> Optional[AttributeDef]:
@@ -275,7 +276,7 @@ class OperatorSet:
     __slots__ = ("domain", "version", "_schemas", "_factory")
 
     def __init__(self, domain: str, version: int, schemas=None):
-        self.domain = "" if domain in (None, "ai.onnx") else domain
+        self.domain = normalize_domain(domain)
         self.version = int(version)
         if callable(schemas) and not isinstance(schemas, Mapping):
             self._schemas, self._factory = None, schemas
@@ -317,7 +318,7 @@ class OperatorSet:
 
     def __repr__(self) -> str:
         n = "?" if self._schemas is None else len(self._schemas)
-        return f"OperatorSet({self.domain or 'ai.onnx'!s} v{self.version}, {n} operators)"
+        return f"OperatorSet({display_domain(self.domain)} v{self.version}, {n} operators)"
 
 
 class _Inventory(Mapping):
@@ -356,7 +357,7 @@ def _inventories(keys: Iterable[tuple], versions: Mapping[str, tuple]) -> list:
         introduced = by_domain.get(domain, {})
         unknown = [v for v in introduced if v > last]
         if unknown:
-            raise ValueError(f"domain {domain or 'ai.onnx'!r}: definitions at versions {sorted(unknown)} beyond its last version {last}")
+            raise ValueError(f"domain {display_domain(domain)!r}: definitions at versions {sorted(unknown)} beyond its last version {last}")
         current: dict = {}
         for v in sorted(introduced):
             if v < first:

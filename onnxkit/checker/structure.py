@@ -49,6 +49,7 @@ from collections import ChainMap
 from typing import Mapping, Optional
 
 from .. import ir
+from ..domains import is_default_domain
 from . import metadata, operators, typecheck
 from .context import Context, graph_label, join, node_label, q
 from .types import contradiction, type_of_tensor
@@ -115,7 +116,7 @@ def implicit_inputs(ctx: Context, node: ir.Node) -> frozenset:
 
 def supplied_inputs(node: ir.Node, attr: str, schema) -> Optional[int]:
     """How many inputs the operator supplies to subgraph ``attr`` (7.2), or None where unknown."""
-    if node.domain not in ("", "ai.onnx") or schema is None:
+    if not is_default_domain(node.domain) or schema is None:
         return None
     op = node.op_type
     if op == "If":
@@ -240,7 +241,7 @@ def check_graph(ctx: Context, g: ir.Graph, loc: str, env: Env, kind: str = "top"
     _check_uses(ctx, g, loc, defined, producer, outer)
     # -- types: Constant values, the hook, contradictions
     for i, n in enumerate(g.node):
-        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output and n.output[0]:
+        if n.op_type == "Constant" and is_default_domain(n.domain) and n.output and n.output[0]:
             state(n.output[0], typecheck.constant_type(n), f"the value of Constant node {i}",
                   join(loc, node_label(i, n)))
     own_types = _settle(ctx, loc, defined, statements)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from .. import ir
+from ..domains import is_default_domain
 from ..dtypes import DataType
 from ..ir.attribute import AttributeType
 from ..shapes import BroadcastError, broadcast_multidirectional, broadcast_unidirectional
@@ -116,7 +117,7 @@ def _shape_of(types: Mapping, name: str):
 
 def _check_broadcast(ctx: Context, node: ir.Node, loc: str, schema, types: Mapping) -> None:
     op = node.op_type
-    if schema.domain != "":
+    if not is_default_domain(schema.domain):
         return
     if op in MULTIDIRECTIONAL and schema.since_version >= MULTIDIRECTIONAL[op]:
         shapes = [_shape_of(types, n) for n in node.input]

@@ -14,6 +14,7 @@ import sys
 from collections import Counter
 
 from .. import ir
+from ..domains import display_domain
 from ..dtypes import ELEMENT_TYPES
 from ..functions import GRAPH_TYPES
 from .paths import require_model_file
@@ -70,7 +71,7 @@ def model_summary(model: ir.Model) -> dict:
         "model_version": model.model_version,
         "graph": g.name,
         "doc_string": model.doc_string,
-        "opset_import": {o.domain or "ai.onnx": o.version for o in model.opset_import},
+        "opset_import": {display_domain(o.domain): o.version for o in model.opset_import},
         "inputs": [_value(vi) for vi in g.input if vi.name not in init_names],
         "overridable_initializers": [_value(vi) for vi in g.input if vi.name in init_names],
         "outputs": [_value(vi) for vi in g.output],

@@ -11,6 +11,7 @@ Exit status 0 when every operator runs somewhere, 1 otherwise (Clause 4.4: repor
 
 from __future__ import annotations
 
+from ..domains import display_domain
 from ..errors import UnsupportedOperatorError
 
 
@@ -101,7 +102,7 @@ def run(args) -> int:
         print(f"{len(extensions)} operator(s) bound to an extension (not part of their domain's standard):")
         for domain, op, version, dist, n in extensions:
             nodes = f" ({n} nodes)" if n > 1 else ""
-            print(f"  {domain or 'ai.onnx':24s} {op + '-' + str(version):28s} provided by {dist}{nodes}")
+            print(f"  {display_domain(domain):24s} {op + '-' + str(version):28s} provided by {dist}{nodes}")
     if rows:
         print(f"{len(rows)} operator(s) planned on a fallback of {args.backend}:")
         for domain, op, version, runs_on, why, n in rows:
@@ -114,5 +115,5 @@ def run(args) -> int:
     print(f"{len(ops)} unsupported operator(s) on {args.backend}:")
     for domain, op, version, why in ops:
         v = "-" if version is None else str(version)
-        print(f"  {domain or 'ai.onnx':24s} {op:28s} opset {v:4s} {why}")
+        print(f"  {display_domain(domain):24s} {op:28s} opset {v:4s} {why}")
     return 1

@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import ir
 from ..diagnostics import ERROR, WARNING, Diagnostic, error, warning
+from ..domains import display_domain
 from ..dtypes import ELEMENT_TYPES
 from ..errors import OnnxkitError
 from ..ir.attribute import AttributeType
@@ -456,7 +457,7 @@ class Engine:
                 schema = self.registry.bind(domain, node.op_type, version) if version is not None else None
                 if schema is None:
                     self.note_warning("unknown-operator", "9.2",
-                                      f"no definition of {domain or 'ai.onnx'}::{node.op_type} is known at the imported "
+                                      f"no definition of {display_domain(domain)}::{node.op_type} is known at the imported "
                                       "version; its outputs are unknown", where)
                 else:
                     fn = self.registry.inference.get(schema.key)

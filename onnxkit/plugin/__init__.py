@@ -57,6 +57,7 @@ on any other ``onnxkit`` import under ``plugins/``).  Beside the names here:
 
 Also here: :class:`Accumulation` (values a Loop / Scan kernel gathers, charged to the run's
 budget), :data:`DEFAULT_LIMITS`, :func:`normalize_domain` (``"ai.onnx"`` -> ``""``),
+:func:`is_default_domain` (the one test for the default domain) and :func:`display_domain` (its name in messages),
 :func:`node_attributes` (a node's attributes over its schema's defaults), :class:`SchemaData` /
 :func:`packaged_schema_data` (a domain's packaged schema file), ``AttributeType``, and
 :mod:`onnxkit.records` as ``records`` (the record classes the IR is made of: ``records.evolve`` copies
@@ -75,7 +76,8 @@ from ..kernel_traits import SIZE_GUARDS, calls_blas, fails_on_values, nondetermi
 from ..ir import AttributeType
 from ..limits import DEFAULT_LIMITS, Limits
 from ..plugin_tools import family_modules, merge_family_tables
-from ..registry import Backend, OpaqueTypeDef, normalize_domain
+from ..domains import display_domain, is_default_domain, normalize_domain
+from ..registry import Backend, OpaqueTypeDef
 from ..runtime.bodies import first_run, note_planned_body
 from .lazy import lazy_family_tables
 from ..runtime.budget import Accumulation, declares_output_bytes
@@ -85,11 +87,13 @@ from ..schema import (AttributeDef, FormalParameter, OperatorSet, OpSchema, Sche
                       build_operator_sets, packaged_schema_data)
 
 __all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "DEFAULT_LIMITS", "DataType",
+           "display_domain",
            "EvaluationError", "FormalParameter", "InferenceContext", "InferenceError", "KernelTable", "KernelTraits",
            "Limits", "NodeContext", "OnnxkitError", "OnnxkitTypeError", "OpSchema", "OpaqueTypeDef", "OperatorSet",
            "SIZE_GUARDS", "SchemaData", "TypeConstraint", "Unsupported", "arrays", "binds_constants",
            "build_operator_sets", "calls_blas", "declare_traits", "declares_output_bytes", "element_type",
            "fails_on_values", "family_modules", "first_run", "from_numpy_dtype", "hookimpl", "host_only", "ir",
+           "is_default_domain",
            "lazy_family_tables", "merge_family_tables", "needs_scope", "node_attributes", "nondeterministic",
            "normalize_domain", "note_planned_body", "offers_epilogue", "packaged_schema_data", "records",
            "reports_bodies", "size_guard", "traits_of"]

@@ -60,6 +60,7 @@ from typing import Optional
 import numpy as np
 
 from .. import ir
+from ..domains import is_default_domain
 from ..dtypes import ELEMENT_TYPES, from_numpy_dtype
 from ..errors import LimitExceeded, OnnxkitError
 from ..inference.context import MAX_CONSTANT_ELEMENTS, InferenceContext
@@ -391,7 +392,7 @@ def guard_for(node, op: str, domain: str, schema, registry, version: int, fn=Non
     ``traits``: the operator traits of the node's definition (default: read from ``registry``,
     :func:`~onnxkit.kernel_traits.operator_traits`), whose ``size_guard`` names the check."""
     declared = None if fn is None else traits_of(fn).output_bytes
-    default = domain in ("", "ai.onnx")
+    default = is_default_domain(domain)
     if traits is None:
         traits = NO_TRAITS if schema is None else operator_traits(registry, schema)
     kind = traits.size_guard

@@ -62,6 +62,7 @@ import numpy as np
 
 from onnxkit import records
 
+from ...domains import is_default_domain
 from ..budget import current_budget
 from ..kernel import traits_of
 from ..plan import GraphPlan, Step, assign_lifetimes
@@ -77,7 +78,7 @@ _CONSUMERS = {"Relu": (1,), "Add": (2,), "Sum": (2,), "Clip": (1, 2, 3)}
 def plain_default(step: Step) -> bool:
     """A default-domain step with nothing the loop handles specially but its size guard (which a
     fused step keeps calling): no scope, no subgraphs."""
-    return step.node.domain in ("", "ai.onnx") and not step.scope and not step.subgraphs and not step._uses
+    return is_default_domain(step.node.domain) and not step.scope and not step.subgraphs and not step._uses
 
 
 def guarded(fn, guard):

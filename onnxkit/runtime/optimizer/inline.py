@@ -31,6 +31,7 @@ from typing import Optional
 import numpy as np
 
 from ... import ir
+from ...domains import is_default_domain
 from ..plan import GraphPlan, Step
 from ..usedef import step_index
 
@@ -46,7 +47,7 @@ def taken_branch(step, known: dict) -> Optional[str]:
     """The attribute name of the branch the If ``step`` takes with the constants ``known``, or None
     (not an ai.onnx If, condition not a known one-element array, a branch taking inputs)."""
     node = step.node
-    if node.op_type != "If" or node.domain not in ("", "ai.onnx") or not step.subgraphs \
+    if node.op_type != "If" or not is_default_domain(node.domain) or not step.subgraphs \
             or not step.inputs or not step.inputs[0]:
         return None
     cond = known.get(step.inputs[0])
@@ -125,7 +126,7 @@ def collapse_aliases(steps: list, index) -> list:
     out = []
     for s in steps:
         node = s.node
-        if node.op_type == "Identity" and node.domain in ("", "ai.onnx") and not s.scope and s.guard is None \
+        if node.op_type == "Identity" and is_default_domain(node.domain) and not s.scope and s.guard is None \
                 and len(s.inputs) == 1 and s.inputs[0] and len(s.outputs) == 1 and s.outputs[0] \
                 and all(u.slot >= 0 for u in index.uses(s.outputs[0])):
             index.replace_all_uses_with(s.outputs[0], s.inputs[0])

@@ -43,7 +43,7 @@ from typing import Callable, Iterator, Optional
 from onnxkit import records
 
 from ... import ir
-from ...registry import normalize_domain
+from ...domains import is_default_domain
 from .patterns import FUSED_DOMAIN, SCALAR_RTOL, keeps_shape
 from .view import GraphView, is_default
 
@@ -356,7 +356,7 @@ def replace_match(view: GraphView, match: Match, op_type: str, inputs: list, dom
     label = match[named_after].name if named_after else match.root.name
     view.replace_pattern(match.nodes, ir.Node(input=list(inputs), output=[match.output], op_type=op_type, domain=domain,
                                               name=(label or match.output) + "/" + op_type, attribute=list(attribute)))
-    if normalize_domain(domain):
+    if not is_default_domain(domain):
         view.require_opset(domain, version)
 
 

@@ -44,6 +44,7 @@ from onnxkit import records
 import numpy as np
 
 from ... import ir
+from ...domains import is_default_domain
 from ...dtypes import from_numpy_dtype
 from ...errors import OnnxkitError
 from ..budget import RunBudget
@@ -261,7 +262,7 @@ class Specializer:
             if seen is not None and seen[0] == _static_shape(step, types):
                 _set(known, step, _kept(seen[1]))
                 continue
-            if not step.scope and is_deterministic(step) and node.domain in ("", "ai.onnx") \
+            if not step.scope and is_deterministic(step) and is_default_domain(node.domain) \
                     and all((not n) or n in known for n in step.inputs):
                 out = _evaluate(step, [known[n] if n else None for n in step.inputs], budget)
                 if out is not None:
@@ -338,7 +339,7 @@ def _live(steps: list, keep: set, types: dict) -> tuple:
     steps = collapse_aliases(steps, index)
     for step in reversed(steps):
         node = step.node
-        if not (step.scope or node.domain not in ("", "ai.onnx") or not is_deterministic(step)
+        if not (step.scope or not is_default_domain(node.domain) or not is_deterministic(step)
                 or step.traits.fails_on_values or any(index.use_count(n) for n in step.outputs if n)
                 or not all(_static(types.get(n)) for n in step.outputs if n)):
             index.remove(step)
@@ -348,7 +349,7 @@ def _live(steps: list, keep: set, types: dict) -> tuple:
 def _static_shape(step, types: dict) -> Optional[tuple]:
     """The static shape inference gives the input of a Shape/Size step, else None."""
     node = step.node
-    if node.op_type not in SHAPE_OPS or node.domain not in ("", "ai.onnx") or not step.inputs or step.scope:
+    if node.op_type not in SHAPE_OPS or not is_default_domain(node.domain) or not step.inputs or step.scope:
         return None
     t = types.get(step.inputs[0])
     return tuple(t.shape.values) if _static(t) else None

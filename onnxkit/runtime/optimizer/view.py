@@ -19,7 +19,7 @@ import numpy as np
 
 from ... import ir
 from ...functions import GRAPH_TYPES
-from ...registry import normalize_domain
+from ...domains import is_default_domain, normalize_domain
 from ..usedef import node_index
 
 
@@ -30,7 +30,7 @@ MAX_FILLED = 1 << 24
 def is_default(node, *op_types: str) -> bool:
     """True if ``node`` (a graph's or a step's) is of the default domain ('' or 'ai.onnx') and,
     where ``op_types`` are given, of one of them."""
-    return node is not None and normalize_domain(node.domain) == "" and (not op_types or node.op_type in op_types)
+    return node is not None and is_default_domain(node.domain) and (not op_types or node.op_type in op_types)
 
 
 def _filled(shape: np.ndarray, value) -> Optional[np.ndarray]:

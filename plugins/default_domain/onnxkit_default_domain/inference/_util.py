@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from functools import lru_cache, update_wrapper
 
+from onnxkit.plugin import display_domain
+
 
 @lru_cache(maxsize=1)
 def _since_versions() -> dict:
@@ -53,7 +55,7 @@ def register(table: dict, ops, fn, lo: int = 1, hi: int = 10**6, domain: str = "
     for op in ops:
         vs = versions(op, lo, hi, domain)
         if not vs:
-            raise KeyError(f"no definition of {domain or 'ai.onnx'}::{op} in [{lo}, {hi}]")
+            raise KeyError(f"no definition of {display_domain(domain)}::{op} in [{lo}, {hi}]")
         for v in vs:
             table[(domain, op, v)] = fn
     return fn

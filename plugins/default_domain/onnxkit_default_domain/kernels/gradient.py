@@ -36,7 +36,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from onnxkit.plugin import AttributeType, KernelTable, calls_blas, ir, node_attributes, normalize_domain
+from onnxkit.plugin import (AttributeType, KernelTable, calls_blas, ir, is_default_domain, node_attributes,
+                            normalize_domain)
 
 KERNELS = KernelTable()
 DOMAIN = "ai.onnx.preview.training"
@@ -491,7 +492,7 @@ def gradient(ctx):
             continue
         domain = normalize_domain(node.domain)
         what = f"operator {node.op_type} (node {node.name!r})"
-        entry = _RULES.get(node.op_type) if domain == "" else None
+        entry = _RULES.get(node.op_type) if is_default_domain(domain) else None
         if entry is None:
             ctx.fail(f"no gradient rule for {what} on the path from xs to y={y!r}")
         versions, diff, rule = entry

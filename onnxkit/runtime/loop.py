@@ -73,10 +73,9 @@ class LaidStep(NamedTuple):
 
 
 def _laid(call, ins: tuple, out: int, multi: tuple, kill: tuple, special: bool, step, release: tuple) -> tuple:
-    """The plain tuple :attr:`Layout.fast` holds for one step (fields: :class:`LaidStep`)."""
+    """The plain tuple :attr:`Layout.fast` holds for one step: the fields of :class:`LaidStep`, in its order."""
     in0, in1, *_ = (*ins, 0, 0)
-    return tuple(LaidStep(call=call, arity=len(ins), in0=in0, in1=in1, ins=ins, out=out, multi=multi, kill=kill,
-                          special=special, step=step, release=release))
+    return (call, len(ins), in0, in1, ins, out, multi, kill, special, step, release)
 
 
 class Layout:

@@ -114,18 +114,6 @@ class Step:
             if plan is not None:
                 plan._kernel_replaced()
 
-    def _followed(self):
-        """This step and the steps whose kernel it runs (:meth:`copy`), nearest first."""
-        step = self
-        while True:
-            yield step
-            if step._source is None:
-                return
-            source, kernel = step._source
-            if step._fn is not kernel:
-                return
-            step = source
-
     def copy(self) -> "Step":
         """A step like this one that runs this step's kernel (whatever it is then) until given its own."""
         fn = self.fn
@@ -256,11 +244,13 @@ class GraphPlan:
         if ref is None:
             ref = self._ref = weakref.ref(self)
         with _ATTACH:
-            for step in steps:
-                for s in step._followed():
+            for s in steps:
+                while s is not None:  # the step, then each step whose kernel it runs (Step.fn)
                     plans = s._plans
-                    if not any(r is ref for r in plans):
-                        s._plans = tuple(r for r in plans if r() is not None) + (ref,)
+                    if ref not in plans:  # the plans still alive, and this one
+                        s._plans = (*[r for r in plans if r() is not None], ref) if plans else (ref,)
+                    source = s._source
+                    s = source[0] if source is not None and s._fn is source[1] else None
 
     def _kernel_replaced(self) -> None:
         """A kernel a layout of this plan calls was replaced (:attr:`Step.fn`): lay out again at the next run."""

@@ -6,8 +6,10 @@ results of a fresh process come from numpy bodies without numba imported; once p
 compiled loops (the same results within their modules' tolerances).
 
 What is checked is what ran and what was imported (``sys.modules`` in a fresh subprocess, the
-bodies a plan reports, the record's accounts), never a time.  The rest of the suite plans warm
-(conftest sets ``ONNXKIT_FIRST_RUN=warm``); these tests choose the policy themselves.
+bodies a plan reports, the record's accounts), never a time.  These tests choose the policy
+themselves; the rest of the suite runs the default in a process that has numba loaded, with the
+conftest's ``first_run_policy`` (a fresh process's cold plan, or ``warm``) where it matters
+(tests/test_first_run_matrix.py).
 """
 
 from __future__ import annotations

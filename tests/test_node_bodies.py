@@ -54,6 +54,7 @@ def _compiled_on() -> bool:
     return bool(compiled.enabled())
 
 
+@pytest.mark.usefixtures("warm_bodies")
 def test_the_cpu_conv_reports_its_body_per_input_shape_key():
     sess = _run(_conv((4, 3, 3, 3), {"pads": [1, 1, 1, 1]}), (1, 3, 8, 8), (0, 3, 8, 8))
     [node] = session_bodies(sess)
@@ -66,6 +67,7 @@ def test_the_cpu_conv_reports_its_body_per_input_shape_key():
                                    "conv (Conv): X[0, 3, 8, 8] float32, W[4, 3, 3, 3] float32 -> portable"]
 
 
+@pytest.mark.usefixtures("first_run_policy")
 def test_a_pointwise_and_a_patch_convolution_are_told_apart():
     one = session_bodies(_run(_conv((4, 3, 1, 1)), (2, 3, 5, 5)))
     assert [n.bodies for n in one] == [{"X[2, 3, 5, 5] float32, W[4, 3, 1, 1] float32": "pointwise"}]
@@ -73,6 +75,7 @@ def test_a_pointwise_and_a_patch_convolution_are_told_apart():
     assert [n.bodies for n in stem] == [{"X[1, 3, 8, 8] float32, W[4, 3, 4, 4] float32": "patches"}]
 
 
+@pytest.mark.usefixtures("first_run_policy")
 def test_a_key_is_listed_once_the_node_has_run_with_it():
     sess = InferenceSession(_conv((4, 3, 1, 1)))
     assert session_bodies(sess) == []
@@ -80,6 +83,7 @@ def test_a_key_is_listed_once_the_node_has_run_with_it():
     assert len(session_bodies(sess)[0].bodies) == 1
 
 
+@pytest.mark.usefixtures("first_run_policy")
 def test_a_conv_fused_with_its_relu_still_reports():
     sess = _run(_conv((4, 3, 1, 1), relu=True), (1, 3, 4, 4))
     assert [s.node.op_type for s in sess.plan.steps] == ["Conv"]       # the epilogue pass took the Relu
@@ -135,6 +139,7 @@ def test_a_plugin_kernel_reports_through_the_plugin_surface():
     assert plan_bodies(sess.plan) == [("p", f"{DOMAIN}::Pick", {"[2]": "small", "[9]": "large"})]
 
 
+@pytest.mark.usefixtures("warm_bodies")
 def test_onnxkit_run_profile_prints_the_bodies(tmp_path):
     out = subprocess.run([sys.executable, "-m", "onnxkit", "run", str(EXAMPLES / "digits.onnx"), "--input",
                           f"image={EXAMPLES / 'digits_input.npy'}", "--profile"], cwd=tmp_path, capture_output=True,
@@ -150,6 +155,7 @@ def test_onnxkit_run_profile_prints_the_bodies(tmp_path):
                        else {"pool": "numpy (compiled loops off)", "softmax": "numpy (compiled loops off)"})
 
 
+@pytest.mark.usefixtures("first_run_policy")
 def test_the_plans_repr_names_each_reported_body():
     sess = _run(_conv((4, 3, 1, 1)), (1, 3, 5, 5))
     text = repr(sess.plan)

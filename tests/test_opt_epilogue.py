@@ -11,6 +11,9 @@ from optimizer_cases import TP, helper, init, model, off, only, ort
 from onnxkit import InferenceSession, SessionOptions
 from onnxkit.runtime.options import GraphOptimizationLevel
 
+# the fused step is the Conv body the plan took: numpy on a cold plan, compiled on a warm one
+pytestmark = pytest.mark.usefixtures("first_run_policy")
+
 RNG = np.random.default_rng(7)
 W = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
 B = RNG.standard_normal(4).astype(np.float32)

@@ -48,6 +48,7 @@ def _long_scan(length=2_000_000):
 
 
 # -- profiling --------------------------------------------------------------------------------
+@pytest.mark.usefixtures("first_run_policy")
 def test_profile_is_a_chrome_trace_with_one_event_per_node_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     so = SessionOptions()
@@ -75,6 +76,7 @@ def test_profile_is_a_chrome_trace_with_one_event_per_node_run(tmp_path, monkeyp
     assert sess.end_profiling() == ""  # profiling has stopped
 
 
+@pytest.mark.usefixtures("first_run_policy")
 def test_no_profile_when_profiling_is_off():
     assert InferenceSession(DIGITS).end_profiling() == ""
 

@@ -187,6 +187,7 @@ def test_cuda_values_say_clearly_when_there_is_no_cuda():
 
 
 # -- pickling ---------------------------------------------------------------------------------
+@pytest.mark.usefixtures("first_run_policy")
 def test_a_session_pickles_with_its_options_and_plans_again():
     so = SessionOptions()
     so.log_severity_level = 3
@@ -207,6 +208,7 @@ def test_optimized_model_filepath_writes_the_model_and_a_custom_registry_is_not_
         pickle.dumps(sess)
 
 
+@pytest.mark.usefixtures("first_run_policy")
 def test_a_session_goes_to_a_spawned_process_pool():
     sess = InferenceSession(DIGITS)
     want = sess.run(None, {"image": IMAGES})[0]

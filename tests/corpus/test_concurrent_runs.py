@@ -50,6 +50,7 @@ def corpus():
     return folder
 
 
+@pytest.mark.usefixtures("first_run_policy")
 @pytest.mark.parametrize("name", MODELS)
 def test_threads_sharing_a_session_get_each_their_own_result(corpus, name):
     from corpus_cache import load_inputs

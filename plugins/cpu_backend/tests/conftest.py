@@ -3,16 +3,13 @@ importable."""
 
 from __future__ import annotations
 
-import os
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
-# The suites test the bodies a warm session runs (compiled loops from its first plan); the cold
-# first run (numpy bodies until numba is loaded, onnxkit.runtime.bodies) is tested by
-# tests/test_first_run_bodies.py, which sets ONNXKIT_FIRST_RUN itself.
-os.environ.setdefault("ONNXKIT_FIRST_RUN", "warm")
+from onnxkit_cpu import compiled
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # pytest runs with --import-mode=importlib
@@ -47,3 +44,46 @@ def count_calls(monkeypatch):
         monkeypatch.setattr(module, name, c)
         return c
     return spy
+
+
+# -- the first-run policy (onnxkit.runtime.bodies, ONNXKIT_FIRST_RUN) ---------------------------
+#
+# As in tests/conftest.py (the same fixtures; tests/test_first_run_matrix.py keeps them equal):
+# the suite runs the default policy (``tiered``) in a process that has numba loaded, where a
+# tiered session takes the compiled loops from its first plan whatever ran before the test;
+# ``first_run_policy`` runs a test twice, ``tiered`` as a fresh process's session (numba not
+# imported yet: the cold plan, numpy bodies, kept for the whole test) and ``warm``;
+# ``warm_bodies`` is ``warm`` for a test of the compiled loops themselves, which must run them
+# whatever the process has loaded.
+
+FIRST_RUN_POLICIES = ("tiered", "warm")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _numba_loaded():
+    """Every test runs in a process that has numba imported (where it is installed)."""
+    compiled.available()
+
+
+def as_a_fresh_process(monkeypatch) -> None:
+    """For the test: the compiled loops see a process that has not imported numba (a cold plan
+    defers them), and their estimated setup is out of reach of the test's runs."""
+    modules = {name: module for name, module in sys.modules.items() if name != "numba"}
+    monkeypatch.setattr(compiled, "sys", types.SimpleNamespace(modules=modules))
+    monkeypatch.setattr(compiled, "_numba", None)
+    monkeypatch.setattr(compiled, "SETUP_S", 1e9)
+
+
+@pytest.fixture(params=FIRST_RUN_POLICIES)
+def first_run_policy(request, monkeypatch) -> str:
+    """The test under each of :data:`FIRST_RUN_POLICIES`; the policy's name."""
+    monkeypatch.setenv("ONNXKIT_FIRST_RUN", request.param)
+    if request.param == "tiered":
+        as_a_fresh_process(monkeypatch)
+    return request.param
+
+
+@pytest.fixture
+def warm_bodies(monkeypatch) -> None:
+    """``ONNXKIT_FIRST_RUN=warm`` for the test: its sessions run compiled loops from the first run."""
+    monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")

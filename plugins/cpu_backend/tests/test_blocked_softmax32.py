@@ -27,7 +27,8 @@ from onnxkit_cpu.overrides import attention as override  # noqa: E402
 from test_blocked_attention import _pattern  # noqa: E402
 from test_compiled_attention import close, padding_mask, reference, run  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not compiled.enabled(), reason="compiled loops off")
+pytestmark = [pytest.mark.skipif(not compiled.enabled(), reason="compiled loops off"),
+              pytest.mark.usefixtures("warm_bodies")]  # the compiled loops, from the first run
 
 RNG = np.random.default_rng(16180)
 

@@ -22,7 +22,8 @@ from onnxkit_cpu import compiled  # noqa: E402
 from onnxkit_cpu.compiled import conv as loops  # noqa: E402
 
 # numba missing or ONNXKIT_CPU_COMPILED=0: nothing to test here (test_compiled.py fails then)
-pytestmark = pytest.mark.skipif(not compiled.enabled(), reason="compiled loops off")
+pytestmark = [pytest.mark.skipif(not compiled.enabled(), reason="compiled loops off"),
+              pytest.mark.usefixtures("warm_bodies")]  # the compiled loops, from the first run
 
 RNG = np.random.default_rng(1415)
 

@@ -142,6 +142,7 @@ def test_random_bounds_float64_and_one_element_shapes():
             check(proto, feed_for(TP.DOUBLE), ["Conv"], ["Conv", "Clip"])
 
 
+@pytest.mark.usefixtures("warm_bodies")
 @pytest.mark.parametrize("side", [0, 1])
 @pytest.mark.parametrize("op", ["Add", "Sum"])
 @pytest.mark.parametrize("kernel", [1, 3])

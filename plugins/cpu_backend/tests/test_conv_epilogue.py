@@ -15,7 +15,8 @@ from onnxkit import InferenceSession, SessionOptions  # noqa: E402
 from onnxkit_cpu import compiled  # noqa: E402
 from onnxkit_cpu.compiled import conv as loops  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not compiled.enabled(), reason="compiled loops off")
+pytestmark = [pytest.mark.skipif(not compiled.enabled(), reason="compiled loops off"),
+              pytest.mark.usefixtures("warm_bodies")]  # the compiled loops, from the first run
 
 RNG = np.random.default_rng(2718)
 

@@ -540,6 +540,7 @@ def test_shared_columns_one_buffer_per_thread():
     assert not np.shares_memory(other[0], va)           # each thread its own
 
 
+@pytest.mark.usefixtures("warm_bodies")
 @pytest.mark.parametrize("x_shape, w_shape, attrs", [
     ((1, 4, 17, 9), (6, 4, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 1])),
     ((2, 4, 15, 8), (6, 2, 3, 2), dict(pads=[0, 1, 2, 0], strides=[1, 2], group=2)),

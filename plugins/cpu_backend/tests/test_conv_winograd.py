@@ -21,7 +21,8 @@ from onnxkit_cpu import compiled  # noqa: E402
 from onnxkit_cpu.compiled import winograd as loops  # noqa: E402
 from onnxkit_cpu.overrides import conv_winograd  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not compiled.enabled(), reason="compiled loops off")
+pytestmark = [pytest.mark.skipif(not compiled.enabled(), reason="compiled loops off"),
+              pytest.mark.usefixtures("warm_bodies")]  # the compiled loops, from the first run
 
 RNG = np.random.default_rng(3141)
 

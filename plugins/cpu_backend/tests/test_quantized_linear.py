@@ -37,6 +37,7 @@ def special(shape, scale=0.1):
     return x
 
 
+@pytest.mark.usefixtures("warm_bodies")
 @needs_numba
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("shape,axis", [((7,), 0), ((3, 5), 1), ((2, 4, 3, 3), 1), ((2, 4, 3, 3), 0),
@@ -63,6 +64,7 @@ def test_quantize_linear_bit_identical(dtype, shape, axis, per_axis, with_zp, co
     within_one_step(fast[0], theirs[0])
 
 
+@pytest.mark.usefixtures("warm_bodies")
 @needs_numba
 @pytest.mark.parametrize("opset", [10, 13, 19, 21])
 def test_quantize_ties_saturation_nan_and_inf(opset, count_calls):
@@ -81,6 +83,7 @@ def test_quantize_ties_saturation_nan_and_inf(opset, count_calls):
     assert spy.calls == 2
 
 
+@pytest.mark.usefixtures("warm_bodies")
 @needs_numba
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("shape,axis,per_axis", [((9,), 0, False), ((2, 6, 5), 1, True), ((2, 6, 5), -1, True),
@@ -140,6 +143,7 @@ class _nothing:
         return False
 
 
+@pytest.mark.usefixtures("warm_bodies")
 @needs_numba
 @pytest.mark.parametrize("shape,kind", [((3, 9, 64), "normal"), ((1,), "normal"), ((4, 5), "positive"),
                                         ((4, 5), "negative"), ((2, 3), "zeros"), ((50,), "ties"),

@@ -27,6 +27,7 @@ def ints(dtype, shape, lo=None, hi=None):
     return RNG.integers(info.min if lo is None else lo, (info.max if hi is None else hi) + 1, shape).astype(dtype)
 
 
+@pytest.mark.usefixtures("warm_bodies")
 @needs_numba
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
@@ -52,6 +53,7 @@ def test_qlinear_binary(op, dtype, shape, with_c_zp, count_calls):
     np.testing.assert_array_equal(fast[0], want)
 
 
+@pytest.mark.usefixtures("warm_bodies")
 @needs_numba
 @pytest.mark.parametrize("shapes", [((2, 3, 4), (3, 1)), ((4,), (2, 3, 4)), ((2, 1, 4), (1, 3, 1))])
 def test_qlinear_binary_broadcast_runs_the_compiled_pass_bit_identically(shapes, count_calls):
@@ -174,6 +176,7 @@ def test_matmul_integer_to_float(a_type, b_type, a_shape, n, per_column, with_bi
         np.testing.assert_allclose(fast[0], theirs[0], rtol=1e-5, atol=1e-5 * float(np.abs(fast[0]).max()))
 
 
+@pytest.mark.usefixtures("warm_bodies")
 @pytest.mark.parametrize("b_type", [np.int8, np.uint8])
 @pytest.mark.parametrize("kind", ["normal", "positive", "negative", "ties"])
 @pytest.mark.parametrize("per_column", [False, True])

@@ -26,7 +26,8 @@ from onnxkit.tolerances import tolerance_for  # noqa: E402
 from onnxkit_cpu import compiled  # noqa: E402
 from onnxkit_cpu.overrides import resize as override  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba is not installed")
+pytestmark = [pytest.mark.skipif(not compiled.available(), reason="numba is not installed"),
+              pytest.mark.usefixtures("warm_bodies")]  # the compiled loops, from the first run
 
 RNG = np.random.default_rng(1618)
 COORDS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric")

@@ -155,6 +155,7 @@ def softmax64(x, log=False):
         return e - np.log(s) if log else np.exp(e) / s
 
 
+@pytest.mark.usefixtures("warm_bodies")
 @pytest.mark.parametrize("op,formula", [("Softmax", softmax_np), ("LogSoftmax", log_softmax_np)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("loops", ["numpy", "compiled"])

@@ -117,6 +117,7 @@ def test_conv_integer_past_the_bound_runs_the_portable_kernel(paths):
 needs_numba = pytest.mark.skipif(not compiled.available(), reason="numba is not installed (the portable kernel runs)")
 
 
+@pytest.mark.usefixtures("warm_bodies")
 @needs_numba
 @pytest.mark.parametrize("x_shape,w_shape,attrs", GEOMETRIES)
 @pytest.mark.parametrize("x_type,w_type", [(np.uint8, np.int8), (np.int8, np.int8), (np.uint8, np.uint8)])
@@ -161,6 +162,7 @@ def test_qlinear_conv_saturates_and_rounds_ties_as_the_definition():
     within_one_step(fast[0], theirs[0])
 
 
+@pytest.mark.usefixtures("warm_bodies")
 @needs_numba
 def test_qlinear_conv_past_the_bound(paths):
     x = ints(np.uint8, (1, 64, 5, 5), 200, 255)

@@ -74,8 +74,8 @@ class LaidStep(NamedTuple):
 
 def _laid(call, ins: tuple, out: int, multi: tuple, kill: tuple, special: bool, step, release: tuple) -> tuple:
     """The plain tuple :attr:`Layout.fast` holds for one step: the fields of :class:`LaidStep`, in its order."""
-    in0, in1, *_ = (*ins, 0, 0)
-    return (call, len(ins), in0, in1, ins, out, multi, kill, special, step, release)
+    return (call, len(ins), ins[0] if ins else 0, ins[1] if len(ins) > 1 else 0, ins, out, multi, kill, special, step,
+            release)
 
 
 class Layout:
@@ -111,7 +111,7 @@ class Layout:
             for n in step._uses:
                 slot(n)
             outs = step.outputs
-            o = slot(*outs) if len(outs) == 1 and all(outs) else 0
+            o = slot(outs[0]) if len(outs) == 1 and outs[0] else 0
             multi = tuple((k, slot(n)) for k, n in enumerate(outs) if n)
             known.update(n for n in outs if n)
             kill = tuple(slot(n) for n in step.free)
@@ -236,7 +236,8 @@ def _call_special(call, step, args: list, env: list, layout: Layout, budget, hel
     :class:`SlotScope`."""
     guard = step.guard
     if guard is not None:  # charged to the slot of the first output (0 when unnamed)
-        key = layout.slots[next(iter(step.outputs), "")]
+        outs = step.outputs
+        key = layout.slots[outs[0]] if outs else 0
         held[key] = guard(budget, args)
     out = call(SlotScope(env, layout.slots, state), *args) if step.scope else call(*args)
     if guard is not None and guard.after:

@@ -345,11 +345,9 @@ class Placement:
         planner).  It places nothing (a fallback's fallback is not followed), and the nesting
         depths and the function-call count cross with each node (:meth:`compile_away`)."""
         if self._away is None:
-            from .plan import Planner
-
             p = self.planner
-            away = Planner(p.model, p.registry, p.backend.fallback, seed=p.seed, limits=p.limits,
-                           own_data=p.own_data)
+            # the home planner's own class (this module is planned by it, so does not import it)
+            away = type(p)(p.model, p.registry, p.backend.fallback, seed=p.seed, limits=p.limits, own_data=p.own_data)
             away._placement = None
             away._types = self
             away.unsupported, away._seen_unsupported = p.unsupported, p._seen_unsupported

@@ -54,25 +54,59 @@ def test_shape_chain_becomes_constants_and_results_are_identical():
     assert np.array_equal(special.constants["target"], [3, -1])
 
 
-def test_each_signature_has_its_plan_lru_bounded():
+def test_a_varying_extent_makes_one_plan_for_all_its_extents():
     sess, plain = InferenceSession(_reshape_chain()), InferenceSession(_reshape_chain(), _plain())
     spec = sess._specializer
-    for n in range(1, specialize.CAPACITY + 3):
+    for n in range(1, specialize.CAPACITY + 6):
         for _ in range(2):
             x = _x(n, 3)
             assert np.array_equal(sess.run(None, {"x": x})[0], plain.run(None, {"x": x})[0])
-    assert len(spec._plans) == specialize.CAPACITY
-    assert specialize.signature([_x(1, 3)]) not in spec._plans  # the least recently used went first
-    assert specialize.signature([_x(specialize.CAPACITY + 2, 3)]) in spec._plans
+    assert spec.classes.varying == {(0, 0)}
+    assert spec.planned == specialize.VARIANTS + 1  # a plan for each of the first n, then one for every n
+    general = spec.plan_for(specialize.signature([_x(50, 3)]))[0]
+    assert "Shape" in [s.node.op_type for s in general.steps]  # n varies: its extent is read at run time
+
+
+def test_extents_that_stay_fixed_are_still_folded():
+    sess, plain = InferenceSession(_reshape_chain()), InferenceSession(_reshape_chain(), _plain())
+    spec = sess._specializer
+    for m in (2, 5, 7, 5, 9):
+        x = _x(3, m)
+        assert np.array_equal(sess.run(None, {"x": x})[0], plain.run(None, {"x": x})[0])
+    assert spec.classes.varying == {(0, 1)} and spec.planned == specialize.VARIANTS + 1
+    general = spec.plan_for(specialize.signature([_x(3, 11)]))[0]
+    assert [s.node.op_type for s in general.steps] == ["Reshape", "Mul"]  # n = 3 in every run: folded
+    assert np.array_equal(general.constants["target"], [3, -1])
+    x = _x(3, 11)
+    assert np.array_equal(sess.run(None, {"x": x})[0], x.reshape(3, -1) * 2)
+
+
+def test_each_rank_has_its_plan_lru_bounded():
+    x_any = helper.make_tensor_value_info("x", TP.FLOAT, None)  # any rank
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["n0"], axis=0),
+             helper.make_node("Unsqueeze", ["n0", "axes"], ["n1"]),
+             helper.make_node("Concat", ["n1", "minus1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["y"])]
+    inits = [init("zero", np.array(0, np.int64)), init("axes", np.array([0], np.int64)),
+             init("minus1", np.array([-1], np.int64))]
+    sess = InferenceSession(model(nodes, [x_any], [Y], inits).SerializeToString())
+    spec = sess._specializer
+    for rank in range(1, specialize.CAPACITY + 3):
+        for _ in range(2):
+            x = _x(*([2] * rank))
+            assert np.array_equal(sess.run(None, {"x": x})[0], x.reshape(2, -1))
+    assert len(spec._plans) == specialize.CAPACITY and not spec.classes.varying
+    assert specialize.signature([_x(2)]) not in spec._plans  # the least recently used went first
+    assert specialize.signature([_x(*([2] * (specialize.CAPACITY + 2)))]) in spec._plans
 
 
 def test_signatures_whose_runs_fail_are_not_kept():
     sess = InferenceSession(_reshape_chain())
     spec = sess._specializer
-    for n in range(1, specialize.CAPACITY + 5):
-        plan, recording = spec.plan_for(specialize.signature([_x(n, 2)]))  # recorded, never completed
+    for rank in range(1, specialize.CAPACITY + 5):  # a class each (ranks are not compared)
+        plan, recording = spec.plan_for(specialize.signature([_x(*([2] * rank))]))  # recorded, never completed
         assert recording
-    assert len(spec._recording) == specialize.CAPACITY and not spec._plans
+    assert len(spec._recording) == specialize.CAPACITY and not spec._plans and spec.planned == 0
 
 
 def test_switched_off_by_level_and_by_name():
@@ -87,11 +121,11 @@ def test_a_shape_inference_gets_wrong_is_not_folded(monkeypatch):
     real = specialize.Specializer._types
 
     def wrong(self, sig):
-        types = real(self, sig)
+        types, values = real(self, sig)
         from onnxkit import ir
 
         types["x"] = ir.TensorType(elem_type=1, shape=ir.Shape.of([7, 7]))  # not what the run sees
-        return types
+        return types, {}
 
     monkeypatch.setattr(specialize.Specializer, "_types", wrong)
     sess = InferenceSession(_reshape_chain())

@@ -46,13 +46,13 @@ from .checked import CheckedSignatures
 from .gc_pause import collection_paused
 from .feeds import InputError, coerce_feed, fresh_outputs, is_torch_backend, to_backend, to_host
 from .options import ModelMetadata, NodeArg, SessionOptions, missing_backend_message, provider_of
-from .plan import Planner, kept_value_ids as _kept_value_ids  # the values a plan keeps between runs
+from .plan import Planner
+from .plans import PlanSet
 from .policy import Bindings, OutputCheck, Reporter, admit
 from .providers import choose_backends
 from .session_ort import OrtSessionSurface
 from .state import Profiler, RunState, check_profile_prefix
 from .strings import to_octets, to_text
-from .optimizer.specialize import signature
 from .threads import blas_limit, uses_blas
 
 __all__ = ["InferenceSession", "InputError", "NodeArg", "run_model"]
@@ -147,32 +147,33 @@ class InferenceSession(OrtSessionSurface):
         self.strict = strict
         if model.graph is None:
             raise ValidationError([], "the model has no graph (Clause 5.3.1)")
-        if validate:
-            self._validate()
+        inferred = self._validate() if validate else None
         self._fallback = True
+        from .optimizer import disabled_passes
+
+        #: the passes ``session.disable_passes`` switches off, parsed once
+        self._disabled = disabled_passes(so._config.get("session.disable_passes"))
         #: what the graph optimizer did (:mod:`onnxkit.runtime.optimizer`); ``.model`` is planned
-        self.optimized = self._optimize(model)
-        self._planner_args = dict(seed=seed, limits=limits, own_data=own_data)
-        self._plain_plan = None
-        #: the cold first run's record (:mod:`.bodies`): None once the session plans warm
-        self._cold, self._warm_lock = cold_record(), threading.Lock()
+        self.optimized = self._optimize(model, inferred)
+        planner_args = dict(seed=seed, limits=limits, own_data=own_data)
+        cold = cold_record()  # the cold first run's record (:mod:`.bodies`): None when the session plans warm
         candidates = choose_backends(backend, providers, provider_options, self.registry, self._log)
-        self.plan = None
+        plan = None
         for i, (name, options) in enumerate(candidates):
             if name not in self.registry.backends:
                 raise OnnxkitError(missing_backend_message(name, self.registry.backends))
             t0 = time.perf_counter()
-            planner = Planner(self.optimized.model, self.registry, name, **self._planner_args)
+            planner = Planner(self.optimized.model, self.registry, name, **planner_args)
             try:
-                with planning_cold(self._cold):
-                    self.plan = planner.compile_model()
+                with planning_cold(cold):
+                    plan = planner.compile_model()
             except UnsupportedOperatorError as exc:
                 if i + 1 == len(candidates):
                     raise
                 self._log("run", 30, "backend %r cannot evaluate %d operator(s); falling back to %r",
                           name, len(exc.operators), candidates[i + 1][0])
                 continue
-            self._log("plan", 20, "planned %d steps on %r in %.1f ms", len(self.plan.steps), name,
+            self._log("plan", 20, "planned %d steps on %r in %.1f ms", len(plan.steps), name,
                       (time.perf_counter() - t0) * 1e3)
             self.backend_name, self._provider_options = name, options
             #: The nodes planned on the backend's fallback: ``(node, op_type, domain, version, why,
@@ -196,12 +197,12 @@ class InferenceSession(OrtSessionSurface):
         self._output_check = OutputCheck(g.output, self._reporter)
         self._checked = CheckedSignatures([vi.name for vi in g.input], self._outputs, self._output_check,
                                           self._reporter)
-        with planning_cold(self._cold):
-            self._plan_passes(self.plan)
-            self._kept_ids = _kept_value_ids(self.plan)
-            consumed = self.optimized.consumed_defaults
-            self._consumed_positions = [i for i, vi in enumerate(self._inputs) if vi.name in consumed]
-            self._specializer = self._specializer_for(planner)
+        consumed = self.optimized.consumed_defaults
+        #: every plan of the session and the choice of one per run (:mod:`.plans`)
+        self._plans = PlanSet(self.optimized.model, model, self.registry, self.backend_name, planner_args, plan, cold,
+                              int(so.graph_optimization_level), self._disabled,
+                              [i for i, vi in enumerate(self._inputs) if vi.name in consumed], self._host_arrays,
+                              self._log)
         self._threads = int(so.intra_op_num_threads or 0)
         self._uses_blas = uses_blas(model, self.registry)  # no BLAS user anywhere: nothing to limit per run
         if so.optimized_model_filepath:
@@ -210,56 +211,33 @@ class InferenceSession(OrtSessionSurface):
             except OnnxkitError as exc:  # onnxkit.save refused the target, or writing it failed
                 raise OnnxkitError(f"SessionOptions.optimized_model_filepath: {exc}") from None
 
-    def _optimize(self, model: ir.Model):
-        """The graph optimizer at the session's level, on a copy of ``model`` (never ``model`` itself)."""
-        from .optimizer import disabled_passes, optimize
+    @property
+    def plan(self):
+        """The plan the session's runs are served from (:class:`~onnxkit.runtime.plans.PlanSet`
+        chooses, per run, this plan, its IR < 4 plain variant or a specialized one of it)."""
+        return self._plans.plan
+
+    @property
+    def _specializer(self):
+        return self._plans.specializer
+
+    @property
+    def _cold(self):
+        return self._plans.cold
+
+    def _optimize(self, model: ir.Model, inferred=None):
+        """The graph optimizer at the session's level, on a copy of ``model`` (never ``model``
+        itself); ``inferred``: the checker's inference result, where it gives the undeclared types."""
+        from .optimizer import optimize
 
         so = self._sess_options
         t0 = time.perf_counter()
-        inferred = getattr(self, "_inferred", None)  # the checker's inference, where it gives the undeclared types
         types = inferred.undeclared_types(model) if inferred is not None else None
-        self._inferred = None
-        result = optimize(model, int(so.graph_optimization_level), self.registry,
-                          disabled_passes(so._config.get("session.disable_passes")), types)
+        result = optimize(model, int(so.graph_optimization_level), self.registry, self._disabled, types)
         if result.changed:
             self._log("plan", 20, "graph optimizer: %s in %.1f ms",
                       ", ".join(f"{k} {v}" for k, v in result.rewrites.items() if v), (time.perf_counter() - t0) * 1e3)
         return result
-
-    def _plan_passes(self, plan) -> None:
-        """The plan passes of the optimizer's table (:data:`.optimizer.PASSES`: ``onehot``,
-        ``epilogue``) on ``plan``, each where it is on."""
-        from .optimizer import disabled_passes, run_plan_passes
-
-        so = self._sess_options
-        run_plan_passes(plan, int(so.graph_optimization_level), disabled_passes(so._config.get("session.disable_passes")),
-                        lambda name, counted: self._log("plan", 20, "%s: %s", name, counted))
-
-    def _specializer_for(self, planner):
-        """The session's :class:`~onnxkit.runtime.optimizer.specialize.Specializer`, or None when the
-        ``specialize`` pass is off (level, ``session.disable_passes``) or cannot apply (a backend
-        whose values are not numpy arrays, a graph that reads its own structure)."""
-        from .optimizer import disabled_passes, plan_pass_on, reads_its_graph
-        from .optimizer.specialize import Specializer
-
-        so = self._sess_options
-        if not plan_pass_on("specialize", int(so.graph_optimization_level),
-                            disabled_passes(so._config.get("session.disable_passes"))):
-            return None
-        if not self._host_arrays or reads_its_graph(self.optimized.model.graph):
-            return None
-        return Specializer(self.optimized.model, self.plan, self.registry, self.limits)
-
-    def _plan_for(self, values: list):
-        """The optimized plan, or, when a run feeds an IR < 4 input whose initializer the optimizer
-        read as a constant, a plan of the model as given (built on first need)."""
-        if not any(values[i] is not None for i in self._consumed_positions):
-            return self.plan
-        if self._plain_plan is None:
-            self._plain_plan = Planner(self.model, self.registry, self.backend_name, **self._planner_args).compile_model()
-            self._plan_passes(self._plain_plan)
-            self._kept_ids |= _kept_value_ids(self._plain_plan)
-        return self._plain_plan
 
     def _log(self, part: str, level: int, msg: str, *args) -> None:
         """Log on ``onnxkit.<part>`` when ``level`` reaches the session's ``log_severity_level``."""
@@ -268,13 +246,13 @@ class InferenceSession(OrtSessionSurface):
             if log.isEnabledFor(level):
                 log.log(level, msg, *args)
 
-    def _validate(self) -> None:
-        try:
-            from ..checker import check_model
-        except ImportError:  # pragma: no cover - the checker is part of the host
-            return
-        report = check_model(self.model, registry=self.registry, limits=self.limits,
-                             on_inference=lambda result: setattr(self, "_inferred", result))
+    def _validate(self):
+        """Check the model (Clause 10) under the validation policy; returns the checker's
+        inference result (None where it ran none), which the optimizer reads."""
+        from ..checker import check_model
+
+        inferred = []
+        report = check_model(self.model, registry=self.registry, limits=self.limits, on_inference=inferred.append)
         over = [d for d in report.errors if d.code == "limit-exceeded"]
         if over:  # a documented limit refuses the model: the error says which (15.4)
             raise LimitExceeded(f"the model is refused: {over[0]}", limit=_limit_named(over[0].message),
@@ -282,6 +260,7 @@ class InferenceSession(OrtSessionSurface):
         for d in report.warnings:
             self._log("check", 20, "%s", d)
         admit(report, self.strict, quiet(self._sess_options.log_severity_level))  # refuses, or reports the warnings once (the validation policy)
+        return inferred[-1] if inferred else None
 
     # -- onnxruntime-style description -----------------------------------------------------
     def get_inputs(self) -> list:
@@ -335,7 +314,7 @@ class InferenceSession(OrtSessionSurface):
             values, key, entry = seen
             outs = self._evaluate(values, run_options, key)
             if not output_names:
-                fetched = self._checked.fetch(outs, values, entry, self._kept_ids)
+                fetched = self._checked.fetch(outs, values, entry, self._plans.kept_ids)
                 if fetched is not None:
                     return fetched
             return self._fetch(output_names, outs, host=True, feeds=values, bindings=entry.bindings())
@@ -394,63 +373,16 @@ class InferenceSession(OrtSessionSurface):
         return values, bindings
 
     def _evaluate(self, values: list, run_options, sig=None) -> list:
-        """Runs on the cold plan (:mod:`.bodies`) until its record is due, then the warm plan
-        (:meth:`_plan_warm`); each through :meth:`_evaluate_plan`.  The cold plan is not
-        specialized where a warm plan will replace it: a specialized plan costs its own planning
-        (10-20 ms on the corpus models' second run, benchmarks/cold_start.py's ``next`` column)
-        and would be dropped at the promotion; the few runs a cold plan serves are the ones that
-        cannot pay for it."""
-        cold = self._cold
-        if cold is not None:
-            if not cold.due():
-                start = time.perf_counter()
-                try:
-                    with planning_cold(cold):
-                        return self._evaluate_plan(values, run_options, sig, specialize=not cold.deferred)
-                finally:
-                    cold.ran_for(time.perf_counter() - start)
-            self._plan_warm(cold)
-        return self._evaluate_plan(values, run_options, sig)
+        """The outputs of a run of ``values`` (by input position) on the plan the session's
+        :class:`~onnxkit.runtime.plans.PlanSet` chooses (``sig``: the feeds' signature, where known)."""
+        return self._plans.run(values, lambda plan, vals: self._run_in_threads(plan, vals, run_options), sig)
 
-    def _plan_warm(self, cold) -> None:
-        """Replace the cold plan (and its specializer's plans) by a warm one, once, between runs:
-        a run in progress keeps the plan it started with."""
-        with self._warm_lock:
-            if self._cold is not cold:
-                return
-            if cold.deferred:
-                self._log("plan", 20, "planning again with the bodies the cold plan deferred (runs spent %.3f s "
-                          "on it, setup estimated at %.3f s): %s", cold.spent, cold.cost, ", ".join(cold.deferred))
-                planner = Planner(self.optimized.model, self.registry, self.backend_name, **self._planner_args)
-                plan = planner.compile_model()
-                self._plan_passes(plan)
-                self._kept_ids = self._kept_ids | _kept_value_ids(plan)
-                self._plain_plan, self.plan = None, plan
-                self._specializer = self._specializer_for(planner)
-            self._cold = None
-
-    def _evaluate_plan(self, values: list, run_options, sig=None, specialize: bool = True) -> list:
-        """Run the plan with BLAS limited to ``intra_op_num_threads`` (:mod:`onnxkit.runtime.threads`):
-        the plan specialized for the feed's signature ``sig`` when the ``specialize`` pass is on
-        (computed from ``values`` when not given)."""
-        plan = self._plan_for(values) if self._consumed_positions else self.plan
-        spec = self._specializer if specialize else None
-        recording = False
-        if spec is not None and plan is self.plan:
-            if sig is None:
-                sig = signature(values)
-            if sig is not None:
-                plan, recording = spec.plan_for(sig)
+    def _run_in_threads(self, plan, values: list, run_options) -> list:
+        """Run ``plan`` with BLAS limited to ``intra_op_num_threads`` (:mod:`onnxkit.runtime.threads`)."""
         if not self._uses_blas:
-            outs = self._run_plan(plan, values, run_options)
-        else:
-            with blas_limit(self._threads):
-                outs = self._run_plan(plan, values, run_options)
-        if recording:
-            special = spec.complete(sig, plan)
-            if special is not None:  # its folded values are kept: outputs that are one are copied
-                self._kept_ids = self._kept_ids | _kept_value_ids(special)
-        return outs
+            return self._run_plan(plan, values, run_options)
+        with blas_limit(self._threads):
+            return self._run_plan(plan, values, run_options)
 
     def _run_plan(self, plan, values: list, run_options) -> list:
         profiler = self._profiler
@@ -476,10 +408,10 @@ class InferenceSession(OrtSessionSurface):
             v = by_name[n]
             result.append(to_text(to_host(v, self.backend.to_numpy)) if host else v)
         if not host:  # device tensors: one the session keeps (a constant, a default) or a feed, or a view, is cloned
-            return _fresh_tensors(result, self._kept_ids | {id(v) for v in feeds if v is not None})
+            return _fresh_tensors(result, self._plans.kept_ids | {id(v) for v in feeds if v is not None})
         if bindings is not None and self._output_check.checks:
             self._output_check(wanted, result, bindings)
-        return fresh_outputs(result, self._kept_ids | {id(v) for v in feeds if v is not None})
+        return fresh_outputs(result, self._plans.kept_ids | {id(v) for v in feeds if v is not None})
 
     # -- profiling ----------------------------------------------------------------------------
     def end_profiling(self) -> str:

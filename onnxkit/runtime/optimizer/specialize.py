@@ -3,18 +3,22 @@
 A model exported with dynamic axes computes its reshape targets, masks and position ids at run
 time (``Shape -> Gather -> Unsqueeze -> Concat -> Reshape``, ``ConstantOfShape`` / ``Range`` /
 ``Where`` over extents read from the feeds): constants once the feeds' extents are known.
-:class:`Specializer` keeps, per *signature* (the element type and shape of every fed tensor, in
-input order, None for an input not fed), a specialized :class:`~onnxkit.runtime.plan.GraphPlan`
-of the top-level graph, at most ``capacity`` of them (least recently used dropped first).
+:class:`Specializer` keeps, per *shape class* (:class:`ShapeClasses`: the *signature* — the
+element type and shape of every fed tensor, in input order, None for an input not fed — with
+each extent seen to vary across runs replaced by a dimension variable), a specialized
+:class:`~onnxkit.runtime.plan.GraphPlan` of the top-level graph, at most ``capacity`` of them
+(least recently used dropped first).  A new extent of a varying axis costs no planning.
 
 Making one (two phases, so that no shape is taken on trust):
 
-1. *record*: the first run of a new signature runs a copy of the plan in which each ``Shape``
+1. *record*: the first run of a new class runs a copy of the plan in which each ``Shape``
    and ``Size`` node whose input inference (:mod:`onnxkit.inference`, the graph inputs typed by
-   the signature) gives a fully static shape also records the shape it saw and its value;
+   the class) gives a fully static shape also records the shape it saw and its value, and each
+   node whose outputs inference computes exactly records them;
 2. *fold* (:meth:`Specializer.complete`, after that run): a recorded node whose observed shape
-   equals the inferred one becomes a constant — inference proves the shape is the same for
-   every feed of the signature, the run proves inference right — and every deterministic node
+   equals the inferred one, and a recorded node whose values equal the inferred ones, becomes
+   a constant — inference proves them the same for every feed of the class, the run proves
+   inference right — and every deterministic node
    of the default domain whose inputs are then all constants is evaluated once, by its own
    kernel, and removed (as planning folds constants); a value over :data:`MAX_FOLDED_BYTES` is
    left to the run.  A node nothing reads any more is dropped when it cannot fail
@@ -64,6 +68,12 @@ ROUNDS = 4
 SHAPE_OPS = frozenset({"Shape", "Size"})
 #: size-guard kinds whose bound reads only the inputs' shapes
 SHAPE_BOUNDS = frozenset({"broadcast", "concat", "matmul", "gemm", "gather", "product"})
+#: extents an input axis may take in specialized plans of their own before it varies
+VARIANTS = 2
+#: signatures whose class is remembered (the table is emptied when full)
+KEYS_KEPT = 256
+#: the dimension variable of a varying extent (input position, axis) in a shape class's types
+VARYING = "onnxkit_varying_{}_{}"
 
 
 def signature(values: list) -> Optional[tuple]:
@@ -79,6 +89,60 @@ def signature(values: list) -> Optional[tuple]:
     return tuple(sig)
 
 
+class ShapeClasses:
+    """Which extents of the feeds vary across runs, and the shape class of a signature.
+
+    The extents seen at each axis of each input position (per element type and rank) are
+    counted; an axis seen with more than :data:`VARIANTS` extents *varies* from then on.  The
+    class of a signature is the signature with each varying extent replaced by a dimension
+    variable of its own (:data:`VARYING`, the input position and axis): one specialized plan
+    serves every signature of a class.  A program alternating between a few shapes keeps a plan
+    specialized for each; a feed whose extents keep changing (a decoder's growing KV cache, OCR
+    line widths, a server's batch sizes) costs planning only until its axes are seen to vary —
+    a bounded number of plans, never one per run.  An axis never stops varying.  Not
+    thread-safe: the :class:`Specializer` calls it under its lock."""
+
+    __slots__ = ("seen", "varying", "_log", "_keys")
+
+    def __init__(self, log=None):
+        self.seen: dict = {}         # (input position, dtype, rank, axis) -> extents seen there
+        self.varying: set = set()    # (input position, axis) seen with more than VARIANTS extents
+        self._log = log
+        self._keys: dict = {}        # signature -> its class, while no further axis varies
+
+    def key(self, sig: tuple) -> tuple:
+        """The class of ``sig``: ``sig`` itself while no extent of it varies."""
+        key = self._keys.get(sig)
+        if key is None:
+            before = len(self.varying)
+            key = self._classify(sig)
+            if len(self.varying) != before or len(self._keys) >= KEYS_KEPT:
+                self._keys.clear()
+            self._keys[sig] = key
+        return key
+
+    def _classify(self, sig: tuple) -> tuple:
+        for k, s in enumerate(sig):
+            if s is None:
+                continue
+            dtype, shape = s
+            for axis, d in enumerate(shape):
+                if (k, axis) in self.varying:
+                    continue
+                extents = self.seen.setdefault((k, dtype, len(shape), axis), set())
+                if d not in extents:
+                    extents.add(d)
+                    if len(extents) > VARIANTS:
+                        self.varying.add((k, axis))
+                        if self._log is not None:
+                            self._log(k, axis, sorted(extents))
+        if not self.varying:
+            return sig
+        return tuple(s if s is None else (s[0], tuple(VARYING.format(k, a) if (k, a) in self.varying else d
+                                                       for a, d in enumerate(s[1])))
+                     for k, s in enumerate(sig))
+
+
 class _Recording:
     """A record phase of one signature: the instrumented plan and what its nodes saw.
 
@@ -88,30 +152,40 @@ class _Recording:
     copies (None for a step made here); ``tried``: ids of the nodes recorded in this or an earlier
     round (none is recorded twice); ``before``: the step count of the plan specialized."""
 
-    __slots__ = ("plan", "base", "types", "seen", "where", "origin", "tried", "round", "before", "sig")
+    __slots__ = ("plan", "base", "types", "values", "seen", "where", "origin", "tried", "round", "before", "sig")
 
     def __init__(self, plan, base, types: dict, where: list, origin: list, tried: set, round_: int, before: int,
-                 sig: tuple):
-        self.plan, self.base, self.types, self.sig = plan, base, types, sig
+                 sig: tuple, values: dict):
+        self.plan, self.base, self.types, self.sig, self.values = plan, base, types, sig, values
         self.where, self.origin, self.tried, self.round, self.before = where, origin, tried, round_, before
-        self.seen: dict = {}  # index of the step in base -> (observed shape, computed value)
+        #: index of the step in base -> (observed shape, computed value) of a Shape/Size step, or
+        #: (:data:`_VALUES`, computed value) of a step whose outputs inference computed exactly
+        self.seen: dict = {}
 
 
 class Specializer:
     """The specialized plans of one session (see the module docstring).  Thread-safe."""
 
-    def __init__(self, model: ir.Model, plan, registry, limits=None, capacity: int = CAPACITY):
+    def __init__(self, model: ir.Model, plan, registry, limits=None, capacity: int = CAPACITY, log=None):
         self.model, self.plan, self.registry, self.limits = model, plan, registry, limits
         self.capacity = capacity
+        #: the feeds' varying extents (:class:`ShapeClasses`); ``log(position, axis, extents)`` is
+        #: told when an axis is first seen to vary
+        self.classes = ShapeClasses(log)
         self._plans: OrderedDict = OrderedDict()   # signature -> specialized plan
-        self._recording: dict = {}                  # signature -> _Recording
+        self._recording: dict = {}                  # shape class -> _Recording
         self._lock = threading.Lock()
-        self.stats: dict = {}                       # signature -> (steps before, steps after)
+        self.stats: dict = {}                       # shape class -> (steps before, steps after)
+        #: plans made (each one whole-graph inference and folding): a program that keeps running
+        #: makes at most one per shape class, and the classes are bounded by the feeds' axes
+        self.planned = 0
 
     def plan_for(self, sig: tuple) -> tuple:
-        """``(plan, recording)``: the specialized plan of ``sig``, or (``recording`` True) the
-        recording plan of a new signature, after whose successful run :meth:`complete` is called."""
+        """``(plan, recording)``: the specialized plan of the shape class of ``sig``
+        (:class:`ShapeClasses`), or (``recording`` True) the recording plan of a new class, after
+        whose successful run :meth:`complete` is called."""
         with self._lock:
+            sig = self.classes.key(sig)
             plan = self._plans.get(sig)
             if plan is not None:
                 self._plans.move_to_end(sig)
@@ -131,10 +205,11 @@ class Specializer:
         Shape/Size nodes can be recorded in turn, the plan returned records them at the next run
         of ``sig`` (a further round, at most :data:`ROUNDS` in all) and is not kept yet."""
         with self._lock:
-            rec = self._recording.get(sig)
-            if rec is None or rec.plan is not plan:
+            sig = next((k for k, r in self._recording.items() if r.plan is plan), None)
+            if sig is None:
                 return None
-            del self._recording[sig]
+            rec = self._recording.pop(sig)
+            self.planned += 1
         special, again = self._fold(rec)
         with self._lock:
             if again is not None:
@@ -156,14 +231,18 @@ class Specializer:
             return plan.folded
         return plan.constants, plan.steps
 
-    def _types(self, sig: tuple) -> dict:
-        """``{name: Type}`` of the top-level graph, inferred with its inputs typed by ``sig``; the
-        types of its subgraphs' values under ``(path, name)`` keys (the inference's paths)."""
+    def _types(self, sig: tuple) -> tuple:
+        """``(types, values)``: ``{name: Type}`` of the top-level graph, inferred with its inputs
+        typed by ``sig``, the types of its subgraphs' values under ``(path, name)`` keys (the
+        inference's paths); ``{name: value}`` of the values inference computed exactly."""
         return self._infer(self.model.graph, sig)
 
-    def _infer(self, g: ir.Graph, sig: tuple, typed=()) -> dict:
-        """The types of :meth:`_types` for graph ``g`` of the session's model, with ``typed``
-        value infos added to its inputs; {} where inference fails."""
+    def _infer(self, g: ir.Graph, sig: tuple, typed=()) -> tuple:
+        """The ``(types, values)`` of :meth:`_types` for graph ``g`` of the session's model, with
+        ``typed`` value infos added to its inputs; ({}, {}) where inference fails.  For a shape
+        class with varying extents the graph's declarations (value_info, output types) are left
+        out: a declared extent (an exporter's trace-time length) holds for one run of the class,
+        not for all, and one recording run could not tell."""
         from ...inference import infer_model
 
         inputs = []
@@ -172,12 +251,14 @@ class Specializer:
             if s is not None:
                 vi = records.evolve(vi, type=ir.TensorType(elem_type=from_numpy_dtype(s[0]).tag, shape=ir.Shape.of(s[1])))
             inputs.append(vi)
+        if self.classes.varying:
+            g = records.evolve(g, value_info=[], output=[records.evolve(vi, type=None) for vi in g.output])
         model = records.evolve(self.model, graph=records.evolve(g, input=inputs + list(typed)))
         try:
-            found = infer_model(model, self.registry).types
+            found = infer_model(model, self.registry)
         except (OnnxkitError, ValueError, TypeError, KeyError, IndexError):  # untypable: nothing is specialized
-            return {}
-        return {(n if p == "" else (p, n)): t for (p, n), t in found.items()}
+            return {}, {}
+        return {(n if p == "" else (p, n)): t for (p, n), t in found.types.items()}, found.values
 
     def _reinfer(self, sig: tuple, constants: dict, steps: list):
         """``(types, graph)`` of the graph ``steps`` over ``constants`` form (a specialized plan
@@ -206,27 +287,36 @@ class Specializer:
                 s.node = node = records.evolve(node, input=list(s.inputs), output=list(s.outputs))
             nodes.append(node)
         graph = records.evolve(g, node=nodes, initializer=inits, sparse_initializer=[], value_info=[])
-        types = self._infer(graph, sig, typed)
-        return (types, graph) if types else None
+        types, values = self._infer(graph, sig, typed)
+        return (types, values, graph) if types else None
 
     def _record(self, sig: tuple) -> _Recording:
         constants, steps = self._base(sig)
-        types = self._types(sig)
+        types, values = self._types(sig)
         where = [("", self.model.graph)] * len(steps)
         return self._instrument(_Recording(None, (constants, steps), types, where, list(steps), set(), 1, len(steps),
-                                           sig))
+                                           sig, values))
 
     def _instrument(self, rec: _Recording) -> _Recording:
-        """``rec`` with its plan: the base steps, those Shape/Size steps not recorded before whose
-        input inference types statically replaced by copies that record what they see."""
+        """``rec`` with its plan: the base steps, those not recorded before that are Shape/Size steps
+        whose input inference types statically, or whose outputs inference computes exactly (the
+        shape arithmetic over a shape class's static extents), replaced by copies that record
+        what they see."""
         constants, steps = rec.base
         copies = []
         for k, step in enumerate(steps):
-            if id(step.node) not in rec.tried and _static_shape(step, rec.types) is not None:
-                rec.tried.add(id(step.node))
-                step = step.copy()
-                step.free, step.release = steps[k].free, steps[k].release
-                step._fn = _recorder(step._fn, k, rec.seen)  # a new step: no layout to invalidate
+            if id(step.node) not in rec.tried:
+                if _static_shape(step, rec.types) is not None:
+                    recorder = _recorder
+                elif _exact(step, rec.values) is not None:
+                    recorder = _value_recorder
+                else:
+                    recorder = None
+                if recorder is not None:
+                    rec.tried.add(id(step.node))
+                    step = step.copy()
+                    step.free, step.release = steps[k].free, steps[k].release
+                    step._fn = recorder(step._fn, k, rec.seen)  # a new step: no layout to invalidate
             copies.append(step)
         rec.plan = self._plan_of(constants, copies)
         return rec
@@ -259,8 +349,9 @@ class Specializer:
             k, step, at, root = work.pop()
             node = step.node
             seen = rec.seen.get(k) if k is not None else None
-            if seen is not None and seen[0] == _static_shape(step, types):
-                _set(known, step, _kept(seen[1]))
+            if seen is not None and (seen[0] == _static_shape(step, types) if seen[0] is not _VALUES
+                                     else _agrees(seen[1], _exact(step, rec.values))):
+                _set(known, step, _kept(seen[1]) if type(seen[1]) is not tuple else tuple(_kept(v) for v in seen[1]))
                 continue
             if not step.scope and is_deterministic(step) and is_default_domain(node.domain) \
                     and all((not n) or n in known for n in step.inputs):
@@ -286,8 +377,9 @@ class Specializer:
         if rec.round >= ROUNDS:
             return plan, None
         again = self._reinfer(rec.sig, folded, remaining) if inlined else None
+        values = rec.values
         if again is not None:  # the plan typed as a graph: the top level's types and paths now
-            new, graph = again
+            new, values, graph = again
             types = {k: t for k, t in types.items() if type(k) is str}
             for k, t in new.items():
                 if type(k) is tuple or k not in types or _static(t):
@@ -296,7 +388,7 @@ class Specializer:
         if not any(id(s.node) not in rec.tried and _static_shape(s, types) is not None for s in remaining):
             return plan, None
         again = _Recording(None, (folded, remaining), types, [where[id(s)] for s in remaining],
-                           [origin[id(s)] for s in remaining], rec.tried, rec.round + 1, rec.before, rec.sig)
+                           [origin[id(s)] for s in remaining], rec.tried, rec.round + 1, rec.before, rec.sig, values)
         return plan, self._instrument(again)
 
     @staticmethod
@@ -353,6 +445,43 @@ def _static_shape(step, types: dict) -> Optional[tuple]:
         return None
     t = types.get(step.inputs[0])
     return tuple(t.shape.values) if _static(t) else None
+
+
+#: the mark of a recorded step whose outputs inference computed (:func:`_value_recorder`)
+_VALUES = object()
+
+
+def _exact(step, values: dict) -> Optional[tuple]:
+    """The values inference computed exactly for every named output of ``step`` (a deterministic
+    node of the default domain without subgraphs, not a Shape/Size), else None."""
+    node = step.node
+    if step.scope or not is_default_domain(node.domain) or not is_deterministic(step) \
+            or node.op_type in SHAPE_OPS or not values:
+        return None
+    named = [n for n in step.outputs if n]
+    if not named or any(n not in values for n in named):
+        return None
+    return tuple(values[n] for n in named)
+
+
+def _agrees(out, inferred: Optional[tuple]) -> bool:
+    """True if the run's ``out`` (one value, or a tuple) is exactly what inference computed."""
+    if inferred is None:
+        return False
+    outs = out if type(out) is tuple else (out,)
+    if len(outs) < len(inferred):
+        return False
+    return all(type(o) in (np.ndarray, np.generic) and o.dtype == v.dtype and o.shape == v.shape
+               and np.array_equal(o, v) for o, v in zip(outs, inferred))
+
+
+def _value_recorder(fn, k: int, seen: dict):
+    """``fn`` also noting the value(s) it computed."""
+    def record(*args):
+        out = fn(*args)
+        seen[k] = (_VALUES, out)
+        return out
+    return record
 
 
 def _recorder(fn, k: int, seen: dict):

@@ -93,6 +93,9 @@ def _dims(shape) -> str:
 
 
 def _type(t) -> str:
+    """The type in the ONNX textual syntax (``float[N,3]``, ``seq(float[])``, ``map(int64, float)``),
+    which this printer writes and onnx's parser reads: a different spelling from onnxruntime's
+    type string (:func:`onnxkit.ir.types.type_string`, ``tensor(float)``), on purpose."""
     if isinstance(t, ir.TensorType):
         elem = tag_name(t.elem_type).lower()
         if t.shape is None:

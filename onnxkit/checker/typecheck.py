@@ -29,9 +29,10 @@ from .. import ir
 from ..domains import is_default_domain
 from ..dtypes import DataType
 from ..ir.attribute import AttributeType
+from ..ir.types import type_string
 from ..shapes import BroadcastError, broadcast_multidirectional, broadcast_unidirectional
 from .context import Context, q
-from .types import key_str, parse_type_string, type_key, type_of_tensor
+from .types import parse_type_string, type_key, type_of_tensor
 
 #: Operators with multidirectional broadcasting, and the first definition version that has it.
 MULTIDIRECTIONAL = {op: 7 for op in ("Add", "Sub", "Mul", "Div", "Pow", "Equal", "Greater", "Less", "And", "Or",
@@ -95,16 +96,16 @@ def check_node(ctx: Context, node: ir.Node, loc: str, schema, types: Mapping) ->
             where = f"{loc} / {what} {j} {q(name)}"
             allowed = _allowed(ctx, schema, p)
             if allowed is not None and k not in allowed:
-                ctx.emit("type-constraint-violation", f"{what} {j} ({p.name}) has type {key_str(k)}, which {schema} "
+                ctx.emit("type-constraint-violation", f"{what} {j} ({p.name}) has type {type_string(t)}, which {schema} "
                          f"does not admit for {p.type_str}", where)
                 continue
             if p.type_str in constrained and (p.option != "variadic" or p.is_homogeneous):
                 prev = bound.get(p.type_str)
                 if prev is None:
-                    bound[p.type_str] = (k, f"{what} {j} {q(name)}")
+                    bound[p.type_str] = (k, f"{what} {j} {q(name)}", t)
                 elif prev[0] != k:
-                    ctx.emit("type-variable-mismatch", f"type variable {p.type_str} is {key_str(prev[0])} at {prev[1]} "
-                             f"but {key_str(k)} here", where)
+                    ctx.emit("type-variable-mismatch", f"type variable {p.type_str} is {type_string(prev[2])} at {prev[1]} "
+                             f"but {type_string(t)} here", where)
     _check_broadcast(ctx, node, loc, schema, types)
 
 

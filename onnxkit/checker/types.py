@@ -144,19 +144,6 @@ def type_key(t) -> Optional[tuple]:
     return None
 
 
-def key_str(k) -> str:
-    if k is None:
-        return "?"
-    kind = k[0]
-    if kind in ("tensor", "sparse_tensor"):
-        return f"{kind}({k[1]})"
-    if kind in ("seq", "optional"):
-        return f"{kind}({key_str(k[1])})"
-    if kind == "map":
-        return f"map({k[1]}, {key_str(k[2])})"
-    return f"opaque({k[1]}::{k[2]})" if k[1] else f"opaque({k[2]})"
-
-
 def _split_args(s: str) -> list:
     out, depth, cur = [], 0, ""
     for ch in s:

@@ -114,7 +114,12 @@ def _shape_converter(v):
 
 @records.define
 class Type:
-    """Base of the value types.  ``_outer_wire`` is the wire record of the enclosing TypeProto."""
+    """Base of the value types.  ``_outer_wire`` is the wire record of the enclosing TypeProto.
+
+    ``str()`` of a type is the IR's display form, which keeps the shapes
+    (``tensor(float)[N, 3]``, ``map(int64, tensor(float))``: the spelling of the operator
+    tables' type strings, with a space after a map's key); the type string onnxruntime and
+    the session surface give (``NodeArg.type``, no shape) is :func:`type_string`."""
 
     def kind(self) -> str:
         raise NotImplementedError
@@ -243,3 +248,27 @@ class UndefinedType(Type):
 def tensor_type(elem_type: int, shape=None, denotation: str = "") -> TensorType:
     """Shorthand: ``tensor_type(DataType.FLOAT, [1, 'N'])``."""
     return TensorType(int(elem_type), shape, denotation=denotation)
+
+
+def type_string(t: Optional[Type]) -> str:
+    """The type as onnxruntime spells it (``NodeArg.type``, ``OrtValue.data_type()``; onnx's
+    ``DataTypeUtils::ToString``), shapes left out: ``tensor(float)``, ``sparse_tensor(int64)``,
+    ``seq(tensor(int64))``, ``map(string,tensor(float))`` (no space after the key),
+    ``optional(seq(tensor(bfloat16)))``, ``opaque(domain,name)``; ``undefined`` for a TypeProto
+    with no member set, ``unknown`` where there is no type (None).  The one implementation:
+    tests/test_one_way.py checks it against onnxruntime where that is installed."""
+    if isinstance(t, TensorType):
+        return f"tensor({tag_name(t.elem_type).lower()})"
+    if isinstance(t, SparseTensorType):
+        return f"sparse_tensor({tag_name(t.elem_type).lower()})"
+    if isinstance(t, SequenceType):
+        return f"seq({type_string(t.elem_type)})"
+    if isinstance(t, MapType):
+        return f"map({tag_name(t.key_type).lower()},{type_string(t.value_type)})"
+    if isinstance(t, OptionalType):
+        return f"optional({type_string(t.elem_type)})"
+    if isinstance(t, OpaqueType):
+        return f"opaque({t.domain},{t.name})" if t.domain else f"opaque({t.name})"
+    if isinstance(t, UndefinedType):
+        return "undefined"
+    return "unknown"

@@ -58,7 +58,8 @@ on any other ``onnxkit`` import under ``plugins/``).  Beside the names here:
 Also here: :class:`Accumulation` (values a Loop / Scan kernel gathers, charged to the run's
 budget), :data:`DEFAULT_LIMITS`, :func:`normalize_domain` (``"ai.onnx"`` -> ``""``),
 :func:`is_default_domain` (the one test for the default domain) and :func:`display_domain` (its name in messages),
-:func:`node_attributes` (a node's attributes over its schema's defaults), :class:`SchemaData` /
+:func:`node_attributes` (a node's attributes over its schema's defaults), :func:`type_string` (a type
+as onnxruntime spells it: ``tensor(float)``, ``map(string,tensor(float))``), :class:`SchemaData` /
 :func:`packaged_schema_data` (a domain's packaged schema file), ``AttributeType``, and
 :mod:`onnxkit.records` as ``records`` (the record classes the IR is made of: ``records.evolve`` copies
 an IR object with changes, ``records.define`` makes a plugin's own).
@@ -74,6 +75,7 @@ from ..hookspecs import hookimpl
 from ..inference.context import InferenceContext, InferenceError
 from ..kernel_traits import SIZE_GUARDS, calls_blas, fails_on_values, nondeterministic, size_guard
 from ..ir import AttributeType
+from ..ir.types import type_string
 from ..limits import DEFAULT_LIMITS, Limits
 from ..plugin_tools import family_modules, merge_family_tables
 from ..domains import display_domain, is_default_domain, normalize_domain
@@ -96,4 +98,4 @@ __all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "DEFAULT_
            "is_default_domain",
            "lazy_family_tables", "merge_family_tables", "needs_scope", "node_attributes", "nondeterministic",
            "normalize_domain", "note_planned_body", "offers_epilogue", "packaged_schema_data", "records",
-           "reports_bodies", "size_guard", "traits_of"]
+           "reports_bodies", "size_guard", "traits_of", "type_string"]

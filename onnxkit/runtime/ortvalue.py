@@ -16,6 +16,7 @@ import numpy as np
 
 from ..dtypes import from_numpy_dtype
 from ..errors import OnnxkitError
+from ..ir.types import TensorType, type_string
 
 
 def _torch():
@@ -115,10 +116,11 @@ class OrtValue:
         return int(from_numpy_dtype(self._np_dtype()).tag)
 
     def data_type(self) -> str:
-        """onnxruntime's type string, e.g. ``'tensor(float)'``."""
+        """onnxruntime's type string (:func:`~onnxkit.ir.types.type_string`), e.g. ``'tensor(float)'``;
+        ``'seq'`` for a sequence (a list does not keep its element type)."""
         if self.is_tensor_sequence():
             return "seq"
-        return f"tensor({from_numpy_dtype(self._np_dtype()).name.lower()})"
+        return type_string(TensorType(self.element_type()))
 
     def device_name(self) -> str:
         if self._is_torch():

@@ -13,7 +13,9 @@ import enum
 
 import numpy as np
 
+from ..dtypes import from_numpy_dtype
 from ..errors import OnnxkitError
+from ..ir.types import SparseTensorType, type_string
 
 
 class OrtSparseFormat(enum.IntEnum):
@@ -46,14 +48,6 @@ class _CsrView:
 
     def outer(self) -> np.ndarray:
         return self._outer
-
-
-def _type_name(values: np.ndarray) -> str:
-    if values.dtype.kind in "USO":
-        return "string"
-    from ..dtypes import from_numpy_dtype
-
-    return from_numpy_dtype(values.dtype).name.lower()
 
 
 class SparseTensor:
@@ -107,7 +101,7 @@ class SparseTensor:
         return list(self._shape)
 
     def data_type(self) -> str:
-        return f"sparse_tensor({_type_name(self._values)})"
+        return type_string(SparseTensorType(int(from_numpy_dtype(self._values.dtype).tag)))
 
     def device_name(self) -> str:
         return self._device

@@ -8,9 +8,10 @@ import numpy as np
 
 from ...dtypes import ELEMENT_TYPES
 from ...errors import OnnxkitError
+from ...ir.types import TensorType, type_string
 
 #: onnxruntime type strings (``tensor(float)``) -> ONNX element type tags.
-_ORT_TAGS = {f"tensor({et.name.lower()})": int(tag) for tag, et in ELEMENT_TYPES.items()}
+_ORT_TAGS = {type_string(TensorType(int(tag))): int(tag) for tag in ELEMENT_TYPES}
 
 
 def _arg(session, name: str, outputs: bool):

@@ -5,7 +5,10 @@ Everything here works with any array namespace (``ctx.xp``); none of it depends 
 
 from __future__ import annotations
 
-from onnxkit.plugin import arrays
+import numpy as np
+
+from onnxkit.plugin import OnnxkitTypeError, arrays, ir, type_string
+from onnxkit.plugin.dtypes import from_numpy_dtype
 
 
 def norm_axis(ctx, axis: int, rank: int, what: str = "axis") -> int:
@@ -82,9 +85,14 @@ def schema_types(ctx, param: str) -> frozenset:
 
 
 def _type_string(dtype) -> str:
+    """The type string (``tensor(float)``) of a tensor of ``dtype`` (numpy's or the namespace's);
+    a dtype of no element type gets its own name, which no type constraint admits."""
     name = arrays.dtype_name(dtype)
-    name = _ONNX_NAMES.get(name, name)
-    return f"tensor({name.replace('float8_', 'float8')})"
+    try:
+        tag = from_numpy_dtype(np.dtype(name)).tag
+    except (TypeError, OnnxkitTypeError):
+        return f"tensor({name})"
+    return type_string(ir.TensorType(int(tag)))
 
 
 def input_type_checker(ctx):

@@ -6,6 +6,8 @@
 2. *A type as a string*: :func:`onnxkit.ir.types.type_string` gives onnxruntime's spelling
    (``tensor(float)``, ``map(string,tensor(float))``); the places that spell a type otherwise do
    so on purpose (the IR's display form with shapes, the printer's ONNX text syntax), each listed.
+3. *BatchNormalization's mode*: :func:`onnxkit.operator_modes.batch_norm_mode` decides it for the
+   kernel and the optimizer's folds alike; per version, the kernel's result and the fold follow it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -288,3 +291,103 @@ def test_kernels_type_check_uses_the_one_spelling():
     assert _type_string(np.dtype(object)) == "tensor(string)"
     assert _type_string(np.dtype(ml_dtypes.float8_e8m0fnu)) == "tensor(float8e8m0)"
     assert _type_string(np.dtype(ml_dtypes.float4_e2m1fn)) == "tensor(float4e2m1)"
+
+
+# -- 3. BatchNormalization's mode --------------------------------------------------------------
+
+_C1 = {"consumed_inputs": [0, 0, 0, 1, 1]}  # required by BatchNormalization-1
+_FIVE = ["n", "m1", "v1", "sm", "sv"]
+
+#: (opset, attributes, outputs, training): Part 2's rule (onnxkit.operator_modes.batch_norm_mode)
+BN_CASES = [
+    (1, {**_C1, "is_test": 1}, ["n"], False),
+    (1, dict(_C1), ["n"], True),               # is_test 0 (its default) is training, even with Y alone
+    (1, dict(_C1), _FIVE, True),
+    (6, {"is_test": 1}, ["n"], False),
+    (6, {}, ["n"], True),                      # the old rules disagreed: kernel inference, optimizer training
+    (6, {"is_test": 0}, _FIVE, True),
+    (7, {}, ["n"], False),
+    (7, {}, ["n", "", ""], False),             # the old rules disagreed: kernel training (3 outputs), optimizer inference
+    (7, {}, _FIVE, True),
+    (9, {}, ["n"], False),
+    (9, {"momentum": 0.5}, _FIVE, True),
+    (14, {}, ["n"], False),
+    (14, {"training_mode": 1}, ["n", "rm", "rv"], True),
+    (15, {"training_mode": 0}, ["n"], False),
+    (15, {"training_mode": 1}, ["n"], True),   # training with Y alone: the batch's statistics
+]
+
+
+@pytest.mark.parametrize("opset, attrs, outputs, training", BN_CASES)
+def test_batch_norm_mode_per_version(opset, attrs, outputs, training):
+    from onnxkit import plugin
+    from onnxkit.operator_modes import batch_norm_mode
+
+    assert plugin.batch_norm_mode is batch_norm_mode   # the kernel's import is the host's function
+    assert batch_norm_mode(opset, attrs, outputs) == (training, True)
+    if opset < 9:
+        assert batch_norm_mode(opset, {**attrs, "spatial": 0}, outputs) == (training, False)
+    else:  # spatial is no attribute from 9: ignored
+        assert batch_norm_mode(opset, {**attrs, "spatial": 0}, outputs).spatial
+
+
+def _bn_model(opset, attrs, outputs, conv=False):
+    """``x [2, 3, 4, 4] -> (Conv 1x1 ->) BatchNormalization(attrs) -> outputs``, the parameters
+    initializers; and the feed."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(6)
+    c = 3
+    inits = {"s": rng.uniform(0.5, 2, c), "b": rng.standard_normal(c), "mean": rng.standard_normal(c) + 3,
+             "var": rng.uniform(4, 9, c)}
+    nodes = []
+    x = "x"
+    if conv:
+        inits["W"] = rng.standard_normal((c, c, 1, 1))
+        nodes.append(helper.make_node("Conv", ["x", "W"], ["c"]))
+        x = "c"
+    nodes.append(helper.make_node("BatchNormalization", [x, "s", "b", "mean", "var"], outputs, **attrs))
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 4, 4])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs if o],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=onnx.IR_VERSION)
+    return model, {"x": rng.standard_normal((2, c, 4, 4)).astype(np.float32)}, inits
+
+
+@pytest.mark.parametrize("opset, attrs, outputs, training", BN_CASES)
+def test_batch_norm_kernel_follows_the_mode(opset, attrs, outputs, training):
+    """Y normalised with the batch's statistics in training, the given ones in inference."""
+    from onnxkit import InferenceSession, SessionOptions
+    from onnxkit.runtime.options import GraphOptimizationLevel
+
+    model, feed, p = _bn_model(opset, attrs, outputs)
+    so = SessionOptions()
+    so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
+    y = InferenceSession(model.SerializeToString(), so).run(["n"], feed)[0]
+    x = feed["x"].astype(np.float64)
+    if training:
+        mean, var = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
+    else:
+        mean, var = p["mean"], p["var"]
+    r = (1, -1, 1, 1)
+    want = (x - mean.reshape(r)) / np.sqrt(var.reshape(r) + 1e-5) * p["s"].reshape(r) + p["b"].reshape(r)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("opset, attrs, outputs, training", BN_CASES)
+def test_batch_norm_fold_follows_the_mode(opset, attrs, outputs, training):
+    """The conv_bn pass folds a BatchNormalization with Y its only named output exactly when
+    the mode is inference (one with other outputs named is never folded)."""
+    import onnxkit
+    from onnxkit.runtime.optimizer import PASS_NAMES, optimize
+    from onnxkit.runtime.options import GraphOptimizationLevel
+
+    model, _, _ = _bn_model(opset, attrs, outputs, conv=True)
+    m = onnxkit.load(model.SerializeToString())
+    r = optimize(m, GraphOptimizationLevel.ORT_ENABLE_ALL, disabled=set(PASS_NAMES) - {"conv_bn"})
+    folded = r.rewrites.get("conv_bn", 0)
+    only_y = not any(outputs[1:])
+    assert folded == (1 if only_y and not training else 0)
+    assert [n.op_type for n in r.model.graph.node] == (["Conv"] if folded else ["Conv", "BatchNormalization"])

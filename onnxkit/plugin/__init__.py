@@ -58,6 +58,7 @@ on any other ``onnxkit`` import under ``plugins/``).  Beside the names here:
 Also here: :class:`Accumulation` (values a Loop / Scan kernel gathers, charged to the run's
 budget), :data:`DEFAULT_LIMITS`, :func:`normalize_domain` (``"ai.onnx"`` -> ``""``),
 :func:`is_default_domain` (the one test for the default domain) and :func:`display_domain` (its name in messages),
+:func:`batch_norm_mode` (BatchNormalization's training / inference mode: the rule the optimizer reads too),
 :func:`node_attributes` (a node's attributes over its schema's defaults), :func:`type_string` (a type
 as onnxruntime spells it: ``tensor(float)``, ``map(string,tensor(float))``), :class:`SchemaData` /
 :func:`packaged_schema_data` (a domain's packaged schema file), ``AttributeType``, and
@@ -68,6 +69,7 @@ an IR object with changes, ``records.define`` makes a plugin's own).
 from __future__ import annotations
 
 from .. import arrays, ir, records
+from ..domains import display_domain, is_default_domain, normalize_domain
 from ..dtypes import DataType, element_type, from_numpy_dtype
 from ..errors import EvaluationError, OnnxkitError, OnnxkitTypeError
 from ..functions import node_attributes
@@ -77,8 +79,8 @@ from ..kernel_traits import SIZE_GUARDS, calls_blas, fails_on_values, nondetermi
 from ..ir import AttributeType
 from ..ir.types import type_string
 from ..limits import DEFAULT_LIMITS, Limits
+from ..operator_modes import BatchNormMode, batch_norm_mode
 from ..plugin_tools import family_modules, merge_family_tables
-from ..domains import display_domain, is_default_domain, normalize_domain
 from ..registry import Backend, OpaqueTypeDef
 from ..runtime.bodies import first_run, note_planned_body
 from .lazy import lazy_family_tables
@@ -88,14 +90,13 @@ from ..runtime.kernel import (KernelTable, KernelTraits, NodeContext, Unsupporte
 from ..schema import (AttributeDef, FormalParameter, OperatorSet, OpSchema, SchemaData, TypeConstraint,
                       build_operator_sets, packaged_schema_data)
 
-__all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "DEFAULT_LIMITS", "DataType",
-           "display_domain",
+__all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "BatchNormMode", "DEFAULT_LIMITS", "DataType",
            "EvaluationError", "FormalParameter", "InferenceContext", "InferenceError", "KernelTable", "KernelTraits",
            "Limits", "NodeContext", "OnnxkitError", "OnnxkitTypeError", "OpSchema", "OpaqueTypeDef", "OperatorSet",
-           "SIZE_GUARDS", "SchemaData", "TypeConstraint", "Unsupported", "arrays", "binds_constants",
-           "build_operator_sets", "calls_blas", "declare_traits", "declares_output_bytes", "element_type",
-           "fails_on_values", "family_modules", "first_run", "from_numpy_dtype", "hookimpl", "host_only", "ir",
-           "is_default_domain",
-           "lazy_family_tables", "merge_family_tables", "needs_scope", "node_attributes", "nondeterministic",
-           "normalize_domain", "note_planned_body", "offers_epilogue", "packaged_schema_data", "records",
-           "reports_bodies", "size_guard", "traits_of", "type_string"]
+           "SIZE_GUARDS", "SchemaData", "TypeConstraint", "Unsupported", "arrays", "batch_norm_mode",
+           "binds_constants", "build_operator_sets", "calls_blas", "declare_traits", "declares_output_bytes",
+           "display_domain", "element_type", "fails_on_values", "family_modules", "first_run", "from_numpy_dtype",
+           "hookimpl", "host_only", "ir", "is_default_domain", "lazy_family_tables", "merge_family_tables",
+           "needs_scope", "node_attributes", "nondeterministic", "normalize_domain", "note_planned_body",
+           "offers_epilogue", "packaged_schema_data", "records", "reports_bodies", "size_guard", "traits_of",
+           "type_string"]

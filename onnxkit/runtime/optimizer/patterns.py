@@ -11,6 +11,7 @@ from onnxkit import records
 import numpy as np
 
 from ...dtypes import ELEMENT_TYPES
+from ...operator_modes import batch_norm_mode
 from .view import GraphView
 
 #: the domain of onnxkit's fused operators (plugins/default_domain: onnxkit_default_domain.fused)
@@ -44,17 +45,13 @@ def float_input(view: GraphView, x: str) -> bool:
 
 
 def inference_batch_norm(view: GraphView, bn) -> bool:
-    """True if the BatchNormalization ``bn`` computes in inference mode with one output and its
-    five inputs given: ``is_test`` 1 and ``spatial`` 1 before opset 7, ``spatial`` 1 before 9,
-    ``training_mode`` 0 from 14 (Part 2, BatchNormalization's versions)."""
+    """True if the BatchNormalization ``bn`` computes in inference mode, per channel
+    (:func:`onnxkit.operator_modes.batch_norm_mode`, the rule its kernel reads too), with one
+    output and its five inputs given."""
     if any(o for o in bn.output[1:]) or len(bn.input) != 5 or not all(bn.input):
         return False
-    version = view.version("")
-    if version < 7:
-        return bn.attr("is_test", 0) == 1 and bn.attr("spatial", 1) == 1
-    if version < 9 and bn.attr("spatial", 1) != 1:
-        return False
-    return bn.attr("training_mode", 0) == 0
+    mode = batch_norm_mode(view.version(""), {a.name: a.value for a in bn.attribute}, bn.output)
+    return not mode.training and mode.spatial
 
 
 def conv_parameters(view: GraphView, conv) -> Optional[tuple]:

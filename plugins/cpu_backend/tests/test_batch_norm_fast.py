@@ -30,10 +30,11 @@ RNG = np.random.default_rng(2718)
 NAMES = ("s", "b", "m", "v")
 UINT = {np.dtype(np.float32): np.uint32, np.dtype(np.float64): np.uint64}
 
-#: per version, the attributes of its inference modes (BatchNormalization-1 requires consumed_inputs)
+#: per version, the attributes of its inference modes (BatchNormalization-1 requires consumed_inputs);
+#: before 7 ``is_test`` 0, its default, is training even with Y alone (onnxkit.operator_modes.batch_norm_mode)
 MODES = {
-    1: [{"consumed_inputs": [0, 0, 0, 1, 1], "is_test": 1}, {"consumed_inputs": [0, 0, 0, 1, 1]}],
-    6: [{"is_test": 1}, {}, {"is_test": 1, "spatial": 1}],
+    1: [{"consumed_inputs": [0, 0, 0, 1, 1], "is_test": 1}],
+    6: [{"is_test": 1}, {"is_test": 1, "spatial": 1}],
     7: [{}, {"spatial": 1, "momentum": 0.5}],
     9: [{}],
     14: [{}, {"training_mode": 0}],

@@ -6,10 +6,10 @@ Element types are checked against the definition's type constraints.  Statistics
 in float32 (float64 for float64 inputs; LayerNormalization, GroupNormalization from 21 and
 RMSNormalization in their ``stash_type``); narrow floats are rounded back once.
 
-Version rules.  BatchNormalization before 7 is in training when ``is_test`` is 0 and it has
-more than one output, from 7 to 13 when it has more than one output, from 14 when
-``training_mode`` is 1; ``spatial`` 0 (before 9) keeps statistics and parameters per
-activation (shape X[1:]).  Training normalises with the batch statistics (biased variance)
+Version rules.  BatchNormalization's mode is the host's rule, the one the optimizer's folds read
+(:func:`onnxkit.plugin.batch_norm_mode`): before 7 training when ``is_test`` is 0, from 7 to 13
+when an output after Y is named, from 14 when ``training_mode`` is 1; ``spatial`` 0 (before 9)
+keeps statistics and parameters per activation (shape X[1:]).  Training normalises with the batch statistics (biased variance)
 and updates running = input * momentum + batch * (1 - momentum); before 14 the outputs are
 (Y, mean, var, saved_mean, saved_var), the running statistics in mean / var and the batch
 ones in the saved outputs.  GroupNormalization's scale and bias are per group in 18, per
@@ -31,6 +31,7 @@ import array_api_compat
 import numpy as np
 
 from onnxkit.plugin import KernelTable, arrays, nondeterministic
+from onnxkit.plugin import batch_norm_mode as _batch_norm_mode
 
 from ._common import as_dtype, compute_dtype, input_type_checker, norm_axis, scalar_int, shape_of, size_of
 from .pool import fold_taps
@@ -69,16 +70,9 @@ def _moments(xp, xc, axes):
 # -- BatchNormalization -------------------------------------------------------------------------
 
 def batch_norm_mode(ctx):
-    """``(training, spatial)`` of a BatchNormalization node (module docstring)."""
-    v = ctx.since_version
-    spatial = bool(int(ctx.attr("spatial", 1))) if v < 9 else True
-    if v >= 14:
-        training = bool(ctx.attr("training_mode", 0))
-    elif v >= 7:
-        training = ctx.num_outputs > 1
-    else:
-        training = not ctx.attr("is_test", 0) and ctx.num_outputs > 1
-    return training, spatial
+    """``(training, spatial)`` of a BatchNormalization node: the host's rule
+    (:func:`onnxkit.plugin.batch_norm_mode`, which the optimizer's folds read too)."""
+    return _batch_norm_mode(ctx.since_version, ctx.attributes, ctx.node.output)
 
 
 def scale_shift(x, inv, shift):

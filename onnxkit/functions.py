@@ -10,19 +10,58 @@ from __future__ import annotations
 
 from typing import Optional
 
+from onnxkit import records
+
 from . import ir
 from .ir.attribute import AttributeType
 
 GRAPH_TYPES = (AttributeType.GRAPH, AttributeType.GRAPHS)
 
 
-def subgraphs_of(node) -> list:
-    """The graphs of ``node``'s graph-valued attributes (an If's branches, a Loop's body, ...)."""
+def subgraph_attributes(node) -> list:
+    """``[(attribute, index, graph)]``: every graph of ``node``'s attributes in order, a GRAPH
+    attribute's (``index`` None) and each of a GRAPHS attribute's (``index`` its position).
+
+    The one walker of a node's subgraphs: :func:`subgraphs_of`, :func:`names_read_inside`,
+    :func:`with_subgraphs`, the checker, inference, the optimizer and the CLI read it
+    (tests/test_one_way.py keeps it so).  The graphs are taken from the values (an
+    :class:`~onnxkit.ir.Graph`, or a list of them), which for a well-formed attribute are its
+    GRAPH / GRAPHS value; the checker walks an attribute whose declared type says otherwise too,
+    and an attribute referring to a function's parameter (no value) has none."""
     out = []
     for a in node.attribute:
-        if a.type in GRAPH_TYPES and a.value is not None:
-            out.extend(a.value if isinstance(a.value, list) else [a.value])
+        v = a.value
+        if isinstance(v, ir.Graph):
+            out.append((a, None, v))
+        elif isinstance(v, list) and v and isinstance(v[0], ir.Graph):
+            out.extend((a, k, g) for k, g in enumerate(v) if isinstance(g, ir.Graph))
     return out
+
+
+def subgraphs_of(node) -> list:
+    """The graphs of ``node``'s graph-valued attributes (an If's branches, a Loop's body, ...)."""
+    return [g for _, _, g in subgraph_attributes(node)]
+
+
+def subgraph_label(attribute, index) -> str:
+    """A subgraph's name in paths and messages: the attribute's name, ``name[k]`` for a GRAPHS one's."""
+    return attribute.name if index is None else f"{attribute.name}[{index}]"
+
+
+def with_subgraphs(node, fn):
+    """``node`` with each graph of its attributes (:func:`subgraph_attributes`) replaced by
+    ``fn(graph)``; ``node`` itself where it has none."""
+    if not subgraph_attributes(node):
+        return node
+    attrs = []
+    for a in node.attribute:
+        v = a.value
+        if isinstance(v, ir.Graph):
+            a = records.evolve(a, value=fn(v))
+        elif isinstance(v, list) and v and isinstance(v[0], ir.Graph):
+            a = records.evolve(a, value=[fn(g) if isinstance(g, ir.Graph) else g for g in v])
+        attrs.append(a)
+    return records.evolve(node, attribute=attrs)
 
 
 def names_read_inside(graph, outputs: bool = True) -> set:

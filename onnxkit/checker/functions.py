@@ -24,9 +24,10 @@ detects ``duplicate-function`` (8.4: a function is identified by that triple) an
 from __future__ import annotations
 
 from .. import ir
+from ..functions import subgraphs_of
 from ..registry import display_domain, normalize_domain
 from .context import Context, function_key, function_label, join, q
-from .structure import Env, _subgraphs, check_graph
+from .structure import Env, check_graph
 
 
 def index_functions(ctx: Context, model: ir.Model) -> None:
@@ -97,7 +98,7 @@ def _call_sites(ctx: Context, nodes, seen: set):
         key = function_key(n.domain, n.op_type, n.overload)
         if key in ctx.functions:
             yield key
-        for _, _, sub in _subgraphs(n):
+        for sub in subgraphs_of(n):
             if id(sub) not in seen:
                 seen.add(id(sub))
                 yield from _call_sites(ctx, sub.node, seen)

@@ -50,6 +50,7 @@ from typing import Mapping, Optional
 
 from .. import ir
 from ..domains import is_default_domain
+from ..functions import subgraph_attributes, subgraphs_of
 from . import metadata, operators, typecheck
 from .context import Context, graph_label, join, node_label, q
 from .types import contradiction, type_of_tensor
@@ -74,17 +75,6 @@ class Env:
 
 # -- free variables (implicit inputs of a node with subgraphs) --------------------------------
 
-def _subgraphs(node: ir.Node):
-    """``(attribute, index or None, graph)`` for every graph in the node's attributes."""
-    for a in node.attribute:
-        v = a.value
-        if isinstance(v, ir.Graph):
-            yield a, None, v
-        elif isinstance(v, list) and v and isinstance(v[0], ir.Graph):
-            for k, g in enumerate(v):
-                yield a, k, g
-
-
 def free_vars(g: ir.Graph, memo: dict) -> frozenset:
     """Names a graph (with its subgraphs) uses but does not define."""
     key = id(g)
@@ -98,7 +88,7 @@ def free_vars(g: ir.Graph, memo: dict) -> frozenset:
     for n in g.node:
         defined.update(n.output)
         used.update(n.input)
-        for _, _, sub in _subgraphs(n):
+        for sub in subgraphs_of(n):
             used |= free_vars(sub, memo)
     used.update(vi.name for vi in g.output)
     out = frozenset(used - defined - {""})
@@ -109,7 +99,7 @@ def free_vars(g: ir.Graph, memo: dict) -> frozenset:
 def implicit_inputs(ctx: Context, node: ir.Node) -> frozenset:
     memo = ctx.__dict__.setdefault("_free_vars", {})
     out = frozenset()
-    for _, _, sub in _subgraphs(node):
+    for sub in subgraphs_of(node):
         out |= free_vars(sub, memo)
     return out
 
@@ -254,7 +244,7 @@ def check_graph(ctx: Context, g: ir.Graph, loc: str, env: Env, kind: str = "top"
         if schema is not None:
             typecheck.check_node(ctx, n, nloc, schema, types)
         metadata.check_node_devices(ctx, n, nloc)
-        for a, idx, sub in _subgraphs(n):
+        for a, idx, sub in subgraph_attributes(n):
             if visible is None:
                 visible = ChainMap({name: own_types.get(name) for name in defined}, outer)
             sloc = join(nloc, f"attribute {q(a.name)}", f"graph {idx} {q(sub.name)}" if idx is not None

@@ -34,17 +34,14 @@ def _kind(graph_inputs, graph_outputs, inits, name):
 
 def _graphs(graph, path=""):
     """(path, graph) of a graph and every subgraph, with the engine's path convention."""
-    from ..inference.engine import GRAPH_TYPES, Engine
+    from ..functions import subgraph_attributes, subgraph_label
+    from ..inference.engine import Engine
 
     yield path, graph
     for idx, node in enumerate(graph.node):
-        for a in node.attribute:
-            if a.type in GRAPH_TYPES and a.value is not None:
-                gs = a.value if isinstance(a.value, list) else [a.value]
-                for k, g in enumerate(gs):
-                    label = f"{a.name}[{k}]" if isinstance(a.value, list) else a.name
-                    seg = f"{Engine.node_label(node, idx)}.{label}"
-                    yield from _graphs(g, f"{path}/{seg}" if path else seg)
+        for a, k, g in subgraph_attributes(node):
+            seg = f"{Engine.node_label(node, idx)}.{subgraph_label(a, k)}"
+            yield from _graphs(g, f"{path}/{seg}" if path else seg)
 
 
 def run(args) -> int:

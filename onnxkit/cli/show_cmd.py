@@ -16,7 +16,7 @@ from collections import Counter
 from .. import ir
 from ..domains import display_domain
 from ..dtypes import ELEMENT_TYPES
-from ..functions import GRAPH_TYPES
+from ..functions import subgraphs_of
 from .paths import require_model_file
 
 
@@ -31,10 +31,8 @@ def add_parser(sub):
 def _graphs(graph: ir.Graph):
     yield graph
     for node in graph.node:
-        for a in node.attribute:
-            if a.type in GRAPH_TYPES and a.value is not None:
-                for g in a.value if isinstance(a.value, list) else [a.value]:
-                    yield from _graphs(g)
+        for g in subgraphs_of(node):
+            yield from _graphs(g)
 
 
 def _octets(t: ir.Tensor) -> int:

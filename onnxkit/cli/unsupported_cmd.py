@@ -53,7 +53,7 @@ def extension_operators(model, registry=None) -> list:
     """``[(domain, op_type, since_version, distribution, nodes)]``: one row per operator of ``model``
     (its graphs, subgraphs and functions) bound to an extension definition, in the order first met."""
     from ..api import load
-    from ..ir.attribute import AttributeType
+    from ..functions import subgraphs_of
     from ..registry import get_registry, normalize_domain
 
     reg = registry or get_registry()
@@ -71,10 +71,8 @@ def extension_operators(model, registry=None) -> list:
                 if reg.is_extension(schema):
                     key = (d, node.op_type, schema.since_version, reg.extension_provider(schema))
                     rows[key] = rows.get(key, 0) + 1
-            for a in node.attribute:
-                if a.type in (AttributeType.GRAPH, AttributeType.GRAPHS) and a.value is not None:
-                    for g in a.value if isinstance(a.value, list) else [a.value]:
-                        visit(g.node, opsets)
+            for g in subgraphs_of(node):
+                visit(g.node, opsets)
 
     top = {normalize_domain(o.domain): int(o.version) for o in model.opset_import}
     visit(model.graph.node, top)

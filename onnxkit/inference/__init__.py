@@ -26,9 +26,9 @@ from onnxkit import records
 
 from .. import ir
 from ..diagnostics import ERROR, Report
-from ..functions import names_read_inside
+from ..functions import names_read_inside, with_subgraphs
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError
-from .engine import CONTRADICTION_SEVERITY, GRAPH_TYPES, Engine, merge_types
+from .engine import CONTRADICTION_SEVERITY, Engine, merge_types
 
 __all__ = ["infer_shapes", "infer_model", "InferenceResult", "InferenceContext", "InferenceError",
            "MAX_CONSTANT_ELEMENTS", "merge_types"]
@@ -136,17 +136,7 @@ def _annotate_graph(graph: ir.Graph, engine: Engine) -> ir.Graph:
 
 
 def _annotate_node(node: ir.Node, engine: Engine) -> ir.Node:
-    if not any(a.type in GRAPH_TYPES and a.value is not None for a in node.attribute):
-        return node
-    out = []
-    for a in node.attribute:
-        if a.type in GRAPH_TYPES and a.value is not None:
-            if isinstance(a.value, list):
-                a = records.evolve(a, value=[_annotate_graph(g, engine) for g in a.value])
-            else:
-                a = records.evolve(a, value=_annotate_graph(a.value, engine))
-        out.append(a)
-    return records.evolve(node, attribute=out)
+    return with_subgraphs(node, lambda g: _annotate_graph(g, engine))
 
 
 def infer_shapes(model: ir.Model, registry=None, strict: bool = False) -> ir.Model:

@@ -32,7 +32,7 @@ from ..domains import display_domain
 from ..dtypes import ELEMENT_TYPES
 from ..errors import OnnxkitError
 from ..ir.attribute import AttributeType
-from ..functions import GRAPH_TYPES, call_attributes, substitute
+from ..functions import call_attributes, subgraph_attributes, subgraph_label, subgraphs_of, substitute
 from ..locations import Location
 from ..log import get_logger
 from ..registry import normalize_domain
@@ -196,11 +196,10 @@ def _dim_params(model: ir.Model) -> set:
             walk_nodes(n)
 
     def walk_nodes(n):
+        for sg in subgraphs_of(n):
+            walk_graph(sg)
         for a in n.attribute:
-            if a.type in GRAPH_TYPES and a.value is not None:
-                for sg in a.value if isinstance(a.value, list) else [a.value]:
-                    walk_graph(sg)
-            elif a.type == AttributeType.TYPE_PROTO:
+            if a.type == AttributeType.TYPE_PROTO:
                 walk_type(a.value)
 
     if model.graph is not None:
@@ -499,12 +498,10 @@ class Engine:
             self._log_fault(node, where, exc)
             out_types, out_values = [None] * n_out, [None] * n_out
         # subgraphs the inference function did not look at are still inferred (their inputs unknown)
-        for a in node.attribute:
-            if a.type in GRAPH_TYPES and a.value is not None and a.name not in visited:
-                graphs = a.value if isinstance(a.value, list) else [a.value]
-                for k, g in enumerate(graphs):
-                    label = f"{a.name}[{k}]" if isinstance(a.value, list) else a.name
-                    self.infer_subgraph(g, opsets, scope, self.subgraph_path(path, node, idx, label), [], [], record)
+        for a, k, g in subgraph_attributes(node):
+            if a.name not in visited:
+                self.infer_subgraph(g, opsets, scope, self.subgraph_path(path, node, idx, subgraph_label(a, k)), [], [],
+                                    record)
         for i, name in enumerate(node.output):
             if name:
                 t = out_types[i] if i < len(out_types) else None

@@ -59,7 +59,8 @@ Also here: :class:`Accumulation` (values a Loop / Scan kernel gathers, charged t
 budget), :data:`DEFAULT_LIMITS`, :func:`normalize_domain` (``"ai.onnx"`` -> ``""``),
 :func:`is_default_domain` (the one test for the default domain) and :func:`display_domain` (its name in messages),
 :func:`batch_norm_mode` (BatchNormalization's training / inference mode: the rule the optimizer reads too),
-:func:`node_attributes` (a node's attributes over its schema's defaults), :func:`type_string` (a type
+:func:`node_attributes` (a node's attributes over its schema's defaults), :func:`subgraphs_of` (a node's
+subgraphs: the host's one walker), :func:`type_string` (a type
 as onnxruntime spells it: ``tensor(float)``, ``map(string,tensor(float))``), :class:`SchemaData` /
 :func:`packaged_schema_data` (a domain's packaged schema file), ``AttributeType``, and
 :mod:`onnxkit.records` as ``records`` (the record classes the IR is made of: ``records.evolve`` copies
@@ -72,7 +73,7 @@ from .. import arrays, ir, records
 from ..domains import display_domain, is_default_domain, normalize_domain
 from ..dtypes import DataType, element_type, from_numpy_dtype
 from ..errors import EvaluationError, OnnxkitError, OnnxkitTypeError
-from ..functions import node_attributes
+from ..functions import node_attributes, subgraphs_of
 from ..hookspecs import hookimpl
 from ..inference.context import InferenceContext, InferenceError
 from ..kernel_traits import SIZE_GUARDS, calls_blas, fails_on_values, nondeterministic, size_guard
@@ -98,5 +99,5 @@ __all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "BatchNor
            "display_domain", "element_type", "fails_on_values", "family_modules", "first_run", "from_numpy_dtype",
            "hookimpl", "host_only", "ir", "is_default_domain", "lazy_family_tables", "merge_family_tables",
            "needs_scope", "node_attributes", "nondeterministic", "normalize_domain", "note_planned_body",
-           "offers_epilogue", "packaged_schema_data", "records", "reports_bodies", "size_guard", "traits_of",
-           "type_string"]
+           "offers_epilogue", "packaged_schema_data", "records", "reports_bodies", "size_guard", "subgraphs_of",
+           "traits_of", "type_string"]

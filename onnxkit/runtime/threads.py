@@ -147,7 +147,7 @@ def uses_blas(model, registry=None) -> bool:
     """True if a node of ``model`` (its graphs, their subgraphs, its functions) is of an operator
     whose kernels call BLAS (:func:`blas_operators` of ``registry``, default the process's): a
     model with none of them has nothing to limit, so its runs skip threadpoolctl (a few µs per run)."""
-    from ..functions import GRAPH_TYPES
+    from ..functions import subgraphs_of
     from ..registry import get_registry, normalize_domain
 
     blas = blas_operators(registry if registry is not None else get_registry())
@@ -155,10 +155,8 @@ def uses_blas(model, registry=None) -> bool:
     def graph_nodes(nodes):
         for n in nodes:
             yield n
-            for a in n.attribute:
-                if a.type in GRAPH_TYPES and a.value is not None:
-                    for g in (a.value if isinstance(a.value, list) else [a.value]):
-                        yield from graph_nodes(g.node)
+            for g in subgraphs_of(n):
+                yield from graph_nodes(g.node)
 
     roots = [model.graph.node] + [f.node for f in model.functions]
     return any((normalize_domain(n.domain), n.op_type) in blas for nodes in roots for n in graph_nodes(nodes))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, NamedTuple, Optional
 
-from ..functions import GRAPH_TYPES, names_read_inside, subgraphs_of
+from ..functions import names_read_inside, subgraphs_of
 
 #: the slot of a use inside a subgraph of the item (an outer-scope reference)
 SCOPE = -1

@@ -30,7 +30,7 @@ from typing import Optional
 
 import numpy as np
 
-from ...functions import GRAPH_TYPES
+from ...functions import subgraphs_of
 from ...inference.context import MAX_CONSTANT_ELEMENTS
 from ...limits import Limits
 from ..budget import RunBudget
@@ -65,7 +65,7 @@ def _value(view: GraphView, name: str, budget: list, cache: dict) -> Optional[tu
     node = view.producer_of(name)
     budget[0] -= 1
     if node is None or budget[0] < 0 or not is_default(node) or len(node.output) != 1 \
-            or any(a.type in GRAPH_TYPES for a in node.attribute):
+            or subgraphs_of(node):
         return None
     args, leaves = [], set()
     for i in node.input:

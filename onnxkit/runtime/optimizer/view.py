@@ -18,8 +18,8 @@ from onnxkit import records
 import numpy as np
 
 from ... import ir
-from ...functions import GRAPH_TYPES
 from ...domains import is_default_domain, normalize_domain
+from ...functions import with_subgraphs
 from ..usedef import node_index
 
 
@@ -51,12 +51,7 @@ def _undeclared_graph(g: ir.Graph, top: bool) -> ir.Graph:
     initializer, since a feed overriding it is checked against nothing."""
     nodes = []
     for n in g.node:
-        if any(a.type in GRAPH_TYPES and a.value is not None for a in n.attribute):
-            n = records.evolve(n, attribute=[
-                records.evolve(a, value=[_undeclared_graph(s, False) for s in a.value] if isinstance(a.value, list)
-                             else _undeclared_graph(a.value, False))
-                if a.type in GRAPH_TYPES and a.value is not None else a for a in n.attribute])
-        nodes.append(n)
+        nodes.append(with_subgraphs(n, lambda s: _undeclared_graph(s, False)))
     untyped = {vi.name for vi in g.input if vi.type is None}
     inputs = list(g.input) if top else [records.evolve(vi, type=None) for vi in g.input]
     return records.evolve(g, node=nodes, value_info=[], input=inputs,

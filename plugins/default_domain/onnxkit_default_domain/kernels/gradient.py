@@ -36,13 +36,12 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from onnxkit.plugin import (AttributeType, KernelTable, calls_blas, ir, is_default_domain, node_attributes,
-                            normalize_domain)
+from onnxkit.plugin import (KernelTable, calls_blas, ir, is_default_domain, node_attributes, normalize_domain,
+                            subgraphs_of)
 
 KERNELS = KernelTable()
 DOMAIN = "ai.onnx.preview.training"
 _FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), np.dtype(ml_dtypes.bfloat16))
-_GRAPH_TYPES = (AttributeType.GRAPH, AttributeType.GRAPHS)
 
 # -- gradient rules ---------------------------------------------------------------------------
 #: op_type -> (since_versions the rule is exact for, differentiable input positions or None
@@ -447,7 +446,7 @@ def _select(ctx, graph, xs, zs, y):
             idx = producers[name]
             if idx not in needed:
                 node = graph.node[idx]
-                if any(a.type in _GRAPH_TYPES for a in node.attribute):
+                if subgraphs_of(node):
                     ctx.fail(f"operator {node.op_type} (node {node.name!r}) on the way to y={y!r} carries a "
                              "subgraph; differentiating through control flow is not supported")
                 needed.add(idx)

@@ -157,9 +157,22 @@ class NodeContext:
 
     ``attributes``: ``{name: value}`` with the schema's defaults filled in for attributes the
     node does not carry (IR values: ``float``/``int``/``bytes``/lists/``Tensor``/``Graph``/...).
-    ``input_types`` / ``output_types``: declared or inferred types where known, else None.
+    ``input_types`` / ``output_types``: one entry per input / output of the node, its *declared*
+    type (:class:`onnxkit.ir.Type`) or None: a graph input's, output's or ``value_info``'s
+    declaration (of the graph holding the node, or of the enclosing graph that defines an
+    input the node reads), an initializer's tensor type (element type and extents); an
+    unnamed optional input or output has None.  Made from the planner's graphs on first read
+    (no inference runs for them); :meth:`input_type` / :meth:`output_type` add what inference
+    gives.
     ``opset_version``: the version of the node's domain the model imports; ``since_version``:
     the definition it is bound to (Clause 5.3.2).
+
+    **Constants.**  :meth:`is_constant` / :meth:`constant` say which inputs are constants of
+    the plan the node is planned in, and :meth:`default` which are defaults (with the plan's
+    own value), decided when the node is planned: a factory reads them and may keep what it
+    derives from a constant input, or from the default object while that is what comes back
+    (a convolution's weights in its product layout), across runs.  A kernel never infers it
+    from its arrays (read-only flags, views): a caller may write what it feeds between runs.
 
     Capabilities beyond the node itself: :attr:`xp` / :meth:`to_host` / :meth:`from_host` /
     :meth:`dtype` (the backend's arrays), :meth:`subgraph` (a compiled GRAPH attribute),
@@ -176,8 +189,8 @@ class NodeContext:
     schema: Any
     attributes: dict
     backend: Any
-    input_types: list = records.field(factory=list)
-    output_types: list = records.field(factory=list)
+    _input_types: Optional[list] = records.field(default=None, alias="input_types")
+    _output_types: Optional[list] = records.field(default=None, alias="output_types")
     seed: Optional[int] = None
     limits: Any = None
     #: The graph holding the node, the planner compiling it and the operator set imports in
@@ -188,6 +201,48 @@ class NodeContext:
     _xp: Any = records.field(default=None, alias="_xp")
     _subgraphs: dict = records.field(factory=dict, alias="_subgraphs")
     _rng: Any = records.field(default=None, alias="_rng")
+    #: ``{input position: value}`` of the inputs that are plan constants (the value None where
+    #: it is held on another backend than the node's: a node planned on the fallback)
+    _constants: dict = records.field(factory=dict, alias="_constants")
+    #: ``{input position: value}`` of the inputs that are defaults (None: held on another backend)
+    _defaults: dict = records.field(factory=dict, alias="_defaults")
+    #: the names visible where the node is planned (a ``plan.Visible`` chain): its declarations
+    _visible: Any = records.field(default=None, alias="_visible")
+
+    @property
+    def input_types(self) -> list:
+        """The declared type of each input (see the class docstring), made on first read."""
+        types = self._input_types
+        if types is None:
+            types = self._input_types = self._declared(self.node.input, False)
+        return types
+
+    @input_types.setter
+    def input_types(self, types: list) -> None:
+        self._input_types = types
+
+    @property
+    def output_types(self) -> list:
+        """The declared type of each output (see the class docstring), made on first read."""
+        types = self._output_types
+        if types is None:
+            types = self._output_types = self._declared(self.node.output, True)
+        return types
+
+    @output_types.setter
+    def output_types(self, types: list) -> None:
+        self._output_types = types
+
+    def _declared(self, names, outputs: bool) -> list:
+        visible = self._visible
+        if visible is None:
+            return [None] * len(names)
+        from .plan import declared_type
+
+        if outputs:  # a node's outputs are names of its own graph
+            declared = visible.declared()
+            return [declared.get(n) if n else None for n in names]
+        return [declared_type(visible, n) if n else None for n in names]
 
     @property
     def name(self) -> str:
@@ -204,6 +259,51 @@ class NodeContext:
     def output_requested(self, i: int) -> bool:
         """True if the node names output ``i`` (an unnamed optional output may be skipped, 7.3.3)."""
         return i < len(self.node.output) and bool(self.node.output[i])
+
+    def is_constant(self, i: int) -> bool:
+        """Whether input ``i`` is a *constant of the plan*: the same value at every run of the
+        plan the node is planned in, decided at planning.  True for an initializer that is not
+        a graph input (of the node's graph or of an enclosing graph, read from a subgraph) and
+        for a value the planner folded (computed once at planning from such constants).  False
+        for an unnamed (absent) input, a graph input, an initializer that is also a graph input
+        (a default, IR >= 4: a caller may feed it), a node output computed at run time and an
+        enclosing graph's value that is not one of its constants.  Values the run-time shape
+        specializer folds later are not declared (their kernels were made for the plan
+        before).  A kernel may keep what it derives from a constant input across runs (checking
+        that the same object comes back: a plan variant may hold an equal copy); it derives
+        again, each call, from an input that is not one."""
+        return i in self._constants
+
+    def constant(self, i: int) -> Any:
+        """The value of constant input ``i`` as the planner holds it (:meth:`is_constant`), or
+        None: not a constant, or one held on another backend than this node's (a node planned
+        on the fallback gets its constants converted when it runs)."""
+        return self._constants.get(i)
+
+    def default(self, i: int) -> Any:
+        """The value the plan gives input ``i`` at a run that does not feed it, where the input
+        is a *default* (an initializer that is also a graph input, of the node's graph or an
+        enclosing one), else None (also for one held on another backend than this node's).  Not
+        a constant (:meth:`is_constant` is False): a run may feed another value.  The object
+        itself is the plan's and is never written, and no value a caller feeds is that object:
+        a kernel may keep what it derives from an input while it *is* this object."""
+        return self._defaults.get(i)
+
+    def input_type(self, i: int):
+        """The type of input ``i``: declared (:attr:`input_types`), else what inference gives
+        (run once per planning, on the first call that needs it), else None."""
+        return self._type_of(self.input_types, self.node.input, i)
+
+    def output_type(self, i: int):
+        """The type of output ``i``: declared (:attr:`output_types`), else what inference gives
+        (run once per planning, on the first call that needs it), else None."""
+        return self._type_of(self.output_types, self.node.output, i)
+
+    def _type_of(self, declared: list, names, i: int):
+        t = declared[i] if 0 <= i < len(declared) else None
+        if t is not None or not (0 <= i < len(names)) or not names[i] or self._planner is None:
+            return t
+        return self._planner.inferred_type(names[i], self._graph)
 
     def has_attr(self, name: str) -> bool:
         """True if the node itself carries attribute ``name`` (not only the schema default)."""

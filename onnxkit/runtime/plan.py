@@ -287,13 +287,11 @@ def kept_value_ids(plan) -> frozenset:
 
 def frozen(value):
     """``value`` made read-only where it is a writeable numpy array: a folded constant is the
-    plan's and never written again (kernels do not write their inputs).  Read-only through and
-    through tells kernels that they may keep what they derive from it across runs (a
-    convolution's weights in its product layout, for one): a kernel's fresh result, which owns
-    its memory, is itself made read-only; a writeable *view* (of memory some other array may
-    write) is replaced by a read-only copy.  A read-only view of writeable memory would not do:
-    such a view is what a runtime input can be (``np.broadcast_to``), whose base changes between
-    runs, so kernels do not keep what they derive from one (``onnxkit_cpu``'s ``unchanging``)."""
+    plan's and never written again (kernels do not write their inputs; a caller handed one as
+    an output gets a copy, :func:`kept_value_ids`).  A kernel's fresh result, which owns its
+    memory, is itself made read-only; a writeable *view* (of memory some other array may write)
+    is replaced by a read-only copy.  The flag protects the value; it tells kernels nothing:
+    which inputs are constants they learn from the planner (:meth:`NodeContext.is_constant`)."""
     if isinstance(value, np.ndarray) and value.flags.writeable:
         if value.base is not None:
             value = value.copy()
@@ -331,19 +329,83 @@ class Visible:
     Supports ``in`` only; ``outer`` is another :class:`Visible` or any container.
     """
 
-    __slots__ = ("names", "outer", "constants", "backend")
+    __slots__ = ("names", "outer", "constants", "backend", "graph", "inits", "defaults", "_declared")
 
-    def __init__(self, names, outer=(), constants=None, backend=None):
+    def __init__(self, names, outer=(), constants=None, backend=None, graph=None, inits=None, defaults=None):
         self.names = names
         self.outer = outer
-        self.constants = constants  # name -> value: the graph's constants (initializers not inputs)
+        #: name -> value: the graph's constants (initializers not inputs, and the values folded
+        #: so far: the planner folds each step as it plans it)
+        self.constants = constants
         self.backend = backend      # the backend those constants are values of
+        self.graph = graph          # the ir.Graph (None where unknown)
+        self.inits = inits or {}    # name -> the graph's Tensor / SparseTensor initializer
+        self.defaults = defaults    # name -> value: the graph's defaults (initializers that are inputs)
+        self._declared = None       # name -> declared ir.Type of the graph, made on first need
+
+    def declared(self) -> dict:
+        """``{name: Type}`` declared in the graph: its inputs', outputs' and ``value_info``'s
+        types (initializers: :func:`declared_type`)."""
+        types = self._declared
+        if types is None:
+            types = {}
+            g = self.graph
+            if g is not None:
+                for vi in (*g.value_info, *g.output, *g.input):  # an input's declaration wins
+                    if vi.name and vi.type is not None:
+                        types[vi.name] = vi.type
+            self._declared = types
+        return types
+
+    def initializer_type(self, name: str):
+        """The tensor type (element type and extents) of the graph's initializer ``name`` as
+        nodes read it (a sparse one dense), or None."""
+        t = self.inits.get(name)
+        if t is None:
+            return None
+        if isinstance(t, ir.SparseTensor):
+            return ir.tensor_type(int(t.values.data_type), [int(d) for d in t.dims])
+        return ir.tensor_type(int(t.data_type), [int(d) for d in t.dims])
 
     def __contains__(self, name) -> bool:
         return name in self.names or name in self.outer
 
 
 _NOT_CONSTANT = object()
+
+
+def declared_constant(visible, name: str):
+    """``(constant, value, backend)`` where ``name``, read at a point of a graph whose visible
+    names are ``visible`` (a chain of :class:`Visible`), is a value the plan holds: a constant of
+    that graph or of an enclosing one (``constant`` True: initializers not inputs, values folded
+    so far) or a default (False: an initializer that is also an input, which a caller may
+    feed), else None.  The innermost graph defining ``name`` decides, as :func:`outer_constant`;
+    unlike it, a value held on another backend counts (its values do not change either)."""
+    v = visible
+    while isinstance(v, Visible):
+        if v.constants is not None and name in v.constants:
+            return True, v.constants[name], v.backend
+        if v.defaults and name in v.defaults:
+            return False, v.defaults[name], v.backend
+        if name in v.names:
+            return None
+        v = v.outer
+    return None
+
+
+def declared_type(visible, name: str):
+    """The declared type of ``name`` read at a point of a graph (a :class:`Visible` chain): the
+    declaration (input, output, ``value_info``) of the innermost graph defining it, else that
+    graph's initializer's tensor type (element type and extents); None where none is declared."""
+    v = visible
+    while isinstance(v, Visible):
+        t = v.declared().get(name)
+        if t is not None:
+            return t
+        if name in v.names:
+            return v.initializer_type(name)
+        v = v.outer
+    return None
 
 
 def outer_constant(visible, name: str, backend: str):
@@ -388,6 +450,49 @@ def assign_lifetimes(steps, keep: set, index=None) -> None:
         s.release = tuple(n for n in s.free if n in guarded)
 
 
+class _Folding:
+    """Folding of one plan's steps at planning (:meth:`Planner._fold_constants`): ``constants``
+    (the plan's, which the folded outputs join) and ``outer`` (constants of enclosing graphs a
+    subgraph reads, by name)."""
+
+    __slots__ = ("planner", "constants", "outer", "folded")
+
+    def __init__(self, planner, constants: dict, outer: dict):
+        self.planner, self.constants, self.outer, self.folded = planner, constants, outer, False
+
+    def fold(self, step) -> bool:
+        """Evaluate ``step`` now if it is a deterministic node of the default domain whose inputs
+        are all constants; True when its outputs joined ``constants`` (a node that fails here is
+        left to fail at run time, by name)."""
+        node, constants, outer = step.node, self.constants, self.outer
+        if step.scope or not is_deterministic(step) or node.domain not in ("", "ai.onnx") \
+                or not all((not n) or n in constants or n in outer for n in step.inputs):
+            return False
+        args = [(constants[n] if n in constants else outer[n]) if n else None for n in step.inputs]
+        planner = self.planner
+        try:
+            if step.guard is not None:  # a constant too big to compute is refused at run time, by name
+                step.guard(RunBudget(planner.limits), args)
+            out = step.fn(*args)
+        except Exception:
+            return False
+        outs = out if type(out) is tuple else (out,)
+        for name, value in zip(step.outputs, outs):
+            if name:
+                constants[name] = frozen(planner._owned(value))  # e.g. a Constant's view of the file
+        self.folded = True
+        return True
+
+    def drop_unread(self, remaining: list, keep: set) -> None:
+        """Drop the constants nothing reads any more, once something was folded: neither the
+        ``remaining`` steps (inputs, names their subgraphs read) nor ``keep``."""
+        if self.folded:
+            used = {n for s in remaining for n in (*s.inputs, *s._uses)} | keep
+            constants = self.constants
+            for name in [n for n in constants if n not in used]:
+                del constants[name]
+
+
 class Planner:
     """Binds and compiles a model for one backend.  Collects every unsupported operator.
 
@@ -417,6 +522,7 @@ class Planner:
         #: Nodes planned on the backend's fallback (:class:`~onnxkit.runtime.fallback.Fallback`).
         self.fallbacks: list = []
         self._placement = Placement(self) if self.backend.fallback else None
+        self._types = None   # a Placement used for inferred types only (inferred_type), made on first need
         self.function_depth = 0
         self.function_calls = 0  # function bodies expanded so far (max_function_calls)
 
@@ -452,9 +558,13 @@ class Planner:
             value = self._initializer_value(t)
             (defaults if n in input_names else constants)[n] = value
         defined = set(input_names) | set(inits)
-        visible = Visible(defined, outer, constants, self.backend_name)
+        initial = dict(constants) if defaults else None   # what the plan folding the defaults starts from
+        visible = Visible(defined, outer, constants, self.backend_name, graph, inits, defaults)
+        compiled = []   # every step, folded or not
         steps = []
         free = set()
+        outer_values: dict = {}  # free names an enclosing graph holds as constants -> their values
+        folding = _Folding(self, constants, outer_values)
         for node in graph.node:
             step, node_free = self.compile_node(node, opsets, visible, graph)
             if node_free:
@@ -462,26 +572,32 @@ class Planner:
             for n in node.input:
                 if n and n not in defined:
                     free.add(n)
+                    if n not in outer_values:  # a subgraph's reads of enclosing constants fold like its own (5.4.3)
+                        v = outer_constant(outer, n, self.backend_name)
+                        if v is not _NOT_CONSTANT:
+                            outer_values[n] = v
             defined.update(n for n in node.output if n)
             if step is not None:
-                steps.append(step)
+                compiled.append(step)
+                # folded at once, so that the nodes after it are planned knowing its outputs are
+                # constants (NodeContext.is_constant) and subgraphs read them as such
+                if not folding.fold(step):
+                    steps.append(step)
         output_names = [vi.name for vi in graph.output]
         free |= {n for n in output_names if n not in defined}
         keep = set(output_names)
-        # a subgraph's reads of its enclosing graphs' constants fold like its own (Clause 5.4.3)
-        outer_values = self._outer_constants(free, outer) if free else {}
         plan_with_defaults = None
         if defaults:
             # Initializers that are also inputs are defaults a caller may override (7.2): they are
             # not constants.  A second plan folds them too; it serves every run that feeds none.
-            folded_constants = {**constants, **defaults}
-            folded = self._fold_constants([s.copy() for s in steps], folded_constants, keep | set(defaults),
-                                          outer_values)
-            if len(folded) < len(steps):
+            folded_constants = {**initial, **defaults}
+            folded = self._fold_constants([s.copy() for s in compiled], folded_constants, keep | set(defaults),
+                                          self._outer_constants(free, outer) if free else {})
+            if len(folded) < len(compiled):
                 assign_lifetimes(folded, keep)
                 plan_with_defaults = (folded_constants, folded)
-        n_steps = len(steps)
-        steps = self._fold_constants(steps, constants, keep, outer_values)
+        n_steps = len(compiled)
+        folding.drop_unread(steps, keep)
         if outer_values and len(steps) < n_steps:  # free names only folded nodes read are not read
             read = {n for s in steps for n in (*s.inputs, *s._uses)} | keep
             free = {n for n in free if n in read}
@@ -524,31 +640,12 @@ class Planner:
         (Clause 8.2 lets an implementation evaluate in any order; weights built by
         ConstantOfShape, Constant chains, shape arithmetic on initializers).  Their outputs
         join ``constants``; a node that fails here is left to fail at run time, by name.
-        ``outer``: constants of the enclosing graphs a subgraph reads (its free names)."""
-        remaining = []
-        outer = outer or {}
-        for step in steps:
-            node = step.node
-            if step.scope or not is_deterministic(step) or node.domain not in ("", "ai.onnx") \
-                    or not all((not n) or n in constants or n in outer for n in step.inputs):
-                remaining.append(step)
-                continue
-            args = [(constants[n] if n in constants else outer[n]) if n else None for n in step.inputs]
-            try:
-                if step.guard is not None:  # a constant too big to compute is refused at run time, by name
-                    step.guard(RunBudget(self.limits), args)
-                out = step.fn(*args)
-            except Exception:
-                remaining.append(step)
-                continue
-            outs = out if type(out) is tuple else (out,)
-            for name, value in zip(step.outputs, outs):
-                if name:
-                    constants[name] = frozen(self._owned(value))  # e.g. a Constant's view of the file
-        if len(remaining) < len(steps):  # drop constants nothing reads any more
-            used = {n for s in remaining for n in (*s.inputs, *s._uses)} | keep
-            for name in [n for n in constants if n not in used]:
-                del constants[name]
+        ``outer``: constants of the enclosing graphs a subgraph reads (its free names).
+        Returns the steps left (:class:`_Folding`; ``compile_graph`` folds its own plan's steps
+        one by one as it plans them)."""
+        folding = _Folding(self, constants, outer or {})
+        remaining = [step for step in steps if not folding.fold(step)]
+        folding.drop_unread(remaining, keep)
         return remaining
 
     # -- nodes --------------------------------------------------------------------------------
@@ -603,7 +700,7 @@ class Planner:
             step = Step(fn, list(node.input), list(node.output), node, False)
             step.traits = operator_traits(self.registry, schema)
             return step, free
-        ctx = self._context(node, domain, version, schema)
+        ctx = self._context(node, domain, version, schema, visible)
         ctx._graph, ctx._planner, ctx._opsets = graph, self, opsets
         free = set()
         for a in node.attribute:
@@ -638,15 +735,42 @@ class Planner:
             step.subgraphs = dict(ctx._subgraphs)
         return step, free
 
-    def _context(self, node, domain, version, schema) -> NodeContext:
+    def _context(self, node, domain, version, schema, visible=None) -> NodeContext:
+        """The node's :class:`NodeContext`; ``visible``: the names visible where it is planned (a
+        :class:`Visible` chain), whose constants fill ``_constants`` now (the inputs that are
+        plan constants, :meth:`NodeContext.is_constant`) and whose declarations give the
+        declared ``input_types`` / ``output_types`` when a kernel reads them."""
         attributes = node_attributes(schema, node)
         if self.own_data:
             for name, v in attributes.items():
                 if isinstance(v, ir.Tensor) and isinstance(v.raw_data, memoryview) and _mapped_view(v.raw_data):
                     attributes[name] = records.evolve(v, raw_data=bytes(v.raw_data))  # a kernel keeps no view
+        constants, defaults = {}, {}
+        if isinstance(visible, Visible):
+            for i, n in enumerate(node.input):
+                found = declared_constant(visible, n) if n else None
+                if found is not None:
+                    (constants if found[0] else defaults)[i] = found[1] if found[2] == self.backend_name else None
+        else:
+            visible = None
         return NodeContext(node=node, domain=domain, op_type=node.op_type, since_version=schema.since_version,
                            opset_version=version, schema=schema, attributes=attributes, backend=self.backend,
-                           seed=self.seed, limits=self.limits)
+                           seed=self.seed, limits=self.limits, _constants=constants, _defaults=defaults,
+                           _visible=visible)
+
+    def inferred_type(self, name: str, graph):
+        """The type inference gives ``name`` in ``graph`` (the model's graphs; enclosing graphs
+        searched outward), or None: inference runs once over the model, on the first call (the
+        placement's, where the backend declares a fallback, which runs it anyway)."""
+        oracle = self._placement
+        if oracle is None:
+            oracle = self._types
+            if oracle is None:
+                oracle = self._types = Placement(self)  # used for its types only: places nothing
+        try:
+            return oracle.type_of(name, graph)
+        except Exception:  # types are a hint: a failure reads as unknown
+            return None
 
     def _unsupported(self, domain, op_type, version, why):
         key = (domain, op_type, version, why)

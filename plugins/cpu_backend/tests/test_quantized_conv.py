@@ -247,7 +247,7 @@ def test_conv_integer_constant_weights_with_a_changing_zero_point():
 @needs_numba
 def test_qlinear_conv_runtime_scales_and_bias_changing():
     """y_scale and B graph inputs, changed between runs (B written in place): the multiplier and
-    bias follow them (only unchanging arrays' derived values are kept)."""
+    bias follow them (only what is derived from plan constants is kept)."""
     from quantized_harness import build
     from onnxkit.runtime import InferenceSession
 

@@ -6,8 +6,8 @@ A runtime input may be a read-only *view* of memory the caller writes between ru
 (``np.broadcast_to`` of an array, a view whose flag the caller cleared) or a writeable array
 written in place; fed again as the same object, the kernel must see its new values.  Each case
 runs three times, the fed memory changed after each run, and is compared with onnxruntime on a
-contiguous copy of the same feed.  Initializers and folded values still are kept
-(:func:`onnxkit_cpu.overrides._plans.unchanging` says so of the plan's constants).
+contiguous copy of the same feed.  Initializers and folded values still are kept: the planner
+declares them constants of the plan (``NodeContext.is_constant``, tests/test_kernel_constants.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto as TP, helper, numpy_helper  # noqa: E402
 
 from onnxkit import InferenceSession, SessionOptions  # noqa: E402
-from onnxkit_cpu.overrides._plans import unchanging  # noqa: E402
+from onnxkit_cpu.overrides import conv as cpu_conv  # noqa: E402
 
 F = TP.FLOAT
 
@@ -144,26 +144,21 @@ def test_recurrent_sees_runtime_weight_changes(op, gates, mode):
     _check_three_runs(proto, {"X": rng.standard_normal((seq, batch, inp)).astype(np.float32)}, fed, 99)
 
 
-def test_unchanging_tells_constants_from_views_of_writeable_memory():
-    base = np.arange(6, dtype=np.float32)
-    view = base.view()
-    view.flags.writeable = False
-    owner = np.arange(3.0)
-    owner.flags.writeable = False
-    assert not unchanging(base) and not unchanging(view) and not unchanging(np.broadcast_to(base, (2, 6)))
-    assert not unchanging(view.reshape(2, 3))                       # a view of the read-only view: still writeable below
-    assert unchanging(owner) and unchanging(owner[1:])
-    assert unchanging(np.frombuffer(b"\0" * 8, np.float32))
-    assert unchanging(np.frombuffer(memoryview(b"\0" * 16)[4:], np.float32))
-    assert not unchanging(np.frombuffer(bytearray(8), np.float32))  # writeable memory under a read-only array
-
-
 @pytest.mark.parametrize("source", ["bytes", "file", "mapped file"])
-def test_the_plans_initializers_and_folded_values_are_unchanging(source, tmp_path):
+def test_the_plans_initializers_and_folded_values_are_kept(source, tmp_path, monkeypatch):
     """The plan's constants take the kept path: initializers (from bytes, from a file the
     session reads into its own read-only copy, from a file it maps), and values folded at
-    planning: a kernel's fresh result (Mul) made read-only itself, views of read-only values
-    (Transpose, Split) read-only through (:func:`onnxkit.runtime.plan.frozen`)."""
+    planning (a kernel's fresh result, Mul; views of constants, Transpose, Split): the Conv
+    derives each weight's layout once, on the first run, never again.  The folded values are
+    read-only (:func:`onnxkit.runtime.plan.frozen`: protected, not a constancy signal)."""
+    decided = []
+    real_kept = cpu_conv.kept
+
+    def spy(constant, v, derived):
+        decided.append(constant)
+        return real_kept(constant, v, derived)
+
+    monkeypatch.setattr(cpu_conv, "kept", spy)
     w = np.arange(24, dtype=np.float32).reshape(4, 2, 3, 1) / 10
     proto = _model([helper.make_node("Transpose", ["Wt"], ["W"], perm=[0, 1, 3, 2]),
                     helper.make_node("Split", ["W"], ["W1", "W2"], axis=0, num_outputs=2),
@@ -181,9 +176,13 @@ def test_the_plans_initializers_and_folded_values_are_unchanging(source, tmp_pat
                                                                                  own_data=source == "file")
     consts = sess.plan.constants
     assert {"W0", "W1", "W2", "W3"} <= set(consts)
-    assert all(unchanging(consts[n]) for n in ("W0", "W1", "W2", "W3"))
+    assert not any(consts[n].flags.writeable for n in ("W0", "W1", "W2", "W3"))
     x = np.random.default_rng(0).standard_normal((1, 2, 4, 5)).astype(np.float32)
     want = ort.InferenceSession(proto, providers=["CPUExecutionProvider"]).run(None, {"X": x})
-    for _ in range(2):
+    for run in range(3):
         for g, e in zip(sess.run(None, {"X": x}), want):
             assert np.allclose(g, e, rtol=1e-5, atol=1e-5)
+        if run == 0:
+            assert len(decided) >= 4 and all(decided), decided    # each Conv's W: declared constant, kept
+            first = len(decided)
+    assert len(decided) == first        # later runs derive nothing again

@@ -12,8 +12,14 @@ the shape specializer folded), :class:`IntPlans` gives the run loop a function k
 extents alone (:func:`onnxkit.runtime.kernel.binds_constants`): the values are read once.
 
 A kernel that keeps what it derived from an input *array* (a convolution's weights in its
-product layout, BatchNormalization's scale and shift, an RNN's prepared weights) reuses it while
-the same object comes back only where :func:`unchanging` says its elements cannot have changed.
+product layout, BatchNormalization's scale and shift, an RNN's prepared weights) keeps it only
+where :class:`Held` says so — the planner declares the input a constant of the plan
+(:meth:`onnxkit.plugin.NodeContext.is_constant`), or the object is the plan's own default for it
+(:meth:`~onnxkit.plugin.NodeContext.default`, a run that fed none), both read once by the
+factory — and reuses it while the same object comes back; otherwise it derives again each call.
+No kernel decides that from an array itself (its ``writeable`` flag, its chain of ``base``
+arrays): a caller may write a runtime input, or memory it is a view of, between runs
+(tests/test_kernel_constants.py scans the kernels for such tests).
 """
 
 from __future__ import annotations
@@ -22,36 +28,36 @@ import numpy as np
 
 #: entries one node keeps (the table is emptied when full: extents that keep changing)
 PLANS_MAX = 64
-#: views deep a base chain is followed at most (a chain of views is short; bounded anyway)
-_CHAIN = 64
 
 
-def unchanging(v) -> bool:
-    """Whether the elements of array ``v`` cannot change while ``v`` lives, so that what a kernel
-    derived from them may be reused while the same object comes back: ``v`` is read-only and so is
-    every array it is a view of, down to memory nobody may write (``bytes``, a read-only
-    buffer: a loaded model's octets or a read-only map of its file).  Initializers and the values
-    the plan folded are (:func:`onnxkit.runtime.plan.frozen`).  A read-only *view* of a writeable
-    array is not — ``np.broadcast_to`` of a runtime input, a view whose flag the caller cleared:
-    its base may be written between runs — nor is any writeable array."""
-    if type(v) is not np.ndarray or v.flags.writeable:
+class Held:
+    """Whether what a kernel derives from the value of input ``i`` may be kept while the same
+    object comes back (``held(value)``): the planner declares the input a constant of the plan
+    (``ctx.is_constant``: an initializer, a folded value), or ``value`` is the very object the
+    plan gives the input where a run feeds none (``ctx.default``: an initializer that is also a
+    graph input; a fed value never is that object).  Made by the factory, from ``ctx``."""
+
+    __slots__ = ("constant", "default")
+
+    def __init__(self, ctx, i: int):
+        self.constant = ctx.is_constant(i)
+        self.default = ctx.default(i)
+
+    def __call__(self, value) -> bool:
+        return self.constant or (value is not None and value is self.default)
+
+
+class _NotHeld:
+    """A :class:`Held` of an input the plan never holds (nothing is kept)."""
+
+    __slots__ = ()
+    constant, default = False, None
+
+    def __call__(self, value) -> bool:
         return False
-    base = v.base
-    for _ in range(_CHAIN):
-        if base is None or type(base) is bytes:
-            return True
-        if isinstance(base, np.ndarray):
-            if base.flags.writeable:
-                return False
-            base = base.base
-        elif isinstance(base, memoryview):  # a read-only buffer: its maker's promise (the loader's own copy)
-            return base.readonly
-        else:  # a read-only buffer of some other owner (a map opened for reading) is read-only
-            try:
-                return memoryview(base).readonly
-            except TypeError:
-                return False
-    return False
+
+
+NOT_HELD = _NotHeld()
 
 
 def host_ints(v) -> tuple:

@@ -9,9 +9,11 @@ and per thread (``threading.local``) that buffer, its window view (built once ov
 column buffer, so a call is: copy X into the buffer's interior (casting a narrow float to
 float32 on the way), one copy of the window view into the columns, one matrix product, the
 bias added in place.  W in its product layout and B as ``(M, 1...)`` in the compute dtype are
-kept while the same array objects come back (initializers and folded values, whose elements
-cannot change: :func:`~._plans.unchanging`; a runtime input only where the layout is a view of
-it), made again otherwise.
+kept while the same array objects come back where the planner declares the input a constant of
+the plan (:meth:`onnxkit.plugin.NodeContext.is_constant`: an initializer, a folded value) or the
+object is the plan's own default for it (``ctx.default``; both read once, by the factory:
+:class:`~._plans.Held`), or where the layout is a view of the input (it sees any change made in
+place), made again each call otherwise.
 
 The products are the portable kernel's (:func:`~onnxkit_default_domain.kernels.conv.conv_nd`:
 ``(M, C*K) @ (C*K, L)``, grouped ``(G, Mg, Cg*K) @ (N, G, Cg*K, L)``, 1x1 a plain product).
@@ -76,7 +78,7 @@ from onnxkit_default_domain.api import conv as portable
 from onnxkit_default_domain.api import quiet
 
 from ..compiled import conv as loops, winograd as winograd_loops
-from ._plans import unchanging
+from ._plans import NOT_HELD, Held
 from .conv_blocks import CACHE_BYTES, RowBlocks, block_rows, cache_block_rows
 from .conv_epilogue import NO_BIAS, epilogue, operand
 from .conv_winograd import Winograd
@@ -107,16 +109,17 @@ def add_into(y, bias):
     return y
 
 
-def kept(v, derived) -> bool:
+def kept(held: bool, v, derived) -> bool:
     """Whether ``derived`` (made from input ``v``) may be reused while ``v`` is the same object:
-    ``v``'s elements cannot change (:func:`~._plans.unchanging`: an initializer, a folded value;
-    not a read-only view of a runtime input's writeable memory, such as a broadcast) or
-    ``derived`` views its memory (and so sees any change a caller makes in place between runs)."""
-    return unchanging(v) or np.may_share_memory(derived, v)
+    ``v`` is ``held`` by the plan (:class:`~._plans.Held`: a constant the planner declared, or the
+    plan's own default) or ``derived`` views ``v``'s memory (and so sees any change a caller
+    makes in place between runs)."""
+    return held or np.may_share_memory(derived, v)
 
 
-def frozen(a):
-    """A read-only view of ``a`` (``a`` itself unchanged)."""
+def read_only_view(a):
+    """A read-only view of ``a`` (``a`` itself unchanged): the compiled loops get one array type
+    (numba compiles per writeable flag), whatever the input was."""
     v = a.view()
     v.flags.writeable = False
     return v
@@ -183,10 +186,13 @@ class Planes:
     thread's (``local``); the columns are the thread's one buffer that every convolution shares
     (:class:`~.conv_depthwise.Shared`: it stays in cache), and where they would not fit it the
     product is made in blocks of output rows (:mod:`.conv_blocks`).  W (with B as its last
-    column for the product) is kept while the same arrays come back (:func:`kept`)."""
+    column for the product) is kept while the same arrays come back (:func:`kept`; ``held``: the
+    :class:`~._plans.Held` of W and of B)."""
 
-    def __init__(self, fn, plan, in_shape, lo, inner, padded, ct, local, depthwise, bias, finish=None):
+    def __init__(self, fn, plan, in_shape, lo, inner, padded, ct, local, depthwise, bias, finish=None,
+                 held=(NOT_HELD, NOT_HELD)):
         self.fn, self.ct, self.depthwise, self.finish = fn, ct, depthwise, finish
+        self.w_held, self.b_held = held
         n, c, m, group = plan.n, plan.c, plan.m, plan.group
         one = (1,) * (2 - len(plan.kernel))           # one spatial axis: H = KH = 1
         zero = (0,) * len(one)
@@ -223,13 +229,13 @@ class Planes:
         w4 = np.ascontiguousarray(w.reshape(self.w4), dtype=ct)
         b1 = np.zeros(1, ct) if b is None else np.ascontiguousarray(b.reshape(-1), dtype=ct)
         wb = None
-        keep = kept(w, w4) and (b is None or kept(b, b1))
+        keep = kept(self.w_held(w), w, w4) and (b is None or kept(self.b_held(b), b, b1))
         if not self.depthwise:
             wb = w4.reshape(self.w_shape)
             if b is not None:
                 wb = np.concatenate([wb, b1.reshape(self.w_shape[:-1] + (1,))], axis=-1)
-                keep = unchanging(w) and unchanging(b)      # wb is a copy of both
-        w4, b1 = frozen(w4), frozen(b1)         # one numba signature whether W / B are initializers or not
+                keep = self.w_held(w) and self.b_held(b)      # wb is a copy of both
+        w4, b1 = read_only_view(w4), read_only_view(b1)   # one numba signature whatever W / B are
         if keep:
             self.cache = (w, b, (w4, b1, wb))
         return w4, b1, wb
@@ -274,10 +280,13 @@ class Prepared:
     given), ``"winograd"`` (:class:`~.conv_winograd.Winograd`, with :class:`Planes` for the data
     it declines) or ``"portable"`` (empty shapes).  ``finish``: the compiled epilogue pass
     (:func:`onnxkit_cpu.compiled.conv.finish`) or None; kept where the convolution computes in
-    its output's float32 / float64."""
+    its output's float32 / float64.  ``held``: the :class:`~._plans.Held` of W and of B (what
+    is derived from them is kept where it says so: :func:`kept`)."""
 
-    def __init__(self, plan, in_shape, ct, out_dtype, fn=None, bias=False, finish=None, winograd=None):
+    def __init__(self, plan, in_shape, ct, out_dtype, fn=None, bias=False, finish=None, winograd=None,
+                 held=(NOT_HELD, NOT_HELD)):
         self.plan, self.ct, self.out_dtype = plan, ct, out_dtype
+        self.w_held, self.b_held = held
         self.finish = finish if ct == out_dtype and ct in _COMPILED else None
         n, c, m, group = plan.n, plan.c, plan.m, plan.group
         nd = len(plan.kernel)
@@ -309,11 +318,12 @@ class Prepared:
         compiled = fn is not None and nd <= 2 and ct == out_dtype and ct in _COMPILED
         if compiled and (depthwise or (nd == 2 and plan.out_shape[0] > 1)):
             self.kind = "planes"
-            self.planes = Planes(fn, plan, in_shape, lo, inner, padded, ct, self.local, depthwise, bias, self.finish)
+            self.planes = Planes(fn, plan, in_shape, lo, inner, padded, ct, self.local, depthwise, bias, self.finish,
+                                 held)
             if winograd is not None and Winograd.takes(plan, in_shape, ct):
                 self.kind = "winograd"      # the planes path stays for data Winograd declines
                 # a threading.local of its own: Shared keeps its views there, as the planes' columns do
-                self.winograd = Winograd(plan, in_shape, ct, threading.local(), winograd)
+                self.winograd = Winograd(plan, in_shape, ct, threading.local(), winograd, self.w_held)
             return
         # flat rows: always for a depthwise product (the copy is its cost: 1.7x on (1, 240, 12, 40)
         # 5x5), else only for small products, where the copy dominates (a few junk columns
@@ -380,16 +390,16 @@ class Prepared:
             return cached[1]
         if self.kind == "depthwise":
             wg = self.depthwise.weights(w)
-            if kept(w, wg[0]):
+            if kept(self.w_held(w), w, wg[0]):
                 self.w_cache = (w, wg)
             return wg
         if self.kind == "patches":
             wt = self.patches.weights(w)
-            if kept(w, wt):
+            if kept(self.w_held(w), w, wt):
                 self.w_cache = (w, wt)
             return wt
         wg = w.reshape(self.w_shape).astype(self.ct, copy=False)
-        if kept(w, wg):
+        if kept(self.w_held(w), w, wg):
             self.w_cache = (w, wg)
         return wg
 
@@ -399,7 +409,7 @@ class Prepared:
         if cached[0] is b:
             return cached[1]
         bias = b.reshape(self.bias_shape).astype(self.ct, copy=False)
-        if kept(b, bias):
+        if kept(self.b_held(b), b, bias):
             self.b_cache = (b, bias)
         return bias
 
@@ -409,7 +419,7 @@ class Prepared:
         if cached[0] is b:
             return cached[1]
         flat = np.ascontiguousarray(b.reshape(-1), dtype=self.ct)
-        if kept(b, flat):
+        if kept(self.b_held(b), b, flat):
             self.bf_cache = (b, flat)
         return flat
 
@@ -490,10 +500,11 @@ def conv(ctx):
     winograd = None if tiles_in is None else (tiles_in, tiles_out)
     known = {}
     kinds = {}                      # key -> the body chosen for it (reports_bodies)
+    held = (Held(ctx, 1), Held(ctx, 2))     # W, B: where their derived layouts are kept across runs
 
     def prepare(key, x, w, b):
         _, plan, ct, _ = portable.prepare(ctx, xp, allowed, plans, x, w, b)     # the checks, once per key
-        p = Prepared(plan, [int(d) for d in x.shape[2:]], ct, x.dtype, fn, b is not None, finish, winograd)
+        p = Prepared(plan, [int(d) for d in x.shape[2:]], ct, x.dtype, fn, b is not None, finish, winograd, held)
         call = p.planes if p.kind == "planes" else (None if p.kind == "portable" else p)
         if len(known) > 64:
             known.clear()

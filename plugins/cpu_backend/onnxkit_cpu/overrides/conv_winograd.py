@@ -40,7 +40,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..compiled import winograd as loops
 from . import conv_depthwise
-from ._plans import unchanging
+from ._plans import NOT_HELD
 from .conv_depthwise import Shared
 
 #: Winograd needs at least this many input channels (16: no faster than im2col, the transforms
@@ -94,8 +94,9 @@ class Winograd:
         return (plan.c >= MIN_CHANNELS and plan.m >= MIN_OUTPUTS and tiles >= MIN_TILES
                 and scratch <= conv_depthwise.SHARED_BYTES)        # else im2col, whose blocks are smaller
 
-    def __init__(self, plan, in_shape, ct, local, fns):
+    def __init__(self, plan, in_shape, ct, local, fns, held=NOT_HELD):
         self.fn_in, self.fn_out = fns
+        self.held = held        # W's Held (a constant of the plan, or the plan's default): U is kept
         self.ct = ct = np.dtype(ct)
         self.n, self.c, self.m = n, c, m = plan.n, plan.c, plan.m
         self.h, self.w = in_shape
@@ -125,13 +126,13 @@ class Winograd:
     def weights(self, w):
         """``U`` (``(16, M, C)``) of ``w``, or False where ``w`` may not take this path (not finite or
         above :data:`~onnxkit_cpu.compiled.winograd.LIMIT`); kept while the same ``w`` comes back
-        where its elements cannot change (:func:`~._plans.unchanging`)."""
+        where the plan holds it (``held``: :class:`~._plans.Held`), made again each call otherwise."""
         cached = self.cache
         if cached[0] is w:
             return cached[1]
         big = np.max(np.abs(w)) if w.size else 0.0
         u = loops.weight_tiles(w, self.ct) if big <= loops.LIMIT else False     # NaN: False
-        if unchanging(w):
+        if self.held(w):
             self.cache = (w, u)
         return u
 

@@ -14,10 +14,11 @@ same numpy operations in X's type, the parameters cast to it first) and then Y i
 pass, ``x * inv[c]`` rounded then ``+ shift[c]`` rounded (:data:`onnxkit_cpu.compiled.norm.
 channel_affine`): bit-identical to the numpy body, one pass over X instead of two (about 2.5x
 on (1, 128, 56, 56), 5x on (1, 128, 14, 14), one thread).  ``inv`` and ``shift`` are computed once
-while the same four read-only arrays come back (initializers, folded constants: their values
-do not change, the plan's convention); a writeable parameter (a runtime input, possibly
-written in place between runs) has them computed again each call, with the portable type
-checks.  Where ``inv`` or ``shift`` holds a NaN the numpy body runs instead: a product of two
+while the same four arrays come back where the plan holds all four (:class:`~._plans.Held`:
+constants the planner declares, :meth:`onnxkit.plugin.NodeContext.is_constant`, such as
+initializers and folded values, or the plan's own defaults); otherwise (a runtime input,
+possibly written in place between runs) they are computed again each call, with the portable
+type checks.  Where ``inv`` or ``shift`` holds a NaN the numpy body runs instead: a product of two
 NaNs takes the first operand's payload on x86 and the compiler may order a product's operands
 either way, so only the numpy body gives its own bits there.  Everything else (training,
 ``spatial`` 0, float16 / bfloat16 X, an empty X, parameters of the wrong size or type) is the
@@ -51,7 +52,7 @@ import numpy as np
 from onnxkit.plugin import KernelTable, offers_epilogue
 from onnxkit_cpu.compiled import norm as norm_loops
 from onnxkit_cpu.compiled.norm import layer_norm_loop
-from onnxkit_cpu.overrides._plans import remember, unchanging
+from onnxkit_cpu.overrides._plans import Held, remember
 from onnxkit_default_domain.api import layer_norm as portable_layer_norm
 from onnxkit_default_domain.api import (as_dtype, batch_norm_kernel, batch_norm_mode, input_type_checker, lrn_kernel,
                                         norm_axis)
@@ -80,12 +81,9 @@ def lrn_base_in_place(xp, xc, size, lo, scale, bias):
 
 
 def _params_fixed(scale, b, mean, var, last) -> bool:
-    """Whether ``last`` (a :func:`batch_norm` parameters entry) was made from these same four
-    arrays, all unchanging (:func:`~._plans.unchanging`: initializers, folded constants), as the
-    cpu Conv's ``kept``.  A runtime input (writeable, or a read-only view of writeable memory such
-    as a broadcast) may have been written between runs: ``inv`` / ``shift`` are computed again."""
-    return (last is not None and last[0] is scale and last[1] is b and last[2] is mean and last[3] is var
-            and unchanging(scale) and unchanging(b) and unchanging(mean) and unchanging(var))
+    """Whether ``last`` (a kept :func:`batch_norm` parameters entry: only made where the plan
+    holds the four parameters) was made from these same four arrays."""
+    return last is not None and last[0] is scale and last[1] is b and last[2] is mean and last[3] is var
 
 
 @KERNELS.register("BatchNormalization", 1, 6, 7, 9, 14, 15)
@@ -102,7 +100,9 @@ def batch_norm(ctx):
     eps = float(ctx.attr("epsilon", 1e-5))
     check = input_type_checker(ctx)
     shapes = {}         # (X shape, dtype) -> (N, C, L) of the pass, or None: the portable kernel
-    last = [None]       # [(scale, B, mean, var, dtype, inv, shift)]: the latest parameters
+    last = [None]       # [(scale, B, mean, var, dtype, inv, shift)]: the kept parameters
+    #: where the plan holds the four parameters (constants it declares, its defaults): inv / shift are kept
+    held = [Held(ctx, i) for i in (1, 2, 3, 4)]
 
     def geometry(key, x):
         shape, dt = key
@@ -128,7 +128,8 @@ def batch_norm(ctx):
         if np.isnan(inv).any() or np.isnan(shift).any():
             inv = shift = None          # the numpy body: see the module docstring (NaN payloads)
         p = (scale, b, mean, var, dt, inv, shift)
-        last[0] = p
+        if all(h(v) for h, v in zip(held, values)):
+            last[0] = p
         return p
 
     def fast(x, scale, b, mean, var, relu):

@@ -17,7 +17,8 @@ kernel (which stays the reference, and gives the errors of bad input):
 * **MatMulInteger / QLinearMatMul** with a 2-D B (and A of rank >= 2, one zero point for A, one
   or one per column for B; QLinearMatMul: float32 scales, one a_scale and y_scale, one or N
   b_scale values): B minus its zero point is made once as float32 and kept while the same
-  unchanging array comes back (:func:`~._plans.unchanging`: an initializer), and the product
+  array comes back where the plan holds it (:class:`~._plans.Held`: a constant the planner
+  declares, ``ctx.is_constant``, such as an initializer, or its own default), and the product
   is one float32 BLAS call when it is **exact**.  Proof: every entry of ``A - a_zp`` lies in
   ``[-amax, amax]`` with ``amax = max(a_zp - lo, hi - a_zp)`` over A's type range ``[lo, hi]``;
   a partial sum BLAS forms for output ``(i, n)`` (in whatever order, fused multiply-adds
@@ -45,7 +46,7 @@ from onnxkit_default_domain.api import quantization as portable
 from onnxkit.plugin import KernelTable
 
 from ..compiled import quantized as loops
-from ._plans import unchanging
+from ._plans import Held
 
 KERNELS = KernelTable()
 
@@ -211,8 +212,8 @@ def zero_point_key(zp):
 
 class CenteredB:
     """B minus its zero point as float32 (K, N), and ``max_n sum_k |b_kn - b_zp|``, made once
-    per B while the same unchanging B comes back with the same zero point values (module
-    docstring)."""
+    per B while the same B, held by the plan, comes back with the same zero point values
+    (module docstring)."""
 
     __slots__ = ("b", "zp", "matrix", "l1")
 
@@ -225,25 +226,26 @@ class CenteredB:
         self.l1 = float(np.abs(m).sum(axis=0, dtype=np.float64).max()) if m.size else 0.0
 
     def fits(self, b, zp) -> bool:
-        return b is self.b and unchanging(b) and zero_point_key(zp) == self.zp
+        return b is self.b and zero_point_key(zp) == self.zp
 
 
-def kept_centered(cache: list, centered, weight, zp):
+def kept_centered(cache: list, centered, weight, zp, held):
     """``centered(weight, zp)`` (a :class:`CenteredB` or the convolutions' ``CenteredW``), reused
-    from ``cache[0]`` while it ``fits`` the same unchanging weight and zero point values, kept
-    there where ``weight`` is unchanging."""
+    from ``cache[0]`` while it ``fits`` the same weight object and zero point values, kept there
+    where the plan holds the weight (``held``: its :class:`~._plans.Held`, made by the kernel's
+    factory); made again each call otherwise."""
     kept = cache[0]
     if kept is not None and kept.fits(weight, zp):
         return kept
     made = centered(weight, zp)
-    if unchanging(weight):
+    if held(weight):
         cache[0] = made
     return made
 
 
-def centered_b(cache: list, b, zp):
-    """The :class:`CenteredB` of ``b`` (cached in ``cache[0]`` where ``b`` is unchanging)."""
-    return kept_centered(cache, CenteredB, b, zp)
+def centered_b(cache: list, b, zp, held):
+    """The :class:`CenteredB` of ``b`` (cached in ``cache[0]`` where the plan holds ``b``: ``held``)."""
+    return kept_centered(cache, CenteredB, b, zp, held)
 
 
 def b_zero_point_ok(z, b) -> bool:
@@ -284,6 +286,7 @@ def matmul_integer(ctx):
     allowed_a = eight_bit(portable_linalg.schema_types(ctx, "T1"))
     allowed_b = eight_bit(portable_linalg.schema_types(ctx, "T2"))
     cache = [None]
+    b_held = Held(ctx, 1)
 
     def run(a, b, a_zero_point=None, b_zero_point=None):
         if not (_operands_ok(a, b) and a.dtype in allowed_a and b.dtype in allowed_b
@@ -292,7 +295,7 @@ def matmul_integer(ctx):
         za = zero_point_value(a_zero_point, a.dtype)
         if za is None:
             return other(a, b, a_zero_point, b_zero_point)
-        acc = exact_product(a, za, centered_b(cache, b, b_zero_point))
+        acc = exact_product(a, za, centered_b(cache, b, b_zero_point, b_held))
         if acc is None:
             return other(a, b, a_zero_point, b_zero_point)
         return acc.astype(np.int32)
@@ -308,6 +311,7 @@ def _one_float32(v) -> bool:
 def qlinear_matmul(ctx):
     other = portable.qlinear_matmul(ctx)
     cache = [None]
+    b_held = Held(ctx, 3)
     requantize = loops.requantize.get()     # None: compiled loops off (the float64 numpy requantization)
 
     def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
@@ -320,7 +324,7 @@ def qlinear_matmul(ctx):
         za = zero_point_value(a_zero_point, a.dtype)
         if za is None:
             return other(*args)
-        acc = exact_product(a, za, centered_b(cache, b, b_zero_point))
+        acc = exact_product(a, za, centered_b(cache, b, b_zero_point, b_held))
         if acc is None:
             return other(*args)
         # the multiplier in float32, as the portable kernel computes it (its ``a_s * b_scale / y_scale``)

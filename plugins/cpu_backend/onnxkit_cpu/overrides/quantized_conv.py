@@ -3,8 +3,9 @@
 
 Both compute ``(X - x_zp) * (W - w_zp)`` — the zero points subtracted from the data, so a
 padded position contributes 0 — and the portable kernels do it exactly in float64.  Here W
-minus its zero point is made once as float32 (kept while the same unchanging W and zero point
-come back: :func:`~._plans.unchanging`, an initializer), X minus its zero point is one float32
+minus its zero point is made once as float32 (kept while the same W and zero point come back
+where the plan holds W, :class:`~._plans.Held`: a constant the planner declares,
+``ctx.is_constant``, such as an initializer, or its own default), X minus its zero point is one float32
 pass, and the convolution is the portable im2col product
 (:func:`onnxkit_default_domain.kernels.conv.conv_nd`, the columns by one strided copy) in
 float32, **where it is exact**: every entry of ``X - x_zp`` lies in ``[-amax, amax]``
@@ -42,7 +43,7 @@ from onnxkit_default_domain.api import schema_types
 from onnxkit.plugin import KernelTable
 
 from ..compiled import quantized as loops
-from ._plans import unchanging
+from ._plans import Held
 from .conv import strided_columns
 from .quantization import F32, FLOAT32_EXACT, RANGES, eight_bit, kept_centered, zero_point_key, zero_point_value
 
@@ -69,12 +70,12 @@ class CenteredW:
         self.l1 = float(np.abs(m).reshape(m.shape[0], -1).sum(axis=1, dtype=np.float64).max()) if m.size else 0.0
 
     def fits(self, w, zp) -> bool:
-        return w is self.w and unchanging(w) and zero_point_key(zp) == self.zp
+        return w is self.w and zero_point_key(zp) == self.zp
 
 
-def centered_w(cache: list, w, zp) -> CenteredW:
-    """The :class:`CenteredW` of ``w`` (cached in ``cache[0]`` where ``w`` is unchanging)."""
-    return kept_centered(cache, CenteredW, w, zp)
+def centered_w(cache: list, w, zp, held) -> CenteredW:
+    """The :class:`CenteredW` of ``w`` (cached in ``cache[0]`` where the plan holds ``w``: ``held``)."""
+    return kept_centered(cache, CenteredW, w, zp, held)
 
 
 def w_zero_point_ok(z, w) -> bool:
@@ -130,6 +131,7 @@ def conv_integer(ctx):
     plans = portable_conv.Plans(ctx, lambda c, xs, ws: portable_conv.conv_plan(c, group, xs, ws))
     allowed_x, allowed_w = eight_bit(schema_types(ctx, "T1")), eight_bit(schema_types(ctx, "T2"))
     cache = [None]
+    w_held = Held(ctx, 1)                       # where the plan holds W: its centered form is kept
     columns = loops.centered_columns.get()      # None: compiled loops off (the float32 portable product)
 
     def run(x, w, x_zero_point=None, w_zero_point=None):
@@ -142,7 +144,7 @@ def conv_integer(ctx):
         plan = plans(x, w)        # the portable checks and geometry (its errors)
         if any(b < 0 for b in plan.begin + plan.end):
             return other(x, w, x_zero_point, w_zero_point)
-        acc = exact_conv(x, zx, centered_w(cache, w, w_zero_point), plan, columns)
+        acc = exact_conv(x, zx, centered_w(cache, w, w_zero_point, w_held), plan, columns)
         if acc is None:
             return other(x, w, x_zero_point, w_zero_point)
         return acc.astype(np.int32)
@@ -155,10 +157,11 @@ def _float32_values(v, counts) -> bool:
     return _nd(v) and v.dtype == F32 and (v.size in counts) and (v.size == 1 or v.ndim == 1)
 
 
-def requant_parameters(kept: list, x_scale, w_scale, y_scale, B, m: int):
+def requant_parameters(kept: list, x_scale, w_scale, y_scale, B, m: int, constant: bool):
     """``(mult, bias)`` as float64 (M,) vectors: the multiplier ``x_scale * w_scale / y_scale``
     computed in float32 as the portable kernel does, and B (0 where absent); kept in ``kept[0]``
-    while the same unchanging scale and B arrays come back."""
+    where the plan holds the scales and B (``constant``; B may be absent), while the same
+    arrays come back."""
     given = (x_scale, w_scale, y_scale, B)
     k = kept[0]
     if k is not None and all(a is b for a, b in zip(k[0], given)):
@@ -166,7 +169,7 @@ def requant_parameters(kept: list, x_scale, w_scale, y_scale, B, m: int):
     mult = np.asarray(x_scale.reshape(()) * w_scale.reshape(-1) / y_scale.reshape(()), dtype=F32)
     mult = np.ascontiguousarray(np.broadcast_to(mult, (m,)), dtype=np.float64)
     bias = np.zeros(m) if B is None else B.reshape(-1).astype(np.float64)
-    if all(v is None or unchanging(v) for v in given):
+    if constant:
         kept[0] = (given, mult, bias)
     return mult, bias
 
@@ -182,6 +185,10 @@ def qlinear_conv(ctx):
     cache = [None]
     kept = [None]
     geometry = {}
+    # where the plan holds W, and the scales and B (Held): what is derived from them is kept
+    w_held = Held(ctx, 3)
+    scales_held = [Held(ctx, i) for i in (1, 4, 6)]
+    b_held = Held(ctx, 8)
 
     def plan_of(x, w):
         """The portable kernel's attributes and geometry as a ConvPlan (its errors), or None."""
@@ -215,11 +222,12 @@ def qlinear_conv(ctx):
         plan = None if zx is None else plan_of(x, w)
         if plan is None:
             return other(*args)
-        acc = exact_conv(x, zx, centered_w(cache, w, w_zero_point), plan, columns)
+        acc = exact_conv(x, zx, centered_w(cache, w, w_zero_point, w_held), plan, columns)
         if acc is None:
             return other(*args)
         m = plan.m
-        mult, bias = requant_parameters(kept, x_scale, w_scale, y_scale, B, m)
+        held = all(h(v) for h, v in zip(scales_held, (x_scale, w_scale, y_scale))) and (B is None or b_held(B))
+        mult, bias = requant_parameters(kept, x_scale, w_scale, y_scale, B, m, held)
         lo, hi = RANGES[y_zero_point.dtype]
         out = np.empty(acc.shape, y_zero_point.dtype)
         n = acc.shape[0]

@@ -16,8 +16,10 @@ compiled pass), so the results are bit-identical:
   mean over the spatial axes, ``round(m / y_scale) + y_zp``, clip), without its namespace
   wrappers.
 * **QGemm** (2-D 8-bit A and B, one A zero point of A's type, B zero point and scale one or one
-  per column): B' minus its zero point is made once as float32 while the same unchanging B
-  comes back, and ``(A' - a_zp)(B' - b_zp)`` is one float32 BLAS product where it is exact —
+  per column): B' minus its zero point is made once as float32 while the same B comes back
+  where the plan holds it (:class:`~._plans.Held`: a constant the planner declares,
+  ``ctx.is_constant``, or its own default), and ``(A' - a_zp)(B' - b_zp)`` is one float32 BLAS
+  product where it is exact —
   the bound of :mod:`.quantization` (``amax * max_n L1_n <= 2^24``) — else the portable kernel;
   then C, alpha, the scales and the requantization as the portable kernel applies them, in
   float64.
@@ -43,7 +45,7 @@ import numpy as np
 from onnxkit.plugin import KernelTable
 
 from ..compiled import quantized as loops
-from ._plans import unchanging
+from ._plans import Held
 from .quantization import (F32, FLOAT32_EXACT, RANGES, CenteredB, b_zero_point_ok, centered_b, exact_product,
                            zero_point_key, zero_point_value)
 
@@ -128,7 +130,7 @@ def _gap(ctx, other):
 
 
 class _KeptB:
-    """The centered B' of one B (as given, before transB), kept while it is unchanging."""
+    """The centered B' of one B (as given, before transB), kept where the plan holds B."""
 
     __slots__ = ("b", "zp", "centered")
 
@@ -141,13 +143,14 @@ def _qgemm(ctx, other):
     alpha = float(ctx.attr("alpha", 1.0))
     ta, tb = bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))
     kept = [None]
+    b_held = Held(ctx, 3)        # where the plan holds B: B' is kept
 
     def centered(b, zp):
         k = kept[0]
-        if k is not None and k.b is b and unchanging(b) and k.zp == zero_point_key(zp):
+        if k is not None and k.b is b and k.zp == zero_point_key(zp):
             return k.centered
         made = _KeptB(b, zp, tb)
-        if unchanging(b):
+        if b_held(b):
             kept[0] = made
         return made.centered
 
@@ -215,6 +218,7 @@ def _float_operands_ok(a, b, b_scale, b_zp, bias) -> bool:
 
 def _matmul_integer_to_float(ctx, other):
     cache = [None]
+    b_held = Held(ctx, 1)
 
     def run(a, b, a_scale, b_scale, a_zp=None, b_zp=None, bias=None):
         args = (a, b, a_scale, b_scale, a_zp, b_zp, bias)
@@ -222,7 +226,7 @@ def _matmul_integer_to_float(ctx, other):
                 and _float_operands_ok(a, b, b_scale, b_zp, bias)):
             return other(*args)
         za = zero_point_value(a_zp, a.dtype)
-        acc = None if za is None else exact_product(a, za, centered_b(cache, b, b_zp))
+        acc = None if za is None else exact_product(a, za, centered_b(cache, b, b_zp, b_held))
         if acc is None:
             return other(*args)
         return _scaled(acc, a_scale, b_scale, bias, b.shape[1], a_scale.dtype)
@@ -232,6 +236,7 @@ def _matmul_integer_to_float(ctx, other):
 
 def _dynamic_quantize_matmul(ctx, other):
     cache = [None]
+    b_held = Held(ctx, 1)
     loop, span = loops.quantize.get(), loops.finite_range.get()
     if loop is None or span is None:
         return other
@@ -253,7 +258,7 @@ def _dynamic_quantize_matmul(ctx, other):
         q = np.empty(a.shape, np.uint8)
         loop(flat.reshape(1, 1, -1), np.full(1, scale, F32), np.full(1, zp, np.uint8), np.float32(0),
              np.float32(255), q.reshape(1, 1, -1))
-        acc = exact_product(q, int(zp), centered_b(cache, b, b_zp))
+        acc = exact_product(q, int(zp), centered_b(cache, b, b_zp, b_held))
         if acc is None:
             return other(*args)
         return _scaled(acc, scale, b_scale, bias, b.shape[1], F32)

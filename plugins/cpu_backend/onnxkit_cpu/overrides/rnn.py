@@ -8,8 +8,10 @@ masking this module reuses.
 What makes a step cheap:
 
 * the weights are prepared once per node while ``W``, ``R`` and ``B`` are the same objects
-  whose elements cannot change (initializers, folded values; a runtime input, which a caller
-  may write between runs, is prepared each call): ``W^T`` of every direction as one
+  and the plan holds them (:class:`~._plans.Held`: constants the planner declares,
+  ``ctx.is_constant``, such as initializers and folded values, or its own defaults; a runtime
+  input, which a caller may write between runs, is prepared each call): ``W^T`` of every
+  direction as one
   contiguous matrix, ``R`` contiguous, the biases summed;
 * the input projection of every step and direction is one (batched) matrix product, each
   direction's steps in the order it runs them, its bias added in one call;
@@ -56,7 +58,7 @@ import numpy as np
 from onnxkit.plugin import KernelTable
 from onnxkit_cpu.compiled import rnn as loops
 from onnxkit_cpu.overrides.conv_depthwise import Scratch
-from onnxkit_cpu.overrides._plans import remember, unchanging
+from onnxkit_cpu.overrides._plans import Held, remember
 from onnxkit_default_domain.api import rnn as portable
 
 KERNELS = KernelTable()
@@ -105,6 +107,8 @@ class _Layer:
     def __init__(self, ctx, s, gates: int, sig: int, cell: int, split: bool = False):
         self.ctx, self.s, self.gates, self.sig, self.split = ctx, s, gates, sig, split
         self.cell, self.loop = cell, loops.recurrence.get(cell)
+        #: where the plan holds W, R and B (:class:`~._plans.Held`): what is derived from them is kept
+        self.held = (Held(ctx, 1), Held(ctx, 2), Held(ctx, 3))
         self.cache = None   # (W, R, B, ct, prepared weights): replaced whole, never edited
         self.checked: dict = {}   # input shapes check_shapes passed -> their hidden size
         #: (X's shape and dtype, the states' shapes) -> the _Call made for them, the compiled
@@ -122,14 +126,20 @@ class _Layer:
                 self.checked[key] = H
         return H
 
+    def constant(self, W, R, B) -> bool:
+        """Whether the plan holds W, R and B (None: absent): what is derived from them may be
+        kept while the same objects come back."""
+        w, r, b = self.held
+        return w(W) and r(R) and (B is None or b(B))
+
     def prepared(self, W, R, B, H: int, ct) -> tuple:
-        """The prepared weights of W, R, B: kept while the same arrays come back where their
-        elements cannot change (:func:`~._plans.unchanging`: initializers, folded values); made
-        again each call for runtime inputs (a caller may write one in place between runs)."""
+        """The prepared weights of W, R, B: kept while the same arrays come back where the plan
+        holds them (:meth:`constant`: initializers, folded values, its defaults); made again
+        each call for runtime inputs (a caller may write one in place between runs)."""
         c = self.cache
         if c is None or c[0] is not W or c[1] is not R or c[2] is not B or c[3] is not ct:
             c = (W, R, B, ct, _weights(W, R, B, self.s.num_dirs, self.gates, H, self.sig, ct, self.split))
-            if unchanging(W) and unchanging(R) and (B is None or unchanging(B)):
+            if self.constant(W, R, B):
                 self.cache = c
         return c[4]
 
@@ -199,7 +209,7 @@ class _Layer:
         if (dt == np.float32 or dt == np.float64) and (
                 s.num_dirs * X.shape[s.layout ^ 1] * self.gates * R.shape[-1] ** 2 <= COMPILED_WORK):
             fn = self.loop
-        c = _Call(W, R, B, fn)
+        c = _Call(W, R, B, fn, self.constant(W, R, B))
         if fn is not None:
             lay = s.layout
             seq = X.transpose(1, 0, 2) if lay else X
@@ -222,15 +232,15 @@ class _Call:
     """One node's compiled call for given input shapes and weights (the objects ``W``, ``R``,
     ``B``, held): the loop ``fn`` (None: the numpy steps), the weights laid out for it, the
     output shapes and the size of its per-thread scratch.  Made whole, then published.
-    ``kept``: whether it may serve a later call with the same objects (their elements cannot
-    change: :func:`~._plans.unchanging`); else it is made again each call."""
+    ``kept``: whether it may serve a later call with the same objects (held by the plan:
+    :meth:`_Layer.constant`); else it is made again each call."""
 
     __slots__ = ("W", "R", "B", "fn", "args", "T", "full", "ct", "y_shape", "s_shape", "project",
                  "mat", "work", "kept")
 
-    def __init__(self, W, R, B, fn):
+    def __init__(self, W, R, B, fn, kept: bool):
         self.W, self.R, self.B, self.fn = W, R, B, fn
-        self.kept = unchanging(W) and unchanging(R) and (B is None or unchanging(B))
+        self.kept = kept
 
     def prepare(self, layer: _Layer, seq_shape: tuple, H: int, ct) -> None:
         s = layer.s

@@ -271,7 +271,7 @@ def dict_vectorizer(ctx):
     index = {}
     for i, v in enumerate(vocab):
         index.setdefault(v, i)
-    declared = ctx.output_types[0] if ctx.output_types else None
+    declared = ctx.output_type(0)   # declared, else inferred: the element type of an empty map's output
 
     def out_dtype(values):
         for v in values:

@@ -1,31 +1,69 @@
-"""What a record class costs to make: onnxkit.records vs attrs vs dataclasses (slots), in one run.
+"""What onnxkit's record classes (attrs classes, ``onnxkit.records``) cost a fresh process.
 
-A session's import path defines some 85 classes (the IR, options, schemas, plan bookkeeping), so
-the per-class cost is part of every fresh process's time to a first result
-(``benchmarks/cold_start.py``).  Each round defines ``--classes`` classes of 8 fields (half with a
-default, half with a list factory) per library, the libraries interleaved, and times two things:
-the definition alone, and the definition plus a first instance and one ``==`` (onnxkit.records
-compiles ``__init__`` and ``__eq__`` on first use, so that is its full cost for a class that is
-used).  Prints the median over ``--rounds`` rounds in ms per class and each library over attrs, and the
-time ``import attrs`` takes in a fresh process (median of ``--rounds`` processes).
-Run: ``python benchmarks/records.py [--rounds N] [--classes N]``; attrs is optional.
+Three figures, each the median of ``--rounds``:
+
+* ``import attrs`` in a fresh process (``onnxkit.records`` imports it): wall and CPU time;
+* one record class: ``--classes`` classes of 8 fields (half with a default, half with a list
+  factory) made by ``records.define`` (attrs) and, for scale, by ``dataclasses.dataclass(slots=True)``,
+  interleaved; the definition alone, and with a first instance and one ``==``;
+* a session's path: a fresh process imports onnxkit, opens the bundled example and runs it once,
+  with attrs' ``define`` / ``frozen`` timed (thread CPU time): how many record classes it defines
+  and the time attrs spends making them (``benchmarks/cold_start.py`` times the whole first result).
+
+Run: ``python benchmarks/records.py [--rounds N] [--classes N]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import attrs  # noqa: E402
 
 from onnxkit import records  # noqa: E402
 
 FIELDS = [f"f{i}" for i in range(8)]
+
+#: a fresh process: import attrs, timed
+_IMPORT = ("import time\n"
+           "t, c = time.perf_counter(), time.process_time()\n"
+           "import attrs\n"
+           "print(time.perf_counter() - t, time.process_time() - c)")
+
+#: a fresh process: attrs' define / frozen timed, then onnxkit imported and the example run once
+_SESSION = r'''
+import json, sys, time
+import attrs
+spent = []
+
+def timing(original):
+    def wrapper(maybe_cls=None, **options):
+        def make(cls):
+            t = time.thread_time()
+            made = original(cls, **options)
+            spent.append(time.thread_time() - t)
+            return made
+        return make if maybe_cls is None else make(maybe_cls)
+    return wrapper
+
+attrs.define, attrs.frozen = timing(attrs.define), timing(attrs.frozen)
+t = time.thread_time()
+import numpy as np
+import onnxkit
+s = onnxkit.InferenceSession(sys.argv[1])
+s.run(None, {"image": np.zeros((1, 1, 8, 8), np.float32)})
+print(json.dumps({"classes": len(spent), "attrs": sum(spent), "total": time.thread_time() - t}))
+'''
 
 
 def _namespace(field_of):
@@ -35,7 +73,7 @@ def _namespace(field_of):
     return ns
 
 
-def make_records(n):
+def make_record(n):
     ns = _namespace(lambda i: records.field(factory=list) if i % 2 else 0)
     return records.define(type(f"R{n}", (), ns))
 
@@ -45,21 +83,14 @@ def make_dataclass(n):
     return dataclasses.dataclass(slots=True)(type(f"D{n}", (), ns))
 
 
-def make_attrs(n):
-    import attrs
-
-    ns = _namespace(lambda i: attrs.field(factory=list) if i % 2 else attrs.field(default=0))
-    return attrs.define(type(f"A{n}", (), ns))
-
-
 def timed(make, classes: int, use: bool) -> float:
-    """ms per class: ``classes`` definitions (and, with ``use``, a first instance and one ``==`` each)."""
-    t0 = time.perf_counter()
+    """ms per class (thread CPU time): ``classes`` definitions (and, with ``use``, a first instance and one ``==`` each)."""
+    t0 = time.thread_time()
     for n in range(classes):
         cls = make(n)
         if use:
             cls() == cls()  # noqa: B015
-    return (time.perf_counter() - t0) / classes * 1e3
+    return (time.thread_time() - t0) / classes * 1e3
 
 
 def main() -> int:
@@ -67,15 +98,16 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--classes", type=int, default=50)
     args = ap.parse_args()
-    makers = {"onnxkit.records": make_records, "dataclasses": make_dataclass}
-    try:
-        import attrs
-        makers["attrs"] = make_attrs
-        version = f", attrs {attrs.__version__}"
-    except ImportError:
-        version = ", attrs not installed"
-    print(f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC; Python {sys.version.split()[0]}{version}; "
-          f"{args.classes} classes of 8 fields per round, libraries interleaved, median of {args.rounds} rounds")
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC; {os.cpu_count()} CPUs, load average {load}; "
+          f"Python {sys.version.split()[0]}, attrs {attrs.__version__}; median of {args.rounds}")
+
+    runs = [subprocess.run([sys.executable, "-c", _IMPORT], capture_output=True, text=True, check=True).stdout.split()
+            for _ in range(args.rounds)]
+    wall, cpu = (statistics.median(float(r[i]) for r in runs) * 1e3 for i in (0, 1))
+    print(f"import attrs in a fresh process: {wall:.1f} ms wall, {cpu:.1f} ms CPU")
+
+    makers = {"records (attrs)": make_record, "dataclasses": make_dataclass}
     results = {}
     for use in (False, True):
         samples = {k: [] for k in makers}
@@ -83,15 +115,21 @@ def main() -> int:
             for name in (list(makers) if r % 2 else list(reversed(makers))):
                 samples[name].append(timed(makers[name], args.classes, use))
         results[use] = {k: statistics.median(v) for k, v in samples.items()}
-    print(f"{'library':18s} {'define ms':>10s} {'+ first use ms':>15s} {'/ attrs':>8s}")
+    print(f"one class of 8 fields ({args.classes} per round, interleaved), thread CPU time:")
+    print(f"  {'library':18s} {'define ms':>10s} {'+ first use ms':>15s}")
     for name in makers:
-        ratio = (f"{results[True][name] / results[True]['attrs']:8.2f}" if "attrs" in makers else "       -")
-        print(f"{name:18s} {results[False][name]:10.3f} {results[True][name]:15.3f} {ratio}")
-    if "attrs" in makers:
-        code = "import time; t = time.perf_counter(); import attrs; print(time.perf_counter() - t)"
-        runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
-                for _ in range(args.rounds)]
-        print(f"import attrs in a fresh process: {statistics.median(runs) * 1e3:.1f} ms (median of {args.rounds})")
+        print(f"  {name:18s} {results[False][name]:10.3f} {results[True][name]:15.3f}")
+
+    example = ROOT / "examples" / "digits.onnx"
+    session = [json.loads(subprocess.run([sys.executable, "-c", _SESSION, str(example)], capture_output=True,
+                                         text=True, check=True, cwd=str(ROOT)).stdout.splitlines()[-1])
+               for _ in range(args.rounds)]
+    classes = statistics.median(s["classes"] for s in session)
+    spent = statistics.median(s["attrs"] for s in session) * 1e3
+    total = statistics.median(s["total"] for s in session) * 1e3
+    print(f"a session on the example (import onnxkit, session, first run): {classes:.0f} record classes defined, "
+          f"{spent:.1f} ms in attrs' class making ({spent / max(classes, 1):.3f} ms each) of {total:.0f} ms, "
+          f"thread CPU time")
     return 0
 
 

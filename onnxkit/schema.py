@@ -148,7 +148,7 @@ class OpSchema:
     context_dependent_function_versions: tuple = ()
     _decoded: dict = records.field(factory=dict, init=False, eq=False, hash=False, repr=False, alias="_decoded")
 
-    def __post_init__(self) -> None:
+    def __attrs_post_init__(self) -> None:
         for kind, params in (("input", self.inputs), ("output", self.outputs)):
             low, high = _arity(params)
             lo = low if getattr(self, f"min_{kind}") is None else getattr(self, f"min_{kind}")

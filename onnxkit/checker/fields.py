@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import ir
 from ..ir.attribute import VALUE_FIELD, AttributeType
-from ..wire.adapters import MESSAGE_OF_CLASS
+from ..wire.adapters import MESSAGE_OF_CLASS, late_message
 from ..wire.schema import DEPRECATED, MESSAGES
 from .context import Context
 
@@ -74,7 +74,7 @@ def _wires(obj):
         if member:
             yield member, getattr(obj, "_wire", None)
         return
-    message = MESSAGE_OF_CLASS.get(type(obj))
+    message = MESSAGE_OF_CLASS.get(type(obj)) or late_message(type(obj))
     if message:
         yield message, getattr(obj, "_wire", None)
 

@@ -40,6 +40,10 @@ def _array_eq(a, b) -> bool:
     return np.array_equal(np.asarray(a), np.asarray(b))
 
 
+#: attrs' ``eq`` takes a key; a two-argument equality is wrapped once (made per class, not per field)
+_ARRAY_EQ = records.cmp_using(eq=_array_eq, require_same_type=False, class_name="ArrayEq")
+
+
 def array_field(dtype):
     """A record field holding a 1-D numpy array (packed TensorProto data), compared by value.
 
@@ -48,7 +52,7 @@ def array_field(dtype):
     empty.flags.writeable = False  # shared by every default: never written in place
     return records.field(
         default=empty,
-        eq=_array_eq,
+        eq=_ARRAY_EQ,
         repr=lambda a: f"array(len={a.size})",
     )
 
@@ -59,11 +63,14 @@ def _bytes_eq(a, b) -> bool:
     return bytes(a) == bytes(b) if len(a) < 64 else memoryview(a).cast("B") == memoryview(b).cast("B")
 
 
+_BYTES_EQ = records.cmp_using(eq=_bytes_eq, require_same_type=False, class_name="BytesEq")
+
+
 def bytes_field(optional: bool = True):
     """A record field holding octets (bytes or a zero-copy memoryview), compared by content."""
     return records.field(
         default=None if optional else b"",
-        eq=_bytes_eq,
+        eq=_BYTES_EQ,
         repr=lambda v: "None" if v is None else f"<{len(v)} octets>",
     )
 

@@ -38,62 +38,6 @@ class ValueInfo:
 
 
 @records.define
-class IntIntListEntry:
-    key: int = 0
-    value: list = records.field(factory=list)
-    _wire: object = wire_field()
-
-
-@records.define
-class SimpleShardedDim:
-    """One of ``dim_value`` / ``dim_param`` (B.2.9) and ``num_shards``."""
-
-    dim_value: Optional[int] = None
-    dim_param: Optional[str] = None
-    num_shards: int = 0
-    _wire: object = wire_field()
-
-
-@records.define
-class ShardedDim:
-    axis: int = 0
-    simple_sharding: list = records.field(factory=list)
-    _wire: object = wire_field()
-
-
-@records.define
-class ShardingSpec:
-    tensor_name: str = ""
-    device: list = records.field(factory=list)
-    index_to_device_group_map: list = records.field(factory=list)
-    sharded_dim: list = records.field(factory=list)
-    _wire: object = wire_field()
-
-
-@records.define
-class NodeDeviceConfiguration:
-    configuration_id: str = ""
-    sharding_spec: list = records.field(factory=list)
-    pipeline_stage: int = 0
-    _wire: object = wire_field()
-
-
-@records.define
-class DeviceConfiguration:
-    name: str = ""
-    num_devices: int = 0
-    device: list = records.field(factory=list)
-    _wire: object = wire_field()
-
-
-@records.define
-class TensorAnnotation:
-    tensor_name: str = ""
-    quant_parameter_tensor_names: list = records.field(factory=list)
-    _wire: object = wire_field()
-
-
-@records.define
 class Node:
     """One invocation of an operator (Clause 7.3).  ``''`` in ``input``/``output`` = unsupplied (7.3.3)."""
 
@@ -223,28 +167,14 @@ class Model:
         return None
 
 
-@records.define
-class OperatorInfo:
-    """OperatorProto (B.3.1): an entry of a serialized operator set."""
-
-    op_type: str = ""
-    since_version: int = 0
-    status: int = 0
-    doc_string: str = ""
-    _wire: object = wire_field()
+#: classes :mod:`onnxkit.ir.seldom` defines on first use, still found here under their names
+_IN_SELDOM = ("IntIntListEntry", "SimpleShardedDim", "ShardedDim", "ShardingSpec", "NodeDeviceConfiguration",
+               "DeviceConfiguration", "TensorAnnotation", "OperatorInfo", "OperatorSetInfo")
 
 
-@records.define
-class OperatorSetInfo:
-    """OperatorSetProto (B.3.2): a serialized operator set."""
+def __getattr__(name: str):
+    if name in _IN_SELDOM:
+        from . import seldom
 
-    magic: str = ""
-    ir_version: int = 0
-    ir_version_prerelease: str = ""
-    ir_build_metadata: str = ""
-    domain: str = ""
-    opset_version: int = 0
-    doc_string: str = ""
-    operator: list = records.field(factory=list)
-    functions: list = records.field(factory=list)
-    _wire: object = wire_field()
+        return getattr(seldom, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

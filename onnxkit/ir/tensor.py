@@ -27,15 +27,6 @@ class StringStringEntry:
     _wire: object = wire_field()
 
 
-@records.define
-class Segment:
-    """TensorProto.Segment: the slice of a large tensor this TensorProto holds."""
-
-    begin: int = 0
-    end: int = 0
-    _wire: object = wire_field()
-
-
 class DataLocation:
     """Table B.20."""
 
@@ -150,3 +141,15 @@ class SparseTensor:
     def to_dense(self) -> np.ndarray:
         """The dense array this sparse tensor denotes."""
         return sparse_to_dense(self)
+
+
+#: classes :mod:`onnxkit.ir.seldom` defines on first use, still found here under their names
+_IN_SELDOM = ("Segment",)
+
+
+def __getattr__(name: str):
+    if name in _IN_SELDOM:
+        from . import seldom
+
+        return getattr(seldom, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,6 +13,8 @@ Most messages map one to one onto an IR class whose attribute names are the fiel
 
 from __future__ import annotations
 
+from typing import Optional
+
 from .. import ir
 from ..ir.attribute import FIELD_TYPE, VALUE_FIELD, AttributeType
 from ..ir.base import WireInfo
@@ -28,14 +30,33 @@ _ATTR_ORDER = ["f", "i", "s", "t", "g", "sparse_tensor", "floats", "ints", "stri
                "sparse_tensors", "type_protos"]
 
 
-def _classes() -> dict:
-    return {name: getattr(ir, spec.ir_class) for name, spec in MESSAGES.items() if hasattr(ir, spec.ir_class)}
+class _ClassOf(dict):
+    """The IR class of each message, looked up in :mod:`onnxkit.ir` when first asked for where it is
+    not defined yet: the classes :mod:`onnxkit.ir` defines on first use (seldom-carried messages,
+    test data's values) are defined once a message needs one, not on every decoder's import."""
+
+    def __missing__(self, message: str):
+        cls = self[message] = getattr(ir, MESSAGES[message].ir_class)
+        MESSAGE_OF_CLASS.setdefault(cls, message)
+        return cls
 
 
-IR_CLASS = _classes()
+IR_CLASS = _ClassOf({name: vars(ir)[spec.ir_class] for name, spec in MESSAGES.items() if spec.ir_class in vars(ir)})
 MESSAGE_OF_CLASS = {cls: name for name, cls in IR_CLASS.items()}
 MESSAGE_OF_CLASS.update({cls: "TypeProto" for cls in _TYPE_MEMBER.values()})
 MESSAGE_OF_CLASS[ir.UndefinedType] = "TypeProto"
+_MESSAGE_OF_NAME = {spec.ir_class: name for name, spec in MESSAGES.items()}
+
+
+def late_message(cls) -> Optional[str]:
+    """The message of an IR class :data:`MESSAGE_OF_CLASS` does not hold yet (one :mod:`onnxkit.ir`
+    defined on first use, whose objects were made in Python, not decoded); None for another class.
+    Callers try ``MESSAGE_OF_CLASS.get(cls)`` first."""
+    message = _MESSAGE_OF_NAME.get(getattr(cls, "__name__", None))
+    if message is None or getattr(ir, MESSAGES[message].ir_class, None) is not cls:
+        return None
+    MESSAGE_OF_CLASS[cls] = message
+    return message
 
 
 def build(message: str, fields: dict, wire):
@@ -53,7 +74,9 @@ def builder_for(message: str):
         return _build_type
     if message == "AttributeProto":
         return _build_attribute
-    cls = IR_CLASS[message]
+    cls = IR_CLASS.get(message)
+    if cls is None:  # a class defined on first use: looked up when the first such message is decoded
+        return lambda fields, wire: IR_CLASS[message](**fields, _wire=wire)
     return lambda fields, wire: cls(**fields, _wire=wire)
 
 

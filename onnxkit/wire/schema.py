@@ -67,7 +67,7 @@ class MessageSpec:
     #: Fields in increasing tag order: the order the writer uses (Clause 12.3.2).
     write_order: list = records.field(factory=list)
 
-    def __post_init__(self):
+    def __attrs_post_init__(self):
         self.by_tag = {f.tag: f for f in self.fields}
         self.by_name = {f.name: f for f in self.fields}
         self.write_order = sorted(self.fields, key=lambda f: f.tag)

@@ -24,7 +24,7 @@ import struct
 import numpy as np
 
 from ..errors import EncodeError
-from .adapters import MESSAGE_OF_CLASS, always_written, getter, use_field_encoder, wire_of
+from .adapters import MESSAGE_OF_CLASS, always_written, getter, late_message, use_field_encoder, wire_of
 from .schema import DEFAULTS, DEPRECATED, MESSAGES, FieldSpec
 from .varint import encode_varint, encode_varints
 
@@ -75,7 +75,7 @@ def encode_field(f: FieldSpec, value) -> bytes:
 def encode(obj, message: str = None, canonical: bool = False) -> list:
     """``obj`` encoded as ``message`` (default: the message of its class), as a list of chunks."""
     if message is None:
-        message = MESSAGE_OF_CLASS.get(type(obj))
+        message = MESSAGE_OF_CLASS.get(type(obj)) or late_message(type(obj))
         if message is None:
             raise EncodeError(f"cannot encode a {type(obj).__name__}: not an onnxkit IR object")
     spec = MESSAGES[message]

@@ -24,6 +24,7 @@ user's :class:`~onnxkit.ir.Model` is not changed.
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import Callable, Optional
 
 from onnxkit import records
@@ -31,8 +32,7 @@ from onnxkit import records
 from ... import ir
 from ...errors import OnnxkitError
 from ...registry import normalize_domain
-from . import (attention, cast, channel_affine, conv_bn, epilogue, gelu, hardswish, identity, matmul_add, onehot,
-               pad_conv, qdq, reshape, transpose)
+from . import cast, channel_affine, conv_bn, epilogue, identity, matmul_add, onehot, pad_conv, reshape, transpose
 from .view import GraphView
 
 
@@ -51,21 +51,37 @@ class Pass:
     counts: str = ""
 
 
+def _on_roots(module: str, *op_types: str) -> Callable:
+    """``run(view)`` of the rules-based pass ``module`` (its own ``run``), which imports the module
+    only once the graph has a node one of its rules can start at: ``op_types``, those of its
+    rules' roots (:func:`.rules.apply_rules` tries a rule at no other node, so without one the
+    pass rewrites nothing).  A model without one does not pay for the module and its record
+    classes at its first result (``tests/test_lazy_api.py`` holds ``op_types`` to the rules)."""
+    roots = frozenset(op_types)
+
+    def run(view: GraphView) -> int:
+        if not any(n.op_type in roots for n in view.node):
+            return 0
+        return import_module(f"{__name__}.{module}").run(view)
+    run.module, run.roots = module, roots
+    return run
+
+
 #: every pass, in the order it runs, with the lowest level that runs it (1: ``ORT_ENABLE_BASIC``,
 #: 2: ``ORT_ENABLE_EXTENDED``; the one table: the session's plan passes and the specializer too)
 PASSES = (
     Pass("identity", 1, "graph", identity.run),              # Identity, inference-mode Dropout removed
     Pass("cast", 1, "graph", cast.run),                      # a Cast to the type its input has removed
-    Pass("qdq", 2, "graph", qdq.run),                        # DQ / Q around value moves dropped, DQ -> Q cancelled
+    Pass("qdq", 2, "graph", _on_roots("qdq", "QuantizeLinear")),  # DQ / Q around moves dropped, DQ -> Q cancelled
     Pass("transpose", 1, "graph", transpose.run),            # Transpose pairs cancelled / merged
     Pass("reshape", 1, "graph", reshape.run),                # Reshape -> Reshape collapsed
     Pass("pad_conv", 1, "graph", pad_conv.run),              # a zero constant Pad of the spatial axes into Conv's pads
     Pass("conv_bn", 1, "graph", conv_bn.run),                # BatchNormalization folded into Conv
     Pass("channel_affine", 1, "graph", channel_affine.run),  # per-channel Mul / Add folded into Conv or BN
     Pass("matmul_add", 1, "graph", matmul_add.run),          # MatMul + Add -> Gemm
-    Pass("gelu", 2, "graph", gelu.run),                      # the exporters' GELU expansions -> Gelu
-    Pass("hardswish", 2, "graph", hardswish.run),            # x * Clip(x + 3, 0, 6) / 6 -> HardSwish
-    Pass("attention", 2, "graph", attention.run),            # softmax(scale * Q K^T + mask) V -> Attention
+    Pass("gelu", 2, "graph", _on_roots("gelu", "Mul", "Div")),     # the exporters' GELU expansions -> Gelu
+    Pass("hardswish", 2, "graph", _on_roots("hardswish", "Mul", "Div")),  # x * Clip(x + 3, 0, 6) / 6 -> HardSwish
+    Pass("attention", 2, "graph", _on_roots("attention", "MatMul")),  # softmax(scale * Q K^T + mask) V -> Attention
     # (attention last among the graph passes: it may raise the ai.onnxkit import to 2)
     Pass("onehot", 2, "plan", onehot.run, "one-hot product(s) read as rows"),
     Pass("epilogue", 2, "plan", epilogue.run, "step(s) folded into their producers"),  # Relu / Add into a cpu Conv

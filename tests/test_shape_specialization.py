@@ -284,3 +284,46 @@ def test_node_vectors_identical_when_specialized(onnx_vectors_dir):
         smaller += any(after < before for before, after in stats)
     print(f"{compared} node vectors compared, {smaller} specialized to fewer nodes")
     assert compared > 1000 and smaller > 20
+
+
+def _declared_chain():
+    """y = Reshape(x, [Gather(Shape(r), 0), -1]) with r = Relu(x) declared [3, 4]: an exporter's
+    trace-time extent in value_info, true only of a feed with n = 3."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Shape", ["r"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n0"], axis=0),
+             helper.make_node("Unsqueeze", ["n0", "axes"], ["n1"]),
+             helper.make_node("Concat", ["n1", "minus1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["y"])]
+    inits = [init("zero", np.array(0, np.int64)), init("axes", np.array([0], np.int64)),
+             init("minus1", np.array([-1], np.int64))]
+    x = helper.make_tensor_value_info("x", TP.FLOAT, ["n", 4])
+    m = model(nodes, [x], [Y], inits)
+    m.graph.value_info.append(helper.make_tensor_value_info("r", TP.FLOAT, [3, 4]))
+    return m.SerializeToString()
+
+
+def test_a_class_does_not_trust_a_declared_extent():
+    """The class is recorded at n = 3 (its axis' third extent), where the stale declaration holds;
+    a later n must still get its own extent."""
+    sess = InferenceSession(_declared_chain())
+    for n in (1, 2, 3, 7, 3, 9):
+        x = _x(n, 4)
+        assert np.array_equal(sess.run(None, {"x": x})[0], x.reshape(n, -1)), n
+    assert sess._specializer.classes.varying == {(0, 0)}
+
+
+def test_a_value_inference_gets_wrong_is_not_folded(monkeypatch):
+    real = specialize.Specializer._types
+
+    def wrong(self, sig):
+        types, values = real(self, sig)
+        # what the shape arithmetic gives for every feed of the class (n0 = 3, target = [3, -1]): said wrong
+        return types, {k: v + 1 if v.dtype.kind in "iu" else v for k, v in values.items()}
+
+    monkeypatch.setattr(specialize.Specializer, "_types", wrong)
+    sess = InferenceSession(_reshape_chain())
+    for m in (2, 5, 7, 5, 9):
+        x = _x(3, m)
+        assert np.array_equal(sess.run(None, {"x": x})[0], x.reshape(3, -1) * 2)
+    general = sess._specializer.plan_for(specialize.signature([_x(3, 11)]))[0]
+    assert "Gather" in [s.node.op_type for s in general.steps]  # recorded, contradicted, left to run

@@ -10,6 +10,9 @@
    kernel and the optimizer's folds alike; per version, the kernel's result and the fold follow it.
 4. *A node's subgraphs*: :func:`onnxkit.functions.subgraph_attributes` (and :func:`subgraphs_of`,
    :func:`with_subgraphs` over it) is the one walker of a node's graph-valued attributes.
+5. *Attribute defaults*: the schema's (a kernel's ``ctx.attributes`` has them filled in); a
+   kernel's ``ctx.attr(name, literal)`` keeps its literal only where some definition it serves
+   has no default for the attribute (tests/attr_defaults.py finds the definitions per call).
 """
 
 from __future__ import annotations
@@ -471,3 +474,73 @@ def test_subgraph_attributes_and_with_subgraphs():
     assert renamed.attribute[0] == node.attribute[0] and renamed.attribute[3] == node.attribute[3]
     plain = ir.Node(op_type="Relu")
     assert with_subgraphs(plain, lambda g: None) is plain and subgraphs_of(plain) == []
+
+
+# -- 5. attribute defaults ---------------------------------------------------------------------
+
+#: ``ctx.attr(name, literal)`` calls restating every served definition's default, in files held
+#: by other changes (issue 42 item 6's report): ``(file, attribute, literal): count``
+RESTATING_PENDING = Counter({
+    ("plugins/cpu_backend/onnxkit_cpu/overrides/norm.py", "epsilon", 1e-05): 2,
+    ("plugins/cpu_backend/onnxkit_cpu/overrides/norm.py", "axis", -1): 1,
+    ("plugins/cpu_backend/onnxkit_cpu/overrides/norm.py", "stash_type", 1): 1,
+    ("plugins/cpu_backend/onnxkit_cpu/overrides/quantized_conv.py", "group", 1): 2,
+    ("plugins/cpu_backend/onnxkit_cpu/overrides/quantized_conv.py", "auto_pad", "NOTSET"): 1,
+    ("plugins/cpu_backend/onnxkit_cpu/overrides/quantized_microsoft.py", "channels_last", 0): 1,
+    ("plugins/cpu_backend/onnxkit_cpu/overrides/quantized_microsoft.py", "alpha", 1.0): 1,
+    ("plugins/cpu_backend/onnxkit_cpu/overrides/quantized_microsoft.py", "transA", 0): 1,
+    ("plugins/cpu_backend/onnxkit_cpu/overrides/quantized_microsoft.py", "transB", 0): 1,
+    ("plugins/cpu_backend/onnxkit_cpu/overrides/rnn.py", "input_forget", 0): 1,
+})
+#: the literal defaults left, each read where a served definition has no default: the attribute
+#: is absent from some version (``broadcast`` before 7, Resize-10's modes, QuantizeLinear-10's
+#: axis...) or optional without a default (Split-1's axis, TfIdfVectorizer's gram lengths,
+#: com.microsoft's many)
+NEEDED_NO_ATTRIBUTE = 52
+NEEDED_NO_DEFAULT = 21
+
+
+@pytest.fixture(scope="module")
+def attr_sites():
+    import attr_defaults
+
+    return attr_defaults.classify()
+
+
+def test_kernels_leave_attribute_defaults_to_the_schema(attr_sites):
+    by_kind = {}
+    for s in attr_sites:
+        by_kind.setdefault(s.kind, []).append(s)
+    assert not by_kind.get("unbound"), by_kind.get("unbound")      # every call site reaches a definition
+    assert not by_kind.get("differs"), by_kind.get("differs")      # no literal contradicts a definition
+    restating = Counter((s.path, s.name, s.value) for s in by_kind.get("restates", ()))
+    assert restating == RESTATING_PENDING, "drop the literal default the schema gives: " + repr(
+        sorted(set(restating) - set(RESTATING_PENDING)))
+    needed = by_kind.get("needed", [])
+    absent = [s for s in needed if "no attribute in" in s.why]
+    assert (len(absent), len(needed) - len(absent)) == (NEEDED_NO_ATTRIBUTE, NEEDED_NO_DEFAULT), \
+        "\n".join(map(repr, needed))
+    assert len(attr_sites) == sum(RESTATING_PENDING.values()) + NEEDED_NO_ATTRIBUTE + NEEDED_NO_DEFAULT
+
+
+def test_attr_default_scan_classifies(attr_sites):
+    """The scan reads the definitions a call serves: a few known calls, and synthetic ones."""
+    import attr_defaults as ad
+
+    where = {(s.path.rsplit("/", 1)[-1], s.name): s for s in attr_sites}
+    resize = where[("resize.py", "antialias")]
+    assert resize.kind == "needed" and ("", "Resize", 10) in resize.keys and ("", "Resize", 19) in resize.keys
+    assert where[("shape.py", "axis")].kind == "needed" and "Split-1" in where[("shape.py", "axis")].why
+
+    def site(name, value, *keys):
+        s = ad.Site("x.py", 1, "attr", name, value, [])
+        s.keys = set(keys)
+        return ad.classify(found=[s])[0]
+
+    assert site("alpha", 0.01, ("", "LeakyRelu", 16)).kind == "restates"         # the float32 the schema keeps
+    assert site("alpha", 0.02, ("", "LeakyRelu", 16)).kind == "differs"
+    assert site("mode", "bilinear", ("", "GridSample", 16), ("", "GridSample", 20)).kind == "differs"
+    assert site("axis", 0, ("", "Split", 1)).kind == "needed"                      # no default in Split-1
+    assert site("broadcast", 0, ("", "Add", 1), ("", "Add", 7)).kind == "needed"   # no broadcast from 7
+    assert site("default_float", 0.0, ("ai.onnx.ml", "LabelEncoder", 2)).kind == "differs"  # the default is -0.0
+    assert site("mode", "constant", ("", "Pad", 2)).kind == "restates"             # strings: decoded bytes

@@ -16,6 +16,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import helper  # noqa: E402
 
+from onnxkit.functions import schema_defaults  # noqa: E402
 from onnxkit.registry import get_registry  # noqa: E402
 from onnxkit.runtime import InferenceSession  # noqa: E402
 from onnxkit.runtime.kernel import NodeContext  # noqa: E402
@@ -74,8 +75,11 @@ def portable(backend, op, since_version, attrs=None):
     attrs = dict(attrs or {})
     node = types.SimpleNamespace(name="the_node", attribute=[types.SimpleNamespace(name=k) for k in attrs],
                                  input=[], output=["y"])
+    schema = reg.bind("", op, since_version)
+    # the node's attributes over its definition's defaults, as the planner gives them (kernels
+    # leave the defaults to the schema)
     ctx = NodeContext(node=node, domain="", op_type=op, since_version=since_version, opset_version=since_version,
-                      schema=None, attributes=attrs, backend=b)
+                      schema=None, attributes={**schema_defaults(schema), **attrs}, backend=b)
     fn = reg.portable[("", op, since_version)](ctx)
     to_backend = b.asarray or (lambda a: a)
     to_numpy = b.to_numpy or np.asarray

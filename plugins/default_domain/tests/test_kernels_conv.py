@@ -98,12 +98,17 @@ def test_the_portable_im2col_body_on_each_namespace(backend):
         xp = xnp if backend == "cpu" else xtorch
 
         def __init__(self, attrs):
-            self.attrs = attrs
+            # the node's attributes over the definition's defaults, as the planner gives them
+            defaults = {n: a.default_value for n, a in self.schema.attributes.items() if a.default_value is not None}
+            self.attrs = {**defaults, **attrs}
 
         def attr(self, name, default=None):
-            return self.attrs.get(name, default)
+            v = self.attrs.get(name)
+            return default if v is None else v
 
-        attr_str = attr
+        def attr_str(self, name, default=None):
+            v = self.attr(name, default)
+            return v.decode() if isinstance(v, bytes) else v
 
         def fail(self, message):
             raise OnnxkitError(message)

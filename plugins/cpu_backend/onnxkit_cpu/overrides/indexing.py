@@ -54,7 +54,7 @@ def slice_(ctx):
 
 @KERNELS.register("Gather", 1, 11, 13)
 def gather(ctx):
-    axis = int(ctx.attr("axis", 0))
+    axis = int(ctx.attr("axis"))
     def fn(x, indices):
         if x.ndim == 0:
             ctx.fail("data must have rank >= 1")
@@ -108,13 +108,13 @@ def _apply(x, lin: np.ndarray, tail: int, updates, reduction: str):
 
 @KERNELS.register("Scatter", 9, 11)
 def scatter(ctx):
-    axis = int(ctx.attr("axis", 0))
+    axis = int(ctx.attr("axis"))
     return lambda x, indices, updates: _apply(x, *elements_targets(ctx, x, indices, updates, axis), updates, "none")
 
 
 @KERNELS.register("ScatterElements", 11, 13, 16, 18)
 def scatter_elements(ctx):
-    axis = int(ctx.attr("axis", 0))
+    axis = int(ctx.attr("axis"))
     reduction = scatter_reduction(ctx)
     return lambda x, indices, updates: _apply(x, *elements_targets(ctx, x, indices, updates, axis), updates, reduction)
 

@@ -111,7 +111,7 @@ def reduction_factory(name: str, input_from: int):
     body = portable.BODIES[name]
 
     def factory(ctx):
-        kd = bool(ctx.attr("keepdims", 1))
+        kd = bool(ctx.attr("keepdims"))
         plans: dict = {}
         if ctx.since_version < input_from:
             attr_axes = ctx.attr("axes")

@@ -44,7 +44,7 @@ def reshape(ctx):
 
 @KERNELS.register("Flatten", 1, 9, 11, 13, *_LATEST)
 def flatten(ctx):
-    axis = int(ctx.attr("axis", 1))
+    axis = int(ctx.attr("axis"))
     plans: dict = {}
 
     def fn(x):

@@ -236,7 +236,7 @@ def tanh(ctx, xp):
 
 def gelu_mode(ctx) -> str:
     """Gelu's ``approximate``: 'none' or 'tanh'; ctx.fail otherwise."""
-    mode = ctx.attr_str("approximate", "none")
+    mode = ctx.attr_str("approximate")
     if mode not in ("none", "tanh"):
         ctx.fail(f"approximate must be 'none' or 'tanh', got {mode!r}")
     return mode

@@ -199,8 +199,8 @@ def attention(ctx):
 @KERNELS.register("RotaryEmbedding", 23)
 def rotary_embedding(ctx):
     xp = ctx.xp
-    interleaved = bool(ctx.attr("interleaved", 0))
-    rot_attr = int(ctx.attr("rotary_embedding_dim", 0) or 0)
+    interleaved = bool(ctx.attr("interleaved"))
+    rot_attr = int(ctx.attr("rotary_embedding_dim") or 0)
     num_heads = ctx.attr("num_heads")
 
     def run(x, cos_cache, sin_cache, position_ids=None):
@@ -252,8 +252,8 @@ def rotary_embedding(ctx):
 @KERNELS.register("TensorScatter", 24)
 def tensor_scatter(ctx):
     xp = ctx.xp
-    mode = ctx.attr_str("mode", "linear")
-    axis_attr = int(ctx.attr("axis", -2))
+    mode = ctx.attr_str("mode")
+    axis_attr = int(ctx.attr("axis"))
     if mode not in ("linear", "circular"):
         ctx.fail(f"unknown mode {mode!r}")
 
@@ -290,7 +290,7 @@ def tensor_scatter(ctx):
 @KERNELS.register("CausalConvWithState", 27)
 def causal_conv_with_state(ctx):
     xp = ctx.xp
-    activation = ctx.attr_str("activation", "none")
+    activation = ctx.attr_str("activation")
     if activation not in ("none", "silu", "swish"):
         ctx.fail(f"unknown activation {activation!r}")
 
@@ -326,9 +326,9 @@ def causal_conv_with_state(ctx):
 @KERNELS.register("LinearAttention", 27)
 def linear_attention(ctx):
     xp = ctx.xp
-    rule = ctx.attr_str("update_rule", "gated_delta")
+    rule = ctx.attr_str("update_rule")
     hq, hk = int(ctx.attr("q_num_heads")), int(ctx.attr("kv_num_heads"))
-    scale_attr = float(ctx.attr("scale", 0.0) or 0.0)
+    scale_attr = float(ctx.attr("scale") or 0.0)
     if rule not in ("linear", "gated", "delta", "gated_delta"):
         ctx.fail(f"unknown update_rule {rule!r}")
     if hq <= 0 or hk <= 0 or hq % hk:
@@ -391,7 +391,7 @@ def linear_attention(ctx):
 @KERNELS.register("SwiGLU", 28)
 def swiglu(ctx):
     xp = ctx.xp
-    alpha = float(ctx.attr("alpha", 1.0))
+    alpha = float(ctx.attr("alpha"))
 
     def run(a, b):
         if shape_of(a) != shape_of(b) or a.dtype != b.dtype:

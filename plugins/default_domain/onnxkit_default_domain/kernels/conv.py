@@ -159,7 +159,7 @@ def prepare(ctx, xp, allowed, plans, x, w, b) -> tuple:
 def conv_setup(ctx):
     """What a Conv node fixes when planned: ``(allowed types, plans)``; shared with the
     backends' overrides."""
-    group = int(ctx.attr("group", 1))
+    group = int(ctx.attr("group"))
     return schema_types(ctx, "T"), Plans(ctx, lambda c, xs, ws: conv_plan(c, group, xs, ws))
 
 
@@ -195,7 +195,7 @@ def conv(ctx):
 @calls_blas
 def conv_integer(ctx):
     xp = ctx.xp
-    group = int(ctx.attr("group", 1))
+    group = int(ctx.attr("group"))
     plans = Plans(ctx, lambda c, xs, ws: conv_plan(c, group, xs, ws))
     allowed = {"x": schema_types(ctx, "T1"), "w": schema_types(ctx, "T2")}
 
@@ -229,7 +229,7 @@ def conv_integer(ctx):
 # -- ConvTranspose -----------------------------------------------------------------------------
 def conv_transpose_setup(ctx):
     """What a ConvTranspose node fixes when planned: ``(allowed types, plans)``."""
-    group = int(ctx.attr("group", 1))
+    group = int(ctx.attr("group"))
     out_pad_attr = ctx.attr("output_padding")
     out_shape_attr = ctx.attr("output_shape")
 
@@ -318,8 +318,8 @@ def _sample(xp, xg, pos, in_shape):
 @calls_blas
 def deform_conv(ctx):
     xp = ctx.xp
-    group = int(ctx.attr("group", 1))
-    offset_group = int(ctx.attr("offset_group", 1))
+    group = int(ctx.attr("group"))
+    offset_group = int(ctx.attr("offset_group"))
     allowed = schema_types(ctx, "T")
     plans = Plans(ctx, lambda c, xs, ws: conv_plan(c, group, xs, ws, auto_pad_override="NOTSET"))
 

@@ -24,7 +24,7 @@ def spatial_attrs(ctx, nd: int, kernel=None) -> tuple:
     dil = [int(d) for d in (ctx.attr("dilations") or [1] * nd)]
     pads = ctx.attr("pads")
     pads = [int(p) for p in pads] if pads else None
-    auto_pad = ctx.attr_str("auto_pad", "NOTSET") or "NOTSET"
+    auto_pad = ctx.attr_str("auto_pad") or "NOTSET"
     return kernel, strides, dil, pads, auto_pad
 
 

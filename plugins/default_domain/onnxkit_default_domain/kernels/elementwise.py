@@ -226,7 +226,7 @@ def float_mod(xp, fmod, a, b):
 @fails_on_values
 def mod(ctx):
     xp = ctx.xp
-    fmod = ctx.attr("fmod", 0)
+    fmod = ctx.attr("fmod")
     if fmod not in (0, 1):
         ctx.fail(f"fmod must be 0 or 1, got {fmod}")
     native_fmod = getattr(xp, "fmod", None)      # not in the array API standard; numpy and torch have it

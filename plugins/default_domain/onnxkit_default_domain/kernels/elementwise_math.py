@@ -149,7 +149,7 @@ def is_nan(ctx):
 @KERNELS.register("IsInf", 10, 20)
 def is_inf(ctx):
     xp = ctx.xp
-    neg, pos = bool(ctx.attr("detect_negative", 1)), bool(ctx.attr("detect_positive", 1))
+    neg, pos = bool(ctx.attr("detect_negative")), bool(ctx.attr("detect_positive"))
 
     def run(x):
         if arrays.is_narrow_float(x.dtype):

@@ -148,7 +148,7 @@ def range_v11(ctx):
 @KERNELS.register("Range", 27)
 @size_guard("value")
 def range_v27(ctx):
-    stash = ctx.attr("stash_type", 1)
+    stash = ctx.attr("stash_type")
     stash_dtype = _dtype_attr(ctx, "stash_type")
 
     def fn(start, limit, delta):
@@ -170,7 +170,7 @@ def range_v27(ctx):
 @size_guard("value")
 def eye_like(ctx):
     xp = ctx.xp
-    k = int(ctx.attr("k", 0))
+    k = int(ctx.attr("k"))
     out_dtype = _dtype_attr(ctx, "dtype")
     out_dt = None if out_dtype is None else ctx.dtype(out_dtype)
 

@@ -63,13 +63,13 @@ def _axis_taps(xp, cc, mode):
 def grid_sample(ctx):
     xp = ctx.xp
     v = ctx.since_version
-    mode = ctx.attr_str("mode", "linear")
+    mode = ctx.attr_str("mode")  # the default: "bilinear" in 16, "linear" from 20 (each schema's)
     names = ("bilinear", "nearest", "bicubic") if v < 20 else ("linear", "nearest", "cubic")
     if mode not in names:
         ctx.fail(f"mode {mode!r} is not one of {names} (GridSample-{v})")
     mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
-    padding = ctx.attr_str("padding_mode", "zeros")
-    align = bool(ctx.attr("align_corners", 0))
+    padding = ctx.attr_str("padding_mode")
+    align = bool(ctx.attr("align_corners"))
     if padding not in ("zeros", "border", "reflection"):
         ctx.fail(f"unknown padding_mode {padding!r}")
     floats = ("float16", "float32", "float64") + (("bfloat16",) if v >= 22 else ())
@@ -149,7 +149,7 @@ def affine_grid_base(spatial, align_corners) -> np.ndarray:
 @size_guard("value")
 def affine_grid(ctx):
     xp = ctx.xp
-    align = bool(ctx.attr("align_corners", 0))
+    align = bool(ctx.attr("align_corners"))
 
     def run(theta, size):
         check_dtype(ctx, theta, ("float16", "bfloat16", "float32", "float64"), "theta")

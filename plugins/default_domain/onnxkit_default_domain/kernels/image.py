@@ -28,7 +28,7 @@ KERNELS = KernelTable()
 
 @KERNELS.register("ImageDecoder", 20, host_only=True)
 def image_decoder(ctx):
-    fmt = ctx.attr_str("pixel_format", "RGB")
+    fmt = ctx.attr_str("pixel_format")
     if fmt not in ("RGB", "BGR", "Grayscale"):
         ctx.fail(f"unknown pixel_format {fmt!r}")
     try:
@@ -87,7 +87,7 @@ def _iou_matrix(boxes, center):
 
 @KERNELS.register("NonMaxSuppression", 10, 11, host_only=True)
 def non_max_suppression(ctx):
-    center = int(ctx.attr("center_point_box", 0))
+    center = int(ctx.attr("center_point_box"))
     if center not in (0, 1):
         ctx.fail(f"center_point_box must be 0 or 1, got {center}")
 

@@ -93,7 +93,7 @@ def slice_(ctx, take=slice_value, ints=None):
 @size_guard("gather")
 def gather(ctx):
     xp = ctx.xp
-    axis = int(ctx.attr("axis", 0))
+    axis = int(ctx.attr("axis"))
 
     def fn(x, indices):
         out = gather_extents(ctx, shape_of(x), shape_of(indices), axis)
@@ -107,7 +107,7 @@ def gather(ctx):
 @KERNELS.register("GatherElements", 11, 13)
 def gather_elements(ctx):
     xp = ctx.xp
-    axis = int(ctx.attr("axis", 0))
+    axis = int(ctx.attr("axis"))
 
     def fn(x, indices):
         a = norm_axis(ctx, axis, x.ndim)
@@ -232,7 +232,7 @@ def scatter_apply(ctx, x, lin: np.ndarray, tail: int, updates, reduction: str):
 
 @KERNELS.register("Scatter", 9, 11)
 def scatter(ctx):
-    axis = int(ctx.attr("axis", 0))
+    axis = int(ctx.attr("axis"))
 
     def fn(x, indices, updates):
         lin, tail = elements_targets(ctx, x, indices, updates, axis)
@@ -243,7 +243,7 @@ def scatter(ctx):
 
 @KERNELS.register("ScatterElements", 11, 13, 16, 18)
 def scatter_elements(ctx):
-    axis = int(ctx.attr("axis", 0))
+    axis = int(ctx.attr("axis"))
     reduction = scatter_reduction(ctx)
 
     def fn(x, indices, updates):
@@ -287,7 +287,7 @@ def compress(ctx):
 @size_guard("value")
 def one_hot(ctx):
     xp = ctx.xp
-    axis = int(ctx.attr("axis", -1))
+    axis = int(ctx.attr("axis"))
 
     def fn(indices, depth, values):
         d = ctx.to_host(depth).reshape(-1)

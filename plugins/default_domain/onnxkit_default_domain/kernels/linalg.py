@@ -75,8 +75,8 @@ def product(xp, a, b):
 def gemm_attrs(ctx) -> tuple:
     """Gemm's ``(alpha, beta, transA, transB, strict_c)``; ``strict_c``: C must already be
     (M, N) (Gemm-6 and older without ``broadcast``)."""
-    return (float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0)), bool(ctx.attr("transA", 0)),
-            bool(ctx.attr("transB", 0)), ctx.since_version < 7 and not ctx.attr("broadcast", 0))
+    return (float(ctx.attr("alpha")), float(ctx.attr("beta")), bool(ctx.attr("transA")),
+            bool(ctx.attr("transB")), ctx.since_version < 7 and not ctx.attr("broadcast", 0))
 
 
 def gemm_checker(ctx, trans_a: bool, trans_b: bool, strict_c: bool):

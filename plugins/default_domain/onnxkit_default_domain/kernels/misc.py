@@ -60,7 +60,7 @@ def _nll(ctx, logp, target, weight, ignore_index, reduction, dtype):
 
 
 def _loss_attrs(ctx):
-    reduction = ctx.attr_str("reduction", "mean")
+    reduction = ctx.attr_str("reduction")
     if reduction not in ("none", "sum", "mean"):
         ctx.fail(f"reduction must be 'none', 'sum' or 'mean', got {reduction!r}")
     ii = ctx.attr("ignore_index")
@@ -103,8 +103,8 @@ def softmax_cross_entropy_loss(ctx):
 @KERNELS.register("CumProd", 26)
 def cum_prod(ctx):
     xp = ctx.xp
-    exclusive = bool(ctx.attr("exclusive", 0))
-    reverse = bool(ctx.attr("reverse", 0))
+    exclusive = bool(ctx.attr("exclusive"))
+    reverse = bool(ctx.attr("reverse"))
 
     def fn(x, axis):
         a = ctx.to_host(axis)

@@ -85,8 +85,8 @@ def batch_norm_kernel(ctx, affine=scale_shift):
     ``xc * inv + shift`` (``inv = scale / sqrt(var + epsilon)``, ``shift = B - mean * inv``)."""
     xp = ctx.xp
     v = ctx.since_version
-    eps = float(ctx.attr("epsilon", 1e-5))
-    momentum = float(ctx.attr("momentum", 0.9))
+    eps = float(ctx.attr("epsilon"))
+    momentum = float(ctx.attr("momentum"))
     training, spatial = batch_norm_mode(ctx)
     check = input_type_checker(ctx)
 
@@ -138,7 +138,7 @@ def batch_norm(ctx):
 @KERNELS.register("InstanceNormalization", 1, 6, 22)
 def instance_norm(ctx):
     xp = ctx.xp
-    eps = float(ctx.attr("epsilon", 1e-5))
+    eps = float(ctx.attr("epsilon"))
     check = input_type_checker(ctx)
 
     def run(x, scale, b):
@@ -160,9 +160,9 @@ def instance_norm(ctx):
 @KERNELS.register("LayerNormalization", 17)
 def layer_norm(ctx):
     xp = ctx.xp
-    eps = float(ctx.attr("epsilon", 1e-5))
-    axis_attr = int(ctx.attr("axis", -1))
-    stat_float32 = int(ctx.attr("stash_type", 1)) == 1
+    eps = float(ctx.attr("epsilon"))
+    axis_attr = int(ctx.attr("axis"))
+    stat_float32 = int(ctx.attr("stash_type")) == 1
     check = input_type_checker(ctx)
 
     def run(x, scale, b=None):
@@ -185,7 +185,7 @@ def layer_norm(ctx):
 @KERNELS.register("GroupNormalization", 18, 21)
 def group_norm(ctx):
     xp = ctx.xp
-    eps = float(ctx.attr("epsilon", 1e-5))
+    eps = float(ctx.attr("epsilon"))
     groups = int(ctx.attr("num_groups"))
     per_group_params = ctx.since_version < 21
     check = input_type_checker(ctx)
@@ -217,8 +217,8 @@ def group_norm(ctx):
 @KERNELS.register("RMSNormalization", 23)
 def rms_norm(ctx):
     xp = ctx.xp
-    eps = float(ctx.attr("epsilon", 1e-5))
-    axis_attr = int(ctx.attr("axis", -1))
+    eps = float(ctx.attr("epsilon"))
+    axis_attr = int(ctx.attr("axis"))
     check = input_type_checker(ctx)
 
     def run(x, scale):
@@ -238,10 +238,10 @@ def rms_norm(ctx):
 @KERNELS.register("LpNormalization", 1, 22)
 def lp_norm(ctx):
     xp = ctx.xp
-    p = int(ctx.attr("p", 2))
+    p = int(ctx.attr("p"))
     if p not in (1, 2):
         ctx.fail(f"p must be 1 or 2, got {p}")
-    axis_attr = int(ctx.attr("axis", -1))
+    axis_attr = int(ctx.attr("axis"))
     check = input_type_checker(ctx)
 
     def run(x):
@@ -274,9 +274,9 @@ def lrn_kernel(ctx, base=lrn_base, divide=operator.truediv):
     """LRN's node function; ``base`` computes its denominator before the power (:func:`lrn_base`),
     ``divide(xc, d)`` the quotient (a backend may write it into ``d``, an array of the kernel's)."""
     xp = ctx.xp
-    alpha = float(ctx.attr("alpha", 1e-4))
-    beta = float(ctx.attr("beta", 0.75))
-    bias = float(ctx.attr("bias", 1.0))
+    alpha = float(ctx.attr("alpha"))
+    beta = float(ctx.attr("beta"))
+    bias = float(ctx.attr("bias"))
     size = int(ctx.attr("size"))
     if size <= 0:
         ctx.fail(f"size must be positive, got {size}")
@@ -305,7 +305,7 @@ def lrn(ctx):
 @KERNELS.register("MeanVarianceNormalization", 9, 13)
 def mvn(ctx):
     xp = ctx.xp
-    axes_attr = [int(a) for a in ctx.attr("axes", [0, 2, 3])]
+    axes_attr = [int(a) for a in ctx.attr("axes")]
     check = input_type_checker(ctx)
 
     def run(x):

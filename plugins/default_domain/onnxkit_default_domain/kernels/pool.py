@@ -210,7 +210,7 @@ def average_pool(ctx):
 def lp_order(ctx) -> float:
     """Attribute ``p`` of LpPool / GlobalLpPool (a FLOAT in version 1, an INT from 2): the order
     of the Lp norm, a finite number above 0."""
-    p = float(ctx.attr("p", 2))
+    p = float(ctx.attr("p"))
     if not (0 < p < float("inf")):
         ctx.fail(f"attribute p is {p}; the order of an Lp norm must be a finite number greater than 0")
     return p

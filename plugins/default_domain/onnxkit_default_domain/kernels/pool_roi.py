@@ -98,7 +98,7 @@ def max_roi_pool(ctx):
     if not shape or len(shape) != 2 or any(int(v) < 1 for v in shape):
         ctx.fail(f"pooled_shape must be two positive extents, got {None if shape is None else list(shape)}")
     ph, pw = (int(v) for v in shape)
-    scale = float(ctx.attr("spatial_scale", 1.0))
+    scale = float(ctx.attr("spatial_scale"))
     check = input_type_checker(ctx)
 
     def run(x, rois):
@@ -150,9 +150,9 @@ def roi_align_attrs(ctx):
     """RoiAlign's attributes: ``mode, output_height, output_width, sampling_ratio,
     spatial_scale, half_pixel``; ctx.fail for a value outside its domain."""
     mode = attr_text(ctx, "mode", "avg").lower()
-    oh, ow = int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))
-    ratio = int(ctx.attr("sampling_ratio", 0))
-    scale = float(ctx.attr("spatial_scale", 1.0))
+    oh, ow = int(ctx.attr("output_height")), int(ctx.attr("output_width"))
+    ratio = int(ctx.attr("sampling_ratio"))
+    scale = float(ctx.attr("spatial_scale"))
     ctm = attr_text(ctx, "coordinate_transformation_mode", "half_pixel")
     ctm = ctm if declared_attr(ctx, "coordinate_transformation_mode", None) is not None else "output_half_pixel"
     if ctm not in ("half_pixel", "output_half_pixel"):

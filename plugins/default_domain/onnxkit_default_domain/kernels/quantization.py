@@ -379,8 +379,8 @@ def conv_attributes(ctx, w_shape, spatial_rank):
 @calls_blas
 def qlinear_conv(ctx):
     xp = ctx.xp   # numpy (host_only): the im2col convolution needs numpy's strided slices
-    group = int(ctx.attr("group", 1))
-    auto_pad = ctx.attr_str("auto_pad", "NOTSET")
+    group = int(ctx.attr("group"))
+    auto_pad = ctx.attr_str("auto_pad")
     allowed = {D.INT8, D.UINT8}
 
     def fn(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None):

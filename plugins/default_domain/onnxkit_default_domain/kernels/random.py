@@ -105,7 +105,7 @@ def multinomial(ctx):
     dtype = _out_dtype(ctx, np.dtype(np.int32))
     if np.dtype(dtype) not in (np.int32, np.int64):
         ctx.fail(f"dtype must be INT32 or INT64, got {dtype}")
-    samples = int(ctx.attr("sample_size", 1))
+    samples = int(ctx.attr("sample_size"))
     if samples < 0:
         ctx.fail(f"sample_size must be >= 0, got {samples}")
     rng = ctx.rng()

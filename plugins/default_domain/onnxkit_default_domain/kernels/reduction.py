@@ -152,7 +152,7 @@ def reduction_factory(name: str, input_from: int, body=None):
     body = BODIES[name] if body is None else body
 
     def factory(ctx):
-        keepdims = bool(ctx.attr("keepdims", 1))
+        keepdims = bool(ctx.attr("keepdims"))
         if ctx.since_version < input_from:
             attr_axes = ctx.attr("axes")
             axes = [int(a) for a in attr_axes] if attr_axes else None
@@ -186,8 +186,8 @@ for _name, _versions, _input_from in REDUCE_DEFINITIONS:
 def _arg_kernel(ctx, is_min: bool):
     xp = ctx.xp
     func = xp.argmin if is_min else xp.argmax
-    axis = int(ctx.attr("axis", 0))
-    keepdims = bool(ctx.attr("keepdims", 1))
+    axis = int(ctx.attr("axis"))
+    keepdims = bool(ctx.attr("keepdims"))
     last = bool(ctx.attr("select_last_index", 0)) if ctx.since_version >= 12 else False
 
     def fn(x):

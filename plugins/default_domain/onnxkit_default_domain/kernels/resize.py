@@ -184,7 +184,7 @@ def resize_attrs(ctx) -> dict:
     """Resize's attributes, typed and checked for the node's definition: the keyword options of
     :func:`resample` plus ``axes`` (None before 18) and ``policy``."""
     v = ctx.since_version
-    mode = ctx.attr_str("mode", "nearest")
+    mode = ctx.attr_str("mode")
     opts = dict(coord_mode="asymmetric", nearest_mode="simple", cubic_a=-0.75, exclude_outside=False,
                 extrapolation=0.0, antialias=False)
     if v > 10:
@@ -212,7 +212,7 @@ def resize_attrs(ctx) -> dict:
 
 def upsample_mode(ctx) -> str:
     """Upsample's ``mode`` as Resize names it."""
-    mode = ctx.attr_str("mode", "nearest")
+    mode = ctx.attr_str("mode")
     mode = "linear" if mode == "bilinear" else mode
     if mode not in ("nearest", "linear"):
         ctx.fail(f"attribute mode is {mode!r}, not nearest, linear or bilinear")

@@ -330,7 +330,7 @@ def gru(ctx):
 def lstm(ctx):
     xp = ctx.xp
     s = Setup(ctx, ["Sigmoid", "Tanh", "Tanh"], unclipped=(2,))
-    input_forget = bool(ctx.attr("input_forget", 0) or 0)
+    input_forget = bool(ctx.attr("input_forget") or 0)
 
     def run(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None):
         if P is not None and R is not None and shape_of(P) != [s.num_dirs, 3 * int(R.shape[-1])]:

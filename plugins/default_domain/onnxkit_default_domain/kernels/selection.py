@@ -60,13 +60,13 @@ def top_k(ctx, x, k: int, axis: int, largest: bool):
 
 def top_k_args(ctx) -> tuple:
     """TopK's ``axis`` and ``largest`` (defined from 11; before, the largest)."""
-    axis = int(ctx.attr("axis", -1))
+    axis = int(ctx.attr("axis"))
     return axis, bool(ctx.attr("largest", 1)) if ctx.since_version >= 11 else True
 
 
 @KERNELS.register("TopK", 1)
 def top_k_v1(ctx):
-    k, axis = ctx.attr("k"), int(ctx.attr("axis", -1))
+    k, axis = ctx.attr("k"), int(ctx.attr("axis"))
     if k is None:
         ctx.fail("TopK-1 needs the 'k' attribute")
     return lambda x: top_k(ctx, x, int(k), axis, True)
@@ -103,7 +103,7 @@ def unique_host(ctx, x: np.ndarray, axis, is_sorted: bool) -> tuple:
 def unique(ctx):
     axis = ctx.attr("axis")
     axis = None if axis is None else int(axis)
-    is_sorted = bool(ctx.attr("sorted", 1))
+    is_sorted = bool(ctx.attr("sorted"))
 
     return lambda x: tuple(ctx.from_host(v) for v in unique_host(ctx, ctx.to_host(x), axis, is_sorted))
 
@@ -112,8 +112,8 @@ def unique(ctx):
 @KERNELS.register("CumSum", 11, 14)
 def cum_sum(ctx):
     xp = ctx.xp
-    exclusive = bool(ctx.attr("exclusive", 0))
-    reverse = bool(ctx.attr("reverse", 0))
+    exclusive = bool(ctx.attr("exclusive"))
+    reverse = bool(ctx.attr("reverse"))
 
     def fn(x, axis):
         a = norm_axis(ctx, scalar_int(ctx, axis, "axis"), x.ndim)

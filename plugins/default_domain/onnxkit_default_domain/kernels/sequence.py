@@ -142,8 +142,8 @@ def _split_sizes(ctx, split, dim: int, axis: int) -> list:
 @size_guard("sequence_split")
 def split_to_sequence(ctx):
     xp = ctx.xp
-    axis = int(ctx.attr("axis", 0))
-    keepdims = int(ctx.attr("keepdims", 1))
+    axis = int(ctx.attr("axis"))
+    keepdims = int(ctx.attr("keepdims"))
 
     def run(x, split=None):
         a = norm_axis(ctx, axis, x.ndim)
@@ -168,7 +168,7 @@ def concat_from_sequence(ctx):
     if ctx.attr("axis") is None:
         ctx.fail("attribute axis is required")
     axis = int(ctx.attr("axis"))
-    new_axis = int(ctx.attr("new_axis", 0))
+    new_axis = int(ctx.attr("new_axis"))
 
     def run(seq):
         seq = _seq(ctx, seq)

@@ -62,7 +62,7 @@ def reshape(ctx):
 @KERNELS.register("Flatten", 1, 9, 11, 13, *_LATEST)
 def flatten(ctx):
     xp = ctx.xp
-    axis = int(ctx.attr("axis", 1))
+    axis = int(ctx.attr("axis"))
     return lambda x: xp.reshape(x, tuple(flatten_extents(ctx, shape_of(x), axis)))
 
 
@@ -203,7 +203,7 @@ def split_args(ctx) -> tuple:
     num_outputs = ctx.attr("num_outputs") if ctx.since_version >= 18 else None
     if num_outputs is not None and int(num_outputs) != ctx.num_outputs:
         ctx.fail(f"num_outputs={num_outputs} but the node has {ctx.num_outputs} outputs")
-    return int(ctx.attr("axis", 0)), num_outputs
+    return int(ctx.attr("axis")), num_outputs
 
 
 def split_lengths(ctx, sizes, num_outputs):

@@ -99,7 +99,7 @@ def pad_array(ctx, x, pads: list, mode: str, value=None, axes=None):
 def pad_mode(ctx) -> str:
     """Pad's ``mode``, checked against what this definition allows (``wrap`` from 19)."""
     allowed = {"constant", "reflect", "edge"} | ({"wrap"} if ctx.since_version >= 19 else set())
-    mode = ctx.attr_str("mode", "constant")
+    mode = ctx.attr_str("mode")
     if mode not in allowed:
         ctx.fail(f"mode '{mode}' is not one of {sorted(allowed)} at this version")
     return mode
@@ -113,7 +113,7 @@ def pad_attr(ctx):
     if pads is None:
         ctx.fail("Pad needs its pads attribute")
     pads = [int(p) for p in pads]
-    value = ctx.from_host(np.asarray(float(ctx.attr("value", 0.0))))   # cast to x's type when used
+    value = ctx.from_host(np.asarray(float(ctx.attr("value"))))   # cast to x's type when used
 
     def fn(x):
         return pad_array(ctx, x, pads, mode, None if x.dtype == object else value)
@@ -219,8 +219,8 @@ def center_crop_pad(ctx):
 @KERNELS.register("ReverseSequence", 10, 28)
 def reverse_sequence(ctx):
     xp = ctx.xp
-    batch_axis = int(ctx.attr("batch_axis", 1))
-    time_axis = int(ctx.attr("time_axis", 0))
+    batch_axis = int(ctx.attr("batch_axis"))
+    time_axis = int(ctx.attr("time_axis"))
     if {batch_axis, time_axis} != {0, 1}:
         ctx.fail(f"batch_axis {batch_axis} and time_axis {time_axis} must be 0 and 1 in some order")
 
@@ -246,7 +246,7 @@ def reverse_sequence(ctx):
 @KERNELS.register("Trilu", 14)
 def trilu(ctx):
     xp = ctx.xp
-    upper = bool(ctx.attr("upper", 1))
+    upper = bool(ctx.attr("upper"))
 
     def fn(x, k=None):
         if x.ndim < 2:

@@ -77,8 +77,8 @@ def _leading(y, axis: int, n: int):
 @calls_blas
 def dft(ctx):
     xp = ctx.xp
-    inverse = bool(ctx.attr("inverse", 0))
-    onesided = bool(ctx.attr("onesided", 0))
+    inverse = bool(ctx.attr("inverse"))
+    onesided = bool(ctx.attr("onesided"))
     attr_axis = int(ctx.attr("axis", 1)) if ctx.since_version < 20 else None
 
     def fn(x, dft_length=None, axis=None):
@@ -115,7 +115,7 @@ def dft(ctx):
 @calls_blas
 def stft(ctx):
     xp = ctx.xp
-    onesided = bool(ctx.attr("onesided", 1))
+    onesided = bool(ctx.attr("onesided"))
 
     def fn(signal, frame_step, window=None, frame_length=None):
         if signal.ndim != 3:
@@ -155,8 +155,8 @@ def stft(ctx):
 # --------------------------------------------------------------------------------- windows
 
 def _window(ctx, a0: float, a1: float, a2: float):
-    periodic = bool(ctx.attr("periodic", 1))
-    out_dtype = element_type(int(ctx.attr("output_datatype", 1))).dtype
+    periodic = bool(ctx.attr("periodic"))
+    out_dtype = element_type(int(ctx.attr("output_datatype"))).dtype
 
     def fn(size):
         n = _scalar_int(ctx, size, "size")
@@ -197,7 +197,7 @@ def blackman_window(ctx):
 @KERNELS.register("MelWeightMatrix", 17)
 @size_guard("value")
 def mel_weight_matrix(ctx):
-    out_dtype = element_type(int(ctx.attr("output_datatype", 1))).dtype
+    out_dtype = element_type(int(ctx.attr("output_datatype"))).dtype
 
     def fn(num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz):
         n_mel = _scalar_int(ctx, num_mel_bins, "num_mel_bins")

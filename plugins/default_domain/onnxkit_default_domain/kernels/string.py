@@ -59,10 +59,10 @@ def _object_array(items, shape) -> np.ndarray:
 
 @KERNELS.register("StringNormalizer", 10, host_only=True)
 def string_normalizer(ctx):
-    action = ctx.attr_str("case_change_action", "NONE")
+    action = ctx.attr_str("case_change_action")
     if action not in ("NONE", "LOWER", "UPPER"):
         ctx.fail(f"case_change_action must be NONE, LOWER or UPPER, got {action!r}")
-    sensitive = bool(ctx.attr("is_case_sensitive", 0))
+    sensitive = bool(ctx.attr("is_case_sensitive"))
     stops = [_text(s) for s in (ctx.attr("stopwords") or [])]
     stopset = set(stops) if sensitive else {s.lower() for s in stops}
     change = {"LOWER": str.lower, "UPPER": str.upper}.get(action)

@@ -107,7 +107,7 @@ def attention(ctx):
     xp = ctx.xp
     n = int(ctx.attr("num_heads"))
     sizes = list(ctx.attr("qkv_hidden_sizes") or ())
-    causal = bool(ctx.attr("unidirectional", 0))
+    causal = bool(ctx.attr("unidirectional"))
     filter_value = float(ctx.attr("mask_filter_value", -10000.0))
     if ctx.attr("do_rotary", 0) or ctx.attr("past_present_share_buffer", 0):
         ctx.fail("do_rotary and past_present_share_buffer are not supported by onnxkit's Attention")
@@ -144,7 +144,7 @@ def attention(ctx):
 def multi_head_attention(ctx):
     xp = ctx.xp
     n = int(ctx.attr("num_heads"))
-    causal = bool(ctx.attr("unidirectional", 0))
+    causal = bool(ctx.attr("unidirectional"))
     filter_value = float(ctx.attr("mask_filter_value", -10000.0))
 
     def run(query, key=None, value=None, bias=None, key_padding_mask=None, attention_bias=None, past_key=None,

@@ -16,7 +16,7 @@ KERNELS = KernelTable()
 @KERNELS.register("CDist", 1, domain=DOMAIN)
 def cdist(ctx):
     xp = ctx.xp
-    metric = ctx.attr_str("metric", "sqeuclidean")
+    metric = ctx.attr_str("metric")
     if metric not in ("sqeuclidean", "euclidean"):
         ctx.fail(f"metric {metric!r} is not one CDist computes (sqeuclidean, euclidean)")
 

@@ -53,8 +53,8 @@ def fused_conv(ctx):
 @KERNELS.register("FusedGemm", 1, domain=DOMAIN)
 def fused_gemm(ctx):
     xp = ctx.xp
-    alpha, beta = float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0))
-    ta, tb = bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))
+    alpha, beta = float(ctx.attr("alpha")), float(ctx.attr("beta"))
+    ta, tb = bool(ctx.attr("transA")), bool(ctx.attr("transB"))
     act = activation(ctx, ctx.attr_str("activation", ""),
                      [ctx.attr(k) for k in ("activation_alpha", "activation_beta", "activation_gamma")])
 
@@ -86,9 +86,9 @@ def _batch_first_moved(xp, x):
 @KERNELS.register("FusedMatMul", 1, domain=DOMAIN)
 def fused_matmul(ctx):
     xp = ctx.xp
-    alpha = float(ctx.attr("alpha", 1.0))
-    ta, tb = bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))
-    tba, tbb = bool(ctx.attr("transBatchA", 0)), bool(ctx.attr("transBatchB", 0))
+    alpha = float(ctx.attr("alpha"))
+    ta, tb = bool(ctx.attr("transA")), bool(ctx.attr("transB"))
+    tba, tbb = bool(ctx.attr("transBatchA")), bool(ctx.attr("transBatchB"))
 
     def run(a, b):
         check_float(ctx, a, "A")
@@ -152,7 +152,7 @@ def fast_gelu(ctx):
 
 @KERNELS.register("QuickGelu", 1, domain=DOMAIN)
 def quick_gelu(ctx):
-    alpha = float(ctx.attr("alpha", 1.702))
+    alpha = float(ctx.attr("alpha"))
     return _unary(ctx, lambda xp, x: x * sigmoid(xp, x * alpha))
 
 
@@ -173,7 +173,7 @@ def bias_add(ctx):
 @KERNELS.register("BiasSoftmax", 1, domain=DOMAIN)
 def bias_softmax(ctx):
     xp = ctx.xp
-    axis_attr = int(ctx.attr("axis", 1))
+    axis_attr = int(ctx.attr("axis"))
 
     def run(data, bias):
         check_float(ctx, data, "data")

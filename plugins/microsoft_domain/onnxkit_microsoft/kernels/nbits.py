@@ -60,12 +60,12 @@ def dequantize(ctx, b, scales, zero_points, n: int, k: int, block: int, bits: in
 def matmul_nbits(ctx):
     xp = ctx.xp
     n, k = int(ctx.attr("N")), int(ctx.attr("K"))
-    bits, block = int(ctx.attr("bits", 4)), int(ctx.attr("block_size"))
+    bits, block = int(ctx.attr("bits")), int(ctx.attr("block_size"))
     if bits not in (2, 4, 8):
         ctx.fail(f"bits must be 2, 4 or 8, got {bits}")
     if block < 16 or block & (block - 1):
         ctx.fail(f"block_size must be a power of two, at least 16, got {block}")
-    if int(ctx.attr("weight_prepacked", 0)):
+    if int(ctx.attr("weight_prepacked")):
         ctx.fail("prepacked weights (weight_prepacked != 0) are an execution provider's layout: not supported")
     cache: dict = {}
 

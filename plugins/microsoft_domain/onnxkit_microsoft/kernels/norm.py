@@ -46,7 +46,7 @@ def _check_vec(ctx, v, h: int, what: str):
 @KERNELS.register("SkipLayerNormalization", 1, domain=DOMAIN)
 def skip_layer_norm(ctx):
     xp = ctx.xp
-    eps = float(ctx.attr("epsilon", 1e-12))
+    eps = float(ctx.attr("epsilon"))
 
     def run(x, skip, gamma, beta=None, bias=None):
         h = int(x.shape[-1])
@@ -67,7 +67,7 @@ def skip_layer_norm(ctx):
 @KERNELS.register("SkipSimplifiedLayerNormalization", 1, domain=DOMAIN)
 def skip_simplified_layer_norm(ctx):
     xp = ctx.xp
-    eps = float(ctx.attr("epsilon", 1e-12))
+    eps = float(ctx.attr("epsilon"))
 
     def run(x, skip, gamma, bias=None):
         h = int(x.shape[-1])
@@ -99,7 +99,7 @@ def _lookup(ctx, xp, table, ids, what: str):
 @KERNELS.register("EmbedLayerNormalization", 1, domain=DOMAIN)
 def embed_layer_norm(ctx):
     xp = ctx.xp
-    eps = float(ctx.attr("epsilon", 1e-12))
+    eps = float(ctx.attr("epsilon"))
 
     def run(input_ids, segment_ids, word, position, segment, gamma, beta, mask=None, position_ids=None):
         check_float(ctx, word, "word_embedding")

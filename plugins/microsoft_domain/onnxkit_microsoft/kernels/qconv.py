@@ -32,9 +32,9 @@ def qlinear_conv(ctx):
     from onnxkit_default_domain.api import Plans, check_rank, columns, conv_nd, conv_plan
 
     xp = ctx.xp
-    group = int(ctx.attr("group", 1))
+    group = int(ctx.attr("group"))
     plans = Plans(ctx, lambda c, xs, ws: conv_plan(c, group, xs, ws))
-    channels_last = bool(ctx.attr("channels_last", 0))
+    channels_last = bool(ctx.attr("channels_last"))
 
     def run(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, b=None):
         _check8(ctx, x, "x")

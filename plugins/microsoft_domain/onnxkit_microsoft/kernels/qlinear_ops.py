@@ -181,7 +181,7 @@ def qlinear_sigmoid(ctx):
 
 @KERNELS.register("QLinearLeakyRelu", 1, domain=DOMAIN)
 def qlinear_leaky_relu(ctx):
-    alpha = float(ctx.attr("alpha", 0.01))
+    alpha = float(ctx.attr("alpha"))
     return _unary(ctx, lambda xp, d: xp.where(d >= 0, d, d * alpha))
 
 
@@ -265,8 +265,8 @@ def qlinear_average_pool(ctx):
 
     xp = ctx.xp
     geometry = geometry_cache(ctx)
-    channels_last = bool(ctx.attr("channels_last", 0))
-    include_pad = bool(ctx.attr("count_include_pad", 0))
+    channels_last = bool(ctx.attr("channels_last"))
+    include_pad = bool(ctx.attr("count_include_pad"))
 
     def run(x, x_scale, x_zp, y_scale, y_zp=None):
         if x.ndim < 3:

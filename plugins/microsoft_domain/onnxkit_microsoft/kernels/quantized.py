@@ -95,7 +95,7 @@ def qlinear_mul(ctx):
 @KERNELS.register("QLinearGlobalAveragePool", 1, domain=DOMAIN)
 def qlinear_global_average_pool(ctx):
     xp = ctx.xp
-    channels_last = bool(ctx.attr("channels_last", 0))
+    channels_last = bool(ctx.attr("channels_last"))
 
     def run(x, x_scale, x_zp, y_scale, y_zp):
         if x.ndim < 3:
@@ -124,8 +124,8 @@ def _per_column(ctx, xp, v, n: int, what: str):
 @KERNELS.register("QGemm", 1, domain=DOMAIN)
 def qgemm(ctx):
     xp = ctx.xp
-    alpha = float(ctx.attr("alpha", 1.0))
-    ta, tb = bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))
+    alpha = float(ctx.attr("alpha"))
+    ta, tb = bool(ctx.attr("transA")), bool(ctx.attr("transB"))
 
     def run(a, a_scale, a_zp, b, b_scale, b_zp=None, c=None, y_scale=None, y_zp=None):
         _check8(ctx, a, "A")

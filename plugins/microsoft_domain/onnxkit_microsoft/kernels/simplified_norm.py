@@ -27,9 +27,9 @@ def _broadcasts(scale_shape: list, normalized: list) -> bool:
 @KERNELS.register("SimplifiedLayerNormalization", 1, domain="")
 def simplified_layer_norm(ctx):
     xp = ctx.xp
-    eps = float(ctx.attr("epsilon", 1e-5))
-    axis = int(ctx.attr("axis", -1))
-    stash = int(ctx.attr("stash_type", 1))
+    eps = float(ctx.attr("epsilon"))
+    axis = int(ctx.attr("axis"))
+    stash = int(ctx.attr("stash_type"))
     if stash != 1:
         ctx.fail(f"stash_type {stash} is not supported: onnxkit (like onnxruntime) computes the statistics in "
                  "float (stash_type 1)")

@@ -159,8 +159,8 @@ _NUMERIC = ("int32", "uint32", "int64", "uint64", "float32", "float64")
 
 @KERNELS.register("MurmurHash3", 1, domain=DOMAIN, host_only=True)
 def murmur_hash3(ctx):
-    seed = int(ctx.attr("seed", 0))
-    positive = bool(ctx.attr("positive", 1))
+    seed = int(ctx.attr("seed"))
+    positive = bool(ctx.attr("positive"))
 
     def run(x):
         x = np.asarray(x)

@@ -93,7 +93,7 @@ def linear_classifier(ctx):
 def linear_regressor(ctx):
     coefficients = np.asarray(ctx.attr("coefficients") or [], dtype=np.float64)
     intercepts = ctx.attr("intercepts")
-    targets = int(ctx.attr("targets", 1))
+    targets = int(ctx.attr("targets"))
     transform = transform_name(ctx)
     if targets < 1:
         ctx.fail(f"targets must be >= 1, got {targets}")

@@ -89,8 +89,8 @@ def _values_array(v, dtype):
 @KERNELS.register("LabelEncoder", 1, domain=ML)
 def label_encoder_1(ctx):
     classes = str_list(ctx.attr("classes_strings"))
-    d_int = int(ctx.attr("default_int64", -1))
-    d_str = raw(ctx.attr_str("default_string", "_Unused"))
+    d_int = int(ctx.attr("default_int64"))
+    d_str = raw(ctx.attr_str("default_string"))
     to_index = _Lookup(bytes_array(classes), np.arange(len(classes), dtype=np.int64), d_int, np.int64)
     # first occurrence wins when a class repeats (its index is what an encoder produced)
     to_index.table = {}
@@ -141,13 +141,13 @@ def _encoder_lists(ctx, allow_tensors):
             ctx.fail(f"default_tensor must hold one value, got {d.size}")
         default = raw(d[0]) if out_dtype is object else d[0]
     elif out_dtype is object:
-        default = raw(ctx.attr_str("default_string", "_Unused")) if vname != "values_tensor" else b"_Unused"
+        default = raw(ctx.attr_str("default_string")) if vname != "values_tensor" else b"_Unused"
     elif np.dtype(out_dtype).kind in "iu":
-        default = int(ctx.attr("default_int64", -1)) if vname != "values_tensor" else -1
+        default = int(ctx.attr("default_int64")) if vname != "values_tensor" else -1
     elif np.dtype(out_dtype).kind == "b":
         default = False
     else:
-        default = float(ctx.attr("default_float", -0.0)) if vname != "values_tensor" else -0.0
+        default = float(ctx.attr("default_float")) if vname != "values_tensor" else -0.0
     return k, v, default, out_dtype
 
 
@@ -169,8 +169,8 @@ def category_mapper(ctx):
     strings = str_list(ctx.attr("cats_strings"))
     if len(ints) != len(strings):
         ctx.fail(f"cats_int64s has {len(ints)} values but cats_strings has {len(strings)}")
-    d_int = int(ctx.attr("default_int64", -1))
-    d_str = raw(ctx.attr_str("default_string", "_Unused"))
+    d_int = int(ctx.attr("default_int64"))
+    d_str = raw(ctx.attr_str("default_string"))
     # first pair wins: build the lookups from the reversed lists (their last key wins)
     s2i = _Lookup(bytes_array(strings[::-1]), np.asarray(ints[::-1], dtype=np.int64), d_int, np.int64)
     i2s = _Lookup(np.asarray(ints[::-1], dtype=np.int64), bytes_array(strings[::-1]), d_str, object)
@@ -209,9 +209,9 @@ def _check_map(ctx, x):
 
 @KERNELS.register("CastMap", 1, domain=ML)
 def cast_map(ctx):
-    cast_to = ctx.attr_str("cast_to", "TO_FLOAT")
-    form = ctx.attr_str("map_form", "DENSE")
-    max_map = int(ctx.attr("max_map", 1))
+    cast_to = ctx.attr_str("cast_to")
+    form = ctx.attr_str("map_form")
+    max_map = int(ctx.attr("max_map"))
     if cast_to not in ("TO_FLOAT", "TO_STRING", "TO_INT64"):
         ctx.fail(f"cast_to={cast_to!r} is not one of TO_FLOAT, TO_STRING, TO_INT64")
     if form not in ("DENSE", "SPARSE"):

@@ -63,7 +63,7 @@ def array_feature_extractor(ctx):
 
 @KERNELS.register("Binarizer", 1, domain=ML)
 def binarizer(ctx):
-    threshold = float(ctx.attr("threshold", 0.0))
+    threshold = float(ctx.attr("threshold"))
 
     def run(x):
         _numeric(ctx, x)
@@ -79,8 +79,8 @@ def imputer(ctx):
     ints = ctx.attr("imputed_value_int64s") or []
     if bool(floats) == bool(ints):
         ctx.fail("exactly one of imputed_value_floats and imputed_value_int64s must be given")
-    rep_f = float(ctx.attr("replaced_value_float", 0.0))
-    rep_i = int(ctx.attr("replaced_value_int64", 0))
+    rep_f = float(ctx.attr("replaced_value_float"))
+    rep_i = int(ctx.attr("replaced_value_int64"))
 
     def run(x):
         _numeric(ctx, x)
@@ -104,7 +104,7 @@ def imputer(ctx):
 
 @KERNELS.register("Normalizer", 1, domain=ML)
 def normalizer(ctx):
-    norm = ctx.attr_str("norm", "MAX")
+    norm = ctx.attr_str("norm")
     if norm not in ("MAX", "L1", "L2"):
         ctx.fail(f"norm={norm!r} is not one of MAX, L1, L2")
 
@@ -151,7 +151,7 @@ def one_hot_encoder(ctx):
     cats_s = str_list(ctx.attr("cats_strings"))
     if bool(cats_i) == bool(cats_s):
         ctx.fail("exactly one of cats_int64s and cats_strings must be given")
-    zeros = int(ctx.attr("zeros", 1))
+    zeros = int(ctx.attr("zeros"))
     if cats_s:
         table = {v: i for i, v in reversed(list(enumerate(cats_s)))}
     else:

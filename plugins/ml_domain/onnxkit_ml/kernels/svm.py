@@ -45,7 +45,7 @@ KERNEL_TYPES = ("LINEAR", "POLY", "RBF", "SIGMOID")
 
 
 def _kernel_setup(ctx):
-    kind = ctx.attr_str("kernel_type", "LINEAR")
+    kind = ctx.attr_str("kernel_type")
     if kind not in KERNEL_TYPES:
         ctx.fail(f"kernel_type={kind!r} is not one of {', '.join(KERNEL_TYPES)}")
     params = list(ctx.attr("kernel_params") or [])
@@ -211,10 +211,10 @@ def svm_classifier(ctx):
 @calls_blas
 def svm_regressor(ctx):
     kind, gamma, coef0, degree = _kernel_setup(ctx)
-    n_sup = int(ctx.attr("n_supports", 0))
+    n_sup = int(ctx.attr("n_supports"))
     coefs = np.asarray(ctx.attr("coefficients") or [], dtype=np.float32).astype(np.float64)
     rho = np.asarray(ctx.attr("rho") or [], dtype=np.float32).astype(np.float64)
-    one_class = bool(ctx.attr("one_class", 0))
+    one_class = bool(ctx.attr("one_class"))
     transform = transform_name(ctx)
     if coefs.size == 0:
         ctx.fail("attribute 'coefficients' is required")

@@ -392,7 +392,7 @@ def tree_ensemble_regressor(ctx):
     n_targets = ctx.attr("n_targets")
     if n_targets is None:
         ctx.fail("attribute 'n_targets' is required")
-    aggregate = ctx.attr_str("aggregate_function", "SUM")
+    aggregate = ctx.attr_str("aggregate_function")
     if aggregate not in AGGREGATES:
         ctx.fail(f"aggregate_function={aggregate!r} is not one of {', '.join(AGGREGATES)}")
     transform = transform_name(ctx)
@@ -525,7 +525,7 @@ def tree_ensemble(ctx):
         ctx.fail(f"leaf_targetids has {len(targets)} values but leaf_weights has {len(weights)}")
     n_targets = ctx.attr("n_targets")
     n_targets = int(n_targets) if n_targets is not None else int(targets.max(initial=-1)) + 1
-    agg = int(ctx.attr("aggregate_function", 1))
+    agg = int(ctx.attr("aggregate_function"))
     if not 0 <= agg < 4:
         ctx.fail(f"aggregate_function={agg} is not one of 0..3")
     transform = transform_name(ctx)

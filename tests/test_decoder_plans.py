@@ -32,12 +32,6 @@ def llama(tmp_path_factory) -> Path:
     return export_llama(tmp_path_factory.mktemp("decoder") / "llama_tiny.onnx", "tiny")
 
 
-@pytest.fixture(params=["tiered", "warm"])
-def policy(request, monkeypatch):
-    monkeypatch.setenv("ONNXKIT_FIRST_RUN", request.param)
-    return request.param
-
-
 def _counting(monkeypatch) -> dict:
     calls = {"infer": 0, "fold": 0}
     real_infer, real_fold = onnxkit.inference.infer_model, specialize.Specializer._fold
@@ -55,9 +49,9 @@ def _counting(monkeypatch) -> dict:
     return calls
 
 
-def test_planning_per_token_stops_once_the_cache_axis_varies(llama, policy, monkeypatch):
+def test_planning_per_token_stops_once_the_cache_axis_varies(llama, first_run_policy, monkeypatch):
     sess = onnxkit.InferenceSession(str(llama))
-    if policy == "tiered":  # the default: promoted mid-stream, as a long generation would be
+    if first_run_policy == "tiered":  # a fresh process's cold plan, promoted as a long generation would be
         sess._plans.promote()
     calls = _counting(monkeypatch)
     decoder = Decoder(sess)
@@ -74,7 +68,7 @@ def test_planning_per_token_stops_once_the_cache_axis_varies(llama, policy, monk
     assert all(axis != 1 or position != 0 for position, axis in spec.classes.varying)  # input_ids: 8 then 1 only
 
 
-def test_tokens_and_logits_equal_onnxruntime(llama, policy):
+def test_tokens_and_logits_equal_onnxruntime(llama, first_run_policy):
     mine = Decoder(onnxkit.InferenceSession(str(llama)))
     theirs = Decoder(ort.InferenceSession(str(llama), providers=["CPUExecutionProvider"]))
     for _ in range(TOKENS):

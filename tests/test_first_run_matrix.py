@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VARIABLE = "ONNXKIT_FIRST_RUN"
 MATRIX = "first_run_policy"
 #: the test functions that use the matrix (each runs twice); a new one changes this number
-MATRIX_FUNCTIONS = 21
+MATRIX_FUNCTIONS = 23
 
 
 def _conftests() -> list[Path]:

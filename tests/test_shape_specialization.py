@@ -250,6 +250,7 @@ def _identical(a, b) -> bool:
     return a == b
 
 
+@pytest.mark.usefixtures("warm_bodies")  # a cold plan that deferred a body is not specialized
 @pytest.mark.parametrize("name", CORPUS)
 def test_corpus_model_identical_and_smaller(corpus, name):
     folder, load_inputs = corpus

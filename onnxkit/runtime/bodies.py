@@ -90,8 +90,7 @@ def session_bodies(session) -> list:
 #
 # ``$ONNXKIT_FIRST_RUN`` chooses the policy when a session is made: unset or ``tiered`` (the
 # above), ``second`` (promote before the second run, whatever the cost), ``warm`` (no cold plan:
-# the warm bodies from the first run, as before issue 32; benchmarks of steady-state speed and the
-# test suites use it).
+# the warm bodies from the first run, as before issue 32; benchmarks of steady-state speed use it).
 
 import contextvars as _contextvars
 

@@ -419,7 +419,7 @@ def _normalizer(ctx, body, shifted=False, log=None):
     rows_loop = None if log is None else loops.loop("softmax")
     if legacy and rows_loop is None:
         return other
-    axis_attr = int(ctx.attr("axis", 1 if legacy else -1))
+    axis_attr = int(ctx.attr("axis"))
     quiet_body = quiet(body)
     axes = {}                   # rank -> the non-negative axis
     last_max = _LastAxisMax() if shifted else None

@@ -73,18 +73,18 @@ def versions(name: str) -> tuple:
     return tuple(sorted(v for (_, op, v) in KERNELS if op == name))
 
 
-#: The float attributes of each activation, in order, with their defaults.
+#: The float attributes of each activation, in order (their defaults are the schema's: Selu-1's
+#: alpha and gamma are not Selu-6's).
 FLOAT_ATTRS = {
-    "LeakyRelu": {"alpha": 0.01}, "ThresholdedRelu": {"alpha": 1.0}, "Elu": {"alpha": 1.0},
-    "Selu": {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875}, "Celu": {"alpha": 1.0},
-    "Shrink": {"bias": 0.0, "lambd": 0.5}, "HardSigmoid": {"alpha": 0.2, "beta": 0.5}, "Swish": {"alpha": 1.0},
+    "LeakyRelu": ("alpha",), "ThresholdedRelu": ("alpha",), "Elu": ("alpha",), "Selu": ("alpha", "gamma"),
+    "Celu": ("alpha",), "Shrink": ("bias", "lambd"), "HardSigmoid": ("alpha", "beta"), "Swish": ("alpha",),
 }
 
 
 def float_attrs(ctx) -> list:
     """The node's :data:`FLOAT_ATTRS` as Python floats, in order ([] for an operator without
     any); ctx.fail for a Celu ``alpha`` of 0."""
-    values = [float(ctx.attr(name, default)) for name, default in FLOAT_ATTRS.get(ctx.op_type, {}).items()]
+    values = [float(ctx.attr(name)) for name in FLOAT_ATTRS.get(ctx.op_type, ())]
     if ctx.op_type == "Celu" and values[0] == 0.0:
         ctx.fail("alpha must not be 0")
     return values
@@ -272,7 +272,7 @@ def normalizer(ctx, body):
     from 13 along ``axis``; an empty ``x`` is returned as a copy."""
     xp = ctx.xp
     legacy = ctx.since_version < 13
-    axis = int(ctx.attr("axis", 1 if legacy else -1))
+    axis = int(ctx.attr("axis"))  # the schema's default: 1 before 13, -1 from 13
 
     def fn(x):
         r = x.ndim

@@ -38,9 +38,9 @@ def _groups(ctx, args, per: int):
     return float(ctx.to_host(r).reshape(-1)[0]), int(ctx.to_host(t).reshape(-1)[0]), groups
 
 
-def _floats(ctx, **defaults) -> list:
-    """The FLOAT attributes named, in order, each its default where the node has none."""
-    return [float(ctx.attr(name, d)) for name, d in defaults.items()]
+def _floats(ctx, *names) -> list:
+    """The FLOAT attributes named, in order (a default is the schema's)."""
+    return [float(ctx.attr(name)) for name in names]
 
 
 def _f64(xp, a):
@@ -55,7 +55,7 @@ def _cast(xp, value, like):
 @KERNELS.register("Adagrad", 1, domain=DOMAIN)
 def adagrad(ctx):
     xp = ctx.xp
-    decay, eps, norm = _floats(ctx, decay_factor=0.0, epsilon=0.0, norm_coefficient=0.0)
+    decay, eps, norm = _floats(ctx, "decay_factor", "epsilon", "norm_coefficient")
 
     def fn(*args):
         r, t, (xs, gs, hs) = _groups(ctx, args, 3)
@@ -74,8 +74,8 @@ def adagrad(ctx):
 @KERNELS.register("Adam", 1, domain=DOMAIN)
 def adam(ctx):
     xp = ctx.xp
-    alpha, beta, eps, norm, norm_post = _floats(ctx, alpha=0.9, beta=0.999, epsilon=0.0, norm_coefficient=0.0,
-                                                norm_coefficient_post=0.0)
+    alpha, beta, eps, norm, norm_post = _floats(ctx, "alpha", "beta", "epsilon", "norm_coefficient",
+                                                "norm_coefficient_post")
 
     def fn(*args):
         r, t, (xs, gs, vs, hs) = _groups(ctx, args, 4)
@@ -97,13 +97,13 @@ def adam(ctx):
 @KERNELS.register("Momentum", 1, domain=DOMAIN)
 def momentum(ctx):
     xp = ctx.xp
-    alpha, beta, norm = _floats(ctx, alpha=0.0, beta=0.0, norm_coefficient=0.0)
-    mode = ctx.attr_str("mode", "standard")
-    if mode not in ("standard", "nesterov"):
-        ctx.fail(f"mode must be 'standard' or 'nesterov', got {mode!r}")
-    for name in ("alpha", "beta", "norm_coefficient", "mode"):
+    for name in ("alpha", "beta", "norm_coefficient", "mode"):  # required: no default
         if ctx.attr(name) is None:
             ctx.fail(f"the {name} attribute is required")
+    alpha, beta, norm = _floats(ctx, "alpha", "beta", "norm_coefficient")
+    mode = ctx.attr_str("mode")
+    if mode not in ("standard", "nesterov"):
+        ctx.fail(f"mode must be 'standard' or 'nesterov', got {mode!r}")
 
     def fn(*args):
         r, t, (xs, gs, vs) = _groups(ctx, args, 3)

@@ -113,12 +113,18 @@ DEFAULT_DOMAIN_ALLOWED = Counter({
 })
 
 
+def assert_only_allowed(found: Counter, allowed: Counter, size: int, instead: str) -> None:
+    """``found`` is exactly ``allowed`` (of ``size`` places in all): nothing beyond it (else use
+    ``instead``), nothing of it gone (else shrink it)."""
+    extra = {k: v for k, v in found.items() if v > allowed.get(k, 0)}
+    assert not extra, f"use {instead}: {extra}"
+    assert found == allowed, f"an allowed place is gone: shrink the allow-list {dict(allowed - found)}"
+    assert sum(allowed.values()) == size
+
+
 def test_default_domain_is_spelled_in_one_place():
-    found = default_domain_spellings(_sources())
-    extra = {k: v for k, v in found.items() if v > DEFAULT_DOMAIN_ALLOWED.get(k, 0)}
-    assert not extra, f"spell the default domain's test with onnxkit.domains.is_default_domain: {extra}"
-    assert found == DEFAULT_DOMAIN_ALLOWED, "an allowed place is gone: shrink DEFAULT_DOMAIN_ALLOWED"
-    assert sum(DEFAULT_DOMAIN_ALLOWED.values()) == 6
+    assert_only_allowed(default_domain_spellings(_sources()), DEFAULT_DOMAIN_ALLOWED, 6,
+                        "onnxkit.domains.is_default_domain")
 
 
 def test_default_domain_scan_sees_each_inline_form():
@@ -192,11 +198,7 @@ TYPE_SPELLINGS_ALLOWED = Counter({
 
 
 def test_a_type_is_spelled_in_one_place():
-    found = type_spellings(_sources())
-    extra = {k: v for k, v in found.items() if v > TYPE_SPELLINGS_ALLOWED.get(k, 0)}
-    assert not extra, f"spell a type with onnxkit.ir.types.type_string: {extra}"
-    assert found == TYPE_SPELLINGS_ALLOWED, "an allowed place is gone: shrink TYPE_SPELLINGS_ALLOWED"
-    assert sum(TYPE_SPELLINGS_ALLOWED.values()) == 25
+    assert_only_allowed(type_spellings(_sources()), TYPE_SPELLINGS_ALLOWED, 25, "onnxkit.ir.types.type_string")
 
 
 def test_type_scan_sees_a_type_spelled():
@@ -444,10 +446,8 @@ SUBGRAPH_WALKERS_ALLOWED = {
 
 
 def test_one_walker_of_a_nodes_subgraphs():
-    found = subgraph_walkers(_sources())
-    assert found - SUBGRAPH_WALKERS_ALLOWED == set(), "walk a node's subgraphs with onnxkit.functions.subgraph_attributes"
-    assert found == SUBGRAPH_WALKERS_ALLOWED, "an allowed walker is gone: shrink SUBGRAPH_WALKERS_ALLOWED"
-    assert len(SUBGRAPH_WALKERS_ALLOWED) == 6
+    assert_only_allowed(Counter(subgraph_walkers(_sources())), Counter(SUBGRAPH_WALKERS_ALLOWED), 6,
+                        "onnxkit.functions.subgraph_attributes")
 
 
 def test_subgraph_walker_scan_sees_a_walker():
@@ -514,8 +514,7 @@ def test_kernels_leave_attribute_defaults_to_the_schema(attr_sites):
     assert not by_kind.get("unbound"), by_kind.get("unbound")      # every call site reaches a definition
     assert not by_kind.get("differs"), by_kind.get("differs")      # no literal contradicts a definition
     restating = Counter((s.path, s.name, s.value) for s in by_kind.get("restates", ()))
-    assert restating == RESTATING_PENDING, "drop the literal default the schema gives: " + repr(
-        sorted(set(restating) - set(RESTATING_PENDING)))
+    assert_only_allowed(restating, RESTATING_PENDING, 12, "ctx.attr(name) (drop the literal default the schema gives)")
     needed = by_kind.get("needed", [])
     absent = [s for s in needed if "no attribute in" in s.why]
     assert (len(absent), len(needed) - len(absent)) == (NEEDED_NO_ATTRIBUTE, NEEDED_NO_DEFAULT), \

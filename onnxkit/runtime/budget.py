@@ -66,6 +66,7 @@ from ..errors import LimitExceeded, OnnxkitError
 from ..inference.context import MAX_CONSTANT_ELEMENTS, InferenceContext
 from ..kernel_traits import NO_TRAITS, declare_traits, operator_traits, traits_of
 from ..limits import DEFAULT_LIMITS
+from ..log import get_logger
 
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar("onnxkit_run_budget", default=None)
 
@@ -209,9 +210,12 @@ def _small_value(v):
         return None
     if type(v) is np.ndarray:
         return None if v.dtype == object else v
+    detach = getattr(v, "detach", None)
+    if detach is None:  # not a torch tensor (a numpy scalar, an opaque value): no value read
+        return None
     try:
-        return np.asarray(v.detach().cpu().numpy())
-    except Exception:
+        return np.asarray(detach().cpu().numpy())
+    except (TypeError, RuntimeError):  # an element type numpy lacks (bfloat16), a tensor torch will not show
         return None
 
 
@@ -269,8 +273,12 @@ class Guard:
         if bound is not None:
             try:  # a small bound passes, uncharged: the output is no bigger than its inputs allow
                 small = bound(self, args) <= budget.small
-            except Exception:  # inputs the bound cannot read: inference (or the kernel) will say
+            except _UNREADABLE:  # inputs the bound cannot read: inference (or the kernel) will say
                 small = False
+            except AttributeError:
+                if not _odd(args):
+                    raise  # a bug of the bound (its inputs are tensors): the run loop names the node
+                small = False  # a sequence, a map, an opaque value where a tensor belongs
             if small:
                 return 0
         elif kind != "value":
@@ -278,7 +286,7 @@ class Guard:
                 return _ESTIMATORS[kind](self, budget, args)
             except OnnxkitError:
                 raise
-            except Exception:  # inputs the estimator cannot read: the kernel reports them, by name
+            except _UNREADABLE:  # inputs the estimator cannot read: the kernel reports them, by name
                 return 0
         need = self.predict(args)
         return budget.charge(need, self.node, self.op, "outputs") if need else 0
@@ -288,8 +296,12 @@ class Guard:
             need = self.declared(*args)
         except OnnxkitError:
             raise
-        except Exception:  # inputs the prediction cannot read: the kernel reports them, by name
+        except _UNREADABLE:  # inputs the prediction cannot read: the kernel reports them, by name
             return 0
+        except AttributeError:
+            if not _odd(args):
+                raise  # a bug of the prediction (its inputs are tensors): the run loop names the node
+            return 0  # a sequence, a map, an opaque value where a tensor belongs: the kernel says
         length = 0
         if isinstance(need, tuple):
             need, length = need
@@ -344,7 +356,16 @@ class Guard:
         ctx.output_values = [None] * self.n_out
         try:
             ret = self.infer(ctx)
-        except Exception:  # a contradiction, or inputs it cannot read: the kernel reports them, by name
+        except _REFUSED:  # a contradiction, or inputs it cannot read: the kernel reports them, by name
+            return 0
+        except Exception as exc:  # noqa: BLE001
+            # Broad: an inference function is plugin code (Clause 9.4: its fault makes the sizes
+            # unknown, never the run fail), called here with concrete inputs.  A fault that is
+            # not a typed refusal is a bug: logged with the node and the traceback, and the node
+            # runs unchecked by it (once per input key: the 0 is remembered, :meth:`predict`).
+            get_logger("run").warning("size guard: the inference of %s at node %r raised %s: %s; its output sizes are "
+                                      "not checked before it runs", self.op, self.node.name, type(exc).__name__, exc,
+                                      exc_info=exc)
             return 0
         types = ret if isinstance(ret, (list, tuple)) else ctx.output_types
         return sum(type_bytes(t) or 0 for t in types)
@@ -380,8 +401,11 @@ def declares_output_bytes(fn, predict):
     will take, or ``(bytes, length)`` where an output is a sequence of ``length`` elements; the
     run loop calls it before ``fn`` and refuses, by :class:`~onnxkit.errors.LimitExceeded`,
     what exceeds ``max_value_bytes`` / ``max_run_bytes`` / ``max_sequence_length``.  It should
-    read only shapes, attributes and headers, not compute the result; one that raises something
-    other than an :class:`~onnxkit.errors.OnnxkitError` counts as 0 (``fn`` reports the input).
+    read only shapes, attributes and headers, not compute the result.  An
+    :class:`~onnxkit.errors.OnnxkitError` it raises is the node's refusal; a TypeError,
+    ValueError, IndexError or ArithmeticError (inputs it cannot read), or an AttributeError where
+    an input is not a tensor, counts as 0 (``fn`` reports the input); anything else is a bug of
+    it, and fails the run with an :class:`~onnxkit.errors.EvaluationError` naming the node.
     A node whose kernel declares its sizes is not checked again after it ran.  Returns ``fn``."""
     return declare_traits(fn, output_bytes=predict)
 
@@ -429,6 +453,25 @@ def guarded_operators(registry=None, domain: str = "") -> dict:
 
 
 # -- cheap upper bounds on output elements (a failed bound asks inference for the exact size) -----
+
+#: what a bound, an estimator or a kernel's prediction raises on inputs it cannot read (bad
+#: shapes, element types, attribute values; an input missing); an :class:`OnnxkitError` it
+#: raises is a refusal and propagates.  Anything else is a bug of it and propagates too (the run
+#: loop wraps it in an EvaluationError naming the node), except an AttributeError where some
+#: input is not a tensor (:func:`_odd`).
+_UNREADABLE = (TypeError, ValueError, IndexError, ArithmeticError)
+#: what an inference function raises refusing its inputs: a typed error, or one of the above
+#: (:data:`onnxkit.runtime.kernel.REFUSALS`, restated: this module imports no runtime module
+#: that could import it back)
+_REFUSED = (OnnxkitError, MemoryError, *_UNREADABLE)
+
+
+def _odd(args) -> bool:
+    """Whether some input is neither a tensor nor absent (a sequence, a map, an opaque value
+    where the operator takes a tensor): an AttributeError reading it is a refusal, not a bug.
+    Called on the failure path only."""
+    return any(a is not None and not hasattr(a, "shape") for a in args)
+
 
 def _product_bound(g: Guard, args) -> int:
     bound = 1
@@ -482,6 +525,8 @@ _BOUNDS = {"broadcast": _broadcast_bound, "concat": _concat_bound, "matmul": _ma
 
 def _nonzero(g: Guard, budget, args):
     x = args[0]
+    if not hasattr(x, "ndim"):
+        return 0  # not a tensor: the kernel says so, by name
     count = int(np.count_nonzero(x)) if type(x) is np.ndarray else int(x.count_nonzero())
     return budget.charge(count * max(x.ndim, 1) * 8, g.node, g.op)
 
@@ -495,6 +540,8 @@ def _sequence_length(g: Guard, budget, n: int) -> None:
 def _split_to_sequence(g: Guard, budget, args):
     x = args[0]
     split = args[1] if len(args) > 1 else None
+    if not hasattr(x, "ndim") or not (split is None or hasattr(split, "ndim")):
+        return 0  # not tensors: the kernel says so, by name
     axis = int(g.template["_attributes"].get("axis", 0) or 0)
     rank = x.ndim
     if not -rank <= axis < max(rank, 1):

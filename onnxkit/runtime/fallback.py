@@ -55,6 +55,8 @@ import numpy as np
 
 from .. import ir
 from ..dtypes import by_name, tag_name
+from ..errors import OnnxkitTypeError
+from ..log import get_logger
 from ..registry import display_domain, normalize_domain
 from .kernel import needs_scope, traits_of
 from .usedef import SCOPE, node_index, subgraphs_of
@@ -107,7 +109,7 @@ def type_string_computable(s: str, element_types) -> bool:
         return False
     try:
         return int(by_name(inner).tag) in element_types
-    except Exception:
+    except OnnxkitTypeError:  # not the name of an element type: not one the backend computes
         return False
 
 
@@ -201,13 +203,21 @@ class Placement:
         if self._inferred:
             return
         self._inferred = True
-        try:
-            from ..inference.engine import Engine
+        from ..inference.engine import Engine
 
+        try:
             engine = Engine(self.planner.model, self.registry)
             engine.run()
             self._engine, self._types = engine, engine.graph_types
-        except Exception:  # types stay unknown and are decided conservatively: never a planning failure
+        except RecursionError:  # graphs too deep to infer: the planner refuses them by its limits
+            self._engine = None
+        except Exception as exc:  # noqa: BLE001
+            # Broad: the engine reports every node's fault itself (Clause 9.4: unknown is never a
+            # failure), so a raise here is a bug of the engine; types are a hint to placement, so
+            # they stay unknown and are decided conservatively (never a planning failure), which
+            # is logged on onnxkit.plan with the traceback.
+            get_logger("plan").warning("placement: type inference of the model raised %s: %s; types are decided "
+                                       "conservatively", type(exc).__name__, exc, exc_info=exc)
             self._engine = None
         if self.top is not None:
             self._walk_parents(self.top)
@@ -238,8 +248,14 @@ class Placement:
         in_types = [self.type_of(n, caller) if n else None for n in call.input]
         try:
             self._engine.infer_graph(body, opsets, None, body.name, in_types, None, True)
-        except Exception:
-            pass  # its nodes' types stay unknown: decided conservatively
+        except RecursionError:  # a body too deep to infer: the planner refuses it by its limits
+            pass
+        except Exception as exc:  # noqa: BLE001
+            # Broad: as in :meth:`_infer`, a raise is a bug of the engine, and the body's types
+            # are a hint: they stay unknown (decided conservatively), which is logged.
+            get_logger("plan").warning("placement: type inference of the function body %r (called by node %r) raised "
+                                       "%s: %s; its types are decided conservatively", body.name, call.name,
+                                       type(exc).__name__, exc, exc_info=exc)
 
     def type_problem(self, node, schema, graph, backend) -> Optional[str]:
         """Why ``backend`` cannot compute ``node``'s values, or None when it can (module docstring)."""

@@ -223,7 +223,9 @@ def to_backend(v, conv):
 
 def to_host(v, conv):
     """A backend value as numpy (lists and dicts element by element); Python and numpy scalars
-    (a map's values, e.g. ZipMap's floats) stay the scalars they are, as onnxruntime returns them."""
+    (a map's values, e.g. ZipMap's floats) stay the scalars they are, as onnxruntime returns them;
+    a value ``conv`` refuses by TypeError or ValueError (an opaque one) stays as it is, and any
+    other fault of ``conv`` (a failed transfer) propagates."""
     if v is None or isinstance(v, (np.ndarray, np.generic, int, float, complex, str, bytes)) or conv is None:
         return v
     if isinstance(v, list):
@@ -232,7 +234,7 @@ def to_host(v, conv):
         return {k: to_host(x, conv) for k, x in v.items()}
     try:
         return conv(v)
-    except Exception:
+    except (TypeError, ValueError):  # a value the backend's conversion refuses (opaque): as it is
         return v
 
 

@@ -58,10 +58,20 @@ import numpy as np
 
 from ..errors import OnnxkitError
 from ..kernel_traits import NO_TRAITS, KernelTraits, declare_traits, traits_of
+from ..log import get_logger
 from ..registry import normalize_domain
 
 __all__ = ["KernelTable", "KernelTraits", "NO_TRAITS", "NodeContext", "Unsupported", "binds_constants", "bodies_of",
            "declare_traits", "host_only", "needs_scope", "offers_epilogue", "reports_bodies", "traits_of"]
+
+
+#: What a kernel raises on inputs it refuses (and a size guard's estimator on inputs it cannot
+#: read): onnxkit's typed errors, and numpy's and Python's on bad shapes, element types, indices,
+#: arithmetic and sizes.  Code that calls a kernel ahead of the run (constant folding at planning
+#: and specialization, binding constants, computed constants) takes these as "not now: the run
+#: fails by name"; anything else (AttributeError, KeyError, NameError, ...) is a bug of the code
+#: called and is not taken for a refusal: it is logged at WARNING naming the node, or propagates.
+REFUSALS = (OnnxkitError, ValueError, TypeError, IndexError, ArithmeticError, MemoryError)
 
 
 class Unsupported(OnnxkitError):
@@ -101,8 +111,10 @@ def binds_constants(fn: Callable, bind: Callable, *positions: int) -> Callable:
     function it returns is called instead of ``fn``, with the same arguments (the constants
     still passed: the same objects ``bind`` saw), and must compute what ``fn`` computes,
     failing where ``fn`` fails, by name, at run time.  ``bind`` returns None to keep ``fn``;
-    it should not raise (one that does is ignored: ``fn`` is kept).  Plans where an input is
-    not constant (an enclosing graph's value, a graph input) call ``fn``.  Returns ``fn``."""
+    it should not raise: one that refuses its constants (:data:`REFUSALS`) keeps ``fn``, and
+    any other exception is a bug, logged on ``onnxkit.run`` at WARNING (``fn`` is kept too).
+    Plans where an input is not constant (an enclosing graph's value, a graph input) call
+    ``fn``.  Returns ``fn``."""
     return declare_traits(fn, bind_constants=(bind, positions))
 
 
@@ -141,13 +153,19 @@ def reports_bodies(fn: Callable, bodies: Callable) -> Callable:
 
 def bodies_of(fn: Callable) -> dict:
     """``{key: body}`` as ``fn`` reports it (:func:`reports_bodies`); ``{}`` where it reports none
-    or its report fails (a report never breaks the caller)."""
+    or its report fails (a report never breaks the caller: its failure is logged on
+    ``onnxkit.run`` at WARNING, with the traceback)."""
     report = traits_of(fn).bodies
     if report is None:
         return {}
     try:
         return {str(k): str(v) for k, v in dict(report()).items()}
-    except Exception:  # a report is diagnostics: a failing one reads as none
+    except Exception as exc:  # noqa: BLE001
+        # Broad: a report is a kernel's (plugin code's) diagnostics, read by describe() and
+        # repr(plan), which must not break; reports_bodies says it must not raise, so one that
+        # does is a bug of the kernel: logged with the function and the traceback, read as none.
+        get_logger("run").warning("the body report of %s raised %s: %s; it reads as none",
+                                  getattr(fn, "__qualname__", fn), type(exc).__name__, exc, exc_info=exc)
         return {}
 
 

@@ -35,7 +35,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from ..errors import EvaluationError, OnnxkitError
-from .kernel import traits_of
+from ..log import get_logger
+from .kernel import REFUSALS, traits_of
 from .state import RUN_STATE
 
 #: the content of a slot whose value is not (or no longer) there
@@ -171,7 +172,14 @@ def _bound(step, constants: dict):
             return fn
     try:
         bound = bind(*values)
-    except Exception:  # a kernel that cannot decide here keeps its function (which fails by name)
+    except REFUSALS:  # constants the kernel refuses: it keeps its function (which fails by name)
+        return fn
+    except Exception as exc:  # noqa: BLE001
+        # Broad: ``bind`` is kernel (plugin) code, and ``fn`` computes the same without it: a
+        # bug of ``bind`` must not stop a run that ``fn`` serves, so it is logged at WARNING
+        # with the node and the traceback, and ``fn`` is kept.
+        get_logger("run").warning("binding the constants of node %r (%s) raised %s: %s; its kernel runs unspecialized",
+                                  step.node.name, step.op, type(exc).__name__, exc, exc_info=exc)
         return fn
     return fn if bound is None else bound
 
@@ -297,7 +305,7 @@ def run_fast(graph: str, layout: Layout, env: list, budget, held: dict) -> None:
         raise
     except MemoryError:  # allowed by the limits, refused by the system: raised below, unchained
         start = -1
-    except Exception as exc:
+    except Exception as exc:  # broad: any kernel's fault is the run's error, naming the node (re-raised)
         raise _failed(graph, step, exc) from exc
     if start < 0:
         raise out_of_memory(graph, step)
@@ -325,7 +333,7 @@ def run_checked(graph: str, layout: Layout, env: list, budget, held: dict, state
             raise
         except MemoryError:
             failed = True
-        except Exception as exc:
+        except Exception as exc:  # broad: any kernel's fault is the run's error, naming the node (re-raised)
             raise _failed(graph, step, exc) from exc
         if failed:
             raise out_of_memory(graph, step)

@@ -40,11 +40,12 @@ from ..errors import EvaluationError, OnnxkitError
 from ..functions import GRAPH_TYPES, call_attributes, node_attributes, substitute
 from ..kernel_traits import NO_TRAITS, operator_traits
 from ..limits import DEFAULT_LIMITS
+from ..log import get_logger
 from ..registry import normalize_domain
 from .bodies import describe
 from .budget import RunBudget, enter_run, guard_for, leave_run
 from .fallback import Placement
-from .kernel import NodeContext, Unsupported, traits_of
+from .kernel import REFUSALS, NodeContext, Unsupported, traits_of
 from .loop import ABSENT, Layout, SlotScope, run_checked, run_fast
 from .options import missing_backend_message
 from .state import RUN_STATE
@@ -474,7 +475,14 @@ class _Folding:
             if step.guard is not None:  # a constant too big to compute is refused at run time, by name
                 step.guard(RunBudget(planner.limits), args)
             out = step.fn(*args)
-        except Exception:
+        except REFUSALS:  # constants the kernel (or its guard) refuses: the run fails by name
+            return False
+        except Exception as exc:  # noqa: BLE001
+            # Broad: a kernel is plugin code, and a node left unfolded still runs (and fails, by
+            # name, if it fails then); but a fault that is not a refusal of its inputs is a bug,
+            # logged with the node and the traceback rather than silently left to the run.
+            get_logger("plan").warning("constant folding: node %r (%s) raised %s: %s; it is left to run", node.name,
+                                       step.op, type(exc).__name__, exc, exc_info=exc)
             return False
         outs = out if type(out) is tuple else (out,)
         for name, value in zip(step.outputs, outs):
@@ -723,7 +731,7 @@ class Planner:
             return None, free
         except OnnxkitError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # broad: a factory is plugin code; any fault is an error naming the node (re-raised)
             raise EvaluationError(f"node {node.name!r} ({node.op_type}): cannot be prepared: {type(exc).__name__}: {exc}",
                                   node.name, node.op_type) from exc
         step = Step(fn, list(node.input), list(node.output), node, traits_of(fn).needs_scope)
@@ -761,16 +769,15 @@ class Planner:
     def inferred_type(self, name: str, graph):
         """The type inference gives ``name`` in ``graph`` (the model's graphs; enclosing graphs
         searched outward), or None: inference runs once over the model, on the first call (the
-        placement's, where the backend declares a fallback, which runs it anyway)."""
+        placement's, where the backend declares a fallback, which runs it anyway).  A fault of
+        inference reads as unknown (:meth:`Placement._infer <onnxkit.runtime.fallback.Placement._infer>`
+        logs a bug of the engine)."""
         oracle = self._placement
         if oracle is None:
             oracle = self._types
             if oracle is None:
                 oracle = self._types = Placement(self)  # used for its types only: places nothing
-        try:
-            return oracle.type_of(name, graph)
-        except Exception:  # types are a hint: a failure reads as unknown
-            return None
+        return oracle.type_of(name, graph)
 
     def _unsupported(self, domain, op_type, version, why):
         key = (domain, op_type, version, why)

@@ -18,6 +18,9 @@ but a graph rewrite runs before planning and sees a node's output, not a constan
   by name, that declares ``host_arrays``: ``cpu``), as the planner binds it (one definition of
   each operator, :mod:`onnxkit.runtime.plan`; the view's registry, else the process's); a node
   that fails, or a registry without such a backend, gives None — the rewrite is then not made.
+  A node fails by a typed refusal (:data:`~onnxkit.runtime.kernel.REFUSALS`: its planning, its
+  size guard or its kernel refusing the constants); any other fault is a bug, logged on
+  ``onnxkit.plan`` at WARNING with the node and the traceback (and the rewrite not made either).
 
 The initializers a value was computed from are returned with it so that a pass that decides
 on it notes them (:meth:`~.view.GraphView.read_constant`: an IR < 4 override of one runs the
@@ -30,10 +33,13 @@ from typing import Optional
 
 import numpy as np
 
+from ...errors import OnnxkitError
 from ...functions import subgraphs_of
 from ...inference.context import MAX_CONSTANT_ELEMENTS
 from ...limits import Limits
+from ...log import get_logger
 from ..budget import RunBudget
+from ..kernel import REFUSALS
 from ..plan import is_deterministic
 from .view import GraphView, is_default
 
@@ -77,15 +83,31 @@ def _value(view: GraphView, name: str, budget: list, cache: dict) -> Optional[tu
             return None
         args.append(got[0])
         leaves |= got[1]
-    step = _step(view, node)
-    if step is None or step.scope or not is_deterministic(step) or not _admitted(step, args):
-        return None
-    out = _evaluate(view, node, args)
+    out = _computed(view, node, args)
     if out is None or out.size > MAX_ELEMENTS:
         return None
     out.flags.writeable = False
     cache[name] = (out, leaves)
     return cache[name]
+
+
+def _computed(view: GraphView, node, args: list) -> Optional[np.ndarray]:
+    """``node``'s output on the constants ``args``, or None where it is not computed here (see
+    the module docstring)."""
+    try:
+        step = _step(view, node)
+        if step is None or step.scope or not is_deterministic(step) or not _admitted(step, args):
+            return None
+        return _evaluate(view, node, args)
+    except Exception as exc:  # noqa: BLE001
+        # Broad: planning the node, its guard and its kernel are called here ahead of the run,
+        # for a rewrite that is only an optimization: their typed refusals are "not computed"
+        # (_step, _admitted, _evaluate); anything else is a bug, which must neither stop the session nor pass
+        # in silence: logged with the node and the traceback, and the rewrite is not made.
+        get_logger("plan").warning("optimizer: computing the constant output of node %r (%s) raised %s: %s; the "
+                                   "rewrites that need it are not made", node.name, node.op_type,
+                                   type(exc).__name__, exc, exc_info=exc)
+        return None
 
 
 def _admitted(step, args: list) -> bool:
@@ -95,7 +117,7 @@ def _admitted(step, args: list) -> bool:
         return True  # its output is bounded by its inputs (onnxkit.runtime.budget)
     try:
         step.guard(RunBudget(LIMITS), args)
-    except Exception:  # noqa: BLE001 - refused (LimitExceeded), or inputs it cannot read
+    except REFUSALS:  # refused (LimitExceeded), or inputs it cannot read
         return False
     return True
 
@@ -124,31 +146,33 @@ def _step(view: GraphView, node):
 
         registry = view.registry if view.registry is not None else get_registry()
         backend = _host_backend(registry)
+        view.folder = _Folder(None)  # until made: a planner that cannot be made is not tried again
         try:
             folder = _Folder(None if backend is None else Planner(view.model, registry, backend))
-        except Exception:  # noqa: BLE001 - no planning here: no computed constants
+        except OnnxkitError:  # no planning here: no computed constants
             folder = _Folder(None)
         view.folder = folder
     if folder.planner is None:
         return None
     found = folder.steps.get(id(node))
     if found is None or found[0] is not node:
+        folder.steps[id(node)] = (node, None)  # until planned: a node whose planning fails is not tried again
         try:
             step, _ = folder.planner.compile_node(node, folder.planner.opsets)
-        except Exception:  # noqa: BLE001 - a node that cannot be planned here is not evaluated
+        except OnnxkitError:  # a node that cannot be planned here (by name) is not evaluated
             step = None
         found = folder.steps[id(node)] = (node, step)
     return found[1]
 
 
 def _evaluate(view: GraphView, node, args: list) -> Optional[np.ndarray]:
-    """``node``'s output on ``args`` by its host-array kernel, or None where that fails."""
+    """``node``'s output on ``args`` by its host-array kernel, or None where that refuses them."""
     step = _step(view, node)
     if step is None:
         return None
     try:
         out = step.fn(*args)
-    except Exception:  # noqa: BLE001 - a node that fails now is left to fail at run time, by name
+    except REFUSALS:  # a node that fails now is left to fail at run time, by name
         return None
     if type(out) is tuple:
         return None

@@ -51,7 +51,9 @@ from ... import ir
 from ...domains import is_default_domain
 from ...dtypes import from_numpy_dtype
 from ...errors import OnnxkitError
+from ...log import get_logger
 from ..budget import RunBudget
+from ..kernel import REFUSALS
 from ..plan import GraphPlan, assign_lifetimes, frozen, is_deterministic
 from ..usedef import step_index
 from .inline import Collision, branch_path, collapse_aliases, inline, taken_branch
@@ -517,7 +519,14 @@ def _evaluate(step, args: list, budget: RunBudget):
         if step.guard is not None:
             step.guard(budget, args)
         out = step.fn(*args)
-    except Exception:  # left to fail at run time, by name
+    except REFUSALS:  # constants the kernel (or its guard) refuses: left to fail at run time, by name
+        return None
+    except Exception as exc:  # noqa: BLE001
+        # Broad: a kernel is plugin code, and the step left in the plan computes at each run
+        # what it would have folded; but a fault that is not a refusal of its inputs is a bug
+        # (the run just recorded computed these values), logged with the node and the traceback.
+        get_logger("plan").warning("shape specialization: folding node %r (%s) raised %s: %s; it is left to run",
+                                   step.node.name, step.op, type(exc).__name__, exc, exc_info=exc)
         return None
     finally:
         budget.live = 0
@@ -546,7 +555,14 @@ def _unguarded(step, types: dict, budget: RunBudget):
         stand_ins.append(np.broadcast_to(np.zeros((), np.uint8), tuple(t.shape.values)))
     try:
         small = guard.bound(guard, stand_ins) <= budget.small
-    except Exception:
+    except REFUSALS:  # shapes the bound cannot read: the guard stays
+        return copy
+    except Exception as exc:  # noqa: BLE001
+        # Broad: a bound reads only the shapes of the stand-ins (arrays), so any other fault is
+        # a bug of the bound: the guard stays (the run checks sizes as before), and it is logged
+        # with the node and the traceback, not passed over in silence.
+        get_logger("plan").warning("shape specialization: the size bound of node %r (%s) raised %s: %s; its guard "
+                                   "stays", step.node.name, step.op, type(exc).__name__, exc, exc_info=exc)
         return copy
     if small:
         copy.guard = None

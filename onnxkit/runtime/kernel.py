@@ -60,6 +60,7 @@ from ..errors import OnnxkitError
 from ..kernel_traits import NO_TRAITS, KernelTraits, declare_traits, traits_of
 from ..log import get_logger
 from ..registry import normalize_domain
+from .visible import declared_type
 
 __all__ = ["KernelTable", "KernelTraits", "NO_TRAITS", "NodeContext", "Unsupported", "binds_constants", "bodies_of",
            "declare_traits", "host_only", "needs_scope", "offers_epilogue", "reports_bodies", "traits_of"]
@@ -255,8 +256,6 @@ class NodeContext:
         visible = self._visible
         if visible is None:
             return [None] * len(names)
-        from .plan import declared_type
-
         if outputs:  # a node's outputs are names of its own graph
             declared = visible.declared()
             return [declared.get(n) if n else None for n in names]

@@ -10,6 +10,7 @@ from typing import Optional
 
 from onnxkit import records
 
+from ..domains import normalize_domain
 from . import display
 from .base import wire_field
 
@@ -160,9 +161,9 @@ class Model:
 
     def opset_version(self, domain: str) -> Optional[int]:
         """The imported version of ``domain`` ('' and 'ai.onnx' are the default domain), or None."""
-        want = "" if domain == "ai.onnx" else domain
+        want = normalize_domain(domain)
         for o in self.opset_import:
-            if ("" if o.domain == "ai.onnx" else o.domain) == want:
+            if normalize_domain(o.domain) == want:
                 return o.version
         return None
 

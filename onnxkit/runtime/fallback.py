@@ -54,7 +54,8 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from .. import ir
-from ..dtypes import by_name, tag_name
+from ..dtypes import by_name
+from ..ir.types import type_string
 from ..errors import OnnxkitTypeError
 from ..log import get_logger
 from ..registry import display_domain, normalize_domain
@@ -271,7 +272,7 @@ class Placement:
                 if ok is True:
                     continue
                 if ok is False:
-                    return f"{kind} {i} {name!r} is {_label(t)}, which backend {backend.name!r} does not compute"
+                    return f"{kind} {i} {name!r} is {type_string(t)}, which backend {backend.name!r} does not compute"
                 param = param_at(i)
                 admitted = schema.allowed_types(param) if param is not None else ()
                 bad = [s for s in admitted if not type_string_computable(s, elems)]
@@ -423,15 +424,6 @@ class Placement:
         if out_conv:
             step.fn = _wrap(step.fn, {}, None, out_conv, ())
         return step
-
-
-def _label(t) -> str:
-    """A type as a type string without its shape: ``tensor(uint32)``, ``seq(tensor(string))``."""
-    if isinstance(t, ir.TensorType):
-        return f"tensor({tag_name(t.elem_type).lower()})"
-    if isinstance(t, (ir.SequenceType, ir.OptionalType)):
-        return f"{'seq' if isinstance(t, ir.SequenceType) else 'optional'}({_label(t.elem_type)})"
-    return str(t)
 
 
 def free_reads(graph) -> set:

@@ -36,11 +36,11 @@ import numpy as np
 
 from .. import ir
 from ..errors import EvaluationError, OnnxkitError
-from ..functions import GRAPH_TYPES, call_attributes, node_attributes, substitute
+from ..functions import call_attributes, node_attributes, subgraph_attributes, substitute
 from ..kernel_traits import operator_traits
 from ..limits import DEFAULT_LIMITS
 from ..log import get_logger
-from ..registry import normalize_domain
+from ..registry import is_default_domain, normalize_domain
 from .budget import RunBudget, guard_for
 from .fallback import Placement
 from .kernel import REFUSALS, NodeContext, Unsupported, traits_of
@@ -83,7 +83,7 @@ class _Folding:
         are all constants; True when its outputs joined ``constants`` (a node that fails here is
         left to fail at run time, by name)."""
         node, constants, outer = step.node, self.constants, self.outer
-        if step.scope or not is_deterministic(step) or node.domain not in ("", "ai.onnx") \
+        if step.scope or not is_deterministic(step) or not is_default_domain(node.domain) \
                 or not all((not n) or n in constants or n in outer for n in step.inputs):
             return False
         args = [(constants[n] if n in constants else outer[n]) if n else None for n in step.inputs]
@@ -328,19 +328,17 @@ class Planner:
         ctx = self._context(node, domain, version, schema, visible)
         ctx._graph, ctx._planner, ctx._opsets = graph, self, opsets
         free = set()
-        for a in node.attribute:
-            if a.type in GRAPH_TYPES and a.value is not None:
-                graphs = a.value if isinstance(a.value, list) else [a.value]
-                plans = []
-                self.depth += 1
-                try:
-                    for g in graphs:
-                        p = self.compile_graph(g, opsets, visible, name=f"{node.op_type}.{a.name}")
-                        plans.append(p)
-                        free |= p.free_vars
-                finally:
-                    self.depth -= 1
-                ctx._subgraphs[a.name] = plans if isinstance(a.value, list) else plans[0]
+        self.depth += 1
+        try:
+            for a, k, g in subgraph_attributes(node):  # a GRAPH attribute's plan, a GRAPHS one's list
+                p = self.compile_graph(g, opsets, visible, name=f"{node.op_type}.{a.name}")
+                free |= p.free_vars
+                if k is None:
+                    ctx._subgraphs[a.name] = p
+                else:
+                    ctx._subgraphs.setdefault(a.name, []).append(p)
+        finally:
+            self.depth -= 1
         try:
             fn = factory(ctx)
         except Unsupported as exc:  # the kernel cannot serve this node here (a missing library, ...)
@@ -405,14 +403,12 @@ class Planner:
     def _subgraph_free(self, node, opsets, visible):
         """Walk the subgraphs of an unsupported node anyway, so their operators are reported too."""
         free = set()
-        for a in node.attribute:
-            if a.type in GRAPH_TYPES and a.value is not None:
-                for g in a.value if isinstance(a.value, list) else [a.value]:
-                    self.depth += 1
-                    try:
-                        free |= self.compile_graph(g, opsets, visible).free_vars
-                    finally:
-                        self.depth -= 1
+        for _a, _k, g in subgraph_attributes(node):
+            self.depth += 1
+            try:
+                free |= self.compile_graph(g, opsets, visible).free_vars
+            finally:
+                self.depth -= 1
         return free
 
     def _local_opsets(self, fn: ir.Function, outer: dict) -> dict:

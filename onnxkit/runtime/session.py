@@ -35,7 +35,8 @@ from onnxkit import records
 import numpy as np
 
 from .. import ir
-from ..dtypes import ELEMENT_TYPES, from_numpy_dtype, tag_name
+from ..dtypes import ELEMENT_TYPES, from_numpy_dtype
+from ..ir.types import type_string
 from ..errors import LimitExceeded, OnnxkitError, UnsupportedOperatorError, ValidationError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..log import get_logger, log_plugin_faults, quiet, severity_to_level
@@ -58,18 +59,6 @@ from .threads import blas_limit, uses_blas
 __all__ = ["InferenceSession", "InputError", "NodeArg", "run_model"]
 
 
-def _type_str(t) -> str:
-    if isinstance(t, ir.TensorType):
-        return f"tensor({tag_name(t.elem_type).lower()})"
-    if isinstance(t, ir.SequenceType):
-        return f"seq({_type_str(t.elem_type)})"
-    if isinstance(t, ir.MapType):
-        return f"map({tag_name(t.key_type).lower()},{_type_str(t.value_type)})"
-    if isinstance(t, ir.OptionalType):
-        return f"optional({_type_str(t.elem_type)})"
-    return str(t) if t is not None else "unknown"
-
-
 def _arg(vi: ir.ValueInfo) -> NodeArg:
     t = vi.type
     shape = None
@@ -77,7 +66,7 @@ def _arg(vi: ir.ValueInfo) -> NodeArg:
         shape = list(t.shape.values)
     elif isinstance(t, (ir.MapType, ir.SequenceType, ir.OptionalType)):
         shape = []  # onnxruntime: a map, sequence or optional has the empty shape
-    return NodeArg(vi.name, _type_str(t), shape, t)
+    return NodeArg(vi.name, type_string(t), shape, t)
 
 
 class InferenceSession(OrtSessionSurface):
@@ -523,7 +512,7 @@ def _check_value(name, value, t, bindings: Bindings, limits: Limits):
             except OnnxkitError:
                 got = None
             if got is None or got.tag != want.tag:
-                raise InputError(f"input {name!r}: declared tensor({want.name.lower()}), got numpy dtype {arr.dtype}")
+                raise InputError(f"input {name!r}: declared {type_string(t)}, got numpy dtype {arr.dtype}")
     if t.shape is not None:
         dims = t.shape.values
         if len(dims) != arr.ndim:

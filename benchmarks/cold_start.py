@@ -66,7 +66,7 @@ else:
     import numpy as np
     t = time.perf_counter()
     from onnxkit import registry as _registry, api as _api
-    from onnxkit.runtime import session as _session, plan as _plan
+    from onnxkit.runtime import session as _session, plan as _plan, plans as _plans
     marks["modules"] = time.perf_counter() - t
 
     def timed(owner, name, phase):
@@ -84,7 +84,7 @@ else:
     timed(_session.InferenceSession, "_validate", "check")
     timed(_session.InferenceSession, "_optimize", "optimize")
     timed(_plan.Planner, "compile_model", "plan")
-    timed(_session.InferenceSession, "_plan_passes", "plan")
+    timed(_plans.PlanSet, "_passes", "plan")
     so = rt.SessionOptions(); so.intra_op_num_threads = 1
     t = time.perf_counter()
     s = rt.InferenceSession(model, so)

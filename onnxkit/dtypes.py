@@ -7,15 +7,21 @@ asks this module instead of keeping a table of its own.
 
 Tag 0 (UNDEFINED) and tags not listed in Table 5 are rejected: Clause 6.2 forbids
 assigning a meaning to them.
+
+The narrow types' dtypes (bfloat16, the 8/6/4-bit floats, the 4/2-bit integers) are ml_dtypes'
+types, and importing ml_dtypes 0.7 costs a fresh process 0.4-0.7 s: a row's ``dtype`` is resolved
+(and ml_dtypes imported) the first time it is read, so a model without a narrow type never
+imports it (issue 44 item 3).  :func:`from_numpy_dtype` needs no import to recognise them: an
+ml_dtypes dtype can only exist once ml_dtypes is in ``sys.modules``.
 """
 
 from __future__ import annotations
 
 import enum
+import sys
 from typing import Optional
 
 from onnxkit import records
-import ml_dtypes
 import numpy as np
 
 from .errors import OnnxkitTypeError
@@ -62,16 +68,34 @@ class ElementType:
     ``typed_field`` is the TensorProto field used by typed storage (Table 7 and the
     field comments of Annex B.2.16); ``bits`` is the width of one element (0 for STRING).
     ``is_float`` covers every floating-point format, the narrow ones included.
+    ``numpy`` names the dtype: numpy's type (``'float32'``) or ml_dtypes' (``'ml_dtypes.bfloat16'``);
+    ``dtype`` is that dtype, resolved on first read for ml_dtypes' types (importing ml_dtypes).
     """
 
     tag: DataType
     name: str
-    dtype: np.dtype
+    numpy: str
     bits: int
     typed_field: str
     is_float: bool = False
     is_signed: bool = False
     is_complex: bool = False
+    #: left unset for ml_dtypes' types until first read (``__getattr__``): a slot's read costs nothing more
+    dtype: np.dtype = records.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.numpy.startswith("ml_dtypes."):
+            object.__setattr__(self, "dtype", np.dtype(self.numpy))
+
+    def __getattr__(self, attr: str):
+        # only reached for an unset slot: the dtype of an ml_dtypes type not read yet
+        if attr != "dtype":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
+        import ml_dtypes
+
+        dtype = np.dtype(getattr(ml_dtypes, self.numpy[len("ml_dtypes."):]))
+        object.__setattr__(self, "dtype", dtype)
+        return dtype
 
     @property
     def is_narrow(self) -> bool:
@@ -84,7 +108,8 @@ class ElementType:
 
 
 def _row(tag, dtype, bits, field, **flags) -> ElementType:
-    return ElementType(tag=tag, name=tag.name, dtype=np.dtype(dtype), bits=bits, typed_field=field, **flags)
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    return ElementType(tag=tag, name=tag.name, numpy=name, bits=bits, typed_field=field, **flags)
 
 
 _F, _S, _C = {"is_float": True, "is_signed": True}, {"is_signed": True}, {"is_complex": True, "is_signed": True}
@@ -108,25 +133,28 @@ ELEMENT_TYPES: dict[DataType, ElementType] = {
         _row(DataType.UINT64, np.uint64, 64, "uint64_data"),
         _row(DataType.COMPLEX64, np.complex64, 64, "float_data", **_C),
         _row(DataType.COMPLEX128, np.complex128, 128, "double_data", **_C),
-        _row(DataType.BFLOAT16, ml_dtypes.bfloat16, 16, "int32_data", **_F),
-        _row(DataType.FLOAT8E4M3FN, ml_dtypes.float8_e4m3fn, 8, "int32_data", **_F),
-        _row(DataType.FLOAT8E4M3FNUZ, ml_dtypes.float8_e4m3fnuz, 8, "int32_data", **_F),
-        _row(DataType.FLOAT8E5M2, ml_dtypes.float8_e5m2, 8, "int32_data", **_F),
-        _row(DataType.FLOAT8E5M2FNUZ, ml_dtypes.float8_e5m2fnuz, 8, "int32_data", **_F),
-        _row(DataType.UINT4, ml_dtypes.uint4, 4, "int32_data"),
-        _row(DataType.INT4, ml_dtypes.int4, 4, "int32_data", **_S),
-        _row(DataType.FLOAT4E2M1, ml_dtypes.float4_e2m1fn, 4, "int32_data", **_F),
+        _row(DataType.BFLOAT16, "ml_dtypes.bfloat16", 16, "int32_data", **_F),
+        _row(DataType.FLOAT8E4M3FN, "ml_dtypes.float8_e4m3fn", 8, "int32_data", **_F),
+        _row(DataType.FLOAT8E4M3FNUZ, "ml_dtypes.float8_e4m3fnuz", 8, "int32_data", **_F),
+        _row(DataType.FLOAT8E5M2, "ml_dtypes.float8_e5m2", 8, "int32_data", **_F),
+        _row(DataType.FLOAT8E5M2FNUZ, "ml_dtypes.float8_e5m2fnuz", 8, "int32_data", **_F),
+        _row(DataType.UINT4, "ml_dtypes.uint4", 4, "int32_data"),
+        _row(DataType.INT4, "ml_dtypes.int4", 4, "int32_data", **_S),
+        _row(DataType.FLOAT4E2M1, "ml_dtypes.float4_e2m1fn", 4, "int32_data", **_F),
         # FLOAT8E8M0 has no sign bit (6.3.2): it is a float format but not a signed one.
-        _row(DataType.FLOAT8E8M0, ml_dtypes.float8_e8m0fnu, 8, "int32_data", is_float=True),
-        _row(DataType.UINT2, ml_dtypes.uint2, 2, "int32_data"),
-        _row(DataType.INT2, ml_dtypes.int2, 2, "int32_data", **_S),
-        _row(DataType.FLOAT6E2M3, ml_dtypes.float6_e2m3fn, 6, "int32_data", **_F),
-        _row(DataType.FLOAT6E3M2, ml_dtypes.float6_e3m2fn, 6, "int32_data", **_F),
+        _row(DataType.FLOAT8E8M0, "ml_dtypes.float8_e8m0fnu", 8, "int32_data", is_float=True),
+        _row(DataType.UINT2, "ml_dtypes.uint2", 2, "int32_data"),
+        _row(DataType.INT2, "ml_dtypes.int2", 2, "int32_data", **_S),
+        _row(DataType.FLOAT6E2M3, "ml_dtypes.float6_e2m3fn", 6, "int32_data", **_F),
+        _row(DataType.FLOAT6E3M2, "ml_dtypes.float6_e3m2fn", 6, "int32_data", **_F),
     )
 }
 
-_BY_DTYPE: dict[np.dtype, ElementType] = {e.dtype: e for e in ELEMENT_TYPES.values()}
+#: the rows by dtype: numpy's types from the start, ml_dtypes' once ml_dtypes is imported (_narrow_dtypes)
+_BY_DTYPE: dict[np.dtype, ElementType] = {e.dtype: e for e in ELEMENT_TYPES.values()
+                                          if not e.numpy.startswith("ml_dtypes.")}
 _BY_NAME: dict[str, ElementType] = {e.name: e for e in ELEMENT_TYPES.values()}
+_NARROW_NAMES = frozenset(e.numpy for e in ELEMENT_TYPES.values() if e.numpy.startswith("ml_dtypes."))
 
 
 def element_type(tag: int, where: str = "") -> ElementType:
@@ -147,13 +175,37 @@ def is_valid_tag(tag: int) -> bool:
 
 def from_numpy_dtype(dtype) -> ElementType:
     """The element type whose numpy dtype is ``dtype`` (``str``/``bytes`` object arrays map to STRING)."""
-    dt = np.dtype(dtype)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:  # numpy knows ml_dtypes' names ('bfloat16') only once it is imported
+        if not (isinstance(dtype, str) and f"ml_dtypes.{dtype}" in _NARROW_NAMES):
+            raise
+        import ml_dtypes  # noqa: F401
+
+        dt = np.dtype(dtype)
     if dt.kind in "USO":
         return ELEMENT_TYPES[DataType.STRING]
     row = _BY_DTYPE.get(dt.newbyteorder("=")) if dt.byteorder not in "=|" else _BY_DTYPE.get(dt)
+    if row is None and _narrow_dtypes():
+        row = _BY_DTYPE.get(dt.newbyteorder("=")) if dt.byteorder not in "=|" else _BY_DTYPE.get(dt)
     if row is None:
         raise OnnxkitTypeError(f"numpy dtype {dt} has no ONNX element type (Table 5)")
     return row
+
+
+def _narrow_dtypes() -> bool:
+    """Adds ml_dtypes' rows to ``_BY_DTYPE`` if ml_dtypes is imported (else no dtype of its exists to
+    look up, and nothing is imported); True if rows were added."""
+    if "ml_dtypes" not in sys.modules or len(_BY_DTYPE) == len(ELEMENT_TYPES):
+        return False
+    for e in ELEMENT_TYPES.values():
+        _BY_DTYPE.setdefault(e.dtype, e)
+    return True
+
+
+def numpy_dtype(tag: int) -> np.dtype:
+    """The numpy dtype of element type ``tag`` (ml_dtypes' for the narrow types, importing it)."""
+    return element_type(tag).dtype
 
 
 def by_name(name: str) -> ElementType:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from typing import Union
 
-import ml_dtypes
 import numpy as np
 
 from .dtypes import DataType, ElementType, element_type, from_numpy_dtype
@@ -240,7 +239,7 @@ def _to_e8m0(x: np.ndarray, saturate: bool) -> np.ndarray:
     code[pos] = np.where(c > 254, top, np.maximum(c, 0))
     code[x == 0] = 0
     code[np.isposinf(x)] = top
-    return code.astype(np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    return code.astype(np.uint8).view(element_type(DataType.FLOAT8E8M0).dtype)
 
 
 def integer_range(et: ElementType):
@@ -319,6 +318,8 @@ def convert(arr, elem_type, saturate: bool = True) -> np.ndarray:
         x = _round_to_odd_f32(x)
     if saturate or et.tag in (DataType.FLOAT4E2M1, DataType.FLOAT6E2M3, DataType.FLOAT6E3M2):
         if et.tag in _SATURABLE:
+            import ml_dtypes  # (a narrow float: et.dtype has imported it already)
+
             big = float(ml_dtypes.finfo(et.dtype).max)
             x = np.clip(x, -big, big)  # NaN stays NaN
     return x.astype(et.dtype)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 
 import numpy as np
 
@@ -48,17 +49,20 @@ def namespace():
 @functools.lru_cache(maxsize=None)
 def torch_dtype(np_dtype):
     """The torch dtype of a numpy dtype, or None when torch has none."""
-    import ml_dtypes
     import torch
 
+    np_dtype = np.dtype(np_dtype)
+    ml_dtypes = sys.modules.get("ml_dtypes")  # not imported to ask: a dtype of its exists only once it is
+    if ml_dtypes is not None and np_dtype == ml_dtypes.bfloat16:
+        return torch.bfloat16
     table = {
         np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64, np.dtype(np.float16): torch.float16,
-        np.dtype(ml_dtypes.bfloat16): torch.bfloat16, np.dtype(np.int8): torch.int8, np.dtype(np.uint8): torch.uint8,
+        np.dtype(np.int8): torch.int8, np.dtype(np.uint8): torch.uint8,
         np.dtype(np.int16): torch.int16, np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64,
         np.dtype(np.bool_): torch.bool, np.dtype(np.complex64): torch.complex64,
         np.dtype(np.complex128): torch.complex128,
     }
-    return table.get(np.dtype(np_dtype))
+    return table.get(np_dtype)
 
 
 def asarray(a):
@@ -74,7 +78,7 @@ def asarray(a):
     dt = torch_dtype(arr.dtype)
     if dt is None:
         return arr
-    if arr.dtype == np.dtype("bfloat16"):
+    if dt == torch.bfloat16:
         return torch.from_numpy(arr.view(np.uint16).copy()).view(torch.bfloat16).to(device())
     return torch.from_numpy(np.array(arr, copy=True)).to(device())
 

@@ -34,7 +34,6 @@ others (STRING, the 8/6/4/2-bit types) are host arithmetic on numpy and ml_dtype
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from onnxkit.plugin import DataType, KernelTable, OnnxkitError, OnnxkitTypeError, arrays, element_type, from_numpy_dtype
@@ -79,7 +78,11 @@ def tag_of(dtype) -> int:
     if isinstance(dtype, np.dtype):
         return int(from_numpy_dtype(dtype).tag)
     name = arrays.dtype_name(dtype)
-    np_dtype = getattr(ml_dtypes, name, None) if name == "bfloat16" or name.startswith("float8") else name
+    np_dtype = name
+    if name == "bfloat16" or name.startswith("float8"):  # torch's narrow floats: numpy's twin is ml_dtypes'
+        import ml_dtypes
+
+        np_dtype = getattr(ml_dtypes, name, None)
     return int(from_numpy_dtype(np.dtype(np_dtype)).tag)
 
 

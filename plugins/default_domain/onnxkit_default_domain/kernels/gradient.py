@@ -33,7 +33,8 @@ to each ``xs`` element type; ``xs`` must be float16, bfloat16, float32 or float6
 
 from __future__ import annotations
 
-import ml_dtypes
+import sys
+
 import numpy as np
 
 from onnxkit.plugin import (KernelTable, calls_blas, ir, is_default_domain, node_attributes, normalize_domain,
@@ -41,7 +42,17 @@ from onnxkit.plugin import (KernelTable, calls_blas, ir, is_default_domain, node
 
 KERNELS = KernelTable()
 DOMAIN = "ai.onnx.preview.training"
-_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), np.dtype(ml_dtypes.bfloat16))
+_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _is_float(dtype) -> bool:
+    """float16, float32, float64 or bfloat16: ml_dtypes', which is not imported to ask (a dtype of
+    its can only exist once it is)."""
+    if dtype in _FLOATS:
+        return True
+    ml_dtypes = sys.modules.get("ml_dtypes")
+    return ml_dtypes is not None and dtype == ml_dtypes.bfloat16
+
 
 # -- gradient rules ---------------------------------------------------------------------------
 #: op_type -> (since_versions the rule is exact for, differentiable input positions or None
@@ -522,7 +533,7 @@ def gradient(ctx):
 
     def fn(*args):
         for name, a in zip(xs, args):
-            if a is None or np.asarray(a).dtype not in _FLOATS:
+            if a is None or not _is_float(np.asarray(a).dtype):
                 ctx.fail(f"xs value {name!r} must be a float16, bfloat16, float32 or float64 tensor")
         cdt = np.float64 if any(np.asarray(a).dtype == np.float64 for a in args[:len(xs)]) else np.float32
         raw = dict(zip(keep, forward.run(list(args))))
@@ -530,7 +541,7 @@ def gradient(ctx):
         grads: dict = {}
         yv = raw[y]
         if y in active:
-            if np.asarray(yv).dtype not in _FLOATS:
+            if not _is_float(np.asarray(yv).dtype):
                 ctx.fail(f"y={y!r} is not a floating-point tensor")
             grads[y] = np.ones(np.shape(yv), dtype=cdt)
         for s in reversed(steps):

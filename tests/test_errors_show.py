@@ -57,11 +57,11 @@ ALLOWED = {
     ("runtime/plan.py", "Planner._bind_node"): 1,
     # kernel (plugin) code called ahead of the run, where failing just means "not now": a typed
     # refusal (runtime.kernel.REFUSALS) is caught first, silently; anything else is a bug, logged
-    # with the node: constant folding at planning, binding constants, shape specialization's
-    # folding, computed constants for the optimizer's rewrites
-    ("runtime/plan.py", "_Folding.fold"): 1,
+    # with the node: a constant evaluated ahead of the run (folding at planning, shape
+    # specialization's folding, computed constants for the optimizer's rewrites: one function),
+    # binding constants, planning a node for the optimizer's computed constants
+    ("runtime/graph_plan.py", "evaluate_constant"): 1,
     ("runtime/loop.py", "_bound"): 1,
-    ("runtime/optimizer/specialize.py", "_evaluate"): 1,
     ("runtime/optimizer/computed.py", "_computed"): 1,
     # a size bound's bug on the specializer's stand-in arrays: the guard stays, logged
     ("runtime/optimizer/specialize.py", "_unguarded"): 1,

@@ -18,8 +18,10 @@ import numpy as np
 
 from ..errors import EvaluationError
 from ..kernel_traits import NO_TRAITS
+from ..log import get_logger
 from .bodies import describe
 from .budget import enter_run, leave_run
+from .kernel import REFUSALS
 from .loop import ABSENT, Layout, SlotScope, run_checked, run_fast
 from .state import RUN_STATE
 from .usedef import step_index
@@ -296,3 +298,31 @@ def assign_lifetimes(steps, keep: set, index=None) -> None:
     for i, s in enumerate(steps):
         s.free = tuple(frees.get(i, ()))
         s.release = tuple(n for n in s.free if n in guarded)
+
+
+def evaluate_constant(step, args: list, budget, purpose: str) -> Optional[tuple]:
+    """The outputs of ``step`` on constant ``args`` ahead of the run (constant folding at
+    planning, shape specialization, the optimizer's computed constants: ``purpose`` names it),
+    its size guard checked against ``budget`` first: a tuple with one value per output the node
+    names, or None where the kernel or its guard refuses them (:data:`~.kernel.REFUSALS`: the
+    step is left to the run, which fails by name) or leaves a named output out.  Any other fault
+    is a bug of the kernel: logged with the node and the traceback, and None.  ``budget`` is
+    left with nothing charged."""
+    try:
+        if step.guard is not None:  # a constant too big to compute is refused at run time, by name
+            step.guard(budget, args)
+        out = step.fn(*args)
+    except REFUSALS:
+        return None
+    except Exception as exc:  # noqa: BLE001
+        # Broad: a kernel is plugin code, and a step left to the run computes there what it would
+        # have given here; a fault that is not a refusal of its inputs is a bug, shown.
+        get_logger("plan").warning("%s: node %r (%s) raised %s: %s; it is left to run", purpose, step.node.name,
+                                   step.op, type(exc).__name__, exc, exc_info=exc)
+        return None
+    finally:
+        budget.live = 0
+    outs = out if type(out) is tuple else (out,)
+    if len(outs) < sum(1 for n in step.outputs if n):
+        return None
+    return outs

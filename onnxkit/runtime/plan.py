@@ -39,13 +39,13 @@ from ..errors import EvaluationError, OnnxkitError
 from ..functions import call_attributes, node_attributes, subgraph_attributes, substitute
 from ..kernel_traits import operator_traits
 from ..limits import DEFAULT_LIMITS
-from ..log import get_logger
 from ..registry import is_default_domain, normalize_domain
 from .budget import RunBudget, guard_for
 from .fallback import Placement
-from .kernel import REFUSALS, NodeContext, Unsupported, traits_of
+from .kernel import NodeContext, Unsupported, traits_of
 from .options import missing_backend_message
-from .graph_plan import GraphPlan, Step, assign_lifetimes, frozen, is_deterministic, kept_value_ids  # noqa: F401
+from .graph_plan import (GraphPlan, Step, assign_lifetimes, evaluate_constant, frozen,  # noqa: F401
+                         is_deterministic, kept_value_ids)
 from .visible import _NOT_CONSTANT, Visible, declared_constant, outer_constant
 def _mapped(a: np.ndarray) -> bool:
     """True if the octets of ``a`` belong to a memory map (a model file or an external data file)."""
@@ -88,20 +88,9 @@ class _Folding:
             return False
         args = [(constants[n] if n in constants else outer[n]) if n else None for n in step.inputs]
         planner = self.planner
-        try:
-            if step.guard is not None:  # a constant too big to compute is refused at run time, by name
-                step.guard(RunBudget(planner.limits), args)
-            out = step.fn(*args)
-        except REFUSALS:  # constants the kernel (or its guard) refuses: the run fails by name
+        outs = evaluate_constant(step, args, RunBudget(planner.limits), "constant folding")
+        if outs is None:  # refused (or a bug, logged): the run computes it, and fails by name
             return False
-        except Exception as exc:  # noqa: BLE001
-            # Broad: a kernel is plugin code, and a node left unfolded still runs (and fails, by
-            # name, if it fails then); but a fault that is not a refusal of its inputs is a bug,
-            # logged with the node and the traceback rather than silently left to the run.
-            get_logger("plan").warning("constant folding: node %r (%s) raised %s: %s; it is left to run", node.name,
-                                       step.op, type(exc).__name__, exc, exc_info=exc)
-            return False
-        outs = out if type(out) is tuple else (out,)
         for name, value in zip(step.outputs, outs):
             if name:
                 constants[name] = frozen(planner._owned(value))  # e.g. a Constant's view of the file

@@ -39,8 +39,7 @@ from ...inference.context import MAX_CONSTANT_ELEMENTS
 from ...limits import Limits
 from ...log import get_logger
 from ..budget import RunBudget
-from ..kernel import REFUSALS
-from ..plan import is_deterministic
+from ..plan import evaluate_constant, is_deterministic
 from .view import GraphView, is_default
 
 #: the most nodes evaluated for one value
@@ -96,30 +95,18 @@ def _computed(view: GraphView, node, args: list) -> Optional[np.ndarray]:
     the module docstring)."""
     try:
         step = _step(view, node)
-        if step is None or step.scope or not is_deterministic(step) or not _admitted(step, args):
+        if step is None or step.scope or not is_deterministic(step):
             return None
         return _evaluate(view, node, args)
     except Exception as exc:  # noqa: BLE001
         # Broad: planning the node, its guard and its kernel are called here ahead of the run,
         # for a rewrite that is only an optimization: their typed refusals are "not computed"
-        # (_step, _admitted, _evaluate); anything else is a bug, which must neither stop the session nor pass
+        # (_step, _evaluate); anything else is a bug, which must neither stop the session nor pass
         # in silence: logged with the node and the traceback, and the rewrite is not made.
         get_logger("plan").warning("optimizer: computing the constant output of node %r (%s) raised %s: %s; the "
                                    "rewrites that need it are not made", node.name, node.op_type,
                                    type(exc).__name__, exc, exc_info=exc)
         return None
-
-
-def _admitted(step, args: list) -> bool:
-    """Whether ``step``'s size guard (if it has one) admits its output within :data:`LIMITS`
-    (decided before its kernel runs)."""
-    if step.guard is None:
-        return True  # its output is bounded by its inputs (onnxkit.runtime.budget)
-    try:
-        step.guard(RunBudget(LIMITS), args)
-    except REFUSALS:  # refused (LimitExceeded), or inputs it cannot read
-        return False
-    return True
 
 
 class _Folder:
@@ -166,14 +153,13 @@ def _step(view: GraphView, node):
 
 
 def _evaluate(view: GraphView, node, args: list) -> Optional[np.ndarray]:
-    """``node``'s output on ``args`` by its host-array kernel, or None where that refuses them."""
+    """``node``'s output on ``args`` by its host-array kernel, its size guard admitting it within
+    :data:`LIMITS` first (:func:`~onnxkit.runtime.graph_plan.evaluate_constant`), or None where
+    either refuses them or the node has more than one output."""
     step = _step(view, node)
     if step is None:
         return None
-    try:
-        out = step.fn(*args)
-    except REFUSALS:  # a node that fails now is left to fail at run time, by name
+    outs = evaluate_constant(step, args, RunBudget(LIMITS), "optimizer: computed constant")
+    if outs is None or len(outs) != 1:
         return None
-    if type(out) is tuple:
-        return None
-    return np.array(out, copy=True)
+    return np.array(outs[0], copy=True)

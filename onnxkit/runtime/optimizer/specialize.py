@@ -54,7 +54,7 @@ from ...errors import OnnxkitError
 from ...log import get_logger
 from ..budget import RunBudget
 from ..kernel import REFUSALS
-from ..plan import GraphPlan, assign_lifetimes, frozen, is_deterministic
+from ..plan import GraphPlan, assign_lifetimes, evaluate_constant, frozen, is_deterministic
 from ..usedef import step_index
 from .inline import Collision, branch_path, collapse_aliases, inline, taken_branch
 
@@ -514,29 +514,15 @@ def _set(known: dict, step, out) -> None:
 
 
 def _evaluate(step, args: list, budget: RunBudget):
-    """The step's result on constant ``args`` (None if it fails, or a value is too big to keep)."""
-    try:
-        if step.guard is not None:
-            step.guard(budget, args)
-        out = step.fn(*args)
-    except REFUSALS:  # constants the kernel (or its guard) refuses: left to fail at run time, by name
-        return None
-    except Exception as exc:  # noqa: BLE001
-        # Broad: a kernel is plugin code, and the step left in the plan computes at each run
-        # what it would have folded; but a fault that is not a refusal of its inputs is a bug
-        # (the run just recorded computed these values), logged with the node and the traceback.
-        get_logger("plan").warning("shape specialization: folding node %r (%s) raised %s: %s; it is left to run",
-                                   step.node.name, step.op, type(exc).__name__, exc, exc_info=exc)
-        return None
-    finally:
-        budget.live = 0
-    outs = out if type(out) is tuple else (out,)
-    if len(outs) < sum(1 for n in step.outputs if n):
+    """The step's result on constant ``args`` (:func:`~onnxkit.runtime.graph_plan.evaluate_constant`;
+    None where that gives none, or a value is too big to keep)."""
+    outs = evaluate_constant(step, args, budget, "shape specialization")
+    if outs is None:
         return None
     for v in outs:  # a numpy scalar (a kernel's 0-d result) is kept as the kernel gave it
         if not isinstance(v, (np.ndarray, np.generic)) or v.nbytes > MAX_FOLDED_BYTES:
             return None
-    return tuple(frozen(v) for v in out) if type(out) is tuple else frozen(out)
+    return tuple(frozen(v) for v in outs) if len(outs) > 1 else frozen(outs[0])
 
 
 def _unguarded(step, types: dict, budget: RunBudget):

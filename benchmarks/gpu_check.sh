@@ -40,7 +40,7 @@ fi
 
 status=0
 echo "== the gpu backend's tests"
-"$PY" -m pytest -q -p no:cacheprovider plugins/gpu_backend/tests plugins/default_domain/tests tests/test_fallback.py || status=1
+"$PY" -m pytest -q -p no:cacheprovider plugins/gpu_backend/tests plugins/default_domain/tests tests/engine/test_fallback.py || status=1
 echo "== vectors and speed"
 (cd benchmarks && "$PY" gpu_check.py "$@") || status=$?
 echo "gpu_check: exit status $status"

@@ -1,6 +1,6 @@
 """Scale: a 100,000-node chain loaded, checked and planned, vs onnxruntime's session creation (issue #18).
 
-onnxkit's cost is linear in the node count (tests/test_growth.py); this prints the absolute
+onnxkit's cost is linear in the node count (tests/engine/test_growth.py); this prints the absolute
 times and the ratio to onnxruntime for the same file, thread-matched: onnxkit plans on one
 thread, so onnxruntime gets ``intra_op_num_threads = inter_op_num_threads = 1`` and
 sequential execution.  Both read the model from the same file on disk.  onnxruntime's

@@ -5,7 +5,7 @@
 imports nothing, so every other one (the error types, the schema model, the registry) can use
 it; :mod:`onnxkit.registry` and :mod:`onnxkit.plugin` re-export the functions.  No other code
 of onnxkit/ or of a plugin spells ``"ai.onnx"`` or compares a domain with its spellings
-(tests/test_one_way.py scans for it, with an exact allow-list).
+(tests/structure/test_one_way.py scans for it, with an exact allow-list).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def subgraph_attributes(node) -> list:
 
     The one walker of a node's subgraphs: :func:`subgraphs_of`, :func:`names_read_inside`,
     :func:`with_subgraphs`, the checker, inference, the optimizer and the CLI read it
-    (tests/test_one_way.py keeps it so).  The graphs are taken from the values (an
+    (tests/structure/test_one_way.py keeps it so).  The graphs are taken from the values (an
     :class:`~onnxkit.ir.Graph`, or a list of them), which for a well-formed attribute are its
     GRAPH / GRAPHS value; the checker walks an attribute whose declared type says otherwise too,
     and an attribute referring to a function's parameter (no value) has none."""

@@ -18,7 +18,7 @@ the fallback wrapper and the ``epilogue`` plan pass
 that defines the operator declares them on its portable kernel factory (``onnxkit_portable_kernels``),
 and the host reads them from there (:func:`operator_traits`) whichever backend's kernel runs the
 node, an override included.  This is how operator knowledge stays with the operator's plugin:
-the host holds no table of operator names (tests/test_host_tables.py).
+the host holds no table of operator names (tests/plugins/test_host_tables.py).
 
 A function that carries one of the former untyped capability attributes (``fn.needs_scope =
 True``, ...) without traits is refused with an :class:`~onnxkit.errors.OnnxkitError` naming the
@@ -40,7 +40,7 @@ from .errors import OnnxkitError
 TRAITS_ATTRIBUTE = "__onnxkit_traits__"
 
 #: The capability attributes kernels set before traits existed; a function carrying one of them
-#: without traits is refused by :func:`traits_of` (size asserted by tests/test_plugin_surface.py).
+#: without traits is refused by :func:`traits_of` (size asserted by tests/plugins/test_plugin_surface.py).
 LEGACY_ATTRIBUTES = ("bind_constants", "needs_scope", "host_only", "fuse_epilogue", "epilogue_inputs",
                      "output_bytes")
 
@@ -69,7 +69,7 @@ def _optional_int(v):
 
 
 #: The size-guard kinds an operator may declare (``size_guard``), each implemented once by
-#: :mod:`onnxkit.runtime.budget` (tests/test_host_tables.py asserts the two agree):
+#: :mod:`onnxkit.runtime.budget` (tests/plugins/test_host_tables.py asserts the two agree):
 #:
 #: * ``"value"``: the output extents come from input values or attributes; predicted before the
 #:   kernel by the operator's inference function on the concrete inputs;

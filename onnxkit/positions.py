@@ -3,7 +3,7 @@
 Part 1 leaves several behaviours to the implementation or to later editions.  A conformance
 statement (Annex A) has to say what onnxkit does in each case; this table is where it says so,
 once.  ``onnxkit conformance statement`` prints it, and every row names the test that fails if
-the behaviour changes (``tests/test_positions.py`` checks that each named test exists).
+the behaviour changes (``tests/conformance/test_positions.py`` checks that each named test exists).
 
 :data:`POSITIONS` is made on first use: the determinism row names the operators the domain
 packages declare nondeterministic (:func:`nondeterministic_operators`), read from the registry.
@@ -29,7 +29,7 @@ class Position:
 
 
 def _t(name: str) -> str:
-    return f"tests/test_positions.py::{name}"
+    return f"tests/conformance/test_positions.py::{name}"
 
 
 def nondeterministic_operators(registry=None) -> list:
@@ -53,7 +53,7 @@ def positions() -> tuple:
                  "session's boundary, as onnxruntime and `onnx.numpy_helper` do, a fed element may be `str` (encoded "
                  "as UTF-8) or `bytes`, and a returned element is a `str` decoded as UTF-8, except an element that is "
                  "not valid UTF-8, which comes back as the `bytes` it is.",
-                 "tests/test_policy_regressions.py::test_a_string_that_is_not_utf8_comes_back_as_bytes"),
+                 "tests/engine/test_policy_regressions.py::test_a_string_that_is_not_utf8_comes_back_as_bytes"),
         Position("6.9", "type equality and assignability",
                  "Two types are equal when their kinds, element types and shapes are equal. A value may be supplied "
                  "where a type is declared unless the two contradict: different kinds, different element types, "

@@ -12,7 +12,7 @@ own object, so ``records.define`` *is* ``attrs.define`` and a record class is an
 
     @records.frozen                       # slotted, immutable, hashable (hash of the eq fields)
 
-What onnxkit relies on (``tests/test_records.py``): slotted and weak-referenceable classes;
+What onnxkit relies on (``tests/ir/test_records.py``): slotted and weak-referenceable classes;
 ``__eq__`` on instances of the same class only; frozen records refuse assignment with
 :class:`FrozenInstanceError` and hash; on a mutable record, assigning a field with a converter
 or validator runs them (attrs' default ``on_setattr``); a private field's ``__init__`` argument is

@@ -10,7 +10,7 @@ non-deterministic are exempt (Clause 11.6).
 The figures rest on measurement: ``python tools/measure_tolerances.py`` runs the ONNX 1-3
 test package and writes the largest error observed per element type and operator family
 to ``onnxkit/statement/measured_tolerances.py``; a guaranteed ``rtol`` is never below what was
-measured (``tests/test_tolerances.py``), and the conformance runner compares every vector
+measured (``tests/conformance/test_tolerances.py``), and the conformance runner compares every vector
 at these tolerances unless the vector states its own, so the suite fails when onnxkit stops
 achieving them.
 

@@ -1,5 +1,5 @@
 """Which ``ctx.attr("name", literal)`` calls of the kernels restate their schema's default
-(issue 42 item 6.5; tests/test_one_way.py asserts on it).
+(issue 42 item 6.5; tests/structure/test_one_way.py asserts on it).
 
 A kernel's ``ctx.attributes`` holds the node's attributes over the schema's defaults, so a literal
 default in ``ctx.attr(name, literal)`` is read only where the definition gives the attribute no

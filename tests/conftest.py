@@ -14,10 +14,14 @@ except ImportError:  # the property tests are skipped without hypothesis
     hypothesis_settings = None
 
 TESTS = Path(__file__).resolve().parent
-if str(TESTS) not in sys.path:  # pytest runs with --import-mode=importlib: make tests/ helpers importable
-    sys.path.insert(0, str(TESTS))
+#: the folders of tests, one per part of the code (engine, optimizer, ort, ...), whose modules are
+#: all ``test_*.py``: importable by name too (a test reuses another's model builders)
+FOLDERS = ("engine", "optimizer", "ort", "wire", "ir", "plugins", "cli", "conformance", "structure", "integrations", "hostile")
+for _path in (TESTS, *(TESTS / d for d in FOLDERS)):  # --import-mode=importlib: helpers importable
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-#: Every property test (tests/test_wire_hypothesis.py) runs under this profile: the examples are
+#: Every property test (tests/wire/test_wire_hypothesis.py) runs under this profile: the examples are
 #: derived from each test's own source (derandomize: the same examples on every machine and run),
 #: nothing is stored between runs, and no wall-clock deadline can fail a slow shared machine.
 HYPOTHESIS_PROFILE = "deterministic"
@@ -39,7 +43,7 @@ def onnx_vectors_dir() -> Path:
 # -- the first-run policy (onnxkit.runtime.bodies, ONNXKIT_FIRST_RUN) ---------------------------
 #
 # The suite runs the default policy (``tiered``); no conftest sets ONNXKIT_FIRST_RUN for everyone
-# (tests/test_first_run_matrix.py checks).  Which bodies a tiered session's first plan takes
+# (tests/engine/test_first_run_matrix.py checks).  Which bodies a tiered session's first plan takes
 # depends on the process: before numba is imported, onnxkit-cpu's compiled loops are deferred
 # (numpy bodies, a cold plan that is not specialized) until the runs have spent numba's estimated
 # setup; once it is imported, every plan takes the compiled loops at once.  So that no test
@@ -53,7 +57,7 @@ def onnx_vectors_dir() -> Path:
 #   shape specialization, plan passes, fallback, threads, profiling).
 # * ``warm_bodies``: ``warm`` for the test, for tests of the compiled loops themselves.
 #
-# The promotion between the two plans is tested by tests/test_first_run_bodies.py.
+# The promotion between the two plans is tested by tests/engine/test_first_run_bodies.py.
 
 FIRST_RUN_POLICIES = ("tiered", "warm")
 

@@ -3,7 +3,7 @@
 
 The page is rendered from the parser's actions (not from ``format_help``, whose layout changes
 with the terminal width and the Python version), so it is the same on every machine;
-``tests/test_docs.py`` fails while docs/cli.md differs from :func:`render`.
+``tests/structure/test_docs.py`` fails while docs/cli.md differs from :func:`render`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The fenced code blocks of a Markdown page (README.md, docs/*.md), for the docs tests and CI.
 
-Conventions of the pages (tests/test_docs.py holds them to it):
+Conventions of the pages (tests/structure/test_docs.py holds them to it):
 
 * ```` ```python ```` blocks run, in the page's order, in one process;
 * ```` ```console ```` blocks hold ``$ onnxkit ...`` commands, ```` ```bash ```` blocks ``onnxkit ...``
@@ -17,7 +17,7 @@ Conventions of the pages (tests/test_docs.py holds them to it):
 ``python tools/docs_blocks.py extract PAGE DIR`` writes a page's titled blocks into ``DIR`` (how
 ``.ci/wheels`` builds the plugin guide's example from the guide alone); ``script PAGE DIR`` writes
 the page's blocks as one script (:func:`page_script`), which ``.ci/wheels`` runs with the
-interpreter of the fresh environment, as ``tests/test_docs.py`` does with the repository's.
+interpreter of the fresh environment, as ``tests/structure/test_docs.py`` does with the repository's.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
     python tools/kernel_index.py                       # every package that keeps one
     python tools/kernel_index.py onnxkit_cpu.overrides # just this one (its kind: its tables)
 
-tests/test_kernel_index.py fails when an index and its package's tables disagree.
+tests/plugins/test_kernel_index.py fails when an index and its package's tables disagree.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import sys
 
 from onnxkit.plugin.lazy import write_index
 
-#: the packages whose kernels load lazily (asserted by tests/test_kernel_index.py)
+#: the packages whose kernels load lazily (asserted by tests/plugins/test_kernel_index.py)
 KERNEL_PACKAGES = ("onnxkit_cpu.overrides", "onnxkit_default_domain.kernels", "onnxkit_gpu.overrides",
                    "onnxkit_microsoft.kernels", "onnxkit_ml.kernels")
-#: the packages whose inference functions load lazily (asserted by tests/test_kernel_index.py)
+#: the packages whose inference functions load lazily (asserted by tests/plugins/test_kernel_index.py)
 FUNCTION_PACKAGES = ("onnxkit_default_domain.inference", "onnxkit_microsoft.inference", "onnxkit_ml.inference")
 #: ``{package: table}`` of both
 PACKAGES = {**dict.fromkeys(KERNEL_PACKAGES, "KERNELS"), **dict.fromkeys(FUNCTION_PACKAGES, "FUNCTIONS")}

@@ -19,7 +19,7 @@ rtol is taken at the corpus test's atol (:data:`CORPUS_ATOL`) rather than the ty
 
 The output (a Python module holding one dict, ``MEASURED``) is what the conformance statement
 quotes as measured maxima; the guaranteed tolerances of :mod:`onnxkit.tolerances` must be at
-least these (``tests/test_tolerances.py`` checks both the data and the behaviour).  Random operators (Clause 11.6) are excluded, as the conformance runner does.
+least these (``tests/conformance/test_tolerances.py`` checks both the data and the behaviour).  Random operators (Clause 11.6) are excluded, as the conformance runner does.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Regenerate the operator index: ``python tools/operator_index.py`` writes ``docs/operators.md``.
 
-``tests/test_operator_index.py`` fails while the file differs from what the installed plugins say.
+``tests/plugins/test_operator_index.py`` fails while the file differs from what the installed plugins say.
 """
 
 from __future__ import annotations

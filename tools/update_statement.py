@@ -2,7 +2,7 @@
 
 Writes the output of ``onnxkit conformance statement`` (every installed backend) between the
 markers of ``docs/conformance.md``, and its summary (:data:`SUMMARY_ITEMS`, rows of Table A.1)
-between the README's summary markers; ``tests/test_statement.py`` fails while either differs.
+between the README's summary markers; ``tests/conformance/test_statement.py`` fails while either differs.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Every scale is a power of two, every sum stays far below 2^24 units, and each Q'
 the unit of the value it quantizes (``y / y_scale`` is an integer): the float path (onnxruntime,
 onnxkit unoptimized; a Winograd convolution's few ulps included) and the integer kernels then
 round to the same integers, with no tie to break, so the oracle's exact comparison holds for the
-fused model too (the fusion's one-step bound with arbitrary scales is tests/test_opt_qdq.py's)."""
+fused model too (the fusion's one-step bound with arbitrary scales is tests/optimizer/test_opt_qdq.py's)."""
 
 from __future__ import annotations
 

@@ -256,7 +256,7 @@ def type_string(t: Optional[Type]) -> str:
     ``seq(tensor(int64))``, ``map(string,tensor(float))`` (no space after the key),
     ``optional(seq(tensor(bfloat16)))``, ``opaque(domain,name)``; ``undefined`` for a TypeProto
     with no member set, ``unknown`` where there is no type (None).  The one implementation:
-    tests/test_one_way.py checks it against onnxruntime where that is installed."""
+    tests/structure/test_one_way.py checks it against onnxruntime where that is installed."""
     if isinstance(t, TensorType):
         return f"tensor({tag_name(t.elem_type).lower()})"
     if isinstance(t, SparseTensorType):

@@ -46,7 +46,7 @@ between two runs once its runs on the cold plan have spent the estimated setup (
 before its second run; :mod:`onnxkit.runtime.bodies`).  A kernel that picks its body at planning names it with
 :func:`note_planned_body` (reported per node as ``planned``, ``onnxkit run --profile``).
 
-This package is the whole host surface a plugin may import (tests/test_plugin_surface.py fails
+This package is the whole host surface a plugin may import (tests/plugins/test_plugin_surface.py fails
 on any other ``onnxkit`` import under ``plugins/``).  Beside the names here:
 
 * :mod:`onnxkit.plugin.inference`: the inference-function toolkit (Clause 9.2);

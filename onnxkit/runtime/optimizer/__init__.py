@@ -56,7 +56,7 @@ def _on_roots(module: str, *op_types: str) -> Callable:
     only once the graph has a node one of its rules can start at: ``op_types``, those of its
     rules' roots (:func:`.rules.apply_rules` tries a rule at no other node, so without one the
     pass rewrites nothing).  A model without one does not pay for the module and its record
-    classes at its first result (``tests/test_lazy_api.py`` holds ``op_types`` to the rules)."""
+    classes at its first result (``tests/structure/test_lazy_api.py`` holds ``op_types`` to the rules)."""
     roots = frozenset(op_types)
 
     def run(view: GraphView) -> int:

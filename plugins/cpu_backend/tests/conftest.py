@@ -48,7 +48,7 @@ def count_calls(monkeypatch):
 
 # -- the first-run policy (onnxkit.runtime.bodies, ONNXKIT_FIRST_RUN) ---------------------------
 #
-# As in tests/conftest.py (the same fixtures; tests/test_first_run_matrix.py keeps them equal):
+# As in tests/conftest.py (the same fixtures; tests/engine/test_first_run_matrix.py keeps them equal):
 # the suite runs the default policy (``tiered``) in a process that has numba loaded, where a
 # tiered session takes the compiled loops from its first plan whatever ran before the test;
 # ``first_run_policy`` runs a test twice, ``tiered`` as a fresh process's session (numba not

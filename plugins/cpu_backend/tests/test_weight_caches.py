@@ -7,7 +7,7 @@ A runtime input may be a read-only *view* of memory the caller writes between ru
 written in place; fed again as the same object, the kernel must see its new values.  Each case
 runs three times, the fed memory changed after each run, and is compared with onnxruntime on a
 contiguous copy of the same feed.  Initializers and folded values still are kept: the planner
-declares them constants of the plan (``NodeContext.is_constant``, tests/test_kernel_constants.py).
+declares them constants of the plan (``NodeContext.is_constant``, tests/engine/test_kernel_constants.py).
 """
 
 from __future__ import annotations

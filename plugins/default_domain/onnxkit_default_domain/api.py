@@ -7,7 +7,7 @@ where they fail and with the same message, and reuses the inference geometry so 
 computed once, one way.  A domain that extends ai.onnx operators (onnxkit-microsoft's fused and
 quantized Conv, pooling, LSTM) does the same.  This module is that contract, in one place:
 another plugin imports from ``onnxkit_default_domain.api`` and from nothing else of this package
-(tests/test_plugin_surface.py fails otherwise).  Each name is imported on its first use, so an
+(tests/plugins/test_plugin_surface.py fails otherwise).  Each name is imported on its first use, so an
 override that needs one family's helpers loads that family only.  Every other module of the package, and every
 ``_``-prefixed name, is private and may change with the package.
 
@@ -39,7 +39,7 @@ What is published, and what each promises (each function's docstring states its 
 * **Versions**: :data:`FUSED_DOMAIN` (``ai.onnxkit``, the fused operators' domain),
   :data:`WIDENED_ONLY_VERSIONS` (the shape operators' definitions that only widened their type
   lists: a kernel for the earlier definition serves them unchanged; the layout operators'
-  module holds the same figure, tests/test_plugin_surface.py asserts it).
+  module holds the same figure, tests/plugins/test_plugin_surface.py asserts it).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ import importlib
 #: where each published name lives: ``name: (module relative to this package, attribute)``, the
 #: attribute None for a published module.  A name is imported the first time it is read (PEP 562),
 #: so a backend override that needs Conv's helpers does not import every portable family
-#: (tests/test_kernel_index.py asserts what a fresh process imports).
+#: (tests/plugins/test_kernel_index.py asserts what a fresh process imports).
 _PUBLISHED = {
     "FUSED_DOMAIN": (".fused", "FUSED_DOMAIN"),
     "conv_like_output": (".inference.nn", "_conv_like"),

@@ -4,7 +4,7 @@ A backend that specializes com.microsoft kernels (onnxkit-cpu's quantized fast p
 the portable kernels it replaces: it falls back to them where its fast path does not apply and
 reuses their attribute parsing and checks, so that it fails where they fail and with the same
 message.  Another plugin imports from ``onnxkit_microsoft.api`` and from nothing else of this
-package (tests/test_plugin_surface.py fails otherwise); every other module, and every
+package (tests/plugins/test_plugin_surface.py fails otherwise); every other module, and every
 ``_``-prefixed name, is private and may change with the package.
 
 Published, as modules (their public names are the factories registered in their ``KERNELS``

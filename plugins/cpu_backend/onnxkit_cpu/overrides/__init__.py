@@ -15,7 +15,7 @@ from onnxkit.plugin import lazy_family_tables
 
 def all_overrides(prepare=None) -> dict:
     """Every override of every family module of this package, each imported when a node is first
-    planned with it (the generated ``_kernel_index.py``; tests/test_kernel_index.py keeps it equal
+    planned with it (the generated ``_kernel_index.py``; tests/plugins/test_kernel_index.py keeps it equal
     to the modules' ``KERNELS``: regenerate with ``python tools/kernel_index.py``); ``prepare()`` runs
     before a family module is imported (the plugin's namespace, made before selection.py imports it)."""
     from ._kernel_index import ENTRIES

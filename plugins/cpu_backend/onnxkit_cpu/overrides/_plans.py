@@ -19,7 +19,7 @@ where :class:`Held` says so — the planner declares the input a constant of the
 factory — and reuses it while the same object comes back; otherwise it derives again each call.
 No kernel decides that from an array itself (its ``writeable`` flag, its chain of ``base``
 arrays): a caller may write a runtime input, or memory it is a view of, between runs
-(tests/test_kernel_constants.py scans the kernels for such tests).
+(tests/engine/test_kernel_constants.py scans the kernels for such tests).
 """
 
 from __future__ import annotations

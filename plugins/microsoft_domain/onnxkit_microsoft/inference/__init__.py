@@ -15,7 +15,7 @@ from onnxkit.plugin import lazy_family_tables
 
 def functions() -> dict:
     """Every inference function of every family module of this package, each imported when it is
-    first called (the generated ``_function_index.py``; tests/test_kernel_index.py keeps it equal
+    first called (the generated ``_function_index.py``; tests/plugins/test_kernel_index.py keeps it equal
     to the modules' ``FUNCTIONS``: regenerate with ``python tools/kernel_index.py``)."""
     from ._function_index import ENTRIES
 

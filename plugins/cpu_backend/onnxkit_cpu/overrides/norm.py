@@ -6,14 +6,15 @@ in place (a fresh array of X's size per step costs numpy a page-faulting allocat
 the rest of the computation are the portable kernels'.
 
 **Inference BatchNormalization, compiled** (:func:`batch_norm`, where compiled loops are on at
-planning): a node in inference mode (:func:`~onnxkit_default_domain.kernels.norm.batch_norm_mode`:
-``is_test`` or one output before 7, one output from 7 to 13, ``training_mode`` 0 from 14) with
-``spatial`` 1, given a float32 or float64 X of rank 2 or more and not empty, computes ``inv =
-scale / sqrt(var + epsilon)`` and ``shift = B - mean * inv`` as the portable kernel does (the
-same numpy operations in X's type, the parameters cast to it first) and then Y in one compiled
-pass, ``x * inv[c]`` rounded then ``+ shift[c]`` rounded (:data:`onnxkit_cpu.compiled.norm.
-channel_affine`): bit-identical to the numpy body, one pass over X instead of two (about 2.5x
-on (1, 128, 56, 56), 5x on (1, 128, 14, 14), one thread).  ``inv`` and ``shift`` are computed once
+planning): a node in inference mode (:func:`onnxkit.plugin.batch_norm_mode`, the rule the
+optimizer's folds read too: versions 1 and 6 ``is_test`` nonzero, 7 to 13 no output after Y
+named, ``training_mode`` 0 from 14) with ``spatial`` 1, given a float32 or float64 X of rank 2
+or more and not empty, computes ``inv = scale / sqrt(var + epsilon)`` and ``shift = B - mean *
+inv`` as the portable kernel does (the same numpy operations in X's type, the parameters cast
+to it first) and then Y in one compiled pass, ``x * inv[c]`` rounded then ``+ shift[c]``
+rounded (:data:`onnxkit_cpu.compiled.norm.channel_affine`): bit-identical to the numpy body,
+one pass over X instead of two (about 2.5x on (1, 128, 56, 56), 5x on (1, 128, 14, 14), one
+thread).  ``inv`` and ``shift`` are computed once
 while the same four arrays come back where the plan holds all four (:class:`~._plans.Held`:
 constants the planner declares, :meth:`onnxkit.plugin.NodeContext.is_constant`, such as
 initializers and folded values, or the plan's own defaults); otherwise (a runtime input,
@@ -97,7 +98,7 @@ def batch_norm(ctx):
     if loop is None or training or not spatial:
         return other
     xp = ctx.xp
-    eps = float(ctx.attr("epsilon", 1e-5))
+    eps = float(ctx.attr("epsilon"))
     check = input_type_checker(ctx)
     shapes = {}         # (X shape, dtype) -> (N, C, L) of the pass, or None: the portable kernel
     last = [None]       # [(scale, B, mean, var, dtype, inv, shift)]: the kept parameters
@@ -201,9 +202,9 @@ def layer_norm(ctx):
     docstring), else the portable kernel.  Returns Y alone when the node names one output,
     else (Y, Mean, InvStdDev) with None for an output not requested."""
     other = portable_layer_norm(ctx)
-    eps = float(ctx.attr("epsilon", 1e-5))
-    axis_attr = int(ctx.attr("axis", -1))
-    stash = int(ctx.attr("stash_type", 1))
+    eps = float(ctx.attr("epsilon"))
+    axis_attr = int(ctx.attr("axis"))
+    stash = int(ctx.attr("stash_type"))
     stat_dtype = {_F32: None if stash == 11 else _F32, _F64: _F32 if stash == 1 else _F64}
     want_mean, want_inv = ctx.output_requested(1), ctx.output_requested(2)
     only_y = ctx.num_outputs == 1

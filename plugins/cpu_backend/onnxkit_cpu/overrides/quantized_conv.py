@@ -127,7 +127,7 @@ def _operands_ok(x, w) -> bool:
 @KERNELS.register("ConvInteger", 10)
 def conv_integer(ctx):
     other = portable_conv.conv_integer(ctx)
-    group = int(ctx.attr("group", 1))
+    group = int(ctx.attr("group"))
     plans = portable_conv.Plans(ctx, lambda c, xs, ws: portable_conv.conv_plan(c, group, xs, ws))
     allowed_x, allowed_w = eight_bit(schema_types(ctx, "T1")), eight_bit(schema_types(ctx, "T2"))
     cache = [None]
@@ -180,8 +180,8 @@ def qlinear_conv(ctx):
     loop, columns = loops.requantize.get(), loops.centered_columns.get()
     if loop is None or columns is None:
         return other
-    group = int(ctx.attr("group", 1))
-    auto_pad = ctx.attr_str("auto_pad", "NOTSET")
+    group = int(ctx.attr("group"))
+    auto_pad = ctx.attr_str("auto_pad")
     cache = [None]
     kept = [None]
     geometry = {}

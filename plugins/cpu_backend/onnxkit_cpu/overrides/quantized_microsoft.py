@@ -106,7 +106,7 @@ def _binary(ctx, op: int, other):
 
 
 def _gap(ctx, other):
-    channels_last = bool(ctx.attr("channels_last", 0))
+    channels_last = bool(ctx.attr("channels_last"))
 
     def run(x, x_scale, x_zp, y_scale, y_zp):
         args = (x, x_scale, x_zp, y_scale, y_zp)
@@ -140,8 +140,8 @@ class _KeptB:
 
 
 def _qgemm(ctx, other):
-    alpha = float(ctx.attr("alpha", 1.0))
-    ta, tb = bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))
+    alpha = float(ctx.attr("alpha"))
+    ta, tb = bool(ctx.attr("transA")), bool(ctx.attr("transB"))
     kept = [None]
     b_held = Held(ctx, 3)        # where the plan holds B: B' is kept
 

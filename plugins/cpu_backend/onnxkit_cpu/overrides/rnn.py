@@ -423,7 +423,7 @@ def _lstm_steps(p, bias, rt, rbh, consts, hs, init, keep):
 def lstm(ctx):
     slow = portable.lstm(ctx)
     s = portable.Setup(ctx, ["Sigmoid", "Tanh", "Tanh"], unclipped=(2,))
-    if not s.default_acts or bool(ctx.attr("input_forget", 0) or 0):
+    if not s.default_acts or bool(ctx.attr("input_forget")):
         return slow
     layer = _Layer(ctx, s, 4, 3, 3)
 

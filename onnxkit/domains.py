@@ -6,11 +6,14 @@ imports nothing, so every other one (the error types, the schema model, the regi
 it; :mod:`onnxkit.registry` and :mod:`onnxkit.plugin` re-export the functions.  No other code
 of onnxkit/ or of a plugin spells ``"ai.onnx"`` or compares a domain with its spellings
 (tests/structure/test_one_way.py scans for it, with an exact allow-list).
+
+:func:`opset_map` is the one ``{domain: version}`` of a model's or a function's operator set
+imports in that key form (the same test scans for inline copies).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Mapping, Optional
 
 #: The default domain's written name.
 DEFAULT_DOMAIN = "ai.onnx"
@@ -29,3 +32,14 @@ def normalize_domain(domain: Optional[str]) -> str:
 def display_domain(domain: Optional[str]) -> str:
     """The domain as messages name it: 'ai.onnx' for the default domain however written."""
     return DEFAULT_DOMAIN if is_default_domain(domain) else domain
+
+
+def opset_map(opset_import: Iterable, outer: Optional[Mapping[str, int]] = None) -> dict:
+    """``{domain: version}`` of operator set imports (``model.opset_import``, a function's): the
+    domain in :func:`normalize_domain`'s form, the version an ``int``; a domain imported twice
+    keeps its last version (the checker reports the repetition).  ``outer``: the imports in
+    force around them (a function's body sees its caller's, its own replacing them)."""
+    out = dict(outer) if outer else {}
+    for o in opset_import:
+        out[normalize_domain(o.domain)] = int(o.version)
+    return out

@@ -55,7 +55,7 @@ def family_of(model, folder: str, registry, backend: str) -> str:
         return "expanded"
     node = model.graph.node[0]
     domain = normalize_domain(node.domain)
-    version = next((o.version for o in model.opset_import if normalize_domain(o.domain) == domain), None)
+    version = model.opset_version(domain)
     schema = registry.bind(domain, node.op_type, version) if version else None
     kernel = registry.kernel(backend, domain, node.op_type, schema.since_version) if schema else None
     if kernel is None:

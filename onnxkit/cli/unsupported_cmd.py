@@ -54,6 +54,7 @@ def extension_operators(model, registry=None) -> list:
     (its graphs, subgraphs and functions) bound to an extension definition, in the order first met."""
     from ..api import load
     from ..functions import subgraphs_of
+    from ..domains import opset_map
     from ..registry import get_registry, normalize_domain
 
     reg = registry or get_registry()
@@ -74,10 +75,10 @@ def extension_operators(model, registry=None) -> list:
             for g in subgraphs_of(node):
                 visit(g.node, opsets)
 
-    top = {normalize_domain(o.domain): int(o.version) for o in model.opset_import}
+    top = opset_map(model.opset_import)
     visit(model.graph.node, top)
     for fn in getattr(model, "functions", None) or ():
-        visit(fn.node, {**top, **{normalize_domain(o.domain): int(o.version) for o in fn.opset_import}})
+        visit(fn.node, opset_map(fn.opset_import, top))
     return [(*key, n) for key, n in rows.items()]
 
 

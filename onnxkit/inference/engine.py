@@ -35,6 +35,7 @@ from ..ir.attribute import AttributeType
 from ..functions import call_attributes, subgraph_attributes, subgraph_label, subgraphs_of, substitute
 from ..locations import Location
 from ..log import get_logger
+from ..domains import opset_map
 from ..registry import normalize_domain
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is_symbolic
 
@@ -218,7 +219,7 @@ class Engine:
     def __init__(self, model: ir.Model, registry):
         self.model = model
         self.registry = registry
-        self.opsets = {normalize_domain(o.domain): int(o.version) for o in model.opset_import}
+        self.opsets = opset_map(model.opset_import)
         self.functions = {(f.domain, f.name, f.overload): f for f in model.functions}
         self.types: dict = {}          # (graph path, name) -> Type
         self.graph_types: dict = {}    # id(graph) -> {name: Type}
@@ -449,7 +450,7 @@ class Engine:
         local = self.functions.get((node.domain, node.op_type, node.overload))
         try:
             if local is not None:
-                out_types, out_values = self.infer_function(node, local, self._function_opsets(local, opsets), None,
+                out_types, out_values = self.infer_function(node, local, opset_map(local.opset_import, opsets), None,
                                                             in_types, in_values, where)
             else:
                 version = opsets.get(domain)
@@ -472,7 +473,7 @@ class Engine:
                     else:
                         body = schema.function_body_for(version) if schema.has_function else None
                         if body is not None:
-                            out_types, out_values = self.infer_function(node, body, self._function_opsets(body, opsets),
+                            out_types, out_values = self.infer_function(node, body, opset_map(body.opset_import, opsets),
                                                                         schema, in_types, in_values, where)
                         else:
                             self.note_warning("no-inference-function", "9.2",
@@ -515,13 +516,6 @@ class Engine:
                 self.define(scope, name, t, v, where)
 
     # -- functions (Clause 8.4) ------------------------------------------------------------------
-    @staticmethod
-    def _function_opsets(fn: ir.Function, outer: dict) -> dict:
-        opsets = dict(outer)
-        for o in fn.opset_import:
-            opsets[normalize_domain(o.domain)] = int(o.version)
-        return opsets
-
     def infer_function(self, node, fn: ir.Function, opsets, schema, in_types, in_values, where):
         """Infer a call of ``fn`` by inferring its body with the call's input types."""
         n_out = len(node.output)

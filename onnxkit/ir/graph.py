@@ -10,7 +10,7 @@ from typing import Optional
 
 from onnxkit import records
 
-from ..domains import normalize_domain
+from ..domains import normalize_domain, opset_map
 from . import display
 from .base import wire_field
 
@@ -161,11 +161,7 @@ class Model:
 
     def opset_version(self, domain: str) -> Optional[int]:
         """The imported version of ``domain`` ('' and 'ai.onnx' are the default domain), or None."""
-        want = normalize_domain(domain)
-        for o in self.opset_import:
-            if normalize_domain(o.domain) == want:
-                return o.version
-        return None
+        return opset_map(self.opset_import).get(normalize_domain(domain))
 
 
 #: classes :mod:`onnxkit.ir.seldom` defines on first use, still found here under their names

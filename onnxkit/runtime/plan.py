@@ -39,6 +39,7 @@ from ..errors import EvaluationError, OnnxkitError
 from ..functions import call_attributes, node_attributes, subgraph_attributes, substitute
 from ..kernel_traits import operator_traits
 from ..limits import DEFAULT_LIMITS
+from ..domains import opset_map
 from ..registry import is_default_domain, normalize_domain
 from .budget import RunBudget, guard_for
 from .fallback import Placement
@@ -128,7 +129,7 @@ class Planner:
         self.backend = registry.backends[backend]
         self.seed = seed
         self.limits = limits
-        self.opsets = {normalize_domain(o.domain): int(o.version) for o in model.opset_import}
+        self.opsets = opset_map(model.opset_import)
         self.functions = {(f.domain, f.name, f.overload): f for f in model.functions}
         self.unsupported: list = []
         self._seen_unsupported: set = set()
@@ -288,7 +289,7 @@ class Planner:
         version = opsets.get(domain)
         local = self.functions.get((node.domain, node.op_type, node.overload))
         if local is not None:
-            fn, free = self._function_call(node, local, self._local_opsets(local, opsets), None, visible, graph)
+            fn, free = self._function_call(node, local, opset_map(local.opset_import, opsets), None, visible, graph)
             return Step(fn, list(node.input), list(node.output), node, False), free
         if version is None:
             self._unsupported(domain, node.op_type, None, "the model does not import this domain (Clause 5.3.2)")
@@ -310,7 +311,7 @@ class Planner:
                     why += " (its context-dependent function body is not carried)"
                 self._unsupported(domain, node.op_type, version, why)
                 return None, self._subgraph_free(node, opsets, visible)
-            fn, free = self._function_call(node, body, self._local_opsets(body, opsets), schema, visible, graph)
+            fn, free = self._function_call(node, body, opset_map(body.opset_import, opsets), schema, visible, graph)
             step = Step(fn, list(node.input), list(node.output), node, False)
             step.traits = operator_traits(self.registry, schema)
             return step, free
@@ -399,12 +400,6 @@ class Planner:
             finally:
                 self.depth -= 1
         return free
-
-    def _local_opsets(self, fn: ir.Function, outer: dict) -> dict:
-        opsets = dict(outer)
-        for o in fn.opset_import:
-            opsets[normalize_domain(o.domain)] = int(o.version)
-        return opsets
 
     # -- functions (Clause 8.4) ----------------------------------------------------------------
     def _function_call(self, node, fn: ir.Function, opsets, schema, visible, caller: Optional[ir.Graph] = None):

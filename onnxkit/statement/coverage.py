@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..domains import opset_map
 from ..registry import display_domain, normalize_domain
 
 
@@ -48,7 +49,7 @@ class Coverage:
         return result
 
     def _body_ok(self, body, domain: str, version: int, depth: int) -> bool:
-        opsets = {normalize_domain(o.domain): o.version for o in body.opset_import}
+        opsets = opset_map(body.opset_import)
         opsets.setdefault(domain, version)
         for node in body.node:
             d = normalize_domain(node.domain)

@@ -13,6 +13,9 @@
 5. *Attribute defaults*: the schema's (a kernel's ``ctx.attributes`` has them filled in); a
    kernel's ``ctx.attr(name, literal)`` keeps its literal only where some definition it serves
    has no default for the attribute (tests/attr_defaults.py finds the definitions per call).
+6. *The opset map*: :func:`onnxkit.domains.opset_map` gives ``{domain: version}`` of a model's
+   or a function's imports (the domain normalised, a function's over its caller's); nothing else
+   walks ``opset_import`` normalising domains but the checker, which reports each import.
 """
 
 from __future__ import annotations
@@ -518,3 +521,78 @@ def test_attr_default_scan_classifies(attr_sites):
     assert site("broadcast", 0, ("", "Add", 1), ("", "Add", 7)).kind == "needed"   # no broadcast from 7
     assert site("default_float", 0.0, ("ai.onnx.ml", "LabelEncoder", 2)).kind == "differs"  # the default is -0.0
     assert site("mode", "constant", ("", "Pad", 2)).kind == "restates"             # strings: decoded bytes
+
+
+# -- 6. the opset map --------------------------------------------------------------------------
+
+def _iterates_opset_import(node) -> bool:
+    """``x.opset_import`` (or a name ``opset_import``), or it wrapped in a call
+    (``enumerate(x.opset_import)``)."""
+    if isinstance(node, ast.Call):
+        return any(_iterates_opset_import(a) for a in node.args)
+    return (isinstance(node, ast.Attribute) and node.attr == "opset_import") or \
+        (isinstance(node, ast.Name) and node.id == "opset_import")
+
+
+def opset_map_spellings(sources) -> Counter:
+    """``{(file, enclosing function): count}`` of the loops and comprehensions over an
+    ``opset_import`` that normalise the domains themselves (``{normalize_domain(o.domain): ...
+    for o in model.opset_import}``, a loop filling a dict, a lookup comparing domains)."""
+    found = Counter()
+    for path, tree in sources:
+        where = _enclosing(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.For, ast.AsyncFor)):
+                iters, inside = [node.iter], [n for stmt in node.body for n in ast.walk(stmt)]
+            elif isinstance(node, (ast.DictComp, ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+                iters = [g.iter for g in node.generators]
+                inside = list(ast.walk(node))
+            else:
+                continue
+            if any(_iterates_opset_import(i) for i in iters) and any(
+                    isinstance(n, ast.Call) and (getattr(n.func, "id", None) or getattr(n.func, "attr", None))
+                    == "normalize_domain" for n in inside):
+                found[(path, where.get(id(node), "<module>"))] += 1
+    return found
+
+
+#: The places allowed to walk an ``opset_import`` normalising its domains, each with why.
+OPSET_MAP_ALLOWED = Counter({
+    ("onnxkit/domains.py", "opset_map"): 1,  # the one map
+    # the checker's validation: each import judged on its own (repeated, duplicate, invalid version,
+    # a function's disagreeing with the model's), reported with its index
+    ("onnxkit/checker/operators.py", "check_imports"): 1,
+    ("onnxkit/checker/functions.py", "_function_opsets"): 1,
+})
+
+
+def test_the_opset_map_is_built_in_one_place():
+    assert_only_allowed(opset_map_spellings(_sources()), OPSET_MAP_ALLOWED, 3, "onnxkit.domains.opset_map")
+
+
+def test_opset_map_scan_sees_each_inline_form():
+    forms = ["{normalize_domain(o.domain): int(o.version) for o in model.opset_import}",
+             "for o in fn.opset_import:\n    opsets[normalize_domain(o.domain)] = int(o.version)",
+             "next((o.version for o in m.opset_import if normalize_domain(o.domain) == d), None)",
+             "{**top, **{normalize_domain(o.domain): o.version for o in fn.opset_import}}"]
+    for form in forms:
+        assert sum(opset_map_spellings([("x.py", ast.parse(form))]).values()) >= 1, form
+    assert not opset_map_spellings([("x.py", ast.parse("{o.domain: o.version for o in m.opset_import}"))])
+    assert not opset_map_spellings([("x.py", ast.parse("opset_map(model.opset_import)"))])
+
+
+def test_opset_map():
+    from onnxkit import ir
+    from onnxkit.domains import opset_map
+
+    imports = [ir.OperatorSetId("ai.onnx", 13), ir.OperatorSetId("com.microsoft", 1), ir.OperatorSetId("x.y", 2)]
+    assert opset_map(imports) == {"": 13, "com.microsoft": 1, "x.y": 2}
+    assert all(type(v) is int for v in opset_map([ir.OperatorSetId("", 7)]).values())
+    outer = {"": 18, "ai.onnx.ml": 3}
+    assert opset_map([ir.OperatorSetId("", 13), ir.OperatorSetId("com.example", 1)], outer) == \
+        {"": 13, "ai.onnx.ml": 3, "com.example": 1}          # a function's own imports replace its caller's
+    assert outer == {"": 18, "ai.onnx.ml": 3}                 # the caller's map is not written
+    assert opset_map([]) == {} and opset_map([], outer) == outer
+    model = ir.Model(ir_version=8, opset_import=[ir.OperatorSetId("", 17), ir.OperatorSetId("ai.onnx.ml", 3)])
+    assert model.opset_version("ai.onnx") == 17 and model.opset_version("ai.onnx.ml") == 3
+    assert model.opset_version("com.microsoft") is None

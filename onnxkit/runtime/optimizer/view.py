@@ -18,7 +18,7 @@ from onnxkit import records
 import numpy as np
 
 from ... import ir
-from ...domains import is_default_domain, normalize_domain
+from ...domains import is_default_domain, normalize_domain, opset_map
 from ...functions import with_subgraphs
 from ..usedef import node_index
 
@@ -80,7 +80,7 @@ class GraphView:
         self.model = model
         self.registry = registry
         self._types: Optional[dict] = types
-        self.opsets = {normalize_domain(o.domain): int(o.version) for o in model.opset_import}
+        self.opsets = opset_map(model.opset_import)
         self.node = [records.evolve(n, input=list(n.input), output=list(n.output)) for n in g.node]
         self.initializer = list(g.initializer)
         self.value_info = list(g.value_info)

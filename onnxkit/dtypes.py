@@ -9,9 +9,9 @@ Tag 0 (UNDEFINED) and tags not listed in Table 5 are rejected: Clause 6.2 forbid
 assigning a meaning to them.
 
 The narrow types' dtypes (bfloat16, the 8/6/4-bit floats, the 4/2-bit integers) are ml_dtypes'
-types, and importing ml_dtypes 0.7 costs a fresh process 0.4-0.7 s: a row's ``dtype`` is resolved
-(and ml_dtypes imported) the first time it is read, so a model without a narrow type never
-imports it (issue 44 item 3).  :func:`from_numpy_dtype` needs no import to recognise them: an
+types, and importing ml_dtypes (its compiled extension) is costly for a fresh process: a row's
+``dtype`` is resolved (and ml_dtypes imported) the first time it is read, so a model without a
+narrow type never imports it.  :func:`from_numpy_dtype` needs no import to recognise them: an
 ml_dtypes dtype can only exist once ml_dtypes is in ``sys.modules``.
 """
 

@@ -1,10 +1,10 @@
 """The entry points of one group, read straight from the installed distributions' metadata.
 
-:func:`importlib.metadata.entry_points` costs ~35 ms in a fresh process (importing it pulls in
+:func:`importlib.metadata.entry_points` is costly in a fresh process (importing it pulls in
 ``email``, ``zipfile``, ``csv``...; then it builds a ``Distribution`` object per installed
-package), a tenth of onnxkit's time to a first result.  :func:`group_entry_points` finds the same
-entry points by reading ``entry_points.txt`` (and ``METADATA`` / ``PKG-INFO`` for the name and
-version) of the ``*.dist-info`` / ``*.egg-info`` directories on :data:`sys.path`, as
+package), a noticeable share of onnxkit's time to a first result.  :func:`group_entry_points`
+finds the same entry points by reading ``entry_points.txt`` (and ``METADATA`` / ``PKG-INFO`` for
+the name and version) of the ``*.dist-info`` / ``*.egg-info`` directories on :data:`sys.path`, as
 importlib.metadata's path finder does: in :data:`sys.path` order, the first distribution of a
 (normalized) name wins, the name read from the folder's ``{name}-{version}`` stem, and ``""`` is
 the current directory.

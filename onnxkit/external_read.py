@@ -195,7 +195,7 @@ def _file_digest(key, buffer, algorithm: str) -> str:
         if digest is not None:
             _DIGESTS.move_to_end(key)
             return digest
-    import hashlib  # ~3 ms to import: paid by a model with a digest to check
+    import hashlib  # imported here: its import cost is paid only by a model with a digest to check
 
     digest = getattr(hashlib, algorithm)(buffer).hexdigest()
     with _DIGESTS_LOCK:

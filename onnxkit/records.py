@@ -21,12 +21,12 @@ its ``alias`` (attrs' default: the name less leading underscores); methods a cla
 after ``__init__``; records pickle and copy.  A field compared by a two-argument function is
 declared ``field(eq=records.cmp_using(eq=fn))`` (attrs' ``eq=callable`` is a *key* function).
 
-What it costs a fresh process: ``import attrs`` (about 16 ms of CPU) and about 0.45 ms per class
-defined, since attrs generates and compiles each class's methods as it defines it
-(``benchmarks/records.py``).  So a session's path defines only the record classes it uses: the
-IR's seldom-carried messages (:mod:`onnxkit.ir.seldom`) and test data's values
-(:mod:`onnxkit.ir.data`) are defined on first look-up, and the optimizer imports a rule pass only
-for a graph with a node its rules start at (56 classes on the bundled example where 70 were).
+What it costs a fresh process: ``import attrs`` and a definition time per class, since attrs
+generates and compiles each class's methods as it defines it (``benchmarks/records.py`` measures
+both).  So a session's path defines only the record classes it uses: the IR's seldom-carried
+messages (:mod:`onnxkit.ir.seldom`) and test data's values (:mod:`onnxkit.ir.data`) are defined
+on first look-up, and the optimizer imports a rule pass only for a graph with a node its rules
+start at.
 """
 
 from __future__ import annotations

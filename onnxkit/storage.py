@@ -57,8 +57,8 @@ __all__ = ["ExternalRefError", "Storage", "StorageFile", "LocalFileStorage", "ch
 
 
 def _token() -> str:
-    """A random suffix for a temporary file (``secrets`` imported here: ~5 ms that reading a model
-    need not pay)."""
+    """A random suffix for a temporary file (``secrets`` imported here: an import cost that reading a
+    model need not pay)."""
     import secrets
 
     return secrets.token_hex(6)

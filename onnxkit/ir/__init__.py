@@ -2,7 +2,8 @@
 
 The classes of messages a model to be run seldom carries (:mod:`onnxkit.ir.seldom`) and the value
 messages of test data files (:mod:`onnxkit.ir.data`) are defined when first looked up here:
-each record class costs about 0.45 ms to define, paid by every fresh process on a session's path.
+each record class costs time to define (``benchmarks/records.py``), paid by every fresh
+process on a session's path.
 """
 
 from importlib import import_module as _import_module

@@ -1,6 +1,6 @@
 """Messages a model to be run seldom carries, defined when first asked for.
 
-Each record class costs about 0.45 ms to define (attrs generates and compiles its methods,
+Each record class costs time to define (attrs generates and compiles its methods; what it costs:
 ``benchmarks/records.py``); a session on a model without these messages does not define them.
 :mod:`onnxkit.ir`, :mod:`onnxkit.ir.graph` and :mod:`onnxkit.ir.tensor` give them by name
 (their ``__getattr__`` imports this module), and the codec looks a message's class up through

@@ -1,4 +1,4 @@
-"""Operator families loaded when a model needs them (issue 32 item 1): an index, kept beside the
+"""Operator families loaded when a model needs them: an index, kept beside the
 family modules, stands in for importing them all when the registry is built.
 
 A package with one module per operator family (:func:`onnxkit.plugin.merge_family_tables`) may

@@ -4,10 +4,9 @@ onnxkit's kernels make their results with numpy, whose large buffers come from t
 ``malloc``.  glibc serves an allocation above its mmap threshold by a fresh mapping, unmapped
 again when freed, and returns free memory at the top of its heap to the system beyond its trim
 threshold (both thresholds adjusted as it goes); a model whose intermediates are megabytes then
-takes page faults on them in every run.  Measured (MobileNetV2 at 224x224, one thread, 2 CPUs,
-median of 9, 2026-12-03, benchmarks/image_models.py's timing): 13.0-14.9 ms a run with glibc's defaults, 8.8-9.2 ms with the
-thresholds below.  onnxruntime allocates from its own arena, which keeps what it allocated
-(``SessionOptions.enable_cpu_mem_arena``, on by default).
+takes page faults on them in every run, which the thresholds below avoid (a run of such a model
+is markedly faster with them).  onnxruntime allocates from its own arena, which keeps what it
+allocated (``SessionOptions.enable_cpu_mem_arena``, on by default).
 
 :func:`keep_freed_memory` is onnxkit's counterpart, for the whole process, since numpy's buffers
 come from the process's ``malloc``: once, when a session is made with ``enable_cpu_mem_arena``

@@ -1,4 +1,4 @@
-"""Which body each node of a plan runs, per input-shape key (issue 33 item 4).
+"""Which body each node of a plan runs, per input-shape key.
 
 A backend kernel may choose among several computations for the same node: onnxkit-cpu's Conv
 picks, per ``(X, W, B)`` shape and dtype, a compiled loop (``planes``), Winograd F(2x2, 3x3)
@@ -73,11 +73,11 @@ def session_bodies(session) -> list:
     return plan_bodies(getattr(session, "plan", None))
 
 
-# -- first-run bodies (issue 32 item 1) ------------------------------------------------------
+# -- first-run bodies ------------------------------------------------------------------------
 #
 # A fresh process's first result should not wait for a compiler: a session plans its first run
 # *cold* (:func:`first_run`), and a kernel that would take a body needing a slow one-time setup
-# (onnxkit-cpu's numba loops: import, target setup, cache loading, ~0.5 s) takes its
+# (onnxkit-cpu's numba loops: import, target setup, cache loading) takes its
 # quick-to-start body instead and says so with :meth:`FirstRun.defer`, giving the setup's
 # estimated cost.  The session keeps running the cold plan until the time its runs have spent on
 # it reaches that estimate (:meth:`FirstRun.due`: a tool that runs a model two or three times per
@@ -90,7 +90,7 @@ def session_bodies(session) -> list:
 #
 # ``$ONNXKIT_FIRST_RUN`` chooses the policy when a session is made: unset or ``tiered`` (the
 # above), ``second`` (promote before the second run, whatever the cost), ``warm`` (no cold plan:
-# the warm bodies from the first run, as before issue 32; benchmarks of steady-state speed use it).
+# the warm bodies from the first run; benchmarks of steady-state speed use it).
 
 import contextvars as _contextvars
 
@@ -180,7 +180,7 @@ def first_run_policy() -> str:
 
 def cold_record():
     """A fresh :class:`FirstRun` for a new session under :func:`first_run_policy`, or None
-    where it is ``warm`` (every plan takes its warm bodies at once, as before issue 32)."""
+    where it is ``warm`` (every plan takes its warm bodies at once)."""
     policy = first_run_policy()
     return None if policy == "warm" else FirstRun(tiered=policy == "tiered")
 

@@ -2,16 +2,16 @@
 
 Building a session allocates many small objects (the model's nodes, the checker's and the
 inference's records, the plan's steps) and frees few of them, so the collector runs again and
-again (on a BERT encoder about 85 collections, ~40 ms of a ~0.2 s session) and finds little to
-free.  :func:`collection_paused` switches it off for the duration of a ``with`` block and
-restores it afterwards:
+again (dozens of collections on a BERT encoder, a sizeable share of building its session) and
+finds little to free.  :func:`collection_paused` switches it off for the duration of a ``with``
+block and restores it afterwards:
 
 * the collector is switched back on when the block exits, normally or by an exception, and
   only if it was on when the outermost block began (a program that disabled it keeps it off);
 * nested and concurrent blocks (sessions built in several threads) share one pause: the first
   to enter switches it off, the last to leave restores it;
-* what the block made is not then examined by a young-generation collection (~16 ms on that
-  BERT encoder, which would find it all alive): when the collector is restored and no object is
+* what the block made is not then examined by a young-generation collection (which would
+  traverse it all and find it all alive): when the collector is restored and no object is
   frozen, the objects the block made are moved to the oldest generation (``gc.freeze()`` then
   ``gc.unfreeze()``: two list splices, no traversal), as the session's long-lived objects would be
   after two collections.  Nothing is lost: cyclic garbage among them is freed by the next full

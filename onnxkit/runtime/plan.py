@@ -233,7 +233,7 @@ class Planner:
         """``value``, copied when the plan owns its data and ``value`` is a view of a memory map
         or is not aligned to its element size (raw data sits at any offset of the model's
         octets, and numpy hands unaligned operands to none of its fast loops nor to BLAS: a
-        (1, 128) x (128, 512) product with an unaligned initializer takes 10x as long)."""
+        product with an unaligned initializer takes many times as long)."""
         if self.own_data and isinstance(value, np.ndarray) and (not value.flags.aligned or _mapped(value)):
             copy = np.array(value, copy=True)
             copy.flags.writeable = value.flags.writeable

@@ -5,8 +5,8 @@ import and shared by the whole process.  A session limits it around each of its 
 threadpoolctl: ``intra_op_num_threads = n > 0`` gives ``n`` threads; ``0`` (the default)
 gives the physical cores this process may run on (:func:`default_threads`) *that other
 processes leave free* (:func:`free_threads`): BLAS threads that share a core with a busy
-process wait for each other at every barrier (and OpenBLAS's spin-wait), which made a
-convolution network 20x slower on a loaded machine than with one thread.
+process wait for each other at every barrier (and OpenBLAS's spin-wait), which makes a
+convolution network on a loaded machine many times slower than with one thread.
 
 The limit is process-wide (threadpoolctl sets the library's global setting), so sessions with
 different thread counts that run at the same time, from several Python threads, share one
@@ -88,7 +88,7 @@ def free_threads(now: float = None, loadavg=None, running=None) -> int:
     Other processes' demand is the greater of the one-minute load average less this process's
     own runnable thread (``os.getloadavg``) and the threads of other processes runnable now
     (:func:`running_elsewhere`: the load average lags a process that just became busy by up
-    to a minute, and BLAS threads sharing its cores meanwhile made a run 6x slower); re-read
+    to a minute, and BLAS threads sharing its cores meanwhile slow a run several times); re-read
     at most every :data:`LOAD_REFRESH_S` seconds.  Where neither is available,
     :func:`default_threads`.  ``loadavg`` / ``running``: given values (tests)."""
     now = time.monotonic() if now is None else now
@@ -166,7 +166,7 @@ class _Limit:
     """BLAS limited to ``n`` threads between enter and exit: each library whose count differs is
     set to ``n`` on entering and set back to the count it had on exit (one whose count already
     is ``n`` is left alone).  What threadpoolctl's ``limit(limits=n, user_api="blas")`` does, in
-    a few library calls instead of its per-call bookkeeping (about 9 µs per run)."""
+    a few library calls instead of its per-call bookkeeping, which is paid on every run."""
 
     __slots__ = ("libs", "n", "found")
 

@@ -414,12 +414,10 @@ RULES = (
 
 #: the rules :func:`run` applies by default: the exact pair rules.  The rules to integer kernels
 #: (QLinearConv, QLinearMatMul, QGemm, QLinearAdd / QLinearMul, QLinearGlobalAveragePool) are
-#: written, tested and within a step, but measured slower than the float path they replace on
-#: the corpus' quantized models (2026-12-02 18:03 UTC, load average 0.8, one thread, median of
-#: 30: the QDQ U-Net 17.4 ms with QLinearConv against 12.0 ms without, the QDQ ResNet 0.85 against
-#: 0.76 ms; the cpu Conv's bodies beat QLinearConv's im2col product at these sizes, and the other
-#: kernels' per-call cost exceeds the float op's and its two compiled Q / DQ passes'), so they run
-#: only where :data:`ACTIVE` is set to :data:`RULES`
+#: written, tested and within a step, but slower than the float path they replace on the corpus'
+#: quantized models (the cpu Conv's bodies beat QLinearConv's im2col product at these sizes, and
+#: the other kernels' per-call cost exceeds the float op's and its two compiled Q / DQ passes'),
+#: so they run only where :data:`ACTIVE` is set to :data:`RULES`
 DEFAULT_RULES = tuple(r for r in RULES if r.name == "qdq-cancel" or r.name.startswith("qdq-drop-"))
 #: the rules :func:`run` applies (:data:`DEFAULT_RULES`; tests set every rule)
 ACTIVE = DEFAULT_RULES

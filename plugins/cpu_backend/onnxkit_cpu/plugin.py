@@ -20,7 +20,7 @@ def onnxkit_backends():
 
 
 #: numpy's submodules outside the array API that array-api-compat's clone of numpy would import
-#: (``dir(numpy)`` touches each lazy one: numpy.f2py alone is ~50 ms of a fresh process).  The
+#: (``dir(numpy)`` touches each lazy one, and importing numpy.f2py alone is costly).  The
 #: namespace still reaches them, on demand, through a module ``__getattr__`` (PEP 562).
 _NOT_ARRAY_API = frozenset({"f2py", "testing", "ma", "ctypeslib", "polynomial", "random", "char", "rec", "core"})
 

@@ -1,15 +1,15 @@
 """Compiled loops for the cpu backend's hot kernels, by numba — imported and compiled lazily.
 
-numpy's per-call cost (0.7-3 µs per ufunc call or reduction here) dominates the small tensors
-of real models: a LayerNormalization of a (3, 9, 64) activation is ~12 numpy calls, 15 µs; the
-same rows as one compiled loop take ~2 µs.  The modules of this package hold such loops as
+numpy's per-call cost (each ufunc call or reduction) dominates the small tensors of real models:
+a LayerNormalization of a small activation is about a dozen numpy calls, where one compiled loop
+over the same rows is one call.  The modules of this package hold such loops as
 plain Python functions decorated with :func:`kernel`; an override asks for the compiled
 function *at planning* with :meth:`Lazy.get` and keeps its numpy body where that is None.
 
 Contract:
 
 * **Lazy.** Nothing here imports numba until an override first asks for a compiled function
-  (numba's import takes ~0.4 s); each function is compiled on its first call per argument
+  (numba's import is costly: :data:`SETUP_S`); each function is compiled on its first call per argument
   types, ``cache=True`` (numba's on-disk cache beside the module, or its user-wide cache
   where that is not writable), ``nogil=True`` (a session shared by Python threads runs these
   loops in parallel), ``error_model="numpy"`` (a division by zero gives inf/NaN, as numpy,
@@ -26,7 +26,7 @@ Contract:
   the first results of a fresh process come from the numpy bodies, and the session plans again
   (numba imported, its cache loaded) between two runs once its runs have spent that estimate.
   Once numba is imported in the process, every plan takes the compiled loops at once.
-  ``ONNXKIT_FIRST_RUN=warm`` plans compiled loops from the first run (the behaviour before).
+  ``ONNXKIT_FIRST_RUN=warm`` plans compiled loops from the first run.
 * **Same contract as the numpy body.** A compiled loop takes arrays the override has already
   checked (dtype, shape, contiguity) and writes into an output the override allocated; it
   never allocates an unbounded size and never raises for data values.
@@ -50,9 +50,9 @@ _OPTIONS = {"cache": True, "nogil": True, "error_model": "numpy"}
 #: What a deferral tells the session the warm plan's setup will cost (seconds; the session keeps
 #: its cold plan until its runs have spent as much, :class:`onnxkit.plugin.FirstRun`): numba's
 #: import with its LLVM target set up, once (SETUP_S), and loading one function's cached machine
-#: code (LOAD_S).  Measured by benchmarks/promotion.py (2 CPUs, x86-64, fresh processes, median of
-#: 3, 2026-12-03): the promoting run's setup took 0.45-0.50 s on six corpus models deferring 2 to 7
-#: loops, nearly independent of their number.
+#: code (LOAD_S): estimates, set from what ``benchmarks/promotion.py`` measures (the promoting
+#: run's setup in fresh processes; its result is in docs/benchmarks.md); SETUP_S dominates, the
+#: setup depending little on the number of loops deferred.
 SETUP_S = 0.43
 LOAD_S = 0.01
 

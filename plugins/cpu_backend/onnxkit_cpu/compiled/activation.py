@@ -12,7 +12,7 @@ Precision:
   about 1 ulp of the exact function, closer than the float32 numpy bodies, whose ``x - max``
   and ``exp`` each round in float32: softmax up to 10 ulp).  Their exponential is :func:`_exp_py`, written here so
   that LLVM vectorizes the loops around it (numba's ``math.exp`` is one libm call per element,
-  ~8x slower than numpy's SIMD exp): Cody-Waite reduction ``v = k ln2 + r``, ``|r| <= ln2 / 2``,
+  much slower than numpy's SIMD exp): Cody-Waite reduction ``v = k ln2 + r``, ``|r| <= ln2 / 2``,
   ``exp(r)`` by its Taylor polynomial of degree 13 (truncation < 5e-18 relative), ``2^k`` as
   two exact powers of two built from their bits (so subnormal results round once); relative
   error below 3e-16 over the whole range (tests/test_compiled_norm_act.py), exp(v) = inf above

@@ -34,8 +34,8 @@ float32 exp is within 2.4; 0 below -104 and for -inf, NaN for NaN), their float6
 order reassociated: vectorized), then ``p_j = e_j * float32(1 / t)`` (the numpy body divides by
 the float32 sum: both within about 1.5 ulp of ``e_j / t``).  Rows follow the blocked body's rules:
 with ``guard`` a row whose sum is NaN is zeros; without, a zero sum (a row of -inf under the
-maximum 0 the caller sets) gives zeros, a NaN propagates.  2.0x numpy's passes on a (174, 1500)
-block (subtract, exp, sum, divide: 0.23 -> 0.11 ms, 1 thread); exponentials of subnormal result
+maximum 0 the caller sets) gives zeros, a NaN propagates.  One loop where the numpy body makes
+four passes over the block (subtract, exp, sum, divide); exponentials of subnormal result
 (arguments below -87.3) are slower (the CPU's subnormal arithmetic), still correct.
 """
 

@@ -79,8 +79,8 @@ def _pairwise_sum_py(a, r, lo, n, starts, counts, sums):
     the sum of the two halves split at ``n // 2`` rounded down to a multiple of 8 — evaluated
     with an explicit stack (tasks; a negative count marks "add the two latest sums") in the
     caller's 128-entry work arrays ``starts``, ``counts`` (int64) and ``sums`` (a's type), made
-    once per call of the rows loop, not per row (three allocations a row were half the loop's
-    time on (1500, 384) rows)."""
+    once per call of the rows loop, not per row (allocations per row would be a large share of the
+    loop's time)."""
     if n <= 128:
         return _leaf(a, r, lo, n)
     starts[0], counts[0] = lo, n

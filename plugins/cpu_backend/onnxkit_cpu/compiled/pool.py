@@ -50,9 +50,8 @@ from . import kernel
 
 #: row lengths are rounded up to a multiple of this many elements (junk computed in slack),
 #: so that LLVM's vector loops leave no scalar remainder; 16 (one AVX-512 vector of float32)
-#: rather than 32: a 14- or 7-wide plane then computes 16 per row, not 32 (one node, one thread:
-#: AveragePool 3x3 on (1, 576, 14, 14) 0.28 -> 0.20 ms, on (1, 1024, 7, 7) 0.25 -> 0.17 ms,
-#: MaxPool 3x3 on (1, 576, 14, 14) 0.21 -> 0.19 ms; wide planes unchanged; 8 was slower on both)
+#: rather than 32: a 14- or 7-wide plane then computes 16 per row, not 32 (faster on such
+#: planes, no slower on wide ones); not 8, which is slower on both
 RUN = 16
 
 

@@ -43,7 +43,7 @@ rounded to ``ct`` where the numpy body stores them), except:
 * ``tanh`` (which also makes every sigmoid) is the polynomial in ``tanh`` below, in float64:
   correctly rounded to float32 at every float32 tested (numpy's float32 SIMD tanh: within
   1.3 ulp, wrong in ~15% of them), within ~4 ulp in float64 (numpy's: ~1 ulp).  libm's
-  scalar ``tanh`` costs 20-30 ns an element here; this one vectorizes (~2 ns);
+  scalar ``tanh`` is one call an element; this one vectorizes;
 * ``fastmath={"contract"}`` only: LLVM may fuse a product and the sum that uses it into
   one fused multiply-add, rounded once instead of twice (in the polynomial, the recurrent
   sums and the state updates ``f * c + i * c~``, ``(1 - z) * h~ + z * h``): never less
@@ -57,11 +57,9 @@ NaN propagates (a NaN input gives NaN gates, states and outputs as in numpy), ``
 
 Each cell's loop is its own function (``cell`` a constant of it: the other cells' branches
 fold away): a model compiles only the cells it uses, two signatures each at most
-(float32, float64).  The first compilation still takes seconds (a first run of the tagger
-or silero with an empty cache: 4.3-4.5 s here, 5.8-6.0 s with the four cells as one
-function, on a loaded 2-core machine; numba inlines every call of the inner
-helpers, so each call site is compiled anew: ~0.1 s a site), then numba's disk cache loads
-it (~0.3 s with numba's start-up).  A read-only package directory uses numba's user-wide
+(float32, float64).  The first compilation still takes seconds (less than with the four cells
+as one function: numba inlines every call of the inner helpers, so each call site is compiled
+anew), then numba's disk cache loads it.  A read-only package directory uses numba's user-wide
 cache; where neither can be written, :class:`~onnxkit_cpu.compiled.Lazy` compiles without a
 cache (each process compiles again, no error): both tried with read-only bind mounts.
 """

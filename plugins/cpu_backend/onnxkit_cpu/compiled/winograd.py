@@ -98,8 +98,8 @@ def output_tiles(mm, stride, tiles, y, b, e, tr0, tr1, has_bias):
     * TC + tc``): ``A^T m A`` per tile, ``+ b[m]`` where ``has_bias``; ``y`` ``(M, OH, OW)``
     C-contiguous, ``TC = ceil(OW / 2)``.  Per output channel, each of a tile's four outputs is
     made for every tile of the block by a loop of its own into a row of the scratch ``e`` ``(4,
-    tiles)`` (one store per loop: LLVM vectorises it; one loop writing all four did not: 1.6-2.2x
-    slower), then the rows are interleaved into Y, the outputs past its last row or column left
+    tiles)`` (one store per loop: LLVM vectorises it; one loop writing all four is not vectorised, and
+    is slower), then the rows are interleaved into Y, the outputs past its last row or column left
     out.  Each output is ``((s0 + s1) + s2) + b`` or ``((s1 - s2) - s3) + b`` of the column sums
     ``s_j = (m_j + m_4+j) + m_8+j`` (first row) or ``(m_4+j - m_8+j) - m_12+j`` (second)."""
     u = np.uint64

@@ -19,7 +19,7 @@ The products are the portable kernel's (:func:`~onnxkit_default_domain.kernels.c
 ``(M, C*K) @ (C*K, L)``, grouped ``(G, Mg, Cg*K) @ (N, G, Cg*K, L)``, 1x1 a plain product).
 Where every stride is 1 (two spatial axes or more) and the product is small (:data:`FLAT_MACS`)
 the columns are rows of the flattened padded image (:class:`~.conv_depthwise.PaddedWindows`:
-long copy runs, 1.2x on (3, 8, 8, 8) 3x3) and the product has a few junk columns more, so
+long copy runs) and the product has a few junk columns more, so
 BLAS may sum a dot product in another order than for the portable kernel's ``L``: results
 agree with it to float rounding (up to 7e-6 relative seen in float32); bit-identical
 otherwise.  Depthwise convolutions go through
@@ -36,21 +36,19 @@ where :func:`onnxkit_cpu.compiled.enabled`; else everything above): float32 / fl
 narrow float), one or two spatial axes, and
 
 * every *depthwise* convolution (any kernel, strides, dilations, pads, channel multiplier):
-  the loop computes it (2.0-5x the numpy body, e.g. 0.70 ms -> 0.18 ms on (1, 240, 12, 40)
-  5x5, 0.57 -> 0.22 ms on (1, 112, 56, 56) 3x3 stride 2, 1-thread OpenBLAS, min of repeats);
+  the loop computes it (faster than the numpy body);
 * a grouped or plain product on *two* spatial axes with more than one output row: the loop
-  fills the columns (B as a ones row), one ``np.matmul`` writes Y (1.1-1.5x on the corpus'
-  small convolutions, e.g. (3, 16, 4, 4) by (16, 16, 3, 3), up to 1.9x on a stride-2 stem;
-  with a single output row (or one spatial axis: silero's conv1d) the columns are so short
-  that the loop's per-channel cost equals numpy's, measured 0.8-1.0x, so those keep the
-  numpy body).
+  fills the columns (B as a ones row), one ``np.matmul`` writes Y (faster on the corpus'
+  small convolutions and on stride-2 stems; with a single output row (or one spatial axis:
+  silero's conv1d) the columns are so short that the loop's per-channel cost is no less than
+  numpy's, so those keep the numpy body).
 
 Results agree with the numpy body to float rounding (summation order: see that module),
 within Clause 11's tolerances, not bit for bit.
 
 **Winograd** (:mod:`.conv_winograd`, on the compiled path): a 3x3 stride-1 convolution of one
 group with enough channels and output tiles is computed by F(2x2, 3x3), 2.25x fewer
-multiply-adds (vgg19 0.72x, densenet121 0.84x of the im2col path's time); data it may not take
+multiply-adds; data it may not take
 (non-finite or huge values) runs the planes path above.
 
 **Which body** runs for each key is reported (:func:`onnxkit.plugin.reports_bodies`:
@@ -136,7 +134,7 @@ class Patches:
     """The product of a convolution whose windows tile X (:func:`tiles`): per image, the
     columns are X's patches, ``(L, C*K)`` (patch-major), made by one copy of a reshaped and
     transposed view of X (runs of ``K[-1]`` contiguous elements, where the window view's
-    ``(C*K, L)`` columns read runs of one element: 1.8x faster on (3, 3, 32, 32) by 8x8), then
+    ``(C*K, L)`` columns read runs of one element: faster), then
     ``(L, C*K) @ W^T`` (W^T made once per W), written transposed into Y by the bias addition
     (or a copy).  Each output is the same ``C*K``-term dot product as the portable kernel's
     ``(M, C*K) @ (C*K, L)``; OpenBLAS may order its terms differently for the other product
@@ -325,9 +323,9 @@ class Prepared:
                 # a threading.local of its own: Shared keeps its views there, as the planes' columns do
                 self.winograd = Winograd(plan, in_shape, ct, threading.local(), winograd, self.w_held)
             return
-        # flat rows: always for a depthwise product (the copy is its cost: 1.7x on (1, 240, 12, 40)
-        # 5x5), else only for small products, where the copy dominates (a few junk columns
-        # slow BLAS: 1.4x slower on (1, 512, 7, 7) 3x3, 1.2x faster on (3, 8, 8, 8) 3x3).  Decided
+        # flat rows: always for a depthwise product (the copy is its cost), else only for small
+        # products, where the copy dominates (on larger ones the few junk columns slow BLAS more
+        # than the longer copy runs gain).  Decided
         # by one image's product, so an image's result does not depend on the batch it is in.
         windows = PaddedWindows(plan, lo, inner, padded, depthwise or m * cg * kp * length <= FLAT_MACS)
         if depthwise:

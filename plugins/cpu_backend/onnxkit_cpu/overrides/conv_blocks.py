@@ -32,13 +32,12 @@ from .conv_depthwise import SHARED_BYTES, Scratch, Shared
 
 #: the compiled path's blocks aim at columns of about this many bytes, so that a block's columns
 #: (and its part of Y) stay in the core's L2 cache between the loop filling them and the
-#: product reading them (light/inception_v2's 7x7 stem, 7.4 MB of columns: 4.3 -> 3.1 ms in the
-#: model, 1 thread)
+#: product reading them (a stem convolution with megabytes of columns runs faster in blocks)
 CACHE_BYTES = 1 << 20
 
 #: .. where a block of this many columns (output positions) fits them: narrower products lose
-#: more in BLAS than the cache saves (a 14 x 14 output in two blocks of 98 columns: 1.55 -> 1.70
-#: ms); where it does not, blocks as large as the shared buffer takes (:func:`cache_block_rows`)
+#: more in BLAS than the cache saves (a 14 x 14 output is not split in two blocks of 98
+#: columns); where it does not, blocks as large as the shared buffer takes (:func:`cache_block_rows`)
 MIN_COLUMNS = 384
 
 
@@ -55,8 +54,8 @@ def cache_block_rows(n: int, group: int, rows: int, oh: int, ow: int, itemsize: 
     more than :data:`SHARED_BYTES` of columns.  Where a block of :data:`MIN_COLUMNS` positions is
     itself larger than :data:`CACHE_BYTES` (many input channels times taps: the block cannot stay
     in L2 whatever its size), the blocks are the largest the shared buffer takes, of balanced sizes
-    (magika's (2, 256, 512, 1) 5x1 convolution, 5 KiB of columns per position: 384 + 124
-    positions -> one block: the model 3-7% faster, one thread, interleaved A/B)."""
+    (magika's (2, 256, 512, 1) 5x1 convolution, 5 KiB of columns per position: one block rather
+    than 384 + 124 positions)."""
     least = -(-MIN_COLUMNS // max(1, ow))
     widest = min(block_rows(n, group, rows, ow, itemsize), oh)
     if least * n * group * rows * ow * itemsize > CACHE_BYTES:

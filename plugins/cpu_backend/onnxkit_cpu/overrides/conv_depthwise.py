@@ -12,8 +12,7 @@ A depthwise product is one small product per channel (``(mg, K) @ (K, L)``): the
   (which adds the bias on the way);
 * the channels are processed in blocks whose columns fit in the core's L2 cache
   (:data:`BLOCK_BYTES`), each block copied into one reused buffer and multiplied with
-  ``out=`` into the output (1.7-2.2x over one big copy and product, measured on
-  (1, 240, 12, 40) 5x5 and (1, 64, 24, 80) 3x3).
+  ``out=`` into the output (faster than one big copy and product).
 
 Each output element is the same ``K``-term dot product as the portable kernel's, so results
 agree with it to float rounding of the BLAS kernel's order (bit-identical in practice).
@@ -87,8 +86,8 @@ class Shared:
     its contents undefined (the caller writes all it reads), or over a fresh array where it is
     larger than :data:`SHARED_BYTES`.  A kernel holds it only during its own call and kernels do
     not nest, so one buffer serves them all; it then stays in cache from one convolution to the
-    next (per-node buffers left the next node's columns to come from memory: 3x the fill time in
-    squeezenet).  ``local``: the node's ``threading.local`` (keeps the views while the buffer is
+    next (per-node buffers left the next node's columns to come from memory, which slows the
+    fill).  ``local``: the node's ``threading.local`` (keeps the views while the buffer is
     the same)."""
 
     __slots__ = ("shape", "dtype", "nbytes", "views", "local")

@@ -6,12 +6,9 @@ spatial axes, a 3x3 kernel, strides and dilations 1, one group, pads >= 0, at le
 :data:`MIN_CHANNELS` input channels, :data:`MIN_OUTPUTS` output channels and :data:`MIN_TILES`
 output tiles, and a block of :data:`MIN_BLOCK_TILES` tiles within the thread's shared buffer
 (:data:`~.conv_depthwise.SHARED_BYTES`; thousands of channels: the im2col path, whose blocks
-are smaller).  Measured against the im2col path (a one-node Conv + Relu session, 1 thread,
-median): (1, 128, 56, 56) -> 32 channels 3.46 -> 1.97 ms, (1, 64, 56, 56) -> 64 2.23 -> 1.47,
-(1, 128, 28, 28) -> 128 1.91 -> 1.36, (1, 256, 14, 14) -> 256 1.76 -> 1.33, (1, 64, 13, 13) ->
-256 0.40 -> 0.33, (1, 32, 27, 27) -> 128 0.45 -> 0.40, (1, 24, 56, 56) -> 64 0.85 -> 0.72;
-the same speed on 16 input channels and on 7 x 7 outputs (16 tiles), slower on 8 channels: those
-keep the im2col path.
+are smaller).  These thresholds are where it is faster than the im2col path; at 16 input
+channels or on 7 x 7 outputs (16 tiles) it is no faster, on 8 channels slower: those keep the
+im2col path.
 
 **A call** (:meth:`Winograd.__call__`): returns None where the data may not take it (weights or
 input not finite or above :data:`~onnxkit_cpu.compiled.winograd.LIMIT` in magnitude: the caller
@@ -22,8 +19,8 @@ of padded rows the block's tiles read (zeros, X's rows copied in), the input tra
 products ``U[k] @ V[k]`` (one batched ``np.matmul``) and the output transform with B into that
 block's rows of a fresh Y.  The 16 transformed matrices of a block lie in one buffer at a
 stride that is not a multiple of 4 KiB (:func:`slab_stride`): at such a stride the 16 streams the
-transforms read or write fall in one L1 cache set (the input transform of (1, 64, 56, 56) took
-3.3 ms instead of 0.4).
+transforms read or write fall in one L1 cache set, which makes the transforms several times
+slower.
 
 Results agree with the direct correlation to float rounding (max relative error 3e-7 of the
 outputs' magnitude seen on (64, 56, 56) float32 against a float64 reference), within Clause 11's

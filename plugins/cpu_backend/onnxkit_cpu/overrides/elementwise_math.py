@@ -6,7 +6,7 @@ Exp, Log, Floor, Ceil, Reciprocal and IsNaN as one direct ufunc call on float32/
 Erf:
 
 float64 (and integers): the portable Taylor polynomials evaluated in place (``out=``,
-``take(mode='clip')``), about 2x faster than the portable body.  float32 (and narrower): the
+``take(mode='clip')``), faster than the portable body.  float32 (and narrower): the
 portable rational ``x * P(t) / Q(t)``, ``t = x^2``, with both polynomials in one matrix
 product: the rows ``t^0 .. t^5`` (four in-place products) times the ``(2, 6)`` coefficient
 matrix.  The coefficients are all positive, so the sum of the terms is as well conditioned as

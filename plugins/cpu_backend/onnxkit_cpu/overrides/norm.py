@@ -1,9 +1,8 @@
 """BatchNormalization, LRN and LayerNormalization on numpy.
 
 BatchNormalization and LRN are the portable kernels with their large intermediates computed
-in place (a fresh array of X's size per step costs numpy a page-faulting allocation: LRN size
-5 on (1, 64, 56, 56) about 1.7x slower, BatchNormalization about 1.2x); attributes, checks and
-the rest of the computation are the portable kernels'.
+in place (a fresh array of X's size per step costs numpy a page-faulting allocation);
+attributes, checks and the rest of the computation are the portable kernels'.
 
 **Inference BatchNormalization, compiled** (:func:`batch_norm`, where compiled loops are on at
 planning): a node in inference mode (:func:`onnxkit.plugin.batch_norm_mode`, the rule the
@@ -13,8 +12,7 @@ or more and not empty, computes ``inv = scale / sqrt(var + epsilon)`` and ``shif
 inv`` as the portable kernel does (the same numpy operations in X's type, the parameters cast
 to it first) and then Y in one compiled pass, ``x * inv[c]`` rounded then ``+ shift[c]``
 rounded (:data:`onnxkit_cpu.compiled.norm.channel_affine`): bit-identical to the numpy body,
-one pass over X instead of two (about 2.5x on (1, 128, 56, 56), 5x on (1, 128, 14, 14), one
-thread).  ``inv`` and ``shift`` are computed once
+one pass over X instead of two.  ``inv`` and ``shift`` are computed once
 while the same four arrays come back where the plan holds all four (:class:`~._plans.Held`:
 constants the planner declares, :meth:`onnxkit.plugin.NodeContext.is_constant`, such as
 initializers and folded values, or the plan's own defaults); otherwise (a runtime input,

@@ -5,18 +5,18 @@ MaxPool (without ``Indices``) and AveragePool: per input ``(shape, dtype)`` the 
 checks the element type and works out the geometry (the portable ``geometry_cache``) and the
 window reduction (:func:`.pool_windows.window_reduction`): X copied into a per-thread
 stride-phase-split padded buffer and the taps folded by whole-buffer contiguous passes, in
-blocks of rows that stay in cache (1.3-2x the padded strided fold it replaces: 1180 -> 600 us
-on (1, 64, 112, 112) 3x3 stride 2 pad 1), or, where nothing is padded and the windows do not
-overlap or cover most of the input, the strided fold on X itself.  The taps are combined in
+blocks of rows that stay in cache (faster than a padded strided fold), or, where nothing is
+padded and the windows do not overlap or cover most of the input, the strided fold on X
+itself.  The taps are combined in
 the portable kernel's order (:func:`~onnxkit_default_domain.kernels.pool.separable`), so
 results are bit-identical to it (a NaN's sign aside); an average's sums run with numpy's
 floating-point warnings off (the wrapped-around junk lanes of a pass may add inf and -inf).
 
 **Compiled path**: where :func:`onnxkit_cpu.compiled.enabled` at planning, float32 / float64
 inputs of one or two spatial axes (nothing empty) take :class:`.pool_windows.Compiled`, the
-loop :func:`onnxkit_cpu.compiled.pool.windows` (1.6-3.3x the passes above on squeezenet's
-pools, one thread): a max bit-identical to them, an average too but for which of two NaNs
-meeting in a sum it keeps (see that module).  float16, 3-D, ``Indices`` keep the passes.
+loop :func:`onnxkit_cpu.compiled.pool.windows` (faster than the passes above): a max
+bit-identical to them, an average too but for which of two NaNs meeting in a sum it keeps (see
+that module).  float16, 3-D, ``Indices`` keep the passes.
 
 A MaxPool / AveragePool whose one window per axis covers the whole input (:class:`Whole`: an
 oversized ``ceil_mode`` kernel, transformers' EfficientNet pooler) is one reduction over the
@@ -24,7 +24,7 @@ spatial axes, the input's positions folded in the taps' order: bit-identical.
 
 GlobalMaxPool is one ``np.maximum.reduce`` over the spatial axes (what ``np.max`` does, less its
 per-call overhead: bit-identical).  GlobalAveragePool sums by a BLAS product with a vector of
-ones (5x ``np.add.reduce`` on (1, 480, 6, 40)) and divides as ``np.mean`` does: the sum's order
+ones (faster than ``np.add.reduce``) and divides as ``np.mean`` does: the sum's order
 differs from the portable kernel's pairwise sum, so results agree to float rounding of the
 summation order (a sum of zeros may come out +0 where the portable kernel gives -0).
 MaxPool with ``Indices``, LpPool, GlobalLpPool, empty inputs and rank-2 global pools take the
@@ -219,7 +219,7 @@ def _global(ctx, portable, reduce, mean):
             return portable(x)
         ct, axes, count, ones, shape = p
         xc = x if x.dtype == ct else x.astype(ct)
-        if mean:             # a sum by BLAS (gemv; 5x np.add.reduce on (1, 480, 6, 40)), then np.mean's division
+        if mean:             # a sum by BLAS (gemv, faster than np.add.reduce), then np.mean's division
             y = np.matmul(xc.reshape(-1, count), ones).reshape(shape)
             if count.__class__ is int:
                 y /= count

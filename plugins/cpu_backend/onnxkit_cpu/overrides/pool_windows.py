@@ -3,8 +3,8 @@
 
 The portable kernel pads X, then folds the kernel taps one spatial axis at a time, one strided
 slice per tap (:func:`~onnxkit_default_domain.kernels.pool.separable`).  On numpy a strided
-slice costs a loop per output row (about 25 ns each for ``np.maximum`` on top of the
-elements), and an array larger than the core's cache costs memory bandwidth on every pass.
+slice costs a loop per output row (a fixed cost per row on top of the elements), and an array
+larger than the core's cache costs memory bandwidth on every pass.
 This module does the same arithmetic on the same operands in the same order, laid out so that
 every tap of every pass is *one contiguous run* of a flat buffer:
 

@@ -213,7 +213,7 @@ def _combine(xp, reduction: str):
 def scatter_apply(ctx, x, lin: np.ndarray, tail: int, updates, reduction: str):
     """A copy of ``x`` with ``updates`` written (or combined by ``reduction``) at the flat
     positions ``lin`` of ``x`` seen as [positions, ``tail`` elements]."""
-    import array_api_extra as xpx  # ~9 ms to import: paid by a model that scatters, not by every session
+    import array_api_extra as xpx  # imported here: its import cost is paid by a model that scatters only
 
     xp = ctx.xp
     if lin.size == 0 or tail == 0:

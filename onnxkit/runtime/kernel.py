@@ -29,8 +29,8 @@ record per function, read by the host with :func:`traits_of` only), through thes
   ``ctx.subgraph('body').run(inputs, scope)``.
 * :func:`offers_epilogue`: a kernel that can apply a following Relu / Add / Clip to the array it
   just made (the ``epilogue`` plan pass).
-* ``KernelTable.register(..., host_only=True)`` / :func:`host_only`: a portable kernel that needs
-  numpy values.
+* ``KernelTable.register(..., host_only=True)``: a portable kernel that needs numpy values (the
+  one way to declare it; :func:`host_only`, a second spelling, is refused by name).
 * :func:`onnxkit.runtime.budget.declares_output_bytes`: the outputs' sizes, checked before the
   kernel runs.
 * :func:`reports_bodies`: which body (compiled / numpy / Winograd / BLAS ...) the kernel chose
@@ -85,7 +85,8 @@ class KernelTable(dict):
     """``{(domain, op_type, since_version): factory}`` with a registering decorator."""
 
     def register(self, op_type: str, *since_versions: int, domain: str = "", host_only: bool = False):
-        """Register ``factory`` for each ``since_version`` of ``domain::op_type``.
+        """Register ``factory`` for each ``since_version`` of ``domain::op_type``: the one way to
+        register a kernel (as a decorator, or called on a factory made elsewhere).
 
         ``host_only``: a portable kernel that needs numpy itself (values are numpy arrays):
         only backends with ``host_arrays`` run it; others run the node on their fallback."""
@@ -100,6 +101,12 @@ class KernelTable(dict):
             return factory
 
         return deco
+
+    def versions(self, op_type: str, domain: str = "") -> tuple:
+        """The since_versions this table holds for ``domain::op_type``, ascending (an override
+        registers those of the portable family it overrides)."""
+        d = normalize_domain(domain)
+        return tuple(sorted(v for (kd, op, v) in self if kd == d and op == op_type))
 
 
 def binds_constants(fn: Callable, bind: Callable, *positions: int) -> Callable:
@@ -126,9 +133,12 @@ def needs_scope(fn: Callable) -> Callable:
 
 
 def host_only(factory: Callable) -> Callable:
-    """Mark a portable kernel factory as needing numpy values: only backends with
-    ``host_arrays`` run it, others run its nodes on their fallback.  Returns ``factory``."""
-    return declare_traits(factory, host_only=True)
+    """Gone (one way to register a kernel): a portable kernel that needs numpy values is
+    registered ``KernelTable.register(op_type, *since_versions, host_only=True)``.  Raises an
+    :class:`~onnxkit.errors.OnnxkitError` saying so."""
+    raise OnnxkitError(f"host_only({getattr(factory, '__qualname__', factory)!r}) is gone: register the kernel "
+                       "with KernelTable.register(op_type, *since_versions, host_only=True), the one way to "
+                       "declare a portable kernel that needs numpy values")
 
 
 def offers_epilogue(fn: Callable, fuse: Callable, inputs: Optional[int] = None) -> Callable:
@@ -227,6 +237,8 @@ class NodeContext:
     _defaults: dict = records.field(factory=dict, alias="_defaults")
     #: the names visible where the node is planned (a ``plan.Visible`` chain): its declarations
     _visible: Any = records.field(default=None, alias="_visible")
+    #: ``{id: value}`` of the values a variant of the plan holds (the planner's, filled as it folds)
+    _held: Any = records.field(default=None, alias="_held")
 
     @property
     def input_types(self) -> list:
@@ -276,6 +288,17 @@ class NodeContext:
     def output_requested(self, i: int) -> bool:
         """True if the node names output ``i`` (an unnamed optional output may be skipped, 7.3.3)."""
         return i < len(self.node.output) and bool(self.node.output[i])
+
+    def holds(self, value) -> bool:
+        """Whether ``value`` is an object a variant of the plan holds as a constant: a value the
+        planner computed for the plan that folds the defaults (the variant that serves the runs
+        that feed none, :class:`~onnxkit.runtime.graph_plan.GraphPlan`'s ``folded``), found by
+        identity.  Such an object is the plan's, never written and never a value a caller
+        feeds, so a kernel may keep what it derives from an input while that input *is* it —
+        an input :meth:`is_constant` could not declare when the node was planned (it is a node
+        output of the plan as given)."""
+        held = self._held
+        return held is not None and held.get(id(value)) is value
 
     def is_constant(self, i: int) -> bool:
         """Whether input ``i`` is a *constant of the plan*: the same value at every run of the

@@ -138,6 +138,8 @@ class Planner:
         self.fallbacks: list = []
         self._placement = Placement(self) if self.backend.fallback else None
         self._types = None   # a Placement used for inferred types only (inferred_type), made on first need
+        #: ``{id: value}`` of the values the plans' folded-defaults variants hold (NodeContext.holds)
+        self.held: dict = {}
         self.function_depth = 0
         self.function_calls = 0  # function bodies expanded so far (max_function_calls)
 
@@ -211,6 +213,7 @@ class Planner:
             if len(folded) < len(compiled):
                 assign_lifetimes(folded, keep)
                 plan_with_defaults = (folded_constants, folded)
+                self.held.update((id(v), v) for v in folded_constants.values() if v is not None)
         n_steps = len(compiled)
         folding.drop_unread(steps, keep)
         if outer_values and len(steps) < n_steps:  # free names only folded nodes read are not read
@@ -368,7 +371,7 @@ class Planner:
             visible = None
         return NodeContext(node=node, domain=domain, op_type=node.op_type, since_version=schema.since_version,
                            opset_version=version, schema=schema, attributes=attributes, backend=self.backend,
-                           seed=self.seed, limits=self.limits, _constants=constants, _defaults=defaults,
+                           seed=self.seed, limits=self.limits, _constants=constants, _defaults=defaults, _held=self.held,
                            _visible=visible)
 
     def inferred_type(self, name: str, graph):

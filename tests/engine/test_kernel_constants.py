@@ -479,6 +479,36 @@ def test_a_default_weight_not_fed_is_derived_once(monkeypatch):
     assert len(decided) > first and not all(decided[first:])
 
 
+def test_a_weight_computed_from_defaults_is_held_by_the_plan_that_folds_them(monkeypatch):
+    """W = Identity(w) with w a default (IR < 4 style, as the ONNX light models' weights made from
+    their defaults): a node output when the Conv is planned (not a constant), a constant of the
+    plan that folds the defaults, which serves the runs that feed none (``ctx.holds``): derived
+    once there; fed, W is fresh at every run."""
+    import onnxkit_cpu.overrides.conv as cpu_conv
+
+    decided = []
+    real = cpu_conv.kept
+    monkeypatch.setattr(cpu_conv, "kept", lambda held, v, derived: decided.append(held) or real(held, v, derived))
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    m = _model([_node("Identity", ["w"], ["W"]), _node("Conv", ["X", "W", "B"], ["Y"])],
+               [_vi("X", (1, 2, 6, 6)), _vi("w", (4, 2, 3, 3))], [_vi("Y")], [_const("w", w), _const("B", b)])
+    sess = _session(m, level=0)
+    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+    for run in range(3):
+        _check(sess.run(None, {"X": x})[0], ref_conv(x, w, b, [0] * 4, 1), f"folded default, run {run}")
+        if run == 0:
+            assert decided and all(decided), decided
+            first = len(decided)
+    assert len(decided) == first
+    fed = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    for run in range(2):
+        _check(sess.run(None, {"X": x, "w": fed})[0], ref_conv(x, fed, b, [0] * 4, 1), f"fed, run {run}")
+        fed += 1
+    assert len(decided) > first and not all(decided[first:])
+
+
 def test_a_weight_the_specializer_folds_is_not_declared_and_stays_right():
     """W = Reshape(w, Shape(X)-derived target): the shape specializer folds it per input shape,
     after the Conv's kernel was made (so undeclared: derived at each run); results stay right."""

@@ -37,14 +37,15 @@ class Held:
     plan gives the input where a run feeds none (``ctx.default``: an initializer that is also a
     graph input; a fed value never is that object).  Made by the factory, from ``ctx``."""
 
-    __slots__ = ("constant", "default")
+    __slots__ = ("constant", "default", "holds")
 
     def __init__(self, ctx, i: int):
         self.constant = ctx.is_constant(i)
         self.default = ctx.default(i)
+        self.holds = ctx.holds  # a value of the plan's folded-defaults variant, by identity
 
     def __call__(self, value) -> bool:
-        return self.constant or (value is not None and value is self.default)
+        return self.constant or (value is not None and (value is self.default or self.holds(value)))
 
 
 class _NotHeld:

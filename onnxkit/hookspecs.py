@@ -76,8 +76,11 @@ def onnxkit_opaque_types():
 def onnxkit_inference_functions():
     """Shape and type inference functions (Clause 9.2).
 
-    Return a mapping ``{(domain, op_type, since_version): fn}``.  ``fn(ctx)`` receives an
-    inference context (input types, constant inputs where known, attributes) and returns
+    Return a mapping ``{(domain, op_type, since_version): fn}``: a
+    :class:`onnxkit.plugin.FunctionTable` (``FUNCTIONS.register(op_types, first, last)``
+    registers ``fn`` for every since_version of the operators' definitions in that range), or a
+    package's families through :func:`onnxkit.plugin.lazy_family_tables`.  ``fn(ctx)`` receives
+    an inference context (input types, constant inputs where known, attributes) and returns
     the output types; it must yield unknown rather than guess (9.4) and must never equate
     two distinct dimension variables (9.3).
     """

@@ -3,19 +3,36 @@
 A domain package (operators of its own) writes::
 
     from onnxkit.plugin import (hookimpl, OperatorSet, OpSchema, FormalParameter, AttributeDef,
-                                TypeConstraint, KernelTable, ir)
+                                TypeConstraint, FunctionTable, KernelTable, ir)
 
     KERNELS = KernelTable()
+    FUNCTIONS = FunctionTable([SCALE], domain="com.example")   # SCALE: the OpSchema of Scale-1
 
     @KERNELS.register("Scale", 1, domain="com.example")
     def scale(ctx):                       # a portable kernel: runs on every backend
-        factor = ctx.attr("factor", 1.0)
+        factor = ctx.attr("factor")       # the schema's default where the node gives none
         xp = ctx.xp                       # the backend's array namespace (array API)
         return lambda x: x * xp.asarray(factor, dtype=x.dtype)
+
+    @FUNCTIONS.register("Scale")          # every definition of Scale (its inference function)
+    def infer_scale(ctx):
+        return [ctx.input_type(0)]
 
     @hookimpl
     def onnxkit_portable_kernels():
         return KERNELS
+
+    @hookimpl
+    def onnxkit_inference_functions():
+        return FUNCTIONS
+
+A kernel is registered one way, ``KERNELS.register(op_type, *since_versions, domain=...,
+host_only=...)`` on a :class:`KernelTable`; an inference function one way,
+``FUNCTIONS.register(op_types, first=1, last=None, domain=...)`` on a :class:`FunctionTable`
+(every since_version of the operators' definitions in that range).  A package with one module
+per operator family defines the table in each and hands them over with
+:func:`lazy_family_tables` from a generated index (:mod:`onnxkit.plugin.lazy`);
+``merge_family_tables`` (merging the modules eagerly) is gone and refused by name.
 
 A kernel whose outputs can be larger than its inputs declares their sizes with
 ``declares_output_bytes(fn, predict)`` (:func:`onnxkit.runtime.budget.declares_output_bytes`): the
@@ -29,7 +46,8 @@ contract (factories, the node function, :class:`NodeContext`) is :mod:`onnxkit.r
 What a kernel declares beyond computing its node is one :class:`KernelTraits` record, set with
 :func:`needs_scope` (a node with subgraphs: called with the enclosing scope first),
 :func:`binds_constants` (specialized once on constant inputs), :func:`offers_epilogue` (folds a
-following Relu / Add), :func:`host_only` (a portable kernel needing numpy values) and
+following Relu / Add), ``KernelTable.register(..., host_only=True)`` (a portable kernel needing
+numpy values; :func:`host_only`, its former second spelling, is refused by name) and
 :func:`declares_output_bytes`, :func:`reports_bodies` (which body it chose per input-shape key),
 or :func:`declare_traits`; :func:`traits_of` reads them.  What a domain package knows of its
 *operators* it declares on their portable kernel factories, and the host reads it from there
@@ -76,6 +94,7 @@ from ..errors import EvaluationError, OnnxkitError, OnnxkitTypeError
 from ..functions import node_attributes, subgraphs_of
 from ..hookspecs import hookimpl
 from ..inference.context import InferenceContext, InferenceError
+from ..inference.table import FunctionTable
 from ..kernel_traits import SIZE_GUARDS, calls_blas, fails_on_values, nondeterministic, size_guard
 from ..ir import AttributeType
 from ..ir.types import type_string
@@ -92,9 +111,9 @@ from ..schema import (AttributeDef, FormalParameter, OperatorSet, OpSchema, Sche
                       build_operator_sets, packaged_schema_data)
 
 __all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "BatchNormMode", "DEFAULT_LIMITS", "DataType",
-           "EvaluationError", "FormalParameter", "InferenceContext", "InferenceError", "KernelTable", "KernelTraits",
-           "Limits", "NodeContext", "OnnxkitError", "OnnxkitTypeError", "OpSchema", "OpaqueTypeDef", "OperatorSet",
-           "SIZE_GUARDS", "SchemaData", "TypeConstraint", "Unsupported", "arrays", "batch_norm_mode",
+           "EvaluationError", "FormalParameter", "FunctionTable", "InferenceContext", "InferenceError", "KernelTable",
+           "KernelTraits", "Limits", "NodeContext", "OnnxkitError", "OnnxkitTypeError", "OpSchema", "OpaqueTypeDef",
+           "OperatorSet", "SIZE_GUARDS", "SchemaData", "TypeConstraint", "Unsupported", "arrays", "batch_norm_mode",
            "binds_constants", "build_operator_sets", "calls_blas", "declare_traits", "declares_output_bytes",
            "display_domain", "element_type", "fails_on_values", "family_modules", "first_run", "from_numpy_dtype",
            "hookimpl", "host_only", "ir", "is_default_domain", "lazy_family_tables", "merge_family_tables",

@@ -1,9 +1,12 @@
 """Operator families loaded when a model needs them: an index, kept beside the
 family modules, stands in for importing them all when the registry is built.
 
-A package with one module per operator family (:func:`onnxkit.plugin.merge_family_tables`) may
-instead keep a generated index and return ``lazy_family_tables(__name__, ENTRIES, ...)`` from its
-hook.  Two kinds of package do:
+A package with one module per operator family (:func:`onnxkit.plugin.family_modules`), each
+holding a table filled by the table's ``register`` (``KERNELS``, a
+:class:`~onnxkit.plugin.KernelTable`; ``FUNCTIONS``, a :class:`~onnxkit.plugin.FunctionTable`),
+keeps a generated index and returns ``lazy_family_tables(__name__, ENTRIES, ...)`` from its
+hook: the one way to hand a package's families over (``merge_family_tables``, which imported and
+merged them all, is gone and refused by name).  Two kinds of package do:
 
 * a **kernel** package (tables ``KERNELS``) keeps ``_kernel_index.py`` holding ``ENTRIES``:
   ``(domain, op_type, since_versions, family, factory_module, host_only)`` rows, with a seventh
@@ -24,17 +27,16 @@ hook.  Two kinds of package do:
 
 The registry's keys, owners and listings are those the modules would give.  What a lazy entry is
 not: the real object (``is`` comparisons with a module's table entry fail; call
-:meth:`LazyKernel.resolve` / :meth:`LazyFunction.resolve` for it).  The index is optional: a
-package whose hook merges its modules eagerly keeps working.
+:meth:`LazyKernel.resolve` / :meth:`LazyFunction.resolve` for it).
 
 Contract: the index must equal what the modules' tables hold (:func:`index_of`);
 ``tests/plugins/test_kernel_index.py`` fails when a module, an entry or a trait is missing from an index
 or an index names one the modules lack.  Regenerate with
 ``python tools/kernel_index.py PACKAGE [PACKAGE ...]`` (e.g. ``onnxkit_cpu.overrides``,
-``onnxkit_ml.inference``).  A stale entry met at planning (a kernel) or inference (a function)
-raises an :class:`~onnxkit.errors.OnnxkitError` naming the package, the key and the command,
-never a deep traceback (inference reports a failing function as a warning, 9.4: the message is
-that error's).
+``onnxkit_ml.inference``; outside onnxkit's checkout, :func:`write_index`).  A stale entry met
+at planning (a kernel) or inference (a function) raises an :class:`~onnxkit.errors.OnnxkitError`
+naming the package, the key and the command, never a deep traceback (inference reports a
+failing function as a warning, 9.4: the message is that error's).
 """
 
 from __future__ import annotations
@@ -183,7 +185,7 @@ def index_of(package: str, table: str = "KERNELS") -> dict:
     """The index the family modules of ``package`` give (imports them all): ``{key: (family,
     module, host_only, traits)}`` for ``KERNELS`` (``traits``: the factory's other factory
     traits as sorted ``(name, value)`` pairs), ``{key: (family, module)}`` for ``FUNCTIONS``; a key in
-    two families is an error, as for :func:`~onnxkit.plugin.merge_family_tables`."""
+    two families is an error."""
     pkg = importlib.import_module(package)
     out: dict = {}
     for family in family_modules(pkg.__path__):

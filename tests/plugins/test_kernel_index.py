@@ -106,10 +106,11 @@ def test_the_registry_holds_the_same_entries_and_owners_as_the_eager_tables():
         for key in index_of(package, "FUNCTIONS"):
             assert isinstance(reg.inference.get(key), LazyFunction) and reg.inference[key].package == package, key
             assert reg.owner[("onnxkit_inference_functions", key)] == owner, key
-    # ai.onnx.ml's kernels stay host_only (the package's rule, over what its modules declare): the cpu
-    # backend runs them, a backend without host arrays falls back per node
+    # ai.onnx.ml's kernels are host_only, each registered so (KernelTable.register(..., host_only=True)) and
+    # the index carrying it: the cpu backend runs them, a backend without host arrays falls back per node
     ml = index_of("onnxkit_ml.kernels")
     assert ml and all(traits_of(reg.portable[k]).host_only for k in ml)
+    assert all(traits_of(reg.portable[k].resolve()).host_only for k in ml)
     assert all(k in reg.kernels["cpu"] for k in ml)
     if "gpu" in reg.kernels:
         assert not any(k in reg.kernels["gpu"] for k in ml)

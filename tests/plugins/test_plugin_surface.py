@@ -3,9 +3,10 @@ plugin code may make (the host through ``onnxkit.plugin[.*]`` only; another plug
 ``api`` module only).
 
 A kernel declares what it can do beyond computing its node as one :class:`KernelTraits`
-(``onnxkit.plugin.needs_scope`` / ``binds_constants`` / ``offers_epilogue`` / ``host_only`` /
-``declares_output_bytes``); the host reads them with ``traits_of`` only, and refuses the former
-untyped function attributes by name instead of ignoring them.
+(``onnxkit.plugin.needs_scope`` / ``binds_constants`` / ``offers_epilogue`` /
+``declares_output_bytes``, ``KernelTable.register(..., host_only=True)``); the host reads them
+with ``traits_of`` only, and refuses the former untyped function attributes by name instead of
+ignoring them (and the former second spelling of ``host_only``, the ``host_only`` helper).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def test_each_helper_declares_its_trait_and_they_accumulate():
     assert needs_scope(fn) is fn
     assert offers_epilogue(fn, fuse, 3) is fn
     assert declares_output_bytes(fn, predict) is fn
-    assert host_only(fn) is fn
+    assert declare_traits(fn, host_only=True) is fn
     t = traits_of(fn)
     assert t.bind_constants == (bind, (1,))
     assert t.needs_scope and t.host_only
@@ -77,6 +78,19 @@ def test_traits_are_frozen_and_checked():
         needs_scope(len)
 
 
+def test_the_host_only_helper_is_refused_naming_its_replacement():
+    """One way to declare a host-only portable kernel: ``KernelTable.register(..., host_only=True)``."""
+    def factory(ctx):
+        return lambda x: x
+
+    with pytest.raises(OnnxkitError, match=r"host_only\('.*factory'\) is gone.*KernelTable\.register\(.*host_only=True\)"):
+        host_only(factory)
+    assert not traits_of(factory).host_only           # nothing declared on the way
+    table = KernelTable()
+    table.register("Twice", 1, domain=DOMAIN, host_only=True)(factory)
+    assert traits_of(table[(DOMAIN, "Twice", 1)]).host_only
+
+
 def test_every_former_capability_attribute_is_refused_by_name():
     assert len(LEGACY_ATTRIBUTES) == 6
     for name in LEGACY_ATTRIBUTES:
@@ -93,9 +107,9 @@ TWICE = OpSchema(domain=DOMAIN, name="Twice", since_version=1,
                  min_input=1, max_input=1, min_output=1, max_output=1)
 
 
-def _registry(factory):
+def _registry(factory, host_only=False):
     table = KernelTable()
-    table.register("Twice", 1, domain=DOMAIN)(factory)
+    table.register("Twice", 1, domain=DOMAIN, host_only=host_only)(factory)
 
     class Plugin:
         @hookimpl
@@ -156,7 +170,7 @@ def test_a_host_only_portable_kernel_is_left_out_of_a_non_host_backend():
     def factory(ctx):
         return lambda x: x * 2
 
-    reg = _registry(host_only(factory))
+    reg = _registry(factory, host_only=True)
     assert traits_of(reg.portable[(DOMAIN, "Twice", 1)]).host_only
     assert reg.kernel("cpu", DOMAIN, "Twice", 1) is not None
     if "gpu" in reg.backends:

@@ -16,6 +16,12 @@
 6. *The opset map*: :func:`onnxkit.domains.opset_map` gives ``{domain: version}`` of a model's
    or a function's imports (the domain normalised, a function's over its caller's); nothing else
    walks ``opset_import`` normalising domains but the checker, which reports each import.
+7. *Registering a kernel, an inference function*: ``KERNELS.register(op_type, *since_versions,
+   ...)`` on a :class:`~onnxkit.plugin.KernelTable`, ``FUNCTIONS.register(op_types, first, last,
+   ...)`` on a :class:`~onnxkit.plugin.FunctionTable`, the families handed over by
+   ``lazy_family_tables``; no plugin fills a table otherwise (a dict literal, an item stored by
+   key, a helper handed the table) or uses the spellings that are gone (``merge_family_tables``,
+   ``host_only(factory)``), each refused by name.
 """
 
 from __future__ import annotations
@@ -596,3 +602,185 @@ def test_opset_map():
     model = ir.Model(ir_version=8, opset_import=[ir.OperatorSetId("", 17), ir.OperatorSetId("ai.onnx.ml", 3)])
     assert model.opset_version("ai.onnx") == 17 and model.opset_version("ai.onnx.ml") == 3
     assert model.opset_version("com.microsoft") is None
+
+
+# -- 7. registering a kernel, an inference function --------------------------------------------
+
+def _plugin_sources():
+    """Every plugin's package modules and the example domain package's (not their tests or tools)."""
+    files = sorted(ROOT.glob("plugins/*/onnxkit_*/**/*.py")) + sorted(ROOT.glob("examples/*/onnxkit_*/**/*.py"))
+    return [(f.relative_to(ROOT).as_posix(), ast.parse(f.read_text(encoding="utf-8"))) for f in files]
+
+
+#: a family module's table and the class it must be
+_TABLES = {"KERNELS": "KernelTable", "FUNCTIONS": "FunctionTable"}
+#: the former spellings, refused by name when called
+_GONE = ("merge_family_tables", "host_only")
+
+
+def _called(node) -> str:
+    f = node.func
+    return getattr(f, "id", None) or getattr(f, "attr", None) or ""
+
+
+def _registry_key(node) -> bool:
+    """A ``(domain, op, version)`` key: a 3-tuple whose first element is a domain (a string, a name
+    holding ``domain`` or in capitals such as ``DOMAIN`` / ``ML``, a ``normalize_domain(...)`` call),
+    or whose op and version are literals (``(d, "OpName", 1)``); not numpy's ``x[i, j, k]``."""
+    if not (isinstance(node, ast.Tuple) and len(node.elts) == 3):
+        return False
+    d, op, v = node.elts
+    literal = isinstance(op, ast.Constant) and isinstance(op.value, str) and isinstance(v, ast.Constant) \
+        and isinstance(v.value, int)
+    domain = (isinstance(d, ast.Constant) and isinstance(d.value, str)) or (
+        isinstance(d, ast.Name) and ("domain" in d.id.lower() or d.id.isupper())) or (
+        isinstance(d, ast.Call) and _called(d) == "normalize_domain")
+    return literal or domain
+
+
+def registration_spellings(sources) -> Counter:
+    """``{(file, enclosing function, form): count}`` of the registrations that bypass the tables'
+    ``register``: ``"table"`` (``KERNELS`` / ``FUNCTIONS`` bound to anything but a ``KernelTable()``
+    / ``FunctionTable(...)``), ``"item"`` (an entry stored by key: into ``KERNELS`` / ``FUNCTIONS``,
+    their ``update`` / ``setdefault`` / ``|=``, any ``x[(domain, op, version)] = ...``, a dict
+    literal keyed ``(domain, "Op", 1)``),
+    ``"helper"`` (the table handed to a call: ``register_direct(KERNELS, ...)``, ``rule(FUNCTIONS,
+    ...)``) and ``"gone"`` (``merge_family_tables(...)``, ``host_only(...)``,
+    ``declare_traits(..., host_only=...)``)."""
+    found = Counter()
+    for path, tree in sources:
+        where = _enclosing(tree)
+
+        def hit(node, form):
+            found[(path, where.get(id(node), "<module>"), form)] += 1
+
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name) and target.id in _TABLES and node.value is not None and not (
+                            isinstance(node.value, ast.Call) and _called(node.value) == _TABLES[target.id]):
+                        hit(node, "table")
+                    if isinstance(target, ast.Subscript) and (
+                            (isinstance(target.value, ast.Name) and target.value.id in _TABLES)
+                            or _registry_key(target.slice)):
+                        hit(node, "item")
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id in _TABLES:
+                hit(node, "item")
+            elif isinstance(node, ast.Dict) and any(k is not None and _registry_key(k) for k in node.keys):
+                hit(node, "item")
+            elif isinstance(node, ast.Call):
+                f = node.func
+                if isinstance(f, ast.Attribute) and f.attr in ("update", "setdefault", "__setitem__") and \
+                        isinstance(f.value, ast.Name) and f.value.id in _TABLES:
+                    hit(node, "item")
+                elif any(isinstance(a, ast.Name) and a.id in _TABLES for a in node.args) and _called(node) not in (
+                        "dict", "len", "sorted", "list", "tuple", "set"):
+                    hit(node, "helper")
+                elif _called(node) in _GONE or (_called(node) == "declare_traits"
+                                                and any(k.arg == "host_only" for k in node.keywords)):
+                    hit(node, "gone")
+    return found
+
+
+#: The places allowed to register otherwise, each with why: none.
+REGISTRATION_ALLOWED = Counter()
+
+
+def test_kernels_and_inference_functions_are_registered_one_way():
+    assert_only_allowed(registration_spellings(_plugin_sources()), REGISTRATION_ALLOWED, 0,
+                        "KERNELS.register(...) on a KernelTable, FUNCTIONS.register(...) on a FunctionTable")
+
+
+def test_registration_scan_sees_each_other_spelling():
+    """Each spelling the plugins used (and the ones that are gone) is found; the one way is not."""
+    forms = {
+        'FUNCTIONS: dict = {}': "table",
+        'KERNELS = {}': "table",
+        'FUNCTIONS[("", "SimplifiedLayerNormalization", 1)] = f': "item",
+        'def rule(table, *ops):\n    for op in ops:\n        table[(DOMAIN, op, 1)] = fn': "item",
+        'for v in vs:\n    table[(domain, op, v)] = fn': "item",
+        'table[(ML, op, v)] = fn': "item",
+        'FUNCTIONS = FunctionTable(k, domain=D)\nFUNCTIONS.update(other)': "item",
+        'FUNCTIONS = FunctionTable(k)\nFUNCTIONS |= other': "item",
+        'X = {(FUSED, "Gelu", 1): f}': "item",
+        '@rule(FUNCTIONS, "Relu")\ndef f(ctx): pass': "helper",
+        'register(FUNCTIONS, "Pow", g, 1, 1)': "helper",
+        'register_direct(KERNELS, portable, "Add", np.add)': "helper",
+        'merge_family_tables(__name__, __path__, "KERNELS")': "gone",
+        'for f in table.values():\n    host_only(f)': "gone",
+        'declare_traits(f, host_only=True)': "gone",
+    }
+    for code, form in forms.items():
+        found = registration_spellings([("x.py", ast.parse(code))])
+        assert {k[2] for k in found} == {form}, (code, found)
+    one_way = ("KERNELS = KernelTable()\n@KERNELS.register('Relu', 6, 13, host_only=True)\ndef relu(ctx): pass\n"
+               "KERNELS.register('Add', *portable.KERNELS.versions('Add'))(direct_factory(portable, 'Add', np.add))\n"
+               "FUNCTIONS = FunctionTable(definition_keys, domain=ML)\n@FUNCTIONS.register(('A', 'B'), 1, 6)\n"
+               "def f(ctx): pass\nFUNCTIONS.register('C')(same_as_input(0))\nx = portable.KERNELS[('', 'Add', 7)]\n"
+               "return lazy_family_tables(__name__, ENTRIES, table='FUNCTIONS')\nout[b, h, r0:r1] = s\n"
+               "y[n, c, i] = 0")
+    assert not registration_spellings([("x.py", ast.parse(one_way))])
+
+
+def test_function_table_registers_over_the_definitions():
+    from onnxkit import ir
+    from onnxkit.inference.common import same_as_input
+    from onnxkit.plugin import FunctionTable, OpSchema
+
+    keys = [("ai.onnx", "Relu", 1), ("", "Relu", 6), ("", "Relu", 13), ("", "Relu", 14), ("", "Pow", 7), ("", "Pow", 12),
+            ("com.example", "Relu", 1)]
+    table = FunctionTable(lambda: keys)
+
+    @table.register("Relu", 6, 13)
+    def relu(ctx):
+        return []
+
+    assert {k for k in table} == {("", "Relu", 6), ("", "Relu", 13)} and table[("", "Relu", 6)] is relu
+    made = same_as_input(0)
+    table.register(("Pow",))(made)
+    rule = table[("", "Pow", 7)]
+    assert table[("", "Pow", 12)] is rule and rule.__module__ == __name__    # recorded under the registering module
+    assert made.__module__ == "onnxkit.inference.common" and rule.__wrapped__ is made
+    ctx = _FakeCtx()
+    rule(ctx)
+    assert ctx.outputs == {0: "x's type"}                                     # and computes the rule's result
+    table.register("Relu", domain="com.example")(relu)
+    assert table[("com.example", "Relu", 1)] is relu
+    assert table.versions("Relu") == [1, 6, 13, 14] and table.versions("Relu", 7, 13) == [13]
+    with pytest.raises(KeyError, match=r"ai\.onnx::Relu in \[2, 5\]"):
+        table.register("Relu", 2, 5)
+    with pytest.raises(KeyError, match="Swish"):
+        table.register(("Relu", "Swish"))                                     # nothing registered: checked first
+    assert ("", "Relu", 14) not in table
+    schema = OpSchema(domain="com.example", name="Scale", since_version=3)
+    small = FunctionTable([schema], domain="com.example")
+    assert small.register("Scale")(relu) is relu and list(small) == [("com.example", "Scale", 3)]
+    assert isinstance(small, dict) and ir is not None
+
+
+class _FakeCtx:
+    num_inputs = num_outputs = 1
+
+    def __init__(self):
+        self.outputs = {}
+
+    def input_type(self, i):
+        return "x's type"
+
+    def set_output(self, k, t):
+        self.outputs[k] = t
+
+
+def test_the_former_spellings_are_refused_naming_the_replacement():
+    from onnxkit.errors import OnnxkitError
+    from onnxkit.plugin import KernelTable, host_only, merge_family_tables
+
+    with pytest.raises(OnnxkitError, match=r"merge_family_tables.*gone.*write_index.*lazy_family_tables"):
+        merge_family_tables("pkg", [], "KERNELS")
+    with pytest.raises(OnnxkitError, match=r"host_only.*gone.*KernelTable\.register\(.*host_only=True\)"):
+        host_only(lambda ctx: None)
+    table = KernelTable()
+    table.register("Relu", 14, 6)(lambda ctx: None)
+    table.register("Relu", 1, domain="com.example")(lambda ctx: None)
+    assert table.versions("Relu") == (6, 14) and table.versions("Relu", "com.example") == (1,)

@@ -38,16 +38,16 @@ _STATE = getattr(portable, "_ERROR_STATE", None)
 _IGNORE_ALL = getattr(portable, "_IGNORE_ALL", None)
 
 
-def register_direct(table, family, name: str, ufunc, arity: int = 2, exact: bool = True,
-                    quiet_floats: bool = True) -> None:
-    """Register on ``table``, for every definition of ``name`` in the portable ``family``
-    module, ``ufunc`` called directly on ``arity`` operands of one element type: of
+def direct_factory(family, name: str, ufunc, arity: int = 2, exact: bool = True, quiet_floats: bool = True):
+    """The factory of an override of every definition of ``name`` in the portable ``family``
+    module (registered for ``family.KERNELS.versions(name)``): ``ufunc`` called directly on
+    ``arity`` operands of one element type: of
     :data:`_FLOATS` (numpy's warnings off unless not ``quiet_floats``) or, with ``exact``, of
     :data:`_EXACT` (integer and boolean loops raise no floating-point flag); the portable
     kernel otherwise and for legacy broadcasting.  ``out=...`` makes a 0-d result an array.
     The warnings are turned off as :func:`portable.quiet` does, inline (its two extra calls
     would be a large share of a small Add's cost)."""
-    make = {v: family.KERNELS[("", op, v)] for (_, op, v) in family.KERNELS if op == name}
+    make = {v: family.KERNELS[("", name, v)] for v in family.KERNELS.versions(name)}
     if _STATE is None or not quiet_floats:                              # pragma: no cover (numpy 1)
         def direct(*xs):
             return ufunc(*xs, out=...)
@@ -92,7 +92,7 @@ def register_direct(table, family, name: str, ufunc, arity: int = 2, exact: bool
         return binary if arity == 2 else unary
 
     factory.__name__ = f"{name.lower()}_direct"
-    table.register(name, *sorted(make))(factory)
+    return factory
 
 
 for _name, _ufunc in (("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply), ("Equal", np.equal),
@@ -100,8 +100,9 @@ for _name, _ufunc in (("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply
                       ("LessOrEqual", np.less_equal), ("And", np.logical_and), ("Or", np.logical_or),
                       ("Xor", np.logical_xor), ("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or),
                       ("BitwiseXor", np.bitwise_xor)):
-    register_direct(KERNELS, portable, _name, _ufunc)
-register_direct(KERNELS, portable, "Div", np.divide, exact=False)   # integer Div: the portable zero check
+    KERNELS.register(_name, *portable.KERNELS.versions(_name))(direct_factory(portable, _name, _ufunc))
+# integer Div: the portable zero check
+KERNELS.register("Div", *portable.KERNELS.versions("Div"))(direct_factory(portable, "Div", np.divide, exact=False))
 
 
 @KERNELS.register("Where", *sorted(v for (_, op, v) in portable.KERNELS if op == "Where"))

@@ -1,7 +1,7 @@
 """numpy fast paths of the elementwise math family (portable: ``onnxkit_default_domain/kernels/
 elementwise_math.py``, which holds the rules and the coefficients): Erf, and Abs, Neg, Sqrt,
 Exp, Log, Floor, Ceil, Reciprocal and IsNaN as one direct ufunc call on float32/float64 (see
-:func:`~onnxkit_cpu.overrides.elementwise.register_direct`).
+:func:`~onnxkit_cpu.overrides.elementwise.direct_factory`).
 
 Erf:
 
@@ -25,7 +25,7 @@ import threading
 import numpy as np
 
 from onnxkit.plugin import KernelTable, arrays
-from onnxkit_cpu.overrides.elementwise import register_direct
+from onnxkit_cpu.overrides.elementwise import direct_factory
 from onnxkit_default_domain.api import elementwise_math as portable
 from onnxkit_default_domain.api import ERF_H, ERF_K, ERF_P, ERF_Q, ERF_TAYLOR, ERF_TOP
 
@@ -113,5 +113,7 @@ def erf_kernel(ctx):
 for _name, _ufunc, _exact in (("Abs", np.abs, True), ("Neg", np.negative, True), ("Sqrt", np.sqrt, False),
                               ("Exp", np.exp, False), ("Log", np.log, False), ("Floor", np.floor, False),
                               ("Ceil", np.ceil, False), ("Reciprocal", lambda x, out: np.divide(1, x, out=out), False)):
-    register_direct(KERNELS, portable, _name, _ufunc, arity=1, exact=_exact)
-register_direct(KERNELS, portable, "IsNaN", np.isnan, arity=1, exact=False, quiet_floats=False)   # no flag raised
+    KERNELS.register(_name, *portable.KERNELS.versions(_name))(
+        direct_factory(portable, _name, _ufunc, arity=1, exact=_exact))
+KERNELS.register("IsNaN", *portable.KERNELS.versions("IsNaN"))(   # no floating-point flag raised: not quieted
+    direct_factory(portable, "IsNaN", np.isnan, arity=1, exact=False, quiet_floats=False))

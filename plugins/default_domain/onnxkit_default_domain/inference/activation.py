@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
+from onnxkit.plugin import FunctionTable
 from onnxkit.plugin.inference import constraint_type, dims_of, elem_of, same_as_input, tensor
 
-from ._util import register, rule
+from ._util import definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 
-register(FUNCTIONS, ("Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "HardSigmoid", "Tanh", "Softplus", "Softsign",
+FUNCTIONS.register(("Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "HardSigmoid", "Tanh", "Softplus", "Softsign",
                      "ThresholdedRelu", "Celu", "Gelu", "Mish", "HardSwish", "Swish", "Shrink", "Softmax", "LogSoftmax",
                      "Hardmax", "LRN", "LpNormalization", "MeanVarianceNormalization", "CumSum", "CumProd", "Trilu",
-                     "ReverseSequence"), same_as_input(0))
+                     "ReverseSequence"))(same_as_input(0))
 
 
-@rule(FUNCTIONS, "PRelu")
+@FUNCTIONS.register("PRelu")
 def _prelu(ctx):
     # the slope broadcasts to X (unidirectionally from 7 on): the output has X's type
     return [ctx.input_type(0)]
 
 
-@rule(FUNCTIONS, "Dropout")
+@FUNCTIONS.register("Dropout")
 def _dropout(ctx):
     t = ctx.input_type(0)
     ctx.set_output(0, t)

@@ -3,18 +3,18 @@ ai.onnx.preview's FlexAttention."""
 
 from __future__ import annotations
 
-from onnxkit.plugin import DataType
+from onnxkit.plugin import DataType, FunctionTable
 from onnxkit.plugin.inference import dims_of, elem_of, tensor, unify
 
-from ._util import rule
+from ._util import definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 INT32, UINT8 = int(DataType.INT32), int(DataType.UINT8)
 
 
 # -- attention ------------------------------------------------------------------------------------
 
-@rule(FUNCTIONS, "Attention")
+@FUNCTIONS.register("Attention")
 def _attention(ctx):
     q, k, v = (ctx.input_type(i) for i in range(3))
     qd, kd, vd = dims_of(q), dims_of(k), dims_of(v)
@@ -57,7 +57,7 @@ def _attention(ctx):
     return outs[:ctx.num_outputs]
 
 
-@rule(FUNCTIONS, "CausalConvWithState")
+@FUNCTIONS.register("CausalConvWithState")
 def _causal_conv(ctx):
     x = ctx.input_type(0)
     xd, wd = dims_of(x), dims_of(ctx.input_type(1))
@@ -69,7 +69,7 @@ def _causal_conv(ctx):
     return outs[:ctx.num_outputs]
 
 
-@rule(FUNCTIONS, "LinearAttention")
+@FUNCTIONS.register("LinearAttention")
 def _linear_attention(ctx):
     q, k, v = (ctx.input_type(i) for i in range(3))
     qd, kd, vd = dims_of(q), dims_of(k), dims_of(v)
@@ -88,7 +88,7 @@ def _linear_attention(ctx):
     return [tensor(elem_of(q), y), state][:ctx.num_outputs]
 
 
-@rule(FUNCTIONS, "FlexAttention", domain="ai.onnx.preview")
+@FUNCTIONS.register("FlexAttention", domain="ai.onnx.preview")
 def _flex_attention(ctx):
     q, v = ctx.input_type(0), ctx.input_type(2)
     qd, vd = dims_of(q), dims_of(v)

@@ -8,15 +8,15 @@ the initial value and the body's result becomes unknown.
 
 from __future__ import annotations
 
-from onnxkit.plugin import ir
+from onnxkit.plugin import FunctionTable, ir
 from onnxkit.plugin.inference import BOOL, INT64, dims_of, elem_of, join_types, normalize_axis, scalar, tensor
 
-from ._util import rule
+from ._util import definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 
 
-@rule(FUNCTIONS, "If")
+@FUNCTIONS.register("If")
 def _if(ctx):
     then_t = ctx.subgraph_types("then_branch", [])
     else_t = ctx.subgraph_types("else_branch", [])
@@ -36,7 +36,7 @@ def _generalize(initial, produced):
     return join_types(initial, produced)
 
 
-@rule(FUNCTIONS, "Loop")
+@FUNCTIONS.register("Loop")
 def _loop(ctx):
     n_carried = max(ctx.num_inputs - 2, 0)
     carried = [ctx.input_type(2 + k) for k in range(n_carried)]
@@ -73,7 +73,7 @@ def _scan_dims(ctx, d, axis):
     return d[:a] + d[a + 1:], d[a]
 
 
-@rule(FUNCTIONS, "Scan", 9)
+@FUNCTIONS.register("Scan", 9)
 def _scan(ctx):
     m = int(ctx.attr("num_scan_inputs"))
     n = ctx.num_inputs - m
@@ -109,7 +109,7 @@ def _scan(ctx):
     return out
 
 
-@rule(FUNCTIONS, "Scan", 8, 8)
+@FUNCTIONS.register("Scan", 8, 8)
 def _scan8(ctx):
     m = int(ctx.attr("num_scan_inputs"))
     n = ctx.num_inputs - 1 - m
@@ -145,7 +145,7 @@ def _scan8(ctx):
     return out
 
 
-@rule(FUNCTIONS, "SequenceMap")
+@FUNCTIONS.register("SequenceMap")
 def _sequence_map(ctx):
     ins = []
     for i in range(ctx.num_inputs):

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxkit.plugin import FunctionTable
 from onnxkit.plugin.inference import (BOOL, cast_rule, dims_of, elem_of, elementwise, elementwise_rule, fold_binary,
                                       same_as_input, tensor)
 
-from ._util import register, rule
+from ._util import definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 
 # Before opset 7 the binary operators broadcast B to A only with broadcast=1 (unidirectionally,
 # from ``axis``): the output has A's shape.  From 7 on they broadcast multidirectionally (6.6.2).
@@ -55,25 +56,25 @@ def _legacy_binary(elem=None):
 
 
 for _op in ("Add", "Sub", "Mul", "Div"):
-    register(FUNCTIONS, _op, _legacy_binary(), 1, 6)
-    register(FUNCTIONS, _op, elementwise_rule(fold=_op), 7)
-register(FUNCTIONS, "Pow", _legacy_binary(), 1, 1)
-register(FUNCTIONS, "Mod", elementwise_rule(fold="Mod"))
-register(FUNCTIONS, ["BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor"], elementwise_rule())
+    FUNCTIONS.register(_op, 1, 6)(_legacy_binary())
+    FUNCTIONS.register(_op, 7)(elementwise_rule(fold=_op))
+FUNCTIONS.register("Pow", 1, 1)(_legacy_binary())
+FUNCTIONS.register("Mod")(elementwise_rule(fold="Mod"))
+FUNCTIONS.register(["BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor"])(elementwise_rule())
 
 
-@rule(FUNCTIONS, "Pow", 7)
+@FUNCTIONS.register("Pow", 7)
 def _pow(ctx):
     t = elementwise(ctx, elem_of(ctx.input_type(0)))
     return [t]
 
 
 for _op in ("And", "Or", "Xor"):
-    register(FUNCTIONS, _op, _legacy_binary(BOOL), 1, 1)
-    register(FUNCTIONS, _op, elementwise_rule(BOOL, fold=_op), 7)
+    FUNCTIONS.register(_op, 1, 1)(_legacy_binary(BOOL))
+    FUNCTIONS.register(_op, 7)(elementwise_rule(BOOL, fold=_op))
 for _op in ("Equal", "Less", "Greater"):
-    register(FUNCTIONS, _op, _legacy_binary(BOOL), 1, 6)
-    register(FUNCTIONS, _op, elementwise_rule(BOOL, fold=_op), 7)
+    FUNCTIONS.register(_op, 1, 6)(_legacy_binary(BOOL))
+    FUNCTIONS.register(_op, 7)(elementwise_rule(BOOL, fold=_op))
 
 
 def _symbolic_equal(a, b):
@@ -97,16 +98,16 @@ def _symbolic_equal(a, b):
     return np.array(out, dtype=bool).reshape(shape)
 
 
-@rule(FUNCTIONS, "Equal", 7)
+@FUNCTIONS.register("Equal", 7)
 def _equal(ctx):
     elementwise_rule(BOOL, fold="Equal")(ctx)
     if ctx.output_values[0] is None:
         ctx.set_value(0, _symbolic_equal(ctx.symbolic(0), ctx.symbolic(1)))
-register(FUNCTIONS, "LessOrEqual", elementwise_rule(BOOL, fold="LessOrEqual"))
-register(FUNCTIONS, "GreaterOrEqual", elementwise_rule(BOOL, fold="GreaterOrEqual"))
+FUNCTIONS.register("LessOrEqual")(elementwise_rule(BOOL, fold="LessOrEqual"))
+FUNCTIONS.register("GreaterOrEqual")(elementwise_rule(BOOL, fold="GreaterOrEqual"))
 
 
-@rule(FUNCTIONS, ["Max", "Min", "Sum", "Mean"])
+@FUNCTIONS.register(["Max", "Min", "Sum", "Mean"])
 def _variadic(ctx):
     t = elementwise(ctx)
     value = None
@@ -122,7 +123,7 @@ def _variadic(ctx):
     ctx.set_output(0, t, value)
 
 
-@rule(FUNCTIONS, "Where")
+@FUNCTIONS.register("Where")
 def _where(ctx):
     t = elementwise(ctx, elem_of(ctx.input_type(1)) or elem_of(ctx.input_type(2)))
     value = None
@@ -141,10 +142,10 @@ def _where(ctx):
 
 _UNARY_SAME = ["Abs", "Neg", "Ceil", "Floor", "Round", "Sqrt", "Exp", "Log", "Reciprocal", "Sign", "Sin", "Cos",
                "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Erf", "Not", "BitwiseNot"]
-register(FUNCTIONS, _UNARY_SAME, same_as_input(0))
+FUNCTIONS.register(_UNARY_SAME)(same_as_input(0))
 
 
-@rule(FUNCTIONS, ["Neg", "Abs"], 6)
+@FUNCTIONS.register(["Neg", "Abs"], 6)
 def _neg_abs(ctx):
     t = ctx.input_type(0)
     c = ctx.constant(0)
@@ -154,16 +155,16 @@ def _neg_abs(ctx):
     ctx.set_output(0, t, value)
 
 
-@rule(FUNCTIONS, ["IsNaN", "IsInf"])
+@FUNCTIONS.register(["IsNaN", "IsInf"])
 def _is_class(ctx):
     return [tensor(BOOL, dims_of(ctx.input_type(0)))]
 
 
-register(FUNCTIONS, "Clip", same_as_input(0))
-register(FUNCTIONS, "Cast", cast_rule("to"))
+FUNCTIONS.register("Clip")(same_as_input(0))
+FUNCTIONS.register("Cast")(cast_rule("to"))
 
 
-@rule(FUNCTIONS, "CastLike")
+@FUNCTIONS.register("CastLike")
 def _cast_like(ctx):
     target = elem_of(ctx.input_type(1))
     t = ctx.input_type(0)
@@ -179,7 +180,7 @@ def _cast_like(ctx):
     ctx.set_output(0, tensor(target, dims_of(t)), value)
 
 
-@rule(FUNCTIONS, "Identity")
+@FUNCTIONS.register("Identity")
 def _identity(ctx):
     v = ctx.symbolic(0)
     c = ctx.constant(0)
@@ -187,4 +188,4 @@ def _identity(ctx):
 
 
 # SwiGLU(A, B) = Swish(A) * B, broadcasting multidirectionally as Mul does
-register(FUNCTIONS, "SwiGLU", elementwise_rule())
+FUNCTIONS.register("SwiGLU")(elementwise_rule())

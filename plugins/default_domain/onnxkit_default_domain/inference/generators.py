@@ -8,16 +8,17 @@ import math
 import numpy as np
 
 from onnxkit.plugin.dtypes import ELEMENT_TYPES
+from onnxkit.plugin import FunctionTable
 from onnxkit.plugin.inference import FLOAT, INT64, MAX_CONSTANT_ELEMENTS, dims_of, elem_of, scalar, shape_input, tensor
 
-from ._util import rule
+from ._util import definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 
 _STRING = 8
 
 
-@rule(FUNCTIONS, "Constant")
+@FUNCTIONS.register("Constant")
 def _constant(ctx):
     for name in ("value", "sparse_value", "value_float", "value_floats", "value_int", "value_ints", "value_string",
                  "value_strings"):
@@ -51,7 +52,7 @@ def _constant(ctx):
     ctx.fail("Constant: no value attribute")
 
 
-@rule(FUNCTIONS, "ConstantOfShape")
+@FUNCTIONS.register("ConstantOfShape")
 def _constant_of_shape(ctx):
     v = ctx.attr("value")
     elem = int(v.data_type) if v is not None else FLOAT
@@ -69,7 +70,7 @@ def _constant_of_shape(ctx):
     ctx.set_output(0, tensor(elem, target), value)
 
 
-@rule(FUNCTIONS, "Range")
+@FUNCTIONS.register("Range")
 def _range(ctx):
     elem = elem_of(ctx.input_type(0)) or elem_of(ctx.input_type(1)) or elem_of(ctx.input_type(2))
     s, l, d = scalar(ctx, 0), scalar(ctx, 1), scalar(ctx, 2)
@@ -87,7 +88,7 @@ def _range(ctx):
     ctx.set_output(0, tensor(elem, [n]), value)
 
 
-@rule(FUNCTIONS, "EyeLike")
+@FUNCTIONS.register("EyeLike")
 def _eye_like(ctx):
     t = ctx.input_type(0)
     dt = ctx.attr("dtype")
@@ -98,33 +99,33 @@ def _eye_like(ctx):
     return [tensor(elem, d if d is not None else [None, None])]
 
 
-@rule(FUNCTIONS, ("RandomNormal", "RandomUniform"))
+@FUNCTIONS.register(("RandomNormal", "RandomUniform"))
 def _random(ctx):
     shape = ctx.attr("shape")
     return [tensor(int(ctx.attr("dtype", FLOAT)), None if shape is None else [int(x) for x in shape])]
 
 
-@rule(FUNCTIONS, ("RandomNormalLike", "RandomUniformLike", "Bernoulli"))
+@FUNCTIONS.register(("RandomNormalLike", "RandomUniformLike", "Bernoulli"))
 def _random_like(ctx):
     t = ctx.input_type(0)
     dt = ctx.attr("dtype")
     return [tensor(int(dt) if dt is not None else elem_of(t), dims_of(t))]
 
 
-@rule(FUNCTIONS, "Multinomial")
+@FUNCTIONS.register("Multinomial")
 def _multinomial(ctx):
     d = dims_of(ctx.input_type(0))
     batch = d[0] if d is not None and len(d) == 2 else None
     return [tensor(int(ctx.attr("dtype", 6)), [batch, int(ctx.attr("sample_size", 1))])]
 
 
-@rule(FUNCTIONS, ("HannWindow", "HammingWindow", "BlackmanWindow"))
+@FUNCTIONS.register(("HannWindow", "HammingWindow", "BlackmanWindow"))
 def _window(ctx):
     n = scalar(ctx, 0)
     return [tensor(int(ctx.attr("output_datatype", FLOAT)), [None if n is None else int(n)])]
 
 
-@rule(FUNCTIONS, "MelWeightMatrix")
+@FUNCTIONS.register("MelWeightMatrix")
 def _mel(ctx):
     bins, dft = scalar(ctx, 0), scalar(ctx, 1)
     return [tensor(int(ctx.attr("output_datatype", FLOAT)),

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxkit.plugin import FunctionTable
 from onnxkit.plugin.inference import INT64, dims_of, elem_of, normalize_axis, same_as_input, scalar, tensor
 
-from ._util import register, rule
+from ._util import definition_keys
 from .shape_geometry import check_elements_fit, gather_extents, gather_nd_extents, norm_axis, one_hot_extents, wrap_indices
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 
 
-@rule(FUNCTIONS, "Gather")
+@FUNCTIONS.register("Gather")
 def _gather(ctx):
     dt, it = ctx.input_type(0), ctx.input_type(1)
     elem = elem_of(dt)
@@ -32,7 +33,7 @@ def _gather(ctx):
     ctx.set_output(0, tensor(elem, out), value)
 
 
-@rule(FUNCTIONS, "GatherElements")
+@FUNCTIONS.register("GatherElements")
 def _gather_elements(ctx):
     d, i = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))
     if d is not None and i is not None:
@@ -40,7 +41,7 @@ def _gather_elements(ctx):
     return [tensor(elem_of(ctx.input_type(0)), i)]
 
 
-@rule(FUNCTIONS, "GatherND")
+@FUNCTIONS.register("GatherND")
 def _gather_nd(ctx):
     d, i = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))
     elem = elem_of(ctx.input_type(0))
@@ -50,11 +51,11 @@ def _gather_nd(ctx):
     return [tensor(elem, gather_nd_extents(ctx, d, i, b))]
 
 
-register(FUNCTIONS, ("Scatter", "ScatterElements", "ScatterND"), same_as_input(0))
-register(FUNCTIONS, "TensorScatter", same_as_input(0))
+FUNCTIONS.register(("Scatter", "ScatterElements", "ScatterND"))(same_as_input(0))
+FUNCTIONS.register("TensorScatter")(same_as_input(0))
 
 
-@rule(FUNCTIONS, "Compress")
+@FUNCTIONS.register("Compress")
 def _compress(ctx):
     t = ctx.input_type(0)
     d = dims_of(t)
@@ -69,7 +70,7 @@ def _compress(ctx):
     return [tensor(elem_of(t), out)]
 
 
-@rule(FUNCTIONS, "OneHot")
+@FUNCTIONS.register("OneHot")
 def _one_hot(ctx):
     i = dims_of(ctx.input_type(0))
     elem = elem_of(ctx.input_type(2))
@@ -79,13 +80,13 @@ def _one_hot(ctx):
     return [tensor(elem, one_hot_extents(ctx, i, None if depth is None else int(depth), int(ctx.attr("axis", -1))))]
 
 
-@rule(FUNCTIONS, "NonZero")
+@FUNCTIONS.register("NonZero")
 def _non_zero(ctx):
     d = dims_of(ctx.input_type(0))
     return [tensor(INT64, [None if d is None else len(d), None])]
 
 
-@rule(FUNCTIONS, "TopK")
+@FUNCTIONS.register("TopK")
 def _top_k(ctx):
     t = ctx.input_type(0)
     d = dims_of(t)
@@ -102,7 +103,7 @@ def _top_k(ctx):
     return [tensor(elem_of(t), out), tensor(INT64, out)]
 
 
-@rule(FUNCTIONS, "Unique")
+@FUNCTIONS.register("Unique")
 def _unique(ctx):
     t = ctx.input_type(0)
     d = dims_of(t)

@@ -3,13 +3,13 @@ losses, Einsum (pooling: ``pool.py``; normalizations: ``norm.py``)."""
 
 from __future__ import annotations
 
-from onnxkit.plugin import DataType
+from onnxkit.plugin import DataType, FunctionTable
 from onnxkit.plugin.inference import broadcast, check_equal, dims_of, elem_of, same_as_input, tensor, unify
 
-from ._util import register, rule
+from ._util import definition_keys
 from .nn_geometry import GeometryError, transpose_geometry, window_geometry
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 INT32, UINT8 = int(DataType.INT32), int(DataType.UINT8)
 
 
@@ -29,18 +29,18 @@ def matmul_dims(ctx, a, b):
     return out
 
 
-@rule(FUNCTIONS, "MatMul")
+@FUNCTIONS.register("MatMul")
 def _matmul(ctx):
     a, b = ctx.input_type(0), ctx.input_type(1)
     return [tensor(elem_of(a) or elem_of(b), matmul_dims(ctx, dims_of(a), dims_of(b)))]
 
 
-@rule(FUNCTIONS, "MatMulInteger")
+@FUNCTIONS.register("MatMulInteger")
 def _matmul_integer(ctx):
     return [tensor(INT32, matmul_dims(ctx, dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))))]
 
 
-@rule(FUNCTIONS, "QLinearMatMul")
+@FUNCTIONS.register("QLinearMatMul")
 def _qlinear_matmul(ctx):
     return [tensor(elem_of(ctx.input_type(7)), matmul_dims(ctx, dims_of(ctx.input_type(0)), dims_of(ctx.input_type(3))))]
 
@@ -77,7 +77,7 @@ def gemm_dims(ctx, a, b, c=None, trans_a=False, trans_b=False, strict_c=False):
     return [m, n]
 
 
-@rule(FUNCTIONS, "Gemm")
+@FUNCTIONS.register("Gemm")
 def _gemm(ctx):
     a, b = ctx.input_type(0), ctx.input_type(1)
     c = dims_of(ctx.input_type(2)) if ctx.has_input(2) and float(ctx.attr("beta", 1.0)) != 0.0 else None
@@ -115,27 +115,27 @@ def _conv_like(ctx, x_index=0, w_index=1, out_elem=None):
     return tensor(elem, [xd[0], m] + sp)
 
 
-@rule(FUNCTIONS, "Conv")
+@FUNCTIONS.register("Conv")
 def _conv(ctx):
     return [_conv_like(ctx)]
 
 
-@rule(FUNCTIONS, "ConvInteger")
+@FUNCTIONS.register("ConvInteger")
 def _conv_integer(ctx):
     return [_conv_like(ctx, 0, 1, INT32)]
 
 
-@rule(FUNCTIONS, "QLinearConv")
+@FUNCTIONS.register("QLinearConv")
 def _qlinear_conv(ctx):
     return [_conv_like(ctx, 0, 3, elem_of(ctx.input_type(7)))]
 
 
-@rule(FUNCTIONS, "DeformConv")
+@FUNCTIONS.register("DeformConv")
 def _deform_conv(ctx):
     return [_conv_like(ctx)]
 
 
-@rule(FUNCTIONS, "ConvTranspose")
+@FUNCTIONS.register("ConvTranspose")
 def _conv_transpose(ctx):
     x, w = ctx.input_type(0), ctx.input_type(1)
     elem = elem_of(x) or elem_of(w)
@@ -158,14 +158,14 @@ def _conv_transpose(ctx):
 
 # -- normalization ----------------------------------------------------------------------------
 
-register(FUNCTIONS, "RotaryEmbedding", same_as_input(0))
+FUNCTIONS.register("RotaryEmbedding")(same_as_input(0))
 
 
 # -- recurrent layers -----------------------------------------------------------------------------
 
-@rule(FUNCTIONS, "RNN")
-@rule(FUNCTIONS, "GRU")
-@rule(FUNCTIONS, "LSTM")
+@FUNCTIONS.register("RNN")
+@FUNCTIONS.register("GRU")
+@FUNCTIONS.register("LSTM")
 def _rnn(ctx):
     x = ctx.input_type(0)
     elem = elem_of(x)
@@ -191,7 +191,7 @@ def _rnn(ctx):
 
 # -- losses ---------------------------------------------------------------------------------------
 
-@rule(FUNCTIONS, "NegativeLogLikelihoodLoss")
+@FUNCTIONS.register("NegativeLogLikelihoodLoss")
 def _nll(ctx):
     elem = elem_of(ctx.input_type(0))
     if ctx.attr("reduction", "mean") != "none":
@@ -199,7 +199,7 @@ def _nll(ctx):
     return [tensor(elem, dims_of(ctx.input_type(1)))]
 
 
-@rule(FUNCTIONS, "SoftmaxCrossEntropyLoss")
+@FUNCTIONS.register("SoftmaxCrossEntropyLoss")
 def _sce(ctx):
     s = ctx.input_type(0)
     elem = elem_of(s)
@@ -209,7 +209,7 @@ def _sce(ctx):
 
 # -- Einsum ---------------------------------------------------------------------------------------
 
-@rule(FUNCTIONS, "Einsum")
+@FUNCTIONS.register("Einsum")
 def _einsum(ctx):
     eq = ctx.attr("equation", "").replace(" ", "")
     types = [ctx.input_type(i) for i in range(ctx.num_inputs)]

@@ -10,14 +10,15 @@ axes (``axis`` and after) of extent 1.
 
 from __future__ import annotations
 
+from onnxkit.plugin import FunctionTable
 from onnxkit.plugin.inference import dims_of, elem_of, normalize_axis, same_as_input, tensor
 
-from ._util import register, rule
+from ._util import definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 
 
-@rule(FUNCTIONS, "BatchNormalization")
+@FUNCTIONS.register("BatchNormalization")
 def _batch_norm(ctx):
     x = ctx.input_type(0)
     ctx.set_output(0, x)
@@ -29,12 +30,12 @@ def _batch_norm(ctx):
         ctx.set_output(k, tensor(elem_of(src) or elem_of(x), dims_of(src)))
 
 
-register(FUNCTIONS, "InstanceNormalization", same_as_input(0))
-register(FUNCTIONS, "GroupNormalization", same_as_input(0))
-register(FUNCTIONS, "RMSNormalization", same_as_input(0))
+FUNCTIONS.register("InstanceNormalization")(same_as_input(0))
+FUNCTIONS.register("GroupNormalization")(same_as_input(0))
+FUNCTIONS.register("RMSNormalization")(same_as_input(0))
 
 
-@rule(FUNCTIONS, "LayerNormalization")
+@FUNCTIONS.register("LayerNormalization")
 def _layer_norm(ctx):
     x = ctx.input_type(0)
     ctx.set_output(0, x)

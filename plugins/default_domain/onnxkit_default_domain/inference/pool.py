@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-from onnxkit.plugin import records
+from onnxkit.plugin import FunctionTable, records
 
 from onnxkit.plugin.inference import INT64, dims_of, elem_of, shape_input, tensor
 
-from ._util import rule
+from ._util import definition_keys
 from .nn_geometry import GeometryError, window_geometry
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 
 def declared_attr(ctx, name: str, default):
     """Attribute ``name`` where the node's definition declares it (schema default applied), else
@@ -112,9 +112,9 @@ def unpool_extents(ctx, x_dims, a: PoolAttrs) -> list:
 
 # -- inference rules ------------------------------------------------------------------------------
 
-@rule(FUNCTIONS, "MaxPool")
-@rule(FUNCTIONS, "AveragePool")
-@rule(FUNCTIONS, "LpPool")
+@FUNCTIONS.register("MaxPool")
+@FUNCTIONS.register("AveragePool")
+@FUNCTIONS.register("LpPool")
 def _pool(ctx):
     x = ctx.input_type(0)
     xd = dims_of(x)
@@ -126,30 +126,30 @@ def _pool(ctx):
     return [tensor(elem_of(x), dims), tensor(INT64, dims)][:ctx.num_outputs]
 
 
-@rule(FUNCTIONS, "GlobalAveragePool")
-@rule(FUNCTIONS, "GlobalMaxPool")
-@rule(FUNCTIONS, "GlobalLpPool")
+@FUNCTIONS.register("GlobalAveragePool")
+@FUNCTIONS.register("GlobalMaxPool")
+@FUNCTIONS.register("GlobalLpPool")
 def _global_pool(ctx):
     x = ctx.input_type(0)
     xd = dims_of(x)
     return [tensor(elem_of(x), None if xd is None else xd[:2] + [1] * (len(xd) - 2))]
 
 
-@rule(FUNCTIONS, "MaxRoiPool")
+@FUNCTIONS.register("MaxRoiPool")
 def _max_roi_pool(ctx):
     xd, rd = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))
     pooled = [int(v) for v in ctx.attr("pooled_shape")]
     return [tensor(elem_of(ctx.input_type(0)), [rd[0] if rd else None, xd[1] if xd else None] + pooled)]
 
 
-@rule(FUNCTIONS, "RoiAlign")
+@FUNCTIONS.register("RoiAlign")
 def _roi_align(ctx):
     xd, rd = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))
     return [tensor(elem_of(ctx.input_type(0)), [rd[0] if rd else None, xd[1] if xd and len(xd) > 1 else None,
                                                 int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))])]
 
 
-@rule(FUNCTIONS, "MaxUnpool")
+@FUNCTIONS.register("MaxUnpool")
 def _max_unpool(ctx):
     x = ctx.input_type(0)
     xd = dims_of(x)

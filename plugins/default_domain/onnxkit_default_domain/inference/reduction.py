@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxkit.plugin import FunctionTable
 from onnxkit.plugin.inference import INT64, axes_of, dims_of, normalize_axis, reduce_shape, reduction_rule, tensor
 
-from ._util import register, rule
+from ._util import definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 
 for _op in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
             "ReduceProd", "ReduceSumSquare"):
-    register(FUNCTIONS, _op, reduction_rule(None), 1, 17)
-    register(FUNCTIONS, _op, reduction_rule(1), 18)
-register(FUNCTIONS, "ReduceSum", reduction_rule(None), 1, 12)
-register(FUNCTIONS, "ReduceSum", reduction_rule(1), 13)
+    FUNCTIONS.register(_op, 1, 17)(reduction_rule(None))
+    FUNCTIONS.register(_op, 18)(reduction_rule(1))
+FUNCTIONS.register("ReduceSum", 1, 12)(reduction_rule(None))
+FUNCTIONS.register("ReduceSum", 13)(reduction_rule(1))
 
 _FOLD = {"ReduceSum": np.sum, "ReduceProd": np.prod, "ReduceMax": np.max, "ReduceMin": np.min}
 
@@ -50,14 +51,14 @@ def _folding(axes_input):
 
 for _op in _FOLD:
     if _op == "ReduceSum":
-        register(FUNCTIONS, _op, _folding(None), 1, 12)
-        register(FUNCTIONS, _op, _folding(1), 13)
+        FUNCTIONS.register(_op, 1, 12)(_folding(None))
+        FUNCTIONS.register(_op, 13)(_folding(1))
     else:
-        register(FUNCTIONS, _op, _folding(None), 1, 17)
-        register(FUNCTIONS, _op, _folding(1), 18)
+        FUNCTIONS.register(_op, 1, 17)(_folding(None))
+        FUNCTIONS.register(_op, 18)(_folding(1))
 
 
-@rule(FUNCTIONS, ("ArgMax", "ArgMin"))
+@FUNCTIONS.register(("ArgMax", "ArgMin"))
 def _arg(ctx):
     dims = dims_of(ctx.input_type(0))
     return [tensor(INT64, reduce_shape(ctx, dims, [int(ctx.attr("axis", 0))], bool(ctx.attr("keepdims", 1))))]

@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 
-from onnxkit.plugin import DataType
+from onnxkit.plugin import DataType, FunctionTable
 from onnxkit.plugin.inference import dims_of, elem_of, int_list, normalize_axis, tensor, unify
 
-from ._util import rule
+from ._util import definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 INT32, UINT8 = int(DataType.INT32), int(DataType.UINT8)
 
 
@@ -69,7 +69,7 @@ def resize_extents(dims, axes, scales=None, sizes=None, policy="stretch"):
     return out_scales, out
 
 
-@rule(FUNCTIONS, "Resize", 10, 10)
+@FUNCTIONS.register("Resize", 10, 10)
 def _resize_10(ctx):
     x = ctx.input_type(0)
     xd = dims_of(x)
@@ -79,7 +79,7 @@ def _resize_10(ctx):
     return [tensor(elem_of(x), resize_extents(xd, range(len(xd)), scales=scales.reshape(-1).tolist())[1])]
 
 
-@rule(FUNCTIONS, "Resize", 11)
+@FUNCTIONS.register("Resize", 11)
 def _resize(ctx):
     x = ctx.input_type(0)
     xd = dims_of(x)
@@ -104,7 +104,7 @@ def _resize(ctx):
     return [unknown]
 
 
-@rule(FUNCTIONS, "Upsample")
+@FUNCTIONS.register("Upsample")
 def _upsample(ctx):
     x = ctx.input_type(0)
     xd = dims_of(x)
@@ -122,7 +122,7 @@ def _upsample(ctx):
     return [tensor(elem_of(x), resize_extents(xd, range(len(xd)), scales=scales)[1])]
 
 
-@rule(FUNCTIONS, "GridSample")
+@FUNCTIONS.register("GridSample")
 def _grid_sample(ctx):
     xd, gd = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))
     elem = elem_of(ctx.input_type(0))
@@ -134,7 +134,7 @@ def _grid_sample(ctx):
     return [tensor(elem, [n, c] + sp)]
 
 
-@rule(FUNCTIONS, "AffineGrid")
+@FUNCTIONS.register("AffineGrid")
 def _affine_grid(ctx):
     elem = elem_of(ctx.input_type(0))
     size = int_list(ctx, 1)
@@ -147,7 +147,7 @@ def _affine_grid(ctx):
     return [tensor(elem, [size[0]] + sp + [len(sp)])]
 
 
-@rule(FUNCTIONS, "Col2Im")
+@FUNCTIONS.register("Col2Im")
 def _col2im(ctx):
     xd = dims_of(ctx.input_type(0))
     elem = elem_of(ctx.input_type(0))

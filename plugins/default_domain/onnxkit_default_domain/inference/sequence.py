@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-from onnxkit.plugin import ir
+from onnxkit.plugin import FunctionTable, ir
 from onnxkit.plugin.inference import BOOL, FLOAT, INT64, dims_of, elem_of, int_list, join_types, normalize_axis, tensor
 
-from ._util import rule
+from ._util import definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 
 
 def _elem(t):
     return t.elem_type if isinstance(t, ir.SequenceType) else None
 
 
-@rule(FUNCTIONS, "SequenceEmpty")
+@FUNCTIONS.register("SequenceEmpty")
 def _empty(ctx):
     return [ir.SequenceType(tensor(int(ctx.attr("dtype", FLOAT)), None))]
 
 
-@rule(FUNCTIONS, "SequenceConstruct")
+@FUNCTIONS.register("SequenceConstruct")
 def _construct(ctx):
     types = [ctx.input_type(i) for i in range(ctx.num_inputs)]
     if not types or any(t is None for t in types):
@@ -31,7 +31,7 @@ def _construct(ctx):
     return [ir.SequenceType(j) if j is not None else None]
 
 
-@rule(FUNCTIONS, "SequenceInsert")
+@FUNCTIONS.register("SequenceInsert")
 def _insert(ctx):
     s, t = ctx.input_type(0), ctx.input_type(1)
     e = _elem(s)
@@ -42,22 +42,22 @@ def _insert(ctx):
     return [ir.SequenceType(j if j is not None else tensor(elem_of(e), None))]
 
 
-@rule(FUNCTIONS, "SequenceErase")
+@FUNCTIONS.register("SequenceErase")
 def _erase(ctx):
     return [ctx.input_type(0)]
 
 
-@rule(FUNCTIONS, "SequenceAt")
+@FUNCTIONS.register("SequenceAt")
 def _at(ctx):
     return [_elem(ctx.input_type(0))]
 
 
-@rule(FUNCTIONS, "SequenceLength")
+@FUNCTIONS.register("SequenceLength")
 def _length(ctx):
     return [tensor(INT64, [])]
 
 
-@rule(FUNCTIONS, "ConcatFromSequence")
+@FUNCTIONS.register("ConcatFromSequence")
 def _concat_from_sequence(ctx):
     e = _elem(ctx.input_type(0))
     d = dims_of(e)
@@ -89,7 +89,7 @@ def split_pieces(dim, split):
     return [split] * (dim // split) + ([dim % split] if dim % split else [])
 
 
-@rule(FUNCTIONS, "SplitToSequence")
+@FUNCTIONS.register("SplitToSequence")
 def _split_to_sequence(ctx):
     t = ctx.input_type(0)
     d = dims_of(t)
@@ -120,7 +120,7 @@ def _common(pieces):
     return pieces[0] if pieces and len(set(pieces)) == 1 else None
 
 
-@rule(FUNCTIONS, "Optional")
+@FUNCTIONS.register("Optional")
 def _optional(ctx):
     if ctx.has_input(0):
         t = ctx.input_type(0)
@@ -129,7 +129,7 @@ def _optional(ctx):
     return [ir.OptionalType(t) if isinstance(t, ir.Type) else None]
 
 
-@rule(FUNCTIONS, "OptionalGetElement")
+@FUNCTIONS.register("OptionalGetElement")
 def _get_element(ctx):
     t = ctx.input_type(0)
     if isinstance(t, ir.OptionalType):
@@ -137,6 +137,6 @@ def _get_element(ctx):
     return [t]
 
 
-@rule(FUNCTIONS, "OptionalHasElement")
+@FUNCTIONS.register("OptionalHasElement")
 def _has_element(ctx):
     return [tensor(BOOL, [])]

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import InferenceError
+from onnxkit.plugin import FunctionTable, InferenceError
 from onnxkit.plugin.inference import (INT64, MAX_CONSTANT_ELEMENTS, dims_of, elem_of, int_list, normalize_axis, product,
                                       shape_input, tensor)
 
-from ._util import rule
+from ._util import definition_keys
 from .shape_geometry import (
     center_crop_pad_extents, concat_extents, depth_space_extents, expand_extents, flatten_extents, numpy_slices, pad_extents,
     pad_widths, reshape_extents, shape_range, slice_plan, sliced_extents, split_sizes, squeeze_extents, tile_extents,
     unsqueeze_extents,
 )
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 
 
 def _sym(extents) -> np.ndarray:
@@ -31,7 +31,7 @@ def _sym(extents) -> np.ndarray:
     return out
 
 
-@rule(FUNCTIONS, "Shape")
+@FUNCTIONS.register("Shape")
 def _shape(ctx):
     dims = dims_of(ctx.input_type(0))
     if dims is None:
@@ -46,14 +46,14 @@ def _shape(ctx):
     ctx.set_output(0, tensor(INT64, [len(sel)]), _sym(sel))
 
 
-@rule(FUNCTIONS, "Size")
+@FUNCTIONS.register("Size")
 def _size(ctx):
     dims = dims_of(ctx.input_type(0))
     n = product(dims) if dims is not None else None
     ctx.set_output(0, tensor(INT64, []), None if n is None else np.array(n, dtype=np.int64))
 
 
-@rule(FUNCTIONS, "Reshape", 5)
+@FUNCTIONS.register("Reshape", 5)
 def _reshape(ctx):
     t = ctx.input_type(0)
     elem = elem_of(t)
@@ -72,7 +72,7 @@ def _reshape(ctx):
     ctx.set_output(0, tensor(elem, out), value)
 
 
-@rule(FUNCTIONS, "Reshape", 1, 4)
+@FUNCTIONS.register("Reshape", 1, 4)
 def _reshape_v1(ctx):
     t = ctx.input_type(0)
     shape = ctx.attr("shape")
@@ -81,7 +81,7 @@ def _reshape_v1(ctx):
     return [tensor(elem_of(t), reshape_extents(ctx, dims_of(t), [int(x) for x in shape], False))]
 
 
-@rule(FUNCTIONS, "Flatten")
+@FUNCTIONS.register("Flatten")
 def _flatten(ctx):
     t = ctx.input_type(0)
     dims = dims_of(t)
@@ -110,14 +110,14 @@ def is_static(dims):
     return dims is not None and all(isinstance(d, int) for d in dims)
 
 
-@rule(FUNCTIONS, "Squeeze", 1, 12)
+@FUNCTIONS.register("Squeeze", 1, 12)
 def _squeeze_attr(ctx):
     a = ctx.attr("axes")
     t, v = _squeeze(ctx, list(a) if a is not None and len(a) else None)
     ctx.set_output(0, t, v)
 
 
-@rule(FUNCTIONS, "Squeeze", 13)
+@FUNCTIONS.register("Squeeze", 13)
 def _squeeze_input(ctx):
     if ctx.has_input(1):
         axes = int_list(ctx, 1)
@@ -143,20 +143,20 @@ def _unsqueeze(ctx, axes):
     return tensor(elem, out), value
 
 
-@rule(FUNCTIONS, "Unsqueeze", 1, 12)
+@FUNCTIONS.register("Unsqueeze", 1, 12)
 def _unsqueeze_attr(ctx):
     a = ctx.attr("axes")
     t, v = _unsqueeze(ctx, list(a) if a is not None else None)
     ctx.set_output(0, t, v)
 
 
-@rule(FUNCTIONS, "Unsqueeze", 13)
+@FUNCTIONS.register("Unsqueeze", 13)
 def _unsqueeze_input(ctx):
     t, v = _unsqueeze(ctx, int_list(ctx, 1))
     ctx.set_output(0, t, v)
 
 
-@rule(FUNCTIONS, "Concat")
+@FUNCTIONS.register("Concat")
 def _concat(ctx):
     types = [ctx.input_type(i) for i in range(ctx.num_inputs) if ctx.has_input(i)]
     elem = next((elem_of(t) for t in types if elem_of(t)), 0)
@@ -216,7 +216,7 @@ def _split_common(ctx, split):
     return outs
 
 
-@rule(FUNCTIONS, "Split", 1, 12)
+@FUNCTIONS.register("Split", 1, 12)
 def _split_old(ctx):
     split = ctx.attr("split")
     if ctx.since_version < 2 and ctx.has_input(1):
@@ -237,7 +237,7 @@ def _split_unknown(ctx):
     return [tensor(elem_of(t), d)] * ctx.num_outputs
 
 
-@rule(FUNCTIONS, "Split", 13)
+@FUNCTIONS.register("Split", 13)
 def _split_new(ctx):
     split = None
     if ctx.has_input(1):
@@ -247,7 +247,7 @@ def _split_new(ctx):
     return _split_common(ctx, split)
 
 
-@rule(FUNCTIONS, "Transpose")
+@FUNCTIONS.register("Transpose")
 def _transpose(ctx):
     t = ctx.input_type(0)
     dims = dims_of(t)
@@ -265,7 +265,7 @@ def _transpose(ctx):
     ctx.set_output(0, tensor(elem_of(t), [dims[p] for p in perm]), value)
 
 
-@rule(FUNCTIONS, "Expand")
+@FUNCTIONS.register("Expand")
 def _expand(ctx):
     t = ctx.input_type(0)
     dims = dims_of(t)
@@ -280,7 +280,7 @@ def _expand(ctx):
     return [tensor(elem_of(t), expand_extents(ctx, dims, target))]
 
 
-@rule(FUNCTIONS, "Tile")
+@FUNCTIONS.register("Tile")
 def _tile(ctx):
     t = ctx.input_type(0)
     dims = dims_of(t)
@@ -317,14 +317,14 @@ def _slice(ctx, starts, ends, axes, steps):
     return tensor(elem, sliced_extents(dims, plan)), value
 
 
-@rule(FUNCTIONS, "Slice", 1, 9)
+@FUNCTIONS.register("Slice", 1, 9)
 def _slice_v1(ctx):
     a = ctx.attr("axes")
     t, v = _slice(ctx, list(ctx.attr("starts") or []), list(ctx.attr("ends") or []), list(a) if a is not None else None, None)
     ctx.set_output(0, t, v)
 
 
-@rule(FUNCTIONS, "Slice", 10)
+@FUNCTIONS.register("Slice", 10)
 def _slice_v10(ctx):
     starts, ends = int_list(ctx, 1), int_list(ctx, 2)
     axes = None
@@ -359,13 +359,13 @@ def _pad(ctx, pads, axes):
     return tensor(elem, pad_extents(ctx, dims, begin, end))
 
 
-@rule(FUNCTIONS, "Pad", 1, 10)
+@FUNCTIONS.register("Pad", 1, 10)
 def _pad_attr(ctx):
     pads = ctx.attr("pads") if ctx.attr("pads") is not None else ctx.attr("paddings")
     return [_pad(ctx, None if pads is None else list(pads), None)]
 
 
-@rule(FUNCTIONS, "Pad", 11)
+@FUNCTIONS.register("Pad", 11)
 def _pad_input(ctx):
     pads = int_list(ctx, 1)
     axes = None
@@ -378,7 +378,7 @@ def _pad_input(ctx):
     return [_pad(ctx, pads, axes)]
 
 
-@rule(FUNCTIONS, ("DepthToSpace", "SpaceToDepth"))
+@FUNCTIONS.register(("DepthToSpace", "SpaceToDepth"))
 def _depth_space(ctx):
     t = ctx.input_type(0)
     dims = dims_of(t)
@@ -387,7 +387,7 @@ def _depth_space(ctx):
     return [tensor(elem_of(t), depth_space_extents(ctx, ctx.op_type, dims, int(ctx.attr("blocksize"))))]
 
 
-@rule(FUNCTIONS, "CenterCropPad")
+@FUNCTIONS.register("CenterCropPad")
 def _center_crop_pad(ctx):
     t = ctx.input_type(0)
     dims = dims_of(t)

@@ -3,18 +3,18 @@ ImageDecoder, BitCast."""
 
 from __future__ import annotations
 
-from onnxkit.plugin import DataType
+from onnxkit.plugin import DataType, FunctionTable
 from onnxkit.plugin.inference import FLOAT, INT64, dims_of, elem_of, normalize_axis, scalar, tensor
 
-from ._util import rule
+from ._util import definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 INT32, UINT8 = int(DataType.INT32), int(DataType.UINT8)
 
 
 # -- signal, misc ---------------------------------------------------------------------------------
 
-@rule(FUNCTIONS, "DFT")
+@FUNCTIONS.register("DFT")
 def _dft(ctx):
     x = ctx.input_type(0)
     xd = dims_of(x)
@@ -79,7 +79,7 @@ def stft_extents(signal_length, frame_length, step, onesided: bool):
     return frames, bins
 
 
-@rule(FUNCTIONS, "STFT")
+@FUNCTIONS.register("STFT")
 def _stft(ctx):
     x = ctx.input_type(0)
     xd = dims_of(x)
@@ -96,19 +96,19 @@ def _stft(ctx):
     return [tensor(elem, [batch, frames, bins, 2])]
 
 
-@rule(FUNCTIONS, "Det")
+@FUNCTIONS.register("Det")
 def _det(ctx):
     x = ctx.input_type(0)
     xd = dims_of(x)
     return [tensor(elem_of(x), None if xd is None else xd[:-2])]
 
 
-@rule(FUNCTIONS, "NonMaxSuppression")
+@FUNCTIONS.register("NonMaxSuppression")
 def _nms(ctx):
     return [tensor(INT64, [None, 3])]
 
 
-@rule(FUNCTIONS, "TfIdfVectorizer")
+@FUNCTIONS.register("TfIdfVectorizer")
 def _tfidf(ctx):
     xd = dims_of(ctx.input_type(0))
     idx = ctx.attr("ngram_indexes")
@@ -118,13 +118,13 @@ def _tfidf(ctx):
     return [tensor(FLOAT, [n] if len(xd) <= 1 else [xd[0], n])]
 
 
-@rule(FUNCTIONS, "ImageDecoder")
+@FUNCTIONS.register("ImageDecoder")
 def _image_decoder(ctx):
     fmt = ctx.attr("pixel_format", "RGB")
     return [tensor(UINT8, [None, None, 1 if fmt == "Grayscale" else 3])]
 
 
-@rule(FUNCTIONS, "BitCast")
+@FUNCTIONS.register("BitCast")
 def _bitcast(ctx):
     from onnxkit.plugin.dtypes import ELEMENT_TYPES
 

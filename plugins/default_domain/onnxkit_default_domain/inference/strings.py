@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
+from onnxkit.plugin import FunctionTable
 from onnxkit.plugin.inference import BOOL, INT64, dims_of, elementwise, tensor
 
-from ._util import rule
+from ._util import definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys)
 STRING = 8
 
 
-@rule(FUNCTIONS, "StringConcat")
+@FUNCTIONS.register("StringConcat")
 def _concat(ctx):
     return [elementwise(ctx, STRING)]
 
 
-@rule(FUNCTIONS, "RegexFullMatch")
+@FUNCTIONS.register("RegexFullMatch")
 def _regex(ctx):
     return [tensor(BOOL, dims_of(ctx.input_type(0)))]
 
 
-@rule(FUNCTIONS, "StringNormalizer")
+@FUNCTIONS.register("StringNormalizer")
 def _normalizer(ctx):
     d = dims_of(ctx.input_type(0))
     if d is None:
@@ -30,7 +31,7 @@ def _normalizer(ctx):
     return [tensor(STRING, [None] * len(d))]
 
 
-@rule(FUNCTIONS, "StringSplit")
+@FUNCTIONS.register("StringSplit")
 def _split(ctx):
     d = dims_of(ctx.input_type(0))
     return [tensor(STRING, None if d is None else d + [None]), tensor(INT64, d)]

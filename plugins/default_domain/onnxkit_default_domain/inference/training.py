@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from ._util import rule
+from onnxkit.plugin import FunctionTable
 
-FUNCTIONS: dict = {}
+from ._util import definition_keys
+
 DOMAIN = "ai.onnx.preview.training"
+FUNCTIONS = FunctionTable(definition_keys, domain=DOMAIN)
 
 
-@rule(FUNCTIONS, ("Adagrad", "Adam", "Momentum"), domain=DOMAIN)
+@FUNCTIONS.register(("Adagrad", "Adam", "Momentum"))
 def _optimizer(ctx):
     # inputs R, T, X1..Xn, G1..Gn, (V1..Vn | H1..Hn) [, H1..Hn for Adam]; outputs X'.., then the states
     groups = 4 if ctx.op_type == "Adam" else 3
@@ -19,7 +21,7 @@ def _optimizer(ctx):
     return out
 
 
-@rule(FUNCTIONS, "Gradient", domain=DOMAIN)
+@FUNCTIONS.register("Gradient")
 def _gradient(ctx):
     # the gradients have the types of the values named by ``xs``, which the node's inputs
     # do not carry: unknown (9.4)

@@ -8,18 +8,19 @@ gives A's shape with the last extent N.
 
 from __future__ import annotations
 
+from onnxkit.plugin import FunctionTable
 from onnxkit.plugin.inference import dims_of, elem_of, tensor
 
-from ._util import rule
+from ._util import DOMAIN, definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys, domain=DOMAIN)
 
 
 def _add(a, b):
     return a + b if isinstance(a, int) and isinstance(b, int) else None
 
 
-@rule(FUNCTIONS, "Attention")
+@FUNCTIONS.register("Attention")
 def _attention(ctx):
     x, w = ctx.input_type(0), ctx.input_type(1)
     xd, wd = dims_of(x), dims_of(w)
@@ -36,7 +37,7 @@ def _attention(ctx):
     return out
 
 
-@rule(FUNCTIONS, "MultiHeadAttention")
+@FUNCTIONS.register("MultiHeadAttention")
 def _mha(ctx):
     q, k, v = ctx.input_type(0), ctx.input_type(1), ctx.input_type(2)
     qd, kd, vd = dims_of(q), dims_of(k), dims_of(v)
@@ -59,12 +60,12 @@ def _mha(ctx):
     return out[:ctx.num_outputs]
 
 
-@rule(FUNCTIONS, "RotaryEmbedding")
+@FUNCTIONS.register("RotaryEmbedding")
 def _rotary(ctx):
     return [ctx.input_type(0)]
 
 
-@rule(FUNCTIONS, "GroupQueryAttention")
+@FUNCTIONS.register("GroupQueryAttention")
 def _gqa(ctx):
     q = ctx.input_type(0)
     out = [q]
@@ -73,7 +74,7 @@ def _gqa(ctx):
     return out[:ctx.num_outputs]
 
 
-@rule(FUNCTIONS, "MatMulNBits")
+@FUNCTIONS.register("MatMulNBits")
 def _matmul_nbits(ctx):
     a = ctx.input_type(0)
     ad = dims_of(a)

@@ -4,11 +4,15 @@ X's shape with extent 1 on the normalized axes (unknown where X's rank is)."""
 
 from __future__ import annotations
 
+from onnxkit.plugin import FunctionTable
 from onnxkit.plugin.inference import FLOAT, dims_of, elem_of, tensor
 
-FUNCTIONS: dict = {}
+from ._util import definition_keys
+
+FUNCTIONS = FunctionTable(definition_keys)   # ai.onnx: the extension's domain
 
 
+@FUNCTIONS.register("SimplifiedLayerNormalization")
 def _simplified_layer_norm(ctx):
     x, scale = ctx.input_type(0), ctx.input_type(1)
     d = dims_of(x)
@@ -20,5 +24,3 @@ def _simplified_layer_norm(ctx):
             inv = list(d[:a]) + [1] * (len(d) - a)
     return [tensor(elem_of(scale), d), tensor(FLOAT, inv)][:ctx.num_outputs]
 
-
-FUNCTIONS[("", "SimplifiedLayerNormalization", 1)] = _simplified_layer_norm

@@ -8,24 +8,25 @@ input's type.  SkipLayerNormalization's statistics are float, with extent 1 on t
 
 from __future__ import annotations
 
+from onnxkit.plugin import FunctionTable
 from onnxkit.plugin.dtypes import DataType
 from onnxkit.plugin.inference import dims_of, elem_of, tensor
 
-from ._util import rule
+from ._util import DOMAIN, definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys, domain=DOMAIN)
 FLOAT, INT32, UINT32, STRING = (int(DataType.FLOAT), int(DataType.INT32), int(DataType.UINT32),
                                 int(DataType.STRING))
 
 
-@rule(FUNCTIONS, "FusedConv")
+@FUNCTIONS.register("FusedConv")
 def _fused_conv(ctx):
     from onnxkit_default_domain.api import conv_like_output as _conv_like
 
     return [_conv_like(ctx)]
 
 
-@rule(FUNCTIONS, "FusedGemm")
+@FUNCTIONS.register("FusedGemm")
 def _fused_gemm(ctx):
     from onnxkit_default_domain.api import gemm_dims
 
@@ -46,7 +47,7 @@ def _moved(dims, trans_batch: bool, trans: bool):
     return d
 
 
-@rule(FUNCTIONS, "FusedMatMul")
+@FUNCTIONS.register("FusedMatMul")
 def _fused_matmul(ctx):
     from onnxkit_default_domain.api import matmul_dims
 
@@ -56,7 +57,7 @@ def _fused_matmul(ctx):
     return [tensor(elem_of(a) or elem_of(b), matmul_dims(ctx, da, db))]
 
 
-@rule(FUNCTIONS, "Gelu", "BiasGelu", "FastGelu", "QuickGelu", "BiasAdd", "BiasSoftmax")
+@FUNCTIONS.register(("Gelu", "BiasGelu", "FastGelu", "QuickGelu", "BiasAdd", "BiasSoftmax"))
 def _same_as_first(ctx):
     return [ctx.input_type(0)]
 
@@ -66,13 +67,13 @@ def _stat(ctx, x):
     return tensor(FLOAT, None if d is None else d[:-1] + [1])
 
 
-@rule(FUNCTIONS, "SkipLayerNormalization", "SkipSimplifiedLayerNormalization")
+@FUNCTIONS.register(("SkipLayerNormalization", "SkipSimplifiedLayerNormalization"))
 def _skip_layer_norm(ctx):
     x = ctx.input_type(0)
     return [x, _stat(ctx, x), _stat(ctx, x), x][:ctx.num_outputs]
 
 
-@rule(FUNCTIONS, "EmbedLayerNormalization")
+@FUNCTIONS.register("EmbedLayerNormalization")
 def _embed_layer_norm(ctx):
     ids, word = dims_of(ctx.input_type(0)), ctx.input_type(2)
     wd = dims_of(word)
@@ -82,19 +83,19 @@ def _embed_layer_norm(ctx):
     return [out, index, out][:ctx.num_outputs]
 
 
-@rule(FUNCTIONS, "Tokenizer")
+@FUNCTIONS.register("Tokenizer")
 def _tokenizer(ctx):
     d = dims_of(ctx.input_type(0))
     return [tensor(STRING, None if d is None else list(d) + [None])]
 
 
-@rule(FUNCTIONS, "MurmurHash3")
+@FUNCTIONS.register("MurmurHash3")
 def _murmur(ctx):
     elem = UINT32 if int(ctx.attr("positive", 1)) else INT32
     return [tensor(elem, dims_of(ctx.input_type(0)))]
 
 
-@rule(FUNCTIONS, "CDist")
+@FUNCTIONS.register("CDist")
 def _cdist(ctx):
     a, b = ctx.input_type(0), ctx.input_type(1)
     da, db = dims_of(a), dims_of(b)

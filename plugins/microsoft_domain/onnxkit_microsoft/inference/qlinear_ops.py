@@ -7,26 +7,27 @@ MatMulIntegerToFloat / DynamicQuantizeMatMul the matmul shape (6.6.2 batch broad
 from __future__ import annotations
 
 from onnxkit.plugin.dtypes import DataType
+from onnxkit.plugin import FunctionTable
 from onnxkit.plugin.inference import broadcast, dims_of, elem_of, normalize_axis, tensor
 
-from ._util import rule
+from ._util import DOMAIN, definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys, domain=DOMAIN)
 FLOAT, UINT8 = int(DataType.FLOAT), int(DataType.UINT8)
 
 
-@rule(FUNCTIONS, "QuantizeLinear")
+@FUNCTIONS.register("QuantizeLinear")
 def _quantize(ctx):
     elem = elem_of(ctx.input_type(2)) if ctx.has_input(2) else UINT8
     return [tensor(elem or UINT8, dims_of(ctx.input_type(0)))]
 
 
-@rule(FUNCTIONS, "DequantizeLinear")
+@FUNCTIONS.register("DequantizeLinear")
 def _dequantize(ctx):
     return [tensor(elem_of(ctx.input_type(1)) or FLOAT, dims_of(ctx.input_type(0)))]
 
 
-@rule(FUNCTIONS, "QLinearSigmoid", "QLinearLeakyRelu", "QLinearSoftmax")
+@FUNCTIONS.register(("QLinearSigmoid", "QLinearLeakyRelu", "QLinearSoftmax"))
 def _same(ctx):
     x = ctx.input_type(0)
     return [tensor(elem_of(x), dims_of(x))]
@@ -39,18 +40,18 @@ def _matmul_dims(ctx, a, b):
     return None if batch is None else list(batch) + ([a[-2]] if len(a) > 1 else []) + [b[-1]]
 
 
-@rule(FUNCTIONS, "MatMulIntegerToFloat")
+@FUNCTIONS.register("MatMulIntegerToFloat")
 def _mm_to_float(ctx):
     d = _matmul_dims(ctx, dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1)))
     return [tensor(elem_of(ctx.input_type(2)) or FLOAT, d)]
 
 
-@rule(FUNCTIONS, "DynamicQuantizeMatMul")
+@FUNCTIONS.register("DynamicQuantizeMatMul")
 def _dq_matmul(ctx):
     return [tensor(FLOAT, _matmul_dims(ctx, dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))))]
 
 
-@rule(FUNCTIONS, "QLinearConcat")
+@FUNCTIONS.register("QLinearConcat")
 def _concat(ctx):
     elem = elem_of(ctx.input_type(1))
     dims = [dims_of(ctx.input_type(k)) for k in range(2, ctx.num_inputs, 3)]
@@ -63,14 +64,14 @@ def _concat(ctx):
     return [tensor(elem, out)]
 
 
-@rule(FUNCTIONS, "QLinearWhere")
+@FUNCTIONS.register("QLinearWhere")
 def _where(ctx):
     ds = [dims_of(ctx.input_type(k)) for k in (0, 1, 4)]
     return [tensor(elem_of(ctx.input_type(8)) or elem_of(ctx.input_type(1)),
                    None if any(d is None for d in ds) else broadcast(ctx, ds))]
 
 
-@rule(FUNCTIONS, "QLinearAveragePool")
+@FUNCTIONS.register("QLinearAveragePool")
 def _avg_pool(ctx):
     from onnxkit_default_domain.api import pool_attrs, pool_geometry
 
@@ -84,7 +85,7 @@ def _avg_pool(ctx):
     return [tensor(elem_of(x), [xd[0], *out, xd[-1]] if last else xd[:2] + out)]
 
 
-@rule(FUNCTIONS, "DynamicQuantizeLSTM")
+@FUNCTIONS.register("DynamicQuantizeLSTM")
 def _dq_lstm(ctx):
     """ai.onnx LSTM's shapes (layout 0); hidden_size from R ``[D, H, 4H]`` where not given."""
     xd = dims_of(ctx.input_type(0))
@@ -99,7 +100,7 @@ def _dq_lstm(ctx):
     return outs[:ctx.num_outputs]
 
 
-@rule(FUNCTIONS, "QLinearConv")
+@FUNCTIONS.register("QLinearConv")
 def _qconv(ctx):
     """ai.onnx Conv's output shape (channels first, or last with ``channels_last``), y_zero_point's type."""
     from onnxkit_default_domain.api import GeometryError, window_geometry
@@ -119,7 +120,7 @@ def _qconv(ctx):
     return [tensor(elem, [xd[0], *out, wd[0]] if last else [xd[0], wd[0], *out])]
 
 
-@rule(FUNCTIONS, "QAttention")
+@FUNCTIONS.register("QAttention")
 def _qattention(ctx):
     """Attention's shapes in bias's type: output (B, S, 3H / 3); present (2, B, N, P + S, H / N)."""
     x, w = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(1))

@@ -5,15 +5,16 @@ shape with extents 1 on the spatial axes; QGemm ``(M, N)``, float without ``y_sc
 from __future__ import annotations
 
 from onnxkit.plugin.dtypes import DataType
+from onnxkit.plugin import FunctionTable
 from onnxkit.plugin.inference import broadcast, dims_of, elem_of, tensor
 
-from ._util import rule
+from ._util import DOMAIN, definition_keys
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys, domain=DOMAIN)
 FLOAT = int(DataType.FLOAT)
 
 
-@rule(FUNCTIONS, "QLinearAdd", "QLinearMul")
+@FUNCTIONS.register(("QLinearAdd", "QLinearMul"))
 def _qlinear_binary(ctx):
     a, b = ctx.input_type(0), ctx.input_type(3)
     da, db = dims_of(a), dims_of(b)
@@ -21,7 +22,7 @@ def _qlinear_binary(ctx):
     return [tensor(elem or elem_of(a), None if da is None or db is None else broadcast(ctx, [da, db]))]
 
 
-@rule(FUNCTIONS, "QLinearGlobalAveragePool")
+@FUNCTIONS.register("QLinearGlobalAveragePool")
 def _qlinear_gap(ctx):
     x = ctx.input_type(0)
     d = dims_of(x)
@@ -30,7 +31,7 @@ def _qlinear_gap(ctx):
     return [tensor(elem_of(ctx.input_type(4)) or elem_of(x), d)]
 
 
-@rule(FUNCTIONS, "QGemm")
+@FUNCTIONS.register("QGemm")
 def _qgemm(ctx):
     a, b = dims_of(ctx.input_type(0)), dims_of(ctx.input_type(3))
     m = None if not a or len(a) != 2 else a[0 if not ctx.attr("transA", 0) else 1]

@@ -6,12 +6,12 @@ Rows ``(domain, op_type, since_versions, family, function module)``
 
 ENTRIES = (
     ('ai.onnx.ml', 'ArrayFeatureExtractor', (1,), 'preprocessing', 'onnxkit_ml.inference.preprocessing'),
-    ('ai.onnx.ml', 'Binarizer', (1,), 'preprocessing', 'onnxkit.inference.common'),
+    ('ai.onnx.ml', 'Binarizer', (1,), 'preprocessing', 'onnxkit_ml.inference.preprocessing'),
     ('ai.onnx.ml', 'CastMap', (1,), 'mapping', 'onnxkit_ml.inference.mapping'),
     ('ai.onnx.ml', 'CategoryMapper', (1,), 'mapping', 'onnxkit_ml.inference.mapping'),
     ('ai.onnx.ml', 'DictVectorizer', (1,), 'mapping', 'onnxkit_ml.inference.mapping'),
     ('ai.onnx.ml', 'FeatureVectorizer', (1,), 'preprocessing', 'onnxkit_ml.inference.preprocessing'),
-    ('ai.onnx.ml', 'Imputer', (1,), 'preprocessing', 'onnxkit.inference.common'),
+    ('ai.onnx.ml', 'Imputer', (1,), 'preprocessing', 'onnxkit_ml.inference.preprocessing'),
     ('ai.onnx.ml', 'LabelEncoder', (1, 2, 4), 'mapping', 'onnxkit_ml.inference.mapping'),
     ('ai.onnx.ml', 'LinearClassifier', (1,), 'linear', 'onnxkit_ml.inference.linear'),
     ('ai.onnx.ml', 'LinearRegressor', (1,), 'linear', 'onnxkit_ml.inference.linear'),

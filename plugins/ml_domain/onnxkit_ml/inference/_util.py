@@ -1,4 +1,4 @@
-"""Registration and attribute helpers shared by the family modules."""
+"""What the family modules share: the definitions' keys, element type tags, attribute helpers."""
 
 from __future__ import annotations
 
@@ -17,30 +17,13 @@ UINT8 = int(DataType.UINT8)
 
 
 @lru_cache(maxsize=1)
-def _since_versions() -> dict:
+def definition_keys() -> tuple:
+    """``(domain, op_type, since_version)`` of every ai.onnx.ml definition (the schema data's keys
+    alone: no definition is built): where :class:`onnxkit.plugin.FunctionTable` finds each
+    operator's since_versions."""
     from ..schemas import schema_data
 
-    out: dict = {}
-    for _, name, since in schema_data().keys:  # the keys alone: no definition is built
-        out.setdefault(name, []).append(since)
-    return {k: sorted(v) for k, v in out.items()}
-
-
-def rule(table: dict, ops, lo: int = 1, hi: int = 10**6):
-    """Decorator: register ``fn`` for every since_version in [lo, hi] of each op in ``ops``."""
-    if isinstance(ops, str):
-        ops = ops.split()
-
-    def deco(fn):
-        for op in ops:
-            vs = [v for v in _since_versions().get(op, ()) if lo <= v <= hi]
-            if not vs:
-                raise KeyError(f"no definition of {ML}::{op} in [{lo}, {hi}]")
-            for v in vs:
-                table[(ML, op, v)] = fn
-        return fn
-
-    return deco
+    return tuple(schema_data().keys)
 
 
 # -- attributes --------------------------------------------------------------------------------

@@ -8,11 +8,12 @@ float scores [N, E]; a regressor float [N, targets].  N is X's first extent ([N,
 
 from __future__ import annotations
 
+from onnxkit.plugin import FunctionTable
 from onnxkit.plugin.inference import dims_of, tensor
 
-from ._util import FLOAT, batch, class_labels, given, rule
+from ._util import FLOAT, ML, batch, class_labels, definition_keys, given
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys, domain=ML)
 
 
 def _features(t):
@@ -22,7 +23,7 @@ def _features(t):
     return d[-1] if isinstance(d[-1], int) else None
 
 
-@rule(FUNCTIONS, "LinearClassifier")
+@FUNCTIONS.register("LinearClassifier")
 def _linear_classifier(ctx):
     """E: one score per coefficient row (``intercepts`` has one entry per row); a binary model
     with one row and two labels gives two scores."""
@@ -45,7 +46,7 @@ def _linear_classifier(ctx):
     return [tensor(label, [n]), tensor(FLOAT, [n, rows])]
 
 
-@rule(FUNCTIONS, "LinearRegressor")
+@FUNCTIONS.register("LinearRegressor")
 def _linear_regressor(ctx):
     """[N, targets] float."""
     targets = ctx.attr("targets", 1)
@@ -57,7 +58,7 @@ def _linear_regressor(ctx):
     return [tensor(FLOAT, [n, targets])]
 
 
-@rule(FUNCTIONS, "SVMClassifier")
+@FUNCTIONS.register("SVMClassifier")
 def _svm_classifier(ctx):
     """Scores E (the layout of onnxruntime and the reference implementation): with support
     vectors (``vectors_per_class``), the class probabilities when ``prob_a`` is given, else the
@@ -81,7 +82,7 @@ def _svm_classifier(ctx):
     return [tensor(label, [n]), tensor(FLOAT, [n, e])]
 
 
-@rule(FUNCTIONS, "SVMRegressor")
+@FUNCTIONS.register("SVMRegressor")
 def _svm_regressor(ctx):
     """[N, 1] float: one decision value (or one-class verdict) per row."""
     n, _ = batch(ctx, ctx.input_type(0))

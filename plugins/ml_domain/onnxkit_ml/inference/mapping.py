@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from onnxkit.plugin import ir
+from onnxkit.plugin import FunctionTable, ir
 from onnxkit.plugin.inference import dims_of, elem_of, tensor
 
-from ._util import FLOAT, INT64, STRING, attr_length, given, rule
+from ._util import FLOAT, INT64, ML, STRING, attr_length, definition_keys, given
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys, domain=ML)
 
 _CAST_TO = {"TO_FLOAT": FLOAT, "TO_INT64": INT64, "TO_STRING": STRING}
 
 
-@rule(FUNCTIONS, "CastMap")
+@FUNCTIONS.register("CastMap")
 def _cast_map(ctx):
     """Element type from ``cast_to``.  The shape is left unknown: the definition calls Y 1-D, the
     runtimes give [1, n] (n = entries, or ``max_map`` when SPARSE)."""
@@ -33,7 +33,7 @@ def _swap_string_int64(ctx):
     return [tensor(out, dims_of(t))]
 
 
-@rule(FUNCTIONS, "CategoryMapper")
+@FUNCTIONS.register("CategoryMapper")
 def _category_mapper(ctx):
     ints, strings = given(ctx, "cats_int64s"), given(ctx, "cats_strings")
     if ints is not None and strings is not None and len(list(ints)) != len(list(strings)):
@@ -41,7 +41,7 @@ def _category_mapper(ctx):
     return _swap_string_int64(ctx)
 
 
-@rule(FUNCTIONS, "LabelEncoder", 1, 1)
+@FUNCTIONS.register("LabelEncoder", 1, 1)
 def _label_encoder_1(ctx):
     return _swap_string_int64(ctx)
 
@@ -85,17 +85,17 @@ def _label_encoder(ctx, with_tensor: bool):
     return [tensor(value_type, dims_of(t))]
 
 
-@rule(FUNCTIONS, "LabelEncoder", 2, 3)
+@FUNCTIONS.register("LabelEncoder", 2, 3)
 def _label_encoder_2(ctx):
     return _label_encoder(ctx, with_tensor=False)
 
 
-@rule(FUNCTIONS, "LabelEncoder", 4)
+@FUNCTIONS.register("LabelEncoder", 4)
 def _label_encoder_4(ctx):
     return _label_encoder(ctx, with_tensor=True)
 
 
-@rule(FUNCTIONS, "DictVectorizer")
+@FUNCTIONS.register("DictVectorizer")
 def _dict_vectorizer(ctx):
     """Element type of the map's values.  The shape is left unknown: the definition calls Y 1-D
     (of the vocabulary's length) and also [1, C]; onnxruntime gives [1, C]."""
@@ -111,7 +111,7 @@ def _dict_vectorizer(ctx):
     return [tensor(elem_of(t.value_type), None)]
 
 
-@rule(FUNCTIONS, "ZipMap")
+@FUNCTIONS.register("ZipMap")
 def _zip_map(ctx):
     """seq(map(STRING | INT64, tensor(float))): one map per row of X, keys from the class labels."""
     d = dims_of(ctx.input_type(0))

@@ -3,17 +3,18 @@ OneHotEncoder, FeatureVectorizer (all version 1)."""
 
 from __future__ import annotations
 
+from onnxkit.plugin import FunctionTable
 from onnxkit.plugin.inference import check_equal, dims_of, elem_of, same_as_input, tensor, unify
 
-from ._util import FLOAT, STRING, given, rule
+from ._util import FLOAT, ML, STRING, definition_keys, given
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys, domain=ML)
 
 # Binarizer and Imputer: Y has X's type and shape.
-rule(FUNCTIONS, "Binarizer Imputer")(same_as_input(0))
+FUNCTIONS.register(("Binarizer", "Imputer"))(same_as_input(0))
 
 
-@rule(FUNCTIONS, "ArrayFeatureExtractor")
+@FUNCTIONS.register("ArrayFeatureExtractor")
 def _array_feature_extractor(ctx):
     """Z = X[..., indices]: X's leading extents, then the number of indices; a 1-D X is one row."""
     t, y = ctx.input_type(0), ctx.input_type(1)
@@ -44,7 +45,7 @@ def _count(dims):
     return var if n == 1 else None
 
 
-@rule(FUNCTIONS, "Normalizer")
+@FUNCTIONS.register("Normalizer")
 def _normalizer(ctx):
     """Per-row normalization of a [N, C] or [C] tensor: float, X's shape."""
     d = dims_of(ctx.input_type(0))
@@ -53,13 +54,13 @@ def _normalizer(ctx):
     return [tensor(FLOAT, d)]
 
 
-@rule(FUNCTIONS, "Scaler")
+@FUNCTIONS.register("Scaler")
 def _scaler(ctx):
     """(X - offset) * scale: float, X's shape."""
     return [tensor(FLOAT, dims_of(ctx.input_type(0)))]
 
 
-@rule(FUNCTIONS, "OneHotEncoder")
+@FUNCTIONS.register("OneHotEncoder")
 def _one_hot_encoder(ctx):
     """X's shape plus one axis of the number of categories; float."""
     ints, strings = given(ctx, "cats_int64s"), given(ctx, "cats_strings")
@@ -75,7 +76,7 @@ def _one_hot_encoder(ctx):
     return [tensor(FLOAT, None if d is None else d + [cats])]
 
 
-@rule(FUNCTIONS, "FeatureVectorizer")
+@FUNCTIONS.register("FeatureVectorizer")
 def _feature_vectorizer(ctx):
     """[N, sum(inputdimensions)] float: the inputs' rows concatenated, each cut or padded to its
     ``inputdimensions`` entry.  N is the inputs' first extent; a 1-D input is read as a row by

@@ -7,17 +7,17 @@ the regressors [N, n_targets] (float; TreeEnsemble 5: X's element type).
 
 from __future__ import annotations
 
-from onnxkit.plugin import ir
+from onnxkit.plugin import FunctionTable, ir
 from onnxkit.plugin.inference import elem_of, tensor
 
-from ._util import FLOAT, INT64, UINT8, attr_length, batch, class_labels, exclusive, given, rule
+from ._util import FLOAT, INT64, ML, UINT8, attr_length, batch, class_labels, definition_keys, exclusive, given
 
-FUNCTIONS: dict = {}
+FUNCTIONS = FunctionTable(definition_keys, domain=ML)
 
 _AS_TENSOR = ("nodes_values", "nodes_hitrates", "base_values")
 
 
-@rule(FUNCTIONS, "TreeEnsembleClassifier")
+@FUNCTIONS.register("TreeEnsembleClassifier")
 def _tree_ensemble_classifier(ctx):
     exclusive(ctx, *[(a, a + "_as_tensor") for a in (*_AS_TENSOR, "class_weights")])
     label, k = class_labels(ctx, "classlabels_int64s", required=True)
@@ -27,7 +27,7 @@ def _tree_ensemble_classifier(ctx):
     return [tensor(label, [n]), tensor(FLOAT, [n, e])]
 
 
-@rule(FUNCTIONS, "TreeEnsembleRegressor")
+@FUNCTIONS.register("TreeEnsembleRegressor")
 def _tree_ensemble_regressor(ctx):
     exclusive(ctx, *[(a, a + "_as_tensor") for a in (*_AS_TENSOR, "target_weights")])
     n, _ = batch(ctx, ctx.input_type(0))
@@ -49,7 +49,7 @@ def _check_length(ctx, name: str, length: int, elem: int = 0) -> None:
         ctx.fail(f"'{name}' has {n} entries but 'nodes_splits' {length}")
 
 
-@rule(FUNCTIONS, "TreeEnsemble")
+@FUNCTIONS.register("TreeEnsemble")
 def _tree_ensemble(ctx):
     """Y: X's element type, [N, n_targets].  The nodes_* attributes share one length;
     ``nodes_splits``, ``leaf_weights`` and ``membership_values`` have X's element type."""

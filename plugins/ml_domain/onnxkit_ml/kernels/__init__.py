@@ -5,27 +5,23 @@
 ``preprocessing.py`` (ArrayFeatureExtractor, Binarizer, FeatureVectorizer, Imputer,
 Normalizer, OneHotEncoder, Scaler) and ``mapping.py`` (CastMap, CategoryMapper,
 DictVectorizer, LabelEncoder, ZipMap).  Each exposes ``KERNELS``, an
-:class:`onnxkit.runtime.KernelTable` keyed by ``("ai.onnx.ml", op_type, since_version)``;
+:class:`onnxkit.plugin.KernelTable` keyed by ``("ai.onnx.ml", op_type, since_version)``;
 :func:`all_kernels` gives them (modules whose name starts with ``_`` hold shared helpers), each
-imported when a node is first planned with it (:mod:`onnxkit.plugin.lazy`), and marks every
-one ``host_only`` (the package's rule, not the modules': the index lists what the modules
-declare): they compute on numpy arrays (maps, strings, tree traversal on the host), so a
-backend whose values are not numpy runs these nodes on its fallback (cpu).
+imported when a node is first planned with it (:mod:`onnxkit.plugin.lazy`).  Every one is
+registered ``host_only=True``: they compute on numpy arrays (maps, strings, tree traversal on
+the host), so a backend whose values are not numpy runs these nodes on its fallback (cpu).
 """
 
 from __future__ import annotations
 
-from onnxkit.plugin import host_only, lazy_family_tables
+from onnxkit.plugin import lazy_family_tables
 
 
 def all_kernels() -> dict:
-    """Every kernel of every family module of this package, each marked ``host_only`` and
-    imported when a node is first planned with it (the generated ``_kernel_index.py``;
+    """Every kernel of every family module of this package, each imported when a node is first
+    planned with it (the generated ``_kernel_index.py``, which carries their ``host_only``;
     tests/plugins/test_kernel_index.py keeps it equal to the modules' ``KERNELS``: regenerate with
     ``python tools/kernel_index.py``)."""
     from ._kernel_index import ENTRIES
 
-    table = lazy_family_tables(__name__, ENTRIES)
-    for factory in table.values():
-        host_only(factory)
-    return table
+    return lazy_family_tables(__name__, ENTRIES)

@@ -46,7 +46,7 @@ def _weights(ctx, n_features: int, coefficients: np.ndarray, intercepts, what: s
     return w, b
 
 
-@KERNELS.register("LinearClassifier", 1, domain=ML)
+@KERNELS.register("LinearClassifier", 1, domain=ML, host_only=True)
 @calls_blas
 def linear_classifier(ctx):
     coefficients = ctx.attr("coefficients")
@@ -88,7 +88,7 @@ def linear_classifier(ctx):
     return run
 
 
-@KERNELS.register("LinearRegressor", 1, domain=ML)
+@KERNELS.register("LinearRegressor", 1, domain=ML, host_only=True)
 @calls_blas
 def linear_regressor(ctx):
     coefficients = np.asarray(ctx.attr("coefficients") or [], dtype=np.float64)

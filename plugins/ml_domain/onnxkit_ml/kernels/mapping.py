@@ -86,7 +86,7 @@ def _values_array(v, dtype):
     return np.asarray(v, dtype=dtype)
 
 
-@KERNELS.register("LabelEncoder", 1, domain=ML)
+@KERNELS.register("LabelEncoder", 1, domain=ML, host_only=True)
 def label_encoder_1(ctx):
     classes = str_list(ctx.attr("classes_strings"))
     d_int = int(ctx.attr("default_int64"))
@@ -151,19 +151,19 @@ def _encoder_lists(ctx, allow_tensors):
     return k, v, default, out_dtype
 
 
-@KERNELS.register("LabelEncoder", 2, domain=ML)
+@KERNELS.register("LabelEncoder", 2, domain=ML, host_only=True)
 def label_encoder_2(ctx):
     lookup = _Lookup(*_encoder_lists(ctx, allow_tensors=False))
     return lambda x: lookup(ctx, x)
 
 
-@KERNELS.register("LabelEncoder", 4, domain=ML)
+@KERNELS.register("LabelEncoder", 4, domain=ML, host_only=True)
 def label_encoder_4(ctx):
     lookup = _Lookup(*_encoder_lists(ctx, allow_tensors=True))
     return lambda x: lookup(ctx, x)
 
 
-@KERNELS.register("CategoryMapper", 1, domain=ML)
+@KERNELS.register("CategoryMapper", 1, domain=ML, host_only=True)
 def category_mapper(ctx):
     ints = list(ctx.attr("cats_int64s") or [])
     strings = str_list(ctx.attr("cats_strings"))
@@ -207,7 +207,7 @@ def _check_map(ctx, x):
         ctx.fail(f"X must be a map (dict), got {type(x).__name__}")
 
 
-@KERNELS.register("CastMap", 1, domain=ML)
+@KERNELS.register("CastMap", 1, domain=ML, host_only=True)
 def cast_map(ctx):
     cast_to = ctx.attr_str("cast_to")
     form = ctx.attr_str("map_form")
@@ -261,7 +261,7 @@ def cast_map(ctx):
     return declares_output_bytes(run, size)
 
 
-@KERNELS.register("DictVectorizer", 1, domain=ML)
+@KERNELS.register("DictVectorizer", 1, domain=ML, host_only=True)
 def dict_vectorizer(ctx):
     ints = list(ctx.attr("int64_vocabulary") or [])
     strings = str_list(ctx.attr("string_vocabulary"))
@@ -299,7 +299,7 @@ def dict_vectorizer(ctx):
     return declares_output_bytes(run, lambda x: len(vocab) * 8)  # at most 8 octets an element
 
 
-@KERNELS.register("ZipMap", 1, domain=ML)
+@KERNELS.register("ZipMap", 1, domain=ML, host_only=True)
 def zip_map(ctx):
     ints = [int(v) for v in (ctx.attr("classlabels_int64s") or [])]
     strings = str_list(ctx.attr("classlabels_strings"))

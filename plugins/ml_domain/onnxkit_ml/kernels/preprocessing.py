@@ -43,7 +43,7 @@ def _per_column(ctx, values, ncols, what):
     return v
 
 
-@KERNELS.register("ArrayFeatureExtractor", 1, domain=ML)
+@KERNELS.register("ArrayFeatureExtractor", 1, domain=ML, host_only=True)
 def array_feature_extractor(ctx):
     def run(x, indices):
         if not isinstance(indices, np.ndarray) or indices.dtype.kind not in "iu":
@@ -61,7 +61,7 @@ def array_feature_extractor(ctx):
     return run
 
 
-@KERNELS.register("Binarizer", 1, domain=ML)
+@KERNELS.register("Binarizer", 1, domain=ML, host_only=True)
 def binarizer(ctx):
     threshold = float(ctx.attr("threshold"))
 
@@ -73,7 +73,7 @@ def binarizer(ctx):
     return run
 
 
-@KERNELS.register("Imputer", 1, domain=ML)
+@KERNELS.register("Imputer", 1, domain=ML, host_only=True)
 def imputer(ctx):
     floats = ctx.attr("imputed_value_floats") or []
     ints = ctx.attr("imputed_value_int64s") or []
@@ -102,7 +102,7 @@ def imputer(ctx):
     return run
 
 
-@KERNELS.register("Normalizer", 1, domain=ML)
+@KERNELS.register("Normalizer", 1, domain=ML, host_only=True)
 def normalizer(ctx):
     norm = ctx.attr_str("norm")
     if norm not in ("MAX", "L1", "L2"):
@@ -128,7 +128,7 @@ def normalizer(ctx):
     return run
 
 
-@KERNELS.register("Scaler", 1, domain=ML)
+@KERNELS.register("Scaler", 1, domain=ML, host_only=True)
 def scaler(ctx):
     offset = np.asarray(ctx.attr("offset") or [0.0], dtype=np.float32).astype(np.float64)
     scale = np.asarray(ctx.attr("scale") or [1.0], dtype=np.float32).astype(np.float64)
@@ -145,7 +145,7 @@ def scaler(ctx):
     return run
 
 
-@KERNELS.register("OneHotEncoder", 1, domain=ML)
+@KERNELS.register("OneHotEncoder", 1, domain=ML, host_only=True)
 def one_hot_encoder(ctx):
     cats_i = ctx.attr("cats_int64s") or []
     cats_s = str_list(ctx.attr("cats_strings"))
@@ -188,7 +188,7 @@ def one_hot_encoder(ctx):
     return run
 
 
-@KERNELS.register("FeatureVectorizer", 1, domain=ML)
+@KERNELS.register("FeatureVectorizer", 1, domain=ML, host_only=True)
 def feature_vectorizer(ctx):
     dims = [int(d) for d in (ctx.attr("inputdimensions") or [])]
 

@@ -109,7 +109,7 @@ def _multiclass_probability(r: np.ndarray) -> np.ndarray:
     return p
 
 
-@KERNELS.register("SVMClassifier", 1, domain=ML)
+@KERNELS.register("SVMClassifier", 1, domain=ML, host_only=True)
 @calls_blas
 def svm_classifier(ctx):
     kind, gamma, coef0, degree = _kernel_setup(ctx)
@@ -207,7 +207,7 @@ def svm_classifier(ctx):
     return run
 
 
-@KERNELS.register("SVMRegressor", 1, domain=ML)
+@KERNELS.register("SVMRegressor", 1, domain=ML, host_only=True)
 @calls_blas
 def svm_regressor(ctx):
     kind, gamma, coef0, degree = _kernel_setup(ctx)

@@ -387,7 +387,7 @@ def _cached(build):
     return get
 
 
-@KERNELS.register("TreeEnsembleRegressor", 1, 3, 5, domain=ML)
+@KERNELS.register("TreeEnsembleRegressor", 1, 3, 5, domain=ML, host_only=True)
 def tree_ensemble_regressor(ctx):
     n_targets = ctx.attr("n_targets")
     if n_targets is None:
@@ -450,7 +450,7 @@ def _binary(s, has, cid: int, base, positive: bool, transform: str, dtype):
     return best, z
 
 
-@KERNELS.register("TreeEnsembleClassifier", 1, 3, 5, domain=ML)
+@KERNELS.register("TreeEnsembleClassifier", 1, 3, 5, domain=ML, host_only=True)
 def tree_ensemble_classifier(ctx):
     ints = list(ctx.attr("classlabels_int64s") or [])
     strings = str_list(ctx.attr("classlabels_strings"))
@@ -500,7 +500,7 @@ def _tensor(ctx, name, required=True):
     return None if t is None else np.asarray(t).reshape(-1)
 
 
-@KERNELS.register("TreeEnsemble", 5, domain=ML)
+@KERNELS.register("TreeEnsemble", 5, domain=ML, host_only=True)
 def tree_ensemble(ctx):
     splits = _tensor(ctx, "nodes_splits")
     modes = _tensor(ctx, "nodes_modes").astype(np.int64)

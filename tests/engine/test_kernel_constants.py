@@ -450,10 +450,26 @@ def test_a_folded_value_never_changes_with_memory_it_viewed():
     assert frozen(owner) is owner and not owner.flags.writeable
 
 
-def test_a_default_weight_not_fed_is_derived_once(monkeypatch):
-    """A default W (an initializer that is also an input, as every initializer of an IR < 4
-    model): not a constant, but while a run feeds none the kernel gets the plan's own object
-    (``ctx.default``), whose layout it keeps; a fed array is derived at each run."""
+def _default_weight(w, b):
+    """W a default (an initializer that is also an input, as every initializer of an IR < 4
+    model), read by the Conv directly."""
+    return (_model([_node("Conv", ["X", "W", "B"], ["Y"])], [_vi("X", (1, 2, 6, 6)), _vi("W", (4, 2, 3, 3))],
+                   [_vi("Y")], [_const("W", w), _const("B", b)]), "W")
+
+
+def _weight_computed_from_a_default(w, b):
+    """W = Identity(w), w a default (as the ONNX light models' weights made from their defaults):
+    a node output when the Conv is planned, a constant of the plan that folds the defaults."""
+    return (_model([_node("Identity", ["w"], ["W"]), _node("Conv", ["X", "W", "B"], ["Y"])],
+                   [_vi("X", (1, 2, 6, 6)), _vi("w", (4, 2, 3, 3))], [_vi("Y")], [_const("w", w), _const("B", b)]),
+            "w")
+
+
+@pytest.mark.parametrize("build", [_default_weight, _weight_computed_from_a_default])
+def test_a_weight_the_plan_holds_while_no_default_is_fed_is_derived_once(build, monkeypatch):
+    """Not a constant when the Conv is planned, but while a run feeds no default the kernel gets
+    an object the plan holds: the default itself (``ctx.default``) or a value of the plan that
+    folds the defaults (``ctx.holds``), whose layout it keeps; a fed array is derived at each run."""
     import onnxkit_cpu.overrides.conv as cpu_conv
 
     decided = []
@@ -462,49 +478,18 @@ def test_a_default_weight_not_fed_is_derived_once(monkeypatch):
     rng = np.random.default_rng(9)
     w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
     b = rng.standard_normal(4).astype(np.float32)
-    m = _model([_node("Conv", ["X", "W", "B"], ["Y"])], [_vi("X", (1, 2, 6, 6)), _vi("W", (4, 2, 3, 3))], [_vi("Y")],
-               [_const("W", w), _const("B", b)])
+    m, fed_name = build(w, b)
     sess = _session(m, level=0)
     x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
     for run in range(3):
-        _check(sess.run(None, {"X": x})[0], ref_conv(x, w, b, [0] * 4, 1), f"default, run {run}")
+        _check(sess.run(None, {"X": x})[0], ref_conv(x, w, b, [0] * 4, 1), f"held, run {run}")
         if run == 0:
             assert decided and all(decided), decided
             first = len(decided)
     assert len(decided) == first
     fed = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
     for run in range(2):
-        _check(sess.run(None, {"X": x, "W": fed})[0], ref_conv(x, fed, b, [0] * 4, 1), f"fed, run {run}")
-        fed += 1
-    assert len(decided) > first and not all(decided[first:])
-
-
-def test_a_weight_computed_from_defaults_is_held_by_the_plan_that_folds_them(monkeypatch):
-    """W = Identity(w) with w a default (IR < 4 style, as the ONNX light models' weights made from
-    their defaults): a node output when the Conv is planned (not a constant), a constant of the
-    plan that folds the defaults, which serves the runs that feed none (``ctx.holds``): derived
-    once there; fed, W is fresh at every run."""
-    import onnxkit_cpu.overrides.conv as cpu_conv
-
-    decided = []
-    real = cpu_conv.kept
-    monkeypatch.setattr(cpu_conv, "kept", lambda held, v, derived: decided.append(held) or real(held, v, derived))
-    rng = np.random.default_rng(11)
-    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
-    b = rng.standard_normal(4).astype(np.float32)
-    m = _model([_node("Identity", ["w"], ["W"]), _node("Conv", ["X", "W", "B"], ["Y"])],
-               [_vi("X", (1, 2, 6, 6)), _vi("w", (4, 2, 3, 3))], [_vi("Y")], [_const("w", w), _const("B", b)])
-    sess = _session(m, level=0)
-    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
-    for run in range(3):
-        _check(sess.run(None, {"X": x})[0], ref_conv(x, w, b, [0] * 4, 1), f"folded default, run {run}")
-        if run == 0:
-            assert decided and all(decided), decided
-            first = len(decided)
-    assert len(decided) == first
-    fed = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
-    for run in range(2):
-        _check(sess.run(None, {"X": x, "w": fed})[0], ref_conv(x, fed, b, [0] * 4, 1), f"fed, run {run}")
+        _check(sess.run(None, {"X": x, fed_name: fed})[0], ref_conv(x, fed, b, [0] * 4, 1), f"fed, run {run}")
         fed += 1
     assert len(decided) > first and not all(decided[first:])
 

@@ -9,12 +9,14 @@ default ``1/sqrt(head_size)``, computed in float32 (float64 for float64).
   the new K and V, ``present`` is the concatenation.  ``mask_index``: ``(B)`` key lengths,
   ``(2B)`` ends then starts, ``(B, T)`` or ``(B, S, T)`` 1/0 masks (the 4-D Megatron mask,
   which onnxruntime's CPU kernel refuses too, is refused by name); a masked position adds
-  ``mask_filter_value`` (default -10000).  ``unidirectional``: query ``i`` sees keys ``<= P+i``
+  ``mask_filter_value`` (default -10000; -inf too, a row with every key masked then NaN as in
+  onnxruntime).  ``unidirectional``: query ``i`` sees keys ``<= P+i``
   (the others get the lowest finite value).  ``attention_bias`` ``(B|1, N|1, S, T)`` is added.
 * MultiHeadAttention — separate ``query (B, S, D)``, ``key``/``value`` ``(B, L, D)`` (with
   ``bias`` added) or already split into heads ``(B, N, L, H)``; ``past_key``/``past_value``
   ``(B, N, P, H)`` before them, the concatenations returned as ``present_key``/``present_value``;
-  ``key_padding_mask`` ``(B)`` lengths, ``(B, T)`` or ``(B, S, T)`` 1/0; as Attention otherwise.
+  ``key_padding_mask`` ``(B)`` lengths, ``(3B+2)`` (its first ``B`` entries the lengths, as
+  onnxruntime's CPU kernel reads it), ``(B, T)`` or ``(B, S, T)`` 1/0; as Attention otherwise.
   The packed layouts (``(B, L, N, 2, H)`` keys, ``(B, S, N, 3, H)`` queries), buffer sharing
   and ``cache_indirection`` are refused by name.
 * RotaryEmbedding — rotates the first ``rotary_embedding_dim`` (default ``2 * cos_cache``'s
@@ -51,14 +53,20 @@ def _merge(xp, x):
     return xp.reshape(xp.permute_dims(x, (0, 2, 1, 3)), (b, s, n * h))
 
 
-def _key_mask(ctx, xp, mask, b: int, s: int, t: int, p: int, like):
+def _key_mask(ctx, xp, mask, b: int, s: int, t: int, p: int, like, filter_value: float, key_starts: bool = False):
     """An additive float mask broadcasting to (B, 1|N, S, T) from a mask_index / key_padding_mask:
-    0 where a key is seen, 1 where it is masked (the caller scales it)."""
+    0 where a key is seen, ``filter_value`` where it is masked.  The mask is selected, not
+    computed as ``masked * filter_value``: a ``filter_value`` of -inf (what onnxruntime's own
+    MultiHeadAttention tests use) would make ``0 * -inf`` NaN at every seen key.  ``key_starts``
+    (MultiHeadAttention): the ``(3B+2)`` form is accepted, its first ``B`` entries the key
+    lengths (the query and key start offsets after them are unused, as in onnxruntime's CPU
+    kernel)."""
     host = ctx.to_host(mask)
     import numpy as np
 
     dims = list(host.shape)
-    if dims == [b]:
+    if dims == [b] or (key_starts and dims == [3 * b + 2]):
+        host = host[:b]
         keep = np.arange(t)[None, :] < host.reshape(b, 1)
         keep = keep[:, None, None, :]
     elif dims == [2 * b]:
@@ -72,12 +80,15 @@ def _key_mask(ctx, xp, mask, b: int, s: int, t: int, p: int, like):
     else:
         ctx.fail(f"the mask has shape {dims}; for batch {b}, sequence {s} and total length {t} it must be "
                  f"{[b]}, {[2 * b]}, {[b, t]} or {[b, s, t]} (the 4-D and 3B+2 forms are not supported)")
-    return xp.asarray((~keep).astype(np.float32 if like.dtype == xp.float32 else np.float64), device=device_of(like))
+    work = np.float32 if like.dtype == xp.float32 else np.float64
+    additive = np.where(keep, work(0.0), work(filter_value)).astype(work)
+    return xp.asarray(additive, device=device_of(like))
 
 
-def sdpa(ctx, xp, q, k, v, scale, mask=None, filter_value=-10000.0, causal_past=None, bias=None):
-    """(B, N, S, H) attention of q over k, v (B, N, T, H) in q's (work) dtype; ``mask`` 1 where
-    masked (adds ``filter_value``); ``causal_past``: the past length P of a causal mask."""
+def sdpa(ctx, xp, q, k, v, scale, mask=None, causal_past=None, bias=None):
+    """(B, N, S, H) attention of q over k, v (B, N, T, H) in q's (work) dtype; ``mask`` the
+    additive key mask of :func:`_key_mask` (0 or ``mask_filter_value``); ``causal_past``: the
+    past length P of a causal mask."""
     scores = xp.matmul(q, xp.matrix_transpose(k)) * scale
     s, t = int(q.shape[2]), int(k.shape[2])
     if bias is not None:
@@ -86,14 +97,22 @@ def sdpa(ctx, xp, q, k, v, scale, mask=None, filter_value=-10000.0, causal_past=
             ctx.fail(f"attention_bias has shape {bd}; it must be (B or 1, N or 1, {s}, {t})")
         scores = scores + widen(xp, bias)
     if mask is not None:
-        scores = scores + mask * filter_value
+        scores = scores + mask
     if causal_past is not None:
         import numpy as np
 
         allowed = np.arange(t)[None, :] <= (np.arange(s)[:, None] + causal_past)
         lowest = float(np.finfo(np.float32 if scores.dtype == xp.float32 else np.float64).min)
         scores = xp.where(xp.asarray(allowed, device=device_of(scores)), scores, const(xp, lowest, scores))
-    return xp.matmul(softmax(xp, scores, -1), v)
+    # onnxruntime's softmax: a row whose every score is -inf (all keys masked with a
+    # mask_filter_value of -inf) is NaN there, so it is here too (the finite default -10000
+    # keeps such a row finite: a softmax of the unmasked scores).
+    # (Computed without a 0/0, which numpy would warn of.)
+    m = xp.max(scores, axis=-1, keepdims=True)
+    dead = xp.isinf(m)
+    e = xp.exp(scores - xp.where(dead, const(xp, 0, scores), m))
+    probs = e / xp.where(dead, const(xp, 1, scores), xp.sum(e, axis=-1, keepdims=True))
+    return xp.matmul(xp.where(dead, const(xp, math.nan, scores), probs), v)
 
 
 def _scale(ctx, head_size: int) -> float:
@@ -132,8 +151,8 @@ def attention(ctx):
             k = xp.concat([widen(xp, past[0, ...]), k], axis=2)
             v = xp.concat([widen(xp, past[1, ...]), v], axis=2)
         b, s = int(x.shape[0]), int(x.shape[1])
-        mask = None if mask_index is None else _key_mask(ctx, xp, mask_index, b, s, p + s, p, q)
-        y = sdpa(ctx, xp, q, k, v, _scale(ctx, dq // n), mask, filter_value, p if causal else None, attention_bias)
+        mask = None if mask_index is None else _key_mask(ctx, xp, mask_index, b, s, p + s, p, q, filter_value)
+        y = sdpa(ctx, xp, q, k, v, _scale(ctx, dq // n), mask, p if causal else None, attention_bias)
         present = xp.stack([k, v], axis=0) if ctx.output_requested(1) else None
         return cast(xp, _merge(xp, y), x.dtype), None if present is None else cast(xp, present, x.dtype)
 
@@ -178,8 +197,9 @@ def multi_head_attention(ctx):
             k = xp.concat([widen(xp, past_key), k], axis=2)
             v = xp.concat([widen(xp, past_value), v], axis=2)
         t = int(k.shape[2])
-        mask = None if key_padding_mask is None else _key_mask(ctx, xp, key_padding_mask, b, s, t, p, q)
-        y = sdpa(ctx, xp, q, k, v, _scale(ctx, d // n), mask, filter_value, p if causal else None, attention_bias)
+        mask = None if key_padding_mask is None else _key_mask(ctx, xp, key_padding_mask, b, s, t, p, q,
+                                                               filter_value, key_starts=True)
+        y = sdpa(ctx, xp, q, k, v, _scale(ctx, d // n), mask, p if causal else None, attention_bias)
         return cast(xp, _merge(xp, y), query.dtype), cast(xp, k, query.dtype), cast(xp, v, query.dtype)
 
     return run

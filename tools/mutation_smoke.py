@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PLUGINS = ("default_domain", "ml_domain", "cpu_backend", "gpu_backend")
+PLUGINS = ("default_domain", "ml_domain", "cpu_backend", "gpu_backend", "microsoft_domain")
 CPU_NODE_GATE = "tests/conformance/test_conformance.py::test_vectors_on_cpu_show_the_stated_figures[node]"
 GPU_NODE_GATE = "tests/conformance/test_conformance_gpu.py::test_vectors_on_gpu_show_the_stated_figures[node]"
 #: the qdq pass's tests, the corpus model left out (it quantizes a corpus model the copy would rebuild)
@@ -774,6 +774,10 @@ MUTANTS = (
            "        return self._planner.inferred_type(names[i], self._graph)",
            "        return None",
            ("tests/engine/test_kernel_constants.py", "plugins/ml_domain/tests/test_dict_vectorizer_types.py")),
+    Mutant("mha-mask-times-filter", "plugins/microsoft_domain/onnxkit_microsoft/kernels/attention.py",
+           "    additive = np.where(keep, work(0.0), work(filter_value)).astype(work)",
+           "    additive = ((~keep) * work(filter_value)).astype(work)",
+           ("plugins/microsoft_domain/tests/test_multihead_attention_mask.py",)),
 )
 
 

@@ -763,7 +763,7 @@ MUTANTS = (
            ("plugins/cpu_backend/tests/test_quantized_matmul.py", "plugins/cpu_backend/tests/test_quantized_conv.py",
             "plugins/cpu_backend/tests/test_quantized_microsoft.py")),
     Mutant("held-default-any-object", "plugins/cpu_backend/onnxkit_cpu/overrides/_plans.py",
-           "        return self.constant or (value is not None and value is self.default)",
+           "        return self.constant or (value is not None and (value is self.default or self.holds(value)))",
            "        return self.constant or self.default is not None",
            ("tests/engine/test_kernel_constants.py",)),
     Mutant("ctx-output-types-unfilled", "onnxkit/runtime/kernel.py",

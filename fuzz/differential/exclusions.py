@@ -177,7 +177,7 @@ def direct_reason(model, feeds: dict, got, want) -> str:
     the function body's rounding), or ``''``."""
     import numpy as np
 
-    from .oracle import close
+    from .agreement import close
 
     hs = direct_hard_swish(model, feeds)
     if hs is not None:

@@ -82,7 +82,7 @@ _ROWS = [
     _c("empty-op-type", "7.3.1", E, "a node does not name the operator it invokes"),
     # -- attributes (7.4, 10.4, Annex B.2.2) -------------------------------------------------
     _c("duplicate-attribute", "7.4", E, "two attributes of one node (or function) have the same name"),
-    _c("unknown-attribute", "10.4", E, "an attribute that is not defined for the operator"),
+    _c("unknown-attribute", "10.4", V, "an attribute that is not defined for the operator (or function); no kernel reads it"),
     _c("missing-required-attribute", "10.4", E, "a required attribute of the operator is absent"),
     _c("attribute-wrong-type", "7.3.1", E, "the attribute's type is not the type the operator definition gives it"),
     _c("attribute-type-mismatch", "Annex B.2.2", E, "the attribute's type field does not match the value field present, or several value fields are present"),
@@ -196,6 +196,9 @@ RECLASSIFIED: dict = {
     "duplicate-metadata-key": "metadata SHALL NOT affect the result (5.5)",
     "extension-operator": "the node is evaluated by the named plugin's extension (onnxruntime's operators in "
                           "ai.onnx), checked against that definition",
+    "unknown-attribute": "no kernel reads an attribute its operator (or function) does not define "
+                         "(onnxsim's onnxsim_transient_constant); a defined attribute of the wrong type stays "
+                         "an error (attribute-wrong-type)",
 }
 
 #: code -> :class:`Code`.

@@ -87,9 +87,8 @@ def _same(x):
 
 
 def inline(step, plan: GraphPlan, taken: set) -> tuple:
-    """``(steps, origins, constants, renamed)`` that replace the If ``step`` by its branch ``plan``:
-    copies of the branch's steps (and alias steps) in order, the branch step each copies (None for
-    an alias), the branch's constants with ``{If output: value}`` for outputs that are
+    """``(steps, constants, renamed)`` that replace the If ``step`` by its branch ``plan``:
+    copies of the branch's steps (and alias steps) in order, the branch's constants with ``{If output: value}`` for outputs that are
     branch constants, and ``{If output: branch output}`` (to carry types over).  ``taken``: the
     names of the enclosing plan; the branch's names join it.  :class:`Collision` where one is
     already there."""
@@ -113,7 +112,7 @@ def inline(step, plan: GraphPlan, taken: set) -> tuple:
         else:
             node = ir.Node(input=[b], output=[name], name=step.node.name, op_type="Identity")
             aliases.append(Step(_same, [b], [name], node, False))
-    return copies + aliases, list(plan.steps) + [None] * len(aliases), constants, renamed
+    return copies + aliases, constants, renamed
 
 
 def collapse_aliases(steps: list, index) -> list:

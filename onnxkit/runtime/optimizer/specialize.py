@@ -150,16 +150,15 @@ class _Recording:
 
     ``base``: the ``(constants, steps)`` recorded; ``where``: per base step, ``(path, graph)`` of
     the graph its node belongs to (the inference path, '' for the top level, and the
-    :class:`~onnxkit.ir.Graph`); ``origin``: per base step, the step of the session's plans it
-    copies (None for a step made here); ``tried``: ids of the nodes recorded in this or an earlier
+    :class:`~onnxkit.ir.Graph`); ``tried``: ids of the nodes recorded in this or an earlier
     round (none is recorded twice); ``before``: the step count of the plan specialized."""
 
-    __slots__ = ("plan", "base", "types", "values", "seen", "where", "origin", "tried", "round", "before", "sig")
+    __slots__ = ("plan", "base", "types", "values", "seen", "where", "tried", "round", "before", "sig")
 
-    def __init__(self, plan, base, types: dict, where: list, origin: list, tried: set, round_: int, before: int,
+    def __init__(self, plan, base, types: dict, where: list, tried: set, round_: int, before: int,
                  sig: tuple, values: dict):
         self.plan, self.base, self.types, self.sig, self.values = plan, base, types, sig, values
-        self.where, self.origin, self.tried, self.round, self.before = where, origin, tried, round_, before
+        self.where, self.tried, self.round, self.before = where, tried, round_, before
         #: index of the step in base -> (observed shape, computed value) of a Shape/Size step, or
         #: (:data:`_VALUES`, computed value) of a step whose outputs inference computed exactly
         self.seen: dict = {}
@@ -296,7 +295,7 @@ class Specializer:
         constants, steps = self._base(sig)
         types, values = self._types(sig)
         where = [("", self.model.graph)] * len(steps)
-        return self._instrument(_Recording(None, (constants, steps), types, where, list(steps), set(), 1, len(steps),
+        return self._instrument(_Recording(None, (constants, steps), types, where, set(), 1, len(steps),
                                            sig, values))
 
     def _instrument(self, rec: _Recording) -> _Recording:
@@ -338,17 +337,16 @@ class Specializer:
         known = dict(constants)
         types = dict(rec.types)
         remaining = []
-        origin: dict = {}  # id of a copy -> the step of the session's plans it copies, or None
         where: dict = {}   # id of a copy -> (path, graph) of its node
         p = self.plan   # every name of the plan: inlined branches may not reuse one
         taken = set(constants) | set(p.input_names) | set(p.output_names) | set(p.free_vars) \
             | set(step_index(steps).names()) - {""}
         budget = RunBudget(self.limits)
-        work = [(k, step, rec.where[k], rec.origin[k]) for k, step in enumerate(steps)]
+        work = [(k, step, rec.where[k]) for k, step in enumerate(steps)]
         work.reverse()  # a stack: inlined branches are pushed back in their order
         inlined = False
         while work:
-            k, step, at, root = work.pop()
+            k, step, at = work.pop()
             node = step.node
             seen = rec.seen.get(k) if k is not None else None
             if seen is not None and (seen[0] == _static_shape(step, types) if seen[0] is not _VALUES
@@ -369,7 +367,7 @@ class Specializer:
                     inlined = True
                     continue
             copy = _unguarded(step, types, budget)  # a copy: the base plan's steps stay as they are
-            origin[id(copy)], where[id(copy)] = root, at
+            where[id(copy)] = at
             remaining.append(copy)
         keep = set(self.plan.output_names)
         remaining, index = _live(remaining, keep, types)
@@ -389,8 +387,8 @@ class Specializer:
             where = {id(s): ("", graph) for s in remaining}
         if not any(id(s.node) not in rec.tried and _static_shape(s, types) is not None for s in remaining):
             return plan, None
-        again = _Recording(None, (folded, remaining), types, [where[id(s)] for s in remaining],
-                           [origin[id(s)] for s in remaining], rec.tried, rec.round + 1, rec.before, rec.sig, values)
+        again = _Recording(None, (folded, remaining), types, [where[id(s)] for s in remaining], rec.tried,
+                           rec.round + 1, rec.before, rec.sig, values)
         return plan, self._instrument(again)
 
     @staticmethod
@@ -400,7 +398,7 @@ class Specializer:
         branch's names collide with the plan's."""
         plan = step.subgraphs[branch]
         try:
-            steps, origins, constants, renamed = inline(step, plan, taken)
+            steps, constants, renamed = inline(step, plan, taken)
         except Collision:
             return None
         path, graph = branch_path(step, branch, *at)
@@ -415,7 +413,7 @@ class Specializer:
             else:
                 types.pop(name, None)  # the If's merged type no longer describes it
         known.update(constants)
-        return [(None, s, (path, graph), o) for s, o in zip(steps, origins)]
+        return [(None, s, (path, graph)) for s in steps]
 
 
 def _static(t) -> bool:

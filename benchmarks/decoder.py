@@ -14,8 +14,9 @@ token, the ratios, and whether the generated tokens are equal.  A program must n
 runs longer: the late/early column says whether it did.
 
 ``ONNXKIT_FIRST_RUN`` is ``warm`` unless set (``timing.py``); ``--policy tiered`` times the
-default policy (the session promotes itself mid-stream).  Set ``OPENBLAS_NUM_THREADS=1``.
-Run: ``python benchmarks/decoder.py [--tokens N] [-k tiny|small] [--policy tiered]``.
+default policy (the session promotes itself mid-stream).  Set ``OPENBLAS_NUM_THREADS=1`` for one
+thread; ``--threads default`` leaves both runtimes their default threads (what a user gets).
+Run: ``python benchmarks/decoder.py [--tokens N] [-k tiny|small] [--policy tiered] [--threads default]``.
 Needs torch, transformers, onnxruntime.
 """
 
@@ -118,22 +119,23 @@ class Decoder:
         return elapsed
 
 
-def sessions(path: Path):
+def sessions(path: Path, one_thread: bool = True):
     import onnxruntime as ort
 
     import onnxkit
 
     so = onnxkit.SessionOptions()
-    so.intra_op_num_threads = 1
-    mine = onnxkit.InferenceSession(str(path), so)
     oso = ort.SessionOptions()
-    oso.intra_op_num_threads = oso.inter_op_num_threads = 1
+    if one_thread:
+        so.intra_op_num_threads = 1
+        oso.intra_op_num_threads = oso.inter_op_num_threads = 1
+    mine = onnxkit.InferenceSession(str(path), so)
     theirs = ort.InferenceSession(str(path), oso, providers=["CPUExecutionProvider"])
     return mine, theirs
 
 
-def compare(path: Path, tokens: int) -> dict:
-    mine, theirs = sessions(path)
+def compare(path: Path, tokens: int, one_thread: bool = True) -> dict:
+    mine, theirs = sessions(path, one_thread)
     a, b = Decoder(mine), Decoder(theirs)
     ta, tb = [], []
     for t in range(tokens):
@@ -157,6 +159,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / ".cache" / "decoders")
     parser.add_argument("-k", choices=sorted(SIZES), action="append")
     parser.add_argument("--policy", choices=("warm", "tiered", "second"), default=None)
+    parser.add_argument("--threads", choices=("1", "default"), default="1")
     args = parser.parse_args()
     if args.policy:
         os.environ["ONNXKIT_FIRST_RUN"] = args.policy
@@ -166,12 +169,13 @@ def main() -> int:
     import timing  # noqa: F401  (ONNXKIT_FIRST_RUN=warm unless set)
 
     print(f"onnxruntime {onnxruntime.__version__}, numpy {np.__version__}, policy {os.environ['ONNXKIT_FIRST_RUN']}, "
-          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, {os.cpu_count()} CPUs, "
+          f"threads {args.threads}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
+          f"{os.cpu_count()} CPUs, "
           f"{args.tokens} tokens after an {PROMPT}-token prompt; ms per token, medians")
     print(f"{'model':8s} {'early':>15s} {'late':>15s} {'ratio e/l':>11s} {'late/early':>10s} {'worst':>15s} "
           f"{'prefill':>15s} tokens plans")
     for size in args.k or sorted(SIZES, reverse=True):
-        r = compare(export_llama(args.out / f"llama_{size}.onnx", size), args.tokens)
+        r = compare(export_llama(args.out / f"llama_{size}.onnx", size), args.tokens, args.threads == "1")
         (ea, eb), (la, lb), (wa, wb), (pa, pb) = r["early"], r["late"], r["worst"], r["prefill"]
         print(f"{size:8s} {ea:7.3f}/{eb:7.3f} {la:7.3f}/{lb:7.3f} {ea / eb:5.2f}/{la / lb:5.2f} {la / ea:10.2f} "
               f"{wa:7.1f}/{wb:7.1f} {pa:7.1f}/{pb:7.1f} {'equal' if r['same'] else 'DIFFER'} {r['planned']}")

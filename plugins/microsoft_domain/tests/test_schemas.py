@@ -33,11 +33,19 @@ def test_the_packaged_data_is_what_the_tool_writes_from_this_onnxruntime():
     assert packaged == want
 
 
+#: Definitions shipped before their kernels land (the conformance statement lists them "not
+#: supported"); each kernel that lands removes its name.  Asserted exactly: the list only shrinks.
+PENDING = {"GatherBlockQuantized", "MatMulBnb4", "MoE", "QMoE", "SparseAttention", "SparseToDenseMatMul"}
+
+
 def test_every_definition_has_a_kernel_on_both_backends_and_an_inference_function():
     reg = build_registry()
     defs = [k for k in reg.operator_sets[("com.microsoft", 1)].schemas]
     names = {n for names in _tool().OPERATORS.values() for n in names}
     assert set(defs) == names and len(names) >= 20
+    assert len(PENDING) == 6 and PENDING <= names
+    assert {op for op in PENDING if reg.kernel("cpu", "com.microsoft", op, 1) is None} == PENDING
+    names -= PENDING
     for op in names:
         key = ("com.microsoft", op, 1)
         assert reg.inference.get(key) is not None, op

@@ -38,6 +38,10 @@ OPERATORS = {
                      "QLinearLeakyRelu", "QLinearSoftmax", "QLinearConcat", "QLinearAveragePool", "QLinearWhere",
                      "DynamicQuantizeLSTM", "QLinearConv",
                      "QAttention"],
+    # onnxruntime-genai's model builder and onnxruntime's LLM quantizers and optimizers
+    "llm": ["GatherBlockQuantized", "MatMulBnb4", "MoE", "QMoE", "SparseAttention"],
+    # onnxruntime's own Python API tests (sparse initializers)
+    "sparse": ["SparseToDenseMatMul"],
 }
 
 #: Extension operators (``onnxkit_extension_operators``): definitions onnxruntime registers in a

@@ -16,7 +16,8 @@ except ImportError:  # the property tests are skipped without hypothesis
 TESTS = Path(__file__).resolve().parent
 #: the folders of tests, one per part of the code (engine, optimizer, ort, ...), whose modules are
 #: all ``test_*.py``: importable by name too (a test reuses another's model builders)
-FOLDERS = ("engine", "optimizer", "ort", "wire", "ir", "plugins", "cli", "conformance", "structure", "integrations", "hostile")
+FOLDERS = ("engine", "optimizer", "ort", "wire", "ir", "plugins", "cli", "conformance", "structure", "integrations", "hostile",
+           "generative")
 for _path in (TESTS, *(TESTS / d for d in FOLDERS)):  # --import-mode=importlib: helpers importable
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))

@@ -6,20 +6,48 @@ bits / 8``), the values of a block packed from the least significant bits of eac
 ``scales`` has ``N * k_blocks`` values (``(N, k_blocks)`` or flat); ``zero_points`` is either
 packed uint8 (``ceil(k_blocks * bits / 8)`` octets per row, the same packing), or of A's type,
 one per block; without it the zero point is ``2^(bits-1)``.  ``W[n, k] = (q - zp) * scale``
-for the block of ``k``.  The dequantized weight is made once per constant B (and whenever B is
-not a constant, per call).  ``g_idx`` (deprecated) and prepacked weights are refused by name.
-The product is computed in float32 (float64 never occurs: A is float, float16 or bfloat16).
+for the block of ``k``; with ``g_idx`` (int32, K values, deprecated) the block of column ``k``
+is ``g_idx[k]`` instead of ``k // block_size`` (its scale and zero point; onnxruntime 1.32's CPU
+kernel ignores packed uint8 zero points there, onnxkit applies them: docs/architecture.md).
+
+``accuracy_level`` 4 (int8 compute) is onnxruntime's CPU computation where it quantizes A
+(:func:`int8_block`): each row of A, as float32, is cut along K into blocks of ``min(block_size,
+256)`` (the last one zero-padded), each block quantized symmetrically to int8 with scale
+``amax / 127`` (``amax`` the block's largest magnitude) by ``round_half_even(a * (127 / amax))``
+(0 where ``amax`` is 0), and the product is that of the dequantized int8 A with W: the int8
+dot products onnxruntime accumulates in int32 equal those of the float product of the
+dequantized values up to float rounding.  onnxruntime takes this path only with a constant B
+(an initializer it prepacks), no ``g_idx``, zero points absent or packed uint8, and a
+(bits, block_size) its MLAS int8 kernels serve (x86-64: 4 and 8 bits at every block size, 2 bits
+at 32, 64 and 128); otherwise, as at every other level, A is used as it is (float32 product).
+
+The dequantized weight is made once per constant B / scales / zero points / g_idx (per call
+otherwise).  Prepacked weights (``weight_prepacked``) are refused by name.  The product is
+computed in float32 (A is float, float16 or bfloat16; float16 inputs as float32, the result
+rounded to A's type).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, arrays
 
 from ._common import DOMAIN, cast, check_float, shape_of, widen
 
 KERNELS = KernelTable()
+
+#: the largest block of A onnxruntime's int8 path quantizes with one scale
+A_BLOCK_MAX = 256
+
+
+def int8_block(bits: int, block: int):
+    """The block length along K in which onnxruntime 1.32's CPU kernel quantizes A to int8 at
+    accuracy_level 4 for weights of ``bits`` bits in blocks of ``block``, or None where it has
+    no int8 kernel for them (the float path)."""
+    if bits == 2 and not 32 <= block <= 128:
+        return None
+    return min(block, A_BLOCK_MAX)
 
 
 def unpack(octets: np.ndarray, bits: int) -> np.ndarray:
@@ -30,30 +58,57 @@ def unpack(octets: np.ndarray, bits: int) -> np.ndarray:
     return vals.reshape(octets.shape[:-1] + (octets.shape[-1] * per,))
 
 
-def dequantize(ctx, b, scales, zero_points, n: int, k: int, block: int, bits: int) -> np.ndarray:
-    """``(N, K)`` float32 weight of the host arrays of B, scales and zero points."""
+def dequantize(ctx, b, scales, zero_points, n: int, k: int, block: int, bits: int, g_idx=None) -> np.ndarray:
+    """``(N, K)`` float32 weight of the host arrays of B, scales, zero points and g_idx."""
     k_blocks = -(-k // block)
     blob = block * bits // 8
     if list(b.shape) != [n, k_blocks, blob]:
         ctx.fail(f"B has shape {list(b.shape)}; N {n}, K {k}, block_size {block} and bits {bits} give "
                  f"{[n, k_blocks, blob]}")
-    q = unpack(b.astype(np.uint8), bits).reshape(n, k_blocks, block).astype(np.float32)
+    q = unpack(b.astype(np.uint8), bits).reshape(n, k_blocks * block)[:, :k].astype(np.float32)
     if scales.size != n * k_blocks:
         ctx.fail(f"scales has {scales.size} values, expected N * k_blocks = {n * k_blocks}")
-    s = scales.astype(np.float32).reshape(n, k_blocks, 1)
+    s = scales.astype(np.float32).reshape(n, k_blocks)
     if zero_points is None:
-        zp = np.float32(1 << (bits - 1))
+        zp = np.full((n, k_blocks), 1 << (bits - 1), np.float32)
     elif zero_points.dtype == np.uint8:
         width = -(-k_blocks * bits // 8)
         if zero_points.size != n * width:
             ctx.fail(f"zero_points (packed uint8) has {zero_points.size} values, expected {n * width}")
-        zp = unpack(zero_points.reshape(n, width), bits)[:, :k_blocks].astype(np.float32).reshape(n, k_blocks, 1)
+        zp = unpack(zero_points.reshape(n, width), bits)[:, :k_blocks].astype(np.float32)
     else:
         if zero_points.size != n * k_blocks:
             ctx.fail(f"zero_points has {zero_points.size} values, expected N * k_blocks = {n * k_blocks}")
-        zp = zero_points.astype(np.float32).reshape(n, k_blocks, 1)
-    w = ((q - zp) * s).reshape(n, k_blocks * block)
-    return np.ascontiguousarray(w[:, :k])
+        zp = zero_points.astype(np.float32).reshape(n, k_blocks)
+    if g_idx is None:
+        col = np.arange(k) // block
+    else:
+        col = g_idx.reshape(-1).astype(np.int64)
+        if col.size != k:
+            ctx.fail(f"g_idx has {col.size} values, expected K = {k}")
+        if col.size and (col.min() < 0 or col.max() >= k_blocks):
+            ctx.fail(f"g_idx holds a block index outside [0, {k_blocks}): {int(col.min())}..{int(col.max())}")
+    return np.ascontiguousarray((q - zp[:, col]) * s[:, col])
+
+
+def quantize_a(xp, a, k: int, a_block: int):
+    """float32 ``a`` (..., K) as onnxruntime's int8 path sees it: blockwise symmetric int8
+    quantization along K (blocks of ``a_block``, scale ``amax / 127``, half-to-even rounding of
+    ``a * (127 / amax)``), dequantized."""
+    lead = tuple(int(d) for d in a.shape[:-1])
+    blocks = -(-k // a_block)
+    rows = xp.reshape(a, (-1, k))
+    if blocks * a_block != k:
+        pad = xp.zeros((int(rows.shape[0]), blocks * a_block - k), dtype=rows.dtype)
+        rows = xp.concat([rows, pad], axis=1)
+    p = xp.reshape(rows, (-1, blocks, a_block))
+    amax = xp.max(xp.abs(p), axis=2, keepdims=True)
+    zero = xp.zeros_like(amax)
+    nonzero = amax != zero
+    inv = xp.where(nonzero, 127.0 / xp.where(nonzero, amax, zero + 1.0), zero)
+    q = xp.round(p * inv)
+    d = xp.reshape(q * (amax / 127.0), (-1, blocks * a_block))[:, :k]
+    return xp.reshape(d, lead + (k,))
 
 
 @KERNELS.register("MatMulNBits", 1, domain=DOMAIN)
@@ -67,28 +122,38 @@ def matmul_nbits(ctx):
         ctx.fail(f"block_size must be a power of two, at least 16, got {block}")
     if int(ctx.attr("weight_prepacked")):
         ctx.fail("prepacked weights (weight_prepacked != 0) are an execution provider's layout: not supported")
+    level = int(ctx.attr("accuracy_level"))
+    a_block = int8_block(bits, block) if level == 4 and ctx.is_constant(1) else None
     cache: dict = {}
 
-    def weight(b, scales, zp, dtype):
-        key = (id(b), id(scales), id(zp))
-        hit = cache.get(key)
-        if hit is not None and hit[0] is b and hit[1] is scales and hit[2] is zp:
-            return hit[3]
-        host = None if zp is None else ctx.to_host(zp)
-        w = dequantize(ctx, ctx.to_host(b), ctx.to_host(scales), host, n, k, block, bits)
+    def kept(i, v) -> bool:
+        return v is None or ctx.is_constant(i) or ctx.default(i) is v or ctx.holds(v)
+
+    def weight(b, scales, zp, g_idx):
+        parts = (b, scales, zp, g_idx)
+        keep = all(kept(i, v) for i, v in enumerate(parts, start=1))
+        hit = cache.get("w")
+        if keep and hit is not None and all(x is y for x, y in zip(hit[0], parts)):
+            return hit[1]
+        host = [None if v is None else ctx.to_host(v) for v in parts]
+        w = dequantize(ctx, host[0], host[1], host[2], n, k, block, bits, host[3])
         wt = xp.permute_dims(xp.asarray(ctx.from_host(w)), (1, 0))
         cache.clear()
-        cache[key] = (b, scales, zp, wt)
+        if keep:
+            cache["w"] = (parts, wt)
         return wt
 
     def run(a, b, scales, zero_points=None, g_idx=None, bias=None):
         check_float(ctx, a, "A", ("float32", "float16", "bfloat16"))
-        if g_idx is not None:
-            ctx.fail("g_idx (deprecated) is not supported")
         if a.ndim < 1 or int(a.shape[-1]) != k:
             ctx.fail(f"A's last extent must be K = {k}, got shape {shape_of(a)}")
-        wt = weight(b, scales, zero_points, a.dtype)
-        y = xp.matmul(widen(xp, a), cast(xp, wt, widen(xp, a).dtype))
+        wt = weight(b, scales, zero_points, g_idx)
+        x = widen(xp, a)
+        int8 = (a_block is not None and g_idx is None
+                and (zero_points is None or arrays.dtype_name(zero_points.dtype) == "uint8"))
+        if int8 and k:
+            x = quantize_a(xp, x, k, a_block)
+        y = xp.matmul(x, cast(xp, wt, x.dtype))
         if bias is not None:
             y = y + widen(xp, bias)
         return cast(xp, y, a.dtype)

@@ -2,8 +2,8 @@
 
 ``fused.py`` (FusedConv, FusedGemm, FusedMatMul, BiasAdd, BiasGelu, FastGelu, Gelu, QuickGelu,
 BiasSoftmax), ``norm.py`` (SkipLayerNormalization, SkipSimplifiedLayerNormalization,
-EmbedLayerNormalization), ``attention.py`` (Attention, MultiHeadAttention, RotaryEmbedding,
-GroupQueryAttention), ``nbits.py`` (MatMulNBits), ``text.py`` (Tokenizer, MurmurHash3: numpy,
+EmbedLayerNormalization), ``attention.py`` (Attention, MultiHeadAttention, RotaryEmbedding),
+``gqa.py`` (GroupQueryAttention), ``nbits.py`` (MatMulNBits), ``text.py`` (Tokenizer, MurmurHash3: numpy,
 ``host_only``), ``distance.py`` (CDist) and ``quantized.py`` (QLinearAdd, QLinearMul, QLinearGlobalAveragePool,
 QGemm), ``qlinear_ops.py`` (QuantizeLinear, DequantizeLinear, DynamicQuantizeMatMul,
 MatMulIntegerToFloat, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearConcat, QLinearWhere,

@@ -21,7 +21,7 @@ ENTRIES = (
     ('com.microsoft', 'FusedMatMul', (1,), 'fused', 'onnxkit_microsoft.kernels.fused', False),
     ('com.microsoft', 'GatherBlockQuantized', (1,), 'llm_quant', 'onnxkit_microsoft.kernels.llm_quant', False),
     ('com.microsoft', 'Gelu', (1,), 'fused', 'onnxkit_microsoft.kernels.fused', False),
-    ('com.microsoft', 'GroupQueryAttention', (1,), 'attention', 'onnxkit_microsoft.kernels.attention', False),
+    ('com.microsoft', 'GroupQueryAttention', (1,), 'gqa', 'onnxkit_microsoft.kernels.gqa', False, {'calls_blas': True}),
     ('com.microsoft', 'MatMulBnb4', (1,), 'llm_quant', 'onnxkit_microsoft.kernels.llm_quant', False),
     ('com.microsoft', 'MatMulIntegerToFloat', (1,), 'qlinear_ops', 'onnxkit_microsoft.kernels.qlinear_ops', False),
     ('com.microsoft', 'MatMulNBits', (1,), 'nbits', 'onnxkit_microsoft.kernels.nbits', False),

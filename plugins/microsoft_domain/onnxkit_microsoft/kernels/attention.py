@@ -1,5 +1,5 @@
 """The attention operators of onnxruntime's transformers optimizer: Attention, MultiHeadAttention,
-RotaryEmbedding, GroupQueryAttention (com.microsoft 1).
+RotaryEmbedding (com.microsoft 1); GroupQueryAttention is in ``gqa.py``.
 
 Scaled dot-product attention per head: ``softmax(Q Kᵀ * scale + bias) V`` with ``scale``
 default ``1/sqrt(head_size)``, computed in float32 (float64 for float64).
@@ -22,12 +22,7 @@ default ``1/sqrt(head_size)``, computed in float32 (float64 for float64).
 * RotaryEmbedding — rotates the first ``rotary_embedding_dim`` (default ``2 * cos_cache``'s
   width) features of each head by the angles of the caches at ``position_ids`` (``(B, S)``, or
   ``(1)``: an offset added to ``0..S-1``); halves (default) or ``interleaved`` pairs.
-* GroupQueryAttention — ``num_heads`` query heads over ``kv_num_heads`` K/V heads (each shared by
-  ``num_heads / kv_num_heads`` query heads), causal, keys of batch ``b`` beyond ``seqlens_k[b]``
-  masked; ``past_key``/``past_value`` ``(B, Nkv, P, H)`` put before the new keys.  Supported: a
-  first (prompt) step, or a step where the past buffer holds exactly the ``P`` past tokens of
-  every batch row; ``do_rotary``, ``softcap``, ``local_window_size``, ``smooth_softmax``,
-  ``head_sink`` and packed QKV are refused by name.
+* GroupQueryAttention — in ``gqa.py``.
 """
 
 from __future__ import annotations
@@ -36,7 +31,7 @@ import math
 
 from onnxkit.plugin import KernelTable, calls_blas
 
-from ._common import DOMAIN, cast, check_float, const, device_of, shape_of, softmax, widen
+from ._common import DOMAIN, cast, check_float, const, device_of, shape_of, widen
 
 KERNELS = KernelTable()
 
@@ -276,57 +271,5 @@ def rotary_embedding(ctx):
         sin = cached_angles(ctx, xp, sin_cache, pos, heads)[..., :rot // 2]
         y = rotate(ctx, xp, heads * scale if scale != 1.0 else heads, cos, sin, interleaved, rot)
         return cast(xp, y if x.ndim == 4 else _merge(xp, y), x.dtype)
-
-    return run
-
-
-@KERNELS.register("GroupQueryAttention", 1, domain=DOMAIN)
-def group_query_attention(ctx):
-    xp = ctx.xp
-    n, nkv = int(ctx.attr("num_heads")), int(ctx.attr("kv_num_heads"))
-    for name, off in (("do_rotary", (0,)), ("softcap", (0.0,)), ("local_window_size", (-1,)),
-                      ("smooth_softmax", (-1, 0)), ("qk_output", (0,))):
-        if ctx.attr(name) is not None and ctx.attr(name) not in off:
-            ctx.fail(f"attribute {name} = {ctx.attr(name)} is not supported by onnxkit's GroupQueryAttention")
-    if nkv <= 0 or n % nkv:
-        ctx.fail(f"kv_num_heads {nkv} must divide num_heads {n}")
-
-    def run(query, key, value, past_key=None, past_value=None, seqlens_k=None, total_sequence_length=None,
-            cos_cache=None, sin_cache=None, position_ids=None, attention_bias=None, head_sink=None):
-        import numpy as np
-
-        check_float(ctx, query, "query")
-        if key is None or value is None or head_sink is not None:
-            ctx.fail("packed QKV and head_sink are not supported: query, key and value expected")
-        b, s, d = shape_of(query)
-        h = d // n
-        q = _heads(xp, widen(xp, query), n)
-        k, v = _heads(xp, widen(xp, key), nkv), _heads(xp, widen(xp, value), nkv)
-        lens = ctx.to_host(seqlens_k).astype(np.int64).reshape(-1) + 1
-        total = int(ctx.to_host(total_sequence_length).reshape(-1)[0])
-        p = 0 if past_key is None else int(past_key.shape[2])
-        first = p == 0 or (lens <= s).all()
-        if not first:
-            if p + s != total or (lens != total).any():
-                ctx.fail(f"a KV cache other than exactly the {total - s} past tokens of every row is not supported "
-                         f"(past length {p}, seqlens_k + 1 = {lens.tolist()}, total_sequence_length {total})")
-            k = xp.concat([widen(xp, past_key), k], axis=2)
-            v = xp.concat([widen(xp, past_value), v], axis=2)
-        t = int(k.shape[2])
-        group = n // nkv
-        kr = xp.reshape(xp.broadcast_to(k[:, :, None, ...], (b, nkv, group, t, h)), (b, n, t, h))
-        vr = xp.reshape(xp.broadcast_to(v[:, :, None, ...], (b, nkv, group, t, h)), (b, n, t, h))
-        off = 0 if first else p
-        keep = (np.arange(t)[None, None, :] <= (np.arange(s)[None, :, None] + off)) & \
-               (np.arange(t)[None, None, :] < lens[:, None, None])
-        mask = xp.asarray((~keep[:, None]).astype(np.float32 if q.dtype == xp.float32 else np.float64),
-                          device=device_of(q))
-        lowest = float(np.finfo(np.float32 if q.dtype == xp.float32 else np.float64).min)
-        scores = xp.matmul(q, xp.matrix_transpose(kr)) * _scale(ctx, h)
-        if attention_bias is not None:
-            scores = scores + widen(xp, attention_bias)
-        scores = xp.where(mask > 0, const(xp, lowest, scores), scores)
-        y = xp.matmul(softmax(xp, scores, -1), vr)
-        return cast(xp, _merge(xp, y), query.dtype), cast(xp, k, query.dtype), cast(xp, v, query.dtype)
 
     return run

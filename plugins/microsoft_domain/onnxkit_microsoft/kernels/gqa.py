@@ -1,0 +1,281 @@
+"""GroupQueryAttention (com.microsoft 1) as onnxruntime's CPU kernel computes it.
+
+``num_heads`` query heads over ``kv_num_heads`` key/value heads, query head ``i`` reading K/V head
+``i // (num_heads / kv_num_heads)``.  Inputs: ``query (B, S, N*H)`` with ``key``/``value``
+``(B, S, Nkv*H)``, or packed ``query (B, S, (N + 2 Nkv) H)`` (Q, K, V in that order; key and
+value absent); ``past_key``/``past_value`` ``(B, Nkv, P_buf, H)``; ``seqlens_k (B)`` int32 (each
+row's total length minus one), ``total_sequence_length`` (a scalar int32, the batch's largest total
+length); ``cos_cache``/``sin_cache`` ``(max_len, rot/2)`` with ``do_rotary``; ``attention_bias``
+``(B|1, N|1, S, total)``; ``head_sink (N)``; ``query_seqlens (B)``.
+
+Per batch row ``b``: ``T = seqlens_k[b] + 1`` tokens after the step, ``Q`` valid query rows
+(``query_seqlens[b]``, or ``min(S, T)``) and ``P`` tokens cached before it: with
+``query_seqlens`` ``P = T - Q``; otherwise ``P = 0`` when ``S == total_sequence_length`` (the prompt:
+rows past ``T`` are right padding) and ``P = T - S`` when not (a later step).  Query row ``s`` sits
+at position ``P + s``.
+
+* present_key/value ``(B, Nkv, max(total, P_buf), H)``: rows ``[0, P)`` the past buffer's, the new
+  keys at ``[P, P + S)`` (only the ``Q`` valid ones with ``query_seqlens``), zeros elsewhere (the
+  shared-buffer form: a past buffer of the cache's full length gives a present of that length,
+  the new rows written at ``seqlens`` positions).
+* ``do_rotary``: Q and K rotated (halves, or ``rotary_interleaved`` pairs) over the first
+  ``2 * cos_cache.shape[1]`` features by the angles of row ``position_ids[b, s]`` where given, else of
+  position ``P + s`` (a padded row of a prompt: position 1).
+* scores ``scale * Q Kᵀ`` (``scale`` 0: ``1/sqrt(H)``) plus ``attention_bias``, then
+  ``softcap * tanh(x / softcap)`` when ``softcap > 0``; key ``j`` seen by row ``s`` when
+  ``j <= P + s`` (``causal``; with ``local_window_size`` ``W > 0`` also ``j >= P + s - W``) or
+  ``j < T`` (``causal = 0``); softmax over the seen keys, with a sink logit in the denominator when
+  ``smooth_softmax`` (0) or ``head_sink`` (per head) is given.  Output rows of padding are
+  unspecified (here: attention over the seen keys below ``T``).
+* ``qk_output`` 1 / 2: output 3 the scores before / after the softmax, ``(B, N, S, P_present)``
+  (unseen keys 0 after, the lowest float before).
+
+Refused by name: a quantized KV cache (``k_scale``, ``v_scale``, ``kv_cache_bit_width``, a
+``k_quant_type``/``v_quant_type`` other than NONE), ``sliding_window_cache`` and the per-head Q/K
+RMS norm (``q_norm_weight``/``k_norm_weight``, refused by onnxruntime's CPU kernel too).
+
+The work is batched over heads (one matmul per score and value product, query heads grouped by
+their K/V head); the present buffers are written once, the past copied only up to each row's
+``P``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from onnxkit.plugin import KernelTable, calls_blas
+
+from ._common import DOMAIN, cast, check_float, const, device_of, shape_of, widen
+from .attention import rotate
+
+KERNELS = KernelTable()
+
+
+def _attrs(ctx) -> dict:
+    n, nkv = int(ctx.attr("num_heads", 0)), int(ctx.attr("kv_num_heads", 0))
+    if n <= 0 or nkv <= 0 or n % nkv:
+        ctx.fail(f"num_heads {n} must be a positive multiple of kv_num_heads {nkv}")
+    causal = int(ctx.attr("causal", 1))
+    window = int(ctx.attr("local_window_size", -1))
+    if causal not in (0, 1) or (causal == 0 and window != -1):
+        ctx.fail(f"causal must be 0 or 1 (local_window_size -1 when 0), got causal {causal}, "
+                 f"local_window_size {window}")
+    if int(ctx.attr("sliding_window_cache", 0) or 0):
+        ctx.fail("sliding_window_cache = 1 (a window-sized KV buffer) is not supported by onnxkit's "
+                 "GroupQueryAttention")
+    if int(ctx.attr("kv_cache_bit_width", 0) or 0) or any(
+            (ctx.attr_str(a) or "NONE").upper() != "NONE" for a in ("k_quant_type", "v_quant_type")):
+        ctx.fail("a quantized KV cache (kv_cache_bit_width, k_quant_type, v_quant_type) is not supported by "
+                 "onnxkit's GroupQueryAttention")
+    qk = int(ctx.attr("qk_output", 0) or 0)
+    if qk not in (0, 1, 2):
+        ctx.fail(f"qk_output must be 0, 1 or 2, got {qk}")
+    return dict(n=n, nkv=nkv, causal=bool(causal), window=window, scale=float(ctx.attr("scale", 0.0) or 0.0),
+                softcap=float(ctx.attr("softcap", 0.0) or 0.0), rotary=int(ctx.attr("do_rotary", 0) or 0) == 1,
+                interleaved=int(ctx.attr("rotary_interleaved", 0) or 0) == 1,
+                smooth=int(ctx.attr("smooth_softmax", 0) or 0) == 1, qk=qk)
+
+
+def _split(ctx, xp, query, key, value, n: int, nkv: int):
+    """Q (B, N, S, H), K and V (B, Nkv, S, H) in the work dtype, and H."""
+    if query.ndim != 3:
+        ctx.fail(f"query must be 3-D (B, S, D), got shape {shape_of(query)}")
+    b, s, d = shape_of(query)
+    qw = widen(xp, query)
+    if key is None:
+        if value is not None:
+            ctx.fail("value is given without key: packed QKV takes neither")
+        if d % (n + 2 * nkv):
+            ctx.fail(f"packed QKV's hidden size {d} is not (num_heads + 2 kv_num_heads) = {n + 2 * nkv} heads")
+        h = d // (n + 2 * nkv)
+        parts = (qw[..., :n * h], qw[..., n * h:(n + nkv) * h], qw[..., (n + nkv) * h:])
+    else:
+        if value is None:
+            ctx.fail("key is given without value")
+        if d % n:
+            ctx.fail(f"the query's hidden size {d} is not a multiple of num_heads {n}")
+        h = d // n
+        for what, x in (("key", key), ("value", value)):
+            if shape_of(x) != [b, s, nkv * h]:
+                ctx.fail(f"{what} has shape {shape_of(x)}; ({b}, {s}, {nkv * h}) expected (kv_num_heads {nkv}, "
+                         f"head size {h}, the query's sequence length)")
+        parts = (qw, widen(xp, key), widen(xp, value))
+    q, k, v = (xp.permute_dims(xp.reshape(x, (b, s, m, h)), (0, 2, 1, 3)) for x, m in zip(parts, (n, nkv, nkv)))
+    return q, k, v, h
+
+
+def _lengths(ctx, seqlens_k, total_sequence_length, query_seqlens, b: int, s: int):
+    """(T (B), Q (B), P (B), total) of the docstring's rule, as numpy int64."""
+    sk = ctx.to_host(seqlens_k)
+    if sk.shape != (b,) or sk.dtype.kind not in "iu":
+        ctx.fail(f"seqlens_k must be an integer tensor of shape ({b},), got {sk.dtype} {list(sk.shape)}")
+    tot = ctx.to_host(total_sequence_length)
+    if tot.size != 1:
+        ctx.fail(f"total_sequence_length must be a scalar, got shape {list(tot.shape)}")
+    total = int(tot.reshape(-1)[0])
+    t = sk.astype(np.int64) + 1
+    if (t < 1).any() or (t > total).any():
+        ctx.fail(f"seqlens_k + 1 = {t.tolist()} must lie in [1, total_sequence_length = {total}]")
+    if query_seqlens is not None:
+        ql = ctx.to_host(query_seqlens).astype(np.int64).reshape(-1)
+        if ql.shape != (b,) or (ql < 0).any() or (ql > np.minimum(s, t)).any():
+            ctx.fail(f"query_seqlens {ql.tolist()} must have {b} entries in [0, min(S = {s}, seqlens_k + 1)]")
+        return t, ql, t - ql, total
+    if s == total:
+        return t, np.minimum(s, t), np.zeros(b, np.int64), total
+    if total < s:
+        ctx.fail(f"total_sequence_length {total} is below the sequence length {s}")
+    p = t - s
+    if (p < 0).any():
+        ctx.fail(f"a later step (sequence length {s} != total_sequence_length {total}) needs seqlens_k + 1 >= {s} "
+                 f"in every row, got {t.tolist()}")
+    return t, np.full(b, s, np.int64), p, total
+
+
+def _present(ctx, xp, past, new, p, ql, length: int, padded_prompt: bool):
+    """The present buffer (B, Nkv, length, H) in the cache dtype: past rows [0, P), new rows at P."""
+    b, nkv, s, h = shape_of(new)
+    dtype = new.dtype if past is None else past.dtype
+    out = xp.zeros((b, nkv, length, h), dtype=dtype, device=device_of(new))
+    new = cast(xp, new, dtype)
+    uniform = (p == p[0]).all() and (ql == s).all()
+    if uniform:
+        p0 = int(p[0])
+        if p0:
+            out[:, :, :p0, :] = past[:, :, :p0, :]
+        out[:, :, p0:p0 + s, :] = new
+        return out
+    for i in range(b):
+        pi, qi = int(p[i]), (s if padded_prompt else int(ql[i]))
+        if pi:
+            out[i, :, :pi, :] = past[i, :, :pi, :]
+        if qi:
+            out[i, :, pi:pi + qi, :] = new[i, :, :qi, :]
+    return out
+
+
+def _seen(causal: bool, window: int, t, p, s: int, width: int):
+    """(B, S, width) bool: key j seen by query row s of batch row b."""
+    j = np.arange(width)[None, None, :]
+    pos = (p[:, None] + np.arange(s)[None, :])[:, :, None]
+    keep = j < t[:, None, None]
+    if causal:
+        keep = keep & (j <= pos)
+        if window > 0:
+            keep = keep & (j >= pos - window)
+    return keep
+
+
+@KERNELS.register("GroupQueryAttention", 1, domain=DOMAIN)
+@calls_blas
+def group_query_attention(ctx):
+    xp = ctx.xp
+    a = _attrs(ctx)
+    n, nkv = a["n"], a["nkv"]
+    group = n // nkv
+
+    def run(query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None, total_sequence_length=None,
+            cos_cache=None, sin_cache=None, position_ids=None, attention_bias=None, head_sink=None, k_scale=None,
+            v_scale=None, q_norm_weight=None, k_norm_weight=None, query_seqlens=None):
+        check_float(ctx, query, "query")
+        if k_scale is not None or v_scale is not None:
+            ctx.fail("k_scale / v_scale (a quantized KV cache) are not supported by onnxkit's GroupQueryAttention")
+        if q_norm_weight is not None or k_norm_weight is not None:
+            ctx.fail("q_norm_weight / k_norm_weight (the per-head Q/K RMS norm) are not supported by onnxkit's "
+                     "GroupQueryAttention (onnxruntime's CPU kernel refuses them too)")
+        if seqlens_k is None or total_sequence_length is None:
+            ctx.fail("seqlens_k and total_sequence_length are required")
+        if (past_key is None) != (past_value is None):
+            ctx.fail("past_key and past_value must be given together")
+        q, k, v, h = _split(ctx, xp, query, key, value, n, nkv)
+        b, s = shape_of(query)[:2]
+        t, ql, p, total = _lengths(ctx, seqlens_k, total_sequence_length, query_seqlens, b, s)
+        buf = 0
+        if past_key is not None:
+            for what, x in (("past_key", past_key), ("past_value", past_value)):
+                d = shape_of(x)
+                if len(d) != 4 or d[0] != b or d[1] != nkv or d[3] != h:
+                    ctx.fail(f"{what} has shape {d}; ({b}, {nkv}, past length, {h}) expected")
+            if shape_of(past_value) != shape_of(past_key):
+                ctx.fail(f"past_key {shape_of(past_key)} and past_value {shape_of(past_value)} differ in shape")
+            buf = int(past_key.shape[2])
+        length = max(total, buf)
+        if (p > buf).any():
+            ctx.fail(f"the past buffers hold {buf} positions; rows need {p.tolist()} cached tokens")
+        padded_prompt = query_seqlens is None and s == total
+        if (p + (s if query_seqlens is None else ql) > length).any():
+            ctx.fail(f"the new tokens do not fit the present buffer of {length} positions (cached {p.tolist()}, "
+                     f"sequence length {s})")
+        if a["rotary"]:
+            q, k = _rotary(ctx, xp, q, k, cos_cache, sin_cache, position_ids, p, t, a["interleaved"])
+        pk = _present(ctx, xp, past_key, k, p, ql, length, padded_prompt)
+        pv = _present(ctx, xp, past_value, v, p, ql, length, padded_prompt)
+        width = int(t.max())
+        kw, vw = widen(xp, pk[:, :, :width, :]), widen(xp, pv[:, :, :width, :])
+        scale = a["scale"] or 1.0 / math.sqrt(h)
+        qg = xp.reshape(q, (b, nkv, group * s, h))
+        scores = xp.reshape(xp.matmul(qg, xp.matrix_transpose(kw)), (b, n, s, width)) * scale
+        if attention_bias is not None:
+            bd = shape_of(attention_bias)
+            if len(bd) != 4 or bd[0] not in (1, b) or bd[1] not in (1, n) or bd[2] != s or bd[3] < width:
+                ctx.fail(f"attention_bias has shape {bd}; (B or 1, N or 1, {s}, total_sequence_length) expected")
+            scores = scores + widen(xp, attention_bias[..., :width])
+        if a["softcap"] > 0:
+            scores = xp.tanh(scores / a["softcap"]) * a["softcap"]
+        seen = xp.asarray(_seen(a["causal"], a["window"], t, p, s, width)[:, None], device=device_of(scores))
+        lowest = float(np.finfo(np.float32 if scores.dtype == xp.float32 else np.float64).min)
+        masked = xp.where(seen, scores, const(xp, lowest, scores))
+        m = xp.max(masked, axis=-1, keepdims=True)
+        sink = None
+        if head_sink is not None:
+            if shape_of(head_sink) != [n]:
+                ctx.fail(f"head_sink has shape {shape_of(head_sink)}; ({n},) expected")
+            sink = xp.reshape(widen(xp, head_sink), (1, n, 1, 1))
+        elif a["smooth"]:
+            sink = const(xp, 0.0, scores)
+        if sink is not None:
+            m = xp.maximum(m, sink)
+        e = xp.where(seen, xp.exp(masked - m), const(xp, 0, scores))
+        denom = xp.sum(e, axis=-1, keepdims=True)
+        if sink is not None:
+            denom = denom + xp.exp(sink - m)
+        probs = e / xp.where(denom == 0, const(xp, 1, denom), denom)
+        y = xp.matmul(xp.reshape(probs, (b, nkv, group * s, width)), vw)
+        y = xp.reshape(xp.permute_dims(xp.reshape(y, (b, n, s, h)), (0, 2, 1, 3)), (b, s, n * h))
+        outs = [cast(xp, y, query.dtype), pk, pv]
+        if ctx.num_outputs > 3:
+            qk = masked if a["qk"] == 1 else probs
+            full = xp.zeros((b, n, s, length), dtype=qk.dtype, device=device_of(qk))
+            full[..., :width] = qk
+            outs.append(cast(xp, full, query.dtype))
+        return tuple(outs)
+
+    return run
+
+
+def _rotary(ctx, xp, q, k, cos_cache, sin_cache, position_ids, p, t, interleaved: bool):
+    """Q and K rotated at their positions (do_rotary)."""
+    if cos_cache is None or sin_cache is None:
+        ctx.fail("do_rotary = 1 needs cos_cache and sin_cache")
+    if cos_cache.ndim != 2 or shape_of(sin_cache) != shape_of(cos_cache):
+        ctx.fail(f"cos_cache and sin_cache must be 2-D of one shape, got {shape_of(cos_cache)}, {shape_of(sin_cache)}")
+    b, _, s, h = shape_of(q)
+    half = int(cos_cache.shape[1])
+    if 2 * half > h:
+        ctx.fail(f"cos_cache's width {half} is more than half the head size {h}")
+    if position_ids is not None:
+        pos = ctx.to_host(position_ids).astype(np.int64)
+        if pos.shape != (b, s):
+            ctx.fail(f"position_ids has shape {list(pos.shape)}; ({b}, {s}) expected")
+    else:
+        pos = p[:, None] + np.arange(s)[None, :]
+        pos = np.where(pos < t[:, None], pos, 1)
+    rows = int(cos_cache.shape[0])
+    if pos.size and (pos.min() < 0 or pos.max() >= rows):
+        ctx.fail(f"a rotary position lies outside [0, {rows - 1}] (the rows of cos_cache / sin_cache)")
+    idx = xp.asarray(np.ascontiguousarray(pos.reshape(-1)), device=device_of(q))
+    cos = xp.reshape(xp.take(cast(xp, widen(xp, cos_cache), q.dtype), idx, axis=0), (b, 1, s, half))
+    sin = xp.reshape(xp.take(cast(xp, widen(xp, sin_cache), q.dtype), idx, axis=0), (b, 1, s, half))
+    return (rotate(ctx, xp, q, cos, sin, interleaved, 2 * half), rotate(ctx, xp, k, cos, sin, interleaved, 2 * half))

@@ -138,16 +138,39 @@ def test_unguarded_attention_without_mask_becomes_one_node():
     proto = _graph(mask=None, guard=False)
     check_pass(proto, _feed_for(proto), "attention", 1, ["Transpose", "Attention"])
     node, opsets, _ = _fused(proto)
-    assert node.domain == "ai.onnxkit" and node.attr("nan_to_zero") is None and opsets["ai.onnxkit"] == 2
+    assert node.domain == "ai.onnxkit" and node.attr("nan_to_zero") == 0 and opsets["ai.onnxkit"] == 2
 
 
-def test_from_opset_23_unguarded_attention_is_ai_onnx_attention():
+def test_from_opset_23_unguarded_attention_is_still_ai_onnxkit_attention():
+    """onnxkit's ai.onnx Attention-23 gives zeros for a row of -inf scores (onnx.reference's
+    choice), the unfused Softmax NaN: the fused node is ai.onnxkit Attention-2, nan_to_zero 0."""
     proto = _graph(mask=None, guard=False, opset=23)
     check_pass(proto, _feed_for(proto), "attention", 1, ["Transpose", "Attention"])
     node, opsets, _ = _fused(proto)
-    assert node.domain == "" and opsets == {"": 23}
-    guarded, opsets, _ = _fused(_graph(opset=23))    # the guard has no ai.onnx form
-    assert guarded.domain == "ai.onnxkit" and opsets == {"": 23, "ai.onnxkit": 2}
+    assert node.domain == "ai.onnxkit" and node.attr("nan_to_zero") == 0 and opsets == {"": 23, "ai.onnxkit": 2}
+    guarded, opsets, _ = _fused(_graph(opset=23))
+    assert guarded.domain == "ai.onnxkit" and guarded.attr("nan_to_zero") == 1
+
+
+@pytest.mark.parametrize("opset", [17, 23])
+def test_unguarded_row_of_minus_infinity_gives_nan_as_the_unfused_graph(opset):
+    """A query row of 0s and one -inf against positive keys: every score of the row is -inf, the
+    unfused Softmax gives NaN (onnxruntime's), and so does the fused node (the fuzzer's report:
+    fused 0 against unfused NaN)."""
+    from optimizer_cases import ort_plain
+
+    proto = _graph(mask=None, guard=False, opset=opset)
+    feed = _feed_for(proto)
+    feed["q"][1, 0, 3, :] = 0
+    feed["q"][1, 0, 3, 5] = -np.inf
+    feed["k"] = np.abs(feed["k"]) + 0.1
+    data = proto.SerializeToString()
+    sess = InferenceSession(data, only("attention"))
+    assert sess.optimized.rewrites["attention"] == 1
+    got, want = sess.run(None, feed)[0], ort_plain(proto, feed)[0]
+    assert np.isnan(want[1, 0, 3]).all() and not np.isnan(want[1, 0, 2]).any()
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_fully_masked_rows_and_nan_match_the_unfused_graph():

@@ -23,13 +23,15 @@ by a Transpose read only there becomes a Transpose to (B, H, Skv, D) (its perm's
 entries swapped); otherwise a ``Transpose(K^T, [0, 1, 3, 2])`` is inserted.
 
 The fused node is ai.onnxkit Attention-2 (ai.onnx Attention-23 plus ``nan_to_zero``) with
-``scale`` and, for a guarded softmax, ``nan_to_zero = 1`` — the guard's exact semantics.  An
-unguarded pattern becomes ai.onnx Attention where the model imports ai.onnx 23 or later
-(ai.onnxkit Attention-2, nan_to_zero = 0, otherwise); an unguarded pattern with a mask is not
-fused (Attention gives zeros for a fully masked row, the pattern NaN).  A model importing
-ai.onnxkit 1 already is left alone.  The fused node computes the same function rounded once:
-within the element type's tolerance (Clause 11), not bit for bit; for an unguarded pattern a
-row whose every score is -inf (only from infinite inputs) gives zeros instead of NaN.
+``scale`` and, for a guarded softmax, ``nan_to_zero = 1`` — the guard's exact semantics; an
+unguarded pattern is ``nan_to_zero = 0``: the plain softmax, so a row whose every score is -inf
+(only from infinite inputs) gives NaN as the unfused Softmax does (Part 2, Softmax:
+``exp(x - max) / sum``, ``-inf - -inf`` being NaN; onnxkit's ai.onnx Attention-23 gives zeros
+there, onnx.reference's choice, so it is not the target even where the model imports ai.onnx 23;
+the saved file writes ai.onnx Attention there, :mod:`.portable`).  An unguarded pattern with a
+mask is not fused.  A model importing ai.onnxkit 1 already is left alone.  The fused node
+computes the same function rounded once: within the element type's tolerance (Clause 11), not
+bit for bit.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from .patterns import FLOAT_TAGS, FUSED_DOMAIN
 from .rules import AnyOf, Rule, Scalar, Var, op, replace_match, rules_pass
 from .view import GraphView, is_default
 
-#: ai.onnx's first Attention, and the ai.onnxkit version holding Attention
+#: ai.onnx's first Attention (the saved file's form of an unguarded node, :mod:`.portable`), and the
+#: ai.onnxkit version holding Attention
 ONNX_SINCE, FUSED_VERSION = 23, 2
 
 
@@ -124,11 +127,9 @@ def _rewrite(view: GraphView, match) -> None:
     guarded, m = match.get("guard") is not None, match.get("mask")
     k = _key_input(view, match["kt"], match.root)
     attributes = [ir.Attribute(name="scale", type=ir.AttributeType.FLOAT, value=float(_scale(match)))]
-    if guarded:
-        attributes.append(ir.Attribute(name="nan_to_zero", type=ir.AttributeType.INT, value=1))
-    domain = "" if not guarded and view.version("") >= ONNX_SINCE else FUSED_DOMAIN
-    replace_match(view, match, "Attention", [match["q"], k, match["v"]] + ([m] if m is not None else []), domain,
-                  attributes, "softmax", FUSED_VERSION)
+    attributes.append(ir.Attribute(name="nan_to_zero", type=ir.AttributeType.INT, value=int(guarded)))
+    replace_match(view, match, "Attention", [match["q"], k, match["v"]] + ([m] if m is not None else []),
+                  FUSED_DOMAIN, attributes, "softmax", FUSED_VERSION)
 
 
 RULES = (Rule("attention", PATTERN, _rewrite, _fits, subject="q"),)

@@ -13,10 +13,12 @@ an optimized model written with ``onnxkit run --optimized-model`` checks clean w
 Version 2 (version 1's operators unchanged, plus):
 
 * ``Attention`` — ai.onnx Attention-23 (inputs, outputs, attributes, types, semantics) with one
-  more attribute, ``nan_to_zero`` (int, default 0).  With 0 it is ai.onnx Attention-23; with 1 a
-  softmax probability that is NaN is taken as 0 before the product with V — the guard
-  ``Where(IsNaN(p), 0, p)`` the torch exporters put after the softmax of scaled dot-product
-  attention (a row whose scores are all -inf, or hold a NaN or +inf, then contributes zeros).
+  more attribute, ``nan_to_zero`` (int, default 0).  With 1 a softmax probability that is NaN is
+  taken as 0 before the product with V — the guard ``Where(IsNaN(p), 0, p)`` the torch exporters
+  put after the softmax of scaled dot-product attention (a row whose scores are all -inf, or hold
+  a NaN or +inf, then contributes zeros).  With 0 it is ai.onnx Attention-23 except that the
+  softmax is the plain Softmax of the unfused pattern: a row whose scores are all -inf gives NaN
+  (onnxruntime's Attention-23 does so too; onnxkit's ai.onnx Attention-23 gives zeros there).
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ as BLAS's blocking does); no flag assumes away NaN or inf.
 
 Softmax rows as the definitions say: ``guard`` (nan_to_zero = 1) takes a NaN probability as 0
 (a row holding NaN or +inf, or all -inf, gives zeros: ``Where(IsNaN(p), 0, p)`` after a plain
-softmax); without it (ai.onnx Attention-23 as onnxkit computes it) a row whose maximum is -inf
-gives zeros and a NaN propagates.  A NaN or inf in v propagates through the product (0 * inf
+softmax); without it the plain softmax of the unfused pattern: a row whose maximum is -inf gives
+NaN (``-inf - -inf``) and a NaN propagates.  A NaN or inf in v propagates through the product (0 * inf
 is NaN, as in the matmul).
 
 :func:`softmax_rows32` gives the float32 softmax of the blocked body (overrides/attention.py
@@ -33,8 +33,8 @@ exact powers of two; within 1 ulp of the exact exp over [-104, 0], measured 0.92
 float32 exp is within 2.4; 0 below -104 and for -inf, NaN for NaN), their float64 sum ``t`` (its
 order reassociated: vectorized), then ``p_j = e_j * float32(1 / t)`` (the numpy body divides by
 the float32 sum: both within about 1.5 ulp of ``e_j / t``).  Rows follow the blocked body's rules:
-with ``guard`` a row whose sum is NaN is zeros; without, a zero sum (a row of -inf under the
-maximum 0 the caller sets) gives zeros, a NaN propagates.  One loop where the numpy body makes
+with ``guard`` a row whose sum is NaN is zeros; without, NaN propagates (a row of -inf, whose
+maximum the caller passes as -inf, is NaN).  One loop where the numpy body makes
 four passes over the block (subtract, exp, sum, divide); exponentials of subnormal result
 (arguments below -87.3) are slower (the CPU's subnormal arithmetic), still correct.
 """
@@ -115,8 +115,6 @@ def _softmax_rows32_py(s, top, guard):
             e = _exp32(s[r, j] - m)
             s[r, j] = e
             tot += np.float64(e)
-        if not guard and tot == 0.0:
-            tot = 1.0
         if guard and tot != tot:
             for j in range(n):
                 s[r, j] = zero
@@ -191,8 +189,6 @@ def _attention(q, k, v, mask, ms, has_mask, scale, guard, y, scratch):
                 for j in range(1, nk):
                     if si[j] > m:           # NaN skipped unless first: exp(NaN - m) makes the sum NaN
                         m = si[j]
-                if not guard and m == -np.inf:
-                    m = 0.0
                 for j in range(nk):
                     si[j] = si[j] - m
             for t in range(nq * nk):
@@ -202,8 +198,6 @@ def _attention(q, k, v, mask, ms, has_mask, scale, guard, y, scratch):
                 tot = 0.0
                 for j in range(nk):
                     tot += si[j]
-                if not guard and tot == 0.0:
-                    tot = 1.0
                 inv = 1.0 / tot
                 for c in range(nv):
                     yi[c] = zero

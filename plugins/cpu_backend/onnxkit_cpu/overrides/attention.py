@@ -47,8 +47,8 @@ def _blocked(q, k, v, mask, scale, guard, rows32=None):
     docstring); ``mask`` None or a read-only view broadcast to the scores' shape (B, H, Sq, Skv).
     ``scale`` multiplies the block of q (Dv products a row instead of Skv; the exporters scale q
     and k so too).  Rows as the compiled loop's: with ``guard`` a NaN probability is 0 (it occurs
-    exactly in a row whose sum is NaN: a finite maximum makes the sum at least 1); without, a
-    row whose maximum is -inf gives zeros and NaN propagates.  ``rows32``: the compiled float32
+    exactly in a row whose sum is NaN: a finite maximum makes the sum at least 1); without, NaN
+    propagates (a row whose maximum is -inf is NaN, as the unfused Softmax).  ``rows32``: the compiled float32
     softmax (:func:`~onnxkit_cpu.compiled.attention.softmax_rows32`) or None (numpy's passes)."""
     nb, nh, nq = q.shape[:3]
     nk = k.shape[2]
@@ -71,8 +71,6 @@ def _blocked(q, k, v, mask, scale, guard, rows32=None):
                     if mask is not None:
                         s += mask[b, h, r0:r1]
                     np.maximum.reduce(s, axis=1, keepdims=True, out=m)
-                    if not guard:
-                        m[m == -np.inf] = 0
                     if compiled:
                         rows32(s, m.reshape(-1), guard)
                         y[b, r0:r1, h] = s @ vh
@@ -80,8 +78,6 @@ def _blocked(q, k, v, mask, scale, guard, rows32=None):
                     s -= m
                     np.exp(s, out=s)
                     np.add.reduce(s, axis=1, keepdims=True, out=m)
-                    if not guard:
-                        m[m == 0] = 1
                     s /= m
                     if guard:
                         bad = np.isnan(m[:, 0])

@@ -27,39 +27,48 @@ _GUARDED_DEFAULTS = {"is_causal": 0, "qk_matmul_output_mode": 0, "softcap": 0.0,
                      "q_num_heads": None, "kv_num_heads": None}
 
 
-def guarded_softmax(xp, x):
-    """Softmax over the last axis, a NaN probability taken as 0 (what ``Where(IsNaN(p), 0, p)``
-    after a plain ``Softmax`` computes: a row of -inf, or holding NaN or +inf, gives zeros; an
-    empty last axis gives the empty array)."""
+def guarded_softmax(xp, x, guard: bool = True):
+    """Softmax over the last axis, with ``guard`` a NaN probability taken as 0 (what
+    ``Where(IsNaN(p), 0, p)`` after a plain ``Softmax`` computes: a row of -inf, or holding NaN or
+    +inf, gives zeros); without, the plain Softmax (such a row gives NaN); an empty last axis
+    gives the empty array."""
     if x.shape[-1] == 0:       # no key/value positions (max would have no identity)
         return x
     e = xp.exp(x - xp.max(x, axis=-1, keepdims=True))
     p = e / xp.sum(e, axis=-1, keepdims=True)
-    return xp.where(xp.isnan(p), xp.zeros_like(p), p)
+    return xp.where(xp.isnan(p), xp.zeros_like(p), p) if guard else p
 
 
 @KERNELS.register("Attention", 2, domain=FUSED_DOMAIN)
 @calls_blas
 def attention_fused(ctx):
-    """ai.onnxkit Attention-2: ai.onnx Attention-23's kernel, or with ``nan_to_zero`` = 1
-    ``guarded_softmax((Q sqrt(scale)) (K sqrt(scale))^T + mask) V`` for 4-D Q, K, V, no past,
-    an optional mask (additive of Q's type, added as Add broadcasts; boolean as Attention-23),
-    the batch and head axes of the products broadcast as MatMul's (the pattern the fusion
-    rewrites; any other use is refused naming the node)."""
-    if not int(ctx.attr("nan_to_zero", 0)):
+    """ai.onnxkit Attention-2: ``softmax((Q sqrt(scale)) (K sqrt(scale))^T + mask) V`` for 4-D Q,
+    K, V, no past, an optional mask (additive of Q's type, added as Add broadcasts; boolean as
+    Attention-23), the batch and head axes of the products broadcast as MatMul's (the pattern the
+    fusion rewrites), the softmax :func:`guarded_softmax`, guarded where ``nan_to_zero`` = 1 and
+    plain (a row of -inf gives NaN, as the unfused Softmax) where 0.  With ``nan_to_zero`` = 0 and
+    any other Attention-23 attribute set, an output but Y requested or a past given, ai.onnx
+    Attention-23's kernel; with ``nan_to_zero`` = 1 those are refused naming the node."""
+    guard = bool(int(ctx.attr("nan_to_zero", 0)))
+    extra = [name for name, default in _GUARDED_DEFAULTS.items() if ctx.attr(name, default) != default]
+    if not guard and (extra or any(ctx.output_requested(i) for i in (1, 2, 3))):
         return attention.KERNELS[("", "Attention", 23)](ctx)
     xp = ctx.xp
-    for name, default in _GUARDED_DEFAULTS.items():
-        if ctx.attr(name, default) != default:
-            ctx.fail(f"Attention with nan_to_zero=1 does not take {name}")
+    for name in extra:
+        ctx.fail(f"Attention with nan_to_zero=1 does not take {name}")
     if ctx.output_requested(1) or ctx.output_requested(2) or ctx.output_requested(3):
         ctx.fail("Attention with nan_to_zero=1 gives Y only")
     scale_attr = ctx.attr("scale")
+    general = None if guard else attention.KERNELS[("", "Attention", 23)](ctx)
 
     def run(q, k, v, attn_mask=None, past_key=None, past_value=None):
         if past_key is not None or past_value is not None:
+            if general is not None:
+                return general(q, k, v, attn_mask, past_key, past_value)
             ctx.fail("Attention with nan_to_zero=1 does not take past_key / past_value")
         if not q.ndim == k.ndim == v.ndim == 4:
+            if general is not None:
+                return general(q, k, v, attn_mask)
             ctx.fail(f"Attention with nan_to_zero=1 needs 4-D Q, K, V, got shapes "
                      f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
         t = q.dtype
@@ -69,6 +78,6 @@ def attention_fused(ctx):
         if attn_mask is not None:
             scores = scores + (attn_mask if attn_mask.dtype == t else
                                attention._additive_mask(ctx, attn_mask, int(k.shape[2]), t))
-        return attention._matmul(xp, guarded_softmax(xp, scores), v)
+        return attention._matmul(xp, guarded_softmax(xp, scores, guard), v)
 
     return run

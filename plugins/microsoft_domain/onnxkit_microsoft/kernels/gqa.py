@@ -21,14 +21,14 @@ at position ``P + s``.
 * ``do_rotary``: Q and K rotated (halves, or ``rotary_interleaved`` pairs) over the first
   ``2 * cos_cache.shape[1]`` features by the angles of row ``position_ids[b, s]`` where given, else of
   position ``P + s`` (a padded row of a prompt: position 1).
-* scores ``scale * Q Kᵀ`` (``scale`` 0: ``1/sqrt(H)``) plus ``attention_bias``, then
-  ``softcap * tanh(x / softcap)`` when ``softcap > 0``; key ``j`` seen by row ``s`` when
-  ``j <= P + s`` (``causal``; with ``local_window_size`` ``W > 0`` also ``j >= P + s - W``) or
+* scores ``scale * Q Kᵀ`` (``scale`` 0: ``1/sqrt(H)``), capped to ``softcap * tanh(x / softcap)``
+  when ``softcap > 0``, then plus ``attention_bias``; key ``j`` seen by row ``s`` when
+  ``j <= P + s`` (``causal``; with ``local_window_size`` ``W > 0`` also ``j > P + s - W``: W keys) or
   ``j < T`` (``causal = 0``); softmax over the seen keys, with a sink logit in the denominator when
   ``smooth_softmax`` (0) or ``head_sink`` (per head) is given.  Output rows of padding are
   unspecified (here: attention over the seen keys below ``T``).
-* ``qk_output`` 1 / 2: output 3 the scores before / after the softmax, ``(B, N, S, P_present)``
-  (unseen keys 0 after, the lowest float before).
+* ``qk_output`` 1 / 2: output 3 the scores before / after the softmax, ``(B, N, S, total)``
+  (unseen keys 0).
 
 Refused by name: a quantized KV cache (``k_scale``, ``v_scale``, ``kv_cache_bit_width``, a
 ``k_quant_type``/``v_quant_type`` other than NONE), ``sliding_window_cache`` and the per-head Q/K
@@ -164,7 +164,7 @@ def _seen(causal: bool, window: int, t, p, s: int, width: int):
     if causal:
         keep = keep & (j <= pos)
         if window > 0:
-            keep = keep & (j >= pos - window)
+            keep = keep & (j > pos - window)
     return keep
 
 
@@ -217,13 +217,13 @@ def group_query_attention(ctx):
         scale = a["scale"] or 1.0 / math.sqrt(h)
         qg = xp.reshape(q, (b, nkv, group * s, h))
         scores = xp.reshape(xp.matmul(qg, xp.matrix_transpose(kw)), (b, n, s, width)) * scale
+        if a["softcap"] > 0:
+            scores = xp.tanh(scores / a["softcap"]) * a["softcap"]
         if attention_bias is not None:
             bd = shape_of(attention_bias)
             if len(bd) != 4 or bd[0] not in (1, b) or bd[1] not in (1, n) or bd[2] != s or bd[3] < width:
                 ctx.fail(f"attention_bias has shape {bd}; (B or 1, N or 1, {s}, total_sequence_length) expected")
             scores = scores + widen(xp, attention_bias[..., :width])
-        if a["softcap"] > 0:
-            scores = xp.tanh(scores / a["softcap"]) * a["softcap"]
         seen = xp.asarray(_seen(a["causal"], a["window"], t, p, s, width)[:, None], device=device_of(scores))
         lowest = float(np.finfo(np.float32 if scores.dtype == xp.float32 else np.float64).min)
         masked = xp.where(seen, scores, const(xp, lowest, scores))
@@ -246,8 +246,8 @@ def group_query_attention(ctx):
         y = xp.reshape(xp.permute_dims(xp.reshape(y, (b, n, s, h)), (0, 2, 1, 3)), (b, s, n * h))
         outs = [cast(xp, y, query.dtype), pk, pv]
         if ctx.num_outputs > 3:
-            qk = masked if a["qk"] == 1 else probs
-            full = xp.zeros((b, n, s, length), dtype=qk.dtype, device=device_of(qk))
+            qk = xp.where(seen, scores, const(xp, 0, scores)) if a["qk"] == 1 else probs
+            full = xp.zeros((b, n, s, total), dtype=qk.dtype, device=device_of(qk))
             full[..., :width] = qk
             outs.append(cast(xp, full, query.dtype))
         return tuple(outs)

@@ -1,0 +1,236 @@
+"""GroupQueryAttention, one node, against onnxruntime 1.32 over the axes of onnxruntime's CPU parity
+tests (onnxruntime/test/python/transformers/test_gqa_cpu.py): the phase (prompt, token, a later
+multi-token prompt), the KV buffer (shared: a past buffer of the cache's full length; or not: the
+past tokens only), ``local_window_size``, rotary (off, halves, interleaved), packed QKV, ``softcap``,
+``smooth_softmax`` and the custom tree attention inputs (``position_ids`` and ``attention_bias``);
+batch rows of different lengths (right padding in the prompt).
+
+The default suite runs a covering subset of that product (every pair of axis values at least
+once; :data:`GRID`); ``ONNXKIT_GQA_FULL=1`` runs all of it (:func:`full_grid`).  Compared: the
+output's valid rows (a padding row's output is unspecified) and each present buffer's rows
+``[0, seqlens_k + 1)``; presents' shapes equal.  Then the optional inputs and outputs one by one
+(head_sink, query_seqlens, causal=0, qk_output), the refusals and the shape inference.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import warnings
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from ms_harness import run_ort, run_onnxkit
+
+from onnxkit.errors import OnnxkitError
+
+N, NKV, H = 6, 3, 32
+PHASES = ("prompt", "token", "subsequent")
+AXES = dict(phase=PHASES, share=(True, False), local=(False, True), rotary=("off", "halves", "interleaved"),
+            packed=(False, True), softcap=(0.0, 50.0), smooth=(False, True), tree=(False, True))
+
+
+def full_grid() -> list:
+    return [dict(zip(AXES, values)) for values in itertools.product(*AXES.values())]
+
+
+def _pairwise() -> list:
+    """A small set of configurations covering every pair of axis values (greedy)."""
+    names = list(AXES)
+    need = {(a, va, b, vb) for i, a in enumerate(names) for b in names[i + 1:] for va in AXES[a] for vb in AXES[b]}
+    chosen = []
+    candidates = full_grid()
+    while need:
+        best = max(candidates, key=lambda c: sum((a, c[a], b, c[b]) in need for a, _, b, _ in need))
+        covered = {(a, best[a], b, best[b]) for i, a in enumerate(names) for b in names[i + 1:]}
+        need -= covered
+        chosen.append(best)
+    return chosen
+
+
+GRID = _pairwise() if not os.environ.get("ONNXKIT_GQA_FULL") else full_grid()
+
+
+def _case(cfg, seed: int = 0):
+    """(inputs list, attrs, lens T (B), query rows valid (B, S) bool, present length)."""
+    rng = np.random.default_rng(seed)
+    phase = cfg["phase"]
+    if phase == "prompt":
+        b, s = 3, 7
+        t = np.array([7, 4, 6])
+        p = np.zeros(b, int)
+        total = s
+    elif phase == "token":
+        b, s = 2, 1
+        t = np.array([9, 5])
+        p = t - s
+        total = int(t.max())
+    else:
+        b, s = 1, 4
+        t = np.array([10])
+        p = t - s
+        total = 10
+    buf = 16 if cfg["share"] else (0 if phase == "prompt" else int(p.max()))
+    width = (N + 2 * NKV) * H if cfg["packed"] else N * H
+    q = rng.standard_normal((b, s, width)).astype(np.float32)
+    k = v = None
+    if not cfg["packed"]:
+        k = rng.standard_normal((b, s, NKV * H)).astype(np.float32)
+        v = rng.standard_normal((b, s, NKV * H)).astype(np.float32)
+    pk = pv = None
+    if buf:
+        pk = rng.standard_normal((b, NKV, buf, H)).astype(np.float32)
+        pv = rng.standard_normal((b, NKV, buf, H)).astype(np.float32)
+    cos = sin = None
+    if cfg["rotary"] != "off":
+        ang = rng.uniform(0, 2 * np.pi, (32, H // 2))
+        cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    pos = bias = None
+    if cfg["tree"]:
+        pos = (p[:, None] + np.arange(s)[None, :]).astype(np.int64)
+        pos = np.minimum(pos, t[:, None] - 1)
+        bias = (rng.standard_normal((b, 1, s, total)) * 0.5).astype(np.float32)
+    inputs = [q, k, v, pk, pv, (t - 1).astype(np.int32), np.array([total], np.int32), cos, sin, pos, bias]
+    attrs = {"num_heads": N, "kv_num_heads": NKV, "local_window_size": 3 if cfg["local"] else -1,
+             "do_rotary": int(cfg["rotary"] != "off"), "rotary_interleaved": int(cfg["rotary"] == "interleaved"),
+             "softcap": cfg["softcap"], "smooth_softmax": int(cfg["smooth"])}
+    valid = (np.arange(s)[None, :] + p[:, None]) < t[:, None]
+    return inputs, attrs, t, valid
+
+
+def _model(inputs, attrs, n_out=3):
+    names = [f"x{k}" if v is not None else "" for k, v in enumerate(inputs)]
+    while names and not names[-1]:
+        names.pop()
+    outs = ["y", "present_key", "present_value", "qk"][:n_out]
+    node = helper.make_node("GroupQueryAttention", names, outs, name="n0", domain="com.microsoft", **attrs)
+    tags = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32,
+            np.dtype(np.int64): TensorProto.INT64}
+    ins = [helper.make_tensor_value_info(n, tags[v.dtype], list(v.shape)) for n, v in zip(names, inputs) if v is not None]
+    g = helper.make_graph([node], "g", ins, [helper.make_empty_tensor_value_info(o) for o in outs])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    return m.SerializeToString(), {n: v for n, v in zip(names, inputs) if v is not None}
+
+
+def _compare(got, want, t, valid, what):
+    y, yw = np.asarray(got[0]), np.asarray(want[0])
+    assert y.shape == yw.shape and y.dtype == yw.dtype, (what, y.shape, yw.shape)
+    np.testing.assert_allclose(y[valid], yw[valid], rtol=1e-4, atol=1e-5, err_msg=f"{what} output")
+    for k in (1, 2):
+        g, w = np.asarray(got[k]), np.asarray(want[k])
+        assert g.shape == w.shape, (what, k, g.shape, w.shape)
+        for i, ti in enumerate(t):
+            np.testing.assert_allclose(g[i, :, :ti], w[i, :, :ti], rtol=1e-5, atol=1e-6, err_msg=f"{what} present {k}")
+
+
+def _label(cfg) -> str:
+    return "-".join(f"{k}={v}" for k, v in cfg.items())
+
+
+def run_case(cfg, backend="cpu"):
+    inputs, attrs, t, valid = _case(cfg)
+    model, feed = _model(inputs, attrs)
+    want = run_ort(model, feed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = run_onnxkit(model, feed, backend)
+    _compare(got, want, t, valid, _label(cfg))
+
+
+@pytest.mark.parametrize("cfg", GRID, ids=_label)
+def test_gqa_parity_grid(cfg):
+    run_case(cfg)
+
+
+def test_grid_covers_every_pair():
+    assert len(full_grid()) == 3 * 2 * 2 * 3 * 2 * 2 * 2 * 2
+    if not os.environ.get("ONNXKIT_GQA_FULL"):
+        assert len(GRID) < 30
+        pairs = {(a, c[a], b, c[b]) for c in GRID for a in AXES for b in AXES if a < b}
+        assert len(pairs) == sum(len(AXES[a]) * len(AXES[b]) for a in AXES for b in AXES if a < b)
+
+
+def test_gqa_on_the_gpu_backend():
+    """The torch namespace runs the kernel too (no cpu fallback), the buffer-sharing token step."""
+    run_case(dict(phase="token", share=True, local=True, rotary="interleaved", packed=True, softcap=50.0,
+                  smooth=True, tree=True), backend="gpu")
+
+
+def _one(extra_inputs=None, attrs=None, n_out=3, phase="token"):
+    cfg = dict(phase=phase, share=True, local=False, rotary="halves", packed=False, softcap=0.0, smooth=False,
+               tree=False)
+    inputs, base, t, valid = _case(cfg, seed=3)
+    inputs = inputs + [None] * (16 - len(inputs))
+    for k, v in (extra_inputs or {}).items():
+        inputs[k] = v
+    return _model(inputs, {**base, **(attrs or {})}, n_out), t, valid
+
+
+def test_head_sink():
+    (model, feed), t, valid = _one({11: np.array([0.5, -1.0, 2.0, 0.0, 1.0, -3.0], np.float32)})
+    _compare(run_onnxkit(model, feed, "cpu"), run_ort(model, feed), t, valid, "head_sink")
+
+
+def test_query_seqlens_right_padded_chunk():
+    """A chunk of S = 4 rows of which Q are valid, after P cached tokens (query_seqlens)."""
+    rng = np.random.default_rng(5)
+    b, s = 2, 4
+    q, k, v = (rng.standard_normal((b, s, m * H)).astype(np.float32) for m in (N, NKV, NKV))
+    pk, pv = (rng.standard_normal((b, NKV, 16, H)).astype(np.float32) for _ in range(2))
+    ql = np.array([4, 2], np.int32)
+    t = np.array([9, 6])
+    inputs = [q, k, v, pk, pv, (t - 1).astype(np.int32), np.array([16], np.int32)] + [None] * 9 + [ql]
+    model, feed = _model(inputs, {"num_heads": N, "kv_num_heads": NKV})
+    valid = np.arange(s)[None, :] < ql[:, None]
+    _compare(run_onnxkit(model, feed, "cpu"), run_ort(model, feed), t, valid, "query_seqlens")
+
+
+def test_not_causal():
+    (model, feed), t, valid = _one(attrs={"causal": 0}, phase="subsequent")
+    _compare(run_onnxkit(model, feed, "cpu"), run_ort(model, feed), t, valid, "causal=0")
+
+
+@pytest.mark.parametrize("mode", [1, 2])
+def test_qk_output(mode):
+    (model, feed), t, valid = _one(attrs={"qk_output": mode}, n_out=4, phase="subsequent")
+    got, want = run_onnxkit(model, feed, "cpu"), run_ort(model, feed)
+    _compare(got, want, t, valid, "qk_output")
+    g, w = np.asarray(got[3]), np.asarray(want[3])
+    assert g.shape == w.shape, (g.shape, w.shape)
+    np.testing.assert_allclose(g[..., :t[0]], w[..., :t[0]], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("inputs,attrs,words", [
+    ({12: np.ones(1, np.float32), 13: np.ones(1, np.float32)}, {}, "k_scale"),
+    ({14: np.ones(H, np.float32), 15: np.ones(H, np.float32)}, {}, "q_norm_weight"),
+    ({}, {"sliding_window_cache": 1, "local_window_size": 4}, "sliding_window_cache"),
+    ({}, {"num_heads": 5}, "multiple of kv_num_heads"),
+    ({5: np.array([40, 3], np.int32)}, {}, r"seqlens_k \+ 1"),
+    ({8: None}, {}, "cos_cache"),
+])
+def test_refused_by_name(inputs, attrs, words):
+    (model, feed), _, _ = _one(inputs, attrs)
+    with pytest.raises(OnnxkitError, match=words):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run_onnxkit(model, feed, "cpu")
+
+
+def test_shape_inference_packed_and_presents():
+    """Packed QKV: the output is (B, S, N*H), not the query's shape; presents (B, Nkv, ?, H)."""
+    import io
+
+    import onnxkit
+    from onnxkit.inference import infer_model
+
+    cfg = dict(phase="token", share=True, local=False, rotary="halves", packed=True, softcap=0.0, smooth=False,
+               tree=False)
+    inputs, attrs, _, _ = _case(cfg)
+    model, _ = _model(inputs, attrs, n_out=4)
+    types = {k[1]: str(v) for k, v in infer_model(onnxkit.load(io.BytesIO(model))).types.items() if not k[0]}
+    assert types["y"] == f"tensor(float)[2, 1, {N * H}]", types
+    assert types["present_key"] == types["present_value"] == f"tensor(float)[2, {NKV}, ?, {H}]", types
+    assert types["qk"] == f"tensor(float)[2, {N}, 1, ?]", types

@@ -1,0 +1,115 @@
+"""onnxruntime-genai's model builder's decoders (tests/generative/genai_models.py: llama, qwen2, phi3,
+mistral, gemma; fp32 and int4 for the CPU) run on onnxkit's InferenceSession: greedy decoding of
+56 new tokens after a 7-token prompt, driven by ``session.run`` the way genai_config.json describes
+the model (input_ids, attention_mask over every token so far, past_key_values.%d.key/value fed
+back from present.%d.key/value), gives the tokens onnxruntime 1.32 gives on the same loop.
+
+The loop keeps the KV cache as onnxruntime-genai does (``past_present_share_buffer``: a past buffer
+of the whole context's length, the present returned in its place), or grows it (a past of the
+tokens so far; :func:`test_growing_cache`).  fp32 logits agree closely at every step; int4 models
+(MatMulNBits, accuracy_level 4: onnxruntime quantizes the activations to int8 there) agree within
+the quantization's error and in every greedy choice.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from genai_models import ARCHS, PRECISIONS, build, genai_config
+
+ort = pytest.importorskip("onnxruntime")
+
+PROMPT = [5, 17, 33, 9, 61, 42, 7]
+NEW_TOKENS = 56
+
+
+def greedy(run, cfg: dict, prompt=PROMPT, new: int = NEW_TOKENS, shared: bool = True):
+    """(the new tokens, the logits of the last position at each step) of greedy decoding with
+    ``run(feed) -> [logits, present.0.key, present.0.value, ...]``."""
+    dec = cfg["model"]["decoder"]
+    layers, nkv, h = dec["num_hidden_layers"], dec["num_key_value_heads"], dec["head_size"]
+    names = dec["inputs"]
+    length = min(cfg["search"]["max_length"], len(prompt) + new) if shared else 0
+    past = {}
+    for i in range(layers):
+        for kind in ("key", "value"):
+            past[names[f"past_{kind}_names"] % i] = np.zeros((1, nkv, length, h), np.float32)
+    tokens, logits_seen = list(prompt), []
+    ids = np.array([prompt], np.int64)
+    for _ in range(new):
+        feed = {names["input_ids"]: ids, names["attention_mask"]: np.ones((1, len(tokens)), np.int64), **past}
+        outs = run(feed)
+        last = np.asarray(outs[0])[0, -1]
+        logits_seen.append(last)
+        tokens.append(int(np.argmax(last)))
+        ids = np.array([[tokens[-1]]], np.int64)
+        for i in range(layers):
+            past[names["past_key_names"] % i] = outs[1 + 2 * i]
+            past[names["past_value_names"] % i] = outs[2 + 2 * i]
+    return tokens[len(prompt):], np.stack(logits_seen)
+
+
+def output_names(cfg: dict) -> list:
+    dec = cfg["model"]["decoder"]
+    outs = dec["outputs"]
+    return [outs["logits"]] + [outs[f"present_{k}_names"] % i for i in range(dec["num_hidden_layers"])
+                                for k in ("key", "value")]
+
+
+def both(arch: str, precision: str, shared: bool = True):
+    """(onnxruntime's tokens and logits, onnxkit's) for one built model."""
+    from onnxkit.runtime import InferenceSession
+
+    folder = build(arch, precision)
+    cfg = genai_config(folder)
+    assert cfg["search"]["past_present_share_buffer"] is True
+    names = output_names(cfg)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    ref = ort.InferenceSession(str(folder / "model.onnx"), so, providers=["CPUExecutionProvider"])
+    want = greedy(lambda feed: ref.run(names, feed), cfg, shared=shared)
+    with warnings.catch_warnings():
+        # the model declares present's length total_sequence_length; with a shared buffer it is the
+        # buffer's (the conformance warning says so), as onnxruntime-genai runs it
+        warnings.simplefilter("ignore")
+        sess = InferenceSession(str(folder / "model.onnx"))
+        got = greedy(lambda feed: sess.run(names, feed), cfg, shared=shared)
+    return want, got
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_greedy_tokens_equal_onnxruntime(arch, precision):
+    (want_tokens, want_logits), (got_tokens, got_logits) = both(arch, precision)
+    assert len(got_tokens) == NEW_TOKENS >= 48
+    assert len(set(want_tokens)) > 5, "a degenerate model: greedy decoding repeats one token"
+    assert got_tokens == want_tokens
+    if precision == "fp32":
+        np.testing.assert_allclose(got_logits, want_logits, rtol=1e-3, atol=1e-3)
+    else:
+        spread = np.abs(want_logits).max()
+        assert np.abs(got_logits - want_logits).max() < 0.05 * spread
+
+
+def test_growing_cache():
+    """The past holding only the tokens so far (no shared buffer): present grows by one a step."""
+    (want_tokens, want_logits), (got_tokens, got_logits) = both("qwen2", "fp32", shared=False)
+    assert got_tokens == want_tokens
+    np.testing.assert_allclose(got_logits, want_logits, rtol=1e-3, atol=1e-3)
+
+
+def test_every_architecture_builds():
+    """genai_models.UNBUILDABLE lists none: the builder builds all five here."""
+    from genai_models import UNBUILDABLE
+
+    assert UNBUILDABLE == {}
+    for arch in ARCHS:
+        for precision in PRECISIONS:
+            folder = build(arch, precision)
+            assert (folder / "model.onnx").exists() and (folder / "tokenizer.json").exists()
+            model = (folder / "model.onnx").read_bytes()
+            assert b"GroupQueryAttention" in model
+            assert (b"MatMulNBits" in model) == (precision == "int4")

@@ -39,6 +39,7 @@ _LAZY = {
     "to_text": "printer",
     "set_default_logger_severity": "log",
     "install_as_onnxruntime": "ort.install",
+    "install_as_onnxruntime_genai": "genai.install",
 }
 
 __all__ = [

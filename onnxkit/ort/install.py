@@ -13,6 +13,9 @@ do the same at its first ``import onnxruntime`` (and tells ``importlib.metadata`
 ``onnxruntime`` distribution of :data:`~onnxkit.ort.functions.ORT_API_VERSION` is there, as
 libraries that check the version before importing expect): what the runner and ``onnxkit exec``
 use, so that child processes stand in too.
+
+:class:`StandIn` is that machinery for any alias (``onnxkit.genai`` uses it for
+``onnxruntime_genai``).
 """
 
 from __future__ import annotations
@@ -29,12 +32,8 @@ ORT = "onnxruntime"
 TARGET = "onnxkit.ort"
 
 
-def _target(fullname: str) -> str:
-    return TARGET + fullname[len(ORT):]
-
-
 class _AliasLoader(importlib.abc.Loader):
-    """Gives the onnxkit module itself for an ``onnxruntime`` name."""
+    """Gives the onnxkit module itself for an aliased name."""
 
     def __init__(self, target: str):
         self.target = target
@@ -46,20 +45,24 @@ class _AliasLoader(importlib.abc.Loader):
         """The module was executed when it was imported under its onnxkit name."""
 
 
-class OnnxruntimeFinder(importlib.abc.MetaPathFinder):
-    """Resolves ``onnxruntime`` and ``onnxruntime.*`` to ``onnxkit.ort`` and its submodules."""
+class AliasFinder(importlib.abc.MetaPathFinder):
+    """Resolves ``alias`` and ``alias.*`` to ``target`` and its submodules; a name ``target`` lacks
+    is a ``ModuleNotFoundError`` that names ``installer`` (the call that put the finder there)."""
+
+    def __init__(self, alias: str, target: str, installer: str):
+        self.alias, self.target, self.installer = alias, target, installer
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != ORT and not fullname.startswith(ORT + "."):
+        if fullname != self.alias and not fullname.startswith(self.alias + "."):
             return None
-        real = _target(fullname)
+        real = self.target + fullname[len(self.alias):]
         try:
             found = importlib.util.find_spec(real)
         except ModuleNotFoundError:
             found = None
         if found is None:
-            raise ModuleNotFoundError(f"No module named {fullname!r}: onnxkit stands in for onnxruntime here "
-                                      f"(onnxkit.install_as_onnxruntime) and has no {real!r}", name=fullname)
+            raise ModuleNotFoundError(f"No module named {fullname!r}: onnxkit stands in for {self.alias} here "
+                                      f"(onnxkit.{self.installer}) and has no {real!r}", name=fullname)
         spec = importlib.machinery.ModuleSpec(fullname, _AliasLoader(real), is_package=found.submodule_search_locations
                                               is not None)
         if found.submodule_search_locations is not None:
@@ -67,12 +70,86 @@ class OnnxruntimeFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
+class OnnxruntimeFinder(AliasFinder):
+    """Resolves ``onnxruntime`` and ``onnxruntime.*`` to ``onnxkit.ort`` and its submodules."""
+
+    def __init__(self):
+        super().__init__(ORT, TARGET, "install_as_onnxruntime")
+
+
+class StandIn:
+    """One stand-in: ``import alias`` gives the onnxkit module ``target`` once :meth:`install` ran.
+
+    ``distribution`` / ``version``: the distribution record :meth:`shim_dir` writes (``version`` a
+    string or a callable giving it); ``installer``: the ``onnxkit`` function a shim calls;
+    ``environ``: the variable :meth:`child_environment` sets to ``"1"``."""
+
+    def __init__(self, alias: str, target: str, installer: str, distribution: str, version, environ: str,
+                 finder: AliasFinder = None):
+        self.alias, self.target, self.installer = alias, target, installer
+        self.distribution, self.version, self.environ = distribution, version, environ
+        self.finder = finder or AliasFinder(alias, target, installer)
+
+    def _names(self) -> list:
+        return [n for n in sys.modules if n == self.alias or n.startswith(self.alias + ".")]
+
+    def installed(self) -> bool:
+        return self.finder in sys.meta_path
+
+    def install(self) -> None:
+        if self.finder not in sys.meta_path:
+            sys.meta_path.insert(0, self.finder)
+        for name in self._names():
+            if not getattr(sys.modules[name], "__name__", "").startswith(self.target):
+                del sys.modules[name]
+        sys.modules[self.alias] = importlib.import_module(self.target)
+
+    def uninstall(self) -> None:
+        while self.finder in sys.meta_path:
+            sys.meta_path.remove(self.finder)
+        for name in self._names():
+            if getattr(sys.modules[name], "__name__", "").startswith(self.target):
+                del sys.modules[name]
+
+    def shim_dir(self, directory=None) -> str:
+        version = self.version() if callable(self.version) else self.version
+        d = directory or tempfile.mkdtemp(prefix=f"onnxkit-{self.alias.replace('_', '-')}-")
+        pkg = os.path.join(d, self.alias)
+        os.makedirs(pkg, exist_ok=True)
+        with open(os.path.join(pkg, "__init__.py"), "w", encoding="utf-8") as fh:
+            fh.write(f'"""Written by onnxkit ({self.target}.install.shim_dir): onnxkit stands in for {self.alias}."""\n'
+                     f"import sys\nimport onnxkit\n\nonnxkit.{self.installer}()   "
+                     f'# sys.modules["{self.alias}"] is now onnxkit\'s stand-in\n')
+        info = os.path.join(d, f"{self.alias}-{version}.dist-info")
+        os.makedirs(info, exist_ok=True)
+        with open(os.path.join(info, "METADATA"), "w", encoding="utf-8") as fh:
+            fh.write(f"Metadata-Version: 2.1\nName: {self.distribution}\nVersion: {version}\n"
+                     f"Summary: onnxkit standing in for {self.distribution}\n")
+        with open(os.path.join(info, "top_level.txt"), "w", encoding="utf-8") as fh:
+            fh.write(self.alias + "\n")
+        return d
+
+    def child_environment(self, env=None, directory=None) -> dict:
+        env = dict(os.environ if env is None else env)
+        d = self.shim_dir(directory)
+        env["PYTHONPATH"] = d + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env[self.environ] = "1"
+        return env
+
+
+def _ort_version() -> str:
+    from .functions import ORT_API_VERSION
+
+    return ORT_API_VERSION
+
+
 _FINDER = OnnxruntimeFinder()
+_ORT = StandIn(ORT, TARGET, "install_as_onnxruntime", ORT, _ort_version, "ONNXKIT_AS_ONNXRUNTIME", _FINDER)
 
 
 def installed() -> bool:
     """Whether onnxkit stands in for onnxruntime in this process."""
-    return _FINDER in sys.meta_path
+    return _ORT.installed()
 
 
 def install_as_onnxruntime() -> None:
@@ -80,56 +157,20 @@ def install_as_onnxruntime() -> None:
 
     Idempotent.  onnxruntime modules imported before are replaced in :data:`sys.modules`
     (objects taken from them earlier stay what they were)."""
-    if _FINDER not in sys.meta_path:
-        sys.meta_path.insert(0, _FINDER)
-    for name in [n for n in sys.modules if n == ORT or n.startswith(ORT + ".")]:
-        module = sys.modules[name]
-        if not getattr(module, "__name__", "").startswith(TARGET):
-            del sys.modules[name]
-    sys.modules[ORT] = importlib.import_module(TARGET)
+    _ORT.install()
 
 
 def uninstall() -> None:
     """Undo :func:`install_as_onnxruntime`: ``import onnxruntime`` finds the real one (if any) again."""
-    while _FINDER in sys.meta_path:
-        sys.meta_path.remove(_FINDER)
-    for name in [n for n in sys.modules if n == ORT or n.startswith(ORT + ".")]:
-        if getattr(sys.modules[name], "__name__", "").startswith(TARGET):
-            del sys.modules[name]
-
-
-_SHIM = '''"""Written by onnxkit (onnxkit.ort.install.shim_dir): onnxkit stands in for onnxruntime."""
-import sys
-import onnxkit
-
-onnxkit.install_as_onnxruntime()   # sys.modules["onnxruntime"] is now onnxkit's stand-in
-'''
+    _ORT.uninstall()
 
 
 def shim_dir(directory=None) -> str:
     """A folder (new temporary one unless ``directory``) holding an ``onnxruntime`` package that
     installs onnxkit's stand-in when imported, and an ``onnxruntime`` distribution record."""
-    from .functions import ORT_API_VERSION
-
-    d = directory or tempfile.mkdtemp(prefix="onnxkit-ort-")
-    pkg = os.path.join(d, ORT)
-    os.makedirs(pkg, exist_ok=True)
-    with open(os.path.join(pkg, "__init__.py"), "w", encoding="utf-8") as fh:
-        fh.write(_SHIM)
-    info = os.path.join(d, f"{ORT}-{ORT_API_VERSION}.dist-info")
-    os.makedirs(info, exist_ok=True)
-    with open(os.path.join(info, "METADATA"), "w", encoding="utf-8") as fh:
-        fh.write(f"Metadata-Version: 2.1\nName: {ORT}\nVersion: {ORT_API_VERSION}\n"
-                 "Summary: onnxkit standing in for onnxruntime\n")
-    with open(os.path.join(info, "top_level.txt"), "w", encoding="utf-8") as fh:
-        fh.write(ORT + "\n")
-    return d
+    return _ORT.shim_dir(directory)
 
 
 def child_environment(env=None, directory=None) -> dict:
     """``env`` (default :data:`os.environ`) with :func:`shim_dir`'s folder first on ``PYTHONPATH``."""
-    env = dict(os.environ if env is None else env)
-    d = shim_dir(directory)
-    env["PYTHONPATH"] = d + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["ONNXKIT_AS_ONNXRUNTIME"] = "1"
-    return env
+    return _ORT.child_environment(env, directory)

@@ -790,6 +790,14 @@ MUTANTS = (
            "    additive = np.where(keep, work(0.0), work(filter_value)).astype(work)",
            "    additive = ((~keep) * work(filter_value)).astype(work)",
            ("plugins/microsoft_domain/tests/test_multihead_attention_mask.py",)),
+    Mutant("gqa-present-uniform-ignores-offsets", "plugins/microsoft_domain/onnxkit_microsoft/kernels/gqa.py",
+           "    uniform = (p == p[0]).all() and (ql == s).all()",
+           "    uniform = (ql == s).all()",
+           ("plugins/microsoft_domain/tests/test_group_query_attention.py",)),
+    Mutant("gqa-window-one-key-more", "plugins/microsoft_domain/onnxkit_microsoft/kernels/gqa.py",
+           "            keep = keep & (j > pos - window)",
+           "            keep = keep & (j >= pos - window)",
+           ("plugins/microsoft_domain/tests/test_group_query_attention.py",)),
 )
 
 

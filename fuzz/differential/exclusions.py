@@ -19,9 +19,7 @@ name, so a run's figures say how many models each entry set aside.
 * ``no-oracle`` — neither onnxruntime nor onnx.reference runs the model (a generator slip):
   nothing to compare with.
 * Generator restrictions (models not generated, so not counted): no NaN into MaxPool (onnxruntime
-  skips NaN in a max, numpy propagates it; Part 2 does not say), no infinities into an unguarded
-  attention pattern's Q (a row of -inf scores gives NaN there and zeros fused: documented in
-  ``onnxkit/runtime/optimizer/attention.py``), no RNN in float64 or layout 1 (onnxruntime has no
+  skips NaN in a max, numpy propagates it; Part 2 does not say), no RNN in float64 or layout 1 (onnxruntime has no
   such kernels), no out-of-range float -> uint8 Cast (undefined behaviour in C++), no NaN or inf
   into Resize and no tf_crop_and_resize (the portable kernel differs from onnxruntime there:
   taps of weight 0 times inf or NaN, and cropped axes; its fast path is bit-identical to it), no

@@ -114,9 +114,8 @@ def attention(b: Builder) -> None:
     s, skv = shape(b, 2, symbolic=0.6, fixed=(1, 2, 3))
     d, dv = (int(pick(b, [1, 2, 4])) for _ in range(2))
     guarded = chance(b, 0.5)
-    # unguarded: no infinities in Q (a row of -inf scores gives NaN there and zeros fused: documented)
-    q = b.input(elem, lead + [s, d], {"kind": "f", "lo": -2, "hi": 2,
-                                      "special": chance(b, 0.15) and (True if guarded else "nan")})
+    # NaN and infinities in Q, guarded or not (a row of -inf scores gives NaN unguarded, fused or not)
+    q = b.input(elem, lead + [s, d], {"kind": "f", "lo": -2, "hi": 2, "special": chance(b, 0.15)})
     if chance(b, 0.6):
         k = b.input(elem, lead + [skv, d], {"kind": "f", "lo": -2, "hi": 2})
         perm = list(range(rank - 2)) + [rank - 1, rank - 2]

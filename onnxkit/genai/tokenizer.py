@@ -109,8 +109,9 @@ class Tokenizer:
         path = os.path.join(s.folder, "tokenizer.json")
         if not os.path.isfile(path):
             raise not_supported(f"a tokenizer without tokenizer.json (looked in {s.folder!r})")
+        library = _library()
         try:
-            self._tok = _library().Tokenizer.from_file(path)
+            self._tok = library.Tokenizer.from_file(path)
             with open(path, encoding="utf-8") as fh:
                 spec = json.load(fh)
         except Exception as e:

@@ -39,7 +39,10 @@ NOT_DECODER_TYPES = ("whisper", "marian-ssru", "phi3v", "phi4mm", "gemma3", "qwe
 #: sections of ``model`` that belong to such pipelines.
 NOT_DECODER_SECTIONS = ("encoder", "vision", "speech", "embedding", "encoder_decoder_init", "joiner")
 #: keys of ``model.decoder`` that change how the cache or the inputs work in ways onnxkit does not follow.
-NOT_DECODER_KEYS = ("sliding_window", "pipeline", "kv_cache_quantization")
+NOT_DECODER_KEYS = ("pipeline", "kv_cache_quantization")
+#: ``model.decoder.sliding_window`` switches that make genai slide the cache or the inputs itself
+#: (without them the model's attention keeps the window, and the cache is fed as usual).
+SLIDING = ("slide_key_value_cache", "slide_inputs")
 #: ``model.decoder.inputs`` / ``outputs`` names this generator feeds or reads.
 KNOWN_INPUTS = ("input_ids", "attention_mask", "position_ids", "past_key_names", "past_value_names")
 
@@ -197,6 +200,12 @@ def settings(config: Config) -> Settings:
     for key in NOT_DECODER_KEYS:
         if key in decoder:
             raise not_supported(f"genai_config.json model.decoder.{key}")
+    window = decoder.get("sliding_window")
+    if window is not None:
+        for key in SLIDING:
+            if not isinstance(window, dict) or window.get(key, True):
+                raise not_supported(f"genai_config.json model.decoder.sliding_window.{key} true (a cache or inputs "
+                                    "slid by the generator)")
     inputs = {"input_ids": "input_ids", "attention_mask": "attention_mask", "position_ids": "position_ids",
               "past_key_names": "past_key_values.%d.key", "past_value_names": "past_key_values.%d.value"}
     outputs = {"logits": "logits", "present_key_names": "present.%d.key", "present_value_names": "present.%d.value"}

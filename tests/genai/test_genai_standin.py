@@ -92,7 +92,8 @@ def test_config_overlay_and_providers(tmp_path, bpe_model, real_og, kit_og):
 @pytest.mark.parametrize("change, match", [
     (dict(model={"type": "whisper"}), "model type 'whisper'"),
     (dict(model={"vision": {"filename": "vision.onnx"}}), "model.vision"),
-    (dict(model={"decoder": {"filename": "model.onnx", "sliding_window": {"window_size": 8}}}), "sliding_window"),
+    (dict(model={"decoder": {"filename": "model.onnx", "sliding_window": {"window_size": 8}}}),
+     "sliding_window.slide_key_value_cache"),
 ], ids=["whisper", "vision", "sliding-window"])
 def test_models_it_does_not_run_are_refused_by_name(tmp_path, bpe_model, kit_og, change, match):
     folder = genai_bpe_model.variant(bpe_model, tmp_path / "m", **change)

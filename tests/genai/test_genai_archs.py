@@ -1,0 +1,36 @@
+"""onnxkit.genai's Generator on the decoders tests/generative/genai_models.py builds (llama, qwen2,
+phi3, gemma; fp32, and int4 for two): the same greedy tokens as the real onnxruntime_genai
+0.18.0, token ids in and out (those folders' word-level tokenizer is not one onnxruntime-genai's
+tokenizer reads, so no text is involved), both caches.  mistral's folder (a sliding-window
+cache, its recipe still moving) is tests/generative's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import genai_models
+
+PROMPT = np.array([1, 5, 9, 17, 33, 60, 7], np.int32)
+CASES = [(arch, "fp32", share, 48) for arch in ("llama", "qwen2", "phi3", "gemma") for share in (True, False)] + [
+    ("llama", "int4", True, 48), ("phi3", "int4", True, 48)]
+
+
+def _greedy(og, folder, share: bool, new: int) -> list:
+    model = og.Model(str(folder))
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(PROMPT) + new, past_present_share_buffer=share)
+    gen = og.Generator(model, params)
+    gen.append_tokens(PROMPT)
+    while not gen.is_done():
+        gen.generate_next_token()
+    return gen.get_sequence(0).tolist()
+
+
+@pytest.mark.parametrize("arch, precision, share, new", CASES,
+                         ids=[f"{a}-{p}-{'shared' if s else 'growing'}" for a, p, s, _ in CASES])
+def test_greedy_tokens_equal_the_real_package(real_og, kit_og, arch, precision, share, new):
+    folder = genai_models.build(arch, precision)
+    want = _greedy(real_og, folder, share, new)
+    assert len(want) >= len(PROMPT) + 16  # an end-of-sequence may come before max_length
+    assert _greedy(kit_og, folder, share, new) == want

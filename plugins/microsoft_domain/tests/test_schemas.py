@@ -35,7 +35,7 @@ def test_the_packaged_data_is_what_the_tool_writes_from_this_onnxruntime():
 
 #: Definitions shipped before their kernels land (the conformance statement lists them "not
 #: supported"); each kernel that lands removes its name.  Asserted exactly: the list only shrinks.
-PENDING = {"SparseAttention"}
+PENDING: set = set()
 
 
 def test_every_definition_has_a_kernel_on_both_backends_and_an_inference_function():
@@ -43,7 +43,7 @@ def test_every_definition_has_a_kernel_on_both_backends_and_an_inference_functio
     defs = [k for k in reg.operator_sets[("com.microsoft", 1)].schemas]
     names = {n for names in _tool().OPERATORS.values() for n in names}
     assert set(defs) == names and len(names) >= 20
-    assert len(PENDING) == 1 and PENDING <= names
+    assert len(PENDING) == 0 and PENDING <= names
     assert {op for op in PENDING if reg.kernel("cpu", "com.microsoft", op, 1) is None} == PENDING
     names -= PENDING
     for op in names:

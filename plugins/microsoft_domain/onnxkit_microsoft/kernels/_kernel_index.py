@@ -46,6 +46,7 @@ ENTRIES = (
     ('com.microsoft', 'RotaryEmbedding', (1,), 'attention', 'onnxkit_microsoft.kernels.attention', False),
     ('com.microsoft', 'SkipLayerNormalization', (1,), 'norm', 'onnxkit_microsoft.kernels.norm', False),
     ('com.microsoft', 'SkipSimplifiedLayerNormalization', (1,), 'norm', 'onnxkit_microsoft.kernels.norm', False),
+    ('com.microsoft', 'SparseAttention', (1,), 'sparse_attention', 'onnxkit_microsoft.kernels.sparse_attention', False),
     ('com.microsoft', 'SparseToDenseMatMul', (1,), 'sparse_matmul', 'onnxkit_microsoft.kernels.sparse_matmul', False),
     ('com.microsoft', 'Tokenizer', (1,), 'text', 'onnxkit_microsoft.kernels.text', True),
 )

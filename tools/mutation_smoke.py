@@ -798,6 +798,10 @@ MUTANTS = (
            "            keep = keep & (j > pos - window)",
            "            keep = keep & (j >= pos - window)",
            ("plugins/microsoft_domain/tests/test_group_query_attention.py",)),
+    Mutant("gqa-window-cache-kept-full", "plugins/microsoft_domain/onnxkit_microsoft/kernels/gqa.py",
+           "    return np.where(tt <= cap, tt, tt - g * (-(-(tt - cap) // g)))",
+           "    return np.where(tt <= cap, tt, np.minimum(tt, cap))",
+           ("plugins/microsoft_domain/tests/test_group_query_attention.py",)),
 )
 
 

@@ -5,7 +5,8 @@ seeded), a small local word-level tokenizer saved as a ``PreTrainedTokenizerFast
 runs ``python -m onnxruntime_genai.models.builder -i <checkpoint> -o <out> -p <precision> -e cpu``
 on it (no hub access).  The result (``model.onnx``, its external data, ``genai_config.json``,
 ``tokenizer.json``, ``tokenizer_config.json``) is kept under
-``/work/main/.cache/genai_models/<arch>-<precision>`` (``.cache`` is git-ignored), with the
+``/work/main/.cache/genai_models/<arch>-<precision>`` (``-<ep>`` after it for another execution
+provider; ``.cache`` is git-ignored), with the
 recipe's hash recorded in ``recipe.json``: a later call with the same recipe reuses it, a changed
 recipe (config, precision, builder options, builder version) rebuilds it.
 
@@ -33,7 +34,9 @@ CACHE = Path(__file__).resolve().parents[2] / ".cache" / "genai_models"
 VOCAB = 128  # tokens of the word-level tokenizer and every model's vocabulary
 
 #: ``{arch: (transformers config class name, config keyword arguments)}``: 2 layers, hidden 64,
-#: grouped K/V heads (4 query heads over 2), a small vocabulary and context
+#: grouped K/V heads (4 query heads over 2), a small vocabulary and context; mistral's first
+#: layer attends within a sliding window of 12 (GroupQueryAttention's local_window_size, with a
+#: window-sized KV buffer: sliding_window_cache)
 ARCHS = {
     "llama": ("LlamaConfig", dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
                                   num_key_value_heads=2)),
@@ -42,7 +45,8 @@ ARCHS = {
     "phi3": ("Phi3Config", dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
                                 num_key_value_heads=2, pad_token_id=2, original_max_position_embeddings=256)),
     "mistral": ("MistralConfig", dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                                      num_key_value_heads=2, head_dim=16, sliding_window=None)),
+                                      num_key_value_heads=2, head_dim=16, sliding_window=12,
+                                      layer_types=["sliding_attention", "full_attention"])),
     "gemma": ("GemmaConfig", dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
                                   num_key_value_heads=2, head_dim=16)),
 }
@@ -51,12 +55,17 @@ COMMON = dict(vocab_size=VOCAB, num_hidden_layers=2, max_position_embeddings=256
 
 PRECISIONS = ("fp32", "int4")
 
+#: other (precision, execution provider) pairs the builder writes differently: ``fp16`` for
+#: ``dml`` keeps RoPE out of GroupQueryAttention (separate RotaryEmbedding nodes over
+#: ``position_ids``, Q/K/V unpacked, float16 throughout) and onnxruntime's CPU provider runs it
+OTHER_TARGETS = (("fp16", "dml"),)
+
 #: ``{arch: reason}`` for architectures onnxruntime-genai's builder cannot build here
 UNBUILDABLE: dict = {}
 
 #: extra builder options per precision (``--extra_options``); int4 keeps the builder's defaults
 #: (block_size 32, symmetric, accuracy_level 4 on CPU: A quantized to int8 in MatMulNBits)
-EXTRA: dict = {"fp32": {}, "int4": {}}
+EXTRA: dict = {"fp32": {}, "int4": {}, "fp16": {}}
 
 SEED = 0
 
@@ -71,16 +80,17 @@ def _builder_version() -> str:
     return version("onnxruntime-genai")
 
 
-def recipe(arch: str, precision: str, extra: dict | None = None) -> dict:
+def recipe(arch: str, precision: str, extra: dict | None = None, ep: str = "cpu") -> dict:
     """The description a cached build is keyed by."""
     if arch not in ARCHS:
         raise KeyError(f"unknown architecture {arch!r}; known: {sorted(ARCHS)}")
-    if precision not in PRECISIONS:
-        raise KeyError(f"unknown precision {precision!r}; known: {PRECISIONS}")
+    if (precision not in PRECISIONS or ep != "cpu") and (precision, ep) not in OTHER_TARGETS:
+        raise KeyError(f"unknown precision / execution provider {precision!r} / {ep!r}; known: "
+                       f"{[(p, 'cpu') for p in PRECISIONS] + list(OTHER_TARGETS)}")
     cls, kwargs = ARCHS[arch]
     return {"arch": arch, "config_class": cls, "config": {**COMMON, **kwargs}, "precision": precision,
             "extra_options": {**EXTRA[precision], **(extra or {})}, "seed": SEED, "vocab": VOCAB,
-            "builder": _builder_version()}
+            "builder": _builder_version(), **({} if ep == "cpu" else {"ep": ep})}
 
 
 def _key(r: dict) -> str:
@@ -109,13 +119,15 @@ def _checkpoint(r: dict, folder: Path) -> None:
     fast.save_pretrained(folder)
 
 
-def build(arch: str, precision: str = "fp32", extra: dict | None = None, force: bool = False) -> Path:
-    """The folder of ``arch`` built at ``precision`` for the CPU (reused when its recipe is unchanged).
+def build(arch: str, precision: str = "fp32", extra: dict | None = None, force: bool = False,
+          ep: str = "cpu") -> Path:
+    """The folder of ``arch`` built at ``precision`` for ``ep`` (the CPU; or one of
+    :data:`OTHER_TARGETS`), reused when its recipe is unchanged.
 
     Raises :class:`BuildError` (the builder's output in the message) when the builder fails."""
-    r = recipe(arch, precision, extra)
+    r = recipe(arch, precision, extra, ep)
     key = _key(r)
-    suffix = "" if not extra else "-" + key[:8]
+    suffix = ("" if ep == "cpu" else f"-{ep}") + ("" if not extra else "-" + key[:8])
     out = CACHE / f"{arch}-{precision}{suffix}"
     stamp = out / "recipe.json"
     if not force and stamp.exists() and json.loads(stamp.read_text()).get("key") == key \
@@ -128,7 +140,7 @@ def build(arch: str, precision: str = "fp32", extra: dict | None = None, force: 
     try:
         _checkpoint(r, hf)
         cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(hf), "-o", str(onnx_out),
-               "-p", precision, "-e", "cpu", "-c", str(work / "cache")]
+               "-p", precision, "-e", ep, "-c", str(work / "cache")]
         if r["extra_options"]:
             cmd += ["--extra_options", *(f"{k}={v}" for k, v in r["extra_options"].items())]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_DISABLE": "1"}

@@ -6,7 +6,8 @@ back from present.%d.key/value), gives the tokens onnxruntime 1.32 gives on the 
 
 The loop keeps the KV cache as onnxruntime-genai does (``past_present_share_buffer``: a past buffer
 of the whole context's length, the present returned in its place), or grows it (a past of the
-tokens so far; :func:`test_growing_cache`).  fp32 logits agree closely at every step; int4 models
+tokens so far; :func:`test_growing_cache`); mistral's sliding-window layer keeps a window-sized
+buffer (genai_config's ``sliding_window``: GroupQueryAttention's ``sliding_window_cache``).  fp32 logits agree closely at every step; int4 models
 (MatMulNBits, accuracy_level 4: onnxruntime quantizes the activations to int8 there) agree within
 the quantization's error and in every greedy choice.
 """
@@ -33,10 +34,13 @@ def greedy(run, cfg: dict, prompt=PROMPT, new: int = NEW_TOKENS, shared: bool = 
     layers, nkv, h = dec["num_hidden_layers"], dec["num_key_value_heads"], dec["head_size"]
     names = dec["inputs"]
     length = min(cfg["search"]["max_length"], len(prompt) + new) if shared else 0
+    window = dec.get("sliding_window") or {}
     past = {}
     for i in range(layers):
+        # a sliding-window layer keeps a window-sized buffer (sliding_window_cache) either way
+        cap = window["window_size"] + window.get("cache_slack", 0) if i in window.get("layers", ()) else length
         for kind in ("key", "value"):
-            past[names[f"past_{kind}_names"] % i] = np.zeros((1, nkv, length, h), np.float32)
+            past[names[f"past_{kind}_names"] % i] = np.zeros((1, nkv, cap, h), np.float32)
     tokens, logits_seen = list(prompt), []
     ids = np.array([prompt], np.int64)
     for _ in range(new):
@@ -94,9 +98,10 @@ def test_greedy_tokens_equal_onnxruntime(arch, precision):
         assert np.abs(got_logits - want_logits).max() < 0.05 * spread
 
 
-def test_growing_cache():
+@pytest.mark.parametrize("arch", ["qwen2", "mistral"])
+def test_growing_cache(arch):
     """The past holding only the tokens so far (no shared buffer): present grows by one a step."""
-    (want_tokens, want_logits), (got_tokens, got_logits) = both("qwen2", "fp32", shared=False)
+    (want_tokens, want_logits), (got_tokens, got_logits) = both(arch, "fp32", shared=False)
     assert got_tokens == want_tokens
     np.testing.assert_allclose(got_logits, want_logits, rtol=1e-3, atol=1e-3)
 
@@ -106,6 +111,7 @@ def test_every_architecture_builds():
     from genai_models import UNBUILDABLE
 
     assert UNBUILDABLE == {}
+    assert genai_config(build("mistral", "fp32"))["model"]["decoder"]["sliding_window"]["layers"] == [0]
     for arch in ARCHS:
         for precision in PRECISIONS:
             folder = build(arch, precision)
@@ -113,3 +119,44 @@ def test_every_architecture_builds():
             model = (folder / "model.onnx").read_bytes()
             assert b"GroupQueryAttention" in model
             assert (b"MatMulNBits" in model) == (precision == "int4")
+
+
+def test_separate_rotary_embedding_form():
+    """The builder's fp16 model for DirectML keeps RoPE out of GroupQueryAttention: RotaryEmbedding
+    nodes (3-D input, position_ids (B, S)) before an unpacked, float16 GroupQueryAttention.
+    onnxruntime's CPU provider runs it; onnxkit gives its tokens."""
+    from onnxkit.runtime import InferenceSession
+
+    folder = build("llama", "fp16", ep="dml")
+    model = (folder / "model.onnx").read_bytes()
+    assert b"RotaryEmbedding" in model and b"position_ids" in model
+    cfg = genai_config(folder)
+    dec = cfg["model"]["decoder"]
+    names = output_names(cfg)
+
+    def greedy16(run):
+        tokens = list(PROMPT)
+        ids = np.array([tokens], np.int64)
+        past = {dec["inputs"][f"past_{k}_names"] % i: np.zeros((1, dec["num_key_value_heads"], 64, dec["head_size"]),
+                                                                np.float16)
+                for i in range(dec["num_hidden_layers"]) for k in ("key", "value")}
+        for _ in range(NEW_TOKENS):
+            pos = np.arange(len(tokens) - ids.shape[1], len(tokens))[None].astype(np.int64)
+            outs = run({"input_ids": ids, "attention_mask": np.ones((1, len(tokens)), np.int64), "position_ids": pos,
+                        **past})
+            tokens.append(int(np.argmax(outs[0][0, -1])))
+            ids = np.array([[tokens[-1]]], np.int64)
+            for i in range(dec["num_hidden_layers"]):
+                past[dec["inputs"]["past_key_names"] % i] = outs[1 + 2 * i]
+                past[dec["inputs"]["past_value_names"] % i] = outs[2 + 2 * i]
+        return tokens[len(PROMPT):]
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    ref = ort.InferenceSession(str(folder / "model.onnx"), so, providers=["CPUExecutionProvider"])
+    want = greedy16(lambda feed: ref.run(names, feed))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = InferenceSession(str(folder / "model.onnx"))
+        got = greedy16(lambda feed: sess.run(names, feed))
+    assert len(set(want)) > 5 and got == want

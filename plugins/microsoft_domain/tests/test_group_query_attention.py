@@ -203,10 +203,61 @@ def test_qk_output(mode):
     np.testing.assert_allclose(g[..., :t[0]], w[..., :t[0]], rtol=1e-4, atol=1e-5)
 
 
+def _resident(t, cap, window):
+    """Independently of the kernel: the schema's L(T) by its definition, evicting one G at a time."""
+    g, kept = cap - window + 1, 0
+    for _ in range(int(t)):
+        kept += 1
+        if kept > cap:
+            kept -= g
+    return kept
+
+
+@pytest.mark.parametrize("batch,cap,window,extras", [
+    (1, 8, 4, ()), (1, 6, 6, ("rotary",)), (2, 9, 5, ("bias", "rotary")), (1, 7, 3, ("packed", "softcap"))])
+def test_sliding_window_cache(batch, cap, window, extras):
+    """A window-sized KV buffer (sliding_window_cache = 1) over a prompt, one-token steps past the
+    first evictions and a 3-token step (batch 1): each runtime's presents fed back to itself, the
+    outputs and the resident rows [0, L(T)) equal."""
+    rng = np.random.default_rng(cap)
+    lens = np.array([7, 4])[:batch]
+    steps = [7] + [1] * 9 + ([3, 1] if batch == 1 else [1, 1])
+    pasts = {r: [np.zeros((batch, NKV, cap, H), np.float32) for _ in range(2)] for r in ("ort", "onnxkit")}
+    ang = rng.uniform(0, 2 * np.pi, (64, H // 2))
+    attrs = {"num_heads": N, "kv_num_heads": NKV, "local_window_size": window, "sliding_window_cache": 1,
+             "do_rotary": int("rotary" in extras), "softcap": 30.0 if "softcap" in extras else 0.0}
+    t = np.zeros(batch, int)
+    for k, s in enumerate(steps):
+        t = lens.copy() if k == 0 else t + s
+        total = int(t.max())
+        packed = "packed" in extras
+        q = rng.standard_normal((batch, s, ((N + 2 * NKV) if packed else N) * H)).astype(np.float32)
+        kv = [None, None] if packed else [rng.standard_normal((batch, s, NKV * H)).astype(np.float32)
+                                          for _ in range(2)]
+        rot = [np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)] if "rotary" in extras else [None] * 2
+        bias = (rng.standard_normal((batch, 1, s, total)) * 0.5).astype(np.float32) if "bias" in extras else None
+        got = {}
+        for r, run in (("ort", run_ort), ("onnxkit", lambda m, f: run_onnxkit(m, f, "cpu"))):
+            inputs = [q, *kv, *pasts[r], (t - 1).astype(np.int32), np.array([total], np.int32), *rot, None, bias]
+            if k == 0 and batch > 1:  # a right-padded prompt needs query_seqlens with a window cache
+                inputs += [None] * 5 + [lens.astype(np.int32)]
+            model, feed = _model(inputs, attrs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got[r] = run(model, feed)
+            pasts[r] = [np.asarray(got[r][1]), np.asarray(got[r][2])]
+        p = t - s if k else np.zeros(batch, int)
+        valid = (np.arange(s)[None, :] + p[:, None]) < t[:, None]
+        kept = np.array([_resident(x, cap, window) for x in t])
+        assert np.asarray(got["onnxkit"][1]).shape == np.asarray(got["ort"][1]).shape == (batch, NKV, cap, H)
+        _compare(got["onnxkit"], got["ort"], kept, valid, f"window step {k}")
+
+
 @pytest.mark.parametrize("inputs,attrs,words", [
     ({12: np.ones(1, np.float32), 13: np.ones(1, np.float32)}, {}, "k_scale"),
     ({14: np.ones(H, np.float32), 15: np.ones(H, np.float32)}, {}, "q_norm_weight"),
-    ({}, {"sliding_window_cache": 1, "local_window_size": 4}, "sliding_window_cache"),
+    ({}, {"sliding_window_cache": 1, "local_window_size": 40}, "at least local_window_size"),
+    ({}, {"sliding_window_cache": 1}, "local_window_size > 0"),
     ({}, {"num_heads": 5}, "multiple of kv_num_heads"),
     ({5: np.array([40, 3], np.int32)}, {}, r"seqlens_k \+ 1"),
     ({8: None}, {}, "cos_cache"),

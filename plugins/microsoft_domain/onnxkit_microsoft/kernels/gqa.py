@@ -30,9 +30,15 @@ at position ``P + s``.
 * ``qk_output`` 1 / 2: output 3 the scores before / after the softmax, ``(B, N, S, total)``
   (unseen keys 0).
 
+* ``sliding_window_cache`` (``local_window_size`` ``W > 0``): the past/present buffers hold a
+  window of capacity ``C = past_key.shape[2] >= W``: after ``T`` tokens rows ``[0, L(T))`` hold
+  positions ``[T - L(T), T)``, ``L(T) = T`` while ``T <= C``, else ``T - G ceil((T - C) / G)`` with
+  ``G = C - W + 1`` (rows after ``L`` zeros); ``attention_bias`` columns stay absolute positions.
+
 Refused by name: a quantized KV cache (``k_scale``, ``v_scale``, ``kv_cache_bit_width``, a
-``k_quant_type``/``v_quant_type`` other than NONE), ``sliding_window_cache`` and the per-head Q/K
-RMS norm (``q_norm_weight``/``k_norm_weight``, refused by onnxruntime's CPU kernel too).
+``k_quant_type``/``v_quant_type`` other than NONE), ``qk_output`` with ``sliding_window_cache`` and
+the per-head Q/K RMS norm (``q_norm_weight``/``k_norm_weight``, refused by onnxruntime's CPU kernel
+too).
 
 The work is batched over heads (one matmul per score and value product, query heads grouped by
 their K/V head); the present buffers are written once, the past copied only up to each row's
@@ -62,20 +68,20 @@ def _attrs(ctx) -> dict:
     if causal not in (0, 1) or (causal == 0 and window != -1):
         ctx.fail(f"causal must be 0 or 1 (local_window_size -1 when 0), got causal {causal}, "
                  f"local_window_size {window}")
-    if int(ctx.attr("sliding_window_cache", 0) or 0):
-        ctx.fail("sliding_window_cache = 1 (a window-sized KV buffer) is not supported by onnxkit's "
-                 "GroupQueryAttention")
+    windowed = int(ctx.attr("sliding_window_cache", 0) or 0) == 1
+    if windowed and window <= 0:
+        ctx.fail(f"sliding_window_cache = 1 needs local_window_size > 0, got {window}")
     if int(ctx.attr("kv_cache_bit_width", 0) or 0) or any(
             (ctx.attr_str(a) or "NONE").upper() != "NONE" for a in ("k_quant_type", "v_quant_type")):
         ctx.fail("a quantized KV cache (kv_cache_bit_width, k_quant_type, v_quant_type) is not supported by "
                  "onnxkit's GroupQueryAttention")
     qk = int(ctx.attr("qk_output", 0) or 0)
-    if qk not in (0, 1, 2):
-        ctx.fail(f"qk_output must be 0, 1 or 2, got {qk}")
+    if qk not in (0, 1, 2) or (qk and windowed):
+        ctx.fail(f"qk_output must be 0, 1 or 2 (0 with sliding_window_cache), got {qk}")
     return dict(n=n, nkv=nkv, causal=bool(causal), window=window, scale=float(ctx.attr("scale", 0.0) or 0.0),
                 softcap=float(ctx.attr("softcap", 0.0) or 0.0), rotary=int(ctx.attr("do_rotary", 0) or 0) == 1,
                 interleaved=int(ctx.attr("rotary_interleaved", 0) or 0) == 1,
-                smooth=int(ctx.attr("smooth_softmax", 0) or 0) == 1, qk=qk)
+                smooth=int(ctx.attr("smooth_softmax", 0) or 0) == 1, qk=qk, windowed=windowed)
 
 
 def _split(ctx, xp, query, key, value, n: int, nkv: int):
@@ -156,11 +162,12 @@ def _present(ctx, xp, past, new, p, ql, length: int, padded_prompt: bool):
     return out
 
 
-def _seen(causal: bool, window: int, t, p, s: int, width: int):
-    """(B, S, width) bool: key j seen by query row s of batch row b."""
-    j = np.arange(width)[None, None, :]
+def _seen(causal: bool, window: int, t, p, s: int, kpos):
+    """(B, S, M) bool: key m (at absolute position ``kpos[b, m]``, -1 for none) seen by query row s of
+    batch row b."""
+    j = kpos[:, None, :]
     pos = (p[:, None] + np.arange(s)[None, :])[:, :, None]
-    keep = j < t[:, None, None]
+    keep = (j >= 0) & (j < t[:, None, None])
     if causal:
         keep = keep & (j <= pos)
         if window > 0:
@@ -201,19 +208,31 @@ def group_query_attention(ctx):
             if shape_of(past_value) != shape_of(past_key):
                 ctx.fail(f"past_key {shape_of(past_key)} and past_value {shape_of(past_value)} differ in shape")
             buf = int(past_key.shape[2])
-        length = max(total, buf)
-        if (p > buf).any():
-            ctx.fail(f"the past buffers hold {buf} positions; rows need {p.tolist()} cached tokens")
-        padded_prompt = query_seqlens is None and s == total
-        if (p + (s if query_seqlens is None else ql) > length).any():
-            ctx.fail(f"the new tokens do not fit the present buffer of {length} positions (cached {p.tolist()}, "
-                     f"sequence length {s})")
         if a["rotary"]:
             q, k = _rotary(ctx, xp, q, k, cos_cache, sin_cache, position_ids, p, t, a["interleaved"])
-        pk = _present(ctx, xp, past_key, k, p, ql, length, padded_prompt)
-        pv = _present(ctx, xp, past_value, v, p, ql, length, padded_prompt)
-        width = int(t.max())
-        kw, vw = widen(xp, pk[:, :, :width, :]), widen(xp, pv[:, :, :width, :])
+        if a["windowed"]:
+            if past_key is None or buf < a["window"]:
+                ctx.fail(f"sliding_window_cache = 1 needs past_key / past_value of at least local_window_size "
+                         f"{a['window']} positions (the window cache), got {buf}")
+            if query_seqlens is None and (t < s).any():
+                ctx.fail(f"seqlens_k + 1 = {t.tolist()} is below the sequence length {s}: a right-padded chunk "
+                         "over a window cache needs query_seqlens")
+            kw, vw, kpos, pk, pv = _window_cache(xp, past_key, past_value, k, v, p, ql, t, a["window"], buf)
+            kw, vw = widen(xp, kw), widen(xp, vw)
+        else:
+            length = max(total, buf)
+            if (p > buf).any():
+                ctx.fail(f"the past buffers hold {buf} positions; rows need {p.tolist()} cached tokens")
+            padded_prompt = query_seqlens is None and s == total
+            if (p + (s if query_seqlens is None else ql) > length).any():
+                ctx.fail(f"the new tokens do not fit the present buffer of {length} positions (cached "
+                         f"{p.tolist()}, sequence length {s})")
+            pk = _present(ctx, xp, past_key, k, p, ql, length, padded_prompt)
+            pv = _present(ctx, xp, past_value, v, p, ql, length, padded_prompt)
+            width = int(t.max())
+            kw, vw = widen(xp, pk[:, :, :width, :]), widen(xp, pv[:, :, :width, :])
+            kpos = np.broadcast_to(np.arange(width), (b, width))
+        width = int(kw.shape[2])
         scale = a["scale"] or 1.0 / math.sqrt(h)
         qg = xp.reshape(q, (b, nkv, group * s, h))
         scores = xp.reshape(xp.matmul(qg, xp.matrix_transpose(kw)), (b, n, s, width)) * scale
@@ -221,10 +240,10 @@ def group_query_attention(ctx):
             scores = xp.tanh(scores / a["softcap"]) * a["softcap"]
         if attention_bias is not None:
             bd = shape_of(attention_bias)
-            if len(bd) != 4 or bd[0] not in (1, b) or bd[1] not in (1, n) or bd[2] != s or bd[3] < width:
+            if len(bd) != 4 or bd[0] not in (1, b) or bd[1] not in (1, n) or bd[2] != s or bd[3] < int(t.max()):
                 ctx.fail(f"attention_bias has shape {bd}; (B or 1, N or 1, {s}, total_sequence_length) expected")
-            scores = scores + widen(xp, attention_bias[..., :width])
-        seen = xp.asarray(_seen(a["causal"], a["window"], t, p, s, width)[:, None], device=device_of(scores))
+            scores = scores + widen(xp, _bias_columns(xp, attention_bias, kpos, a["windowed"]))
+        seen = xp.asarray(_seen(a["causal"], a["window"], t, p, s, kpos)[:, None], device=device_of(scores))
         lowest = float(np.finfo(np.float32 if scores.dtype == xp.float32 else np.float64).min)
         masked = xp.where(seen, scores, const(xp, lowest, scores))
         m = xp.max(masked, axis=-1, keepdims=True)
@@ -253,6 +272,47 @@ def group_query_attention(ctx):
         return tuple(outs)
 
     return run
+
+
+def _resident(tt, cap: int, window: int):
+    """The positions a window cache of capacity ``cap`` holds after ``tt`` tokens: all while
+    ``tt <= cap``, then ``cap - window + 1`` evicted at a time."""
+    g = cap - window + 1
+    return np.where(tt <= cap, tt, tt - g * (-(-(tt - cap) // g)))
+
+
+def _window_cache(xp, past_key, past_value, k, v, p, ql, t, window: int, cap: int):
+    """sliding_window_cache: (keys, values (B, Nkv, M, H) in the cache dtype, their absolute
+    positions (B, M; -1 for none), present key, present value (B, Nkv, cap, H)).  Row b's past
+    holds positions ``[P - L(P), P)`` at rows ``[0, L(P))``; its present ``[T - L(T), T)`` at
+    ``[0, L(T))`` (:func:`_resident` ``L``), zeros after."""
+    b, nkv, _, h = shape_of(k)
+    lp, lt = _resident(p, cap, window), _resident(t, cap, window)
+    m = int((lp + ql).max())
+    dev, dtype = device_of(k), past_key.dtype
+    keys, vals = (xp.zeros((b, nkv, m, h), dtype=dtype, device=dev) for _ in range(2))
+    pk, pv = (xp.zeros((b, nkv, cap, h), dtype=dtype, device=dev) for _ in range(2))
+    kpos = np.full((b, m), -1, np.int64)
+    kc, vc = cast(xp, k, dtype), cast(xp, v, dtype)
+    for i in range(b):
+        old, new, keep = int(lp[i]), int(ql[i]), int(lt[i])
+        keys[i, :, :old, :], vals[i, :, :old, :] = past_key[i, :, :old, :], past_value[i, :, :old, :]
+        keys[i, :, old:old + new, :], vals[i, :, old:old + new, :] = kc[i, :, :new, :], vc[i, :, :new, :]
+        kpos[i, :old + new] = np.arange(int(p[i]) - old, int(p[i]) + new)
+        start = old + new - keep
+        pk[i, :, :keep, :], pv[i, :, :keep, :] = keys[i, :, start:old + new, :], vals[i, :, start:old + new, :]
+    return keys, vals, kpos, pk, pv
+
+
+def _bias_columns(xp, bias, kpos, windowed: bool):
+    """attention_bias's columns of the keys' absolute positions (B|1, N|1, S, M)."""
+    if not windowed:
+        return bias[..., :int(kpos.shape[1])]
+    rows = []
+    for i in range(int(kpos.shape[0])):
+        idx = xp.asarray(np.clip(kpos[i], 0, None), device=device_of(bias))
+        rows.append(xp.take(bias[min(i, int(bias.shape[0]) - 1)], idx, axis=-1))
+    return xp.stack(rows, axis=0)
 
 
 def _rotary(ctx, xp, q, k, cos_cache, sin_cache, position_ids, p, t, interleaved: bool):

@@ -107,7 +107,7 @@ def _model(inputs, attrs, n_out=3):
     outs = ["y", "present_key", "present_value", "qk"][:n_out]
     node = helper.make_node("GroupQueryAttention", names, outs, name="n0", domain="com.microsoft", **attrs)
     tags = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32,
-            np.dtype(np.int64): TensorProto.INT64}
+            np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int8): TensorProto.INT8}
     ins = [helper.make_tensor_value_info(n, tags[v.dtype], list(v.shape)) for n, v in zip(names, inputs) if v is not None]
     g = helper.make_graph([node], "g", ins, [helper.make_empty_tensor_value_info(o) for o in outs])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
@@ -167,6 +167,11 @@ def _one(extra_inputs=None, attrs=None, n_out=3, phase="token"):
     for k, v in (extra_inputs or {}).items():
         inputs[k] = v
     return _model(inputs, {**base, **(attrs or {})}, n_out), t, valid
+
+
+def test_scales_beside_a_float_cache_are_unused():
+    (model, feed), t, valid = _one({12: np.full(1, 3.0, np.float32), 13: np.full(1, 0.5, np.float32)})
+    _compare(run_onnxkit(model, feed, "cpu"), run_ort(model, feed), t, valid, "k_scale, v_scale")
 
 
 def test_head_sink():
@@ -254,7 +259,8 @@ def test_sliding_window_cache(batch, cap, window, extras):
 
 
 @pytest.mark.parametrize("inputs,attrs,words", [
-    ({12: np.ones(1, np.float32), 13: np.ones(1, np.float32)}, {}, "k_scale"),
+    ({12: np.ones(1, np.float32), 13: np.ones(1, np.float32)}, {"k_quant_type": "PER_TENSOR"}, "quantized KV"),
+    ({3: np.zeros((2, NKV, 16, H), np.int8), 4: np.zeros((2, NKV, 16, H), np.int8)}, {}, "quantized KV"),
     ({14: np.ones(H, np.float32), 15: np.ones(H, np.float32)}, {}, "q_norm_weight"),
     ({}, {"sliding_window_cache": 1, "local_window_size": 40}, "at least local_window_size"),
     ({}, {"sliding_window_cache": 1}, "local_window_size > 0"),

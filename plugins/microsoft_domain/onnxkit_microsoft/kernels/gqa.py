@@ -35,8 +35,9 @@ at position ``P + s``.
   positions ``[T - L(T), T)``, ``L(T) = T`` while ``T <= C``, else ``T - G ceil((T - C) / G)`` with
   ``G = C - W + 1`` (rows after ``L`` zeros); ``attention_bias`` columns stay absolute positions.
 
-Refused by name: a quantized KV cache (``k_scale``, ``v_scale``, ``kv_cache_bit_width``, a
-``k_quant_type``/``v_quant_type`` other than NONE), ``qk_output`` with ``sliding_window_cache`` and
+Refused by name: a quantized KV cache (an integer or float8 past, ``kv_cache_bit_width``, a
+``k_quant_type``/``v_quant_type`` other than NONE; ``k_scale``/``v_scale`` beside a float cache are
+unused, as in onnxruntime), ``qk_output`` with ``sliding_window_cache`` and
 the per-head Q/K RMS norm (``q_norm_weight``/``k_norm_weight``, refused by onnxruntime's CPU kernel
 too).
 
@@ -187,8 +188,6 @@ def group_query_attention(ctx):
             cos_cache=None, sin_cache=None, position_ids=None, attention_bias=None, head_sink=None, k_scale=None,
             v_scale=None, q_norm_weight=None, k_norm_weight=None, query_seqlens=None):
         check_float(ctx, query, "query")
-        if k_scale is not None or v_scale is not None:
-            ctx.fail("k_scale / v_scale (a quantized KV cache) are not supported by onnxkit's GroupQueryAttention")
         if q_norm_weight is not None or k_norm_weight is not None:
             ctx.fail("q_norm_weight / k_norm_weight (the per-head Q/K RMS norm) are not supported by onnxkit's "
                      "GroupQueryAttention (onnxruntime's CPU kernel refuses them too)")
@@ -208,6 +207,7 @@ def group_query_attention(ctx):
             if shape_of(past_value) != shape_of(past_key):
                 ctx.fail(f"past_key {shape_of(past_key)} and past_value {shape_of(past_value)} differ in shape")
             buf = int(past_key.shape[2])
+            check_float(ctx, past_key, "past_key (a quantized KV cache is not supported)")
         if a["rotary"]:
             q, k = _rotary(ctx, xp, q, k, cos_cache, sin_cache, position_ids, p, t, a["interleaved"])
         if a["windowed"]:

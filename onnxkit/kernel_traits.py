@@ -88,6 +88,16 @@ SIZE_GUARDS = ("value", "broadcast", "concat", "matmul", "gemm", "gather", "prod
                "sequence_insert", "sequence_construct", "sequence_concat", "string_concat", "string_split", "unique")
 
 
+def _beyond(value) -> tuple:
+    rows = []
+    for row in value or ():
+        attribute, values, defined_from = row
+        if not isinstance(attribute, str) or not attribute:
+            raise TypeError(f"accepts_beyond: the attribute must be a non-empty name, got {attribute!r}")
+        rows.append((attribute, tuple(sorted(values)), int(defined_from)))
+    return tuple(rows)
+
+
 def _size_guard(value):
     if value is not None and value not in SIZE_GUARDS:
         raise TypeError(f"size_guard must be one of {SIZE_GUARDS} or None, got {value!r}")
@@ -121,6 +131,11 @@ class KernelTraits:
     * ``fails_on_values``: a node may fail on its input *values* alone (integer Div and Mod by
       zero), not only on their types and shapes: the shape specializer never drops one whose
       output nothing reads.
+    * ``accepts_beyond``: ``(attribute, values, defined_from)`` rows: the kernels compute
+      ``attribute`` = each of ``values`` at definitions older than ``defined_from`` as that later
+      definition defines it (values onnxruntime accepts there: ScatterElements' ``reduction``
+      ``'max'`` at 16, defined from 18); the checker reports each such node
+      (``attribute-value-beyond-definition``, a warning ``strict=True`` refuses).
 
     Of the node function (what the factory returns):
 
@@ -151,13 +166,14 @@ class KernelTraits:
     nondeterministic: bool = records.field(default=False, converter=bool)
     fails_on_values: bool = records.field(default=False, converter=bool)
     calls_blas: bool = records.field(default=False, converter=bool)
+    accepts_beyond: tuple = records.field(default=(), converter=_beyond)
 
 
 #: The traits of a function that declares none.
 NO_TRAITS = KernelTraits()
 
 #: The traits that describe the operator rather than one kernel of it (see :func:`operator_traits`).
-OPERATOR_TRAITS = ("size_guard", "nondeterministic", "fails_on_values")
+OPERATOR_TRAITS = ("size_guard", "nondeterministic", "fails_on_values", "accepts_beyond")
 
 #: The traits the host reads off a factory without calling it (a lazily loaded kernel's index
 #: carries them: :mod:`onnxkit.plugin.lazy`).
@@ -248,3 +264,19 @@ def calls_blas(factory: Callable) -> Callable:
     """Mark a kernel factory whose node functions call the host's BLAS: a session running a model
     with a node of its operator limits BLAS's threads during its runs.  Returns ``factory``."""
     return declare_traits(factory, calls_blas=True)
+
+
+def accepts_beyond(attribute: str, values, defined_from: int) -> Callable:
+    """Decorator: the operator's kernels compute ``attribute`` = each of ``values`` (strings or
+    numbers) at definitions older than ``defined_from`` too, as the definition of version
+    ``defined_from`` does (what onnxruntime accepts); declared by the domain package on its
+    portable kernel (:func:`operator_traits`), read by the checker, which reports each node using
+    one (``attribute-value-beyond-definition``: a warning, refused under ``strict=True``).  The
+    kernel itself must accept the values at those versions.  Returns the decorator."""
+    row = _beyond([(attribute, values, defined_from)])
+
+    def deco(factory: Callable) -> Callable:
+        current = getattr(factory, TRAITS_ATTRIBUTE, None)
+        before = current.accepts_beyond if isinstance(current, KernelTraits) else ()
+        return declare_traits(factory, accepts_beyond=before + row)
+    return deco

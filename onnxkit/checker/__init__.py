@@ -161,11 +161,16 @@ def _check_inference(ctx: Context, model: ir.Model, registry):
 
     Run on structurally valid models only: on a broken graph what inference derives is noise."""
     from ..inference import infer_model
+    from .readings import read_as_onnxruntime
 
     try:
-        result = infer_model(model, registry=registry)
+        # what a session evaluates: the model as onnxruntime reads it (readings.py; the warnings are reported)
+        result = infer_model(read_as_onnxruntime(model, registry, ctx.limits), registry=registry)
     except RecursionError:
         ctx.emit("limit-exceeded", "graphs nest too deeply to be inferred (Clause 15.4)", "model")
+        return None
+    except LimitExceeded as exc:
+        ctx.emit("limit-exceeded", str(exc), getattr(exc, "path", "") or "model")
         return None
     except Exception as exc:  # noqa: BLE001
         # Broad: the engine reports every node's fault itself (Clause 9.4), so a raise here is a

@@ -75,6 +75,8 @@ _ROWS = [
     _c("unknown-domain", "5.3.2, 16.1", W, "no installed plugin provides this domain: its nodes cannot be checked"),
     _c("unknown-opset-version", "5.3.2, 14.4", W, "no installed plugin provides this version of a known domain: its nodes cannot be checked"),
     _c("domain-not-imported", "5.3.2, 10.4", E, "a node (or function) uses a domain the model does not import"),
+    _c("domain-implicitly-imported", "5.3.2", V, "a node uses a domain the model does not import, one onnxruntime imports "
+       "implicitly (com.microsoft, ai.onnx.ml...): evaluated at the version onnxruntime assumes (named)"),
     _c("unknown-operator", "10.2, 10.4", E, "the operator is not present in the imported version of its domain"),
     _c("extension-operator", "5.3.2", V, "the imported version of its domain has no such operator; it binds to an extension "
        "another plugin adds to that domain (named)"),
@@ -85,6 +87,10 @@ _ROWS = [
     _c("unknown-attribute", "10.4", V, "an attribute that is not defined for the operator (or function); no kernel reads it"),
     _c("missing-required-attribute", "10.4", E, "a required attribute of the operator is absent"),
     _c("attribute-wrong-type", "7.3.1", E, "the attribute's type is not the type the operator definition gives it"),
+    _c("attribute-form-accepted", "7.3.1", V, "the attribute's type is not the definition's but a form onnxruntime reads "
+       "(Constant's value holding a sparse tensor): read as onnxruntime reads it (densified)"),
+    _c("attribute-value-beyond-definition", "7.3.1, 14.3", V, "an attribute value the node's definition does not admit, "
+       "which a later version's does; the operator's plugin declares it computed as that version defines it"),
     _c("attribute-type-mismatch", "Annex B.2.2", E, "the attribute's type field does not match the value field present, or several value fields are present"),
     _c("attribute-value-missing", "Annex B.2.2", E, "the attribute's type is given but the field carrying that type's value is absent"),
     _c("attribute-type-invalid", "Annex B.2.2", E, "the attribute's type is UNDEFINED or not a value of Table B.4"),
@@ -104,7 +110,7 @@ _ROWS = [
     _c("duplicate-node-name", "5.4.1", V, "two nodes of one graph have the same (non-empty) name"),
     _c("duplicate-value-info", "5.4.1", V, "two value_info entries of one graph have the same name"),
     _c("graph-cycle", "7.5, 10.2", E, "the nodes of a graph form a cycle"),
-    _c("not-topologically-sorted", "7.5", E, "a node uses a value produced by a later node"),
+    _c("not-topologically-sorted", "7.5", V, "a node uses a value produced by a later node (the graph is acyclic)"),
     _c("undefined-output", "7.1, 5.4.2", E, "a graph output names a value the graph does not define"),
     _c("shadowed-name", "5.4.3", E, "a subgraph defines a name already visible from an enclosing graph"),
     _c("shadowed-node-output", "5.4.3", V, "a subgraph defines a name that is an output of the node carrying it (or an enclosing subgraph)"),
@@ -199,6 +205,17 @@ RECLASSIFIED: dict = {
     "unknown-attribute": "no kernel reads an attribute its operator (or function) does not define "
                          "(onnxsim's onnxsim_transient_constant); a defined attribute of the wrong type stays "
                          "an error (attribute-wrong-type)",
+    "domain-implicitly-imported": "onnxruntime imports every domain it registers that a model leaves out, at its "
+                                  "newest version there (onnxkit.checker.readings.IMPLICIT_IMPORTS: com.microsoft "
+                                  "1, ai.onnx.ml 5); the node is evaluated at that version, as onnxruntime does",
+    "attribute-form-accepted": "onnxruntime reads Constant's attribute by its type, so a sparse tensor under value "
+                               "is the sparse_value form; it is densified before planning, as onnxruntime does",
+    "attribute-value-beyond-definition": "the kernel computes the value as the later definition defines it, as "
+                                         "onnxruntime does (ScatterElements / ScatterND reduction min and max at "
+                                         "16, defined from 18); declared by the operator's plugin (accepts_beyond)",
+    "not-topologically-sorted": "evaluation follows the data flow of an acyclic graph, not the listed order; the "
+                                "nodes are evaluated in a topological order, as onnxruntime does (graph-cycle "
+                                "stays an error)",
 }
 
 #: code -> :class:`Code`.

@@ -104,6 +104,8 @@ class Context:
         self._features: set = set()
         self._allowed_cache: dict = {}
         self._domains = None
+        #: (domain, op_type, since_version) -> the attribute values its plugin accepts beyond it
+        self.beyond: dict = {}
 
     # -- reporting -------------------------------------------------------------------------
     def emit(self, code: str, message: str, location="") -> None:

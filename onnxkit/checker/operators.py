@@ -41,7 +41,9 @@ from typing import Optional
 from .. import ir
 from ..ir.attribute import AttributeType
 from ..registry import display_domain, normalize_domain
+from ..kernel_traits import operator_traits
 from .context import Context, function_key, q
+from .readings import implicit_version, is_sparse_constant_value
 
 
 def check_imports(ctx: Context, model: ir.Model) -> None:
@@ -110,6 +112,13 @@ def check_node(ctx: Context, node: ir.Node, loc: str, env) -> Optional[object]:
     d = normalize_domain(node.domain)
     version = env.opsets.get(d)
     fn = ctx.functions.get(function_key(d, node.op_type, node.overload))
+    if version is None and fn is None:
+        version = implicit_version(ctx.registry, d)
+        if version is not None:
+            ctx.emit("domain-implicitly-imported", f"the node uses domain {display_domain(d)!r}, which the "
+                     + ("function or the model" if env.function is not None else "model")
+                     + f" does not import; it is read at {display_domain(d)} version {version}, the version "
+                     "onnxruntime imports implicitly", loc)
     if version is None:
         ctx.emit("domain-not-imported", f"domain {display_domain(d)!r} is not imported by the "
                  + ("function or the model" if env.function is not None else "model"), loc)
@@ -153,12 +162,38 @@ def _check_attributes(ctx: Context, node: ir.Node, loc: str, schema, attributes:
             atype = AttributeType(a.type)
         except ValueError:
             continue  # attribute-type-invalid, reported by fields.py
+        if atype == AttributeType.SPARSE_TENSOR and is_sparse_constant_value(node):
+            ctx.emit("attribute-form-accepted", f"attribute {q(name)} of {schema} holds a sparse tensor, the form "
+                     "of sparse_value; it is densified and read as value, as onnxruntime does", aloc)
+            continue
         if atype != AttributeType.UNDEFINED and atype != adef.type:
             ctx.emit("attribute-wrong-type", f"attribute {q(name)} is {atype.name}; {schema} defines it as "
                      f"{AttributeType(adef.type).name}", aloc)
     for name, adef in schema.attributes.items():
         if adef.required and name not in attributes:
             ctx.emit("missing-required-attribute", f"{schema} requires attribute {q(name)}", loc)
+    for name, values, defined_from in _beyond(ctx, schema):
+        a = attributes.get(name)
+        value = _plain(a.value) if a is not None and not a.ref_attr_name else None
+        if value in values and schema.since_version < defined_from:
+            ctx.emit("attribute-value-beyond-definition", f"{name}={value!r} is defined from "
+                     f"{schema.op_type}-{defined_from}, not by {schema}; its plugin computes it as "
+                     f"{schema.op_type}-{defined_from} does (as onnxruntime does)", f"{loc} / attribute {q(name)}")
+
+
+def _plain(value):
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _beyond(ctx: Context, schema) -> tuple:
+    """The attribute values the portable kernel of ``schema`` declares it computes beyond the
+    definition (``accepts_beyond``: ``(attribute, values, defined_from)`` rows), cached per definition."""
+    cache = ctx.beyond
+    key = schema.key
+    rows = cache.get(key)
+    if rows is None:
+        rows = cache[key] = operator_traits(ctx.registry, key).accepts_beyond if ctx.registry is not None else ()
+    return rows
 
 
 def _plural(n: int, what: str) -> str:

@@ -54,8 +54,10 @@ or :func:`declare_traits`; :func:`traits_of` reads them.  What a domain package 
 whichever backend runs the node (:func:`onnxkit.kernel_traits.operator_traits`; the host names
 no operator): :func:`size_guard` (the run-time size check an operator whose output can exceed
 its inputs needs: ``@size_guard("concat")``, kinds :data:`SIZE_GUARDS`), :func:`nondeterministic`
-(random generators, Dropout: never evaluated at planning) and :func:`fails_on_values` (integer
-division by zero: never dropped unread).  A kernel whose computation calls the host's BLAS
+(random generators, Dropout: never evaluated at planning), :func:`fails_on_values` (integer
+division by zero: never dropped unread) and :func:`accepts_beyond` (attribute values its kernels
+compute at versions before the one defining them, as onnxruntime does: a checker warning).
+A kernel whose computation calls the host's BLAS
 declares :func:`calls_blas` (a session limits BLAS's threads only for models with such a node).  A kernel whose fast body needs a slow
 one-time setup (a compiler) asks :func:`first_run` at planning: where it returns a record, the
 plan is a session's cold plan, and the kernel may take its quick-to-start body and call
@@ -95,7 +97,7 @@ from ..functions import node_attributes, subgraphs_of
 from ..hookspecs import hookimpl
 from ..inference.context import InferenceContext, InferenceError
 from ..inference.table import FunctionTable
-from ..kernel_traits import SIZE_GUARDS, calls_blas, fails_on_values, nondeterministic, size_guard
+from ..kernel_traits import SIZE_GUARDS, accepts_beyond, calls_blas, fails_on_values, nondeterministic, size_guard
 from ..ir import AttributeType
 from ..ir.types import type_string
 from ..limits import DEFAULT_LIMITS, Limits
@@ -114,7 +116,7 @@ __all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "BatchNor
            "EvaluationError", "FormalParameter", "FunctionTable", "InferenceContext", "InferenceError", "KernelTable",
            "KernelTraits", "Limits", "NodeContext", "OnnxkitError", "OnnxkitTypeError", "OpSchema", "OpaqueTypeDef",
            "OperatorSet", "SIZE_GUARDS", "SchemaData", "TypeConstraint", "Unsupported", "arrays", "batch_norm_mode",
-           "binds_constants", "build_operator_sets", "calls_blas", "declare_traits", "declares_output_bytes",
+           "accepts_beyond", "binds_constants", "build_operator_sets", "calls_blas", "declare_traits", "declares_output_bytes",
            "display_domain", "element_type", "fails_on_values", "family_modules", "first_run", "from_numpy_dtype",
            "hookimpl", "host_only", "ir", "is_default_domain", "lazy_family_tables", "merge_family_tables",
            "needs_scope", "node_attributes", "nondeterministic", "normalize_domain", "note_planned_body",

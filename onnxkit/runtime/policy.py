@@ -10,6 +10,10 @@ What this module decides, for :class:`onnxkit.runtime.session.InferenceSession`:
 
 * :func:`admit`: at session creation, the checker's report: refuse (``ValidationError``) or
   report the warnings in one summary line;
+* :func:`read_as_onnxruntime` (:mod:`onnxkit.checker.readings`): what an admitted model's
+  warnings accept is then read as onnxruntime reads it (a domain it imports implicitly,
+  Constant's sparse ``value``, nodes out of topological order); the session evaluates that
+  reading, a copy where anything changes;
 * :class:`Bindings`: during the feed check, a dimension variable bound to two extents (6.5.2)
   is a warning by default and the session's input error under ``strict``;
 * :class:`OutputCheck`: after a run, an output whose value contradicts its declared type or
@@ -33,6 +37,7 @@ import numpy as np
 
 from .. import ir
 from ..checker.codes import CODES, refuses
+from ..checker.readings import read_as_onnxruntime  # noqa: F401  (the session reads the admitted model through it)
 from ..diagnostics import Diagnostic, warning
 from ..dtypes import ELEMENT_TYPES, from_numpy_dtype, tag_name
 from ..errors import ConformanceWarning, EvaluationError, OnnxkitError, ValidationError

@@ -49,7 +49,7 @@ from .feeds import InputError, coerce_feed, fresh_outputs, is_torch_backend, to_
 from .options import ModelMetadata, NodeArg, SessionOptions, missing_backend_message, provider_of
 from .plan import Planner
 from .plans import PlanSet
-from .policy import Bindings, OutputCheck, Reporter, admit
+from .policy import Bindings, OutputCheck, Reporter, admit, read_as_onnxruntime
 from .providers import choose_backends
 from .session_ort import OrtSessionSurface
 from .state import Profiler, RunState, check_profile_prefix
@@ -138,6 +138,8 @@ class InferenceSession(OrtSessionSurface):
             raise ValidationError([], "the model has no graph (Clause 5.3.1)")
         inferred = self._validate() if validate else None
         self._fallback = True
+        # what onnxruntime accepts, read as it reads it (the checker warned of each; strict refused them)
+        model = self.model = read_as_onnxruntime(model, self.registry, limits)
         from .optimizer import disabled_passes
 
         #: the passes ``session.disable_passes`` switches off, parsed once

@@ -7,7 +7,7 @@ from onnxkit.ir import AttributeType, WireInfo
 from onnxkit.limits import Limits
 from onnxkit.wire import encode_message
 
-from catalogue_build import bad, F, fn, graph, model, node, raw_field, ref_attr, relu, vi
+from catalogue_build import bad, F, I64, fn, graph, model, node, raw_field, ref_attr, relu, vi
 
 
 # ================================================================== INVALID: encoding, model record
@@ -152,6 +152,12 @@ def default_domain_not_imported():
     return relu(opsets=(("com.acme", 1),))
 
 
+@bad("domain-implicitly-imported")
+def com_microsoft_not_imported():
+    # onnxruntime's test generators write these; onnxruntime imports com.microsoft 1 implicitly
+    return model(graph([node("FastGelu", ["X"], ["Y"], domain="com.microsoft")], [vi("X")], [vi("Y")]))
+
+
 @bad("unknown-operator")
 def no_such_operator():
     return model(graph([node("Relux", ["X"], ["Y"])], [vi("X")], [vi("Y")]))
@@ -200,6 +206,21 @@ def cast_without_to():
 @bad("attribute-wrong-type")
 def cast_to_float():
     return model(graph([node("Cast", ["X"], ["Y"], to=1.0)], [vi("X")], [vi("Y")]))
+
+
+@bad("attribute-form-accepted")
+def constant_value_holding_a_sparse_tensor():
+    import numpy as np
+
+    sp = ir.SparseTensor(values=ir.Tensor.from_numpy(np.array([1.5], np.float32)),
+                         indices=ir.Tensor.from_numpy(np.array([1], np.int64)), dims=[2])
+    return model(graph([node("Constant", [], ["Y"], value=sp)], [], [vi("Y")]))
+
+
+@bad("attribute-value-beyond-definition")
+def scatter_elements_reduction_max_at_16():
+    n = node("ScatterElements", ["X", "i", "u"], ["Y"], reduction="max")
+    return model(graph([n], [vi("X"), vi("i", I64, (1,)), vi("u", F, (1,))], [vi("Y")]), opsets=(("", 16),))
 
 
 @bad("attribute-type-mismatch")

@@ -326,7 +326,7 @@ def test_the_blas_operators_are_those_whose_kernels_declare_it():
 # -- factory traits in the kernel index ---------------------------------------------------------------
 
 def test_the_factory_traits_are_the_operator_traits_host_only_and_calls_blas():
-    assert OPERATOR_TRAITS == ("size_guard", "nondeterministic", "fails_on_values")
+    assert OPERATOR_TRAITS == ("size_guard", "nondeterministic", "fails_on_values", "accepts_beyond")
     assert FACTORY_TRAITS == ("host_only", "calls_blas", *OPERATOR_TRAITS)
     reg = build_registry()  # its own: the process's registry may have loaded Dropout's family already
     lazy = reg.portable[("", "Dropout", 13)]

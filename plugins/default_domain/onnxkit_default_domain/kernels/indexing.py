@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from array_api_compat import device as device_of
 
-from onnxkit.plugin import KernelTable, arrays, size_guard
+from onnxkit.plugin import KernelTable, accepts_beyond, arrays, size_guard
 
 from ..inference.shape_geometry import (
     check_elements_fit, gather_extents, gather_nd_extents, one_hot_extents, slice_plan, wrap_indices,
@@ -147,12 +147,12 @@ def gather_nd_kernel(ctx):
 
 # -- Scatter family ----------------------------------------------------------------------------
 def scatter_reduction(ctx) -> str:
-    """``reduction``, checked against this definition (add / mul from 16, max / min from 18)."""
+    """``reduction``, checked against this definition (add / mul from 16, max / min from 18),
+    max / min at 16 too, as 18 defines them: onnxruntime accepts them there; the kernels declare
+    it (``accepts_beyond``), so the checker reports each such node and ``strict=True`` refuses it."""
     allowed = {"none"}
     if ctx.since_version >= 16:
-        allowed |= {"add", "mul"}
-    if ctx.since_version >= 18:
-        allowed |= {"max", "min"}
+        allowed |= {"add", "mul", "max", "min"}
     r = ctx.attr_str("reduction", "none")
     if r not in allowed:
         ctx.fail(f"reduction '{r}' is not one of {sorted(allowed)} at this version")
@@ -242,6 +242,7 @@ def scatter(ctx):
 
 
 @KERNELS.register("ScatterElements", 11, 13, 16, 18)
+@accepts_beyond("reduction", ("max", "min"), 18)
 def scatter_elements(ctx):
     axis = int(ctx.attr("axis"))
     reduction = scatter_reduction(ctx)
@@ -254,6 +255,7 @@ def scatter_elements(ctx):
 
 
 @KERNELS.register("ScatterND", 11, 13, 16, 18)
+@accepts_beyond("reduction", ("max", "min"), 18)
 def scatter_nd(ctx):
     reduction = scatter_reduction(ctx)
 

@@ -219,11 +219,13 @@ def _resident(t, cap, window):
 
 
 @pytest.mark.parametrize("batch,cap,window,extras", [
-    (1, 8, 4, ()), (1, 6, 6, ("rotary",)), (2, 9, 5, ("bias", "rotary")), (1, 7, 3, ("packed", "softcap"))])
+    (1, 8, 4, ()), (1, 6, 6, ("rotary",)), (2, 9, 5, ("bias", "rotary")), (1, 7, 3, ("packed", "softcap")),
+    (2, 9, 5, ("bias", "rotary", "gpu"))])
 def test_sliding_window_cache(batch, cap, window, extras):
     """A window-sized KV buffer (sliding_window_cache = 1) over a prompt, one-token steps past the
     first evictions and a 3-token step (batch 1): each runtime's presents fed back to itself, the
-    outputs and the resident rows [0, L(T)) equal."""
+    outputs and the resident rows [0, L(T)) equal (``gpu``: on the torch backend)."""
+    backend = "gpu" if "gpu" in extras else "cpu"
     rng = np.random.default_rng(cap)
     lens = np.array([7, 4])[:batch]
     steps = [7] + [1] * 9 + ([3, 1] if batch == 1 else [1, 1])
@@ -242,7 +244,7 @@ def test_sliding_window_cache(batch, cap, window, extras):
         rot = [np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)] if "rotary" in extras else [None] * 2
         bias = (rng.standard_normal((batch, 1, s, total)) * 0.5).astype(np.float32) if "bias" in extras else None
         got = {}
-        for r, run in (("ort", run_ort), ("onnxkit", lambda m, f: run_onnxkit(m, f, "cpu"))):
+        for r, run in (("ort", run_ort), ("onnxkit", lambda m, f: run_onnxkit(m, f, backend))):
             inputs = [q, *kv, *pasts[r], (t - 1).astype(np.int32), np.array([total], np.int32), *rot, None, bias]
             if k == 0 and batch > 1:  # a right-padded prompt needs query_seqlens with a window cache
                 inputs += [None] * 5 + [lens.astype(np.int32)]

@@ -145,15 +145,17 @@ def _present(ctx, xp, past, new, p, ql, length: int, padded_prompt: bool):
     """The present buffer (B, Nkv, length, H) in the cache dtype: past rows [0, P), new rows at P."""
     b, nkv, s, h = shape_of(new)
     dtype = new.dtype if past is None else past.dtype
-    out = xp.zeros((b, nkv, length, h), dtype=dtype, device=device_of(new))
     new = cast(xp, new, dtype)
     uniform = (p == p[0]).all() and (ql == s).all()
-    if uniform:
+    if uniform:  # every row written once: the past's rows, the new ones, zeros after
         p0 = int(p[0])
+        out = xp.empty((b, nkv, length, h), dtype=dtype, device=device_of(new))
         if p0:
             out[:, :, :p0, :] = past[:, :, :p0, :]
         out[:, :, p0:p0 + s, :] = new
+        out[:, :, p0 + s:, :] = 0
         return out
+    out = xp.zeros((b, nkv, length, h), dtype=dtype, device=device_of(new))
     for i in range(b):
         pi, qi = int(p[i]), (s if padded_prompt else int(ql[i]))
         if pi:

@@ -2,7 +2,21 @@
 com.microsoft DynamicQuantizeLSTM —, common.onnx — ``beta=True`` — and common_det.onnx, the
 detector) on onnxkit's cpu and gpu backends with default options, compared with onnxruntime on
 fixed inputs.  Skipped when ddddocr is not installed (the models are found through its package
-folder; ddddocr itself, which needs OpenCV, is not imported)."""
+folder; ddddocr itself, which needs OpenCV, is not imported).
+
+The OCR models: the text (ddddocr's CTC decoding of the per-step argmax) equal to onnxruntime's,
+and the per-step probabilities (ddddocr's softmax of the logits) within ``PROBABILITIES``.
+
+common_old quantizes its activations dynamically at every layer (22 DynamicQuantizeLinear /
+ConvInteger pairs before the LSTM): a last-place difference upstream of a quantization moves
+values across rounding boundaries and the difference grows from there.  Its DynamicQuantizeLSTM
+is computed as onnxruntime does (test_qlstm.py): fed onnxruntime's own input it gives
+onnxruntime's output bit for bit (the last test).  What remains over the whole model comes from
+ai.onnx Sigmoid upstream (onnxkit's is correctly rounded, onnxruntime's a polynomial a few units
+in the last place away): on this fixed input 1.5e-3 in probability and 0.37 % of the logits'
+range on cpu (0 on gpu), up to 0.015 / 1.9 % on rendered text images, 0 on every one when
+Sigmoid reproduces onnxruntime's (measured; the figures are in the commit that set them).
+"""
 
 from __future__ import annotations
 
@@ -20,12 +34,32 @@ SPEC = importlib.util.find_spec("ddddocr")
 FOLDER = Path(SPEC.origin).parent if SPEC is not None and SPEC.origin else None
 pytestmark = pytest.mark.skipif(FOLDER is None, reason="ddddocr is not installed (pip install ddddocr: a 76 MB wheel)")
 
-#: model -> (input shape, tolerance as a fraction of the output's largest magnitude)
+#: model -> (input shape, logits tolerance as a fraction of the output's largest magnitude)
 MODELS = {
-    "common_old": ((1, 1, 64, 160), 0.03),  # onnxruntime quantizes the LSTM's activations on the fly
+    "common_old": ((1, 1, 64, 160), 0.005),   # measured 0.0037 (cpu), 0 (gpu): Sigmoid upstream, see above
     "common": ((1, 1, 64, 160), 1e-5),
     "common_det": ((1, 3, 416, 416), 1e-5),
 }
+#: the largest difference in probability allowed (measured on common_old: 1.5e-3 cpu, 0 gpu)
+PROBABILITIES = 2e-3
+
+
+def _session_ort(model):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def _text(logits) -> list:
+    """ddddocr's decoding of ``[steps, 1, classes]`` logits: the argmax per step, repeats merged,
+    blanks (0) dropped (class indices; ddddocr maps them through its charset)."""
+    best = np.argmax(logits[:, 0, :], axis=1)
+    return [int(c) for k, c in enumerate(best) if c != 0 and (k == 0 or c != best[k - 1])]
+
+
+def _probabilities(logits):
+    e = np.exp(logits.astype(np.float64) - logits.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -33,9 +67,7 @@ def test_ddddocr_model_runs_on_both_backends_and_matches_onnxruntime(name):
     shape, rel = MODELS[name]
     path = FOLDER / f"{name}.onnx"
     x = (np.random.default_rng(0).random(shape, dtype=np.float32) - 0.5) / 0.5  # ddddocr's normalization
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    ref = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    ref = _session_ort(str(path))
     feed = {ref.get_inputs()[0].name: x}
     want = ref.run(None, feed)
     for backend in ("cpu", "gpu"):
@@ -49,5 +81,37 @@ def test_ddddocr_model_runs_on_both_backends_and_matches_onnxruntime(name):
             tol = rel * float(np.max(np.abs(w)))
             err = float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64))))
             assert err <= tol, (name, backend, err, tol)
-            if name == "common":  # float OCR logits: the same character at every step
-                np.testing.assert_array_equal(np.argmax(g, -1), np.argmax(w, -1))
+        if name != "common_det":   # the OCR models: [steps, 1, classes] logits
+            assert _text(got[0]) == _text(want[0]), (name, backend)
+            err = float(np.abs(_probabilities(got[0]) - _probabilities(want[0])).max())
+            assert err <= PROBABILITIES, (name, backend, err)
+
+
+def test_common_old_lstm_on_onnxruntimes_input_is_onnxruntimes_output():
+    """The DynamicQuantizeLSTM of ddddocr's default model (bidirectional, hidden 512, int8 weights
+    per direction) alone, fed the input onnxruntime computes for it: onnxkit's output is
+    onnxruntime's, bit for bit here (asserted within 1e-6: a last-place difference in another
+    CPU's kernels may move a value)."""
+    import onnx
+    from onnx import helper
+
+    model = onnx.load(str(FOLDER / "common_old.onnx"))
+    node = next(n for n in model.graph.node if n.op_type == "DynamicQuantizeLSTM")
+    feeds = [n for n in node.input if n and n not in {i.name for i in model.graph.initializer}]
+    for n in [*feeds, *node.output]:
+        model.graph.output.append(helper.make_empty_tensor_value_info(n))
+    ref = _session_ort(model.SerializeToString())
+    x = (np.random.default_rng(1).random((1, 1, 64, 200), dtype=np.float32) - 0.5) / 0.5
+    values = dict(zip([o.name for o in ref.get_outputs()], ref.run(None, {ref.get_inputs()[0].name: x})))
+    init = [i for i in model.graph.initializer if i.name in node.input]
+    graph = helper.make_graph([node], "lstm", [helper.make_tensor_value_info(n, 1, None) for n in feeds],
+                              [helper.make_empty_tensor_value_info(o) for o in node.output], initializer=init)
+    single = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
+    single.ir_version = 8
+    feed = {n: values[n] for n in feeds}
+    for backend in ("cpu", "gpu"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = InferenceSession(single.SerializeToString(), backend).run(None, feed)
+        for g, o in zip(got, node.output):
+            np.testing.assert_allclose(g, values[o], rtol=0, atol=1e-6, err_msg=f"{o} on {backend}")

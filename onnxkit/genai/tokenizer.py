@@ -11,12 +11,14 @@ Contract (onnxruntime-genai's tokenizer, options ``add_special_tokens`` false an
   each row padded on the right with the model's ``pad_token_id``; ``decode_batch`` decodes rows.
 * ``TokenizerStream.decode(token)``: the text the token completes, ``""`` while it only begins
   a character (a UTF-8 sequence split over tokens) or is a skipped special token.
-* Byte-level BPE tokenizers (``tokenizer.json``'s decoder ``ByteLevel``) are decoded byte by
-  byte as onnxruntime-extensions does: ``decode`` stops at the first byte sequence that is not
-  UTF-8 and ends with U+FFFD there; the stream drops each such sequence (a lead byte's length
-  of bytes) and keeps a sequence still incomplete for the next token.  Other tokenizers are
-  decoded by the ``tokenizers`` library, the stream giving the text a token adds once it
-  no longer ends in U+FFFD.
+* Byte-level BPE tokenizers (``tokenizer.json``'s decoder ``ByteLevel``) and SentencePiece-style
+  BPE ones (a decoder step replacing ``▁``) are decoded byte by byte as onnxruntime-extensions
+  does: ``decode`` stops at the first byte sequence that is not UTF-8 and ends with U+FFFD
+  there; the stream drops each such sequence (a lead byte's length of bytes) and keeps one
+  still incomplete for the next token.  SentencePiece pieces: ``▁`` is a space, ``<0xNN>`` a
+  byte, and (with a decoder step stripping a space) a piece's leading space is dropped right
+  after a special token only.  Other tokenizers are decoded by the ``tokenizers`` library, the
+  stream giving the text a token adds once it no longer ends in U+FFFD.
 * ``apply_chat_template(messages, template_str=None, tools=None, add_generation_prompt=True)``:
   ``messages`` a JSON list; the template (``template_str``, else the folder's
   ``tokenizer_config.json`` ``chat_template`` or ``chat_template.jinja``) rendered with Jinja2
@@ -81,10 +83,18 @@ def _first_invalid(data: bytes) -> int:
     return -1
 
 
-def _is_byte_level(spec: dict) -> bool:
+def _decoding(spec: dict) -> tuple:
+    """(mode, dummy_prefix): mode ``"byte"`` (byte-level BPE), ``"spm"`` (SentencePiece-style BPE)
+    or ``"lib"`` (the tokenizers library decodes); dummy_prefix: a decoder step strips a space."""
     decoder = spec.get("decoder") or {}
     parts = (decoder.get("decoders") or []) if decoder.get("type") == "Sequence" else [decoder]
-    return (spec.get("model") or {}).get("type") == "BPE" and any(p.get("type") == "ByteLevel" for p in parts)
+    if (spec.get("model") or {}).get("type") != "BPE":
+        return "lib", False
+    if any(p.get("type") == "ByteLevel" for p in parts):
+        return "byte", False
+    if any(p.get("type") == "Replace" and (p.get("pattern") or {}).get("String") == "\u2581" for p in parts):
+        return "spm", any(p.get("type") == "Strip" and p.get("content") == " " for p in parts)
+    return "lib", False
 
 
 def _flag(name: str, value) -> bool:
@@ -116,12 +126,13 @@ class Tokenizer:
                 spec = json.load(fh)
         except Exception as e:
             raise GenaiError(f"Tokenizer: cannot read {path!r}: {e}") from None
-        self._byte_level = _is_byte_level(spec)
+        self._mode, self._dummy_prefix = _decoding(spec)
         added = spec.get("added_tokens") or []
         self._added = {int(t["id"]): t.get("content", "") for t in added}
         self._special = {int(t["id"]) for t in added if t.get("special")}
         self._suffix = (spec.get("model") or {}).get("end_of_word_suffix") or ""
         self._vocab_size = self._tok.get_vocab_size(with_added_tokens=False)
+        self._unk = ((spec.get("model") or {}).get("unk_token")) or ""
         self._config = {}
         config_path = os.path.join(s.folder, "tokenizer_config.json")
         if os.path.isfile(config_path):
@@ -131,6 +142,10 @@ class Tokenizer:
             except (OSError, ValueError) as e:
                 raise GenaiError(f"Tokenizer: {config_path!r} is not valid JSON: {e}") from None
         self._options = {"add_special_tokens": False, "skip_special_tokens": True}
+        self._clean_up = bool(self._config.get("clean_up_tokenization_spaces", False))
+        eos = self._config.get("eos_token")
+        eos = eos.get("content") if isinstance(eos, dict) else eos
+        self._eos_id = self._tok.token_to_id(eos) if isinstance(eos, str) else None
         self._model_config = model._config.data["model"]
 
     # -- ids --
@@ -174,28 +189,43 @@ class Tokenizer:
         ids = self._tok.encode(text, add_special_tokens=self._options["add_special_tokens"]).ids
         return np.array(ids, np.int32)
 
-    def _token_bytes(self, token: int) -> bytes:
-        """A byte-level token's bytes (b"" for a skipped special or unknown id)."""
-        skip = self._options["skip_special_tokens"]
-        if token in self._special and skip:
-            return b""
+    def _token_bytes(self, token: int, last_special: bool) -> tuple:
+        """(bytes, special) of one token decoded after a special token or not (byte-level and
+        SentencePiece-style modes); a skipped special or unknown id gives no bytes."""
+        special = token in self._special
+        if special and self._options["skip_special_tokens"]:
+            return b"", True
         if token in self._added:
             data = self._added[token].encode("utf-8")
-        elif 0 <= token < self._vocab_size:
+        elif not 0 <= token < self._vocab_size and self._mode == "byte":
+            return b"", special
+        elif self._mode == "byte":
             piece = self._tok.id_to_token(token) or ""
             data = b"".join(bytes([_BYTES[c]]) if c in _BYTES else c.encode("utf-8") for c in piece)
         else:
-            return b""
+            piece = (self._tok.id_to_token(token) or "") if 0 <= token < self._vocab_size else ""
+            if not piece:
+                data = self._unk.encode("utf-8")
+            elif len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+                data = bytes([int(piece[3:5], 16)])
+            else:
+                data = piece.replace("\u2581", " ").encode("utf-8")
+            if data.startswith(b" ") and last_special and self._dummy_prefix:
+                data = data[1:]
+            return data, special
         if self._suffix and data.endswith(self._suffix.encode("utf-8")):
             data = data[:-len(self._suffix.encode("utf-8"))] + b" "
-        return data
+        return data, special
 
     def decode(self, tokens) -> str:
         ids = np.asarray(tokens).reshape(-1)
         if ids.size and ids.dtype.kind not in "iu":
             raise GenaiError(f"Tokenizer.decode: token ids must be integers, got {ids.dtype}")
-        if self._byte_level:
-            data = b"".join(self._token_bytes(int(t)) for t in ids)
+        if self._mode != "lib":
+            data, last = b"", False
+            for t in ids:
+                piece, last = self._token_bytes(int(t), last)
+                data += piece
             bad = _first_invalid(data)
             return data.decode("utf-8") if bad < 0 else data[:bad].decode("utf-8") + "\ufffd"
         return self._tok.decode([int(t) for t in ids], skip_special_tokens=self._options["skip_special_tokens"])
@@ -271,7 +301,9 @@ class TokenizerStream:
     def __init__(self, tokenizer: Tokenizer):
         self._tokenizer = tokenizer
         self._ids: list = []
-        self._pending = b""  # bytes of a character not complete yet (byte-level tokenizers)
+        self._pending = b""  # bytes of a character not complete yet (byte-level and SentencePiece modes)
+        self._last_special = False
+        self._first = True
         self._prefix = 0   # start of the window decoded for context
         self._read = 0     # tokens up to here have given their text
 
@@ -281,7 +313,7 @@ class TokenizerStream:
             if token.size != 1:
                 raise GenaiError("TokenizerStream.decode: one token id at a time")
             token = token[0]
-        if self._tokenizer._byte_level:
+        if self._tokenizer._mode != "lib":
             return self._decode_bytes(int(token))
         self._ids.append(int(token))
         decode = self._tokenizer.decode
@@ -293,7 +325,15 @@ class TokenizerStream:
         return after[len(before):]
 
     def _decode_bytes(self, token: int) -> str:
-        data = self._pending + self._tokenizer._token_bytes(token)
+        tok = self._tokenizer
+        piece, special = tok._token_bytes(token, self._last_special)
+        if tok._clean_up and special:  # onnxruntime-extensions' spacing of special tokens
+            if self._first and not self._last_special:
+                piece = b" " + piece
+            if token != tok._eos_id:
+                piece += b" "
+        self._first, self._last_special = False, special
+        data = self._pending + piece
         out, i = [], 0
         while i < len(data):
             n = _UTF8_LEN[data[i] >> 4]

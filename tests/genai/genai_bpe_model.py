@@ -101,3 +101,34 @@ def variant(source: Path, dest: Path, model: dict = None, search: dict = None, t
     for name, text in (tokenizer or {}).items():
         (dest / name).write_text(text)
     return dest
+
+
+def sentencepiece_files() -> dict:
+    """``tokenizer.json`` and ``tokenizer_config.json`` of a Llama-style (SentencePiece) BPE trained
+    on :data:`TEXT` (no merge joins a digit to anything): ``▁`` for spaces (prepended), byte-fallback pieces ``<0x00>``..``<0xFF>``, a
+    decoder that replaces ``▁``, fuses bytes and strips one leading space; ``<unk>``, ``<s>``,
+    ``</s>`` special (ids 0-2), ``<s>`` added by the post-processor.  Under 400 ids: it fits the
+    model of :func:`build`."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    norm = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    draft = Tokenizer(models.BPE())
+    draft.normalizer = norm
+    # digits one by one, as Llama's SentencePiece models are trained (onnxruntime-extensions splits them)
+    draft.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split("\u2581", behavior="merged_with_next"),
+                                                   pre_tokenizers.Digits(individual_digits=True)])
+    draft.train_from_iterator(TEXT, trainers.BpeTrainer(vocab_size=120))
+    model = json.loads(draft.to_str())["model"]
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{f"<0x{i:02X}>": 3 + i for i in range(256)}}
+    for piece, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1]):
+        vocab.setdefault(piece, len(vocab))
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+    tok.normalizer = norm
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    tok.add_special_tokens(["<unk>", "<s>", "</s>"])
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    config = {"add_bos_token": True, "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+              "tokenizer_class": "LlamaTokenizer", "legacy": False, "clean_up_tokenization_spaces": False}
+    return {"tokenizer.json": tok.to_str(), "tokenizer_config.json": json.dumps(config)}

@@ -1,6 +1,7 @@
 """onnxkit.genai's Tokenizer and TokenizerStream against the real onnxruntime_genai 0.18.0 on the same
 model folder: encode, decode (text and arbitrary id runs, bytes that are not UTF-8 included),
-the stream piece by piece, batches, options, ids and chat templates."""
+the stream piece by piece (byte-level and SentencePiece-style BPE, with and without
+clean_up_tokenization_spaces), batches, options, ids and chat templates."""
 
 from __future__ import annotations
 
@@ -22,13 +23,28 @@ def tokenizers(bpe_model, real_og, kit_og):
     return real_og.Tokenizer(real_og.Model(str(bpe_model))), kit_og.Tokenizer(kit_og.Model(str(bpe_model)))
 
 
+FLAVOURS = ["byte-level", "byte-level-cleanup", "sentencepiece", "sentencepiece-cleanup"]
+
+
+@pytest.fixture(scope="module", params=FLAVOURS)
+def flavour(request, tmp_path_factory, bpe_model, real_og, kit_og):
+    """(real, kit) tokenizers of one flavour: byte-level BPE or SentencePiece-style, with or without
+    clean_up_tokenization_spaces (which spaces special tokens in the stream)."""
+    files = {} if request.param.startswith("byte") else genai_bpe_model.sentencepiece_files()
+    config = json.loads(files.get("tokenizer_config.json") or (bpe_model / "tokenizer_config.json").read_text())
+    config["clean_up_tokenization_spaces"] = request.param.endswith("cleanup")
+    files["tokenizer_config.json"] = json.dumps(config)
+    folder = genai_bpe_model.variant(bpe_model, tmp_path_factory.mktemp(request.param), tokenizer=files)
+    return real_og.Tokenizer(real_og.Model(str(folder))), kit_og.Tokenizer(kit_og.Model(str(folder)))
+
+
 def _id_runs(vocab: int) -> list:
     rng = np.random.default_rng(5)
     return [rng.integers(0, vocab, size=n).astype(np.int32) for n in (1, 3, 8, 30, 60)]
 
 
-def test_encode_and_decode_equal_the_real_package(tokenizers):
-    real, kit = tokenizers
+def test_encode_and_decode_equal_the_real_package(flavour):
+    real, kit = flavour
     for text in TEXTS:
         want = real.encode(text)
         got = kit.encode(text)
@@ -39,17 +55,21 @@ def test_encode_and_decode_equal_the_real_package(tokenizers):
         assert kit.decode(ids) == real.decode(ids), ids.tolist()
 
 
-def test_the_stream_gives_the_same_pieces(tokenizers):
-    real, kit = tokenizers
-    runs = [real.encode(t) for t in TEXTS] + _id_runs(400) + [np.array([0, 261, 1, 291, 135, 135, 244, 5], np.int32)]
+def test_the_stream_gives_the_same_pieces(flavour):
+    real, kit = flavour
+    runs = [real.encode(t) for t in TEXTS] + _id_runs(400) + [np.array([0, 261, 1, 291, 135, 135, 244, 5], np.int32),
+                                                              np.array([1, 2, 300, 1, 330, 2, 0, 311], np.int32)]
     for ids in runs:
         a, b = real.create_stream(), kit.create_stream()
         want = [a.decode(int(t)) for t in ids]
         assert [b.decode(int(t)) for t in ids] == want, ids.tolist()
-    multibyte = real.encode("日本語 ✓")
+
+
+def test_a_character_split_over_tokens_waits_for_its_last_byte(tokenizers):
+    real, kit = tokenizers  # byte-level: 日本語 is three bytes a character, one token a byte here
     stream = kit.create_stream()
-    pieces = [stream.decode(int(t)) for t in multibyte]
-    assert "" in pieces and "".join(pieces) == "日本語 ✓"  # a character split over tokens waits for its last byte
+    pieces = [stream.decode(int(t)) for t in real.encode("日本語 ✓")]
+    assert "" in pieces and "".join(pieces) == "日本語 ✓"
 
 
 def test_batches_ids_and_options_equal_the_real_package(tokenizers, tmp_path, bpe_model, real_og, kit_og):

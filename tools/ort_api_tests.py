@@ -10,7 +10,9 @@ outcome): once as it is (the real onnxruntime), once with a pytest plugin that c
 :func:`onnxkit.install_as_onnxruntime` before any test module is imported.  ``--keep DIR``
 writes each run's pytest output there.  Prints, per file and in total, how many pass on each,
 how many of onnxruntime's passes pass on onnxkit, and the tests that pass on onnxruntime but
-not on onnxkit (the first ``--show`` of them, with the first line of their error).
+not on onnxkit (the first ``--show`` of them, with the first line of their error).  A test one of
+whose ``subTest`` blocks failed counts as failed (``SUBFAILED``, with its first failed subtest),
+although pytest reports the test itself as passed.
 
 onnxruntime_test_float8.py imports ``parameterized``: run the tool with a Python that has it
 (a ``--system-site-packages`` venv), else that file is a collection error on both sides.
@@ -39,6 +41,8 @@ onnxkit.install_as_onnxruntime()
 '''
 
 _LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+?)(?: - (.*))?$")
+#: pytest's line for one failed ``subTest`` (the test itself is then still reported PASSED).
+_SUBFAIL = re.compile(r"^SUBFAILED\((.*?)\) (\S+::\S+)(?: - (.*))?$")
 
 
 def run_pytest(folder: str, files: list, plugin_dir=None, timeout: int = 1800, keep=None) -> dict:
@@ -55,10 +59,17 @@ def run_pytest(folder: str, files: list, plugin_dir=None, timeout: int = 1800, k
         with open(keep, "w", encoding="utf-8") as fh:
             fh.write(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     results: dict = {}
+    subfailed: dict = {}
     for line in proc.stdout.splitlines():
         m = _LINE.match(line.strip())
         if m and "::" in m.group(2):
             results.setdefault(m.group(2), (m.group(1), m.group(3) or ""))
+            continue
+        m = _SUBFAIL.match(line.strip())
+        if m:
+            subfailed.setdefault(m.group(2), f"subtest ({m.group(1)}): {m.group(3) or ''}")
+    for test, msg in subfailed.items():  # a test with a failed subtest has not passed
+        results[test] = ("SUBFAILED", msg)
     if not results and proc.returncode not in (0, 1, 5):
         raise SystemExit(f"no test results from {' '.join(cmd)}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return results

@@ -12,13 +12,14 @@ or, without changing the program: ``python -m onnxkit.ort script.py args``,
 The names are onnxruntime's public Python API (its documentation's and its Python tests'),
 each with onnxruntime's documented behaviour on onnxkit's runtime: :class:`InferenceSession`,
 :class:`SessionOptions`, :class:`RunOptions`, :class:`OrtValue`, :class:`IOBinding`,
-:class:`SparseTensor`, the device and memory descriptions, the enumerations and the module
-functions (:mod:`onnxkit.ort.functions`).  Submodules: ``capi`` (``_pybind_state``,
+:class:`SparseTensor`, LoRA adapters (:class:`AdapterFormat`, :class:`LoraAdapter`:
+:mod:`onnxkit.runtime.lora`, :mod:`onnxkit.runtime.lora_files`), the device and memory descriptions, the enumerations and the
+module functions (:mod:`onnxkit.ort.functions`).  Submodules: ``capi`` (``_pybind_state``,
 ``onnxruntime_pybind11_state`` with the status exception classes, ``onnxruntime_inference_collection``),
 ``backend`` (onnx's backend API), ``datasets`` (example models) and ``transformers.io_binding_helper``.
 What cannot mean anything here (telemetry, arenas, allocator sharing) is a documented no-op;
-what onnxkit does not do (native custom-operator and execution-provider libraries, LoRA
-adapters, model compilation) raises ``NotImplementedError`` or :class:`onnxkit.OnnxkitError`
+what onnxkit does not do (native custom-operator and execution-provider libraries, model
+compilation) raises ``NotImplementedError`` or :class:`onnxkit.OnnxkitError`
 naming the feature.  Nothing here imports onnxruntime.
 """
 
@@ -28,6 +29,8 @@ from ..runtime import (  # noqa: F401
     ExecutionMode, GraphOptimizationLevel, InferenceSession, IOBinding, ModelMetadata, NodeArg, OrtValue, RunOptions,
     SessionOptions, get_available_providers, get_device,
 )
+from ..runtime.lora import LoraAdapter  # noqa: F401
+from ..runtime.lora_files import AdapterFormat  # noqa: F401
 from ..runtime.devices import (  # noqa: F401
     ArenaExtendStrategy, OrtAllocatorType, OrtArenaCfg, OrtDevice, OrtDeviceMemoryType, OrtDeviceVendorId, OrtEpDevice,
     OrtExecutionProviderDevicePolicy, OrtHardwareDevice, OrtHardwareDeviceType, OrtMemoryInfo,
@@ -44,7 +47,7 @@ from .functions import (  # noqa: F401
 )
 from .install import install_as_onnxruntime, uninstall  # noqa: F401
 from .unsupported import (  # noqa: F401
-    AdapterFormat, LoraAdapter, ModelCompiler, ModelPackage, ModelPackageComponentContext, ModelPackageContext,
+    ModelCompiler, ModelPackage, ModelPackageComponentContext, ModelPackageContext,
     ModelPackageOptions, ModelPackageWriteMode, OrtCompileApiFlags, OrtEpContextData, OrtEpContextDataBuffer,
     OrtExternalInitializerInfo, OrtSyncStream,
 )

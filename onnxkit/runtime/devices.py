@@ -65,17 +65,42 @@ class OrtExecutionProviderDevicePolicy(enum.IntEnum):
 
 
 class OrtDeviceVendorId(enum.IntEnum):
-    NONE = 0
+    """PCI vendor ids (onnxruntime's ``OrtDevice::VendorIds``)."""
+
+    NONE = 0x0000
+    AMD = 0x1002
     NVIDIA = 0x10DE
+    ARM = 0x13B5
+    MICROSOFT = 0x1414
+    HUAWEI = 0x19E5
+    QUALCOMM = 0x5143
+    INTEL = 0x8086
+
+
+#: onnxruntime's device type numbers (``OrtDevice.cpu()`` ...) and its device names' types and
+#: vendors (``OrtDevice.make``); only ``cpu`` and ``cuda`` hold values in onnxkit.
+_TYPE_NUMBERS = {"cpu": 0, "gpu": 1, "cuda": 1, "webgpu": 1, "fpga": 2, "npu": 3, "cann": 3, "dml": 4}
+_NAME_VENDORS = {"cuda": OrtDeviceVendorId.NVIDIA, "dml": OrtDeviceVendorId.MICROSOFT,
+                 "cann": OrtDeviceVendorId.HUAWEI, "webgpu": OrtDeviceVendorId.NONE}
+_NAMES = ("cpu", "cuda", "cann", "dml", "webgpu", "gpu", "npu")
 
 
 class OrtDevice:
-    """A device: type (``OrtDevice.cpu()`` 0, ``cuda()`` 1), memory type, vendor and id."""
+    """A device: type, memory type, vendor and id, as onnxruntime's native ``OrtDevice``:
+    ``OrtDevice(type, mem_type, vendor_id, device_id)`` or ``OrtDevice(type, mem_type, device_id)``
+    (vendor 0), or ``OrtDevice.make(name, device_id, vendor_id=-1)``.  The type numbers are
+    onnxruntime's (``cpu()`` 0, ``gpu()``/``cuda()`` 1, ``fpga()`` 2, ``npu()``/``cann()`` 3,
+    ``dml()`` 4, which becomes a GPU of vendor Microsoft, as onnxruntime holds it).  Any device can be described; a value can be put on one that is the host
+    (:meth:`cpu`, or host-accessible memory) or an NVIDIA (or vendor-less) GPU, onnxkit's
+    ``cuda`` (:func:`value_device`)."""
 
-    _TYPES = {"cpu": 0, "cuda": 1, "gpu": 1}
-
-    def __init__(self, device_type: int = 0, mem_type: int = 0, vendor_id: int = 0, device_id: int = 0):
-        self._type, self._mem, self._vendor, self._id = int(device_type), int(mem_type), int(vendor_id), int(device_id)
+    def __init__(self, device_type: int = 0, mem_type: int = 0, *vendor_and_id):
+        if len(vendor_and_id) > 2:
+            raise OnnxkitError("OrtDevice takes (type, mem_type, vendor_id, device_id) or (type, mem_type, device_id)")
+        vendor, device_id = ((0, 0), (0, *vendor_and_id), vendor_and_id)[len(vendor_and_id)]
+        self._type, self._mem, self._vendor, self._id = int(device_type), int(mem_type), int(vendor), int(device_id)
+        if self._type == 4:  # onnxruntime holds DirectML as a GPU of Microsoft's
+            self._type, self._vendor = 1, int(OrtDeviceVendorId.MICROSOFT)
 
     @staticmethod
     def cpu() -> int:
@@ -86,20 +111,47 @@ class OrtDevice:
         return 1
 
     @staticmethod
-    def dml() -> int:
+    def gpu() -> int:
+        return 1
+
+    @staticmethod
+    def webgpu() -> int:
+        return 1
+
+    @staticmethod
+    def fpga() -> int:
         return 2
+
+    @staticmethod
+    def npu() -> int:
+        return 3
+
+    @staticmethod
+    def cann() -> int:
+        return 3
+
+    @staticmethod
+    def dml() -> int:
+        return 4
 
     @staticmethod
     def default_memory() -> int:
         return 0
 
     @classmethod
-    def make(cls, device_type: str, device_id: int = 0) -> "OrtDevice":
-        """``OrtDevice.make('cpu', 0)`` / ``make('cuda', 0)``."""
-        kind = cls._TYPES.get(str(device_type).lower())
-        if kind is None:
-            raise OnnxkitError(f"OrtDevice: device type {device_type!r} is not one onnxkit has (cpu, cuda)")
-        return cls(kind, 0, OrtDeviceVendorId.NVIDIA if kind == 1 else 0, device_id)
+    def make(cls, device_type: str, device_id: int = 0, vendor_id: int = -1) -> "OrtDevice":
+        """``OrtDevice.make('cpu', 0)`` / ``make('cuda', 0)`` (onnxruntime's names: cpu, cuda,
+        cann, dml, webgpu, gpu, npu; a ``vendor_id`` of 0 or more overrides the name's vendor)."""
+        name = str(device_type).lower()
+        if name not in _NAMES:
+            raise OnnxkitError(f"OrtDevice: unsupported device type {device_type!r} (onnxruntime's names: "
+                               f"{', '.join(_NAMES)})")
+        vendor = int(vendor_id) if int(vendor_id) >= 0 else int(_NAME_VENDORS.get(name, 0))
+        return cls(_TYPE_NUMBERS[name], 0, vendor, device_id)
+
+    def _get_c_device(self) -> "OrtDevice":
+        """onnxruntime's wrapper hands its native device on; here both are this object."""
+        return self
 
     def device_id(self) -> int:
         return self._id
@@ -110,12 +162,19 @@ class OrtDevice:
     def device_mem_type(self) -> int:
         return self._mem
 
+    def mem_type(self) -> int:
+        return self._mem
+
     def device_vendor_id(self) -> int:
         return self._vendor
 
+    def vendor_id(self) -> int:
+        return self._vendor
+
     def name(self) -> str:
-        """``'cpu'`` or ``'cuda'`` (onnxkit's device type names, as :class:`OrtValue` uses)."""
-        return "cuda" if self._type == 1 else "cpu"
+        """onnxkit's name of the device a value on it is held on (``'cpu'`` or ``'cuda'``);
+        raises :class:`OnnxkitError` for a device onnxkit holds no values on."""
+        return value_device(self)[0]
 
     def __eq__(self, other) -> bool:
         return isinstance(other, OrtDevice) and (self._type, self._mem, self._vendor, self._id) == \
@@ -125,7 +184,34 @@ class OrtDevice:
         return hash((self._type, self._mem, self._vendor, self._id))
 
     def __repr__(self) -> str:
-        return f"OrtDevice({self.name()}:{self._id})"
+        kind = {0: "cpu", 1: "gpu", 2: "fpga", 3: "npu"}.get(self._type, f"type {self._type}")
+        if self._type == 1:
+            kind = {0: "cuda", OrtDeviceVendorId.NVIDIA: "cuda", OrtDeviceVendorId.MICROSOFT: "dml"}.get(self._vendor, kind)
+        return f"OrtDevice({kind}:{self._id})"
+
+
+def value_device(device, device_id: int = 0, vendor_id: int = -1) -> tuple:
+    """``(name, id)`` of the device a value goes to, ``name`` ``'cpu'`` or ``'cuda'``: from an
+    onnxruntime device name (``'cpu'``, ``'cuda'``, any case) and ``device_id``, or from an
+    :class:`OrtDevice` (its own id): the host type, or host-accessible memory of any device, is
+    ``cpu``; a GPU of NVIDIA or of no vendor is ``cuda``.  Other devices (dml, cann, npu, fpga,
+    other GPU vendors, names onnxruntime does not have) raise :class:`OnnxkitError` naming them."""
+    if isinstance(device, OrtDevice):
+        if device._type == 0 or device._mem == OrtDeviceMemoryType.HOST_ACCESSIBLE:
+            return "cpu", device._id
+        if device._type == 1 and device._vendor in (0, OrtDeviceVendorId.NVIDIA):
+            return "cuda", device._id
+        raise OnnxkitError(f"{device!r} (type {device._type}, vendor {device._vendor:#x}) is not a device onnxkit "
+                           "holds values on: the host (cpu) or an NVIDIA GPU (cuda)")
+    if not isinstance(device, str):
+        raise OnnxkitError(f"a device must be a name ('cpu', 'cuda') or an OrtDevice, not {type(device).__name__}")
+    name = device.lower()
+    if name == "cpu":
+        return "cpu", int(device_id)
+    if name == "cuda" and int(vendor_id) in (-1, 0, OrtDeviceVendorId.NVIDIA):
+        return "cuda", int(device_id)
+    raise OnnxkitError(f"device type must be 'cpu' or 'cuda' (onnxkit holds values on the host or an NVIDIA GPU), "
+                       f"not {device!r}")
 
 
 class OrtMemoryInfo:

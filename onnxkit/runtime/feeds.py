@@ -147,8 +147,10 @@ def _map_key(name: str, key, key_type: int):
                              f"got {type(key).__name__}")
         return key
     if isinstance(key, (bool, np.bool_)) or not isinstance(key, (int, np.integer)):
+        # the last clause is onnxruntime's wording, which its tests and callers match
         raise InputError(f"input {name!r}: map key {key!r} must be an integer "
-                         f"(declared key type {et.name.lower()}), got {type(key).__name__}")
+                         f"(declared key type {et.name.lower()}), got {type(key).__name__}: "
+                         f"Unexpected key type  {type(key)}, it cannot be linked to C type {et.name.lower()}_t")
     check_integer_range(name, np.asarray(key, dtype=object), et, "map key")
     return key
 

@@ -231,6 +231,7 @@ class RunOptions:
         self.logid = ""
         self.only_execute_path_to_fetches = False
         self._config: dict = {}
+        self._active_adapters: list = []
 
     def add_run_config_entry(self, key: str, value: str) -> None:
         """Keep a run configuration entry; onnxkit reads none of them."""
@@ -243,8 +244,13 @@ class RunOptions:
             raise OnnxkitError(f"RunOptions does not have configuration with key: {key}") from None
 
     def add_active_adapter(self, adapter) -> None:
-        """onnxruntime's LoRA adapters: not available in onnxkit."""
-        raise NotImplementedError("LoRA adapters (RunOptions.add_active_adapter) are not implemented by onnxkit")
+        """Activate a :class:`~onnxkit.runtime.lora.LoraAdapter` for the runs given these options:
+        its parameters are fed as the model inputs of their names (the rules:
+        :mod:`onnxkit.runtime.lora`)."""
+        from .lora import check_adapter
+
+        check_adapter(adapter)
+        self._active_adapters.append(adapter)
 
     def __repr__(self) -> str:
         return (f"RunOptions(terminate={self.terminate}, run_time_limit_s={self.run_time_limit_s}, "

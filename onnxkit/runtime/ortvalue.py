@@ -36,11 +36,11 @@ def _torch_device(device_type: str, device_id: int):
     return torch.device("cpu")
 
 
-def _check_device(device_type: str) -> str:
-    device_type = str(device_type).lower()
-    if device_type not in ("cpu", "cuda"):
-        raise OnnxkitError(f"device type must be 'cpu' or 'cuda', not {device_type!r}")
-    return device_type
+def _device(device, device_id=0, vendor_id=-1) -> tuple:
+    """``('cpu' | 'cuda', id)`` of a device name or :class:`~onnxkit.runtime.devices.OrtDevice`."""
+    from .devices import value_device
+
+    return value_device(device, device_id, vendor_id)
 
 
 class OrtValue:
@@ -53,20 +53,35 @@ class OrtValue:
 
     # -- constructors -------------------------------------------------------------------------
     @classmethod
-    def ortvalue_from_numpy(cls, numpy_obj, device_type: str = "cpu", device_id: int = 0) -> "OrtValue":
-        """``numpy_obj`` on ``device_type``: kept as the array itself on ``cpu`` (as
-        onnxruntime, it shares its memory), copied into a torch tensor on ``cuda``."""
-        device_type = _check_device(device_type)
+    def ortvalue_from_numpy(cls, numpy_obj, device_type="cpu", device_id: int = 0, vendor_id: int = -1) -> "OrtValue":
+        """``numpy_obj`` on a device: a name (``'cpu'``, ``'cuda'``) with ``device_id``, or an
+        :class:`~onnxkit.runtime.devices.OrtDevice` (onnxruntime's native form).  On ``cpu`` the
+        value is the array itself (as onnxruntime, it shares its memory); on ``cuda`` a copy in
+        a torch tensor."""
+        device, index = _device(device_type, device_id, vendor_id)
         arr = np.asarray(numpy_obj)
-        if device_type == "cpu":
+        if device == "cpu":
             return cls(arr)
-        return cls(_torch().from_numpy(np.ascontiguousarray(arr)).to(_torch_device(device_type, device_id)))
+        return cls(_torch().from_numpy(np.ascontiguousarray(arr)).to(_torch_device(device, index)))
 
     @classmethod
-    def ortvalue_from_shape_and_type(cls, shape, element_type=np.float32, device_type: str = "cpu",
-                                     device_id: int = 0) -> "OrtValue":
-        """A new value of ``shape`` and numpy ``element_type`` (zero-filled)."""
-        return cls.ortvalue_from_numpy(np.zeros(tuple(shape), dtype=element_type), device_type, device_id)
+    def ortvalue_from_shape_and_type(cls, shape, element_type=np.float32, device_type="cpu", device_id: int = 0,
+                                     vendor_id: int = -1, memory_info=None) -> "OrtValue":
+        """A new zero-filled value of ``shape`` and ``element_type`` (a numpy type, or an ONNX
+        element type number such as 16 for BFLOAT16) on a device (a name and id, an
+        :class:`~onnxkit.runtime.devices.OrtDevice`, or ``memory_info``'s device, which then
+        overrides the others)."""
+        from .pointers import element_dtype
+
+        if memory_info is not None:
+            device_type, device_id = memory_info.device, 0
+        dtype = element_dtype(element_type, "ortvalue_from_shape_and_type")
+        return cls.ortvalue_from_numpy(np.zeros(tuple(shape), dtype=dtype), device_type, device_id, vendor_id)
+
+    @classmethod
+    def ortvalue_from_shape_and_onnx_type(cls, shape, onnx_element_type: int, device="cpu") -> "OrtValue":
+        """onnxruntime's native spelling of :meth:`ortvalue_from_shape_and_type` with an ONNX type."""
+        return cls.ortvalue_from_shape_and_type(shape, int(onnx_element_type), device)
 
     @classmethod
     def from_dlpack(cls, data, is_bool_tensor: bool = False) -> "OrtValue":
@@ -273,11 +288,28 @@ class IOBinding:
 
     def bind_input(self, name: str, device_type="cpu", device_id: int = 0, element_type=None, shape=None,
                    buffer_ptr=None) -> None:
-        """Bind a value: a numpy array, torch tensor or OrtValue as ``device_type`` (raw
-        ``buffer_ptr`` pointers are not taken: pass the array or tensor)."""
-        if buffer_ptr is not None and not hasattr(device_type, "shape"):
-            raise OnnxkitError(f"bind_input({name!r}): onnxkit does not bind raw memory pointers; "
-                               "bind the array or tensor (bind_cpu_input, bind_ortvalue_input)")
+        """Bind input ``name``, in onnxruntime's three forms:
+
+        * ``bind_input(name, device_type, device_id, element_type, shape, buffer_ptr)``: the
+          memory at the address ``buffer_ptr`` (:func:`~onnxkit.runtime.pointers.view_pointer`:
+          host memory, or CUDA memory where torch sees CUDA), not copied: it is read at each run;
+        * ``bind_input(name, ort_device, element_type, shape, buffer_ptr)`` (the native form,
+          an :class:`~onnxkit.runtime.devices.OrtDevice` second);
+        * ``bind_input(name, value)``: a numpy array, torch tensor or OrtValue."""
+        from .devices import OrtDevice
+
+        what = f"bind_input({name!r})"
+        if isinstance(device_type, OrtDevice) and buffer_ptr is None and shape is not None:
+            device_id, element_type, shape, buffer_ptr = 0, device_id, element_type, shape  # the native form
+        if isinstance(device_type, (str, OrtDevice)):
+            if buffer_ptr is None or element_type is None or shape is None:
+                raise OnnxkitError(f"{what}: with a device, element_type, shape and buffer_ptr are required; "
+                                   "bind an array with bind_cpu_input or an OrtValue with bind_ortvalue_input")
+            from .pointers import view_pointer
+
+            device, index = _device(device_type, device_id)
+            self._inputs[name] = view_pointer(buffer_ptr, device, index, element_type, shape, what)
+            return
         value = device_type
         if isinstance(value, OrtValue):
             value = value._value
@@ -286,14 +318,34 @@ class IOBinding:
     def bind_ortvalue_input(self, name: str, ortvalue: OrtValue) -> None:
         self._inputs[name] = ortvalue._value
 
-    def bind_output(self, name: str, device_type: str = "cpu", device_id: int = 0, element_type=None,
+    def bind_output(self, name: str, device_type="cpu", device_id: int = 0, element_type=None,
                     shape=None, buffer_ptr=None) -> None:
-        """Ask for output ``name`` on ``device_type`` (``cuda`` keeps it on the device); a raw
-        ``buffer_ptr`` is refused (bind an OrtValue with :meth:`bind_ortvalue_output`)."""
-        if buffer_ptr is not None:
-            raise OnnxkitError(f"bind_output({name!r}): onnxkit does not write into raw memory pointers "
-                               "(buffer_ptr); bind an OrtValue with bind_ortvalue_output")
-        self._outputs.append((name, _check_device(device_type), int(device_id), None))
+        """Ask for output ``name`` on a device (a name and id, or an
+        :class:`~onnxkit.runtime.devices.OrtDevice`; ``cuda`` keeps it on the device), or, with
+        ``element_type``, ``shape`` and ``buffer_ptr``, have it written into the memory at that
+        address (as :meth:`bind_input` views it; at run time the output's shape and type must be
+        those: a mismatch is an error, nothing is converted).  Native form:
+        ``bind_output(name, ort_device[, element_type, shape, buffer_ptr])``."""
+        from .devices import OrtDevice
+
+        what = f"bind_output({name!r})"
+        if isinstance(device_type, OrtDevice) and buffer_ptr is None and shape is not None:
+            device_id, element_type, shape, buffer_ptr = 0, device_id, element_type, shape  # the native form
+        device, index = _device(device_type, device_id)
+        if buffer_ptr is None:
+            self._bind_output((name, device, index, None))
+            return
+        if element_type is None or shape is None:
+            raise OnnxkitError(f"{what}: `element_type` and `shape` are to be provided if pre-allocated memory is "
+                               "provided (buffer_ptr)")
+        from .pointers import view_pointer
+
+        target = OrtValue(view_pointer(buffer_ptr, device, index, element_type, shape, what))
+        self._bind_output((name, target.device_name(), index, target))
+
+    def _bind_output(self, entry: tuple) -> None:
+        """Bind ``(name, device, id, OrtValue or None)``, replacing an earlier binding of the name."""
+        self._outputs = [e for e in self._outputs if e[0] != entry[0]] + [entry]
 
     def bind_ortvalue_output(self, name: str, ortvalue: OrtValue) -> None:
         """Write output ``name`` into ``ortvalue`` (a writable tensor; at run time its shape and
@@ -304,7 +356,7 @@ class IOBinding:
         if not ortvalue._is_torch() and not ortvalue._value.flags.writeable:
             raise OnnxkitError(f"bind_ortvalue_output({name!r}): the OrtValue's array is read-only; "
                                "bind a writable one")
-        self._outputs.append((name, ortvalue.device_name(), 0, ortvalue))
+        self._bind_output((name, ortvalue.device_name(), 0, ortvalue))
 
     def clear_binding_inputs(self) -> None:
         self._inputs.clear()
@@ -324,6 +376,11 @@ class IOBinding:
 
     def _run(self, run_options) -> None:
         sess = self._session
+        if getattr(run_options, "_active_adapters", None):
+            from ..log import get_logger
+
+            get_logger("run").warning("run_with_iobinding has active adapters specified, but won't have an effect "
+                                      "(onnxruntime's rule: bind the adapter's parameters as inputs instead)")
         names = [n for n, *_ in self._outputs] or [o.name for o in sess.get_outputs()]
         device_out = sess._torch and any(d == "cuda" for _, d, _, _ in self._outputs)
         feeds, bindings = sess._feed_values(self._inputs)

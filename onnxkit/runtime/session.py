@@ -48,6 +48,7 @@ from .gc_pause import collection_paused
 from .feeds import InputError, coerce_feed, fresh_outputs, is_torch_backend, to_backend, to_host
 from .options import ModelMetadata, NodeArg, SessionOptions, missing_backend_message, provider_of
 from .plan import Planner
+from .lora import with_adapters
 from .plans import PlanSet
 from .policy import Bindings, OutputCheck, Reporter, admit, read_as_onnxruntime
 from .providers import choose_backends
@@ -300,6 +301,8 @@ class InferenceSession(OrtSessionSurface):
     def run(self, output_names: Optional[Sequence[str]], input_feed: Mapping[str, Any], run_options=None) -> list:
         """Evaluate; returns the requested outputs (all when ``output_names`` is None or empty)
         in order, as fresh writable numpy arrays (sequences as lists, maps as dicts)."""
+        if run_options is not None and getattr(run_options, "_active_adapters", None):
+            input_feed = with_adapters(input_feed, run_options)  # LoRA adapters: onnxkit.runtime.lora
         seen = self._checked.seen(input_feed) if self._host_arrays else None
         if seen is not None:  # a feed signature that passed every check before: not checked again
             values, key, entry = seen
@@ -318,6 +321,8 @@ class InferenceSession(OrtSessionSurface):
         (on the gpu backend their tensors stay on the device)."""
         from .ortvalue import OrtValue
 
+        if run_options is not None and getattr(run_options, "_active_adapters", None):
+            input_dict_ort_values = with_adapters(input_dict_ort_values, run_options)
         values, bindings = self._feed_values(input_dict_ort_values)
         outs = self._evaluate(values, run_options)
         return [OrtValue(v) for v in self._fetch(output_names, outs, host=not self._torch, feeds=values,

@@ -17,7 +17,8 @@
   entries ``session.optimized_model_external_initializers_file_name`` and
   ``..._min_size_in_bytes``).
 * ``set_providers`` (plans again on the providers given), ``run_async`` (a thread that calls
-  ``callback(outputs, user_data, error_message)``), memory infos and devices of inputs and
+  ``callback(outputs, user_data, error_message)``; like ``run_with_ortvaluevector`` it does not
+  apply active LoRA adapters, as onnxruntime, and warns so), memory infos and devices of inputs and
   outputs, ``get_provider_graph_assignment_info`` and ``_model_path`` / ``_model_bytes`` /
   ``_sess`` as onnxruntime's wrapper has them.
 """
@@ -252,6 +253,7 @@ class OrtSessionSurface:
         ``callback([], user_data, message)`` when the run fails."""
         if not callable(callback):
             raise OnnxkitError("run_async: callback must be callable(outputs, user_data, error_message)")
+        run_options = _without_adapters(run_options, "run_async")
 
         def work():
             try:
@@ -282,6 +284,7 @@ class OrtSessionSurface:
         if fetch_devices is not None and len(list(fetch_devices)) not in (0, len(fetch_names)):
             raise OnnxkitError(f"run_with_ortvaluevector: {len(list(fetch_devices))} fetch devices for "
                                f"{len(fetch_names)} fetch names")
+        run_options = _without_adapters(run_options, "run_with_ortvaluevector")
         outs = self.run_with_ort_values(fetch_names, dict(zip(feed_names, feeds)), run_options)
         del fetches[:]
         fetches.extend(outs)
@@ -344,6 +347,17 @@ class NativeSession:
 
     def __getattr__(self, name):
         return getattr(self._session, name)
+
+
+def _without_adapters(run_options, what: str):
+    """``run_options`` without active LoRA adapters (a copy, with a warning on ``onnxkit.run``,
+    where it has some): onnxruntime applies them in ``run`` and ``run_with_ort_values`` only."""
+    if not getattr(run_options, "_active_adapters", None):
+        return run_options
+    get_logger("run").warning("%s has active adapters specified, but won't have an effect", what)
+    out = copy.copy(run_options)
+    out._active_adapters = []
+    return out
 
 
 def _limits(sess):

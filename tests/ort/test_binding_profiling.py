@@ -75,16 +75,17 @@ def test_a_bound_ortvalue_of_another_shape_is_refused():
         s.run_with_iobinding(io)
 
 
-def test_bind_output_with_a_raw_pointer_is_refused_when_bound():
+def test_bind_output_with_a_raw_pointer_needs_element_type_and_shape():
     s = InferenceSession(IDENTITY)
     io = s.io_binding()
     buf = np.zeros((2, 3), np.float32)
-    with pytest.raises(OnnxkitError, match="bind_output\\('y'\\): .*raw memory pointers"):
-        io.bind_output("y", "cpu", 0, np.float32, [2, 3], buf.ctypes.data)
+    with pytest.raises(OnnxkitError, match="bind_output\\('y'\\): `element_type` and `shape` are to be provided"):
+        io.bind_output("y", "cpu", 0, None, [2, 3], buf.ctypes.data)
     io.bind_output("y", "cpu", 0, np.float32, [2, 3])   # element type and shape alone are fine
     io.bind_cpu_input("x", X)
     s.run_with_iobinding(io)
     assert io.copy_outputs_to_cpu()[0].tolist() == X.tolist()
+    assert not buf.any()
 
 
 def test_a_read_only_ortvalue_cannot_be_bound_as_an_output():

@@ -9,6 +9,8 @@ from ...runtime import (  # noqa: F401
     ExecutionMode, GraphOptimizationLevel, InferenceSession, IOBinding, ModelMetadata, NodeArg, OrtValue, RunOptions,
     SessionOptions, get_available_providers, get_device,
 )
+from ...runtime.lora import LoraAdapter  # noqa: F401
+from ...runtime.lora_files import AdapterFormat  # noqa: F401
 from ...runtime.devices import (  # noqa: F401
     ArenaExtendStrategy, OrtAllocatorType, OrtArenaCfg, OrtDevice, OrtDeviceMemoryType, OrtDeviceVendorId, OrtEpDevice,
     OrtExecutionProviderDevicePolicy, OrtHardwareDevice, OrtHardwareDeviceType, OrtMemoryInfo,
@@ -32,7 +34,7 @@ from .extras import (  # noqa: F401
 )
 
 from ..unsupported import (  # noqa: F401
-    AdapterFormat, LoraAdapter, ModelCompiler, ModelPackage, ModelPackageComponentContext, ModelPackageContext,
+    ModelCompiler, ModelPackage, ModelPackageComponentContext, ModelPackageContext,
     ModelPackageOptions, ModelPackageWriteMode, OrtCompileApiFlags, OrtEpContextData, OrtEpContextDataBuffer,
     OrtExternalInitializerInfo, OrtSyncStream,
 )

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from ...runtime import InferenceSession, IOBinding, OrtValue  # noqa: F401
 from ...runtime.devices import OrtDevice, OrtMemoryInfo  # noqa: F401
+from ...runtime.lora_files import AdapterFormat  # noqa: F401
 from ...runtime.sparse import SparseTensor  # noqa: F401
 
 Session = InferenceSession

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import warnings
+import weakref
 
 import numpy as np
 
@@ -34,6 +35,8 @@ from .errors import GenaiError, not_supported
 _NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
           "tensor(bfloat16)": None, "tensor(int32)": np.int32, "tensor(int64)": np.int64,
           "tensor(int8)": np.int8, "tensor(uint8)": np.uint8}
+#: sessions whose shared-buffer dimension warning has been filtered once (see DecoderState.run)
+_QUIETED: "weakref.WeakSet" = weakref.WeakSet()
 _PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 #: session_options keys of genai_config.json that do not change what onnxkit computes.
 _HARMLESS_OPTIONS = ("log_id", "log_severity_level", "log_verbosity_level", "enable_profiling", "profile_file_prefix",
@@ -180,10 +183,15 @@ class DecoderState:
             feeds[kn], feeds[vn] = k, v
         feeds.update(self.extra)
         names = [s.output_names["logits"], *[x for p in self.kv_out for x in p]]
-        with warnings.catch_warnings():
+        if self.share and self.session not in _QUIETED:
             # the shared buffer is max_length long where the model declares the present as long as
-            # the mask: genai's convention, not a fault of the model worth a warning per session
-            warnings.filterwarnings("ignore", ".*dimension-variable-conflict", ConformanceWarning)
+            # the mask: genai's convention, not a fault of the model worth a warning (the session
+            # reports a kind once, so only its first shared-buffer run needs the filter)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", ".*dimension-variable-conflict", ConformanceWarning)
+                values = self.session.run(names, feeds)
+            _QUIETED.add(self.session)
+        else:
             values = self.session.run(names, feeds)
         self.last_feeds = feeds
         self.last_outputs = dict(zip(names, values))

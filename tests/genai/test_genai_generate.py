@@ -176,3 +176,22 @@ def test_refusals(bpe_model, real_og, kit_og, prompt_ids):
         kit_og.Generator(params.model, params)
     with pytest.raises(GenaiError, match="genai_config.json"):
         kit_og.Model(str(bpe_model.parent))
+
+
+def test_the_shared_buffer_raises_no_warning_while_generating(bpe_model, kit_og, prompt_ids):
+    """The present is max_length long where the model declares it as long as the mask (genai's
+    shared buffer): onnxkit.genai keeps that from becoming a ConformanceWarning."""
+    import warnings
+
+    import onnxkit
+
+    model = kit_og.Model(str(bpe_model))  # loading may warn (the builder's value_info): not this test's
+    for share in (True, False):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", onnxkit.ConformanceWarning)
+            params = kit_og.GeneratorParams(model)
+            params.set_search_options(max_length=len(prompt_ids) + 5, past_present_share_buffer=share)
+            gen = kit_og.Generator(model, params)
+            gen.append_tokens(prompt_ids)
+            while not gen.is_done():
+                gen.generate_next_token()

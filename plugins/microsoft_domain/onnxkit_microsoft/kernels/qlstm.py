@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, calls_blas
 
 from . import _mlas_activations as mlas
 from ._common import DOMAIN, const, device_of, shape_of
@@ -117,6 +117,7 @@ def _gather_rows(xp, a, order: np.ndarray, ctx):
 
 
 @KERNELS.register("DynamicQuantizeLSTM", 1, domain=DOMAIN)
+@calls_blas
 def dynamic_quantize_lstm(ctx):
     from onnxkit_default_domain.api import rnn
 

@@ -10,7 +10,8 @@ provider; ``.cache`` is git-ignored), with the
 recipe's hash recorded in ``recipe.json``: a later call with the same recipe reuses it, a changed
 recipe (config, precision, builder options, builder version) rebuilds it.
 
-Architectures: :data:`ARCHS` (``llama``, ``qwen2``, ``phi3``, ``mistral``, ``gemma``); precisions
+Architectures: :data:`ARCHS` (``llama``, ``qwen2``, ``phi3``, ``mistral``, ``gemma``, ``gemma2``,
+``qwen3``, ``phi``); precisions
 ``fp32`` and ``int4`` (CPU).  :data:`UNBUILDABLE` records an architecture the builder cannot build
 here and why (empty when every one builds).
 
@@ -34,9 +35,11 @@ CACHE = Path(__file__).resolve().parents[2] / ".cache" / "genai_models"
 VOCAB = 128  # tokens of the word-level tokenizer and every model's vocabulary
 
 #: ``{arch: (transformers config class name, config keyword arguments)}``: 2 layers, hidden 64,
-#: grouped K/V heads (4 query heads over 2), a small vocabulary and context; mistral's first
-#: layer attends within a sliding window of 12 (GroupQueryAttention's local_window_size, with a
-#: window-sized KV buffer: sliding_window_cache)
+#: grouped K/V heads (4 query heads over 2), a small vocabulary and context.  What each brings to
+#: GroupQueryAttention: mistral's first layer a sliding window of 12 (local_window_size with a
+#: window-sized KV buffer, sliding_window_cache); gemma2 that on alternate layers plus softcap;
+#: qwen3 Q/K RMS norms (explicit nodes before the attention on the CPU); phi partial rotary (half
+#: of each head) and LayerNorm
 ARCHS = {
     "llama": ("LlamaConfig", dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
                                   num_key_value_heads=2)),
@@ -49,6 +52,14 @@ ARCHS = {
                                       layer_types=["sliding_attention", "full_attention"])),
     "gemma": ("GemmaConfig", dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
                                   num_key_value_heads=2, head_dim=16)),
+    "gemma2": ("Gemma2Config", dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                    num_key_value_heads=2, head_dim=16, sliding_window=12,
+                                    attn_logit_softcapping=20.0, final_logit_softcapping=30.0)),
+    "qwen3": ("Qwen3Config", dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                  num_key_value_heads=2, head_dim=16)),
+    # head 32, half of it rotated (onnxruntime wants cos_cache's width a multiple of 8)
+    "phi": ("PhiConfig", dict(hidden_size=128, intermediate_size=128, num_attention_heads=4,
+                              num_key_value_heads=2, partial_rotary_factor=0.5)),
 }
 COMMON = dict(vocab_size=VOCAB, num_hidden_layers=2, max_position_embeddings=256, bos_token_id=1,
               eos_token_id=2, tie_word_embeddings=False)

@@ -3,8 +3,9 @@
 A session's runs are served by one of these plans, chosen per run by one key:
 
 * the *tier*: the cold plan (numpy bodies where a kernel deferred a costly setup:
-  :mod:`onnxkit.runtime.bodies`) until its record is due, then the warm plan, made once between
-  two runs (a run in progress keeps the plan it started with);
+  :mod:`onnxkit.runtime.bodies`) until its record is due, then the warm plan, set up *off the run
+  path* under ``tiered`` (the default; below) or made in the calling thread, between two runs,
+  under ``second``, by :meth:`PlanSet.promote`, or where the deferrals estimated no cost;
 * the *defaults fed*: under IR version < 4 the optimizer may have read an initializer that is
   also an input as a constant; a run that feeds one runs the model as given (the *plain* plan,
   made on first need);
@@ -16,17 +17,134 @@ Inside a plan, :class:`~onnxkit.runtime.plan.GraphPlan` itself picks its folded-
 while no default is fed.  :class:`PlanSet` owns the plans, the specializer and the identities of
 the values they keep (an output that is one is copied before it is handed out); the session asks
 it for nothing but :meth:`PlanSet.run`.
+
+The warm plan's setup off the run path: no compiled code is built or loaded inside a user's run.
+The run that finds the record due starts a background thread and is served by the cold plan, as
+are the runs after it, until the thread has ended; the first run to begin after that switches to
+the warm plan (a run in progress keeps the plan it started with).  The thread
+
+1. (``$ONNXKIT_WARM_SETUP=process``, the default) runs the model warm in a child process
+   (:func:`fill_caches`, niced) on a copy of that run's feeds: numba compiles there, holding that
+   process's interpreter lock, not this one's (Python threads share one lock, and numba's
+   compiler is mostly Python: compiled in a thread of this process, a run waits for it up to a
+   switch interval at a time, longer where the system preempts the thread holding the lock), and
+   leaves its machine code in numba's on-disk cache.  Skipped where the child could not plan the
+   same model (:meth:`PlanSet._fill_caches`); ``thread`` skips it always;
+2. plans warm (numba imported, its cache loaded or, what the child did not leave, compiled) with
+   the garbage collector paused (a collection of the whole heap holds the lock for tens of ms),
+   and runs the new plan on the copied feeds as the session's first runs would (recorded, then
+   specialized: a *warm-up*; numba builds or loads a loop on its first call per argument types).
+   No warm-up where a node is nondeterministic (Clause 8.5): it would advance the node's state.
+
+A setup that fails is reported once, at the next run (a ``RuntimeWarning`` and the
+``onnxkit.plan`` log), and the session keeps its cold plan for good.  :meth:`PlanSet.wait_warm`
+(the session's ``wait_for_warm_plan``) waits for the thread and switches: tests and tools use it
+where a switch must be deterministic.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextvars
+import os
+import sys
 import threading
 import time
+import warnings
 from typing import Callable, Optional
 
-from .bodies import planning_cold
-from .optimizer.specialize import signature
+import numpy as np
+
+from .bodies import _steps, planning_cold
+from .gc_pause import collection_paused
+from .optimizer.specialize import ROUNDS, signature
 from .plan import Planner, kept_value_ids
+
+
+#: ``$ONNXKIT_WARM_SETUP``'s values: ``process`` (the default: a child process compiles, the
+#: background thread loads) or ``thread`` (the background thread compiles).
+WARM_SETUPS = ("process", "thread")
+#: the largest model (initializer elements) a child process plans again to fill the caches
+CHILD_ELEMENTS = 1 << 25
+#: how long a child process may take (seconds)
+CHILD_TIMEOUT_S = 600.0
+_CHILDREN: set = set()
+_CHILDREN_LOCK = threading.Lock()
+
+
+def warm_setup() -> str:
+    """``$ONNXKIT_WARM_SETUP`` as one of :data:`WARM_SETUPS` (unset: ``process``)."""
+    from ..errors import OnnxkitError
+
+    value = os.environ.get("ONNXKIT_WARM_SETUP", "").strip().lower() or "process"
+    if value not in WARM_SETUPS:
+        raise OnnxkitError(f"ONNXKIT_WARM_SETUP={value!r} is not one of {', '.join(WARM_SETUPS)}")
+    return value
+
+
+@atexit.register
+def _end_children() -> None:
+    """End the child processes still filling caches when this process exits."""
+    with _CHILDREN_LOCK:
+        for proc in list(_CHILDREN):
+            proc.kill()
+
+
+def fill_caches(model_path: str, feeds_path: str, names: list, level: int, disabled: str) -> None:
+    """The child process of :meth:`PlanSet._fill_caches`: a warm session of the model at ``model_path``
+    (optimization ``level``, ``disabled`` passes) run on the feeds at ``feeds_path`` (``f<position>``
+    of ``names``) as the session's first runs would (recorded, then specialized)."""
+    import warnings as _warnings
+
+    from .options import GraphOptimizationLevel, SessionOptions
+    from .session import InferenceSession
+
+    _warnings.simplefilter("ignore")
+    so = SessionOptions()
+    so.graph_optimization_level = GraphOptimizationLevel(level)
+    so.intra_op_num_threads = 1
+    if disabled:
+        so.add_session_config_entry("session.disable_passes", disabled)
+    session = InferenceSession(model_path, so)
+    with np.load(feeds_path) as stored:
+        feeds = {names[int(k[1:])]: stored[k] for k in stored.files}
+    for _ in range(ROUNDS + 1):
+        session.run(None, feeds)
+
+
+class _Tier:
+    """One tier's plans: ``plan``, its IR < 4 ``plain`` variant (made on first need), its
+    ``specializer``, and ``cold``: the :class:`~onnxkit.runtime.bodies.FirstRun` record when it
+    is the cold plan, else None.  A run reads the session's tier once (one attribute), so it
+    never mixes the plans of two tiers."""
+
+    __slots__ = ("plan", "plain", "specializer", "cold")
+
+    def __init__(self, plan, specializer, cold):
+        self.plan, self.plain, self.specializer, self.cold = plan, None, specializer, cold
+
+
+class _Setup:
+    """The background setup of a warm tier: ``done`` is set when the thread has ended, with
+    ``tier`` (the warm :class:`_Tier`) or ``error`` (what it raised); ``reported``: a failure
+    has been warned about."""
+
+    __slots__ = ("done", "tier", "error", "reported", "thread")
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.tier = self.error = self.thread = None
+        self.reported = False
+
+
+def _copy(value):
+    """A copy of a feed the warm-up can run while the caller reuses its arrays (numpy arrays and
+    lists of them copied; other values are immutable or the backend's own)."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
 
 
 class PlanSet:
@@ -44,14 +162,32 @@ class PlanSet:
         self.model, self.given, self.registry, self.backend_name = model, given, registry, backend_name
         self.planner_args, self.level, self.disabled = planner_args, level, disabled
         self.consumed, self.host_arrays, self.log = consumed, host_arrays, log
-        self.cold = cold
-        self._lock = threading.Lock()
-        self.plain = None
+        self._lock = threading.Lock()        # the tier's switch, the setup's start
+        self._kept_lock = threading.Lock()   # kept_ids' updates
+        self._setup: Optional[_Setup] = None
+        self._child = cold is not None and warm_setup() == "process"  # read (and refused by name) once
         with planning_cold(cold):
             self._passes(plan)
             self.kept_ids = kept_value_ids(plan)
-            self.plan = plan
-            self.specializer = self._specializer_for()
+            self._tier = _Tier(plan, self._specializer_for(plan), cold)
+
+    # the current tier's parts (a run reads ``_tier`` once instead)
+    @property
+    def plan(self):
+        return self._tier.plan
+
+    @property
+    def plain(self):
+        return self._tier.plain
+
+    @property
+    def specializer(self):
+        return self._tier.specializer
+
+    @property
+    def cold(self):
+        """The cold plan's :class:`~onnxkit.runtime.bodies.FirstRun` while the session runs it, else None."""
+        return self._tier.cold
 
     # -- making plans ---------------------------------------------------------------------------
     def _passes(self, plan) -> None:
@@ -61,8 +197,13 @@ class PlanSet:
         run_plan_passes(plan, self.level, self.disabled,
                         lambda name, counted: self.log("plan", 20, "%s: %s", name, counted))
 
-    def _specializer_for(self):
-        """The :class:`~onnxkit.runtime.optimizer.specialize.Specializer` of the current plan, or
+    def _keep(self, plan) -> None:
+        """Add the identities of the values ``plan`` keeps (an output that is one is copied)."""
+        with self._kept_lock:
+            self.kept_ids = self.kept_ids | kept_value_ids(plan)
+
+    def _specializer_for(self, plan):
+        """The :class:`~onnxkit.runtime.optimizer.specialize.Specializer` of ``plan``, or
         None when the ``specialize`` pass is off or cannot apply (values that are not numpy
         arrays, a graph that reads its own structure)."""
         from .optimizer import plan_pass_on, reads_its_graph
@@ -78,63 +219,200 @@ class PlanSet:
             self.log("plan", 20, "specialize: input %r axis %d varies across runs (%s): its plans serve every "
                      "extent there", names[position] if position < len(names) else position, axis, extents)
 
-        return Specializer(self.model, self.plan, self.registry, self.planner_args.get("limits"), log=varies)
+        return Specializer(self.model, plan, self.registry, self.planner_args.get("limits"), log=varies)
 
-    def _plain_for(self, values: list):
-        """The optimized plan, or, when a run feeds an IR < 4 input whose initializer the
-        optimizer read as a constant, the plan of the model as given (made on first need)."""
+    def _plain_for(self, tier: _Tier, values: list):
+        """``tier``'s plan, or, when a run feeds an IR < 4 input whose initializer the optimizer
+        read as a constant, the plan of the model as given (made on first need)."""
         if not any(values[i] is not None for i in self.consumed):
-            return self.plan
-        if self.plain is None:
+            return tier.plan
+        if tier.plain is None:
             plain = Planner(self.given, self.registry, self.backend_name, **self.planner_args).compile_model()
             self._passes(plain)
-            self.kept_ids = self.kept_ids | kept_value_ids(plain)
-            self.plain = plain
-        return self.plain
+            self._keep(plain)
+            tier.plain = plain
+        return tier.plain
+
+    def _warm_tier(self, values: Optional[list] = None, sig: Optional[tuple] = None) -> _Tier:
+        """A warm tier (planned in the calling thread, outside any cold plan); with ``values``
+        (a copy of a run's feeds), warmed up: run on them, recorded and specialized as the
+        session's runs will be, so each compiled loop they call is built for their types."""
+        plan = Planner(self.model, self.registry, self.backend_name, **self.planner_args).compile_model()
+        self._passes(plan)
+        self._keep(plan)
+        tier = _Tier(plan, self._specializer_for(plan), None)
+        if values is not None and not any(step.traits.nondeterministic for step in _steps(plan, set())):
+            if sig is None and self.host_arrays:
+                sig = signature(values)
+            for _ in range(ROUNDS + 1):  # the recording run, its further rounds, the specialized plan's
+                self._serve(tier, values, lambda p, v: p.run(v), sig, specialize=True)
+                if tier.specializer is None or sig is None or not tier.specializer.plan_for(sig)[1]:
+                    break
+        return tier
 
     def _promote(self, cold) -> None:
-        """Replace the cold plan (and its specializer) by a warm one, once, between runs."""
+        """Replace the cold tier by a warm one, planned in the calling thread, between runs."""
         with self._lock:
-            if self.cold is not cold:
+            tier = self._tier
+            if tier.cold is not cold:
                 return
             if cold.deferred:
                 self.log("plan", 20, "planning again with the bodies the cold plan deferred (runs spent %.3f s on it, "
                          "setup estimated at %.3f s): %s", cold.spent, cold.cost, ", ".join(cold.deferred))
-                planner = Planner(self.model, self.registry, self.backend_name, **self.planner_args)
-                plan = planner.compile_model()
-                self._passes(plan)
-                self.kept_ids = self.kept_ids | kept_value_ids(plan)
-                self.plain, self.plan = None, plan
-                self.specializer = self._specializer_for()
-            self.cold = None
+                with planning_cold(None):
+                    self._tier = self._warm_tier()
+            else:
+                self._tier = _Tier(tier.plan, tier.specializer, None)
+                self._tier.plain = tier.plain
 
     def promote(self) -> None:
-        """Make the warm plan now (a long-running program's state, for tests and tools)."""
-        if self.cold is not None:
-            self._promote(self.cold)
+        """Make the warm plan now, in the calling thread (a long-running program's state, for
+        tests and tools); a background setup in progress is waited for and used."""
+        cold = self.cold
+        if cold is None:
+            return
+        if self._setup is not None and self.wait_warm():
+            return
+        self._promote(cold)
+
+    # -- the background setup -------------------------------------------------------------------
+    def _start(self, cold, values: list, sig) -> None:
+        """Start setting up the warm tier in a background thread (once per cold record)."""
+        with self._lock:
+            if self._setup is not None or self._tier.cold is not cold:
+                return
+            setup = self._setup = _Setup()
+        self.log("plan", 20, "setting up the bodies the cold plan deferred in the background (runs spent %.3f s on "
+                 "it, setup estimated at %.3f s): %s", cold.spent, cold.cost, ", ".join(cold.deferred))
+        copies = [_copy(v) for v in values]
+        context = contextvars.copy_context()  # the caller's settings (compiled loops disabled, ...)
+        setup.thread = threading.Thread(target=context.run, args=(self._set_up, setup, copies, sig),
+                                        name="onnxkit-warm-plan", daemon=True)
+        setup.thread.start()
+
+    def _set_up(self, setup: _Setup, values: list, sig) -> None:
+        """The background thread: the warm tier, or the error that stopped it."""
+        try:
+            if self._child:
+                self._fill_caches(values)
+            with planning_cold(None), collection_paused():
+                setup.tier = self._warm_tier(values, sig)
+        except BaseException as exc:  # noqa: BLE001 - reported at the next run; the cold plan stays
+            setup.error = exc
+        finally:
+            setup.done.set()
+
+    def _fill_caches(self, values: list) -> None:
+        """Run the model warm once in a child process on ``values`` (:func:`fill_caches`), so
+        that what its compiled loops need is compiled there, out of this process's interpreter
+        lock, and only loaded here from the compiler's on-disk cache (numba's).  Skipped where the
+        child could not plan the same model: a registry other than the default one, a model over
+        :data:`CHILD_ELEMENTS` initializer elements or with external data, feeds that are not all
+        numpy arrays.  A child that fails or outlives :data:`CHILD_TIMEOUT_S` only costs the
+        thread's compiling here; one still running when this process exits is ended."""
+        import subprocess
+        import tempfile
+
+        from .. import to_bytes
+        from ..registry import get_registry
+
+        given = self.given
+        inits = list(given.graph.initializer)
+        if (self.registry is not get_registry() or any(t.is_external for t in inits)
+                or sum(t.size for t in inits) > CHILD_ELEMENTS
+                or not all(v is None or isinstance(v, np.ndarray) for v in values)):
+            return
+        names = [vi.name for vi in given.graph.input]
+        with tempfile.TemporaryDirectory(prefix="onnxkit-warm-") as tmp:
+            model_path, feeds_path = os.path.join(tmp, "model.onnx"), os.path.join(tmp, "feeds.npz")
+            with open(model_path, "wb") as f:
+                f.write(to_bytes(given))
+            np.savez(feeds_path, **{f"f{i}": v for i, v in enumerate(values) if v is not None})
+            env = dict(os.environ, ONNXKIT_FIRST_RUN="warm", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                       MKL_NUM_THREADS="1")
+            code = ("import os, sys; os.nice(10); from onnxkit.runtime.plans import fill_caches; "
+                    "fill_caches(sys.argv[1], sys.argv[2], sys.argv[3].split(','), int(sys.argv[4]), sys.argv[5])")
+            args = [sys.executable, "-c", code, model_path, feeds_path, ",".join(names), str(self.level),
+                    ",".join(sorted(self.disabled))]
+            with _CHILDREN_LOCK:
+                proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE)
+                _CHILDREN.add(proc)
+            try:
+                _, err = proc.communicate(timeout=CHILD_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+            finally:
+                with _CHILDREN_LOCK:
+                    _CHILDREN.discard(proc)
+        if proc.returncode != 0:
+            self.log("plan", 20, "the child process setting up the warm plan ended with %s (compiling here "
+                     "instead): %s", proc.returncode, (err or b"").decode(errors="replace").strip()[-500:])
+
+    def _finish(self, cold, setup: _Setup) -> None:
+        """At a run boundary, the setup having ended: switch to its tier, or report its failure once."""
+        with self._lock:
+            if self._tier.cold is not cold or setup.reported:
+                return
+            if setup.error is None:
+                self._tier = setup.tier
+                self.log("plan", 20, "switched to the warm plan set up in the background")
+                return
+            setup.reported = True
+        exc = setup.error
+        message = (f"onnxkit: setting up the warm plan in the background failed ({type(exc).__name__}: {exc}); "
+                   f"the session keeps running its cold plan (deferred: {', '.join(cold.deferred)})")
+        self.log("plan", 30, "%s", message)
+        warnings.warn(message, RuntimeWarning, stacklevel=5)
+
+    def wait_warm(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the background setup of the warm plan, if one was started, to end, and switch
+        to it (or report its failure); True when the session's runs are served by the warm plan
+        from now on, False when it is still cold (no setup started, it failed, or ``timeout``
+        seconds passed)."""
+        setup, cold = self._setup, self.cold
+        if cold is None:
+            return True
+        if setup is None or not setup.done.wait(timeout):
+            return False
+        self._finish(cold, setup)
+        return self.cold is None
 
     # -- running ----------------------------------------------------------------------------------
     def run(self, values: list, runner: Callable, sig: Optional[tuple] = None) -> list:
         """Run ``values`` (the feeds by input position) on the plan their key chooses, through
         ``runner(plan, values)`` (the session's: threads, profiling); ``sig``: the feeds'
         signature where the caller has it."""
-        cold = self.cold
+        cold = self._tier.cold
         if cold is not None:
-            if not cold.due():
-                start = time.perf_counter()
-                try:
-                    with planning_cold(cold):
-                        return self._run(values, runner, sig, specialize=not cold.deferred)
-                finally:
-                    cold.ran_for(time.perf_counter() - start)
-            self._promote(cold)
-        return self._run(values, runner, sig, specialize=True)
+            setup = self._setup
+            if setup is None:
+                if cold.due():
+                    if cold.tiered and cold.cost > 0:
+                        self._start(cold, values, sig)
+                    else:
+                        self._promote(cold)
+            elif setup.done.is_set() and not setup.reported:
+                self._finish(cold, setup)
+        tier = self._tier
+        cold = tier.cold
+        if cold is None:
+            return self._serve(tier, values, runner, sig, specialize=True)
+        counted = self._setup is None  # the record counts the runs until the setup starts
+        start = time.perf_counter()
+        try:
+            with planning_cold(cold):
+                return self._serve(tier, values, runner, sig, specialize=not cold.deferred)
+        finally:
+            if counted:
+                cold.ran_for(time.perf_counter() - start)
 
-    def _run(self, values: list, runner: Callable, sig, specialize: bool) -> list:
-        plan = self._plain_for(values) if self.consumed else self.plan
-        spec = self.specializer if specialize else None
+    def _serve(self, tier: _Tier, values: list, runner: Callable, sig, specialize: bool) -> list:
+        plan = self._plain_for(tier, values) if self.consumed else tier.plan
+        spec = tier.specializer if specialize else None
         recording = False
-        if spec is not None and plan is self.plan:
+        if spec is not None and plan is tier.plan:
             if sig is None:
                 sig = signature(values)
             if sig is not None:
@@ -143,5 +421,5 @@ class PlanSet:
         if recording:
             special = spec.complete(sig, plan)
             if special is not None:  # its folded values are kept: outputs that are one are copied
-                self.kept_ids = self.kept_ids | kept_value_ids(special)
+                self._keep(special)
         return outs

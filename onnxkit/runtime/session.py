@@ -217,6 +217,16 @@ class InferenceSession(OrtSessionSurface):
     def _cold(self):
         return self._plans.cold
 
+    def wait_for_warm_plan(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the warm plan that a promotion sets up in the background (the ``tiered``
+        first-run policy: :mod:`onnxkit.runtime.plans`) and serve the next runs from it.  True
+        when the session's runs are served by its warm plan from now on (also where it plans warm
+        from the start or was switched already); False when it is still on its cold plan: no
+        setup has started yet (its runs have not spent the estimate), the setup failed (reported
+        by a ``RuntimeWarning``), or ``timeout`` seconds passed first.  A run in progress keeps
+        the plan it started with."""
+        return self._plans.wait_warm(timeout)
+
     def _optimize(self, model: ir.Model, inferred=None):
         """The graph optimizer at the session's level, on a copy of ``model`` (never ``model``
         itself); ``inferred``: the checker's inference result, where it gives the undeclared types."""

@@ -25,8 +25,11 @@ Contract:
   numba and records the deferral with its estimated setup (:data:`SETUP_S`, :data:`LOAD_S`):
   the first results of a fresh process come from the numpy bodies, and the session plans again
   (numba imported, its cache loaded) between two runs once its runs have spent that estimate.
-  Once numba is imported in the process, every plan takes the compiled loops at once.
-  ``ONNXKIT_FIRST_RUN=warm`` plans compiled loops from the first run.
+  A cold plan that has deferred something keeps deferring (numba imported meanwhile by the
+  session's background setup, or another session, changes nothing for it: no loop is compiled
+  inside one of its runs).  A plan made once numba is imported in the process, that has not
+  deferred, takes the compiled loops at once.  ``ONNXKIT_FIRST_RUN=warm`` plans compiled loops
+  from the first run.
 * **Same contract as the numpy body.** A compiled loop takes arrays the override has already
   checked (dtype, shape, contiguity) and writes into an output the override allocated; it
   never allocates an unbounded size and never raises for data values.
@@ -110,13 +113,14 @@ class Lazy:
 
     def get(self):
         """The compiled function (a numba dispatcher), or None when :func:`enabled` is False or
-        the plan is a cold first run made before numba was imported (the deferral is recorded)."""
-        if _numba is None and "numba" not in sys.modules and not (_DISABLED.get() or _switched_off()):
-            record = first_run()
-            if record is not None:
-                record.defer(f"compiled {self.name}", cost=LOAD_S, setup=("numba", SETUP_S))
-                note_planned_body("numpy (cold plan; compiled later)")
-                return None
+        the plan is a cold first run made before numba was imported or that has deferred already
+        (the deferral is recorded)."""
+        record = first_run()
+        if record is not None and not (_DISABLED.get() or _switched_off()) and (
+                record.deferred or (_numba is None and "numba" not in sys.modules)):
+            record.defer(f"compiled {self.name}", cost=LOAD_S, setup=("numba", SETUP_S))
+            note_planned_body("numpy (cold plan; compiled later)")
+            return None
         if not enabled():
             note_planned_body("numpy (compiled loops off)")
             return None

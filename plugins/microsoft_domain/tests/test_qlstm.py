@@ -137,6 +137,30 @@ def test_ocr_sized_layer():
     _check(ins, attrs)
 
 
+def test_constant_weights_are_kept_across_runs():
+    """W, R and their scales and zero points as initializers (constants of the plan: the kernel keeps
+    their centered form): two runs with different X, each onnxruntime's."""
+    from onnx import numpy_helper
+
+    ins, attrs = _case("constants", "bidirectional", wtype=np.uint8, per_column=True, zero_points=[128, 128],
+                       seq_lens=[6, 4, 5], states=True)
+    model, feed = build("DynamicQuantizeLSTM", ins, attrs, n_out=3)
+    m = onnx.load_from_string(model)
+    held = [f"x{k}" for k in (1, 2, 8, 9, 10, 11)]
+    m.graph.initializer.extend(numpy_helper.from_array(feed.pop(n), n) for n in held)
+    kept = [i for i in m.graph.input if i.name not in held]
+    del m.graph.input[:]
+    m.graph.input.extend(kept)
+    model = m.SerializeToString()
+    for backend in ("cpu", "gpu"):
+        from onnxkit.runtime import InferenceSession
+
+        sess = InferenceSession(model, backend)
+        for seed in (1, 2):
+            run = dict(feed, x0=np.random.default_rng(seed).standard_normal(feed["x0"].shape).astype(np.float32))
+            _assert_like_ort(sess.run(None, run), _run_ort(model, run), f"run {seed} on {backend}")
+
+
 def test_all_lengths_zero_gives_zeros():
     ins, attrs = _case("zeros", "bidirectional", seq_lens=[0, 0, 0], states=True)
     want = _check(ins, attrs)

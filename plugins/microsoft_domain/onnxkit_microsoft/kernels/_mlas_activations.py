@@ -14,6 +14,8 @@ float64 sum lands on a float32 tie (measured: no difference on 2^20 random input
 
 from __future__ import annotations
 
+import numpy as np
+
 #: logistic: (lower, upper), P's coefficients from the highest degree, Q's likewise
 LOGISTIC = ((-18.0, 18.0),
             (4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05, 8.51377133304701e-03,
@@ -27,10 +29,8 @@ TANH = ((-9.0, 9.0),
         (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03))
 
 
-def _f32(xp, value):
+def _f32(value) -> float:
     """A float32 coefficient as the float64 value it holds."""
-    import numpy as np
-
     return float(np.float32(value))
 
 
@@ -40,8 +40,8 @@ def _horner(xp, x2_64, coefficients):
     for k, c in enumerate(coefficients):
         if k == 0:
             continue
-        a = _f32(xp, coefficients[0]) * x2_64 if acc is None else xp.astype(acc, xp.float64) * x2_64
-        acc = xp.astype(a + _f32(xp, c), xp.float32)
+        a = _f32(coefficients[0]) * x2_64 if acc is None else xp.astype(acc, xp.float64) * x2_64
+        acc = xp.astype(a + _f32(c), xp.float32)
     return acc
 
 

@@ -12,7 +12,8 @@ scales of extent 1 broadcast on the other axes).  ``scales`` has data's rank wit
 ``ceil(extent / block_size)`` along quantize_axis; ``zero_points`` (integer data only) the same,
 packed like data for uint8.  ``W = (q - zp) * scale`` in float32, rounded to scales' type.  An
 index outside ``[-extent, extent)`` gives a slice of zeros, as onnxruntime 1.32's CPU kernel does.
-Only the gathered slices are dequantized (the table is never expanded).
+Only the gathered slices are dequantized, or the table once where more slices are gathered than it
+holds.
 
 **MatMulBnb4** (com.microsoft 1): ``Y = A @ Wᵀ``, W ``(N, K)`` row-major, its ``N * K`` values
 flattened and quantized in blocks of ``block_size`` (each block's ``absmax`` one float), two
@@ -100,32 +101,40 @@ def gather_block_quantized(ctx):
         dim = int(q.shape[ga])
         valid = (idx >= -dim) & (idx < dim)
         flat = np.where(valid, np.where(idx < 0, idx + dim, idx), 0).reshape(-1)
-        sel = np.take(q, flat, axis=ga).astype(np.float32)
         col = np.arange(extent) // blk
-        ss = np.take(s.astype(np.float32), flat, axis=ga) if s.shape[ga] != 1 or dim == 1 else s.astype(np.float32)
-        ss = np.take(ss, col, axis=qa)
-        if floating:
-            out = sel * ss
-        else:
-            if zero_points is None:
+        sf = s.astype(np.float32)
+        zf = None
+        if zero_points is not None and not floating:
+            zh = ctx.to_host(zero_points)
+            if kind == "uint8":
+                nb = int(s.shape[qa])
+                if list(zh.shape[:-1]) != list(s.shape[:-1]) or int(zh.shape[-1]) != -(-nb // per):
+                    ctx.fail(f"zero_points has shape {list(zh.shape)}, scales {list(s.shape)}: packed "
+                             f"{per} a byte along the last axis it needs {-(-nb // per)} there")
+                zh = (unpack(zh, bits) if per > 1 else zh)[..., :nb]
+            elif list(zh.shape) != list(s.shape):
+                ctx.fail(f"zero_points has shape {list(zh.shape)}, scales {list(s.shape)}")
+            zf = zh.astype(np.float32)
+
+        def dequantized(picked):
+            """The slices ``picked`` (indices along gather_axis) dequantized, in scales' type."""
+            sel = np.take(q, picked, axis=ga).astype(np.float32)
+            ss = np.take(np.take(sf, picked, axis=ga) if sf.shape[ga] != 1 or dim == 1 else sf, col, axis=qa)
+            if floating:
+                return (sel * ss).astype(s.dtype)
+            if zf is None:
                 z = np.float32(1 << (bits - 1)) if kind == "uint8" else np.float32(0)
             else:
-                zh = ctx.to_host(zero_points)
-                if kind == "uint8":
-                    nb = int(s.shape[qa])
-                    if list(zh.shape[:-1]) != list(s.shape[:-1]) or int(zh.shape[-1]) != -(-nb // per):
-                        ctx.fail(f"zero_points has shape {list(zh.shape)}, scales {list(s.shape)}: packed "
-                                 f"{per} a byte along the last axis it needs {-(-nb // per)} there")
-                    zh = (unpack(zh, bits) if per > 1 else zh)[..., :nb]
-                elif list(zh.shape) != list(s.shape):
-                    ctx.fail(f"zero_points has shape {list(zh.shape)}, scales {list(s.shape)}")
-                z = np.take(np.take(zh.astype(np.float32), flat, axis=ga), col, axis=qa)
-            out = (sel - z) * ss
+                z = np.take(np.take(zf, picked, axis=ga), col, axis=qa)
+            return ((sel - z) * ss).astype(s.dtype)
+
+        # more slices gathered than the table holds: dequantize the table once, then gather it
+        out = (np.take(dequantized(np.arange(dim)), flat, axis=ga) if flat.size > dim else dequantized(flat))
         if not valid.all():
             mask = valid.reshape(-1).reshape((1,) * ga + (-1,) + (1,) * (rank - ga - 1))
-            out = np.where(mask, out, np.float32(0))
+            out = np.where(mask, out, np.zeros((), out.dtype))
         shape = list(q.shape[:ga]) + list(idx.shape) + list(q.shape[ga + 1:])
-        out = out.reshape(shape).astype(s.dtype)
+        out = out.reshape(shape)
         return ctx.from_host(out)
 
     return run

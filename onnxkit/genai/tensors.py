@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import from_numpy_dtype
+from ..errors import OnnxkitError
 from .errors import GenaiError
 
 
@@ -21,7 +22,7 @@ class Tensor:
     def type(self) -> int:
         try:
             return int(from_numpy_dtype(self._array.dtype).tag)
-        except Exception:
+        except (OnnxkitError, TypeError):
             raise GenaiError(f"Tensor.type: no ONNX element type for {self._array.dtype}") from None
 
     def data(self) -> memoryview:

@@ -121,11 +121,15 @@ class Tokenizer:
             raise not_supported(f"a tokenizer without tokenizer.json (looked in {s.folder!r})")
         library = _library()
         try:
-            self._tok = library.Tokenizer.from_file(path)
             with open(path, encoding="utf-8") as fh:
-                spec = json.load(fh)
-        except Exception as e:
+                text = fh.read()
+            spec = json.loads(text)
+        except (OSError, ValueError) as e:
             raise GenaiError(f"Tokenizer: cannot read {path!r}: {e}") from None
+        try:
+            self._tok = library.Tokenizer.from_str(text)
+        except Exception as e:  # the tokenizers library raises a plain Exception for a spec it refuses
+            raise GenaiError(f"Tokenizer: the tokenizers library refuses {path!r}: {e}") from None
         self._mode, self._dummy_prefix = _decoding(spec)
         added = spec.get("added_tokens") or []
         self._added = {int(t["id"]): t.get("content", "") for t in added}

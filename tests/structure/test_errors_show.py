@@ -43,6 +43,8 @@ ALLOWED = {
     ("conformance.py", "run_case"): 1,
     # an inference function is plugin code (Clause 9.4): a diagnostic, and a bug logged
     ("inference/engine.py", "Engine.infer_node"): 1,
+    # the tokenizers library raises a plain Exception for a tokenizer.json it refuses: a GenaiError naming the file
+    ("genai/tokenizer.py", "Tokenizer.__init__"): 1,
     # logging.Handler's contract: handleError shows a failing user callback
     ("ort/functions.py", "_CallbackHandler.emit"): 1,
     # plugin code (import, register, hooks, iterating a result): a PluginFault naming the plugin

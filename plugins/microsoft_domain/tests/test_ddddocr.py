@@ -62,6 +62,20 @@ def _probabilities(logits):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+
+def _exact_u8s8() -> bool:
+    """Whether onnxruntime's uint8 x int8 products are exact here: not x86, or an x86 CPU with
+    AVX-VNNI (Linux's /proc/cpuinfo flags; elsewhere on x86 assumed not)."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686", "x86"):
+        return True
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    return "avx512_vnni" in flags or "avx_vnni" in flags
+
 @pytest.mark.parametrize("name", list(MODELS))
 def test_ddddocr_model_runs_on_both_backends_and_matches_onnxruntime(name):
     shape, rel = MODELS[name]
@@ -90,8 +104,9 @@ def test_ddddocr_model_runs_on_both_backends_and_matches_onnxruntime(name):
 def test_common_old_lstm_on_onnxruntimes_input_is_onnxruntimes_output():
     """The DynamicQuantizeLSTM of ddddocr's default model (bidirectional, hidden 512, int8 weights
     per direction) alone, fed the input onnxruntime computes for it: onnxkit's output is
-    onnxruntime's, bit for bit here (asserted within 1e-6: a last-place difference in another
-    CPU's kernels may move a value)."""
+    onnxruntime's, bit for bit here (asserted within 1e-6).  Where onnxruntime's uint8 x int8
+    product may saturate (x86 without AVX-VNNI: its documented U8S8 caveat; these weights span
+    [-127, 127]) onnxkit's exact products may part from it, and the whole-model bound applies."""
     import onnx
     from onnx import helper
 
@@ -106,12 +121,15 @@ def test_common_old_lstm_on_onnxruntimes_input_is_onnxruntimes_output():
     init = [i for i in model.graph.initializer if i.name in node.input]
     graph = helper.make_graph([node], "lstm", [helper.make_tensor_value_info(n, 1, None) for n in feeds],
                               [helper.make_empty_tensor_value_info(o) for o in node.output], initializer=init)
-    single = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
+    opsets = [helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)]
+    single = helper.make_model(graph, opset_imports=opsets)
     single.ir_version = 8
     feed = {n: values[n] for n in feeds}
+    largest = max(float(np.abs(values[o]).max()) for o in node.output)
+    atol = 1e-6 if _exact_u8s8() else MODELS["common_old"][1] * largest
     for backend in ("cpu", "gpu"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             got = InferenceSession(single.SerializeToString(), backend).run(None, feed)
         for g, o in zip(got, node.output):
-            np.testing.assert_allclose(g, values[o], rtol=0, atol=1e-6, err_msg=f"{o} on {backend}")
+            np.testing.assert_allclose(g, values[o], rtol=0, atol=atol, err_msg=f"{o} on {backend}")

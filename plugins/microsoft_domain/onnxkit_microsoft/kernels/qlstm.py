@@ -81,8 +81,8 @@ class _Weights:
     def __init__(self, ctx, xp, w, scale, zp, what: str, dims: tuple):
         _check8(ctx, w, what)
         if shape_of(w) != list(dims):
-            ctx.fail(f"{what} must have shape {list(dims)} [num_directions, {'input_size' if what == 'W' else 'hidden_size'}, "
-                     f"4 * hidden_size], got {shape_of(w)}")
+            k = "input_size" if what == "W" else "hidden_size"
+            ctx.fail(f"{what} must have shape {list(dims)} [num_directions, {k}, 4 * hidden_size], got {shape_of(w)}")
         d, _, g = dims
         for v, name in ((scale, f"{what}_scale"), (zp, f"{what}_zero_point")):
             if v is None:

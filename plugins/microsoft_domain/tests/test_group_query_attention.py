@@ -107,7 +107,8 @@ def _model(inputs, attrs, n_out=3):
     outs = ["y", "present_key", "present_value", "qk"][:n_out]
     node = helper.make_node("GroupQueryAttention", names, outs, name="n0", domain="com.microsoft", **attrs)
     tags = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32,
-            np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int8): TensorProto.INT8}
+            np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int8): TensorProto.INT8,
+            np.dtype(np.uint8): TensorProto.UINT8}
     ins = [helper.make_tensor_value_info(n, tags[v.dtype], list(v.shape)) for n, v in zip(names, inputs) if v is not None]
     g = helper.make_graph([node], "g", ins, [helper.make_empty_tensor_value_info(o) for o in outs])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
@@ -208,6 +209,46 @@ def test_qk_output(mode):
     np.testing.assert_allclose(g[..., :t[0]], w[..., :t[0]], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize("mode", ["PER_TENSOR", "PER_CHANNEL"])
+@pytest.mark.parametrize("window", [-1, 4])
+def test_quantized_kv_cache(bits, mode, window):
+    """An int8 / int4 KV cache (k_quant_type, v_quant_type, kv_cache_bit_width): a prompt then token
+    steps (a window-sized buffer with ``window``), each runtime's presents fed back to itself; the
+    outputs equal and the cache's resident rows equal exactly."""
+    rng = np.random.default_rng(bits + len(mode))
+    b, cap = 2, (16 if window < 0 else 6)
+    hc = H if bits == 8 else H // 2
+    dtype = np.int8 if bits == 8 else np.uint8
+    shape = (1,) if mode == "PER_TENSOR" else (1, NKV, 1, H)
+    ks, vs = (rng.uniform(0.01, 0.04, shape).astype(np.float32) for _ in range(2))
+    attrs = {"num_heads": N, "kv_num_heads": NKV, "k_quant_type": mode, "v_quant_type": mode,
+             "kv_cache_bit_width": bits, "do_rotary": 1, "local_window_size": window,
+             "sliding_window_cache": int(window > 0)}
+    ang = rng.uniform(0, 2 * np.pi, (32, H // 2))
+    rot = [np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)]
+    pasts = {r: [np.zeros((b, NKV, cap, hc), dtype) for _ in range(2)] for r in ("ort", "onnxkit")}
+    t = np.zeros(b, int)
+    for k, s in enumerate([5, 1, 1, 1, 1, 1, 1]):
+        t = t + s
+        qkv = rng.standard_normal((b, s, (N + 2 * NKV) * H)).astype(np.float32)
+        got = {}
+        for r, run in (("ort", run_ort), ("onnxkit", lambda m, f: run_onnxkit(m, f, "cpu"))):
+            inputs = [qkv, None, None, *pasts[r], (t - 1).astype(np.int32), np.array([int(t.max())], np.int32),
+                      *rot, None, None, None, ks, vs]
+            model, feed = _model(inputs, attrs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got[r] = run(model, feed)
+            pasts[r] = [np.asarray(got[r][1]), np.asarray(got[r][2])]
+        kept = t if window < 0 else np.array([_resident(x, cap, window) for x in t])
+        _compare(got["onnxkit"], got["ort"], kept, np.ones((b, s), bool), f"{bits}-bit {mode} step {k}")
+        for j in (1, 2):
+            assert np.asarray(got["onnxkit"][j]).dtype == dtype
+            for i, n in enumerate(kept):
+                np.testing.assert_array_equal(np.asarray(got["onnxkit"][j])[i, :, :n], np.asarray(got["ort"][j])[i, :, :n])
+
+
 def _resident(t, cap, window):
     """Independently of the kernel: the schema's L(T) by its definition, evicting one G at a time."""
     g, kept = cap - window + 1, 0
@@ -261,8 +302,13 @@ def test_sliding_window_cache(batch, cap, window, extras):
 
 
 @pytest.mark.parametrize("inputs,attrs,words", [
-    ({12: np.ones(1, np.float32), 13: np.ones(1, np.float32)}, {"k_quant_type": "PER_TENSOR"}, "quantized KV"),
-    ({3: np.zeros((2, NKV, 16, H), np.int8), 4: np.zeros((2, NKV, 16, H), np.int8)}, {}, "quantized KV"),
+    ({12: np.ones(1, np.float32), 13: np.ones(1, np.float32)}, {"k_quant_type": "PER_TENSOR"}, "for both, 4 or 8"),
+    ({3: np.zeros((2, NKV, 16, H), np.int8), 4: np.zeros((2, NKV, 16, H), np.int8)}, {}, "an integer one needs"),
+    ({12: np.ones(1, np.float32), 13: np.ones(1, np.float32)},
+     {"k_quant_type": "PER_TENSOR", "v_quant_type": "PER_TENSOR", "kv_cache_bit_width": 8}, "of type int8"),
+    ({3: np.zeros((2, NKV, 16, H), np.int8), 4: np.zeros((2, NKV, 16, H), np.int8), 12: np.ones(3, np.float32),
+      13: np.ones(1, np.float32)},
+     {"k_quant_type": "PER_TENSOR", "v_quant_type": "PER_TENSOR", "kv_cache_bit_width": 8}, "k_scale has shape"),
     ({14: np.ones(H, np.float32), 15: np.ones(H, np.float32)}, {}, "q_norm_weight"),
     ({}, {"sliding_window_cache": 1, "local_window_size": 40}, "at least local_window_size"),
     ({}, {"sliding_window_cache": 1}, "local_window_size > 0"),

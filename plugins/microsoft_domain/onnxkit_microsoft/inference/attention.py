@@ -4,8 +4,9 @@ Attention's output is ``(B, S, v_hidden)`` and ``present`` ``(2, B, N, P+S, H)``
 MultiHeadAttention's ``(B, S, v_hidden)`` and ``(B, N, P+L, H)`` presents; RotaryEmbedding keeps
 its input's type; GroupQueryAttention's output is ``(B, S, num_heads * H)`` (``H`` the query's hidden
 size over ``num_heads``, or over ``num_heads + 2 kv_num_heads`` for packed QKV: key absent), its
-presents ``(B, kv_num_heads, ?, H)`` in the past's type (the length, ``max(total_sequence_length,
-past length)``, is a run-time value) and ``output_qk`` ``(B, num_heads, S, ?)``; MatMulNBits
+presents ``(B, kv_num_heads, ?, H)`` in the past's type and head extent (``H/2`` for a 4-bit
+cache; the length, ``max(total_sequence_length, past length)`` or a window's capacity, is a
+run-time value) and ``output_qk`` ``(B, num_heads, S, ?)``; MatMulNBits
 gives A's shape with the last extent N.
 """
 
@@ -80,12 +81,11 @@ def _gqa(ctx):
         if isinstance(d, int):
             h = d // (n + 2 * nkv) if packed else d // n
     pd = dims_of(ctx.input_type(3)) if ctx.has_input(3) else None
-    if pd and len(pd) == 4 and h is None and isinstance(pd[3], int):
-        h = pd[3]
     out = [tensor(elem_of(q), [b, s, n * h if isinstance(h, int) else None] if qd else None)]
     if ctx.num_outputs > 1:
         cache = elem_of(ctx.input_type(3)) if ctx.has_input(3) else elem_of(q)
-        out += [tensor(cache, [b, nkv, None, h]), tensor(cache, [b, nkv, None, h])]
+        hc = pd[3] if pd and len(pd) == 4 else h  # the past's: H, or H/2 for a 4-bit cache
+        out += [tensor(cache, [b, nkv, None, hc]), tensor(cache, [b, nkv, None, hc])]
     if ctx.num_outputs > 3:
         out.append(tensor(elem_of(q), [b, n, s, None]))
     return out[:ctx.num_outputs]

@@ -35,9 +35,13 @@ at position ``P + s``.
   positions ``[T - L(T), T)``, ``L(T) = T`` while ``T <= C``, else ``T - G ceil((T - C) / G)`` with
   ``G = C - W + 1`` (rows after ``L`` zeros); ``attention_bias`` columns stay absolute positions.
 
-Refused by name: a quantized KV cache (an integer or float8 past, ``kv_cache_bit_width``, a
-``k_quant_type``/``v_quant_type`` other than NONE; ``k_scale``/``v_scale`` beside a float cache are
-unused, as in onnxruntime), ``qk_output`` with ``sliding_window_cache`` and
+* a quantized KV cache (``k_quant_type`` = ``v_quant_type`` PER_TENSOR or PER_CHANNEL,
+  ``kv_cache_bit_width`` 8: int8 past/present; 4: uint8, two values a byte, ``q + 8``, the even
+  feature in the low nibble): the new K/V divided by ``k_scale``/``v_scale`` (one, or
+  ``(1, Nkv, 1, H)``), rounded half to even and saturated, enter the cache; the attention reads
+  every key and value back dequantized.  ``k_scale``/``v_scale`` beside a float cache are unused.
+
+Refused by name: a float8 KV cache, ``qk_output`` with ``sliding_window_cache`` and
 the per-head Q/K RMS norm (``q_norm_weight``/``k_norm_weight``, refused by onnxruntime's CPU kernel
 too).
 
@@ -59,6 +63,8 @@ from .attention import rotate
 
 KERNELS = KernelTable()
 
+QUANT_TYPES = ("NONE", "PER_TENSOR", "PER_CHANNEL")
+
 
 def _attrs(ctx) -> dict:
     n, nkv = int(ctx.attr("num_heads", 0)), int(ctx.attr("kv_num_heads", 0))
@@ -72,17 +78,20 @@ def _attrs(ctx) -> dict:
     windowed = int(ctx.attr("sliding_window_cache", 0) or 0) == 1
     if windowed and window <= 0:
         ctx.fail(f"sliding_window_cache = 1 needs local_window_size > 0, got {window}")
-    if int(ctx.attr("kv_cache_bit_width", 0) or 0) or any(
-            (ctx.attr_str(a) or "NONE").upper() != "NONE" for a in ("k_quant_type", "v_quant_type")):
-        ctx.fail("a quantized KV cache (kv_cache_bit_width, k_quant_type, v_quant_type) is not supported by "
-                 "onnxkit's GroupQueryAttention")
+    kinds = [(ctx.attr_str(name) or "NONE").upper() for name in ("k_quant_type", "v_quant_type")]
+    bits = int(ctx.attr("kv_cache_bit_width", 0) or 0)
+    quant = kinds != ["NONE", "NONE"]
+    if any(k not in QUANT_TYPES for k in kinds) or (quant and (kinds[0] != kinds[1] or bits not in (4, 8))):
+        ctx.fail(f"k_quant_type {kinds[0]}, v_quant_type {kinds[1]}, kv_cache_bit_width {bits}: onnxkit's "
+                 f"GroupQueryAttention quantizes the KV cache with one of {QUANT_TYPES[1:]} for both, 4 or 8 bits")
     qk = int(ctx.attr("qk_output", 0) or 0)
     if qk not in (0, 1, 2) or (qk and windowed):
         ctx.fail(f"qk_output must be 0, 1 or 2 (0 with sliding_window_cache), got {qk}")
     return dict(n=n, nkv=nkv, causal=bool(causal), window=window, scale=float(ctx.attr("scale", 0.0) or 0.0),
                 softcap=float(ctx.attr("softcap", 0.0) or 0.0), rotary=int(ctx.attr("do_rotary", 0) or 0) == 1,
                 interleaved=int(ctx.attr("rotary_interleaved", 0) or 0) == 1,
-                smooth=int(ctx.attr("smooth_softmax", 0) or 0) == 1, qk=qk, windowed=windowed)
+                smooth=int(ctx.attr("smooth_softmax", 0) or 0) == 1, qk=qk, windowed=windowed,
+                bits=bits if quant else 0)
 
 
 def _split(ctx, xp, query, key, value, n: int, nkv: int):
@@ -200,18 +209,25 @@ def group_query_attention(ctx):
         q, k, v, h = _split(ctx, xp, query, key, value, n, nkv)
         b, s = shape_of(query)[:2]
         t, ql, p, total = _lengths(ctx, seqlens_k, total_sequence_length, query_seqlens, b, s)
-        buf = 0
+        buf, bits, scales = 0, a["bits"], (None, None)
+        hc = h if bits != 4 else h // 2  # int4: two values a byte
         if past_key is not None:
             for what, x in (("past_key", past_key), ("past_value", past_value)):
                 d = shape_of(x)
-                if len(d) != 4 or d[0] != b or d[1] != nkv or d[3] != h:
-                    ctx.fail(f"{what} has shape {d}; ({b}, {nkv}, past length, {h}) expected")
+                if len(d) != 4 or d[0] != b or d[1] != nkv or d[3] != hc:
+                    ctx.fail(f"{what} has shape {d}; ({b}, {nkv}, past length, {hc}) expected")
             if shape_of(past_value) != shape_of(past_key):
                 ctx.fail(f"past_key {shape_of(past_key)} and past_value {shape_of(past_value)} differ in shape")
             buf = int(past_key.shape[2])
-            check_float(ctx, past_key, "past_key (a quantized KV cache is not supported)")
+        if bits:
+            scales = _quant_checks(ctx, xp, past_key, past_value, k_scale, v_scale, bits, nkv, h)
+        elif past_key is not None:
+            check_float(ctx, past_key, "past_key (a float8 KV cache is not supported; an integer one needs "
+                        "k_quant_type / v_quant_type and kv_cache_bit_width)")
         if a["rotary"]:
             q, k = _rotary(ctx, xp, q, k, cos_cache, sin_cache, position_ids, p, t, a["interleaved"])
+        if bits:  # the new keys and values enter the cache quantized, and are read back from it
+            k, v = _quantize(xp, k, scales[0], bits), _quantize(xp, v, scales[1], bits)
         if a["windowed"]:
             if past_key is None or buf < a["window"]:
                 ctx.fail(f"sliding_window_cache = 1 needs past_key / past_value of at least local_window_size "
@@ -220,7 +236,8 @@ def group_query_attention(ctx):
                 ctx.fail(f"seqlens_k + 1 = {t.tolist()} is below the sequence length {s}: a right-padded chunk "
                          "over a window cache needs query_seqlens")
             kw, vw, kpos, pk, pv = _window_cache(xp, past_key, past_value, k, v, p, ql, t, a["window"], buf)
-            kw, vw = widen(xp, kw), widen(xp, vw)
+            kw, vw = (widen(xp, x) if not bits else _dequantize(xp, x, sc, bits) for x, sc in ((kw, scales[0]),
+                                                                                                 (vw, scales[1])))
         else:
             length = max(total, buf)
             if (p > buf).any():
@@ -232,7 +249,8 @@ def group_query_attention(ctx):
             pk = _present(ctx, xp, past_key, k, p, ql, length, padded_prompt)
             pv = _present(ctx, xp, past_value, v, p, ql, length, padded_prompt)
             width = int(t.max())
-            kw, vw = widen(xp, pk[:, :, :width, :]), widen(xp, pv[:, :, :width, :])
+            kw, vw = (widen(xp, x[:, :, :width, :]) if not bits else _dequantize(xp, x[:, :, :width, :], sc, bits)
+                      for x, sc in ((pk, scales[0]), (pv, scales[1])))
             kpos = np.broadcast_to(np.arange(width), (b, width))
         width = int(kw.shape[2])
         scale = a["scale"] or 1.0 / math.sqrt(h)
@@ -274,6 +292,44 @@ def group_query_attention(ctx):
         return tuple(outs)
 
     return run
+
+
+def _quant_checks(ctx, xp, past_key, past_value, k_scale, v_scale, bits: int, nkv: int, h: int):
+    """The (key, value) scales of a quantized KV cache, (1|1, 1|Nkv, 1, 1|H) float32, after checking
+    the past's type and the scales' shapes."""
+    from onnxkit.plugin import arrays
+
+    want = "int8" if bits == 8 else "uint8"
+    if past_key is None or arrays.dtype_name(past_key.dtype) != want or arrays.dtype_name(past_value.dtype) != want:
+        ctx.fail(f"a {bits}-bit quantized KV cache needs past_key and past_value of type {want}")
+    out = []
+    for what, sc in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if sc is None:
+            ctx.fail(f"a quantized KV cache needs {what}")
+        size = math.prod(shape_of(sc))
+        if size not in (1, nkv * h):
+            ctx.fail(f"{what} has shape {shape_of(sc)}; one scale or {nkv} x {h} (1, {nkv}, 1, {h}) expected")
+        out.append(xp.reshape(xp.astype(sc, xp.float32), (1, 1, 1, 1) if size == 1 else (1, nkv, 1, h)))
+    return out
+
+
+def _quantize(xp, x, scale, bits: int):
+    """x / scale rounded half to even and saturated: int8, or int4 in [-8, 7] stored + 8, two a byte
+    (the even feature in the low nibble)."""
+    lo, hi = (-128, 127) if bits == 8 else (-8, 7)
+    r = xp.clip(xp.round(xp.astype(x, xp.float32) / scale), lo, hi)
+    if bits == 8:
+        return xp.astype(r, xp.int8)
+    r = xp.astype(r, xp.int32) + 8
+    return xp.astype(xp.bitwise_or(r[..., 0::2], xp.bitwise_left_shift(r[..., 1::2], 4)), xp.uint8)
+
+
+def _dequantize(xp, a, scale, bits: int):
+    if bits == 4:
+        ai = xp.astype(a, xp.int32)
+        pair = xp.stack([xp.bitwise_and(ai, 15) - 8, xp.bitwise_right_shift(ai, 4) - 8], axis=-1)
+        a = xp.reshape(pair, tuple(shape_of(a)[:-1]) + (2 * int(a.shape[-1]),))
+    return xp.astype(a, xp.float32) * scale
 
 
 def _resident(tt, cap: int, window: int):

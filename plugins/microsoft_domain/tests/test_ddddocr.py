@@ -42,6 +42,9 @@ MODELS = {
 }
 #: the largest difference in probability allowed (measured on common_old: 1.5e-3 cpu, 0 gpu)
 PROBABILITIES = 2e-3
+#: common_old's bounds (logits, probabilities) where onnxruntime's uint8 x int8 LSTM products may
+#: saturate (:func:`_exact_u8s8` False): onnxruntime then departs from the exact products
+SATURATING = (0.03, 0.04)
 
 
 def _session_ort(model):
@@ -79,6 +82,9 @@ def _exact_u8s8() -> bool:
 @pytest.mark.parametrize("name", list(MODELS))
 def test_ddddocr_model_runs_on_both_backends_and_matches_onnxruntime(name):
     shape, rel = MODELS[name]
+    prob = PROBABILITIES
+    if name == "common_old" and not _exact_u8s8():
+        rel, prob = SATURATING
     path = FOLDER / f"{name}.onnx"
     x = (np.random.default_rng(0).random(shape, dtype=np.float32) - 0.5) / 0.5  # ddddocr's normalization
     ref = _session_ort(str(path))
@@ -98,7 +104,7 @@ def test_ddddocr_model_runs_on_both_backends_and_matches_onnxruntime(name):
         if name != "common_det":   # the OCR models: [steps, 1, classes] logits
             assert _text(got[0]) == _text(want[0]), (name, backend)
             err = float(np.abs(_probabilities(got[0]) - _probabilities(want[0])).max())
-            assert err <= PROBABILITIES, (name, backend, err)
+            assert err <= prob, (name, backend, err)
 
 
 def test_common_old_lstm_on_onnxruntimes_input_is_onnxruntimes_output():
@@ -106,7 +112,7 @@ def test_common_old_lstm_on_onnxruntimes_input_is_onnxruntimes_output():
     per direction) alone, fed the input onnxruntime computes for it: onnxkit's output is
     onnxruntime's, bit for bit here (asserted within 1e-6).  Where onnxruntime's uint8 x int8
     product may saturate (x86 without AVX-VNNI: its documented U8S8 caveat; these weights span
-    [-127, 127]) onnxkit's exact products may part from it, and the whole-model bound applies."""
+    [-127, 127]) onnxkit's exact products may part from it, and :data:`SATURATING` applies."""
     import onnx
     from onnx import helper
 
@@ -126,7 +132,7 @@ def test_common_old_lstm_on_onnxruntimes_input_is_onnxruntimes_output():
     single.ir_version = 8
     feed = {n: values[n] for n in feeds}
     largest = max(float(np.abs(values[o]).max()) for o in node.output)
-    atol = 1e-6 if _exact_u8s8() else MODELS["common_old"][1] * largest
+    atol = 1e-6 if _exact_u8s8() else SATURATING[0] * largest
     for backend in ("cpu", "gpu"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

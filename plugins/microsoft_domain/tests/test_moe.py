@@ -101,14 +101,12 @@ def test_moe_input_of_rank_3():
 
 
 @pytest.mark.parametrize("attrs,inputs,message", [
-    ({"use_sparse_mixer": 1, "k": 2}, {}, "use_sparse_mixer"),
+    ({"use_sparse_mixer": 1, "k": 1}, {}, "use_sparse_mixer needs k 2"),
     ({"activation_type": "swiglu", "swiglu_fusion": 2}, {}, "swiglu_fusion"),
     ({"activation_type": "tanh"}, {}, "activation_type"),
     ({}, {"w3": True}, "fc3"),
 ])
-def test_moe_refusals_are_named(attrs, inputs, message):
-    """Refused by onnxruntime's CPU kernel too, except use_sparse_mixer, which it ignores (its
-    result is plain top-k routing's: sparse mixer routing is computed by no CPU kernel)."""
+def test_moe_refusals_are_onnxruntimes_and_named(attrs, inputs, message):
     experts, hidden, inter = 4, 8, 8
     fo = 2 * inter if attrs.get("activation_type") == "swiglu" else inter
     inits = {"w1": np.ones((experts, fo, hidden), np.float32), "w2": np.ones((experts, hidden, inter), np.float32)}
@@ -118,14 +116,30 @@ def test_moe_refusals_are_named(attrs, inputs, message):
         order += ["", "w3"]
     feeds = {"x": np.ones((2, hidden), np.float32), "r": np.ones((2, experts), np.float32)}
     data = build("MoE", inits, feeds, order, **{"k": 1, **attrs})
-    if "use_sparse_mixer" in attrs:
-        plain = build("MoE", inits, feeds, order, **{"k": 1, **attrs, "use_sparse_mixer": 0})
-        np.testing.assert_array_equal(ort_run(data, feeds), ort_run(plain, feeds))
-    else:
-        with pytest.raises(Exception):
-            ort_run(data, feeds)
+    with pytest.raises(Exception):
+        ort_run(data, feeds)
     with pytest.raises(OnnxkitError, match=message):
         InferenceSession(data, "cpu").run(None, feeds)
+
+
+@pytest.mark.parametrize("op", ["MoE", "QMoE"])
+def test_attributes_onnxruntimes_cpu_kernels_do_not_apply(op):
+    """use_sparse_mixer (k 2) routes as plain top-2 on onnxruntime's CPU kernels, and QMoE normalizes
+    its routing weights with normalize_routing_weights 0: onnxkit computes the same, and the plain
+    model's result shows the attributes changed nothing there."""
+    import onnx
+
+    data, feeds = moe_case("relu", 2, 0, 1) if op == "MoE" else qmoe_case(4, 0, 0, np.float32, "silu")
+    m = onnx.load_from_string(data)
+    node = m.graph.node[0]
+    node.attribute.append(helper.make_attribute("use_sparse_mixer", 1))
+    if op == "QMoE":
+        for a in node.attribute:
+            if a.name == "normalize_routing_weights":
+                a.i = 0
+    changed = m.SerializeToString()
+    np.testing.assert_array_equal(ort_run(changed, feeds), ort_run(data, feeds))
+    compare(changed, feeds)
 
 
 # -- QMoE ----------------------------------------------------------------------------------------
@@ -223,3 +237,27 @@ def test_qmoe_refusals_are_named(attrs, message):
                     a.i = v
     with pytest.raises(OnnxkitError, match=message):
         InferenceSession(m.SerializeToString(), "cpu").run(None, feeds)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("rank,k,norm", [(2, 2, 1), (3, 2, 1), (2, 1, 0), (3, 2, 0)])
+def test_qmoe_onnxruntimes_cpu_test_configuration(bits, dtype, rank, k, norm):
+    """test_cpu_qmoe.py's: swiglu (alpha 1.702, beta 1), per-row scales with the default zero point,
+    biases, 3 experts, hidden 8, inter 6 (4-bit fc2 rows of 3 octets), 4 tokens as (4, 8) or (1, 4, 8),
+    router values in [0, 1)."""
+    experts, hidden, inter, per = 3, 8, 6, 8 // bits
+    rng = np.random.default_rng(2025)
+    q1 = rng.integers(0, 1 << bits, (experts, 2 * inter, hidden))
+    q2 = rng.integers(0, 1 << bits, (experts, hidden, inter))
+    inits = {"w1": pack(q1, bits), "s1": (rng.random((experts, 2 * inter)) * 0.02 + 0.005).astype(dtype),
+             "b1": (rng.standard_normal((experts, 2 * inter)) * 0.01).astype(dtype),
+             "w2": pack(q2, bits), "s2": (rng.random((experts, hidden)) * 0.02 + 0.005).astype(dtype),
+             "b2": (rng.standard_normal((experts, hidden)) * 0.01).astype(dtype)}
+    assert inits["w2"].shape == (experts, hidden, inter // per)
+    x = rng.standard_normal((4, hidden)).astype(dtype)
+    feeds = {"x": x if rank == 2 else x[None], "r": rng.random((4, experts)).astype(dtype)}
+    data = build("QMoE", inits, feeds, ["x", "r", "w1", "s1", "b1", "w2", "s2", "b2"], k=k, activation_type="swiglu",
+                 normalize_routing_weights=norm, expert_weight_bits=bits, activation_alpha=1.702, activation_beta=1.0,
+                 swiglu_fusion=1)
+    compare(data, feeds)

@@ -22,12 +22,14 @@ product's input is first quantized to int8 as MatMulNBits' accuracy level 4 does
 (:func:`onnxkit_microsoft.kernels.nbits.quantize_a`).  onnxruntime's T-MAC lookup-table kernel
 for 2-bit blockwise experts of 128k rows quantizes partial sums of the activations its own way:
 there onnxkit's float product agrees to within 1% of the output's range, not to float rounding
-(tests/test_moe.py).  The dequantized weights of constant inputs are made once.  float16 / bfloat16 inputs are computed in float32 and
-rounded once.
+(tests/test_moe.py).  The dequantized weights of constant inputs are made once.  float16 /
+bfloat16 inputs are computed in float32 and rounded once.
 
-Refused by name, as onnxruntime's CPU kernels refuse them: fc3 (a third, gated projection),
-swiglu without ``swiglu_fusion`` 1, ``use_sparse_mixer``, QMoE's ``quant_type`` other than
-"int", its global / activation scales, and prepacked weights.
+As onnxruntime 1.32's CPU kernels compute them (docs: the plugin's README): ``use_sparse_mixer``
+(k must be 2) routes as plain top-2, since they implement no sparse mixer; QMoE normalizes
+the routing weights whatever ``normalize_routing_weights`` says.  Refused by name, as those kernels
+refuse them: fc3 (a third, gated projection), swiglu without ``swiglu_fusion`` 1, QMoE's
+``quant_type`` other than "int", its global / activation scales, and prepacked weights.
 """
 
 from __future__ import annotations
@@ -62,9 +64,10 @@ class _Config:
         self.act = ctx.attr_str("activation_type", "relu")
         if self.act not in _ACTIVATIONS:
             ctx.fail(f"activation_type {self.act!r} is not one of {', '.join(_ACTIVATIONS)}")
-        self.normalize = bool(ctx.attr("normalize_routing_weights"))
-        if int(ctx.attr("use_sparse_mixer")):
-            ctx.fail("use_sparse_mixer is not supported (onnxruntime's CPU kernel has no sparse mixer routing)")
+        # onnxruntime's CPU QMoE normalizes the k weights whatever normalize_routing_weights says
+        self.normalize = bool(ctx.attr("normalize_routing_weights")) or ctx.op_type == "QMoE"
+        if int(ctx.attr("use_sparse_mixer")) and self.k != 2:
+            ctx.fail(f"use_sparse_mixer needs k 2, got {self.k}")
         fusion = int(ctx.attr("swiglu_fusion"))
         if self.act == "swiglu" and fusion != 1:
             ctx.fail(f"swiglu needs swiglu_fusion 1 (interleaved gate and linear), got {fusion}: "

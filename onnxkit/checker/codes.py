@@ -218,6 +218,51 @@ RECLASSIFIED: dict = {
                                 "stays an error)",
 }
 
+#: The audit of the errors (the validation policy's rule: a violation no kernel reads cannot change
+#: the result, so it is a warning): every code that stays an error, grouped by why its condition
+#: can change the result or leaves it undefined.  Each code is in exactly one group (asserted by
+#: tests/checker/test_check_cmd.py); docs/diagnostics.md prints the groups.
+KEPT_ERRORS: tuple = (
+    ("no model to evaluate: the octets, the record or a documented limit fail (onnxruntime refuses too)",
+     ("decode-error", "limit-exceeded", "ir-version-missing", "ir-version-invalid", "graph-missing",
+      "mandatory-field-missing", "reserved-field", "opset-import-missing", "invalid-opset-version")),
+    ("no definition to bind the node to, or two (the result depends on which); a domain onnxruntime imports "
+     "implicitly is the warning domain-implicitly-imported instead; onnxruntime refuses these too (a function of "
+     "a domain not imported: 'No opset import for domain')",
+     ("duplicate-opset-import", "domain-not-imported", "unknown-operator", "empty-op-type", "duplicate-function",
+      "function-recursion", "function-domain-not-imported")),
+    ("kernels read the attribute: a value of another type, two values, none, or a reference to nothing change "
+     "or undefine what they compute (Constant's sparse value is the one form read otherwise: "
+     "attribute-form-accepted)",
+     ("duplicate-attribute", "missing-required-attribute", "attribute-wrong-type", "attribute-type-mismatch",
+      "attribute-value-missing", "attribute-type-invalid", "ref-attr-outside-function",
+      "unresolved-attribute-reference")),
+    ("the node's values do not match its signature: a kernel would read a value that does not exist or drop one "
+     "the definition computes; onnxruntime refuses an empty required output too",
+     ("input-arity", "output-arity", "required-input-unsupplied", "required-output-unsupplied")),
+    ("a name means no value or two values (Clause 5.4): which one a use reads is what the SHALL settles; "
+     "onnxruntime refuses a subgraph redefining an outer name (SSA) too; a cycle has no evaluation order "
+     "(an order that is merely not topological is the warning not-topologically-sorted)",
+     ("empty-name", "undefined-value", "duplicate-definition", "duplicate-initializer", "graph-cycle",
+      "undefined-output", "shadowed-name", "subgraph-cycle", "subgraph-input-initializer")),
+    ("a type that is not a type, or two element types for one value: kernels, the feed check and the output "
+     "check read element types (a stale shape is the warning shape-mismatch)",
+     ("type-kind-multiple", "invalid-elem-type", "invalid-map-key", "invalid-optional-elem", "opaque-name-missing",
+      "negative-extent", "type-mismatch", "inferred-type-mismatch")),
+    ("the operator is not defined for these types or shapes: no kernel result is defined (onnxruntime refuses)",
+     ("inference-error", "broadcast-mismatch", "type-constraint-violation", "type-variable-mismatch")),
+    ("the stored value is ambiguous or cannot be read: the octets a kernel gets would differ or be missing",
+     ("tensor-storage-conflict", "string-raw-data", "tensor-wrong-field", "tensor-size-mismatch",
+      "invalid-data-location", "sparse-tensor-invalid", "sparse-index-out-of-range", "external-with-embedded-data",
+      "external-data-not-external", "external-unknown-key", "external-duplicate-key", "external-missing-location",
+      "external-invalid-location", "external-absolute-path", "external-path-traversal", "external-bad-offset",
+      "external-bad-length", "external-unsupported-type", "external-size-mismatch", "external-unresolved",
+      "external-short-file", "external-checksum-mismatch")),
+    ("refused when the model is loaded (onnxkit.external_read parses every reference), so a session never gets "
+     "to evaluate it; and the file's integrity cannot be verified (13.3)",
+     ("external-bad-checksum",)),
+)
+
 #: code -> :class:`Code`.
 CODES: dict[str, Code] = {r.code: r for r in _ROWS}
 assert len(CODES) == len(_ROWS), "duplicate code in the catalogue"
@@ -268,6 +313,10 @@ def document() -> str:
         "",
     ]
     head += [f"- `{c}`: {why}." for c, why in RECLASSIFIED.items()]
+    head += ["", "## Codes that stay errors, and why", "",
+             "Audited against the validation policy's rule (a violation no kernel reads cannot change the result, "
+             "so it is a", "warning): each error below can change the result or leaves it undefined.", ""]
+    head += [f"- {why}: " + ", ".join(f"`{c}`" for c in codes) + "." for why, codes in KEPT_ERRORS]
     return "\n".join(head + ["", "## The codes", "", markdown(), ""])
 
 

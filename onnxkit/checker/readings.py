@@ -86,30 +86,52 @@ def _densified(node, where: str, limits: Limits):
     return records.evolve(node, attribute=attrs)
 
 
+def _late(nodes, producer: dict, reads) -> bool:
+    """True where some node reads a value a later node of the same graph produces."""
+    for i, node in enumerate(nodes):
+        for n in node.input:
+            if producer.get(n, -1) > i:
+                return True
+        inside = reads.get(i)
+        if inside and any(producer.get(n, -1) > i for n in inside):
+            return True
+    return False
+
+
 def topological_order(graph) -> Optional[list]:
     """The indices of ``graph``'s nodes in a topological order, the given order wherever it is
-    one (None where the nodes are already sorted, or form a cycle: graph-cycle is an error)."""
+    one (None where the nodes are already sorted, or form a cycle: graph-cycle is an error).
+    A node depends on the producers of its inputs and of the names its subgraphs read."""
     nodes = graph.node
+    producer = _producers(nodes)
+    reads = {i: names_read_inside_all(node) for i, node in enumerate(nodes) if node.attribute}
+    return _order(nodes, producer, reads) if _late(nodes, producer, reads) else None
+
+
+def names_read_inside_all(node) -> set:
+    """The names ``node``'s subgraphs read (:func:`onnxkit.functions.names_read_inside`), empty for none."""
+    out: set = set()
+    for sub in subgraphs_of(node):
+        out |= names_read_inside(sub)
+    return out
+
+
+def _producers(nodes) -> dict:
     producer: dict = {}
     for i, node in enumerate(nodes):
         for o in node.output:
-            if o:
-                producer.setdefault(o, i)
-    deps: list = []
-    late = False
-    for i, node in enumerate(nodes):
-        names = {n for n in node.input if n}
-        for sub in subgraphs_of(node):
-            names |= names_read_inside(sub)
-        d = {producer[n] for n in names if n in producer and producer[n] != i}
-        late = late or any(j > i for j in d)
-        deps.append(d)
-    if not late:
-        return None
+            if o and o not in producer:
+                producer[o] = i
+    return producer
+
+
+def _order(nodes, producer: dict, reads: dict) -> Optional[list]:
     users: list = [[] for _ in nodes]
-    waiting = [len(d) for d in deps]
-    for i, d in enumerate(deps):
-        for j in d:
+    waiting = [0] * len(nodes)
+    for i, node in enumerate(nodes):
+        deps = {producer[n] for n in (*node.input, *reads.get(i, ())) if n in producer} - {i}
+        waiting[i] = len(deps)
+        for j in deps:
             users[j].append(i)
     ready = [i for i, w in enumerate(waiting) if w == 0]
     heapq.heapify(ready)
@@ -124,60 +146,65 @@ def topological_order(graph) -> Optional[list]:
     return order if len(order) == len(nodes) else None
 
 
-def _read_graph(graph, where: str, limits: Limits):
+def _read_graph(graph, where: str, limits: Limits, domains: set):
     """``graph`` (or a function) as onnxruntime reads it (Constant's sparse value densified,
-    nodes sorted), or ``graph`` itself where nothing changes."""
+    nodes sorted), or ``graph`` itself where nothing changes; adds the domains its nodes (and
+    their subgraphs') name, as written, to ``domains``.  One pass over the nodes."""
+    nodes = graph.node
     changed = False
-    nodes = []
-    for i, node in enumerate(graph.node):
+    out = []
+    reads: dict = {}
+    for i, node in enumerate(nodes):
+        domains.add(node.domain)
         new = node
-        subs = subgraphs_of(node)
-        if subs:
-            read = {id(g): _read_graph(g, f"{where} / node {i} / graph {g.name!r}", limits) for g in subs}
-            if any(read[id(g)] is not g for g in subs):
-                new = with_subgraphs(node, lambda g: read.get(id(g), g))
-        if is_sparse_constant_value(new):
-            new = _densified(new, f"{where} / node {i} {new.name!r} (Constant)", limits)
-        changed = changed or new is not node
-        nodes.append(new)
-    order = topological_order(graph)
-    if order is not None:
-        nodes = [nodes[i] for i in order]
-        changed = True
-    return records.evolve(graph, node=nodes) if changed else graph
-
-
-def _used_domains(model) -> set:
-    out: set = set()
-
-    def visit(nodes):
-        for node in nodes:
-            out.add(normalize_domain(node.domain))
-            for sub in subgraphs_of(node):
-                visit(sub.node)
-
-    if model.graph is not None:
-        visit(model.graph.node)
-    for fn in model.functions or ():
-        visit(fn.node)
-    return out
+        if node.attribute:
+            subs = subgraphs_of(node)
+            if subs:
+                read = {id(g): _read_graph(g, f"{where} / node {i} / graph {g.name!r}", limits, domains) for g in subs}
+                if any(read[id(g)] is not g for g in subs):
+                    new = with_subgraphs(node, lambda g: read.get(id(g), g))
+                reads[i] = names_read_inside_all(node)
+            elif node.op_type == "Constant" and is_sparse_constant_value(node):
+                new = _densified(node, f"{where} / node {i} {node.name!r} (Constant)", limits)
+            changed = changed or new is not node
+        out.append(new)
+    producer = _producers(nodes)
+    if _late(nodes, producer, reads):
+        order = _order(nodes, producer, reads)
+        if order is not None:
+            out = [out[i] for i in order]
+            changed = True
+    return records.evolve(graph, node=out) if changed else graph
 
 
 def implicit_imports(model, registry) -> dict:
     """``{domain: version}``: the domains ``model``'s nodes (its graphs and functions) use that
     neither the model nor the function imports, and the version each is read at."""
+    return _read(model, registry, DEFAULT_LIMITS)[0]
+
+
+def _read(model, registry, limits: Limits) -> tuple:
+    """``(implicit imports, graph, functions)`` of :func:`read_as_onnxruntime`, in one walk."""
     top = opset_map(model.opset_import)
     local = {normalize_domain(fn.domain) for fn in model.functions or ()}
-    missing = {d for d in _used_domains(model) if d not in top and d not in local}
-    for fn in model.functions or ():
-        inner = opset_map(fn.opset_import, top)
-        missing |= {normalize_domain(n.domain) for n in fn.node if normalize_domain(n.domain) not in inner}
-    out = {}
+    used: set = set()
+    graph = _read_graph(model.graph, f"graph {model.graph.name!r}", limits, used) if model.graph is not None else None
+    missing = {normalize_domain(d) for d in used} - set(top) - local
+    functions = model.functions
+    if functions:
+        read = []
+        for fn in functions:
+            inner: set = set()
+            read.append(_read_graph(fn, f"function {fn.name!r}", limits, inner))
+            missing |= {normalize_domain(d) for d in inner} - set(opset_map(fn.opset_import, top)) - local
+        if any(a is not b for a, b in zip(read, functions)):
+            functions = read
+    extra = {}
     for d in sorted(missing):
         v = implicit_version(registry, d)
         if v is not None:
-            out[d] = v
-    return out
+            extra[d] = v
+    return extra, graph, functions
 
 
 def read_as_onnxruntime(model, registry, limits: Limits = DEFAULT_LIMITS):
@@ -189,13 +216,7 @@ def read_as_onnxruntime(model, registry, limits: Limits = DEFAULT_LIMITS):
     ``limits.max_tensor_bytes``."""
     if model.graph is None:
         return model
-    extra = implicit_imports(model, registry)
-    graph = _read_graph(model.graph, f"graph {model.graph.name!r}", limits)
-    functions = model.functions
-    if functions:
-        read = [_read_graph(fn, f"function {fn.name!r}", limits) for fn in functions]
-        if any(a is not b for a, b in zip(read, functions)):
-            functions = read
+    extra, graph, functions = _read(model, registry, limits)
     if not extra and graph is model.graph and functions is model.functions:
         return model
     imports = list(model.opset_import) + [ir.OperatorSetId(domain=d, version=v) for d, v in extra.items()]

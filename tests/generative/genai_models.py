@@ -17,6 +17,7 @@ here and why (empty when every one builds).
 
     from genai_models import build
     folder = build("llama", "int4")       # a pathlib.Path holding model.onnx and genai_config.json
+    build("qwen2", "fp32", extra={"kv_cache_quant_scheme": "int8_per_tensor"})  # an int8 KV cache
 """
 
 from __future__ import annotations
@@ -130,6 +131,22 @@ def _checkpoint(r: dict, folder: Path) -> None:
     fast.save_pretrained(folder)
 
 
+def _kv_scale_file(r: dict, path: Path) -> Path:
+    """The builder's KV cache scale file for ``r``: per layer one key and one value scale
+    (per_tensor schemes) or one per K/V head feature (per_channel), fixed values covering the tiny
+    models' keys and values (int8: |x| <= 127 * 0.05; int4: 7 * 0.4)."""
+    cfg = r["config"]
+    layers, nkv = cfg["num_hidden_layers"], cfg["num_key_value_heads"]
+    head = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    scheme = r["extra_options"]["kv_cache_quant_scheme"]
+    unit = 0.05 if scheme.startswith("int8") else 0.4
+    per = [unit] if scheme.endswith("per_tensor") else [unit * (1 + (i % 3) / 4) for i in range(nkv * head)]
+    scales = {"k_scales": [per if len(per) > 1 else per[0]] * layers,
+              "v_scales": [[0.8 * x for x in per] if len(per) > 1 else 0.8 * per[0]] * layers}
+    path.write_text(json.dumps({"scales": scales}))
+    return path
+
+
 def build(arch: str, precision: str = "fp32", extra: dict | None = None, force: bool = False,
           ep: str = "cpu") -> Path:
     """The folder of ``arch`` built at ``precision`` for ``ep`` (the CPU; or one of
@@ -152,8 +169,11 @@ def build(arch: str, precision: str = "fp32", extra: dict | None = None, force: 
         _checkpoint(r, hf)
         cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(hf), "-o", str(onnx_out),
                "-p", precision, "-e", ep, "-c", str(work / "cache")]
-        if r["extra_options"]:
-            cmd += ["--extra_options", *(f"{k}={v}" for k, v in r["extra_options"].items())]
+        options = dict(r["extra_options"])
+        if "kv_cache_quant_scheme" in options:  # static KV cache scales: the builder reads them from a file
+            options["kv_cache_scale_file"] = str(_kv_scale_file(r, work / "kv_scales.json"))
+        if options:
+            cmd += ["--extra_options", *(f"{k}={v}" for k, v in options.items())]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_DISABLE": "1"}
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
         if done.returncode != 0 or not (onnx_out / "model.onnx").exists():

@@ -27,9 +27,10 @@ PROMPT = [5, 17, 33, 9, 61, 42, 7]
 NEW_TOKENS = 56
 
 
-def greedy(run, cfg: dict, prompt=PROMPT, new: int = NEW_TOKENS, shared: bool = True):
+def greedy(run, cfg: dict, prompt=PROMPT, new: int = NEW_TOKENS, shared: bool = True, cache=np.float32):
     """(the new tokens, the logits of the last position at each step) of greedy decoding with
-    ``run(feed) -> [logits, present.0.key, present.0.value, ...]``."""
+    ``run(feed) -> [logits, present.0.key, present.0.value, ...]``; ``cache`` the KV cache's element
+    type (int8, or uint8 for a 4-bit cache: two values a byte)."""
     dec = cfg["model"]["decoder"]
     layers, nkv, h = dec["num_hidden_layers"], dec["num_key_value_heads"], dec["head_size"]
     names = dec["inputs"]
@@ -40,7 +41,7 @@ def greedy(run, cfg: dict, prompt=PROMPT, new: int = NEW_TOKENS, shared: bool = 
         # a sliding-window layer keeps a window-sized buffer (sliding_window_cache) either way
         cap = window["window_size"] + window.get("cache_slack", 0) if i in window.get("layers", ()) else length
         for kind in ("key", "value"):
-            past[names[f"past_{kind}_names"] % i] = np.zeros((1, nkv, cap, h), np.float32)
+            past[names[f"past_{kind}_names"] % i] = np.zeros((1, nkv, cap, h // 2 if cache == np.uint8 else h), cache)
     tokens, logits_seen = list(prompt), []
     ids = np.array([prompt], np.int64)
     for _ in range(new):
@@ -63,30 +64,34 @@ def output_names(cfg: dict) -> list:
                                 for k in ("key", "value")]
 
 
-def both(arch: str, precision: str, shared: bool = True, extra=None):
+def both(arch: str, precision: str, shared=None, extra=None):
     """(onnxruntime's tokens and logits, onnxkit's) for one built model."""
     from onnxkit.runtime import InferenceSession
 
     folder = build(arch, precision, extra=extra)
     cfg = genai_config(folder)
-    assert cfg["search"]["past_present_share_buffer"] is True
+    if shared is None:  # as genai_config.json says
+        shared = cfg["search"]["past_present_share_buffer"]
     names = output_names(cfg)
     so = ort.SessionOptions()
     so.log_severity_level = 3
     ref = ort.InferenceSession(str(folder / "model.onnx"), so, providers=["CPUExecutionProvider"])
-    want = greedy(lambda feed: ref.run(names, feed), cfg, shared=shared)
+    kind = next(i.type for i in ref.get_inputs() if i.name.startswith("past_key_values"))
+    cache = {"tensor(float)": np.float32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8}[kind]
+    want = greedy(lambda feed: ref.run(names, feed), cfg, shared=shared, cache=cache)
     with warnings.catch_warnings():
         # the model declares present's length total_sequence_length; with a shared buffer it is the
         # buffer's (the conformance warning says so), as onnxruntime-genai runs it
         warnings.simplefilter("ignore")
         sess = InferenceSession(str(folder / "model.onnx"))
-        got = greedy(lambda feed: sess.run(names, feed), cfg, shared=shared)
+        got = greedy(lambda feed: sess.run(names, feed), cfg, shared=shared, cache=cache)
     return want, got
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("arch", sorted(ARCHS))
 def test_greedy_tokens_equal_onnxruntime(arch, precision):
+    assert genai_config(build(arch, precision))["search"]["past_present_share_buffer"] is True
     (want_tokens, want_logits), (got_tokens, got_logits) = both(arch, precision)
     assert len(got_tokens) == NEW_TOKENS >= 48
     assert len(set(want_tokens)) > 5, "a degenerate model: greedy decoding repeats one token"
@@ -114,6 +119,23 @@ def test_int4_at_accuracy_level_1():
     (want_tokens, want_logits), (got_tokens, got_logits) = both("llama", "int4", extra={"accuracy_level": 1})
     assert got_tokens == want_tokens
     np.testing.assert_allclose(got_logits, want_logits, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("scheme", ["int8_per_tensor", "int8_per_channel", "int4_per_tensor"])
+def test_quantized_kv_cache(scheme):
+    """The builder's quantized KV cache (kv_cache_quant_scheme, static scales from a file):
+    GroupQueryAttention keeps int8 / 4-bit keys and values (genai_config.json: no shared buffer, the
+    cache grows); the tokens and logits agree."""
+    folder = build("qwen2", "fp32", extra={"kv_cache_quant_scheme": scheme})
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    kinds = {i.type for i in ort.InferenceSession(str(folder / "model.onnx"), so).get_inputs()
+             if i.name.startswith("past_key_values")}
+    assert kinds == {"tensor(int8)" if scheme.startswith("int8") else "tensor(uint8)"}
+    (want_tokens, want_logits), (got_tokens, got_logits) = both("qwen2", "fp32",
+                                                                extra={"kv_cache_quant_scheme": scheme})
+    assert len(set(want_tokens)) > 5 and got_tokens == want_tokens
+    np.testing.assert_allclose(got_logits, want_logits, rtol=1e-3, atol=1e-3)
 
 
 def test_every_architecture_builds():

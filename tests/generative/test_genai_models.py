@@ -1,15 +1,18 @@
 """onnxruntime-genai's model builder's decoders (tests/generative/genai_models.py: llama, qwen2, phi3,
-mistral, gemma; fp32 and int4 for the CPU) run on onnxkit's InferenceSession: greedy decoding of
-56 new tokens after a 7-token prompt, driven by ``session.run`` the way genai_config.json describes
-the model (input_ids, attention_mask over every token so far, past_key_values.%d.key/value fed
-back from present.%d.key/value), gives the tokens onnxruntime 1.32 gives on the same loop.
+mistral, gemma, gemma2, qwen3, phi; fp32 and int4 for the CPU) run on onnxkit's InferenceSession:
+greedy decoding of 56 new tokens after a 7-token prompt, driven by ``session.run`` the way
+genai_config.json describes the model (input_ids, attention_mask over every token so far,
+past_key_values.%d.key/value fed back from present.%d.key/value), gives the tokens onnxruntime
+1.32 gives on the same loop.
 
 The loop keeps the KV cache as onnxruntime-genai does (``past_present_share_buffer``: a past buffer
 of the whole context's length, the present returned in its place), or grows it (a past of the
-tokens so far; :func:`test_growing_cache`); mistral's sliding-window layer keeps a window-sized
-buffer (genai_config's ``sliding_window``: GroupQueryAttention's ``sliding_window_cache``).  fp32 logits agree closely at every step; int4 models
-(MatMulNBits, accuracy_level 4: onnxruntime quantizes the activations to int8 there) agree within
-the quantization's error and in every greedy choice.
+tokens so far; :func:`test_growing_cache`); a sliding-window layer keeps a window-sized buffer
+(genai_config's ``sliding_window``: GroupQueryAttention's ``sliding_window_cache``).  fp32 logits
+agree closely at every step; int4 models (MatMulNBits, accuracy_level 4: onnxruntime quantizes the
+activations to int8 there) agree within the quantization's error and in every greedy choice.
+Also: the builder's fp16 DirectML form (separate RotaryEmbedding nodes) and its quantized KV
+caches.
 """
 
 from __future__ import annotations

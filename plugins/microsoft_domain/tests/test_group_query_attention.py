@@ -109,7 +109,8 @@ def _model(inputs, attrs, n_out=3):
     tags = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32,
             np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int8): TensorProto.INT8,
             np.dtype(np.uint8): TensorProto.UINT8}
-    ins = [helper.make_tensor_value_info(n, tags[v.dtype], list(v.shape)) for n, v in zip(names, inputs) if v is not None]
+    ins = [helper.make_tensor_value_info(n, tags[v.dtype], list(v.shape))
+           for n, v in zip(names, inputs) if v is not None]
     g = helper.make_graph([node], "g", ins, [helper.make_empty_tensor_value_info(o) for o in outs])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     m.ir_version = 8
@@ -246,7 +247,8 @@ def test_quantized_kv_cache(bits, mode, window):
         for j in (1, 2):
             assert np.asarray(got["onnxkit"][j]).dtype == dtype
             for i, n in enumerate(kept):
-                np.testing.assert_array_equal(np.asarray(got["onnxkit"][j])[i, :, :n], np.asarray(got["ort"][j])[i, :, :n])
+                np.testing.assert_array_equal(np.asarray(got["onnxkit"][j])[i, :, :n],
+                                              np.asarray(got["ort"][j])[i, :, :n])
 
 
 def _resident(t, cap, window):

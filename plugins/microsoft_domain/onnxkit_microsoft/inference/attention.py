@@ -1,4 +1,5 @@
-"""The attention operators (kernels: ``kernels/attention.py``, ``kernels/gqa.py``) and MatMulNBits (``kernels/nbits.py``).
+"""The attention operators (kernels: ``kernels/attention.py``, ``kernels/gqa.py``) and MatMulNBits
+(``kernels/nbits.py``).
 
 Attention's output is ``(B, S, v_hidden)`` and ``present`` ``(2, B, N, P+S, H)``;
 MultiHeadAttention's ``(B, S, v_hidden)`` and ``(B, N, P+L, H)`` presents; RotaryEmbedding keeps

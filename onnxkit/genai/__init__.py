@@ -6,10 +6,10 @@ Switch a program over with ``onnxkit.install_as_onnxruntime_genai()`` before it 
 
 Provided, with onnxruntime-genai 0.18's names and behaviour: :class:`Config`, :class:`Model`,
 :class:`Tokenizer`, :class:`TokenizerStream`, :class:`GeneratorParams`, :class:`Generator`
-(greedy search and top-k / top-p / temperature sampling, repetition penalty, min_length,
+(greedy and beam search, top-k / top-p / temperature sampling, repetition penalty, min_length,
 no_repeat_ngram_size, ``random_seed``, the key/value cache shared at ``max_length`` or growing),
 :class:`Tensor`, :class:`NamedTensors` and the global calls (logging, telemetry, device queries).
-What is not provided (beam search, multimodal and speech models, adapters, constrained and
+What is not provided (multimodal and speech models, adapters, constrained and
 speculative decoding, the engine) is named by :class:`~onnxkit.genai.errors.GenaiNotSupported`
 when used; docs/genai.md lists it.  This package never imports onnxruntime_genai.
 """

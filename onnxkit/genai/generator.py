@@ -1,6 +1,8 @@
 """``og.Model``, ``og.GeneratorParams`` and ``og.Generator`` on an onnxkit session.
 
-Contract (onnxruntime-genai's Generator and greedy search, batch of rows, one beam):
+Contract (onnxruntime-genai's Generator and greedy search, a batch of rows; beam search's
+choices are :mod:`onnxkit.genai.beam`'s, its rows each batch's beams, its sequences the
+scorer's hypotheses, and it neither rewinds nor appends twice):
 
 * ``append_tokens(tokens)`` appends ``tokens`` (flat, or ``(batch_size, n)``; a ``Tensor`` too)
   to every row and runs the decoder on them (in ``chunk_size`` pieces on the first run when
@@ -23,7 +25,8 @@ import numpy as np
 
 from .config import Config, Settings, search_value, settings
 from .errors import GenaiError, not_supported
-from .search import choose, method, penalize
+from .beam import BeamScorer
+from .search import BEAM, choose, method, penalize
 from .state import DecoderState, open_session
 
 
@@ -116,11 +119,15 @@ class Generator:
         self.kind = method(search, vocab or 1 << 31)
         seed = search["random_seed"]
         self.rng = np.random.default_rng(None if seed == -1 else seed)
-        share = bool(search["past_present_share_buffer"])
-        self.state = DecoderState(model._session, s, self.batch, self.max_length, share)
-        self.sequences = np.zeros((self.batch, self.max_length), np.int32)
+        self.beams = search["num_beams"]
+        self.rows = self.batch * self.beams
+        self.scorer = BeamScorer(self.batch, self.beams, search, s.eos_token_id, s.pad_token_id) \
+            if self.kind == BEAM else None
+        share = bool(search["past_present_share_buffer"]) and self.beams == 1  # genai: one beam only
+        self.state = DecoderState(model._session, s, self.batch, self.max_length, share, self.beams)
+        self.sequences = np.zeros((self.rows, self.max_length), np.int32)
         self.length = 0
-        self.next_tokens = np.zeros(self.batch, np.int32)
+        self.next_tokens = np.zeros(self.rows, np.int32)
         self._reset_done()
         self.logits = None
         self.computed = False
@@ -147,6 +154,12 @@ class Generator:
             self.done = True
 
     def _search_append(self, tokens: np.ndarray) -> None:
+        if self.scorer is not None:  # the prompt copied to every beam
+            n = tokens.shape[1]
+            self.sequences[:, self.length:self.length + n] = np.repeat(tokens, self.beams, axis=0)
+            self.length += n
+            self.done = False
+            return
         for j in range(tokens.shape[1]):
             for row in range(self.batch):
                 self._set_next(row, int(tokens[row, j]))
@@ -160,6 +173,8 @@ class Generator:
             start = self.length - n
             for i in range(0, n, chunk):
                 piece = tokens[:, i:i + chunk]
+                if i and self.beams > 1:  # the first piece's run spread the rows over the beams
+                    piece = np.repeat(piece, self.beams, axis=0)
                 self.logits = self.state.run(piece, start + i + piece.shape[1])
         else:
             self.logits = self.state.run(tokens, self.length)
@@ -179,6 +194,8 @@ class Generator:
         if self.length and self.batch > 1:
             raise GenaiError("AppendTokens can only be called once for batch_size > 1. To call AppendTokens again, "
                              "use RewindToLength(0)")
+        if self.length and self.scorer is not None:
+            raise not_supported("append_tokens a second time with beam search (continuous decoding of beams)")
         first = self.state.mask is None
         self._search_append(ids)
         self.computed = False
@@ -188,6 +205,8 @@ class Generator:
     def is_done(self) -> bool:
         if self.computed:
             return False
+        if self.scorer is not None:
+            return self.scorer.is_done() or self.length == self.max_length
         return bool(self.done)
 
     def generate_next_token(self) -> None:
@@ -196,6 +215,9 @@ class Generator:
         if self.length == 0 and not self.computed:
             raise GenaiError("GenerateNextToken called with no prior state. Please call AppendTokens, SetLogits, or "
                              "SetInputs before calling GenerateNextToken.")
+        if self.scorer is not None:
+            self._beam_step()
+            return
         if not self.computed:
             tokens = self.next_tokens.copy()[:, None]
             if self.rewound:
@@ -214,10 +236,32 @@ class Generator:
         if not self.done:
             self._append_next()
 
+    def _beam_step(self) -> None:
+        """One step of beam search (onnxkit.genai.beam): run the chosen beams' tokens, each row
+        on the cache of the beam it continues, choose, and grow the chosen sequences."""
+        if not self.computed:
+            self.logits = self.state.run(self.next_tokens.copy()[:, None], self.length, self.scorer.indices)
+        self.computed = False
+        logits = np.array(self.logits, np.float32, copy=True).reshape(self.rows, -1)
+        for row in range(self.rows):
+            penalize(logits[row], self.sequences[row, :self.length], self.search, self.s.eos_token_id)
+        self.scorer.step(logits, self.sequences, self.length)
+        grown = self.sequences[self.scorer.indices]
+        grown[:, self.length] = self.scorer.tokens
+        self.sequences = grown
+        self.next_tokens = self.scorer.tokens.copy()
+        self.length += 1
+
     def get_next_tokens(self) -> np.ndarray:
         return self.next_tokens.copy()
 
     def get_sequence(self, index: int) -> np.ndarray:
+        if self.scorer is not None:
+            count = self.batch * self.search["num_return_sequences"]
+            if not 0 <= index < count:
+                raise GenaiError(f"get_sequence: index {index} is out of range ({count} sequences)")
+            self.scorer.finalize(self.sequences, self.length)
+            return self.scorer.sequence(index, self.search["num_return_sequences"]).copy()
         if not 0 <= index < self.batch:
             raise GenaiError(f"get_sequence: index {index} is out of range (batch_size {self.batch})")
         return self.sequences[index, :self.length].copy()
@@ -230,13 +274,13 @@ class Generator:
             raise GenaiError("get_logits: no logits yet (call append_tokens first)")
         if not self.computed:
             self._compute(self.next_tokens.copy()[:, None], False)
-        return self.logits.reshape(self.batch, 1, -1).copy()
+        return self.logits.reshape(self.rows, 1, -1).copy()
 
     def set_logits(self, logits) -> None:
         array = np.asarray(logits, np.float32)
         if self.logits is not None and array.size != self.logits.size:
             raise GenaiError(f"set_logits: {array.size} values for logits of {self.logits.size}")
-        self.logits = array.reshape(self.batch, -1).copy()
+        self.logits = array.reshape(self.rows, -1).copy()
         self.computed = True
 
     def rewind_to(self, new_length: int) -> None:
@@ -246,6 +290,8 @@ class Generator:
             return
         if self.batch > 1 and new_length != 0:
             raise GenaiError("RewindToLength must be called with new_length=0 when batch_size > 1")
+        if self.scorer is not None:
+            raise GenaiError("RewindToLength is not supported with beam search")
         self._reset_done()
         self.next_tokens[:] = self.sequences[:, new_length] if new_length > 0 else 0
         self.length = new_length

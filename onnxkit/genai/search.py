@@ -2,10 +2,11 @@
 
 Contract (onnxruntime-genai's greedy CPU search and its sampling-method choice):
 
-* :func:`method`: greedy when ``do_sample`` is false, ``top_k`` is 1 or ``temperature`` is 0;
-  otherwise top-k then top-p when ``0 < top_p < 1`` and ``top_k > 1``, top-k when ``top_k > 1``,
-  top-p otherwise.  Sampling refuses ``num_beams != 1``, ``top_p`` outside [0, 1], a negative
-  ``top_k`` or one above the vocabulary.
+* :func:`method`: greedy (beam search with ``num_beams`` > 1, :mod:`onnxkit.genai.beam`) when
+  ``do_sample`` is false, ``top_k`` is 1 or ``temperature`` is 0; otherwise top-k then top-p when
+  ``0 < top_p < 1`` and ``top_k > 1``, top-k when ``top_k > 1``, top-p otherwise.  Refused:
+  ``num_beams`` outside [1, 32], ``num_return_sequences`` outside [1, num_beams]; sampling with
+  ``num_beams != 1``, ``top_p`` outside [0, 1], a negative ``top_k`` or one above the vocabulary.
 * :func:`penalize` changes the row in place before the choice, in genai's order: while the
   sequence is shorter than ``min_length`` every end-of-sequence token gets the lowest float;
   ``repetition_penalty`` p divides the logit of each distinct token of the sequence by p (a
@@ -25,18 +26,21 @@ import numpy as np
 
 from .errors import GenaiError, not_supported
 
-GREEDY, TOP_K, TOP_P, TOP_K_TOP_P = "greedy", "top_k", "top_p", "top_k_top_p"
+GREEDY, TOP_K, TOP_P, TOP_K_TOP_P, BEAM = "greedy", "top_k", "top_p", "top_k_top_p", "beam"
 LOWEST = np.finfo(np.float32).min
 
 
 def method(search: dict, vocab_size: int) -> str:
     """The sampling method ``search`` selects (see the module's contract)."""
-    if search["num_beams"] != 1:
-        raise not_supported(f"beam search (num_beams={search['num_beams']}); onnxkit.genai searches greedily or samples")
-    if search["num_return_sequences"] != 1:
-        raise not_supported(f"num_return_sequences={search['num_return_sequences']} (beam search)")
+    beams = search["num_beams"]
+    if not 1 <= beams <= 32:
+        raise GenaiError(f"num_beams ({beams}) must be in [1, 32]")
+    if not 1 <= search["num_return_sequences"] <= beams:
+        raise GenaiError(f"num_return_sequences ({search['num_return_sequences']}) must be in [1, {beams}]")
     if not search["do_sample"] or search["top_k"] == 1 or search["temperature"] == 0:
-        return GREEDY
+        return BEAM if beams > 1 else GREEDY
+    if beams != 1:
+        raise GenaiError("TopK and TopP cannot be used with a beam search")
     top_k, top_p = search["top_k"], search["top_p"]
     if top_p < 0.0 or top_p > 1.0:
         raise GenaiError("top_p must be between 0.0 and 1.0")

@@ -78,8 +78,9 @@ def open_session(s: Settings):
 class DecoderState:
     """The inputs and cache of one generator (see the module's contract)."""
 
-    def __init__(self, session, s: Settings, batch_size: int, max_length: int, share_buffer: bool):
-        self.session, self.s, self.batch, self.max_length, self.share = session, s, batch_size, max_length, share_buffer
+    def __init__(self, session, s: Settings, batch_size: int, max_length: int, share_buffer: bool, beams: int = 1):
+        self.session, self.s, self.max_length, self.share = session, s, max_length, share_buffer
+        self.beams, self.batch = beams, batch_size * beams  # rows: each batch's beams, one after another
         types = {i.name: i.type for i in session.get_inputs()}
         names = s.input_names
         self.kv_in = [(names["past_key_names"] % i, names["past_value_names"] % i) for i in range(s.num_hidden_layers)]
@@ -154,6 +155,7 @@ class DecoderState:
         elif first or b == 1:
             mask = np.ones((b, total), np.int64)
             positions = np.broadcast_to(np.arange(total - n, total), (b, n))
+            self.next_pos = np.full(b, total - 1)
         else:
             if n != 1:
                 raise GenaiError("batch_size > 1: after the first append_tokens one token per row per step "
@@ -168,17 +170,28 @@ class DecoderState:
             feeds[self.pos_name] = np.ascontiguousarray(positions, self.pos_type)
         return feeds
 
-    def run(self, tokens: np.ndarray, total: int) -> np.ndarray:
-        """Run the decoder on ``tokens`` ``(batch, n)``, the sequence ``total`` long with them;
-        the ``(batch, vocab)`` float32 logits of each row's last real token."""
+    def run(self, tokens: np.ndarray, total: int, beam_indices=None) -> np.ndarray:
+        """Run the decoder on ``tokens`` ``(rows, n)``, the sequence ``total`` long with them; the
+        ``(rows, vocab)`` float32 logits of each row's last real token.  With beams the first run
+        takes ``(batch, n)`` and repeats each row for its beams; ``beam_indices`` (later runs)
+        gives each row the cache of the row it continues."""
         s = self.s
-        b, n = tokens.shape
         if self.unfed and any(name not in self.extra for name in self.unfed):
             missing = [name for name in self.unfed if name not in self.extra]
             raise not_supported(f"decoder input {missing[0]!r} (genai's generator feeds input_ids, attention_mask, "
                                 "position_ids and the past key/values; others only through set_model_input)")
-        feeds = {s.input_names["input_ids"]: np.ascontiguousarray(tokens, self.ids_type)}
-        feeds.update(self._positions(tokens, total))
+        first = self.mask is None
+        places = self._positions(tokens, total)
+        if first and self.beams > 1:
+            tokens = np.repeat(tokens, self.beams, axis=0)
+            places = {k: np.repeat(v, self.beams, axis=0) for k, v in places.items()}
+            self.mask = np.repeat(self.mask, self.beams, axis=0)
+            if self.next_pos is not None:
+                self.next_pos = np.repeat(self.next_pos, self.beams, axis=0)
+        elif beam_indices is not None:
+            self.kv = [(k[beam_indices], v[beam_indices]) for k, v in self.kv]
+        b, n = tokens.shape
+        feeds = {s.input_names["input_ids"]: np.ascontiguousarray(tokens, self.ids_type), **places}
         for (kn, vn), (k, v) in zip(self.kv_in, self.kv):
             feeds[kn], feeds[vn] = k, v
         feeds.update(self.extra)

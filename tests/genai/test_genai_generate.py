@@ -171,9 +171,11 @@ def test_refusals(bpe_model, real_og, kit_og, prompt_ids):
         with pytest.raises(RuntimeError, match="exceeds max length"):
             gen.append_tokens(np.concatenate([prompt_ids, prompt_ids]))
     params = kit_og.GeneratorParams(kit_og.Model(str(bpe_model)))
-    params.set_search_options(num_beams=2)
-    with pytest.raises(GenaiNotSupported, match="beam search"):
+    params.set_search_options(num_beams=33)
+    with pytest.raises(GenaiError, match=r"num_beams \(33\) must be in \[1, 32\]"):
         kit_og.Generator(params.model, params)
+    with pytest.raises(GenaiNotSupported, match="constrained decoding"):
+        params.set_guidance("regex", "a+")
     with pytest.raises(GenaiError, match="genai_config.json"):
         kit_og.Model(str(bpe_model.parent))
 

@@ -851,6 +851,18 @@ MUTANTS = (
            "                lay = head % layouts",
            "                lay = head // group % layouts",
            ("plugins/microsoft_domain/tests/test_sparse_attention.py",)),
+    Mutant("lora-later-adapter-wins", "onnxkit/runtime/lora.py",
+           "            if name not in taken:",
+           "            if True:",
+           ("tests/ort/test_lora_adapters.py", "-k", "changes_the_run")),
+    Mutant("adapter-table-misaligned", "onnxkit/runtime/adapter_format.py",
+           "        self.align(4, 2 * (nfields + 2))",
+           "        self.align(4, 2 + 2 * (nfields + 2))",
+           ("tests/ort/test_lora_adapters.py", "-k", "reads_what_onnxkit_writes")),
+    Mutant("pointer-view-dims-reversed", "onnxkit/runtime/pointers.py",
+           "        return np.frombuffer(buf, dtype=dtype, count=count).reshape(dims)",
+           "        return np.frombuffer(buf, dtype=dtype, count=count).reshape(dims[::-1])",
+           ("tests/ort/test_raw_pointers.py", "-k", "by_address")),
 )
 
 

@@ -69,10 +69,10 @@ def open_session(s: Settings):
     level = opts.get("graph_optimization_level")
     if level is not None:
         so.graph_optimization_level = getattr(runtime.GraphOptimizationLevel, str(level))
-    source = s.model_bytes
-    if source is None:
-        source = os.path.join(s.folder, s.filename)
-    return runtime.InferenceSession(source, sess_options=so, providers=list(dict.fromkeys(providers)))
+    providers = list(dict.fromkeys(providers))
+    if s.model_bytes is not None:  # add_model_data: external data still beside genai_config.json
+        return runtime.InferenceSession(s.model_bytes, sess_options=so, providers=providers, base_dir=s.folder)
+    return runtime.InferenceSession(os.path.join(s.folder, s.filename), sess_options=so, providers=providers)
 
 
 class DecoderState:

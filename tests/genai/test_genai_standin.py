@@ -87,6 +87,17 @@ def test_config_overlay_and_providers(tmp_path, bpe_model, real_og, kit_og):
     config.add_model_data("model.onnx", (bpe_model / "model.onnx").read_bytes())
     with pytest.raises(GenaiError, match="remove_model_data"):
         config.remove_model_data("other.onnx")
+    sequences = []
+    for source in (config, str(bpe_model)):  # the model's bytes in memory, its external data in the folder
+        model = kit_og.Model(source)
+        params = kit_og.GeneratorParams(model)
+        params.set_search_options(max_length=12)
+        gen = kit_og.Generator(model, params)
+        gen.append_tokens([5, 6, 7])
+        while not gen.is_done():
+            gen.generate_next_token()
+        sequences.append(gen.get_sequence(0).tolist())
+    assert sequences[0] == sequences[1] and len(sequences[0]) == 12
 
 
 @pytest.mark.parametrize("change, match", [

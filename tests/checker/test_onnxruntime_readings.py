@@ -110,6 +110,13 @@ def test_an_unknown_domain_stays_not_imported():
     assert [d.code for d in check_model(data).errors] == ["domain-not-imported"]
 
 
+def test_a_domain_onnxruntime_imports_but_no_plugin_provides_stays_not_imported():
+    node = helper.make_node("ATen", ["x"], ["y"], domain="org.pytorch.aten", operator="relu")
+    data = _model([node], [_vi("x", [2])], [_vi("y", [2])])
+    assert "org.pytorch.aten" in IMPLICIT_IMPORTS and get_registry().operator_set("org.pytorch.aten", 1) is None
+    assert [d.code for d in check_model(data).errors] == ["domain-not-imported"]
+
+
 # -- 2. Constant's value holding a sparse tensor -------------------------------------------------------
 
 def _sparse_constant(opset):

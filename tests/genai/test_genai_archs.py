@@ -1,8 +1,9 @@
 """onnxkit.genai's Generator on the decoders tests/generative/genai_models.py builds (llama, qwen2,
 phi3, gemma; fp32, and int4 for two): the same greedy tokens as the real onnxruntime_genai
 0.18.0, token ids in and out (those folders' word-level tokenizer is not one onnxruntime-genai's
-tokenizer reads, so no text is involved), both caches.  mistral's folder (a sliding-window
-cache, its recipe still moving) is tests/generative's."""
+tokenizer reads, so no text is involved), both caches; and the fp16 DirectML build (position_ids
+fed, a float16 cache), run on the CPU by both.  mistral's folder (a sliding-window cache, its
+recipe still moving) is tests/generative's."""
 
 from __future__ import annotations
 
@@ -25,6 +26,33 @@ def _greedy(og, folder, share: bool, new: int) -> list:
     while not gen.is_done():
         gen.generate_next_token()
     return gen.get_sequence(0).tolist()
+
+
+def _open(og, folder):
+    config = og.Config(str(folder))
+    config.clear_providers()  # the dml build names DirectML; both packages run it on the CPU
+    return og.Model(config)
+
+
+@pytest.mark.parametrize("rows", [1, 2], ids=["one-row", "padded-batch"])
+def test_position_ids_and_a_float16_cache_equal_the_real_package(real_og, kit_og, rows):
+    """The builder's fp16 DirectML Llama takes position_ids (RoPE outside GroupQueryAttention) and
+    keeps a float16 cache: run on the CPU by both packages, the same greedy tokens."""
+    folder = genai_models.build("llama", "fp16", ep="dml")
+    prompt = np.array([[1, 5, 9, 17, 33, 60, 7], [1, 7, 8, 2, 2, 2, 2]][:rows], np.int32)  # pad_token_id 2
+    out = []
+    for og in (real_og, kit_og):
+        model = _open(og, folder)
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=prompt.shape[1] + 32, batch_size=rows)
+        gen = og.Generator(model, params)
+        gen.append_tokens(prompt)
+        while not gen.is_done():
+            gen.generate_next_token()
+        out.append([gen.get_sequence(i).tolist() for i in range(rows)])
+    inputs = {i.name: i.type for i in _open(kit_og, folder)._session.get_inputs()}
+    assert "position_ids" in inputs and inputs["past_key_values.0.key"] == "tensor(float16)"
+    assert out[1] == out[0] and len(out[0][0]) > prompt.shape[1] + 8
 
 
 @pytest.mark.parametrize("arch, precision, share, new", CASES,

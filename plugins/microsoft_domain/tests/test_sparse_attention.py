@@ -94,13 +94,15 @@ def case(b, s, past, n, nkv, h, cache, block, packed, rotary, dtype, count=2, lo
     return feeds
 
 
-def compare(data, feeds, dtype):
+def compare(data, feeds, dtype, backends=("cpu", "gpu")):
     want = ort_run(data, feeds)
-    got = InferenceSession(data, "cpu").run(None, feeds)
     tol = 2e-5 if dtype == np.float32 else 3e-3
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.shape == w.shape
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tol, atol=tol)
+    for backend in backends:
+        got = InferenceSession(data, backend).run(None, feeds)
+        for g, w in zip(got, want):
+            g = np.asarray(g)
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("packed,rotary,dtype", list(itertools.product([0, 1], [0, 1], [np.float32, np.float16])))

@@ -57,7 +57,7 @@ def _run(cwd: Path, *runner, block_real: bool = False) -> subprocess.CompletedPr
                           text=True, cwd=cwd, env=env, timeout=300)
 
 
-def test_readme_example_runs_unchanged_and_prints_what_the_real_package_prints(tmp_path, bpe_model, real_og):
+def test_readme_example_runs_unchanged_and_prints_what_the_real_package_prints(tmp_path, bpe_model, real_og, kit_og):
     tokenizer = real_og.Tokenizer(real_og.Model(str(bpe_model)))
     prompt_ids = tokenizer.encode(TEMPLATE.format(input=PROMPT))
     eos, step = _eos_after(real_og, bpe_model, prompt_ids, MIN_NEW)
@@ -73,17 +73,20 @@ def test_readme_example_runs_unchanged_and_prints_what_the_real_package_prints(t
     blocked = _run(tmp_path, block_real=True)  # the blocker works: without the runner the import fails
     assert blocked.returncode != 0 and "the real onnxruntime_genai was imported" in blocked.stderr
 
-    # the same stop: the real package's own tokens, step + 1 of them (the last the end of sequence)
-    model = real_og.Model(str(tmp_path / MODEL_DIR))
-    params = real_og.GeneratorParams(model)
-    params.set_search_options(max_length=2048)
-    gen = real_og.Generator(model, params)
-    gen.append_tokens(prompt_ids)
-    count = 0
-    while not gen.is_done():
-        gen.generate_next_token()
-        count += 1
-    assert count == step + 1 >= MIN_NEW and gen.get_next_tokens()[0] == eos
+    # the same tokens behind the text: the example's loop in this process, token by token, on both
+    tokens = {}
+    for og in (real_og, kit_og):
+        model = og.Model(str(tmp_path / MODEL_DIR))
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=2048, batch_size=1)
+        gen = og.Generator(model, params)
+        gen.append_tokens(og.Tokenizer(model).encode(TEMPLATE.format(input=PROMPT)))
+        tokens[og] = []
+        while not gen.is_done():
+            gen.generate_next_token()
+            tokens[og].append(int(gen.get_next_tokens()[0]))
+    assert tokens[kit_og] == tokens[real_og]
+    assert len(tokens[real_og]) == step + 1 >= MIN_NEW and tokens[real_og][-1] == eos  # stopped by the end of sequence
 
 
 def test_the_example_file_is_the_readme_program():

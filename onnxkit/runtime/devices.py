@@ -252,8 +252,10 @@ class OrtMemoryInfo:
 
     @property
     def device(self) -> OrtDevice:
+        """The device this memory is on (its memory type kept: host-accessible memory of a GPU is
+        host memory to :func:`value_device`)."""
         kind = getattr(self, "device_type", 1 if self.name.lower().startswith("cuda") else 0)
-        return OrtDevice(kind, 0, 0, self.device_id)
+        return OrtDevice(kind, int(self.device_mem_type), self.device_vendor_id, self.device_id)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, OrtMemoryInfo) and (self.name, self.allocator_type, self.device_id, self.mem_type) == \

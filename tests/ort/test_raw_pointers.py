@@ -15,7 +15,9 @@ from onnxruntime.capi import _pybind_state as C  # noqa: E402
 
 from onnxkit import InferenceSession, OnnxkitError, OrtValue  # noqa: E402
 from onnxkit.ort.capi.extras import SessionIOBinding  # noqa: E402
-from onnxkit.runtime.devices import OrtDevice, OrtDeviceVendorId, value_device  # noqa: E402
+from onnxkit.runtime.devices import (  # noqa: E402
+    OrtAllocatorType, OrtDevice, OrtDeviceVendorId, OrtMemoryInfo, OrtMemType, value_device,
+)
 
 
 def _model(elem: int, op: str = "Neg", shape=(None, 3)) -> bytes:
@@ -53,6 +55,12 @@ def test_which_devices_hold_values():
     assert value_device(OrtDevice(1, 0, 3)) == ("cuda", 3)          # a legacy vendor-less GPU
     assert value_device(OrtDevice(1, 5, 0x10DE, 0)) == ("cpu", 0)   # host-accessible (pinned) memory
     assert value_device("CPU", 0) == ("cpu", 0)
+    pinned = OrtMemoryInfo("CudaPinned", OrtAllocatorType.ORT_DEVICE_ALLOCATOR, 0, OrtMemType.CPU_OUTPUT)
+    assert value_device(pinned.device) == ("cpu", 0)
+    assert value_device(OrtMemoryInfo("Cuda", OrtAllocatorType.ORT_DEVICE_ALLOCATOR, 1, OrtMemType.DEFAULT).device) \
+        == ("cuda", 1)
+    host = OrtValue.ortvalue_from_shape_and_type([2], np.float32, memory_info=pinned)
+    assert host.device_name() == "cpu" and host.numpy().tolist() == [0.0, 0.0]
     for device in (OrtDevice.make("dml", 0), OrtDevice.make("gpu", 0, 0x1002), OrtDevice.make("npu", 0)):
         with pytest.raises(OnnxkitError, match="not a device onnxkit holds values on"):
             value_device(device)

@@ -13,12 +13,14 @@ case for a background setup: no idle time between calls) through
 
 one thread each, and prints per runtime the median, p99 and slowest call, the total, the ratio
 of the totals, the calls made on the cold plan before the setup began and before the switch,
-and how many calls took longer than a chunk lasts (32 ms).  The model: ``silero_vad_16k_op15``
+and how many calls took longer than a chunk lasts (32 ms).  ``--control`` adds a third stream,
+onnxkit kept on its cold plan (no setup begins): on a loaded machine, what the machine alone does
+to a stream's slowest calls.  The model: ``silero_vad_16k_op15``
 from the corpus (``.cache/corpus``, ``$ONNXKIT_CORPUS``) where present, else a VAD-like model built
 here with onnx (Conv, LSTM, Sigmoid: the ops the real one runs compiled).
 ``--setup thread`` compiles in the background thread instead of a child process
 (``ONNXKIT_WARM_SETUP``); ``--policy`` sets ``ONNXKIT_FIRST_RUN``.
-Run: ``python benchmarks/stream.py [--calls N] [--repeat N] [--warm-cache] [--setup process|thread]``.
+Run: ``python benchmarks/stream.py [--calls N] [--repeat N] [--warm-cache] [--setup process|thread] [--control]``.
 Needs onnxruntime (and onnx where the corpus is absent).
 """
 
@@ -52,23 +54,31 @@ if runtime == "onnxruntime":
     s = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 else:
     import onnxkit
+    if runtime == "onnxkit-cold":  # the control: the setup never begins (its estimate out of reach)
+        import onnxkit_cpu.compiled
+        onnxkit_cpu.compiled.SETUP_S = 1e9
     so = onnxkit.SessionOptions(); so.intra_op_num_threads = 1
     s = onnxkit.InferenceSession(model, so)
     plans = s._plans
-times, began, switched = [], None, None
+times, starts, began, switched = [], [], None, None
 for i in range(calls):
     feeds["input"] = audio[i:i + 1].reshape(feeds["input"].shape)
     t = time.perf_counter()
     out = s.run(None, feeds)
     times.append(time.perf_counter() - t)
+    starts.append(t)
     for name, position in carry.items():
         feeds[name] = out[position]
-    if runtime == "onnxkit":
+    if runtime != "onnxruntime":
         if began is None and plans._setup is not None:
             began = i
         if switched is None and plans.cold is None:
             switched = i
-print("STREAM " + json.dumps({"times": times, "began": began, "switched": switched}))
+phases = None
+if runtime == "onnxkit" and plans._setup is not None:  # each call's phase: 0 before the setup, 1 its child
+    marks = [m if m is not None else float("inf") for m in plans._setup.times]  # process, 2 in-process, 3 after
+    phases = [sum(t >= m for m in marks) for t in starts]
+print("STREAM " + json.dumps({"times": times, "began": began, "switched": switched, "phases": phases}))
 '''
 
 
@@ -138,10 +148,18 @@ def summary(name: str, result: dict) -> dict:
     row = {"median": float(np.median(t)), "p99": float(np.percentile(t, 99)), "max": float(t.max()),
            "slowest": int(t.argmax()), "total": float(t.sum()), "over": int((t > CHUNK_MS).sum())}
     began, switched = result.get("began"), result.get("switched")
-    where = "" if name == "onnxruntime" else (f"  setup began at call {began}, switched at call {switched}"
+    where = "" if name != "onnxkit" else (f"  setup began at call {began}, switched at call {switched}"
                                               if began is not None else "  no setup began")
     print(f"{name:12} median {row['median']:7.3f} ms  p99 {row['p99']:7.2f} ms  max {row['max']:7.1f} ms "
           f"(call {row['slowest']})  total {row['total']:8.1f} ms  >{CHUNK_MS:.0f} ms: {row['over']}{where}", flush=True)
+    if result.get("phases"):
+        phases = np.array(result["phases"])
+        for phase, label in enumerate(("before the setup", "setup: child process", "setup: in this process",
+                                       "after the setup")):
+            p = t[phases == phase]
+            if len(p):
+                print(f"{'':14}{label:24} {len(p):6d} calls  median {np.median(p):7.3f}  p99 {np.percentile(p, 99):7.2f}"
+                      f"  max {p.max():7.1f} ms  >{CHUNK_MS:.0f} ms: {int((p > CHUNK_MS).sum())}")
     return row
 
 
@@ -152,6 +170,8 @@ def main(argv=None) -> int:
     parser.add_argument("--warm-cache", action="store_true", help="fill the numba cache in a first process")
     parser.add_argument("--setup", choices=("process", "thread"), default="process", help="ONNXKIT_WARM_SETUP")
     parser.add_argument("--policy", default="", help="ONNXKIT_FIRST_RUN (default: unset, tiered)")
+    parser.add_argument("--control", action="store_true",
+                        help="also stream onnxkit on its cold plan only (no setup): what the machine does to a stream")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="onnxkit-stream-") as tmp:
         name, model, feeds, carry = _model(Path(tmp))
@@ -172,6 +192,8 @@ def main(argv=None) -> int:
                 stream("onnxkit", model, feeds, carry, 50, dict(env, ONNXKIT_FIRST_RUN="warm"))
             ort = summary("onnxruntime", stream("onnxruntime", model, feeds, carry, args.calls, env))
             kit = summary("onnxkit", stream("onnxkit", model, feeds, carry, args.calls, env))
+            if args.control:
+                summary("onnxkit-cold", stream("onnxkit-cold", model, feeds, carry, args.calls, env))
             totals.append(kit["total"] / ort["total"])
             print(f"{'':12} total ratio onnxkit/onnxruntime {totals[-1]:.2f}x; "
                   f"median ratio {kit['median'] / ort['median']:.2f}x", flush=True)

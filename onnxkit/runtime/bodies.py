@@ -82,14 +82,18 @@ def session_bodies(session) -> list:
 # estimated cost.  The session keeps running the cold plan until the time its runs have spent on
 # it reaches that estimate (:meth:`FirstRun.due`: a tool that runs a model two or three times per
 # process never pays a setup worth more than its runs; a long-running one pays it once, having
-# spent at most as much again); then it plans again, once, between two runs (a plan boundary: a
-# run in progress keeps the plan it started with), and runs the bodies it would have taken warm.
-# A deferral that states no cost is promoted before the second run.  Both bodies compute the same
+# spent at most as much again); then the warm plan is set up, once, off the run path (a background
+# thread, and a child process for a compiler: :mod:`onnxkit.runtime.plans`; the runs meanwhile
+# stay on the cold plan and are no longer counted), and the first run to begin after it is ready
+# switches (a plan boundary: a run in progress keeps the plan it started with) to the bodies it
+# would have taken warm.  A deferral that states no cost is planned warm before the second run,
+# in the run's thread, as is every deferral under ``second``.  Both bodies compute the same
 # results within the tolerance the kernel's module states;
 # :func:`onnxkit.runtime.bodies.plan_bodies` reports which one each node ran.
 #
 # ``$ONNXKIT_FIRST_RUN`` chooses the policy when a session is made: unset or ``tiered`` (the
-# above), ``second`` (promote before the second run, whatever the cost), ``warm`` (no cold plan:
+# above), ``second`` (promote before the second run, whatever the cost, planning warm inside that
+# run: for tests and tools), ``warm`` (no cold plan:
 # the warm bodies from the first run; benchmarks of steady-state speed use it).
 
 import contextvars as _contextvars
@@ -100,7 +104,8 @@ POLICIES = ("tiered", "second", "warm")
 class FirstRun:
     """The record of one cold plan: what its kernels deferred (``deferred``: descriptions), the
     setup they estimated (:attr:`cost`, seconds) and the time runs have spent on the plan
-    (``spent``, seconds, summed over the runs of every thread; ``last``, the latest run's)."""
+    (``spent``, seconds, summed over the runs of every thread until the warm plan's setup begins;
+    ``last``, the latest run's counted)."""
 
     __slots__ = ("deferred", "ran", "spent", "last", "tiered", "_costs", "_setups")
 

@@ -59,6 +59,7 @@ from .bodies import _steps, planning_cold
 from .gc_pause import collection_paused
 from .optimizer.specialize import ROUNDS, signature
 from .plan import Planner, kept_value_ids
+from .threads import _blas_controllers
 
 
 #: ``$ONNXKIT_WARM_SETUP``'s values: ``process`` (the default: a child process compiles, the
@@ -127,14 +128,16 @@ class _Tier:
 class _Setup:
     """The background setup of a warm tier: ``done`` is set when the thread has ended, with
     ``tier`` (the warm :class:`_Tier`) or ``error`` (what it raised); ``reported``: a failure
-    has been warned about."""
+    has been warned about; ``times``: ``time.perf_counter()`` when it began, when its child
+    process ended (or was skipped) and when it ended, None until then (for benchmarks)."""
 
-    __slots__ = ("done", "tier", "error", "reported", "thread")
+    __slots__ = ("done", "tier", "error", "reported", "thread", "times")
 
     def __init__(self):
         self.done = threading.Event()
         self.tier = self.error = self.thread = None
         self.reported = False
+        self.times = [time.perf_counter(), None, None]
 
 
 def _copy(value):
@@ -244,9 +247,10 @@ class PlanSet:
         if values is not None and not any(step.traits.nondeterministic for step in _steps(plan, set())):
             if sig is None and self.host_arrays:
                 sig = signature(values)
-            for _ in range(ROUNDS + 1):  # the recording run, its further rounds, the specialized plan's
+            for _ in range(ROUNDS + 2):  # the recording run, its further rounds, then the specialized plan's
+                recording = tier.specializer is not None and sig is not None and tier.specializer.plan_for(sig)[1]
                 self._serve(tier, values, lambda p, v: p.run(v), sig, specialize=True)
-                if tier.specializer is None or sig is None or not tier.specializer.plan_for(sig)[1]:
+                if not recording:
                     break
         return tier
 
@@ -295,20 +299,23 @@ class PlanSet:
         try:
             if self._child:
                 self._fill_caches(values)
+            setup.times[1] = time.perf_counter()
             with planning_cold(None), collection_paused():
                 setup.tier = self._warm_tier(values, sig)
+            _blas_controllers()  # found again here, not in the first warm run (the setup imported modules)
         except BaseException as exc:  # noqa: BLE001 - reported at the next run; the cold plan stays
             setup.error = exc
         finally:
+            setup.times[2] = time.perf_counter()
             setup.done.set()
 
     def _fill_caches(self, values: list) -> None:
         """Run the model warm once in a child process on ``values`` (:func:`fill_caches`), so
         that what its compiled loops need is compiled there, out of this process's interpreter
         lock, and only loaded here from the compiler's on-disk cache (numba's).  Skipped where the
-        child could not plan the same model: a registry other than the default one, a model over
-        :data:`CHILD_ELEMENTS` initializer elements or with external data, feeds that are not all
-        numpy arrays.  A child that fails or outlives :data:`CHILD_TIMEOUT_S` only costs the
+        child could not plan the same model: a registry other than the default one, a backend
+        other than ``cpu``, a model over :data:`CHILD_ELEMENTS` initializer elements or with
+        external data, feeds that are not all numpy arrays.  A child that fails or outlives :data:`CHILD_TIMEOUT_S` only costs the
         thread's compiling here; one still running when this process exits is ended."""
         import subprocess
         import tempfile
@@ -318,7 +325,7 @@ class PlanSet:
 
         given = self.given
         inits = list(given.graph.initializer)
-        if (self.registry is not get_registry() or any(t.is_external for t in inits)
+        if (self.registry is not get_registry() or self.backend_name != "cpu" or any(t.is_external for t in inits)
                 or sum(t.size for t in inits) > CHILD_ELEMENTS
                 or not all(v is None or isinstance(v, np.ndarray) for v in values)):
             return
@@ -330,7 +337,7 @@ class PlanSet:
             np.savez(feeds_path, **{f"f{i}": v for i, v in enumerate(values) if v is not None})
             env = dict(os.environ, ONNXKIT_FIRST_RUN="warm", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                        MKL_NUM_THREADS="1")
-            code = ("import os, sys; os.nice(10); from onnxkit.runtime.plans import fill_caches; "
+            code = ("import os, sys; os.nice(19); from onnxkit.runtime.plans import fill_caches; "
                     "fill_caches(sys.argv[1], sys.argv[2], sys.argv[3].split(','), int(sys.argv[4]), sys.argv[5])")
             args = [sys.executable, "-c", code, model_path, feeds_path, ",".join(names), str(self.level),
                     ",".join(sorted(self.disabled))]

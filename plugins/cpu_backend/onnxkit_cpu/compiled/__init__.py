@@ -23,8 +23,11 @@ Contract:
 * **Not on a cold first run.** Where numba is not imported yet and the plan is a session's cold
   plan (:func:`onnxkit.plugin.first_run`), :meth:`Lazy.get` returns None without importing
   numba and records the deferral with its estimated setup (:data:`SETUP_S`, :data:`LOAD_S`):
-  the first results of a fresh process come from the numpy bodies, and the session plans again
-  (numba imported, its cache loaded) between two runs once its runs have spent that estimate.
+  the first results of a fresh process come from the numpy bodies, and once its runs have spent
+  that estimate the session sets up its warm plan off the run path (a child process compiles
+  into numba's on-disk cache, a background thread imports numba and loads it:
+  :mod:`onnxkit.runtime.plans`) and switches to it between two runs: no loop is compiled or
+  loaded inside a user's run.
   A cold plan that has deferred something keeps deferring (numba imported meanwhile by the
   session's background setup, or another session, changes nothing for it: no loop is compiled
   inside one of its runs).  A plan made once numba is imported in the process, that has not

@@ -169,8 +169,8 @@ def _check_inference(ctx: Context, model: ir.Model, registry):
     except RecursionError:
         ctx.emit("limit-exceeded", "graphs nest too deeply to be inferred (Clause 15.4)", "model")
         return None
-    except LimitExceeded as exc:
-        ctx.emit("limit-exceeded", str(exc), getattr(exc, "path", "") or "model")
+    except LimitExceeded as exc:  # the reading's densified Constant (readings.py); the message names the node
+        ctx.emit("limit-exceeded", str(exc), "model")
         return None
     except Exception as exc:  # noqa: BLE001
         # Broad: the engine reports every node's fault itself (Clause 9.4), so a raise here is a

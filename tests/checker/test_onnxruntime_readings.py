@@ -135,6 +135,19 @@ def test_constant_value_holding_a_sparse_tensor_is_densified(opset):
               "attribute 'value'", "sparse tensor")
 
 
+def test_a_sparse_value_too_large_to_densify_is_refused_by_the_limit():
+    sp = helper.make_sparse_tensor(numpy_helper.from_array(np.array([1.5], np.float32), "vals"),
+                                   numpy_helper.from_array(np.array([1], np.int64), "idx"), [1 << 20, 1 << 20])
+    const = helper.make_node("Constant", [], ["y"], name="big")
+    const.attribute.append(helper.make_attribute("value", sp))
+    data = _model([const], [], [_vi("y", None)])
+    for validate in (True, False):
+        with pytest.raises(onnxkit.errors.LimitExceeded, match=r"node 0 'big' \(Constant\).*max_tensor_bytes"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConformanceWarning)
+                onnxkit.InferenceSession(data, validate=validate)
+
+
 def test_a_dense_value_of_the_wrong_type_stays_an_error():
     const = helper.make_node("Constant", [], ["y"], value=1.5)  # a FLOAT where a TENSOR is defined
     data = _model([const], [], [_vi("y", [])])

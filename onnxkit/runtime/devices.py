@@ -90,7 +90,8 @@ class OrtDevice:
     ``OrtDevice(type, mem_type, vendor_id, device_id)`` or ``OrtDevice(type, mem_type, device_id)``
     (vendor 0), or ``OrtDevice.make(name, device_id, vendor_id=-1)``.  The type numbers are
     onnxruntime's (``cpu()`` 0, ``gpu()``/``cuda()`` 1, ``fpga()`` 2, ``npu()``/``cann()`` 3,
-    ``dml()`` 4, which becomes a GPU of vendor Microsoft, as onnxruntime holds it).  Any device can be described; a value can be put on one that is the host
+    ``dml()`` 4, which becomes a GPU of vendor Microsoft, as onnxruntime holds it).  Any device
+    can be described; a value can be put on one that is the host
     (:meth:`cpu`, or host-accessible memory) or an NVIDIA (or vendor-less) GPU, onnxkit's
     ``cuda`` (:func:`value_device`)."""
 
@@ -186,7 +187,8 @@ class OrtDevice:
     def __repr__(self) -> str:
         kind = {0: "cpu", 1: "gpu", 2: "fpga", 3: "npu"}.get(self._type, f"type {self._type}")
         if self._type == 1:
-            kind = {0: "cuda", OrtDeviceVendorId.NVIDIA: "cuda", OrtDeviceVendorId.MICROSOFT: "dml"}.get(self._vendor, kind)
+            names = {0: "cuda", OrtDeviceVendorId.NVIDIA: "cuda", OrtDeviceVendorId.MICROSOFT: "dml"}
+            kind = names.get(self._vendor, kind)
         return f"OrtDevice({kind}:{self._id})"
 
 

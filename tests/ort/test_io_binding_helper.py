@@ -77,7 +77,8 @@ def test_cuda_session_outputs_are_its_own_tensors_and_types_are_onnxruntime_s():
     assert got["y"] is y   # written in place, as onnxruntime's wrapper does
     np.testing.assert_allclose(y.numpy(), ref.run(["y"], {"x": np.ones((2, 3), np.float32),
                                                         "past": np.zeros((2, 4), np.float32)})[0], atol=1e-6)
-    assert mine.CudaSession.get_cuda_provider_options(1, True, 7) == theirs.CudaSession.get_cuda_provider_options(1, True, 7)
+    assert mine.CudaSession.get_cuda_provider_options(1, True, 7) == \
+        theirs.CudaSession.get_cuda_provider_options(1, True, 7)
     with pytest.raises(OnnxkitError, match="must be a contiguous torch tensor"):
         s.infer({"x": torch.ones(3, 2).t(), "past": torch.zeros(2, 4)})
     with pytest.raises(OnnxkitError, match="set_buffer_sharing: 'y' must be an input"):

@@ -17,8 +17,9 @@ from onnxkit.runtime.feeds import InputError  # noqa: E402
 def _vectorizer(key_type: int) -> bytes:
     map_type = helper.make_map_type_proto(key_type, helper.make_tensor_type_proto(TP.FLOAT, []))
     keys = {"int64_vocabulary": [0, 1, 2]} if key_type == TP.INT64 else {"string_vocabulary": ["a", "b", "c"]}
-    g = helper.make_graph([helper.make_node("DictVectorizer", ["m"], ["y"], domain="ai.onnx.ml", **keys)], "g",
-                          [helper.make_value_info("m", map_type)], [helper.make_tensor_value_info("y", TP.FLOAT, ["n"])])
+    node = helper.make_node("DictVectorizer", ["m"], ["y"], domain="ai.onnx.ml", **keys)
+    g = helper.make_graph([node], "g", [helper.make_value_info("m", map_type)],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, ["n"])])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)],
                              ir_version=8).SerializeToString()
 

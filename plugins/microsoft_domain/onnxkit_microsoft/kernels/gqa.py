@@ -56,7 +56,7 @@ import math
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable, calls_blas
+from onnxkit.plugin import KernelTable, calls_blas, declares_output_bytes
 
 from ._common import DOMAIN, cast, check_float, const, device_of, shape_of, widen
 from .attention import rotate
@@ -67,30 +67,30 @@ QUANT_TYPES = ("NONE", "PER_TENSOR", "PER_CHANNEL")
 
 
 def _attrs(ctx) -> dict:
-    n, nkv = int(ctx.attr("num_heads", 0)), int(ctx.attr("kv_num_heads", 0))
+    n, nkv = int(ctx.attr("num_heads") or 0), int(ctx.attr("kv_num_heads") or 0)
     if n <= 0 or nkv <= 0 or n % nkv:
         ctx.fail(f"num_heads {n} must be a positive multiple of kv_num_heads {nkv}")
-    causal = int(ctx.attr("causal", 1))
-    window = int(ctx.attr("local_window_size", -1))
+    causal, window = ctx.attr("causal"), ctx.attr("local_window_size")
+    causal, window = (1 if causal is None else int(causal)), (-1 if window is None else int(window))
     if causal not in (0, 1) or (causal == 0 and window != -1):
         ctx.fail(f"causal must be 0 or 1 (local_window_size -1 when 0), got causal {causal}, "
                  f"local_window_size {window}")
-    windowed = int(ctx.attr("sliding_window_cache", 0) or 0) == 1
+    windowed = int(ctx.attr("sliding_window_cache") or 0) == 1
     if windowed and window <= 0:
         ctx.fail(f"sliding_window_cache = 1 needs local_window_size > 0, got {window}")
     kinds = [(ctx.attr_str(name) or "NONE").upper() for name in ("k_quant_type", "v_quant_type")]
-    bits = int(ctx.attr("kv_cache_bit_width", 0) or 0)
+    bits = int(ctx.attr("kv_cache_bit_width") or 0)
     quant = kinds != ["NONE", "NONE"]
     if any(k not in QUANT_TYPES for k in kinds) or (quant and (kinds[0] != kinds[1] or bits not in (4, 8))):
         ctx.fail(f"k_quant_type {kinds[0]}, v_quant_type {kinds[1]}, kv_cache_bit_width {bits}: onnxkit's "
                  f"GroupQueryAttention quantizes the KV cache with one of {QUANT_TYPES[1:]} for both, 4 or 8 bits")
-    qk = int(ctx.attr("qk_output", 0) or 0)
+    qk = int(ctx.attr("qk_output") or 0)
     if qk not in (0, 1, 2) or (qk and windowed):
         ctx.fail(f"qk_output must be 0, 1 or 2 (0 with sliding_window_cache), got {qk}")
-    return dict(n=n, nkv=nkv, causal=bool(causal), window=window, scale=float(ctx.attr("scale", 0.0) or 0.0),
-                softcap=float(ctx.attr("softcap", 0.0) or 0.0), rotary=int(ctx.attr("do_rotary", 0) or 0) == 1,
-                interleaved=int(ctx.attr("rotary_interleaved", 0) or 0) == 1,
-                smooth=int(ctx.attr("smooth_softmax", 0) or 0) == 1, qk=qk, windowed=windowed,
+    return dict(n=n, nkv=nkv, causal=bool(causal), window=window, scale=float(ctx.attr("scale") or 0.0),
+                softcap=float(ctx.attr("softcap") or 0.0), rotary=int(ctx.attr("do_rotary") or 0) == 1,
+                interleaved=int(ctx.attr("rotary_interleaved") or 0) == 1,
+                smooth=int(ctx.attr("smooth_softmax") or 0) == 1, qk=qk, windowed=windowed,
                 bits=bits if quant else 0)
 
 
@@ -291,7 +291,20 @@ def group_query_attention(ctx):
             outs.append(cast(xp, full, query.dtype))
         return tuple(outs)
 
-    return run
+    def size(query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None, total_sequence_length=None,
+             *_):
+        """The declared output bytes (no inference per token): output, presents, qk output."""
+        b, s, d = (int(x) for x in query.shape)
+        h = d // (n + 2 * nkv) if key is None else d // n
+        total = int(total_sequence_length.reshape(-1)[0]) if total_sequence_length is not None else s
+        buf = int(past_key.shape[2]) if past_key is not None else 0
+        cache = past_key.dtype.itemsize if past_key is not None else query.dtype.itemsize
+        hc = h // 2 if a["bits"] == 4 else h
+        length = buf if a["windowed"] else max(total, buf)
+        need = b * s * n * h * query.dtype.itemsize + 2 * b * nkv * length * hc * cache
+        return need + (b * n * s * total * query.dtype.itemsize if ctx.num_outputs > 3 else 0)
+
+    return declares_output_bytes(run, size)
 
 
 def _quant_checks(ctx, xp, past_key, past_value, k_scale, v_scale, bits: int, nkv: int, h: int):

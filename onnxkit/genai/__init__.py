@@ -26,6 +26,8 @@ from .tokenizer import Tokenizer, TokenizerStream
 from .version import GENAI_API_VERSION
 
 __version__ = GENAI_API_VERSION
+#: the distribution a program checks for (the real package's ``__id__``; its CUDA build says ``onnxruntime-genai-cuda``)
+__id__ = "onnxruntime-genai"
 
 _LOG_OPTIONS: dict = {}
 

@@ -34,7 +34,7 @@ def test_import_onnxruntime_genai_gives_onnxkit_genai_until_uninstalled(standin)
 
     assert og is sys.modules["onnxkit.genai"] and og.Generator is onnxkit.genai.Generator
     assert onnxruntime_genai.tokenizer is sys.modules["onnxkit.genai.tokenizer"]
-    assert og.__version__ == "0.18.0" and install.installed()
+    assert og.__version__ == "0.18.0" and og.__id__ == "onnxruntime-genai" and install.installed()
     with pytest.raises(ModuleNotFoundError, match="onnxkit stands in for onnxruntime_genai"):
         import onnxruntime_genai.models.builder  # noqa: F401  (not provided: never half the real package)
     onnxkit.install_as_onnxruntime_genai()  # idempotent

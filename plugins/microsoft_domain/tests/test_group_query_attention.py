@@ -106,7 +106,7 @@ def _model(inputs, attrs, n_out=3):
         names.pop()
     outs = ["y", "present_key", "present_value", "qk"][:n_out]
     node = helper.make_node("GroupQueryAttention", names, outs, name="n0", domain="com.microsoft", **attrs)
-    tags = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32,
+    tags = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16, np.dtype(np.int32): TensorProto.INT32,
             np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int8): TensorProto.INT8,
             np.dtype(np.uint8): TensorProto.UINT8}
     ins = [helper.make_tensor_value_info(n, tags[v.dtype], list(v.shape))
@@ -176,6 +176,23 @@ def test_scales_beside_a_float_cache_are_unused():
     _compare(run_onnxkit(model, feed, "cpu"), run_ort(model, feed), t, valid, "k_scale, v_scale")
 
 
+@pytest.mark.parametrize("phase", ["prompt", "token"])
+def test_float16(phase):
+    """float16 query, key, value and cache (computed in float32, as onnxruntime converts them)."""
+    cfg = dict(phase=phase, share=True, local=True, rotary="interleaved", packed=phase == "token", softcap=0.0,
+               smooth=False, tree=False)
+    inputs, attrs, t, valid = _case(cfg, seed=7)
+    inputs = [x.astype(np.float16) if x is not None and x.dtype == np.float32 else x for x in inputs]
+    model, feed = _model(inputs, attrs)
+    got, want = run_onnxkit(model, feed, "cpu"), run_ort(model, feed)
+    assert all(np.asarray(g).dtype == np.float16 for g in got)
+    y, yw = np.asarray(got[0], np.float32), np.asarray(want[0], np.float32)
+    np.testing.assert_allclose(y[valid], yw[valid], rtol=2e-3, atol=2e-3)
+    for k in (1, 2):
+        for i, ti in enumerate(t):
+            np.testing.assert_array_equal(np.asarray(got[k])[i, :, :ti], np.asarray(want[k])[i, :, :ti])
+
+
 def test_head_sink():
     (model, feed), t, valid = _one({11: np.array([0.5, -1.0, 2.0, 0.0, 1.0, -3.0], np.float32)})
     _compare(run_onnxkit(model, feed, "cpu"), run_ort(model, feed), t, valid, "head_sink")
@@ -210,10 +227,10 @@ def test_qk_output(mode):
     np.testing.assert_allclose(g[..., :t[0]], w[..., :t[0]], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("bits", [8, 4])
-@pytest.mark.parametrize("mode", ["PER_TENSOR", "PER_CHANNEL"])
-@pytest.mark.parametrize("window", [-1, 4])
-def test_quantized_kv_cache(bits, mode, window):
+@pytest.mark.parametrize("bits,mode,window,backend", [
+    (b, m, w, "cpu") for b in (8, 4) for m in ("PER_TENSOR", "PER_CHANNEL") for w in (-1, 4)] + [
+    (4, "PER_CHANNEL", 4, "gpu")])
+def test_quantized_kv_cache(bits, mode, window, backend):
     """An int8 / int4 KV cache (k_quant_type, v_quant_type, kv_cache_bit_width): a prompt then token
     steps (a window-sized buffer with ``window``), each runtime's presents fed back to itself; the
     outputs equal and the cache's resident rows equal exactly."""
@@ -234,7 +251,7 @@ def test_quantized_kv_cache(bits, mode, window):
         t = t + s
         qkv = rng.standard_normal((b, s, (N + 2 * NKV) * H)).astype(np.float32)
         got = {}
-        for r, run in (("ort", run_ort), ("onnxkit", lambda m, f: run_onnxkit(m, f, "cpu"))):
+        for r, run in (("ort", run_ort), ("onnxkit", lambda m, f: run_onnxkit(m, f, backend))):
             inputs = [qkv, None, None, *pasts[r], (t - 1).astype(np.int32), np.array([int(t.max())], np.int32),
                       *rot, None, None, None, ks, vs]
             model, feed = _model(inputs, attrs)

@@ -182,7 +182,11 @@ def build(arch: str, precision: str = "fp32", extra: dict | None = None, force: 
         (onnx_out / "recipe.json").write_text(json.dumps({"key": key, "recipe": r}, indent=1, sort_keys=True))
         shutil.rmtree(out, ignore_errors=True)
         out.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(onnx_out, out)
+        try:
+            os.replace(onnx_out, out)
+        except OSError:  # another process built the same recipe meanwhile: keep its folder
+            if not (stamp.exists() and json.loads(stamp.read_text()).get("key") == key):
+                raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out

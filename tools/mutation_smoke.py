@@ -535,8 +535,9 @@ MUTANTS = (
            "                pass\n",
            ("tests/engine/test_background_setup.py",)),
     Mutant("background-setup-switches-from-the-thread", "onnxkit/runtime/plans.py",
-           "            setup.done.set()\n",
-           "            setup.done.set()\n            if setup.error is None:\n                self._tier = setup.tier\n",
+           "            setup.times[2] = time.perf_counter()\n            setup.done.set()\n",
+           "            setup.times[2] = time.perf_counter()\n            setup.done.set()\n"
+           "            if setup.error is None:\n                self._tier = setup.tier\n",
            ("tests/engine/test_background_setup.py",)),
     Mutant("background-setup-failure-silent", "onnxkit/runtime/plans.py",
            "        warnings.warn(message, RuntimeWarning, stacklevel=5)",
@@ -545,6 +546,10 @@ MUTANTS = (
     Mutant("background-setup-runs-still-counted", "onnxkit/runtime/plans.py",
            "        counted = self._setup is None  #",
            "        counted = True  #",
+           ("tests/engine/test_background_setup.py",)),
+    Mutant("background-setup-child-failure-fatal", "onnxkit/runtime/plans.py",
+           "                except Exception as exc:  # noqa: BLE001 - no child to be had",
+           "                except ImportError as exc:  # noqa: BLE001 - no child to be had",
            ("tests/engine/test_background_setup.py",)),
     # the pad_conv pass (a zero constant Pad folded into Conv's pads)
     Mutant("pad-conv-any-mode", "onnxkit/runtime/optimizer/pad_conv.py",

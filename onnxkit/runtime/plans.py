@@ -292,13 +292,21 @@ class PlanSet:
         context = contextvars.copy_context()  # the caller's settings (compiled loops disabled, ...)
         setup.thread = threading.Thread(target=context.run, args=(self._set_up, setup, copies, sig),
                                         name="onnxkit-warm-plan", daemon=True)
-        setup.thread.start()
+        try:
+            setup.thread.start()
+        except RuntimeError as exc:  # no thread to be had (an interpreter shutting down, a thread limit)
+            setup.error = exc
+            setup.done.set()
 
     def _set_up(self, setup: _Setup, values: list, sig) -> None:
         """The background thread: the warm tier, or the error that stopped it."""
         try:
             if self._child:
-                self._fill_caches(values)
+                try:
+                    self._fill_caches(values)
+                except Exception as exc:  # noqa: BLE001 - no child to be had (a sandbox, a full disk): compiled here
+                    self.log("plan", 20, "no child process to set up the warm plan (%s: %s): compiling here instead",
+                             type(exc).__name__, exc)
             setup.times[1] = time.perf_counter()
             with planning_cold(None), collection_paused():
                 setup.tier = self._warm_tier(values, sig)
@@ -337,7 +345,7 @@ class PlanSet:
             np.savez(feeds_path, **{f"f{i}": v for i, v in enumerate(values) if v is not None})
             env = dict(os.environ, ONNXKIT_FIRST_RUN="warm", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                        MKL_NUM_THREADS="1")
-            code = ("import os, sys; os.nice(19); from onnxkit.runtime.plans import fill_caches; "
+            code = ("import os, sys; getattr(os, 'nice', abs)(19); from onnxkit.runtime.plans import fill_caches; "
                     "fill_caches(sys.argv[1], sys.argv[2], sys.argv[3].split(','), int(sys.argv[4]), sys.argv[5])")
             args = [sys.executable, "-c", code, model_path, feeds_path, ",".join(names), str(self.level),
                     ",".join(sorted(self.disabled))]

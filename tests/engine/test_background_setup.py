@@ -270,3 +270,33 @@ def test_compiled_loops_are_set_up_in_the_thread_and_give_the_same_results(monke
     for y in (before, during, after):
         np.testing.assert_allclose(y, reference, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-7)
+
+
+def test_a_child_process_that_cannot_start_leaves_the_compiling_to_the_thread(tiered, monkeypatch):
+    """``process`` mode where no child can be started: the thread compiles, the switch happens."""
+    import subprocess
+
+    from onnxkit.runtime import plans
+
+    compiled = pytest.importorskip("onnxkit_cpu.compiled")
+    if not compiled.available():
+        pytest.skip("numba is not installed: nothing to set up")
+    from conftest import as_a_fresh_process
+
+    def refuse(*args, **kwargs):
+        raise OSError("no processes in this sandbox")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    as_a_fresh_process(monkeypatch)
+    g = ir.Graph(node=[ir.Node(["x"], ["y"], op_type="Softmax", name="softmax")], name="g",
+                 input=[ir.ValueInfo("x", ir.tensor_type(1, [2, 8]))],
+                 output=[ir.ValueInfo("y", ir.tensor_type(1, [2, 8]))])
+    sess = InferenceSession(ir.Model(ir_version=10, opset_import=[ir.OperatorSetId("", 21)], graph=g))
+    assert sess._plans._child is True and plans.warm_setup() == "process"
+    x = np.random.default_rng(4).standard_normal((2, 8)).astype(np.float32)
+    before = sess.run(None, {"x": x})[0]
+    sess._cold.spent = sess._cold.cost
+    sess.run(None, {"x": x})
+    assert sess.wait_for_warm_plan(PATIENCE_S) is True
+    assert describe(sess.plan) == ["softmax (Softmax): planned -> compiled (activation)"]
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], before, rtol=1e-5, atol=1e-7)

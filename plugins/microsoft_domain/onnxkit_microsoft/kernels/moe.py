@@ -61,7 +61,7 @@ class _Config:
         self.k = int(ctx.attr("k"))
         if self.k < 1:
             ctx.fail(f"k must be at least 1, got {self.k}")
-        self.act = ctx.attr_str("activation_type", "relu")
+        self.act = ctx.attr_str("activation_type")
         if self.act not in _ACTIVATIONS:
             ctx.fail(f"activation_type {self.act!r} is not one of {', '.join(_ACTIVATIONS)}")
         # onnxruntime's CPU QMoE normalizes the k weights whatever normalize_routing_weights says
@@ -221,7 +221,7 @@ def dequantize_experts(ctx, what, q, scales, zp, bits, block, rows, cols):
 @KERNELS.register("QMoE", 1, domain=DOMAIN)
 def qmoe(ctx):
     cfg = _Config(ctx)
-    if ctx.attr_str("quant_type", "int") != "int":
+    if ctx.attr_str("quant_type") != "int":
         ctx.fail(f"quant_type {ctx.attr_str('quant_type')!r} is not supported (integer weights, quant_type 'int', are)")
     if int(ctx.attr("weights_prepacked")) > 0:
         ctx.fail("prepacked weights (weights_prepacked) are an execution provider's layout: not supported")

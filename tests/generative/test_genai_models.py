@@ -195,3 +195,47 @@ def test_separate_rotary_embedding_form():
         sess = InferenceSession(str(folder / "model.onnx"))
         got = greedy16(lambda feed: sess.run(names, feed))
     assert len(set(want)) > 5 and got == want
+
+
+def test_batch_of_two_right_padded():
+    """Two prompts of 7 and 4 tokens in one batch, the shorter padded on the right (attention_mask 0
+    there, as onnxruntime-genai pads): GroupQueryAttention's seqlens_k puts each row's new keys
+    after its own tokens; each row's greedy tokens equal onnxruntime's."""
+    from onnxkit.runtime import InferenceSession
+
+    folder = build("llama", "fp32")
+    cfg = genai_config(folder)
+    dec = cfg["model"]["decoder"]
+    names, pad = output_names(cfg), cfg["model"]["pad_token_id"]
+
+    def greedy2(run, new=24):
+        ids = np.array([PROMPT, PROMPT[:4] + [pad] * 3], np.int64)
+        mask = np.array([[1] * 7, [1] * 4 + [0] * 3], np.int64)
+        past = {dec["inputs"][f"past_{k}_names"] % i: np.zeros((2, dec["num_key_value_heads"], 40, dec["head_size"]),
+                                                                np.float32)
+                for i in range(dec["num_hidden_layers"]) for k in ("key", "value")}
+        last, out = np.array([6, 3]), []
+        for _ in range(new):
+            outs = run({"input_ids": ids, "attention_mask": mask, **past})
+            logits = np.asarray(outs[0])
+            nxt = logits[np.arange(2), last if logits.shape[1] > 1 else 0].argmax(-1)
+            out.append(nxt.tolist())
+            ids, last = nxt[:, None].astype(np.int64), None
+            mask = np.concatenate([mask, np.ones((2, 1), np.int64)], axis=1)
+            for i in range(dec["num_hidden_layers"]):
+                past[dec["inputs"]["past_key_names"] % i] = outs[1 + 2 * i]
+                past[dec["inputs"]["past_value_names"] % i] = outs[2 + 2 * i]
+        return np.array(out)
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    ref = ort.InferenceSession(str(folder / "model.onnx"), so, providers=["CPUExecutionProvider"])
+    want = greedy2(lambda feed: ref.run(names, feed))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = InferenceSession(str(folder / "model.onnx"))
+        got = greedy2(lambda feed: sess.run(names, feed))
+    np.testing.assert_array_equal(got, want)
+    # and each row is what it decodes to alone (the padding changes nothing)
+    single = [greedy(lambda feed: ref.run(names, feed), cfg, prompt=p, new=24)[0] for p in (PROMPT, PROMPT[:4])]
+    np.testing.assert_array_equal(want.T, np.array(single))

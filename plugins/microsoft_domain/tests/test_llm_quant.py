@@ -110,11 +110,14 @@ def test_gather_block_quantized_int4(kind, zp, axes):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("block", [0, 16])
-def test_gather_block_quantized_float8(block):
-    q = (RNG.standard_normal((9, 32)) * 4).astype(ml_dtypes.float8_e4m3fn)
-    scales = (RNG.random((9, 1 if block == 0 else 2)) + 0.5).astype(np.float32)
-    idx = np.array([8, 0, 3], np.int32)
+@pytest.mark.parametrize("code", ["float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn"])
+@pytest.mark.parametrize("block,rows", [(0, 9), (16, 9), (16, 1)])
+def test_gather_block_quantized_float_codes(code, block, rows):
+    """float8 / float4 data: ``value * scale``, block_size 0 one block per row, scales of one row
+    broadcast over the gathered axis."""
+    q = (RNG.standard_normal((9, 32)) * 3).astype(getattr(ml_dtypes, code))
+    scales = (RNG.random((rows, 1 if block == 0 else 2)) + 0.5).astype(np.float32)
+    idx = np.array([8, 0, -3], np.int32)
     data = one_node("GatherBlockQuantized", {"data": q, "scales": scales}, {"idx": idx},
                     order=["data", "idx", "scales"], block_size=block)
     want = ort_run(data, {"idx": idx})[0]

@@ -9,7 +9,9 @@ Contract (onnxruntime-genai's DefaultPositionInputs, DefaultKeyValueCache and Lo
   model has it) count from 0 (batch 1: ``total - n .. total - 1`` every run; batch > 1: pads 0,
   then the last real token's position plus one per step).
 * The cache: with ``past_present_share_buffer`` (and one beam) every past is a zero buffer of
-  ``max_length`` positions, ``(batch, kv_heads, max_length, head_size)``, and each run's present
+  ``max_length`` positions, ``(batch, kv_heads, max_length, head_size)`` (heads and last extent
+  as the model's past input declares them where it does: a quantized cache packs a head into
+  fewer bytes; of its element type), and each run's present
   is fed back as the next past (the model writes into it, the mask says how much is valid);
   without it the first past has 0 positions and each present (one position longer per token)
   becomes the next past.
@@ -106,6 +108,12 @@ class DecoderState:
         self.mask_type = self._int_type(types[self.mask_name], self.mask_name) if self.mask_name else None
         self.pos_type = self._int_type(types[self.pos_name], self.pos_name) if self.pos_name else None
         kv_type = types[self.kv_in[0][0]] if self.kv_in else "tensor(float)"
+        # heads and the last extent as the model declares them where it does (a quantized cache
+        # packs head_size into fewer bytes), else genai_config.json's
+        declared = {i.name: i.shape for i in session.get_inputs()}.get(self.kv_in[0][0] if self.kv_in else "") or []
+        fixed = [d if isinstance(d, int) else None for d in declared] if len(declared) == 4 else [None] * 4
+        self.kv_heads = fixed[1] or s.num_key_value_heads
+        self.kv_width = fixed[3] or s.head_size
         self.kv_type = _NUMPY.get(kv_type)
         if self.kv_type is None:
             raise not_supported(f"a key/value cache of type {kv_type}")
@@ -121,9 +129,8 @@ class DecoderState:
 
     def reset(self) -> None:
         """Back to before the first run."""
-        s = self.s
         length = self.max_length if self.share else 0
-        shape = (self.batch, s.num_key_value_heads, length, s.head_size)
+        shape = (self.batch, self.kv_heads, length, self.kv_width)
         self.kv = [(np.zeros(shape, self.kv_type), np.zeros(shape, self.kv_type)) for _ in self.kv_in]
         self.mask = None
         self.next_pos = None

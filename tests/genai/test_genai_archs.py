@@ -1,9 +1,9 @@
 """onnxkit.genai's Generator on the decoders tests/generative/genai_models.py builds (llama, qwen2,
-phi3, gemma; fp32, and int4 for two): the same greedy tokens as the real onnxruntime_genai
+phi3, gemma; fp32, and int4 for three): the same greedy tokens as the real onnxruntime_genai
 0.18.0, token ids in and out (those folders' word-level tokenizer is not one onnxruntime-genai's
-tokenizer reads, so no text is involved), both caches; and the fp16 DirectML build (position_ids
-fed, a float16 cache), run on the CPU by both.  mistral's folder (a sliding-window cache, its
-recipe still moving) is tests/generative's."""
+tokenizer reads, so no text is involved), both caches; gemma2, qwen3, phi and mistral (a
+sliding window) with the shared one; the builder's quantized KV caches; and the fp16 DirectML
+build (position_ids fed, a float16 cache), run on the CPU by both."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ import genai_models
 
 PROMPT = np.array([1, 5, 9, 17, 33, 60, 7], np.int32)
 CASES = [(arch, "fp32", share, 48) for arch in ("llama", "qwen2", "phi3", "gemma") for share in (True, False)] + [
-    ("llama", "int4", True, 48), ("phi3", "int4", True, 48)]
+    (arch, "fp32", True, 48) for arch in ("gemma2", "qwen3", "phi", "mistral")] + [
+    ("llama", "int4", True, 48), ("phi3", "int4", True, 48), ("qwen3", "int4", True, 48)]
+#: the builder's quantized KV caches (a head's values packed into uint8 / int8)
+SCHEMES = ("int4_per_tensor", "int8_per_tensor")
 
 
 def _greedy(og, folder, share: bool, new: int) -> list:
@@ -60,5 +63,15 @@ def test_position_ids_and_a_float16_cache_equal_the_real_package(real_og, kit_og
 def test_greedy_tokens_equal_the_real_package(real_og, kit_og, arch, precision, share, new):
     folder = genai_models.build(arch, precision)
     want = _greedy(real_og, folder, share, new)
-    assert len(want) >= len(PROMPT) + 16  # an end-of-sequence may come before max_length
+    assert len(want) >= len(PROMPT) + 8  # an end-of-sequence may come before max_length
     assert _greedy(kit_og, folder, share, new) == want
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_quantized_cache_equals_the_real_package(real_og, kit_og, scheme):
+    """kv_cache_quant_scheme: the past inputs declare the packed width (head_size / 2 bytes for
+    int4); onnxkit.genai sizes its cache by them."""
+    folder = genai_models.build("qwen2", "fp32", extra={"kv_cache_quant_scheme": scheme})
+    want = _greedy(real_og, folder, False, 32)
+    assert len(want) >= len(PROMPT) + 16
+    assert _greedy(kit_og, folder, False, 32) == want

@@ -52,10 +52,12 @@ def onnxkit_extension_operators():
     Return an iterable of :class:`onnxkit.schema.OpSchema` whose ``domain`` is provided by another
     plugin's operator sets (onnxkit-microsoft adds ``SimplifiedLayerNormalization`` to ai.onnx,
     where onnxruntime registers it).  The owner always wins: an extension whose name the owner
-    defines at any version of the domain is refused, as is one for a domain no plugin provides or
-    the plugin provides itself, or a definition another plugin already extended (each a
+    defines at a version at or below its ``since_version`` (so it could never bind) is refused, as
+    is one for a domain no plugin provides or the plugin provides itself, or a definition another
+    plugin already extended (each a
     :class:`~onnxkit.registry.PluginFault`).  A node importing version v of the domain whose
-    operator set lacks its op_type binds to the extension with the greatest ``since_version <= v``;
+    operator set lacks its op_type binds to the extension with the greatest ``since_version <= v``
+    (onnxruntime's LayerNormalization-1 binds below ai.onnx 17, where ai.onnx's first is);
     the checker reports every such node (``extension-operator``, naming the distribution): it is
     not part of the domain's standard (Clause 5.3.2), never silently accepted.  Kernels and
     inference functions of an extension are keyed ``(domain, op_type, since_version)`` as usual.

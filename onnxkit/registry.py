@@ -360,7 +360,7 @@ class Registry:
         owners: dict = {}  # domain -> plugins providing its operator sets
         for d, v in self.operator_sets:
             owners.setdefault(d, set()).add(self.owner[("onnxkit_operator_sets", (d, v))])
-        names: dict = {}  # domain -> every op_type its owner defines at some version (read on demand)
+        firsts: dict = {}  # domain -> {op_type: the first version its owner defines it} (read on demand)
         accepted: dict = {}
         for plugin, result in self._call(hook):
             for schema in _iterable(result, plugin, hook, self):
@@ -380,12 +380,17 @@ class Registry:
                     self._fault(plugin, hook, f"{what}: the plugin provides {display_domain(d)!r} itself; its "
                                               "operator sets are where the definition belongs; ignored")
                     continue
-                if d not in names:
-                    names[d] = {op for (dd, _), opset in self.operator_sets.items() if dd == d for op in opset.op_types()}
-                if schema.name in names[d]:
+                if d not in firsts:
+                    firsts[d] = {}
+                    for (dd, v), opset in sorted(self.operator_sets.items()):
+                        if dd == d:
+                            for op in opset.op_types():
+                                firsts[d].setdefault(op, v)
+                first = firsts[d].get(schema.name)
+                if first is not None and first <= schema.since_version:
                     owner = ", ".join(sorted(owners[d]))
                     self._fault(plugin, hook, f"{what} refused: {display_domain(d)} (plugin {owner!r}) defines "
-                                              f"{schema.name!r}; the owner of a domain always wins")
+                                              f"{schema.name!r} from version {first}; the owner of a domain always wins")
                     continue
                 self._claim(accepted, key, schema, plugin, hook, what)
         for (d, op, _since), schema in sorted(accepted.items()):

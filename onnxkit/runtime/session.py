@@ -199,7 +199,10 @@ class InferenceSession(OrtSessionSurface):
         self._uses_blas = uses_blas(model, self.registry)  # no BLAS user anywhere: nothing to limit per run
         if so.optimized_model_filepath:
             try:
-                self._save_optimized(self.optimized.model, so.optimized_model_filepath)
+                from .optimizer.portable import FORMAT_KEY, saved_form
+
+                self._save_optimized(saved_form(self.optimized.model, so._config.get(FORMAT_KEY)),
+                                     so.optimized_model_filepath)
             except OnnxkitError as exc:  # onnxkit.save refused the target, or writing it failed
                 raise OnnxkitError(f"SessionOptions.optimized_model_filepath: {exc}") from None
 

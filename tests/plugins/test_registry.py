@@ -218,6 +218,17 @@ def test_an_extension_binds_only_where_the_owner_defines_no_operator_of_that_nam
     assert reg.provided_by("zz-ext")["extensions"] == [("", "ZzExtended", 3), ("", "ZzExtended", 9)]
 
 
+def test_an_extension_of_a_name_the_owner_defines_only_later_binds_below_the_owners_first():
+    """onnxruntime registers LayerNormalization-1 in ai.onnx, whose own LayerNormalization starts at
+    17: the extension binds for imports 1-16, ai.onnx's from 17 (the owner still wins there)."""
+    ext = plugin(onnxkit_extension_operators=lambda: [_ext("", "Gelu", 1), _ext("", "Gelu", 20)])
+    reg = build_registry(extra=[("zz-late", ext)])
+    refused = [f.message for f in reg.faults if f.plugin == "zz-late"]
+    assert len(refused) == 1 and "ai.onnx::Gelu-20" in refused[0] and "from version 20" in refused[0], refused
+    assert reg.is_extension(reg.bind("", "Gelu", 17)) and reg.bind("", "Gelu", 17).since_version == 1
+    assert not reg.is_extension(reg.bind("", "Gelu", 20)) and reg.bind("", "Gelu", 20).since_version == 20
+
+
 def test_an_extension_of_an_unknown_or_own_domain_or_claimed_twice_is_refused_by_name():
     own = plugin(onnxkit_operator_sets=lambda: [OperatorSet("com.example", 1, {})],
                  onnxkit_extension_operators=lambda: [_ext("com.example", "Mine")])
@@ -241,7 +252,8 @@ def test_onnxkit_plugins_credits_an_installed_extension(capsys):
     rc = cli_main(["plugins", "--json"])
     rows = {r["distribution"]: r for r in json.loads(capsys.readouterr().out)["plugins"]}
     assert rc == 0
-    assert rows["onnxkit-microsoft"]["extensions"] == ["ai.onnx::SimplifiedLayerNormalization-1"]
+    assert rows["onnxkit-microsoft"]["extensions"] == ["ai.onnx::LayerNormalization-1",
+                                                        "ai.onnx::SimplifiedLayerNormalization-1"]
     assert all(r["extensions"] == [] for d, r in rows.items() if d != "onnxkit-microsoft")
     assert cli_main(["plugins"]) == 0
     assert ("    extension operator: ai.onnx::SimplifiedLayerNormalization-1 (not part of that domain's standard)"

@@ -7,7 +7,8 @@ from onnxkit.plugin import hookimpl
 
 @hookimpl
 def onnxkit_operator_sets():
-    """com.microsoft 1: the definitions this package implements (:mod:`.schemas`)."""
+    """com.microsoft 1 and com.microsoft.nchwc 1 (onnxruntime's NCHWc layout operators): the
+    definitions this package implements (:mod:`.schemas`)."""
     from .schemas import operator_sets
 
     return operator_sets()
@@ -15,8 +16,9 @@ def onnxkit_operator_sets():
 
 @hookimpl
 def onnxkit_extension_operators():
-    """ai.onnx SimplifiedLayerNormalization-1, where onnxruntime registers it (ONNX does not define it):
-    an extension, bound only while the ai.onnx owner defines no operator of that name."""
+    """ai.onnx SimplifiedLayerNormalization-1 and LayerNormalization-1, where onnxruntime registers
+    them (ONNX defines neither): extensions, bound only where the imported ai.onnx operator set has no
+    operator of that name (LayerNormalization-1 below ai.onnx 17)."""
     from .schemas import extension_operators
 
     return extension_operators()

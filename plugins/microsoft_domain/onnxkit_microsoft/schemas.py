@@ -1,4 +1,5 @@
-"""The com.microsoft definitions (operator set 1), read from the generated ``schemas_data.json.gz``.
+"""The com.microsoft and com.microsoft.nchwc definitions (operator set 1 each), read from the
+generated ``schemas_data.json.gz``.
 
 The data (with the few extension definitions of other domains, :func:`extension_operators`)
 is produced by ``plugins/microsoft_domain/tools/generate_schemas.py`` from onnxruntime's
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 from onnxkit.plugin import SchemaData, packaged_schema_data
 
-#: The domain this package defines.
+#: The domain this package defines, and onnxruntime's NCHWc layout domain, which it also provides.
 DOMAIN = "com.microsoft"
+NCHWC_DOMAIN = "com.microsoft.nchwc"
 
 
 def schema_data() -> SchemaData:
@@ -28,9 +30,10 @@ def definitions() -> tuple:
 
 def extension_operators() -> tuple:
     """The definitions of other domains' operators onnxruntime registers there and this package
-    adds as extensions (``onnxkit_extension_operators``): ai.onnx SimplifiedLayerNormalization-1."""
+    adds as extensions (``onnxkit_extension_operators``): ai.onnx SimplifiedLayerNormalization-1
+    and LayerNormalization-1 (bound below ai.onnx 17, where ai.onnx's own begins)."""
     data = schema_data()
-    return tuple(data.definition(k) for k in data.keys if k[0] != DOMAIN)
+    return tuple(data.definition(k) for k in data.keys if k[0] not in data.versions)
 
 
 def operator_sets() -> list:

@@ -1,8 +1,9 @@
 """Generate ``onnxkit_microsoft/schemas_data.json.gz`` from onnxruntime's operator registry (build-time tool).
 
-Domain: com.microsoft, operator set 1 (the only version onnxruntime defines), restricted to the
-operators this package implements (:data:`OPERATORS`): a definition the package ships is one it
-runs.  onnxruntime publishes its schemas through
+Domains: com.microsoft and com.microsoft.nchwc, operator set 1 each (the only version
+onnxruntime defines), restricted to the operators this package implements (:data:`OPERATORS`,
+:data:`OTHER_DOMAINS`): a definition the package ships is one it runs; and the extensions
+onnxruntime registers in ai.onnx (:data:`EXTENSIONS`).  onnxruntime publishes its schemas through
 ``onnxruntime.capi.onnxruntime_pybind11_state.get_all_operator_schema()``; this tool records,
 per definition, the same fields as the ai.onnx generator
 (``plugins/default_domain/tools/schema_gen_common.py``: formal parameters, arity bounds,
@@ -44,12 +45,22 @@ OPERATORS = {
     "sparse": ["SparseToDenseMatMul"],
 }
 
+#: Other domains onnxruntime defines that this package provides (an operator set each), with the
+#: operators it implements.
+OTHER_DOMAINS = {
+    # onnxruntime's NCHWc layout transformer (ORT_ENABLE_ALL): its saved optimized models hold these
+    "com.microsoft.nchwc": ["ReorderInput", "ReorderOutput", "Conv", "MaxPool", "AveragePool", "GlobalMaxPool",
+                            "GlobalAveragePool", "Upsample"],
+}
+
 #: Extension operators (``onnxkit_extension_operators``): definitions onnxruntime registers in a
-#: domain this package does not own, by domain ('' = ai.onnx).  Recorded with the com.microsoft
-#: ones; the data's ``domains`` range names com.microsoft only, so they make no operator set.
+#: domain this package does not own, by domain ('' = ai.onnx), only those ONNX itself does not
+#: define at that since_version.  Recorded with the com.microsoft ones; the data's ``domains``
+#: range names this package's domains only, so they make no operator set.
 EXTENSIONS = {
-    # onnxruntime's transformers optimizer (T5) fuses the root-mean-square norm into this
-    "": ["SimplifiedLayerNormalization"],
+    # onnxruntime's transformers optimizer (T5) fuses the root-mean-square norm into this; its graph
+    # optimizer's LayerNormFusion writes LayerNormalization-1 in a graph importing ai.onnx < 17
+    "": ["SimplifiedLayerNormalization", "LayerNormalization"],
 }
 
 
@@ -58,6 +69,14 @@ def _common():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _onnx_defines(domain: str, name: str, since_version: int) -> bool:
+    """True if ONNX itself defines ``name`` of ``domain`` at ``since_version`` (not an extension)."""
+    from onnx import defs
+
+    return any(s.since_version == since_version for s in defs.get_all_schemas_with_history()
+               if s.domain == domain and s.name == name)
 
 
 def _param(p) -> list:
@@ -106,8 +125,15 @@ def build_document(common) -> dict:
     missing = wanted - {s.name for s in schemas}
     if missing:
         raise SystemExit(f"onnxruntime {onnxruntime.__version__} defines no {DOMAIN} {sorted(missing)}")
-    for domain, names in EXTENSIONS.items():
+    for domain, names in OTHER_DOMAINS.items():
         found = [s for s in all_schemas if s.domain == domain and s.name in names]
+        if {s.name for s in found} != set(names):
+            raise SystemExit(f"onnxruntime {onnxruntime.__version__} defines no {domain} "
+                             f"{sorted(set(names) - {s.name for s in found})}")
+        schemas += found
+    for domain, names in EXTENSIONS.items():
+        found = [s for s in all_schemas if s.domain == domain and s.name in names
+                 and not _onnx_defines(domain, s.name, int(s.since_version))]
         if {s.name for s in found} != set(names):
             raise SystemExit(f"onnxruntime {onnxruntime.__version__} defines no {domain or 'ai.onnx'} "
                              f"{sorted(set(names) - {s.name for s in found})}")
@@ -116,7 +142,8 @@ def build_document(common) -> dict:
     return {
         "format": common.FORMAT,
         "source": f"onnxruntime {onnxruntime.__version__}",
-        "domains": {DOMAIN: [1, max(int(s.since_version) for s in schemas if s.domain == DOMAIN)]},
+        "domains": {d: [1, max(int(s.since_version) for s in schemas if s.domain == d)]
+                    for d in (DOMAIN, *OTHER_DOMAINS)},
         "definitions": [definition_record(common, s) for s in schemas],
     }
 

@@ -5,6 +5,7 @@ Rows ``(domain, op_type, since_versions, family, function module)``
 (:mod:`onnxkit.plugin.lazy`)."""
 
 ENTRIES = (
+    ('', 'LayerNormalization', (1,), 'extension', 'onnxkit_microsoft.inference.extension'),
     ('', 'SimplifiedLayerNormalization', (1,), 'extension', 'onnxkit_microsoft.inference.extension'),
     ('com.microsoft', 'Attention', (1,), 'attention', 'onnxkit_microsoft.inference.attention'),
     ('com.microsoft', 'BiasAdd', (1,), 'fused', 'onnxkit_microsoft.inference.fused'),
@@ -49,4 +50,12 @@ ENTRIES = (
     ('com.microsoft', 'SparseAttention', (1,), 'llm', 'onnxkit_microsoft.inference.llm'),
     ('com.microsoft', 'SparseToDenseMatMul', (1,), 'llm', 'onnxkit_microsoft.inference.llm'),
     ('com.microsoft', 'Tokenizer', (1,), 'fused', 'onnxkit_microsoft.inference.fused'),
+    ('com.microsoft.nchwc', 'AveragePool', (1,), 'nchwc', 'onnxkit_microsoft.inference.nchwc'),
+    ('com.microsoft.nchwc', 'Conv', (1,), 'nchwc', 'onnxkit_microsoft.inference.nchwc'),
+    ('com.microsoft.nchwc', 'GlobalAveragePool', (1,), 'nchwc', 'onnxkit_microsoft.inference.nchwc'),
+    ('com.microsoft.nchwc', 'GlobalMaxPool', (1,), 'nchwc', 'onnxkit_microsoft.inference.nchwc'),
+    ('com.microsoft.nchwc', 'MaxPool', (1,), 'nchwc', 'onnxkit_microsoft.inference.nchwc'),
+    ('com.microsoft.nchwc', 'ReorderInput', (1,), 'nchwc', 'onnxkit_microsoft.inference.nchwc'),
+    ('com.microsoft.nchwc', 'ReorderOutput', (1,), 'nchwc', 'onnxkit_microsoft.inference.nchwc'),
+    ('com.microsoft.nchwc', 'Upsample', (1,), 'nchwc', 'onnxkit_microsoft.inference.nchwc'),
 )

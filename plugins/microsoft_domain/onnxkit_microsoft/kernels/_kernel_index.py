@@ -5,6 +5,7 @@ Rows ``(domain, op_type, since_versions, family, factory module, host_only[, fac
 (:mod:`onnxkit.plugin.lazy`)."""
 
 ENTRIES = (
+    ('', 'LayerNormalization', (1,), 'simplified_norm', 'onnxkit_microsoft.kernels.simplified_norm', False),
     ('', 'SimplifiedLayerNormalization', (1,), 'simplified_norm', 'onnxkit_microsoft.kernels.simplified_norm', False),
     ('com.microsoft', 'Attention', (1,), 'attention', 'onnxkit_microsoft.kernels.attention', False, {'calls_blas': True}),
     ('com.microsoft', 'BiasAdd', (1,), 'fused', 'onnxkit_microsoft.kernels.fused', False),
@@ -49,4 +50,12 @@ ENTRIES = (
     ('com.microsoft', 'SparseAttention', (1,), 'sparse_attention', 'onnxkit_microsoft.kernels.sparse_attention', False),
     ('com.microsoft', 'SparseToDenseMatMul', (1,), 'sparse_matmul', 'onnxkit_microsoft.kernels.sparse_matmul', False),
     ('com.microsoft', 'Tokenizer', (1,), 'text', 'onnxkit_microsoft.kernels.text', True),
+    ('com.microsoft.nchwc', 'AveragePool', (1,), 'nchwc', 'onnxkit_microsoft.kernels.nchwc', False),
+    ('com.microsoft.nchwc', 'Conv', (1,), 'nchwc', 'onnxkit_microsoft.kernels.nchwc', False),
+    ('com.microsoft.nchwc', 'GlobalAveragePool', (1,), 'nchwc', 'onnxkit_microsoft.kernels.nchwc', False),
+    ('com.microsoft.nchwc', 'GlobalMaxPool', (1,), 'nchwc', 'onnxkit_microsoft.kernels.nchwc', False),
+    ('com.microsoft.nchwc', 'MaxPool', (1,), 'nchwc', 'onnxkit_microsoft.kernels.nchwc', False),
+    ('com.microsoft.nchwc', 'ReorderInput', (1,), 'nchwc', 'onnxkit_microsoft.kernels.nchwc', False),
+    ('com.microsoft.nchwc', 'ReorderOutput', (1,), 'nchwc', 'onnxkit_microsoft.kernels.nchwc', False),
+    ('com.microsoft.nchwc', 'Upsample', (1,), 'nchwc', 'onnxkit_microsoft.kernels.nchwc', False),
 )

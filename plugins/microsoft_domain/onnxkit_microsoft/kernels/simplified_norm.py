@@ -1,5 +1,11 @@
-"""SimplifiedLayerNormalization: the extension operator this package adds to ai.onnx (``("",
-"SimplifiedLayerNormalization", 1)``, where onnxruntime registers it; ONNX does not define it).
+"""SimplifiedLayerNormalization and LayerNormalization-1: the extension operators this package adds
+to ai.onnx (``("", "SimplifiedLayerNormalization", 1)``, ``("", "LayerNormalization", 1)``), where
+onnxruntime registers them; ONNX defines neither (its LayerNormalization begins at 17).
+
+LayerNormalization-1 is onnxruntime's contrib definition, the one its graph optimizer's layer-norm
+fusion writes into a graph importing ai.onnx below 17: the inputs, outputs and attributes of
+ai.onnx LayerNormalization-17, computed by that kernel (``Y = (X - mean) / sqrt(var + epsilon) *
+Scale + B`` over the axes from ``axis`` on; Mean and InvStdDev in float for ``stash_type`` 1).
 
 ``Y = X / sqrt(mean(X^2 over axes axis..rank-1) + epsilon) * scale`` — layer normalization without
 the mean removed and without a bias (the root-mean-square norm onnxruntime's transformers optimizer
@@ -11,7 +17,9 @@ statistics) only: it is the default and what onnxruntime computes; another value
 
 from __future__ import annotations
 
-from onnxkit.plugin import KernelTable
+import math
+
+from onnxkit.plugin import KernelTable, declares_output_bytes
 
 from ._common import cast, check_float, shape_of, widen
 
@@ -50,4 +58,16 @@ def simplified_layer_norm(ctx):
         y = w * inv * cast(xp, scale, w.dtype)
         return cast(xp, y, scale.dtype), cast(xp, inv, xp.float32)
 
-    return run
+    def size(x, scale):  # Y (X's shape, at most 4 bytes an element: float32 work), a float32 per row
+        dims = [int(d) for d in x.shape]
+        a = axis + len(dims) if axis < 0 else axis
+        return math.prod(dims) * max(scale.dtype.itemsize, 4) + 4 * math.prod(dims[:max(a, 0)])
+
+    return declares_output_bytes(run, size)
+
+
+@KERNELS.register("LayerNormalization", 1, domain="")
+def layer_norm_1(ctx):
+    from onnxkit_default_domain.api import layer_norm
+
+    return layer_norm(ctx)

@@ -193,6 +193,19 @@ def test_float16(phase):
             np.testing.assert_array_equal(np.asarray(got[k])[i, :, :ti], np.asarray(want[k])[i, :, :ti])
 
 
+@pytest.mark.parametrize("phase", PHASES)
+def test_position_ids(phase):
+    """Arbitrary position_ids: later steps rotate by each one; the prompt by the first element plus
+    the row's index, for every batch row (onnxruntime reads only that element there)."""
+    cfg = dict(phase=phase, share=True, local=False, rotary="halves", packed=False, softcap=0.0, smooth=False,
+               tree=False)
+    inputs, attrs, t, valid = _case(cfg, seed=1)
+    b, s = inputs[0].shape[:2]
+    inputs[9] = np.random.default_rng(0).integers(0, 20, (b, s)).astype(np.int64)
+    model, feed = _model(inputs, attrs)
+    _compare(run_onnxkit(model, feed, "cpu"), run_ort(model, feed), t, valid, f"position_ids {phase}")
+
+
 def test_head_sink():
     (model, feed), t, valid = _one({11: np.array([0.5, -1.0, 2.0, 0.0, 1.0, -3.0], np.float32)})
     _compare(run_onnxkit(model, feed, "cpu"), run_ort(model, feed), t, valid, "head_sink")

@@ -19,7 +19,8 @@ at position ``P + s``.
   shared-buffer form: a past buffer of the cache's full length gives a present of that length,
   the new rows written at ``seqlens`` positions).
 * ``do_rotary``: Q and K rotated (halves, or ``rotary_interleaved`` pairs) over the first
-  ``2 * cos_cache.shape[1]`` features by the angles of row ``position_ids[b, s]`` where given, else of
+  ``2 * cos_cache.shape[1]`` features by the angles of row ``position_ids[b, s]`` where given (in
+  the prompt ``position_ids[0, 0] + s`` for every row: only the first element is read), else of
   position ``P + s`` (a padded row of a prompt: position 1).
 * scores ``scale * Q Kᵀ`` (``scale`` 0: ``1/sqrt(H)``), capped to ``softcap * tanh(x / softcap)``
   when ``softcap > 0``, then plus ``attention_bias``; key ``j`` seen by row ``s`` when
@@ -41,9 +42,8 @@ at position ``P + s``.
   ``(1, Nkv, 1, H)``), rounded half to even and saturated, enter the cache; the attention reads
   every key and value back dequantized.  ``k_scale``/``v_scale`` beside a float cache are unused.
 
-Refused by name: a float8 KV cache, ``qk_output`` with ``sliding_window_cache`` and
-the per-head Q/K RMS norm (``q_norm_weight``/``k_norm_weight``, refused by onnxruntime's CPU kernel
-too).
+Refused by name: a float8 KV cache, ``qk_output`` with ``sliding_window_cache`` and the per-head
+Q/K RMS norm (``q_norm_weight``/``k_norm_weight``; onnxruntime's CPU kernel refuses these two too).
 
 The work is batched over heads (one matmul per score and value product, query heads grouped by
 their K/V head); the present buffers are written once, the past copied only up to each row's
@@ -59,6 +59,7 @@ import numpy as np
 from onnxkit.plugin import KernelTable, calls_blas, declares_output_bytes
 
 from ._common import DOMAIN, cast, check_float, const, device_of, shape_of, widen
+from . import gqa_token
 from .attention import rotate
 
 KERNELS = KernelTable()
@@ -194,6 +195,7 @@ def group_query_attention(ctx):
     a = _attrs(ctx)
     n, nkv = a["n"], a["nkv"]
     group = n // nkv
+    token = gqa_token.applies(a, ctx.num_outputs)
 
     def run(query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None, total_sequence_length=None,
             cos_cache=None, sin_cache=None, position_ids=None, attention_bias=None, head_sink=None, k_scale=None,
@@ -206,6 +208,12 @@ def group_query_attention(ctx):
             ctx.fail("seqlens_k and total_sequence_length are required")
         if (past_key is None) != (past_value is None):
             ctx.fail("past_key and past_value must be given together")
+        if token and gqa_token.ENABLED and past_key is not None and position_ids is None and attention_bias is None \
+                and head_sink is None and query_seqlens is None:  # one decoding step: gqa_token.py
+            out = gqa_token.token_step(a, query, key, value, past_key, past_value, seqlens_k, total_sequence_length,
+                                       cos_cache, sin_cache)
+            if out is not None:
+                return out
         q, k, v, h = _split(ctx, xp, query, key, value, n, nkv)
         b, s = shape_of(query)[:2]
         t, ql, p, total = _lengths(ctx, seqlens_k, total_sequence_length, query_seqlens, b, s)
@@ -225,7 +233,8 @@ def group_query_attention(ctx):
             check_float(ctx, past_key, "past_key (a float8 KV cache is not supported; an integer one needs "
                         "k_quant_type / v_quant_type and kv_cache_bit_width)")
         if a["rotary"]:
-            q, k = _rotary(ctx, xp, q, k, cos_cache, sin_cache, position_ids, p, t, a["interleaved"])
+            q, k = _rotary(ctx, xp, q, k, cos_cache, sin_cache, position_ids, p, t, a["interleaved"],
+                           query_seqlens is None and s == total)
         if bits:  # the new keys and values enter the cache quantized, and are read back from it
             k, v = _quantize(xp, k, scales[0], bits), _quantize(xp, v, scales[1], bits)
         if a["windowed"]:
@@ -386,7 +395,7 @@ def _bias_columns(xp, bias, kpos, windowed: bool):
     return xp.stack(rows, axis=0)
 
 
-def _rotary(ctx, xp, q, k, cos_cache, sin_cache, position_ids, p, t, interleaved: bool):
+def _rotary(ctx, xp, q, k, cos_cache, sin_cache, position_ids, p, t, interleaved: bool, prompt: bool):
     """Q and K rotated at their positions (do_rotary)."""
     if cos_cache is None or sin_cache is None:
         ctx.fail("do_rotary = 1 needs cos_cache and sin_cache")
@@ -400,6 +409,8 @@ def _rotary(ctx, xp, q, k, cos_cache, sin_cache, position_ids, p, t, interleaved
         pos = ctx.to_host(position_ids).astype(np.int64)
         if pos.shape != (b, s):
             ctx.fail(f"position_ids has shape {list(pos.shape)}; ({b}, {s}) expected")
+        if prompt:  # the prompt reads the first element only, for every row (as onnxruntime)
+            pos = np.broadcast_to(pos[0, 0] + np.arange(s)[None, :], (b, s))
     else:
         pos = p[:, None] + np.arange(s)[None, :]
         pos = np.where(pos < t[:, None], pos, 1)

@@ -24,7 +24,7 @@ are the runs after it, until the thread has ended; the first run to begin after 
 the warm plan (a run in progress keeps the plan it started with).  The thread
 
 1. (``$ONNXKIT_WARM_SETUP=process``, the default) runs the model warm in a child process
-   (:func:`fill_caches`, niced) on a copy of that run's feeds: numba compiles there, holding that
+   (:data:`CHILD`, niced) on a copy of that run's feeds: numba compiles there, holding that
    process's interpreter lock, not this one's (Python threads share one lock, and numba's
    compiler is mostly Python: compiled in a thread of this process, a run waits for it up to a
    switch interval at a time, longer where the system preempts the thread holding the lock), and
@@ -91,26 +91,30 @@ def _end_children() -> None:
             proc.kill()
 
 
-def fill_caches(model_path: str, feeds_path: str, names: list, level: int, disabled: str) -> None:
-    """The child process of :meth:`PlanSet._fill_caches`: a warm session of the model at ``model_path``
-    (optimization ``level``, ``disabled`` passes) run on the feeds at ``feeds_path`` (``f<position>``
-    of ``names``) as the session's first runs would (recorded, then specialized)."""
-    import warnings as _warnings
-
-    from .options import GraphOptimizationLevel, SessionOptions
-    from .session import InferenceSession
-
-    _warnings.simplefilter("ignore")
-    so = SessionOptions()
-    so.graph_optimization_level = GraphOptimizationLevel(level)
-    so.intra_op_num_threads = 1
-    if disabled:
-        so.add_session_config_entry("session.disable_passes", disabled)
-    session = InferenceSession(model_path, so)
-    with np.load(feeds_path) as stored:
-        feeds = {names[int(k[1:])]: stored[k] for k in stored.files}
-    for _ in range(ROUNDS + 1):
-        session.run(None, feeds)
+#: The child process of :meth:`PlanSet._fill_caches`, a program of its own using onnxkit's public
+#: API (the engine imports nothing of the session's surface): niced, a warm session of the model
+#: (argv: model path, feeds ``.npz`` with ``f<position>`` arrays, the input names by position, the
+#: optimization level, the disabled passes, the runs to make) run on the feeds as a session's first runs are
+#: (recorded, then specialized), which leaves what its compiled loops need in their on-disk cache.
+CHILD = r"""
+import os, sys, warnings
+getattr(os, "nice", abs)(19)
+warnings.simplefilter("ignore")
+import numpy as np
+import onnxkit
+model, feeds, names, level, disabled, runs = (sys.argv[1], sys.argv[2], sys.argv[3].split(","), int(sys.argv[4]),
+                                              sys.argv[5], int(sys.argv[6]))
+so = onnxkit.SessionOptions()
+so.graph_optimization_level = onnxkit.GraphOptimizationLevel(level)
+so.intra_op_num_threads = 1
+if disabled:
+    so.add_session_config_entry("session.disable_passes", disabled)
+session = onnxkit.InferenceSession(model, so)
+with np.load(feeds) as stored:
+    feed = {names[int(k[1:])]: stored[k] for k in stored.files}
+for _ in range(runs):
+    session.run(None, feed)
+"""
 
 
 class _Tier:
@@ -318,7 +322,7 @@ class PlanSet:
             setup.done.set()
 
     def _fill_caches(self, values: list) -> None:
-        """Run the model warm once in a child process on ``values`` (:func:`fill_caches`), so
+        """Run the model warm once in a child process on ``values`` (:data:`CHILD`), so
         that what its compiled loops need is compiled there, out of this process's interpreter
         lock, and only loaded here from the compiler's on-disk cache (numba's).  Skipped where the
         child could not plan the same model: a registry other than the default one, a backend
@@ -345,10 +349,8 @@ class PlanSet:
             np.savez(feeds_path, **{f"f{i}": v for i, v in enumerate(values) if v is not None})
             env = dict(os.environ, ONNXKIT_FIRST_RUN="warm", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                        MKL_NUM_THREADS="1")
-            code = ("import os, sys; getattr(os, 'nice', abs)(19); from onnxkit.runtime.plans import fill_caches; "
-                    "fill_caches(sys.argv[1], sys.argv[2], sys.argv[3].split(','), int(sys.argv[4]), sys.argv[5])")
-            args = [sys.executable, "-c", code, model_path, feeds_path, ",".join(names), str(self.level),
-                    ",".join(sorted(self.disabled))]
+            args = [sys.executable, "-c", CHILD, model_path, feeds_path, ",".join(names), str(self.level),
+                    ",".join(sorted(self.disabled)), str(ROUNDS + 2)]
             with _CHILDREN_LOCK:
                 proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE)

@@ -181,3 +181,30 @@ def test_matmul_bnb4_refuses_trans_b_0_by_name():
                     quant_type=1, transB=0)
     with pytest.raises(OnnxkitError, match="transB 0"):
         kit_run(data, {"A": np.zeros((1, 16), np.float32)})
+
+
+@pytest.mark.parametrize("kind", ["uint8", "int4"])
+def test_gather_block_quantized_table_path_equals_slice_path(kind):
+    """More indices than table rows take the dequantize-the-table-once path, fewer the gathered
+    slices' path: the same rows agree exactly between the two, and with onnxruntime."""
+    rows, dim, block = 6, 64, 32
+    if kind == "uint8":
+        q = RNG.integers(0, 256, (rows, dim // 2)).astype(np.uint8)
+        zp = RNG.integers(0, 256, (rows, 1)).astype(np.uint8)
+        attrs = dict(bits=4, block_size=block)
+    else:
+        q = RNG.integers(-8, 8, (rows, dim)).astype(ml_dtypes.int4)
+        zp = RNG.integers(-8, 8, (rows, dim // block)).astype(ml_dtypes.int4)
+        attrs = dict(block_size=block)
+    scales = (RNG.random((rows, dim // block)) + 0.1).astype(np.float32)
+    inits = {"data": q, "scales": scales, "zp": zp}
+    few = np.array([4, -1, 0], np.int64)
+    many = np.concatenate([few, RNG.integers(-rows, rows, 20)]).astype(np.int64)
+    outs = []
+    for idx in (few, many):
+        data = one_node("GatherBlockQuantized", inits, {"idx": idx}, order=["data", "idx", "scales", "zp"], **attrs)
+        want = ort_run(data, {"idx": idx})[0]
+        got = kit_run(data, {"idx": idx})[0]
+        np.testing.assert_array_equal(got, want)
+        outs.append(got)
+    np.testing.assert_array_equal(outs[1][:3], outs[0])

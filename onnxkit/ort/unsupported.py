@@ -1,7 +1,6 @@
 """onnxruntime features that cannot mean anything in onnxkit, each a clear ``NotImplementedError``.
 
-LoRA adapters (:class:`LoraAdapter`, ``AdapterFormat``), the model compiler
-(:class:`ModelCompiler`, EP context models and their data), model packages
+The model compiler (:class:`ModelCompiler`, EP context models and their data), model packages
 (:class:`ModelPackage` and its context and option classes), device synchronization streams
 (:class:`OrtSyncStream`) and the native description of external initializers are features of
 onnxruntime's native execution providers; onnxkit evaluates the model as it is.  Creating one
@@ -24,22 +23,6 @@ class _Unsupported:
     def __init__(self, *args, **kwargs):
         raise NotImplementedError(f"{self.feature} is not implemented by onnxkit (it evaluates the model as given; "
                                   "see the README's 'Standing in for onnxruntime')")
-
-
-class LoraAdapter(_Unsupported):
-    feature = "LoRA adapters (onnxruntime.LoraAdapter)"
-
-    @classmethod
-    def create_from_file(cls, path):
-        return cls()
-
-
-class AdapterFormat(_Unsupported):
-    feature = "the LoRA adapter format (onnxruntime.AdapterFormat)"
-
-    @classmethod
-    def read_adapter(cls, path):
-        return cls()
 
 
 class ModelCompiler(_Unsupported):

@@ -44,7 +44,7 @@ import numpy as np
 
 from onnxkit.plugin import KernelTable
 
-from ._common import activation, shape_of
+from ._common import activation, device_of, shape_of
 
 KERNELS = KernelTable()
 DOMAIN = "com.microsoft.nchwc"
@@ -72,7 +72,7 @@ def to_blocked(xp, x, b: int):
     n, c, sp = int(x.shape[0]), int(x.shape[1]), tuple(int(d) for d in x.shape[2:])
     cp = padded(c, b)
     if cp != c:
-        x = xp.concat([x, xp.zeros((n, cp - c) + sp, dtype=x.dtype)], axis=1)
+        x = xp.concat([x, xp.zeros((n, cp - c) + sp, dtype=x.dtype, device=device_of(x))], axis=1)
     y = xp.reshape(x, (n, cp // b, b) + sp)
     y = xp.permute_dims(y, (0, 1) + tuple(range(3, 3 + len(sp))) + (2,))
     return xp.reshape(y, (n, cp) + sp)

@@ -246,7 +246,6 @@ def problems(model, backends: Sequence[str] = ("cpu",), registry=None, strict: b
     registry = registry or get_registry()
     model, owned = _loaded(model)
     report = check_model(model, registry=registry)
-    shown = [d for d in report.diagnostics if d.code != "extension-operator"]
     out = {"extensions": [dict(zip(("domain", "op_type", "since_version", "distribution", "nodes"), row))
                           for row in extension_operators(model, registry)], "backends": {}}
     ok = not any(refuses(d, strict) for d in report.diagnostics)
@@ -261,11 +260,11 @@ def problems(model, backends: Sequence[str] = ("cpu",), registry=None, strict: b
     checker = report.to_json()
     checker["diagnostics"] = [d for d, kept in zip(checker["diagnostics"], report.diagnostics)
                               if kept.code != "extension-operator"]
+    checker["warnings"] = sum(d["severity"] == "warning" for d in checker["diagnostics"])
     out["checker"] = checker
     out["external_data"] = [{"location": loc, "tensors": names, "problem": why}
                             for loc, names, why in external_files(model)]
     out["ok"] = ok and not out["external_data"]
-    out["_shown"] = shown
     return out
 
 
@@ -295,12 +294,12 @@ def _print(found: dict, path: str, out) -> None:
             for r in res["unsupported"]:
                 v = "-" if r["opset"] is None else str(r["opset"])
                 print(f"  {display_domain(r['domain']):24s} {r['op_type']:28s} opset {v:4s} {r['reason']}", file=out)
-    shown = found["_shown"]
+    shown = found["checker"]["diagnostics"]
     if shown:
         print(f"{len(shown)} finding(s) of the checker (docs/diagnostics.md):", file=out)
         for d in shown:
-            where = f"{d.location}: " if d.location else ""
-            print(f"  {d.severity}: {where}{d.message} [{d.code}, Clause {d.clause}]", file=out)
+            where = f"{d['location']}: " if d["location"] else ""
+            print(f"  {d['severity']}: {where}{d['message']} [{d['code']}, Clause {d['clause']}]", file=out)
     for r in found["external_data"]:
         names = ", ".join(repr(n) for n in r["tensors"][:5]) + (" ..." if len(r["tensors"]) > 5 else "")
         print(f"external data file {r['location']!r} ({len(r['tensors'])} tensor(s): {names}): {r['problem']}",
@@ -321,7 +320,7 @@ def run(args, out=None) -> int:
     backends = backends_named(args.backend, registry)
     found = problems(path, backends, registry, strict=args.strict)
     if args.format == "json":
-        doc = {"model": str(path), **{k: v for k, v in found.items() if not k.startswith("_")}}
+        doc = {"model": str(path), **found}
         json.dump(doc, out, indent=2, default=str)
         out.write("\n")
     else:

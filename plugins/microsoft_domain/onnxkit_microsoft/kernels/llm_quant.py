@@ -12,8 +12,8 @@ scales of extent 1 broadcast on the other axes).  ``scales`` has data's rank wit
 ``ceil(extent / block_size)`` along quantize_axis; ``zero_points`` (integer data only) the same,
 packed like data for uint8.  ``W = (q - zp) * scale`` in float32, rounded to scales' type.  An
 index outside ``[-extent, extent)`` gives a slice of zeros, as onnxruntime 1.32's CPU kernel does.
-Only the gathered slices are dequantized, or the table once where more slices are gathered than it
-holds.
+Only the gathered slices are unpacked and dequantized (an embedding table stays packed), or the
+table once where more slices are gathered than it holds.
 
 **MatMulBnb4** (com.microsoft 1): ``Y = A @ Wᵀ``, W ``(N, K)`` row-major, its ``N * K`` values
 flattened and quantized in blocks of ``block_size`` (each block's ``absmax`` one float), two
@@ -78,54 +78,60 @@ def gather_block_quantized(ctx):
                 ctx.fail(f"bits must be 2, 4 or 8 with uint8 data, got {bits}")
             if ga != 0 or qa != rank - 1:
                 ctx.fail("with uint8 data gather_axis must be 0 and quantize_axis the last axis")
-            q = unpack(host, bits) if bits < 8 else host
         elif not floating and bits != 4:
             ctx.fail(f"bits must be 4 with {kind} data, got {bits}")
-        else:
-            q = host
         per = 8 // bits if kind == "uint8" else 1
+        # the logical shape (uint8: the last axis holds `per` values an octet); the table stays
+        # packed, and only what is gathered is unpacked, converted and dequantized
+        lshape = list(host.shape[:-1]) + [int(host.shape[-1]) * per]
         s = ctx.to_host(scales)
         check_float(ctx, scales, "scales", ("float32", "float16", "bfloat16"))
-        extent = int(q.shape[qa])
+        extent = int(lshape[qa])
         blk = block or max(extent, 1)
         if s.ndim != rank:
             ctx.fail(f"scales has rank {s.ndim}, data {rank}")
         for ax in range(rank):
-            want = -(-extent // blk) if ax == qa else int(q.shape[ax])
+            want = -(-extent // blk) if ax == qa else int(lshape[ax])
             if int(s.shape[ax]) != want and not (floating and ax != qa and s.shape[ax] == 1):
-                ctx.fail(f"scales has shape {list(s.shape)}; data {list(q.shape)} with block_size {blk} "
+                ctx.fail(f"scales has shape {list(s.shape)}; data {lshape} with block_size {blk} "
                          f"along axis {qa} needs extent {want} on axis {ax}")
         if zero_points is not None and floating:
             ctx.fail("zero_points must not be given with float8 / float4 data")
         idx = ctx.to_host(indices).astype(np.int64)
-        dim = int(q.shape[ga])
+        dim = int(lshape[ga])
         valid = (idx >= -dim) & (idx < dim)
         flat = np.where(valid, np.where(idx < 0, idx + dim, idx), 0).reshape(-1)
         col = np.arange(extent) // blk
-        sf = s.astype(np.float32)
-        zf = None
+        zh = None
+        nb = int(s.shape[qa])
         if zero_points is not None and not floating:
             zh = ctx.to_host(zero_points)
             if kind == "uint8":
-                nb = int(s.shape[qa])
                 if list(zh.shape[:-1]) != list(s.shape[:-1]) or int(zh.shape[-1]) != -(-nb // per):
                     ctx.fail(f"zero_points has shape {list(zh.shape)}, scales {list(s.shape)}: packed "
                              f"{per} a byte along the last axis it needs {-(-nb // per)} there")
-                zh = (unpack(zh, bits) if per > 1 else zh)[..., :nb]
             elif list(zh.shape) != list(s.shape):
                 ctx.fail(f"zero_points has shape {list(zh.shape)}, scales {list(s.shape)}")
-            zf = zh.astype(np.float32)
+
+        def rows_of(table, picked, packed_values: int, count: int):
+            """``table``'s slices ``picked`` along gather_axis, unpacked to ``count`` values on its last
+            axis where it holds ``packed_values`` an octet, as float32."""
+            rows = np.take(table, picked, axis=ga)
+            if packed_values > 1:
+                rows = unpack(rows, bits)[..., :count]
+            return rows.astype(np.float32)
 
         def dequantized(picked):
             """The slices ``picked`` (indices along gather_axis) dequantized, in scales' type."""
-            sel = np.take(q, picked, axis=ga).astype(np.float32)
-            ss = np.take(np.take(sf, picked, axis=ga) if sf.shape[ga] != 1 or dim == 1 else sf, col, axis=qa)
+            sel = rows_of(host, picked, per, extent)
+            scale_rows = picked if s.shape[ga] != 1 or dim == 1 else np.zeros(1, np.int64)
+            ss = np.take(rows_of(s, scale_rows, 1, nb), col, axis=qa)
             if floating:
                 return (sel * ss).astype(s.dtype)
-            if zf is None:
+            if zh is None:
                 z = np.float32(1 << (bits - 1)) if kind == "uint8" else np.float32(0)
             else:
-                z = np.take(np.take(zf, picked, axis=ga), col, axis=qa)
+                z = np.take(rows_of(zh, picked, per if kind == "uint8" else 1, nb), col, axis=qa)
             return ((sel - z) * ss).astype(s.dtype)
 
         # more slices gathered than the table holds: dequantize the table once, then gather it
@@ -133,7 +139,7 @@ def gather_block_quantized(ctx):
         if not valid.all():
             mask = valid.reshape(-1).reshape((1,) * ga + (-1,) + (1,) * (rank - ga - 1))
             out = np.where(mask, out, np.zeros((), out.dtype))
-        shape = list(q.shape[:ga]) + list(idx.shape) + list(q.shape[ga + 1:])
+        shape = lshape[:ga] + list(idx.shape) + lshape[ga + 1:]
         out = out.reshape(shape)
         return ctx.from_host(out)
 

@@ -173,7 +173,8 @@ def moe(ctx):
         name = arrays.dtype_name(x.dtype)
         if name not in _FLOATS:
             ctx.fail(f"input has element type {name}; MoE takes {', '.join(_FLOATS)}")
-        xh, w1h, w2h = ctx.to_host(x), ctx.to_host(w1).astype(np.float32), ctx.to_host(w2).astype(np.float32)
+        xh = ctx.to_host(x)
+        w1h, w2h = (np.asarray(ctx.to_host(w), np.float32) for w in (w1, w2))  # (no copy of float32 weights)
         hidden, experts = int(xh.shape[-1]), int(w1h.shape[0]) if w1h.ndim == 3 else -1
         _check(ctx, "fc2_experts_weights", w2h, 3, [experts, hidden, None])
         inter = int(w2h.shape[2])

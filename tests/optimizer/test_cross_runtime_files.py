@@ -239,6 +239,33 @@ def test_nchwc_convolutions_onnxruntime_writes_run_on_onnxkit(cin, group, residu
     _agree(_onnxkit(saved).run(None, {"x": x}), want, "conv chain")
 
 
+def test_nchwc_kernels_on_the_gpu_backend(tmp_path):
+    """The kernels are portable (the array API): the torch backend (CUDA, or torch's CPU device
+    where there is none) gives onnxruntime's values too, with no per-node fallback."""
+    pytest.importorskip("torch")
+    model = _conv_chain(32, 32, True, "HardSigmoid")
+    onnx.save(model, str(tmp_path / "conv.onnx"))
+    x = np.random.default_rng(5).standard_normal((1, 32, 9, 7)).astype(np.float32)
+    want = _ort(tmp_path / "conv.onnx", LEVELS["all"], tmp_path / "conv.all.onnx").run(None, {"x": x})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = onnxkit.InferenceSession(str(tmp_path / "conv.all.onnx"), backend="gpu")
+    assert sess.fallbacks == []
+    _agree(sess.run(None, {"x": x}), want, "conv chain, gpu backend")
+    c = 32
+    nodes = [helper.make_node("ReorderInput", ["x"], ["b"], domain="com.microsoft.nchwc", channels_last=1),
+             helper.make_node("Upsample", ["b"], ["u"], domain="com.microsoft.nchwc", scales=[1, 1, 3, 2], mode="linear",
+                              coordinate_transformation_mode="half_pixel"),
+             helper.make_node("MaxPool", ["u"], ["p"], domain="com.microsoft.nchwc", kernel_shape=[2, 2]),
+             helper.make_node("ReorderOutput", ["p"], ["y"], domain="com.microsoft.nchwc", channels=c)]
+    m = _nchwc_model(nodes, [_vi("x", TP.FLOAT, [1, 4, 5, c])], [_vi("y", TP.FLOAT, None)])
+    x = np.random.default_rng(4).standard_normal((1, 4, 5, c)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = onnxkit.InferenceSession(m.SerializeToString(), backend="gpu")
+    _agree(sess.run(None, {"x": x}), _ort(m.SerializeToString()).run(None, {"x": x}), "upsample, gpu backend")
+
+
 def test_a_block_size_mismatch_is_a_clear_error():
     b = _block()
     nodes = [helper.make_node("ReorderOutput", ["x"], ["y"], domain="com.microsoft.nchwc", channels=3)]

@@ -105,7 +105,7 @@ def filter_oihwbibo(xp, w, b: int):
 
 
 def _check(ctx, x, what: str, rank: int = 4) -> None:
-    if str(x.dtype) != "float32":
+    if x.dtype != ctx.xp.float32:
         ctx.fail(f"{what} must be float32 (the definition's type), got {x.dtype}")
     if x.ndim != rank:
         ctx.fail(f"{what} must have rank {rank}, got shape {shape_of(x)}")

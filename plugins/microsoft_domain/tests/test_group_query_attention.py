@@ -231,8 +231,10 @@ def test_not_causal():
 
 
 @pytest.mark.parametrize("mode", [1, 2])
-def test_qk_output(mode):
-    (model, feed), t, valid = _one(attrs={"qk_output": mode}, n_out=4, phase="subsequent")
+@pytest.mark.parametrize("extra", [{}, {"local_window_size": 3}, {"softcap": 5.0}, {"smooth_softmax": 1}],
+                         ids=["plain", "window", "softcap", "smooth"])
+def test_qk_output(mode, extra):
+    (model, feed), t, valid = _one(attrs={"qk_output": mode, **extra}, n_out=4, phase="subsequent")
     got, want = run_onnxkit(model, feed, "cpu"), run_ort(model, feed)
     _compare(got, want, t, valid, "qk_output")
     g, w = np.asarray(got[3]), np.asarray(want[3])

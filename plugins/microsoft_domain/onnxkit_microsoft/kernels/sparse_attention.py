@@ -56,17 +56,25 @@ def _rotate(x, cos, sin, interleaved: bool):
     return np.concatenate([out, x[..., rot:]], axis=-1) if rot < x.shape[-1] else out
 
 
-def _allowed(ctx, rows, cols, layout: int, block: int, p: int, causal: int) -> np.ndarray:
-    """The mask of keys ``0..causal-1`` query position ``p`` may see under ``layout``."""
-    r = p // block
-    if r + 1 >= rows.shape[1]:
-        ctx.fail(f"position {p} lies beyond the sparse layout's {rows.shape[1] - 1} block rows")
-    start, end = int(rows[layout, r]), int(rows[layout, r + 1])
-    if end - start == r + 1:
-        return np.ones(causal, bool)
-    seen = np.zeros(causal, bool)
-    for c in cols[layout, start:end]:
-        seen[int(c) * block:(int(c) + 1) * block] = True
+def _block_masks(ctx, rows, cols, blocks: int):
+    """``(L, blocks, blocks)`` booleans: key block c is seen from query block row r under layout l
+    (a block row holding all r + 1 blocks, and a layout with the full lower triangle, see every
+    block); column indices outside ``[0, blocks)`` are refused."""
+    layouts = rows.shape[0]
+    seen = np.zeros((layouts, blocks, blocks), bool)
+    for lay in range(layouts):
+        if rows[lay, -1] >= blocks * (blocks + 1) // 2:
+            seen[lay] = True
+            continue
+        for r in range(blocks):
+            start, end = int(rows[lay, r]), int(rows[lay, r + 1])
+            picked = cols[lay, start:end]
+            if end - start == r + 1:
+                seen[lay, r] = True
+            elif picked.size:
+                if picked.min() < 0 or picked.max() >= blocks:
+                    ctx.fail(f"block_col_indices of layout {lay}, block row {r} fall outside [0, {blocks})")
+                seen[lay, r, picked] = True
     return seen
 
 
@@ -146,25 +154,24 @@ def sparse_attention(ctx):
             present_v[i, :, past[i]:past[i] + s] = v[i].astype(dtype)
         alpha = f(scale_attr) if scale_attr not in (None, 0.0) else f(1.0) / np.sqrt(f(h))
         layouts, blocks = rows.shape[0], rows.shape[1] - 1
-        dense = rows[:, -1] >= blocks * (blocks + 1) // 2
+        masks = _block_masks(ctx, rows, cols, blocks)
         group = n // nkv
         out = np.zeros((b, n, s, h), f)
         for i in range(b):
             t = int(lengths[i])
             keys, vals = present_k[i, :, :t].astype(f), present_v[i, :, :t].astype(f)
+            pos = int(past[i]) + np.arange(s)
+            if (pos // block).max(initial=0) >= blocks:
+                ctx.fail(f"position {int(pos.max())} lies beyond the sparse layout's {blocks} block rows")
+            causal = np.arange(t)[None, :] <= pos[:, None]  # (S, t)
+            key_blocks = np.minimum(np.arange(t) // block, blocks - 1)
+            # per layout: the scores outside the layout's blocks, among the causal keys
+            hidden_by = [causal & ~masks[lay][pos // block][:, key_blocks] for lay in range(layouts)]
             for head in range(n):
                 scores = (alpha * (q[i, head] @ keys[head // group].T)).astype(dtype).astype(f)  # (S, t)
-                probs = np.zeros((s, t), f)
-                lay = head % layouts
-                for j in range(s):
-                    p = int(past[i]) + j
-                    causal = min(p + 1, t)
-                    row = scores[j, :causal].copy()
-                    if not dense[lay]:
-                        row[~_allowed(ctx, rows, cols, lay, block, p, causal)] = LOWEST
-                    e = np.exp(row - row.max())
-                    probs[j, :causal] = e / e.sum()
-                probs = probs.astype(dtype).astype(f)
+                scores = np.where(causal, np.where(hidden_by[head % layouts], LOWEST, scores), -np.inf)
+                e = np.exp(scores - scores.max(axis=1, keepdims=True))
+                probs = (e / e.sum(axis=1, keepdims=True)).astype(dtype).astype(f)
                 out[i, head] = probs @ vals[head // group]
         y = out.transpose(0, 2, 1, 3).reshape(b, s, n * h).astype(dtype)
         return ctx.from_host(y), ctx.from_host(present_k), ctx.from_host(present_v)

@@ -165,3 +165,35 @@ def test_channel_scale_not_folded_where_it_is_not_finite(producer, factor):
     assert sessions["default"].optimized.rewrites.get("channel_affine", 0) == 0
     for mode, sess in sessions.items():
         np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-6, err_msg=mode)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("opset", [17, 23])
+def test_unguarded_attention_of_an_infinite_query_gives_the_unfused_nan(dtype, opset):
+    """A query row holding -inf (and +inf) against keys of one sign: every score of the row is -inf
+    (or +inf and NaN), the unfused Softmax gives NaN, onnxruntime's result; the fused ai.onnxkit
+    Attention-2 (nan_to_zero 0) gave zeros (the fuzzer's 'fused 0 against unfused NaN', 3 models
+    of issue 45's long run; the generator had then kept infinities out of an unguarded pattern).
+    Every element type (float16 on the portable kernel, float32 / float64 on the cpu override)."""
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    vi = lambda n, s: helper.make_tensor_value_info(n, t, s)  # noqa: E731
+    g = helper.make_graph(nodes, "g", [vi("q", [1, 2, 3, 2]), vi("k", [1, 2, 4, 2]), vi("v", [1, 2, 4, 3])],
+                          [vi("y", [1, 2, 3, 3])])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
+                             ir_version=8 if opset < 21 else 10).SerializeToString()
+    rng = np.random.default_rng(45)
+    feeds = {"q": rng.uniform(-1, 1, (1, 2, 3, 2)).astype(dtype), "k": rng.uniform(0.5, 1.5, (1, 2, 4, 2)).astype(dtype),
+             "v": rng.standard_normal((1, 2, 4, 3)).astype(dtype)}
+    feeds["q"][0, 0, 1] = [-np.inf, 0.25]       # every score of the row -inf
+    feeds["q"][0, 1, 2] = [np.inf, -np.inf]     # +inf - inf: NaN scores
+    want = _ort(data, feeds)[0]
+    assert np.isnan(want[0, 0, 1]).all() and np.isnan(want[0, 1, 2]).all() and not np.isnan(want[0, 0, 0]).any()
+    sessions = _sessions(data)
+    assert sessions["default"].optimized.rewrites["attention"] == 1
+    for mode, sess in sessions.items():
+        got = sess.run(None, feeds)[0]
+        assert np.array_equal(np.isnan(got), np.isnan(want)), mode
+        np.testing.assert_allclose(got, want, rtol=2e-3 if dtype == np.float16 else 1e-5, atol=1e-3, err_msg=mode)

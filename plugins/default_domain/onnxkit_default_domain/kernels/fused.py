@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from array_api_compat import device as device_of
 
 from onnxkit.plugin import KernelTable, calls_blas
@@ -34,8 +35,9 @@ def guarded_softmax(xp, x, guard: bool = True):
     gives the empty array."""
     if x.shape[-1] == 0:       # no key/value positions (max would have no identity)
         return x
-    e = xp.exp(x - xp.max(x, axis=-1, keepdims=True))
-    p = e / xp.sum(e, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", over="ignore"):   # -inf - -inf: the NaN the definition gives
+        e = xp.exp(x - xp.max(x, axis=-1, keepdims=True))
+        p = e / xp.sum(e, axis=-1, keepdims=True)
     return xp.where(xp.isnan(p), xp.zeros_like(p), p) if guard else p
 
 

@@ -113,10 +113,10 @@ def _builtin(folder: Path) -> tuple:
     graph = helper.make_graph(nodes, "vad", [helper.make_tensor_value_info("input", f, [1, CHUNK]),
                                              helper.make_tensor_value_info("h", f, [1, 1, hidden]),
                                              helper.make_tensor_value_info("c", f, [1, 1, hidden])],
-                              [helper.make_tensor_value_info("output", f, [1]),
+                              [helper.make_tensor_value_info("output", f, [1, 1]),
                                helper.make_tensor_value_info("hN", f, [1, 1, hidden]),
                                helper.make_tensor_value_info("cN", f, [1, 1, hidden])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     model.ir_version = 8
     path = folder / "vad_builtin.onnx"
     onnx.save(model, path)

@@ -159,8 +159,8 @@ class PlanSet:
 
     ``model``: the optimized model the plans run; ``given``: the model as given (for the plain
     plan); ``plan``: the first plan, planned cold under ``cold`` (a
-    :class:`~onnxkit.runtime.bodies.FirstRun`, None when the session plans warm); ``level`` / ``disabled``: the optimization level and the passes switched off
-    (parsed once by the session); ``consumed``: positions of the inputs whose initializer the
+    :class:`~onnxkit.runtime.bodies.FirstRun`, None when the session plans warm); ``level`` /
+    ``disabled``: the optimization level and the passes switched off (parsed once by the session); ``consumed``: positions of the inputs whose initializer the
     optimizer read as a constant; ``host_arrays``: whether the backend's values are numpy
     arrays (only those are specialized); ``log(part, level, msg, *args)``: the session's log."""
 
@@ -327,8 +327,9 @@ class PlanSet:
         lock, and only loaded here from the compiler's on-disk cache (numba's).  Skipped where the
         child could not plan the same model: a registry other than the default one, a backend
         other than ``cpu``, a model over :data:`CHILD_ELEMENTS` initializer elements or with
-        external data, feeds that are not all numpy arrays.  A child that fails or outlives :data:`CHILD_TIMEOUT_S` only costs the
-        thread's compiling here; one still running when this process exits is ended."""
+        external data, feeds that are not all numpy arrays.  A child that fails or outlives
+        :data:`CHILD_TIMEOUT_S` only costs the thread's compiling here; one still running when
+        this process exits is ended."""
         import subprocess
         import tempfile
 

@@ -909,6 +909,14 @@ MUTANTS = (
            "        return np.frombuffer(buf, dtype=dtype, count=count).reshape(dims)",
            "        return np.frombuffer(buf, dtype=dtype, count=count).reshape(dims[::-1])",
            ("tests/ort/test_raw_pointers.py", "-k", "by_address")),
+    Mutant("gqa-token-window-one-key-more", "plugins/microsoft_domain/onnxkit_microsoft/kernels/gqa_token.py",
+           "    start = max(0, t - window) if window > 0 else 0  # keys j with P - W < j <= P",
+           "    start = max(0, t - window - 1) if window > 0 else 0  # keys j with P - W < j <= P",
+           ("plugins/microsoft_domain/tests/test_decoder_fast_paths.py", "-k", "general_kernel")),
+    Mutant("gqa-declared-present-the-past-length", "plugins/microsoft_domain/onnxkit_microsoft/kernels/gqa.py",
+           "        length = buf if a[\"windowed\"] else max(total, buf)",
+           "        length = buf",
+           ("plugins/microsoft_domain/tests/test_decoder_fast_paths.py", "-k", "beyond_the_limit")),
 )
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-from onnxkit.plugin import KernelTable, calls_blas
+from onnxkit.plugin import KernelTable, calls_blas, declares_output_bytes
 
 from ._common import DOMAIN, cast, check_float, const, device_of, shape_of, widen
 
@@ -272,4 +272,7 @@ def rotary_embedding(ctx):
         y = rotate(ctx, xp, heads * scale if scale != 1.0 else heads, cos, sin, interleaved, rot)
         return cast(xp, y if x.ndim == 4 else _merge(xp, y), x.dtype)
 
-    return run
+    def size(x, *_):  # the input's shape and type
+        return math.prod(int(d) for d in x.shape) * x.dtype.itemsize
+
+    return declares_output_bytes(run, size)

@@ -59,6 +59,7 @@ import numpy as np
 from onnxkit.plugin import KernelTable, calls_blas, declares_output_bytes
 
 from ._common import DOMAIN, cast, check_float, const, device_of, shape_of, widen
+from . import gqa_token
 from .attention import rotate
 
 KERNELS = KernelTable()
@@ -194,6 +195,7 @@ def group_query_attention(ctx):
     a = _attrs(ctx)
     n, nkv = a["n"], a["nkv"]
     group = n // nkv
+    token = gqa_token.applies(a, ctx.num_outputs)
 
     def run(query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None, total_sequence_length=None,
             cos_cache=None, sin_cache=None, position_ids=None, attention_bias=None, head_sink=None, k_scale=None,
@@ -206,6 +208,12 @@ def group_query_attention(ctx):
             ctx.fail("seqlens_k and total_sequence_length are required")
         if (past_key is None) != (past_value is None):
             ctx.fail("past_key and past_value must be given together")
+        if token and gqa_token.ENABLED and past_key is not None and position_ids is None and attention_bias is None \
+                and head_sink is None and query_seqlens is None:  # one decoding step: gqa_token.py
+            out = gqa_token.token_step(a, query, key, value, past_key, past_value, seqlens_k, total_sequence_length,
+                                       cos_cache, sin_cache)
+            if out is not None:
+                return out
         q, k, v, h = _split(ctx, xp, query, key, value, n, nkv)
         b, s = shape_of(query)[:2]
         t, ql, p, total = _lengths(ctx, seqlens_k, total_sequence_length, query_seqlens, b, s)

@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable, arrays
+import math
+
+from onnxkit.plugin import KernelTable, arrays, declares_output_bytes
 
 from ._common import DOMAIN, cast, check_float, shape_of, widen
 
@@ -158,4 +160,7 @@ def matmul_nbits(ctx):
             y = y + widen(xp, bias)
         return cast(xp, y, a.dtype)
 
-    return run
+    def size(a, *_):  # Y (..., N) of A's type
+        return math.prod(int(d) for d in a.shape[:-1]) * n * a.dtype.itemsize
+
+    return declares_output_bytes(run, size)

@@ -18,7 +18,9 @@ Statistics are computed in float32 (float64 for float64 inputs).
 
 from __future__ import annotations
 
-from onnxkit.plugin import KernelTable
+import math
+
+from onnxkit.plugin import KernelTable, declares_output_bytes
 
 from ._common import DOMAIN, cast, check_float, shape_of, widen
 
@@ -36,6 +38,14 @@ def _skip_sum(ctx, xp, x, skip, bias):
     if bias is not None:
         s = s + widen(xp, bias)
     return s
+
+
+def skip_norm_bytes(x, skip, *_):
+    """The bytes of a skip normalization's four outputs (Y and the sum of x's type, mean and
+    inverse deviation float32 per row): its declared sizes (no inference per run)."""
+    n = max(math.prod(int(d) for d in x.shape), math.prod(int(d) for d in skip.shape))
+    h = max(int(x.shape[-1]), 1)
+    return 2 * n * x.dtype.itemsize + 8 * (n // h)
 
 
 def _check_vec(ctx, v, h: int, what: str):
@@ -61,7 +71,7 @@ def skip_layer_norm(ctx):
             y = y + widen(xp, beta)
         return cast(xp, y, x.dtype), cast(xp, m, xp.float32), cast(xp, inv, xp.float32), cast(xp, s, x.dtype)
 
-    return run
+    return declares_output_bytes(run, skip_norm_bytes)
 
 
 @KERNELS.register("SkipSimplifiedLayerNormalization", 1, domain=DOMAIN)
@@ -79,7 +89,7 @@ def skip_simplified_layer_norm(ctx):
         return (cast(xp, y, x.dtype), xp.zeros(tuple(inv.shape), dtype=xp.float32, device=_dev(inv)),
                 cast(xp, inv, xp.float32), cast(xp, s, x.dtype))
 
-    return run
+    return declares_output_bytes(run, skip_norm_bytes)
 
 
 def _dev(x):

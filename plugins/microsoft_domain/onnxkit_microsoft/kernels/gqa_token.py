@@ -1,0 +1,102 @@
+"""GroupQueryAttention's decoding step on the host: one new token of one sequence, float32.
+
+:func:`token_step` computes what ``gqa.py``'s general kernel computes for the case a decoder's
+per-token run is (batch 1, sequence length 1, a float32 query, past and caches, as numpy arrays),
+with no per-row bookkeeping: the query's K/V group reshaped in place, the rotary angles of the
+one position ``P = seqlens_k`` read as two rows, the present buffers written once (the past's
+rows ``[0, P)``, the new row at ``P``, zeros after), one score product and one value product
+over the keys the token sees (``[0, T)``, or the last ``local_window_size`` of them), softmax
+over those only.  The arithmetic is the general kernel's, term for term (the rotation
+``a cos - b sin``, ``b cos + a sin``; the scores ``Q Kᵀ`` times the scale; ``exp(x - max) /
+sum``): the unseen keys it leaves out contribute exact zeros there.
+
+It returns None wherever the case is not that one (another dtype or device, a batch or a chunk,
+a prompt run, interleaved rotary, position_ids, attention_bias, head_sink, query_seqlens, a
+window cache, a quantized cache, softcap, smooth softmax, qk_output) or an input is malformed:
+the general kernel then computes, or refuses by name.  :data:`ENABLED` switches it off (the
+differential tests compare both).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: whether GroupQueryAttention takes :func:`token_step` where it applies (tests turn it off)
+ENABLED = True
+
+_F32 = np.dtype(np.float32)
+
+
+def applies(a: dict, num_outputs: int) -> bool:
+    """Whether a node with the parsed attributes ``a`` (``gqa._attrs``) can take the token step."""
+    return not (a["windowed"] or a["bits"] or a["softcap"] > 0 or a["smooth"] or a["qk"] or a["interleaved"]
+                or num_outputs > 3)
+
+
+def _f32(x) -> bool:
+    return type(x) is np.ndarray and x.dtype == _F32
+
+
+def token_step(a: dict, query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache,
+               sin_cache):
+    """``(output, present_key, present_value)`` of one decoding step, or None (see the module docstring)."""
+    if not (_f32(query) and _f32(past_key) and _f32(past_value)) or query.shape[:2] != (1, 1):
+        return None
+    n, nkv = a["n"], a["nkv"]
+    d = int(query.shape[2])
+    if key is None:
+        if value is not None or d % (n + 2 * nkv):
+            return None
+        h = d // (n + 2 * nkv)
+        qkv = query.reshape(n + 2 * nkv, h)
+        q, k, v = qkv[:n], qkv[n:n + nkv], qkv[n + nkv:]
+    else:
+        h = d // n
+        if d % n or not (_f32(key) and _f32(value)) or key.shape != (1, 1, nkv * h) or value.shape != key.shape:
+            return None
+        q, k, v = query.reshape(n, h), key.reshape(nkv, h), value.reshape(nkv, h)
+    if past_key.ndim != 4 or past_key.shape != past_value.shape or past_key.shape[:2] != (1, nkv) \
+            or past_key.shape[3] != h:
+        return None
+    if type(seqlens_k) is not np.ndarray or seqlens_k.shape != (1,) or seqlens_k.dtype.kind not in "iu" \
+            or type(total_sequence_length) is not np.ndarray or total_sequence_length.size != 1:
+        return None
+    t = int(seqlens_k[0]) + 1
+    total = int(total_sequence_length.reshape(-1)[0])
+    p, buf = t - 1, int(past_key.shape[2])
+    if total == 1 or not 1 <= t <= total or p > buf:  # a prompt run, or lengths the general kernel refuses
+        return None
+    if a["rotary"]:
+        if not (_f32(cos_cache) and _f32(sin_cache)) or cos_cache.ndim != 2 or sin_cache.shape != cos_cache.shape:
+            return None
+        half = int(cos_cache.shape[1])
+        if 2 * half > h or p >= int(cos_cache.shape[0]):
+            return None
+        c, s = cos_cache[p], sin_cache[p]
+        q, k = _rotate(q, c, s, half), _rotate(k, c, s, half)
+    length = max(total, buf)
+    pk = np.empty((1, nkv, length, h), np.float32)
+    pv = np.empty((1, nkv, length, h), np.float32)
+    for out, past, new in ((pk, past_key, k), (pv, past_value, v)):
+        out[0, :, :p] = past[0, :, :p]
+        out[0, :, p] = new
+        out[0, :, p + 1:] = 0
+    window = a["window"]
+    start = max(0, t - window) if window > 0 else 0  # keys j with P - W < j <= P
+    scale = a["scale"] or 1.0 / math.sqrt(h)
+    group = n // nkv
+    keys, vals = pk[0, :, start:t], pv[0, :, start:t]
+    scores = np.matmul(q.reshape(nkv, group, h), keys.transpose(0, 2, 1)) * np.float32(scale)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    probs = e / e.sum(axis=-1, keepdims=True)
+    y = np.matmul(probs, vals)
+    return y.reshape(1, 1, n * h), pk, pv
+
+
+def _rotate(x, c, s, half: int):
+    """The first ``2 half`` features of each row of ``x`` rotated by halves (``rotate`` of attention.py)."""
+    a, b = x[:, :half], x[:, half:2 * half]
+    out = np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
+    return out if 2 * half == int(x.shape[1]) else np.concatenate([out, x[:, 2 * half:]], axis=-1)

@@ -1,0 +1,182 @@
+"""The decoder hot paths: GroupQueryAttention's token step (gqa_token.py) and the declared output
+sizes of the LLM kernels (no inference per run in their size guards).
+
+The token step is checked differentially: the same one-node model on onnxkit with the token step,
+without it (the general kernel), and on onnxruntime 1.32, over its axes (packed QKV or not, rotary
+off / full / partial, a local window, the shared max-length buffer or a past of the cached tokens
+only, a scale, a first token after a one-token prompt); a spy asserts the step served the run.
+The declared sizes are checked against the bytes of the outputs the kernels return, and the
+limits they enforce: a GroupQueryAttention whose total_sequence_length asks for a present beyond
+``max_value_bytes`` is refused by name before it runs.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from ms_harness import run_ort
+
+import onnxkit
+from onnxkit.errors import LimitExceeded
+from onnxkit.limits import Limits
+from onnxkit_microsoft.kernels import gqa_token
+
+N, NKV, H = 6, 2, 32
+
+
+def _gqa_model(inputs, attrs):
+    names = [f"x{k}" if v is not None else "" for k, v in enumerate(inputs)]
+    while names and not names[-1]:
+        names.pop()
+    node = helper.make_node("GroupQueryAttention", names, ["y", "pk", "pv"], name="n0", domain="com.microsoft",
+                            num_heads=N, kv_num_heads=NKV, **attrs)
+    tags = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32}
+    ins = [helper.make_tensor_value_info(n, tags[v.dtype], list(v.shape)) for n, v in zip(names, inputs)
+           if v is not None]
+    g = helper.make_graph([node], "g", ins, [helper.make_empty_tensor_value_info(o) for o in ("y", "pk", "pv")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    return m.SerializeToString(), {n: v for n, v in zip(names, inputs) if v is not None}
+
+
+def _token(packed: bool, rotary: str, window: int, share: bool, t: int, scale: float = 0.0, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    buf = 24 if share else t - 1
+    q = rng.standard_normal((1, 1, (N + 2 * NKV) * H if packed else N * H)).astype(np.float32)
+    k = None if packed else rng.standard_normal((1, 1, NKV * H)).astype(np.float32)
+    v = None if packed else rng.standard_normal((1, 1, NKV * H)).astype(np.float32)
+    pk, pv = (rng.standard_normal((1, NKV, buf, H)).astype(np.float32) for _ in range(2))
+    cos = sin = None
+    if rotary != "off":
+        half = H // 2 if rotary == "full" else H // 4
+        ang = rng.uniform(0, 2 * np.pi, (32, half))
+        cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    inputs = [q, k, v, pk, pv, np.array([t - 1], np.int32), np.array([t], np.int32), cos, sin]
+    attrs = {"local_window_size": window, "do_rotary": int(rotary != "off"), "scale": scale}
+    return _gqa_model(inputs, attrs)
+
+
+def _run(model, feed, step: bool, monkeypatch) -> tuple:
+    """onnxkit's outputs with the token step on or off, and how many runs it served."""
+    served = []
+    real = gqa_token.token_step
+
+    def spy(*args):
+        out = real(*args)
+        served.append(out is not None)
+        return out
+
+    monkeypatch.setattr(gqa_token, "ENABLED", step)
+    monkeypatch.setattr(gqa_token, "token_step", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = onnxkit.InferenceSession(model, "cpu").run(None, feed)
+    return got, sum(served)
+
+
+CASES = [dict(packed=p, rotary=r, window=w, share=s, t=t)
+         for p, r, w, s, t in [(True, "full", -1, True, 9), (False, "off", -1, False, 9), (True, "partial", 4, True, 9),
+                               (False, "full", 3, False, 12), (True, "off", 20, True, 5), (False, "partial", -1, True, 2),
+                               (True, "full", -1, False, 2), (False, "full", 1, True, 24)]]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_token_step_equals_the_general_kernel_and_onnxruntime(case, monkeypatch):
+    model, feed = _token(**case, scale=0.3 if case["window"] == 3 else 0.0)
+    fast, served = _run(model, feed, True, monkeypatch)
+    assert served == 1, "the token step did not serve this decoding step"
+    general, served = _run(model, feed, False, monkeypatch)
+    assert served == 0
+    want = run_ort(model, feed)
+    t = case["t"]
+    for k in range(3):
+        assert fast[k].shape == general[k].shape == want[k].shape and fast[k].dtype == np.float32
+        np.testing.assert_allclose(fast[k], general[k], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(fast[0], want[0], rtol=1e-4, atol=1e-5)
+    for k in (1, 2):  # onnxruntime's present rows past T are unspecified; onnxkit's are zeros
+        np.testing.assert_allclose(fast[k][:, :, :t], want[k][:, :, :t], rtol=1e-6, atol=1e-6)
+        assert not fast[k][:, :, t:].any()
+
+
+def test_token_step_leaves_other_cases_to_the_general_kernel(monkeypatch):
+    """A prompt run (total 1 here: no past token) and a batch of two are not one decoding step."""
+    model, feed = _token(True, "full", -1, True, 1)
+    assert _run(model, feed, True, monkeypatch)[1] == 0
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((2, 1, (N + 2 * NKV) * H)).astype(np.float32)
+    pk, pv = (rng.standard_normal((2, NKV, 8, H)).astype(np.float32) for _ in range(2))
+    model, feed = _gqa_model([q, None, None, pk, pv, np.array([5, 7], np.int32), np.array([8], np.int32)],
+                             {"local_window_size": -1})
+    got, served = _run(model, feed, True, monkeypatch)
+    assert served == 0
+    want = run_ort(model, feed)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+
+
+def test_gqa_declared_size_refuses_a_present_beyond_the_limit():
+    """total_sequence_length asks for two 2 x 10^6 x 32 float32 presents present: refused before the kernel."""
+    model, feed = _token(True, "off", -1, True, 9)
+    feed["x6"] = np.array([1_000_000], np.int32)
+    sess = onnxkit.InferenceSession(model, "cpu", limits=Limits(max_value_bytes=64 << 20))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(LimitExceeded, match="max_value_bytes|max_run_bytes"):
+            sess.run(None, feed)
+
+
+@pytest.mark.parametrize("op", ["GroupQueryAttention", "SkipSimplifiedLayerNormalization", "MatMulNBits",
+                                "RotaryEmbedding", "SimplifiedLayerNormalization"])
+def test_declared_sizes_bound_the_outputs(op):
+    """Each kernel's declared bytes equal (or bound, for SimplifiedLayerNormalization's float32
+    work) the bytes of the outputs it returns."""
+    from onnxkit.plugin import traits_of
+
+    rng = np.random.default_rng(2)
+    if op == "GroupQueryAttention":
+        model, feed = _token(True, "full", -1, True, 9)
+    else:
+        x = rng.standard_normal((1, 3, 32)).astype(np.float32)
+        if op == "SkipSimplifiedLayerNormalization":
+            inputs, attrs, dom = [x, x + 1, np.ones(32, np.float32)], {"epsilon": 1e-5}, "com.microsoft"
+        elif op == "SimplifiedLayerNormalization":
+            inputs, attrs, dom = [x, np.ones(32, np.float32)], {"epsilon": 1e-5, "axis": -1}, ""
+        elif op == "RotaryEmbedding":
+            ang = rng.uniform(0, 6, (8, 8)).astype(np.float32)
+            inputs, attrs, dom = [x, np.array([[0, 1, 2]], np.int64), np.cos(ang), np.sin(ang)], {"num_heads": 2}, \
+                "com.microsoft"
+        else:
+            b = rng.integers(0, 255, (8, 1, 16), dtype=np.uint8)
+            inputs, attrs, dom = [x, b, np.ones(8, np.float32)], {"K": 32, "N": 8, "bits": 4, "block_size": 32}, \
+                "com.microsoft"
+        names = [f"x{k}" for k in range(len(inputs))]
+        n_out = {"SkipSimplifiedLayerNormalization": 4, "SimplifiedLayerNormalization": 2}.get(op, 1)
+        outs = ["y"] + [f"y{k}" for k in range(1, n_out)]
+        tags = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
+                np.dtype(np.uint8): TensorProto.UINT8}
+        node = helper.make_node(op, names, outs, name="n0", domain=dom, **attrs)
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, tags[v.dtype], list(v.shape))
+                                            for n, v in zip(names, inputs)],
+                              [helper.make_empty_tensor_value_info(o) for o in outs])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+        m.ir_version = 8
+        model, feed = m.SerializeToString(), dict(zip(names, inputs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = onnxkit.InferenceSession(model, "cpu")
+        outs = sess.run(None, feed)
+    fns = [st.fn for st in sess.plan.steps]
+    assert len(fns) == 1
+    predict = traits_of(fns[0]).output_bytes
+    assert predict is not None, f"{op}'s kernel declares no output sizes"
+    assert sess.plan.steps[0].guard.kind == "declared"  # no inference per run
+    args = [feed[f"x{k}"] if f"x{k}" in feed else None for k in range(max(int(n[1:]) for n in feed) + 1)]
+    declared = predict(*args)
+    actual = sum(np.asarray(o).nbytes for o in outs)
+    if op == "SimplifiedLayerNormalization":
+        assert actual <= declared <= 2 * actual
+    else:
+        assert declared == actual, (op, declared, actual)

@@ -14,7 +14,7 @@ override that needs one family's helpers loads that family only.  Every other mo
 What is published, and what each promises (each function's docstring states its contract):
 
 * **Portable kernel families**, as modules: :mod:`activation`, :mod:`cast`, :mod:`conv`,
-  :mod:`elementwise`, :mod:`elementwise_math`, :mod:`indexing`, :mod:`linalg`,
+  :mod:`elementwise`, :mod:`elementwise_math`, :mod:`image`, :mod:`indexing`, :mod:`linalg`,
   :mod:`quantization`, :mod:`reduction`, :mod:`resize`, :mod:`rnn`.  Their public names (no leading ``_``) are
   the factories registered in their ``KERNELS`` tables and the helpers those factories are made
   of; a backend may call them, never patch them.
@@ -68,6 +68,7 @@ _PUBLISHED = {
     "conv": (".kernels.conv", None),
     "elementwise": (".kernels.elementwise", None),
     "elementwise_math": (".kernels.elementwise_math", None),
+    "image": (".kernels.image", None),
     "indexing": (".kernels.indexing", None),
     "linalg": (".kernels.linalg", None),
     "quantization": (".kernels.quantization", None),
@@ -168,8 +169,8 @@ def __dir__() -> list:
 
 __all__ = [
     # portable kernel families (modules)
-    "activation", "cast", "conv", "elementwise", "elementwise_math", "indexing", "linalg", "quantization", "reduction",
-    "resize", "rnn",
+    "activation", "cast", "conv", "elementwise", "elementwise_math", "image", "indexing", "linalg", "quantization",
+    "reduction", "resize", "rnn",
     # conv and pooling
     "Plans", "check_rank", "columns", "conv_nd", "conv_plan", "make_conv", "pad_spatial",
     "average_divisor", "average_pool_kernel", "declared_attr", "geometry_cache", "global_average_pool",

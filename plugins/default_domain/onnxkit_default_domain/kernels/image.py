@@ -7,11 +7,19 @@ its cpu fallback).
   empty (0, 0, C) uint8 tensor, as the definition says.  Its output size, H x W x C octets, is
   read from the header and declared (``declares_output_bytes``): an image larger than the
   limits is refused before it is decoded.
-* NonMaxSuppression - greedy per (batch, class): candidates above
-  ``score_threshold`` (strictly), highest score first (ties: lower box index first), a box
-  is dropped when its IOU with a kept box is strictly greater than ``iou_threshold``;
-  ``center_point_box`` 0 (corners, either order) or 1 (centre, size).  The IOU of every
-  pair is computed at once; the loop runs once per kept box.
+* NonMaxSuppression - greedy per (batch, class), as onnxruntime computes it: candidates above
+  ``score_threshold`` (strictly; every box when the input is absent), highest score first, ties
+  by the lower box index; a candidate is dropped when its IOU with a box kept before it in the
+  class is strictly greater than ``iou_threshold``; at most ``max_output_boxes_per_class`` kept
+  (absent or <= 0: none); ``iou_threshold`` outside [0, 1] is an error.  Boxes are
+  ``center_point_box`` 0 (two corners, either order) or 1 (centre, size).  The arithmetic is
+  float32 in onnxruntime's order (:func:`box_planes`, :func:`suppressed`), so an IOU that rounds
+  to the threshold is decided as there; a NaN coordinate never suppresses.  NaN scores (no score
+  threshold) have no order: the candidates then leave a binary heap as libstdc++'s
+  ``priority_queue`` pops them (:func:`heap_order`), the order onnxruntime's Linux build gives.
+  Candidates are sorted once; each kept box then suppresses the later candidates at once (one
+  vectorized IOU row per kept box).  The cpu backend runs the same rules compiled
+  (onnxkit_cpu/overrides/image.py).
 """
 
 from __future__ import annotations
@@ -64,25 +72,124 @@ def image_decoder(ctx):
     return declares_output_bytes(run, size)
 
 
-def _corners(boxes, center):
-    b = boxes.astype(np.float64)
-    if center:
-        hw, hh = b[:, 2] / 2, b[:, 3] / 2
-        return b[:, 0] - hw, b[:, 0] + hw, b[:, 1] - hh, b[:, 1] + hh
-    y0, x0, y1, x1 = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
-    return np.minimum(x0, x1), np.maximum(x0, x1), np.minimum(y0, y1), np.maximum(y0, y1)
+def box_planes(boxes, center: int):
+    """``(ymin, xmin, ymax, xmax, area)`` float32 planes of (N, 4) boxes as onnxruntime forms them:
+    corners ordered by ``a >= b ? (b, a) : (a, b)`` per axis, centre boxes ``c -/+ size / 2``; the
+    area is ``(ymax - ymin) * (xmax - xmin)`` of those planes in both formats (for a centre box
+    not ``w * h``: they differ by rounding, and where a coordinate is NaN)."""
+    b = np.asarray(boxes, dtype=np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if center:
+            hw, hh = b[:, 2] / np.float32(2), b[:, 3] / np.float32(2)
+            ymin, xmin, ymax, xmax = b[:, 1] - hh, b[:, 0] - hw, b[:, 1] + hh, b[:, 0] + hw
+        else:
+            y0, x0, y1, x1 = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
+            ys, xs = y0 >= y1, x0 >= x1
+            ymin, ymax = np.where(ys, y1, y0), np.where(ys, y0, y1)
+            xmin, xmax = np.where(xs, x1, x0), np.where(xs, x0, x1)
+        return ymin, xmin, ymax, xmax, (ymax - ymin) * (xmax - xmin)
 
 
-def _iou_matrix(boxes, center):
-    xmin, xmax, ymin, ymax = _corners(boxes, center)
-    iw = np.minimum(xmax[:, None], xmax[None, :]) - np.maximum(xmin[:, None], xmin[None, :])
-    ih = np.minimum(ymax[:, None], ymax[None, :]) - np.maximum(ymin[:, None], ymin[None, :])
-    inter = np.where((iw > 0) & (ih > 0), iw * ih, 0.0)
-    area = (xmax - xmin) * (ymax - ymin)
-    union = area[:, None] + area[None, :] - inter
-    ok = (inter > 0) & (area[:, None] > 0) & (area[None, :] > 0) & (union > 0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(ok, inter / np.where(union > 0, union, 1), 0.0), ok
+def suppressed(planes, cand, kept: int, iou_thr):
+    """Whether each candidate box ``cand`` (indices into ``planes``) has an IOU with box ``kept``
+    strictly above ``iou_thr`` (float32): the intersection's bounds are ``max(c, k) = c < k ? k : c``
+    and ``min(c, k) = k < c ? k : c`` (a NaN bound of the kept box drops out there, as in C++), an
+    empty or NaN overlap never suppresses, the union is ``area_c + area_k - inter``."""
+    ymin, xmin, ymax, xmax, area = planes
+    cx0, cx1, cy0, cy1 = xmin[cand], xmax[cand], ymin[cand], ymax[cand]
+    kx0, kx1, ky0, ky1 = xmin[kept], xmax[kept], ymin[kept], ymax[kept]
+    ix0, ix1 = np.where(cx0 < kx0, kx0, cx0), np.where(kx1 < cx1, kx1, cx1)
+    iy0, iy1 = np.where(cy0 < ky0, ky0, cy0), np.where(ky1 < cy1, ky1, cy1)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        inter = (ix1 - ix0) * (iy1 - iy0)
+        iou = inter / (area[cand] + area[kept] - inter)
+        return (ix1 > ix0) & (iy1 > iy0) & (inter > 0) & (iou > iou_thr)
+
+
+def _before(si, ii, sj, ij) -> bool:
+    """onnxruntime's candidate order as a "less than" (the heap's top is its greatest):
+    a lower score, or an equal score and a higher index (NaN compares false)."""
+    return si < sj or (si == sj and ii > ij)
+
+
+def heap_order(scores, index):
+    """The order in which libstdc++'s ``priority_queue`` (``make_heap``, then ``pop_heap`` per
+    pop) yields the candidates ``(scores[i], index[i])`` under :func:`_before`: for distinct
+    comparable scores the sorted order; with NaN scores (no consistent order) the heap's own."""
+    s, ix = [float(v) for v in scores], [int(v) for v in index]
+    n = len(s)
+
+    def sift(hole, length, vs, vi):
+        top, child = hole, hole
+        while child < (length - 1) // 2:
+            child = 2 * (child + 1)
+            if _before(s[child], ix[child], s[child - 1], ix[child - 1]):
+                child -= 1
+            s[hole], ix[hole] = s[child], ix[child]
+            hole = child
+        if length % 2 == 0 and child == (length - 2) // 2:
+            child = 2 * (child + 1)
+            s[hole], ix[hole] = s[child - 1], ix[child - 1]
+            hole = child - 1
+        parent = (hole - 1) // 2
+        while hole > top and _before(s[parent], ix[parent], vs, vi):
+            s[hole], ix[hole] = s[parent], ix[parent]
+            hole, parent = parent, (parent - 1) // 2
+        s[hole], ix[hole] = vs, vi
+
+    if n >= 2:
+        for parent in range((n - 2) // 2, -1, -1):
+            sift(parent, n, s[parent], ix[parent])
+    out = []
+    for last in range(n - 1, -1, -1):
+        out.append(ix[0])
+        if last > 0:
+            vs, vi = s[last], ix[last]
+            s[last], ix[last] = s[0], ix[0]
+            sift(0, last, vs, vi)
+    return np.array(out, dtype=np.int64)
+
+
+def nms_arguments(ctx, boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold):
+    """``(limit, iou threshold, score threshold or None)`` after the shape checks onnxruntime makes
+    (boxes (B, N, 4), scores (B, C, N)); the thresholds float32 scalars."""
+    if boxes.ndim != 3 or boxes.shape[2] != 4 or scores.ndim != 3:
+        ctx.fail(f"boxes must be (B, N, 4) and scores (B, C, N), got {boxes.shape} and {scores.shape}")
+    if scores.shape[0] != boxes.shape[0] or scores.shape[2] != boxes.shape[1]:
+        ctx.fail(f"scores {scores.shape} do not match boxes {boxes.shape}")
+
+    def scalar(v, cast):
+        return None if v is None or np.asarray(v).size == 0 else cast(np.asarray(v).reshape(-1)[0])
+
+    limit = max(scalar(max_output_boxes_per_class, int) or 0, 0)
+    iou_thr = scalar(iou_threshold, np.float32)
+    iou_thr = np.float32(0) if iou_thr is None else iou_thr
+    if not 0 <= iou_thr <= 1:
+        ctx.fail(f"iou_threshold must be in [0, 1], got {float(iou_thr)}")
+    return limit, iou_thr, scalar(score_threshold, np.float32)
+
+
+def nms_class(planes, sc, limit: int, iou_thr, score_thr):
+    """The kept box indices of one (batch, class): ``sc`` its float32 scores (N,)."""
+    cand = np.arange(sc.shape[0]) if score_thr is None else np.flatnonzero(sc > score_thr)
+    csc = sc[cand]
+    if np.isnan(csc).any():
+        order = heap_order(csc, cand)
+    else:
+        order = cand[np.argsort(-csc, kind="stable")]
+    alive = np.ones(order.shape[0], dtype=bool)
+    kept, pos = [], 0
+    while len(kept) < limit:
+        rest = alive[pos:]
+        if not rest.any():
+            break
+        pos += int(rest.argmax())
+        k = int(order[pos])
+        kept.append(k)
+        pos += 1
+        if pos < order.shape[0] and len(kept) < limit:
+            alive[pos:] &= ~suppressed(planes, order[pos:], k, iou_thr)
+    return kept
 
 
 @KERNELS.register("NonMaxSuppression", 10, 11, host_only=True)
@@ -91,41 +198,17 @@ def non_max_suppression(ctx):
     if center not in (0, 1):
         ctx.fail(f"center_point_box must be 0 or 1, got {center}")
 
-    def scalar(v, default, cast):
-        if v is None or np.asarray(v).size == 0:
-            return default
-        return cast(np.asarray(v).reshape(-1)[0])
-
     def run(boxes, scores, max_output_boxes_per_class=None, iou_threshold=None, score_threshold=None):
-        if boxes.ndim != 3 or boxes.shape[2] != 4 or scores.ndim != 3:
-            ctx.fail(f"boxes must be (B, N, 4) and scores (B, C, N), got {boxes.shape} and {scores.shape}")
-        nb, nbox = boxes.shape[:2]
-        if scores.shape[0] != nb or scores.shape[2] != nbox:
-            ctx.fail(f"scores {scores.shape} do not match boxes {boxes.shape}")
-        limit = max(scalar(max_output_boxes_per_class, 0, int), 0)
-        iou_thr = scalar(iou_threshold, 0.0, float)
-        has_score_thr = score_threshold is not None and np.asarray(score_threshold).size > 0
-        score_thr = scalar(score_threshold, 0.0, float)
+        limit, iou_thr, score_thr = nms_arguments(ctx, boxes, scores, max_output_boxes_per_class,
+                                                  iou_threshold, score_threshold)
         out = []
         if limit == 0:
             return np.zeros((0, 3), dtype=np.int64)
-        for b in range(nb):
-            iou, _ = _iou_matrix(boxes[b], center)
-            suppress = iou > iou_thr
+        sc_all = np.asarray(scores, dtype=np.float32)
+        for b in range(boxes.shape[0]):
+            planes = box_planes(boxes[b], center)
             for c in range(scores.shape[1]):
-                sc = scores[b, c].astype(np.float64)
-                cand = np.flatnonzero(sc > score_thr) if has_score_thr else np.arange(nbox)
-                order = cand[np.argsort(-sc[cand], kind="stable")]
-                alive = np.ones(nbox, dtype=bool)
-                kept = 0
-                for i in order:
-                    if kept >= limit:
-                        break
-                    if not alive[i]:
-                        continue
-                    out.append((b, c, i))
-                    kept += 1
-                    alive &= ~suppress[i]
+                out.extend((b, c, k) for k in nms_class(planes, sc_all[b, c], limit, iou_thr, score_thr))
         return np.array(out, dtype=np.int64).reshape(-1, 3)
 
     return run

@@ -197,3 +197,36 @@ def test_unguarded_attention_of_an_infinite_query_gives_the_unfused_nan(dtype, o
         got = sess.run(None, feeds)[0]
         assert np.array_equal(np.isnan(got), np.isnan(want)), mode
         np.testing.assert_allclose(got, want, rtol=2e-3 if dtype == np.float16 else 1e-5, atol=1e-3, err_msg=mode)
+
+
+@pytest.mark.parametrize("eps", [1e-5, 1e-3])
+def test_conv_then_training_batch_norm_of_a_zero_batch_variance_gives_b(eps):
+    """A Conv whose output has one element per channel (N = 1, spatial 1) into a training-mode
+    BatchNormalization: the batch variance is 0 and X - mean is exactly 0, so Part 2's
+    ``Y = (X - mean) / sqrt(var + epsilon) * scale + B`` is B, at both optimization levels, as
+    onnx.reference computes.  onnxruntime's float32 kernel gives B off by its rounding of X * a + c
+    (a = scale / sqrt(epsilon)) amplified by 1 / sqrt(epsilon): the fuzzer's zero-variance Conv +
+    BatchNormalization (0.137 off at both levels, issue 45) is onnxruntime's, not onnxkit's
+    (the fuzzer's tie-break sets such a model aside as onnxruntime-outvoted)."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(7)
+    f32 = lambda a: np.asarray(a, np.float32)  # noqa: E731
+    s, b = f32([1.5, 0.7, 2.0]), f32([0.2, -0.3, 0.05])
+    inits = [onnx.numpy_helper.from_array(f32(rng.standard_normal((3, 2, 3)) * 4), "w"),
+             onnx.numpy_helper.from_array(f32(rng.standard_normal(3)), "cb"),
+             onnx.numpy_helper.from_array(s, "s"), onnx.numpy_helper.from_array(b, "b"),
+             onnx.numpy_helper.from_array(f32([0.1, -0.2, 0.3]), "mu"),
+             onnx.numpy_helper.from_array(f32([0.5, 1.0, 2.0]), "var")]
+    nodes = [helper.make_node("Conv", ["x", "w", "cb"], ["c"]),
+             helper.make_node("BatchNormalization", ["c", "s", "b", "mu", "var"], ["y", "rm", "rv"], epsilon=eps,
+                              training_mode=1)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 2, 3])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, None)], inits)
+    proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)], ir_version=8)
+    data = proto.SerializeToString()
+    x = f32(rng.standard_normal((1, 2, 3)) * 3)
+    want = np.broadcast_to(b.reshape(1, 3, 1), (1, 3, 1))           # (X - mean) is 0: B
+    np.testing.assert_array_equal(ReferenceEvaluator(proto).run(None, {"x": x})[0], want)
+    for mode, sess in _sessions(data).items():
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want, err_msg=mode)

@@ -10,7 +10,10 @@ name, so a run's figures say how many models each entry set aside.
 * ``dropout-legacy-mask`` — Dropout-7..9's mask in an inference run is "not filled" (Part 2):
   onnxruntime returns zeros, onnx.reference True; compared by shape and element type only.
 * ``onnxruntime-outvoted`` — onnxkit and onnxruntime disagree beyond tolerance and
-  ``onnx.reference`` agrees with onnxkit (the tie-break of the brief).
+  ``onnx.reference`` agrees with onnxkit (the tie-break of the brief).  One such: a training-mode
+  BatchNormalization whose batch variance is 0 (one element per channel) gives B exactly by Part 2's
+  formula, where onnxruntime's float32 kernel is off by its rounding amplified by 1 / sqrt(epsilon)
+  (tests/optimizer/test_fuzz_regressions.py).
 * ``reference-alone`` — onnxruntime cannot run the model (nor its float32 copy, used where it has no
   float64 kernel), onnx.reference is the oracle, and it disagrees with both onnxkit modes, which
   agree with each other (checked by hand: its dilated Conv computes 0 * inf, its

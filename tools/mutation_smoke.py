@@ -925,6 +925,22 @@ MUTANTS = (
            "        length = buf if a[\"windowed\"] else max(total, buf)",
            "        length = buf",
            ("plugins/microsoft_domain/tests/test_decoder_fast_paths.py", "-k", "beyond_the_limit")),
+    Mutant("nms-compiled-ties-higher-index-first", "plugins/cpu_backend/onnxkit_cpu/compiled/image.py",
+           "and ix[child] > ix[child - 1]",
+           "and ix[child] < ix[child - 1]",
+           ("plugins/cpu_backend/tests/test_nms_fast.py", "-k", "equal_scores")),
+    Mutant("nms-compiled-score-at-threshold-kept", "plugins/cpu_backend/onnxkit_cpu/compiled/image.py",
+           "if not has_thr or row[i] > score_thr:",
+           "if not has_thr or row[i] >= score_thr:",
+           ("plugins/cpu_backend/tests/test_nms_fast.py", "-k", "random_sizes")),
+    Mutant("nms-portable-iou-at-threshold-suppresses", "plugins/default_domain/onnxkit_default_domain/kernels/image.py",
+           "(inter > 0) & (iou > iou_thr)",
+           "(inter > 0) & (iou >= iou_thr)",
+           ("plugins/cpu_backend/tests/test_nms_fast.py", "-k", "exactly_at_the_threshold")),
+    Mutant("nbits-int4-rows-ignore-zero-points", "plugins/cpu_backend/onnxkit_cpu/compiled/nbits.py",
+           "                s -= zp[n, kb] * qsum[kb]",
+           "                s -= 8 * qsum[kb]",
+           ("plugins/microsoft_domain/tests/test_decoder_fast_paths.py", "-k", "nbits")),
 )
 
 

@@ -147,3 +147,17 @@ def test_an_unknown_backend_is_a_usage_error(tmp_path, capsys):
     path = _warnings_only(tmp_path)
     assert main(["unsupported", str(path), "--backend", "cpu,tpu"]) == 2
     assert "no backend 'tpu'" in capsys.readouterr().err
+
+
+def test_a_subgraphs_missing_external_file_stops_planning_and_is_listed(tmp_path, capsys):
+    w = numpy_helper.from_array(np.ones((2,), np.float32), "w")
+    then_g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["r"])], "then", [], [_vi("r", [2])], [w])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["r"])], "else", [], [_vi("r", [2])])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)
+    path = _save(tmp_path / "m.onnx", [node], [_vi("x", [2]), _vi("c", [], TensorProto.BOOL)], [_vi("y", [2])],
+                 external=True)
+    (tmp_path / "weights.bin").unlink()
+    assert main(["unsupported", str(path)]) == 1
+    text = capsys.readouterr().out
+    assert "planning on cpu stopped: external data of tensor 'w'" in text and "Traceback" not in text
+    assert text.count("external data file 'weights.bin' (1 tensor(s): 'w'): no such file") == 1

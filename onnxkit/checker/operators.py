@@ -15,6 +15,9 @@
   an attribute parameter outside a function body, or to one the function does not declare;
 * ``domain-not-imported`` (5.3.2, 10.4): the node's domain is not imported.  This applies
   to the default domain too: 5.3.2 requires every domain used to be declared;
+* ``domain-implicitly-imported`` (warning, a violation of 5.3.2): it is not imported, but
+  onnxruntime imports it implicitly (:data:`onnxkit.checker.readings.IMPLICIT_IMPORTS`, where a
+  plugin provides that version): the node is checked, and a session evaluates it, at that version;
 * ``unknown-domain`` (warning, once per domain): no plugin provides the domain and no
   model-local function matches the node.  The model may well be valid - a custom domain is
   allowed (16.1) - but this consumer cannot check the node, so it says so rather than
@@ -25,6 +28,11 @@
   checked against that definition and the providing distribution is named;
 * ``deprecated-operator`` (warning, 14.5);
 * ``unknown-attribute``, ``missing-required-attribute`` (10.4), ``attribute-wrong-type`` (7.3.1);
+  ``attribute-form-accepted`` (warning) where the wrong type is Constant's ``value`` holding a
+  sparse tensor, which onnxruntime reads as ``sparse_value``;
+* ``attribute-value-beyond-definition`` (warning, 7.3.1, 14.3): a value the operator's portable
+  kernel declares it computes before the version defining it (``accepts_beyond``,
+  :mod:`onnxkit.kernel_traits`: ScatterElements' reduction 'max' at 16);
 * ``input-arity`` / ``output-arity`` (7.3.1, 7.3.2): fewer or more values than the
   definition's minimum and maximum (a variadic parameter's minimum arity included);
 * ``required-input-unsupplied`` / ``required-output-unsupplied`` (7.3.3): an empty name in a

@@ -13,11 +13,12 @@ tables and the helpers those factories are made of; a backend may call them, nev
 * :mod:`qlinear_ops` — QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax,
   QLinearConcat, QLinearAveragePool, QLinearGlobalAveragePool, QLinearWhere;
 * :mod:`quantized` — QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul and the per-column
-  parameter helpers they share.
+  parameter helpers they share;
+* :mod:`nbits` — MatMulNBits (with ``unpack`` and ``int8_block``).
 """
 
 from __future__ import annotations
 
-from .kernels import qlinear_ops, quantized
+from .kernels import nbits, qlinear_ops, quantized
 
-__all__ = ["qlinear_ops", "quantized"]
+__all__ = ["nbits", "qlinear_ops", "quantized"]

@@ -180,3 +180,60 @@ def test_declared_sizes_bound_the_outputs(op):
         assert actual <= declared <= 2 * actual
     else:
         assert declared == actual, (op, declared, actual)
+
+
+# -- MatMulNBits' token step on the cpu backend (onnxkit_cpu/overrides/nbits.py) ----------------------------------
+def _nbits_model(n: int, k: int, block: int, zp: bool, bias: bool, seed: int = 5):
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(seed)
+    kb = k // block
+    q = rng.integers(0, 16, (n, kb, block))
+    b = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+    inits = [numpy_helper.from_array(b, "B"),
+             numpy_helper.from_array((rng.random(n * kb) * 0.1 + 0.01).astype(np.float32), "S")]
+    names = ["A", "B", "S"]
+    if zp:
+        z = rng.integers(0, 16, (n, -(-kb // 2) * 2))
+        inits.append(numpy_helper.from_array((z[:, 0::2] | (z[:, 1::2] << 4)).astype(np.uint8).reshape(-1), "Z"))
+        names.append("Z")
+    if bias:
+        names += [""] * (5 - len(names)) + ["bias"]
+        inits.append(numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "bias"))
+    node = helper.make_node("MatMulNBits", names, ["Y"], name="n0", domain="com.microsoft", K=k, N=n, bits=4,
+                            block_size=block, accuracy_level=4)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, None)],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 10
+    return m.SerializeToString()
+
+
+@pytest.mark.parametrize("block,zp,bias,rows", [(32, False, False, 1), (32, True, True, 1), (64, True, False, 3),
+                                                (128, False, True, 8), (256, True, False, 2), (16, False, False, 9)])
+def test_nbits_int4_token_rows_equal_onnxruntime_and_the_portable_kernel(block, zp, bias, rows, monkeypatch):
+    """The compiled loop serves A of up to ROWS_MAX rows (the spy counts its calls), within float32
+    rounding of onnxruntime's int8 computation and of the portable kernel's."""
+    from types import SimpleNamespace
+
+    from onnxkit_cpu import compiled
+    from onnxkit_cpu.compiled import nbits as loops
+    from onnxkit_cpu.overrides import nbits as override
+
+    monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")
+    n, k = 40, 512
+    model = _nbits_model(n, k, block, zp, bias)
+    a = np.random.default_rng(rows).standard_normal((1, rows, k)).astype(np.float32)
+    calls = []
+    real = loops.int4_rows.get()
+    spy = SimpleNamespace(get=lambda: (lambda *args: calls.append(1) or real(*args)))
+    monkeypatch.setattr(override, "loops", SimpleNamespace(int4_rows=spy))
+    got = onnxkit.InferenceSession(model, "cpu").run(None, {"A": a})[0]
+    assert len(calls) == (1 if rows <= 8 else 0)
+    with compiled.disabled():
+        portable = onnxkit.InferenceSession(model, "cpu").run(None, {"A": a})[0]
+    want = run_ort(model, {"A": a})[0]
+    scale = np.abs(want).max()
+    assert got.shape == want.shape == (1, rows, n) and got.dtype == np.float32
+    assert np.abs(got - want).max() <= 4e-6 * scale
+    assert np.abs(got - portable).max() <= 4e-6 * scale

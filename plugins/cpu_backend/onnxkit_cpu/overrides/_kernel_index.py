@@ -110,6 +110,7 @@ ENTRIES = (
     ('ai.onnxkit', 'HardSwish', (1,), 'activation', 'onnxkit_cpu.overrides.activation', False),
     ('com.microsoft', 'DynamicQuantizeMatMul', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
     ('com.microsoft', 'MatMulIntegerToFloat', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
+    ('com.microsoft', 'MatMulNBits', (1,), 'nbits', 'onnxkit_cpu.overrides.nbits', False),
     ('com.microsoft', 'QGemm', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
     ('com.microsoft', 'QLinearAdd', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
     ('com.microsoft', 'QLinearGlobalAveragePool', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),

@@ -228,7 +228,8 @@ KEPT_ERRORS: tuple = (
       "mandatory-field-missing", "reserved-field", "opset-import-missing", "invalid-opset-version")),
     ("no definition to bind the node to, or two (the result depends on which); a domain onnxruntime imports "
      "implicitly is the warning domain-implicitly-imported instead; onnxruntime refuses these too (a function of "
-     "a domain not imported: 'No opset import for domain')",
+     "a domain not imported: 'No opset import for domain'), but for a domain imported at two versions, where it "
+     "takes the last: a choice the result depends on, which onnxkit does not make silently",
      ("duplicate-opset-import", "domain-not-imported", "unknown-operator", "empty-op-type", "duplicate-function",
       "function-recursion", "function-domain-not-imported")),
     ("kernels read the attribute: a value of another type, two values, none, or a reference to nothing change "

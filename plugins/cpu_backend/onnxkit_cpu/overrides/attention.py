@@ -21,6 +21,9 @@ by one compiled pass per row (:func:`onnxkit_cpu.compiled.attention.softmax_rows
 float32 exp, within 1 ulp; one pass where numpy makes four); results agree with the numpy
 passes to float rounding.  Its softmax rows follow the compiled loop's rules (module docstring
 of :mod:`onnxkit_cpu.compiled.attention`).
+float16 and bfloat16 Q, K, V (and an additive mask of their type, or a boolean one) take all of
+the above on their values widened to float32, Y rounded once to their type (:mod:`.half`:
+Clause 11.4 lets the scores and probabilities be held in float32; onnxruntime does too).
 Everything else is the portable kernel (kernels/fused.py), which also decides every error.
 """
 
@@ -31,6 +34,7 @@ import numpy as np
 from onnxkit.plugin import KernelTable
 from onnxkit_cpu.compiled.attention import attention_loop, softmax_rows32
 from onnxkit_cpu.overrides._plans import remember
+from onnxkit_cpu.overrides.half import is_half, narrow
 from onnxkit_default_domain.api import ATTENTION_GUARDED_DEFAULTS as _GUARDED_DEFAULTS
 from onnxkit_default_domain.api import FUSED_DOMAIN, attention_fused
 
@@ -140,6 +144,11 @@ def attention(ctx):
     def run(q, k, v, attn_mask=None, past_key=None, past_value=None):
         if past_key is not None or past_value is not None:
             return portable(q, k, v, attn_mask, past_key, past_value)
+        if is_half(q.dtype) and q.dtype == k.dtype == v.dtype and (attn_mask is None or attn_mask.dtype in (
+                q.dtype, np.bool_)):     # float16 / bfloat16: the float32 body, Y rounded once (half.py)
+            wide = run(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32),
+                       attn_mask if attn_mask is None or attn_mask.dtype == np.bool_ else attn_mask.astype(np.float32))
+            return narrow(wide, q.dtype)
         key = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype,
                None if attn_mask is None else (attn_mask.shape, attn_mask.dtype))
         p = plans.get(key)

@@ -56,6 +56,10 @@ multiply-adds; data it may not take
 the :class:`Prepared` kinds above; read by :mod:`onnxkit.runtime.bodies`, printed by
 ``onnxkit run --profile``), by the fused epilogue kernel too.
 
+**float16 / bfloat16** X, W and B (an epilogue's Add operand too) run every body above on their
+values widened to float32 (W and B once where held: :class:`~.half.Wide`), Y rounded once to
+their type (:mod:`.half`: Clause 11.4); a Clip epilogue's half bounds keep the half path.
+
 **Epilogues** (:mod:`onnxkit.runtime.optimizer.epilogue`): the kernel offers ``fuse_epilogue``;
 the fused kernel (:func:`.conv_epilogue.epilogue`) applies a following Relu, Add, Add + Relu,
 Clip with constant bounds or Add + Clip to its own fresh result, by one compiled pass where it
@@ -77,6 +81,7 @@ from onnxkit_default_domain.api import quiet
 
 from ..compiled import conv as loops, winograd as winograd_loops
 from ._plans import NOT_HELD, Held
+from .half import Wide, is_half, narrow
 from .conv_blocks import CACHE_BYTES, RowBlocks, block_rows, cache_block_rows
 from .conv_epilogue import NO_BIAS, epilogue, operand
 from .conv_winograd import Winograd
@@ -524,12 +529,28 @@ def conv(ctx):
             call = prepare(key, x, w, b)
         return fallback(x, w, b) if call is None else call(x, w, b)
 
-    run = quiet(convolve)     # numpy's floating-point warnings off: an inf times a zero is a NaN result
+    wide_w, wide_b = Wide.of(ctx, 1), Wide.of(ctx, 2)
+
+    def halved(body):
+        """``body`` with float16 / bfloat16 X, W, B (and an Add operand) computed on the float32
+        key (compiled bodies included; W, B widened once where held) and Y rounded once (.half)."""
+        def run(x, w, b=None, *rest):
+            t = x.dtype
+            if is_half(t) and w.dtype == t and (b is None or b.dtype == t) and all(
+                    type(r) is np.ndarray and r.dtype == t for r in rest):
+                return narrow(body(x.astype(np.float32), wide_w(w), wide_b(b), *[r.astype(np.float32) for r in rest]),
+                              t)
+            return body(x, w, b, *rest)
+        return run
+
+    run = quiet(halved(convolve))     # numpy's floating-point warnings off: an inf times a zero is a NaN result
     def report():
         return {key_text(k): kind for k, kind in list(kinds.items())}
 
     def fuse(ops):
         fused = epilogue(lookup, fallback, ops)
+        if fused is not None and ops[-1][0] != "Clip":     # (a Clip's bounds keep the half type: not widened)
+            fused = halved(fused)
         return None if fused is None else reports_bodies(fused, report)
 
     return reports_bodies(offers_epilogue(run, fuse, 3), report)

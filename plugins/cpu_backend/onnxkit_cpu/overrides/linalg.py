@@ -5,7 +5,9 @@ float32 / float64 products call ``np.matmul`` itself (BLAS) with the portable fa
 signature); initializers arrive aligned (the planner copies unaligned ones once, see
 ``Planner._owned``).  Gemm scales and adds C in place into the product it made: the same
 operations on the same values as the portable kernel (bit-identical).  Other element types
-run the portable kernels.  Both run with numpy's floating-point warnings off (``quiet``, as the
+run the portable kernels, but float16 and bfloat16, which run the float32 body on their values
+widened to float32 (a held weight widened once: :class:`~.half.Wide`) and round the result once
+(:mod:`.half`: Clause 11.4).  Both run with numpy's floating-point warnings off (``quiet``, as the
 cpu Add): an inf times a zero in a product is a NaN result, not a warning.
 """
 
@@ -17,6 +19,8 @@ from onnxkit_default_domain.api import gemm_attrs, gemm_checker, matmul_checker,
 
 from onnxkit.plugin import KernelTable
 
+from .half import Wide, is_half, narrow
+
 
 KERNELS = KernelTable()
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -27,9 +31,12 @@ def gemm(ctx):
     alpha, beta, trans_a, trans_b, strict_c = gemm_attrs(ctx)
     check = gemm_checker(ctx, trans_a, trans_b, strict_c)
     other = portable.gemm(ctx)
+    wa, wb, wc = Wide.of(ctx, 0), Wide.of(ctx, 1), Wide.of(ctx, 2)
 
     def run(a, b, c=None):
         if a.dtype not in _FLOATS:
+            if is_half(a.dtype) and b.dtype == a.dtype and (c is None or c.dtype == a.dtype):
+                return narrow(run(wa(a), wb(b), wc(c)), a.dtype)
             return other(a, b, c)
         c = c if beta != 0.0 else None
         check(a, b, c)
@@ -47,9 +54,12 @@ def gemm(ctx):
 def matmul(ctx):
     check = matmul_checker(ctx)
     other = portable.matmul(ctx)
+    wa, wb = Wide.of(ctx, 0), Wide.of(ctx, 1)
 
     def run(a, b):
         if a.dtype not in _FLOATS:
+            if is_half(a.dtype) and b.dtype == a.dtype:
+                return narrow(run(wa(a), wb(b)), a.dtype)
             return other(a, b)
         check(a, b)
         y = np.matmul(a, b)

@@ -122,7 +122,7 @@ class SessionStepper:
     """Greedy decoding on an onnxruntime-style session: the prompt, then one token a run."""
 
     def __init__(self, sess, prompt: np.ndarray, head_dim: int):
-        self.sess = sess
+        self.sess, self.prompt, self.head_dim = sess, prompt, head_dim
         ins = {i.name: i for i in sess.get_inputs()}
         self.out_names = [o.name for o in sess.get_outputs()]
         self.pasts = [n for n in ins if "past" in n]
@@ -153,15 +153,24 @@ class SessionStepper:
             self.feed[name] = outs[k]
         return elapsed
 
+    def again(self) -> "SessionStepper":
+        """A fresh sequence on the same session (its next step a prefill of the same prompt)."""
+        return SessionStepper(self.sess, self.prompt, self.head_dim)
+
 
 class GeneratorStepper:
     """Greedy decoding by a genai ``Generator`` (``module``: onnxruntime_genai or onnxkit.genai)."""
 
     def __init__(self, module, folder: Path, prompt: np.ndarray, max_length: int, threads: str):
+        self.module, self.max_length = module, max_length
         config = module.Config(str(folder))
         if threads == "1":
             config.overlay(json.dumps(ONE_THREAD))
         self.model = module.Model(config)
+        self._start(prompt)
+
+    def _start(self, prompt) -> None:
+        module, max_length = self.module, self.max_length
         params = module.GeneratorParams(self.model)
         params.set_search_options(max_length=max_length, do_sample=False)
         self.gen = module.Generator(self.model, params)
@@ -179,6 +188,13 @@ class GeneratorStepper:
         elapsed = time.perf_counter() - t0, time.thread_time() - c0
         self.tokens.append(int(np.asarray(self.gen.get_next_tokens()).reshape(-1)[0]))
         return elapsed
+
+    def again(self) -> "GeneratorStepper":
+        """A fresh generator on the same model (its next step a prefill of the same prompt)."""
+        fresh = GeneratorStepper.__new__(GeneratorStepper)
+        fresh.module, fresh.max_length, fresh.model = self.module, self.max_length, self.model
+        fresh._start(self.prompt)
+        return fresh
 
 
 # ----------------------------------------------------------------------------------------------- one configuration
@@ -218,6 +234,8 @@ def run_one(name: str, tokens: int, prompt_len: int, threads: str, generators: b
         turn = order[t % len(order):] + order[:t % len(order)]
         for k in turn:
             times[k].append(steppers[k].step())
+    for k in order:  # the prefill again, on the warmed-up session: the steady-state prompt cost
+        times[k].append(steppers[k].again().step())
     ref = steppers["ort"].tokens
     for k in ("genai", "okgenai"):  # a generator picks token i in its call after the run computing it
         if k in steppers:
@@ -234,21 +252,23 @@ def summarize(r: dict, clock: int = 0) -> dict:
     out = {}
     for k, ts in r["times"].items():
         ms = [x[clock] * 1e3 for x in ts]
-        out[k] = dict(prefill=ms[0], early=statistics.median(ms[1:][EARLY]), late=statistics.median(ms[-20:]),
-                      worst=max(ms[1:]))
+        steps = ms[1:-1]  # ms[0]: the session's first run (the prefill), ms[-1]: the prefill again
+        out[k] = dict(first=ms[0], prefill=ms[-1], early=statistics.median(steps[EARLY]),
+                      late=statistics.median(steps[-20:]), worst=max(steps))
     return out
 
 
 # ----------------------------------------------------------------------------------------------- conditions, table
-def conditions() -> str:
+def conditions(threads: str) -> str:
+    """The line of conditions printed first: date, CPUs, load, BLAS, versions."""
     from importlib.metadata import version
 
     blas = "unknown"
     try:
         from threadpoolctl import threadpool_info
 
-        blas = "; ".join(f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')} "
-                         f"({i.get('num_threads')} threads)" for i in threadpool_info() if i.get("user_api") == "blas")
+        blas = "; ".join(f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')}"
+                         for i in threadpool_info() if i.get("user_api") == "blas")
     except ImportError:
         pass
     cpu = platform.processor() or platform.machine()
@@ -262,7 +282,8 @@ def conditions() -> str:
     vers = ", ".join(f"{p} {version(p)}" for p in ("onnxkit-core", "onnxruntime", "onnxruntime-genai", "numpy",
                                                    "numba", "torch", "transformers") if _has(p))
     return (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs ({cpu}), "
-            f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}, BLAS {blas}, Python {platform.python_version()},"
+            f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}, BLAS {blas} "
+            f"({'OPENBLAS_NUM_THREADS=1' if threads == '1' else 'its default threads'}), Python {platform.python_version()},"
             f" {vers}")
 
 
@@ -282,10 +303,10 @@ def print_result(r: dict) -> None:
     same = "equal" if all(r["same"].values()) else "DIFFER " + ",".join(k for k, v in r["same"].items() if not v)
     print(f"{r['model']} policy {r['policy']} threads {r['threads']}: prompt {r['prompt']}, {r['tokens']} tokens, "
           f"tokens {same}, onnxkit plans {r['planned']}; {'thread CPU' if r['threads'] == '1' else 'wall'} ms")
-    print(f"  {'runtime':8s} {'prefill':>8s} {'x':>5s} {'early':>8s} {'x':>5s} {'late':>8s} {'x':>5s} {'late/early':>10s}"
+    print(f"  {'runtime':8s} {'first':>8s} {'prefill':>8s} {'x':>5s} {'early':>8s} {'x':>5s} {'late':>8s} {'x':>5s} {'late/early':>10s}"
           f" {'worst':>8s} {'setup s':>8s}")
     for k, v in s.items():
-        print(f"  {k:8s} {v['prefill']:8.2f} {v['prefill'] / base['prefill']:5.2f} {v['early']:8.3f} "
+        print(f"  {k:8s} {v['first']:8.1f} {v['prefill']:8.2f} {v['prefill'] / base['prefill']:5.2f} {v['early']:8.3f} "
               f"{v['early'] / base['early']:5.2f} {v['late']:8.3f} {v['late'] / base['late']:5.2f} "
               f"{v['late'] / v['early']:10.2f} {v['worst']:8.1f} {r['setup'][k]:8.2f}")
     sys.stdout.flush()
@@ -313,8 +334,9 @@ def main() -> int:
             t0 = time.perf_counter()
             print(m, model_path(m), f"{time.perf_counter() - t0:.1f}s", flush=True)
         return 0
-    print(conditions())
-    print(f"ms; prefill = the {args.prompt}-token prompt's run; early = median of tokens 11-30, late = of the last "
+    print(conditions(args.threads))
+    print(f"ms; first = the session's first run (the {args.prompt}-token prompt: planning, loading, compiling "
+          f"included), prefill = the same prompt again after the tokens; early = median of tokens 11-30, late = of the last "
           f"20; x = ratio to ort (onnxruntime InferenceSession, same loop); one thread: the calling thread's CPU "
           f"time (every runtime computes in it; on a shared machine its wall time mostly measures the others' "
           f"load; --json keeps both)", flush=True)

@@ -945,6 +945,10 @@ MUTANTS = (
            "                s -= zp[n, kb] * qsum[kb]",
            "                s -= 8 * qsum[kb]",
            ("plugins/microsoft_domain/tests/test_decoder_fast_paths.py", "-k", "nbits")),
+    Mutant("skip-simplified-norm-host-bias-subtracted", "plugins/microsoft_domain/onnxkit_microsoft/kernels/norm.py",
+           "                s = s + bias",
+           "                s = s - bias",
+           ("plugins/microsoft_domain/tests/test_decoder_fast_paths.py", "-k", "host_body")),
 )
 
 

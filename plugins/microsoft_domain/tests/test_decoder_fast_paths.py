@@ -237,3 +237,38 @@ def test_nbits_int4_token_rows_equal_onnxruntime_and_the_portable_kernel(block, 
     assert got.shape == want.shape == (1, rows, n) and got.dtype == np.float32
     assert np.abs(got - want).max() <= 4e-6 * scale
     assert np.abs(got - portable).max() <= 4e-6 * scale
+
+
+@pytest.mark.parametrize("shape,bias", [((1, 1, 64), False), ((1, 5, 64), True), ((3, 64), True)])
+def test_skip_simplified_norm_host_body_equals_the_portable_one_and_onnxruntime(shape, bias, monkeypatch):
+    """SkipSimplifiedLayerNormalization's plain-numpy body (float32 host arrays) gives the portable
+    body's four outputs exactly, and onnxruntime's Y and sum (its mean output is unspecified)."""
+    from onnxkit_microsoft.kernels import norm
+
+    rng = np.random.default_rng(len(shape))
+    x, skip = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    gamma = rng.standard_normal(64).astype(np.float32)
+    inputs = [x, skip, gamma] + ([rng.standard_normal(64).astype(np.float32)] if bias else [])
+    names = [f"x{k}" for k in range(len(inputs))]
+    outs = ["y", "mean", "inv", "sum"]
+    node = helper.make_node("SkipSimplifiedLayerNormalization", names, outs, name="n0", domain="com.microsoft",
+                            epsilon=1e-5)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(v.shape))
+                                        for n, v in zip(names, inputs)],
+                          [helper.make_empty_tensor_value_info(o) for o in outs])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    model, feed = m.SerializeToString(), dict(zip(names, inputs))
+    assert norm._host_f32(*inputs, *([None] * (4 - len(inputs))))
+    results = {}
+    for host in (True, False):
+        monkeypatch.setattr(norm, "HOST_F32", host)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            results[host] = onnxkit.InferenceSession(model, "cpu").run(None, feed)
+    for a, b in zip(results[True], results[False]):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+    want = run_ort(model, feed)
+    np.testing.assert_allclose(results[True][0], want[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(results[True][3], want[3], rtol=1e-6, atol=1e-6)

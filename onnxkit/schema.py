@@ -417,7 +417,24 @@ class SchemaData:
 
 @functools.lru_cache(maxsize=None)
 def packaged_schema_data(package: str, filename: str = "schemas_data.json.gz") -> SchemaData:
-    """The schema data file ``filename`` of ``package``, read once per process."""
+    """The schema data file ``filename`` of ``package``, read once per process.
+
+    A package imported from a folder by the standard finder has the file beside its
+    ``__init__``: read there, without importing importlib.resources (which imports tempfile,
+    zipfile, pathlib... in a fresh process); any other loader (a zip, a custom finder) reads it
+    through importlib.resources."""
+    import importlib
+    import os
+    from importlib.machinery import SourceFileLoader, SourcelessFileLoader
+
+    module = importlib.import_module(package)
+    spec = getattr(module, "__spec__", None)
+    if spec is not None and isinstance(spec.loader, (SourceFileLoader, SourcelessFileLoader)) and spec.origin:
+        try:
+            with open(os.path.join(os.path.dirname(spec.origin), filename), "rb") as fh:
+                return load_schema_data(fh.read())
+        except FileNotFoundError:
+            pass  # importlib.resources says so in its own words below
     from importlib import resources
 
     return load_schema_data(resources.files(package).joinpath(filename).read_bytes())

@@ -42,13 +42,16 @@ failing function as a warning, 9.4: the message is that error's).
 from __future__ import annotations
 
 import importlib
+import os
 import threading
-from pathlib import Path
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from ..errors import OnnxkitError
 from ..kernel_traits import FACTORY_TRAITS, TRAITS_ATTRIBUTE, KernelTraits, traits_of
 from ..plugin_tools import family_modules
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["INDEX_MODULES", "LazyFunction", "LazyKernel", "index_of", "index_of_entries", "lazy_family_tables",
            "render_index", "table_of", "write_index"]
@@ -170,7 +173,8 @@ def table_of(package: str) -> str:
     """``"KERNELS"`` or ``"FUNCTIONS"``: the table ``package``'s family modules define (the index
     it keeps, where it keeps one; else imports its modules)."""
     pkg = importlib.import_module(package)
-    kept = [t for t, name in INDEX_MODULES.items() if any((Path(p) / f"{name}.py").exists() for p in pkg.__path__)]
+    kept = [t for t, name in INDEX_MODULES.items() if any(os.path.exists(os.path.join(p, f"{name}.py"))
+                                                          for p in pkg.__path__)]
     if len(kept) == 1:
         return kept[0]
     found = {t for family in family_modules(pkg.__path__) for t in INDEX_MODULES
@@ -229,6 +233,8 @@ def write_index(package: str, table: str = None) -> Path:
     ``table``, default :func:`table_of`) from its modules; returns its path."""
     table = table or table_of(package)
     pkg = importlib.import_module(package)
+    from pathlib import Path  # not at import: pathlib is no module a session needs
+
     path = Path(list(pkg.__path__)[0]) / f"{INDEX_MODULES[table]}.py"
     path.write_text(render_index(package, index_of(package, table), table), encoding="utf-8")
     return path

@@ -1,4 +1,4 @@
-"""Architectures outside the corpus: onnxkit-cpu vs onnxruntime on ~50 transformers models.
+"""Architectures outside the corpus: onnxkit-cpu vs onnxruntime on 68 transformers models.
 
 Every model is one of transformers' model classes built from a small but realistic configuration
 (random weights, ``torch.manual_seed(0)``; nothing downloaded): image classification, text
@@ -114,7 +114,9 @@ def _whisper(t):
     import torch
 
     cfg = t.WhisperConfig(d_model=256, encoder_layers=4, encoder_attention_heads=4, encoder_ffn_dim=1024,
-                          decoder_layers=2, decoder_attention_heads=4, decoder_ffn_dim=1024, vocab_size=VOCAB)
+                          decoder_layers=2, decoder_attention_heads=4, decoder_ffn_dim=1024, vocab_size=VOCAB,
+                          pad_token_id=1, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+                          suppress_tokens=[], begin_suppress_tokens=[])
     return (t.WhisperModel(cfg).get_encoder(),
             {"input_features": torch.randn(1, 80, 3000, generator=torch.Generator().manual_seed(4))})
 
@@ -175,8 +177,6 @@ ARCHITECTURES = {
     "arch_mobilevitv2_05": _vision("MobileViTV2Config", "MobileViTV2ForImageClassification", size=256, width_multiplier=0.5),
     "arch_mobilevit_xs": _vision("MobileViTConfig", "MobileViTForImageClassification", size=256,
                                  hidden_sizes=[96, 120, 144], neck_hidden_sizes=[16, 32, 48, 64, 80, 96, 384]),
-    "arch_cvt_small": _vision("CvtConfig", "CvtForImageClassification", embed_dim=[48, 128, 256], depth=[1, 1, 2],
-                              num_heads=[1, 2, 4]),
     "arch_bit_small": _vision("BitConfig", "BitForImageClassification", depths=[1, 1, 1, 1],
                               hidden_sizes=[128, 256, 512, 1024]),
     "arch_focalnet_micro": _vision("FocalNetConfig", "FocalNetForImageClassification", embed_dim=48,

@@ -12,11 +12,19 @@ The limit is process-wide (threadpoolctl sets the library's global setting), so 
 different thread counts that run at the same time, from several Python threads, share one
 setting: whichever entered last, until the runs end (each restores the setting it found).
 Without threadpoolctl (it is a dependency of onnxkit) runs go unlimited.
+
+The same count sizes onnxkit's own intra-op parallelism (:func:`parallel_for`): kernels that are
+not one BLAS call (the cpu backend's compiled loops, released from the GIL, and numpy bodies)
+split their work into contiguous blocks of rows (batch, channels, heads, planes, never a
+reduction) run on a process-wide pool of threads, so a run's results do not depend on the count.
+The count is the run's (a context variable set by :func:`blas_limit`, which the session enters
+around each run of a model :func:`uses_blas`); outside a session's run, and in the pool's own
+threads (no nesting), it is 1: one block, the caller's thread, today's single-thread path.
 """
 
 from __future__ import annotations
 
-import contextlib
+import contextvars
 import functools
 from typing import Optional
 import os
@@ -145,12 +153,13 @@ def blas_operators(registry) -> frozenset:
 
 def uses_blas(model, registry=None) -> bool:
     """True if a node of ``model`` (its graphs, their subgraphs, its functions) is of an operator
-    whose kernels call BLAS (:func:`blas_operators` of ``registry``, default the process's): a
-    model with none of them has nothing to limit, so its runs skip threadpoolctl (a few µs per run)."""
+    whose kernels call BLAS (:func:`blas_operators` of ``registry``, default the process's) or
+    split across the run's intra-op threads (:func:`split_operators`): a model with none of them
+    has nothing to limit, so its runs skip threadpoolctl (a few µs per run)."""
     from ..functions import subgraphs_of
     from ..registry import get_registry, normalize_domain
 
-    blas = blas_operators(registry if registry is not None else get_registry())
+    blas = blas_operators(registry if registry is not None else get_registry()) | split_operators()
 
     def graph_nodes(nodes):
         for n in nodes:
@@ -166,12 +175,13 @@ class _Limit:
     """BLAS limited to ``n`` threads between enter and exit: each library whose count differs is
     set to ``n`` on entering and set back to the count it had on exit (one whose count already
     is ``n`` is left alone).  What threadpoolctl's ``limit(limits=n, user_api="blas")`` does, in
-    a few library calls instead of its per-call bookkeeping, which is paid on every run."""
+    a few library calls instead of its per-call bookkeeping, which is paid on every run.  Also
+    the block's intra-op thread count (:func:`intra_op_threads`) is ``n``."""
 
-    __slots__ = ("libs", "n", "found")
+    __slots__ = ("libs", "n", "found", "token")
 
     def __init__(self, libs: tuple, n: int):
-        self.libs, self.n, self.found = libs, n, ()
+        self.libs, self.n, self.found, self.token = libs, n, (), None
 
     def __enter__(self):
         n, found = self.n, []
@@ -182,9 +192,11 @@ class _Limit:
                 if had is not None:
                     found.append((lib, had))
         self.found = found
+        self.token = _intra.set(n)
         return self
 
     def __exit__(self, *exc) -> bool:
+        _intra.reset(self.token)
         for lib, had in reversed(self.found):
             lib.set_num_threads(had)
         return False
@@ -212,12 +224,10 @@ def _blas_controllers() -> tuple:
 
 
 def blas_limit(num_threads: int):
-    """A context manager limiting BLAS to ``num_threads`` (0: :func:`free_threads`) for its block;
-    a fresh one per call (several threads may each hold one)."""
-    libs = _blas_controllers()
-    if not libs:
-        return contextlib.nullcontext()
-    return _Limit(libs, num_threads or free_threads())
+    """A context manager limiting BLAS to ``num_threads`` (0: :func:`free_threads`) for its block,
+    and setting the block's :func:`intra_op_threads` so; a fresh one per call (several threads
+    may each hold one)."""
+    return _Limit(_blas_controllers(), num_threads or free_threads())
 
 
 def blas_threads() -> list:
@@ -225,3 +235,90 @@ def blas_threads() -> list:
     from threadpoolctl import threadpool_info
 
     return [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
+
+
+# -- onnxkit's own intra-op threads ---------------------------------------------------------------
+
+#: the intra-op thread count of the run this context is in (set by :class:`_Limit`)
+_intra = contextvars.ContextVar("onnxkit_intra_op_threads", default=1)
+#: ``(domain, op_type)`` of the operators some kernel of which splits across the intra-op threads
+_SPLIT_OPERATORS: set = set()
+_pool_lock = threading.Lock()
+_pool = [None, 0, 0]        # [executor, workers, pid]
+#: called with ``(name, blocks)`` by every :func:`parallel_for` when set (tests)
+observer = None
+
+
+def intra_op_threads() -> int:
+    """The intra-op thread count of the current run (1 outside a session's run and in the pool's
+    own threads)."""
+    return _intra.get()
+
+
+def splits_across_threads(*ops) -> None:
+    """Declare ``(domain, op_type)`` pairs whose kernels call :func:`parallel_for` (so a model
+    holding only them still enters :func:`blas_limit` around its runs)."""
+    _SPLIT_OPERATORS.update(ops)
+
+
+def split_operators() -> frozenset:
+    """The operators declared by :func:`splits_across_threads`."""
+    return frozenset(_SPLIT_OPERATORS)
+
+
+def _executor(workers: int):
+    """The process's pool with at least ``workers`` threads (made again, larger, when a run asks
+    for more, and in a forked child, where the parent's threads do not exist)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ex, have, pid = _pool
+    if ex is not None and have >= workers and pid == os.getpid():
+        return ex
+    with _pool_lock:
+        ex, have, pid = _pool
+        if ex is None or have < workers or pid != os.getpid():
+            if ex is not None and pid == os.getpid():
+                ex.shutdown(wait=False)
+            ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="onnxkit-intra-op")
+            _pool[:] = [ex, workers, os.getpid()]
+        return ex
+
+
+def blocks(n: int, grain: int = 1, threads: int = None) -> int:
+    """How many blocks :func:`parallel_for` makes of ``n`` items at ``grain`` items at least per
+    block: ``min(threads, n // grain)``, at least 1 (``threads``: :func:`intra_op_threads`)."""
+    t = _intra.get() if threads is None else threads
+    return max(1, min(t, n // max(1, grain)))
+
+
+def parallel_for(fn, n: int, grain: int = 1, name: str = "") -> int:
+    """Call ``fn(lo, hi)`` on contiguous blocks ``[lo, hi)`` covering ``range(n)``, one block per
+    intra-op thread of the run (:func:`blocks`; ``grain``: the fewest items worth a block of
+    their own).  The first block runs on the caller's thread, the others on the pool's, and the
+    call returns once all are done (the first exception raised, re-raised).  ``fn`` must write
+    disjoint outputs per block and compute each item as the whole call would (then results do
+    not depend on the thread count); it runs with the GIL released only where its body releases
+    it (numba ``nogil`` loops, numpy ufuncs and copies).  One block: ``fn(0, n)`` on the caller's
+    thread, nothing else.  Returns the number of blocks."""
+    k = blocks(n, grain)
+    if observer is not None:
+        observer(name, k)
+    if k <= 1:
+        fn(0, n)
+        return 1
+    bounds = [n * i // k for i in range(k + 1)]
+    ex = _executor(k - 1)
+    futures = [ex.submit(fn, bounds[i], bounds[i + 1]) for i in range(1, k)]
+    error = None
+    try:
+        fn(bounds[0], bounds[1])
+    except BaseException as e:  # noqa: B902 - re-raised below once the others are done
+        error = e
+    for f in futures:
+        try:
+            f.result()
+        except BaseException as e:  # noqa: B902
+            error = error or e
+    if error is not None:
+        raise error
+    return k

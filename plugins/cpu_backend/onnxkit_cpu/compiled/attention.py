@@ -157,8 +157,10 @@ def exp32_loop():
     return _EXP32_LOOP.get() if _bind32() else None
 
 
-def _attention(q, k, v, mask, ms, has_mask, scale, guard, y, scratch):
-    """``y[b, i, h] = softmax_j(scale q[b, i, h] . k[b, j, h] + mask) v[b, :, h]`` for C-contiguous
+def _attention(q, k, v, mask, ms, has_mask, scale, guard, y, scratch, lo, hi):
+    """``y[b, i, h] = softmax_j(scale q[b, i, h] . k[b, j, h] + mask) v[b, :, h]``, for the
+    (batch, head) pairs ``b H + h`` in ``[lo, hi)`` (the override's split across intra-op threads:
+    each pair computed alike whatever the split, ``scratch`` one per concurrent call), for C-contiguous
     4-D ``q`` (B, Sq, H, D), ``k`` (B, Skv, H, D), ``v`` (B, Skv, H, Dv), ``y`` (B, Sq, H, Dv) — the
     sequence-major layout the exporters' head transposes are views of (the override passes the
     (B, H, S, D) operands transposed back, and returns ``y`` transposed);
@@ -171,44 +173,45 @@ def _attention(q, k, v, mask, ms, has_mask, scale, guard, y, scratch):
     zero = y.dtype.type(0)
     block = scratch[:nq * nk]
     # inner loops index a row from 0 (known non-negative: no wraparound test, so they vectorize)
-    for b in range(nb):
-        for h in range(nh):
-            for i in range(nq):
-                qi, si = q[b, i, h], block[i * nk:i * nk + nk]
-                base = b * ms[0] + h * ms[1] + i * ms[2]
-                for j in range(nk):
-                    kj = k[b, j, h]
-                    acc = zero
-                    for d in range(nd):
-                        acc += qi[d] * kj[d]
-                    s = np.float64(acc) * scale
-                    if has_mask:
-                        s += np.float64(mask[base + j * ms[3]])
-                    si[j] = s
-                m = si[0]
-                for j in range(1, nk):
-                    if si[j] > m:           # NaN skipped unless first: exp(NaN - m) makes the sum NaN
-                        m = si[j]
-                for j in range(nk):
-                    si[j] = si[j] - m
-            for t in range(nq * nk):
-                block[t] = _exp(block[t])
-            for i in range(nq):
-                si, yi = block[i * nk:i * nk + nk], y[b, i, h]
-                tot = 0.0
-                for j in range(nk):
-                    tot += si[j]
-                inv = 1.0 / tot
+    for bh in range(lo, hi):
+        b = bh // nh
+        h = bh - b * nh
+        for i in range(nq):
+            qi, si = q[b, i, h], block[i * nk:i * nk + nk]
+            base = b * ms[0] + h * ms[1] + i * ms[2]
+            for j in range(nk):
+                kj = k[b, j, h]
+                acc = zero
+                for d in range(nd):
+                    acc += qi[d] * kj[d]
+                s = np.float64(acc) * scale
+                if has_mask:
+                    s += np.float64(mask[base + j * ms[3]])
+                si[j] = s
+            m = si[0]
+            for j in range(1, nk):
+                if si[j] > m:           # NaN skipped unless first: exp(NaN - m) makes the sum NaN
+                    m = si[j]
+            for j in range(nk):
+                si[j] = si[j] - m
+        for t in range(nq * nk):
+            block[t] = _exp(block[t])
+        for i in range(nq):
+            si, yi = block[i * nk:i * nk + nk], y[b, i, h]
+            tot = 0.0
+            for j in range(nk):
+                tot += si[j]
+            inv = 1.0 / tot
+            for c in range(nv):
+                yi[c] = zero
+            for j in range(nk):
+                p = si[j] * inv
+                if guard and p != p:
+                    p = 0.0
+                pt = y.dtype.type(p)
+                vj = v[b, j, h]
                 for c in range(nv):
-                    yi[c] = zero
-                for j in range(nk):
-                    p = si[j] * inv
-                    if guard and p != p:
-                        p = 0.0
-                    pt = y.dtype.type(p)
-                    vj = v[b, j, h]
-                    for c in range(nv):
-                        yi[c] += pt * vj[c]
+                    yi[c] += pt * vj[c]
 
 
 _ATTENTION = kernel(_attention, fastmath={"contract", "reassoc"})

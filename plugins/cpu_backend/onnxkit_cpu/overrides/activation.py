@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from onnxkit.plugin import KernelTable
+from onnxkit.runtime.threads import parallel_for, splits_across_threads
 from onnxkit_default_domain.api import activation as portable
 from onnxkit_default_domain.api import ERFC32_CLIP, ERFC32_P, ERFC32_Q, FUSED_DOMAIN, quiet
 from onnxkit_cpu.compiled import activation as loops
@@ -39,6 +40,9 @@ from onnxkit_cpu.overrides.elementwise_math import powers_buffer
 from onnxkit_cpu.overrides._plans import remember
 
 KERNELS = KernelTable()
+#: elements of a compiled pass worth a block on a thread of its own
+#: (:func:`onnxkit.runtime.threads.parallel_for`; fewer cost more to hand over than they save)
+ELEMENT_WORK = 32768
 
 _FLOATS = frozenset(np.dtype(t) for t in (np.float32, np.float64))
 
@@ -67,7 +71,12 @@ def _elementwise(loop, consts=None):
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
         y = np.empty(x.shape, x.dtype)
-        loop(x.reshape(-1), y.reshape(-1), *consts[x.dtype])
+        xf, yf, c = x.reshape(-1), y.reshape(-1), consts[x.dtype]
+
+        def block(lo, hi):      # elements split across the run's intra-op threads (each alike)
+            loop(xf[lo:hi], yf[lo:hi], *c)
+
+        parallel_for(block, xf.shape[0], grain=ELEMENT_WORK, name="activation.elements")
         return y
     return f
 
@@ -86,6 +95,8 @@ def _fast(name, native16=False, fused=False, compiled=None):
         KERNELS.register(name, *portable.versions(name))(factory)
         if fused:
             KERNELS.register(name, 1, domain=FUSED_DOMAIN)(factory)
+        if compiled is not None:
+            splits_across_threads(("", name), *([(FUSED_DOMAIN, name)] if fused else []))
         return make
     return deco
 
@@ -429,7 +440,12 @@ def _normalizer(ctx, body, shifted=False, log=None):
             x = np.ascontiguousarray(x)
         y = np.empty(x.shape, x.dtype)
         rows = x.size // n
-        rows_loop(x.reshape(rows, n), y.reshape(rows, n), log)
+        x2, y2 = x.reshape(rows, n), y.reshape(rows, n)
+
+        def block(lo, hi):      # rows split across the run's intra-op threads (each alike)
+            rows_loop(x2[lo:hi], y2[lo:hi], log)
+
+        parallel_for(block, rows, grain=max(1, ELEMENT_WORK // (4 * n)), name="softmax.rows")
         return y
 
     def run(x):
@@ -455,6 +471,7 @@ def _normalizer(ctx, body, shifted=False, log=None):
     return run
 
 
+splits_across_threads(("", "Gelu"), (FUSED_DOMAIN, "Gelu"), ("", "Softmax"), ("", "LogSoftmax"))
 for _name, _body, _shifted, _log in (("Softmax", _softmax, True, False), ("LogSoftmax", _log_softmax, True, True),
                                      ("Hardmax", _hardmax, False, None)):
     KERNELS.register(_name, *portable.versions(_name))(

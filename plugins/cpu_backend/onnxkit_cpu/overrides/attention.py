@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxkit.plugin import KernelTable
+from onnxkit.runtime.threads import parallel_for, splits_across_threads
 from onnxkit_cpu.compiled.attention import attention_loop, softmax_rows32
 from onnxkit_cpu.overrides._plans import remember
 from onnxkit_cpu.overrides.half import is_half, narrow
@@ -39,11 +40,15 @@ from onnxkit_default_domain.api import ATTENTION_GUARDED_DEFAULTS as _GUARDED_DE
 from onnxkit_default_domain.api import FUSED_DOMAIN, attention_fused
 
 KERNELS = KernelTable()
+splits_across_threads((FUSED_DOMAIN, "Attention"))
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: scores per (batch, head) from which the blocked BLAS body is taken (64 x 64 and more)
 BLOCKED_MIN_SCORES = 4096
 #: scores in one block of query rows (float32: 1 MB; the block size that ran fastest on 1,500 keys)
 BLOCK_SCORES = 262144
+#: multiply-adds of the compiled loop worth a block of (batch, head) pairs on a thread of its own
+#: (:func:`onnxkit.runtime.threads.parallel_for`; a block below costs more to hand over than it saves)
+PAIR_WORK = 65536
 
 
 def _blocked(q, k, v, mask, scale, guard, rows32=None):
@@ -58,14 +63,17 @@ def _blocked(q, k, v, mask, scale, guard, rows32=None):
     nk = k.shape[2]
     rows = max(1, min(nq, BLOCK_SCORES // nk))
     y = np.empty((nb, nq, nh, v.shape[3]), dtype=q.dtype)
-    work = np.empty((rows, nk), dtype=q.dtype)
-    qs = np.empty((rows, q.shape[3]), dtype=q.dtype)
-    top = np.empty((rows, 1), dtype=q.dtype)
     factor = q.dtype.type(scale)
     compiled = rows32 is not None and q.dtype == np.float32
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        for b in range(nb):
-            for h in range(nh):
+
+    def pairs(lo, hi):
+        """The (batch, head) pairs ``b H + h`` in ``[lo, hi)``, with work arrays of their own."""
+        work = np.empty((rows, nk), dtype=q.dtype)
+        qs = np.empty((rows, q.shape[3]), dtype=q.dtype)
+        top = np.empty((rows, 1), dtype=q.dtype)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            for bh in range(lo, hi):
+                b, h = divmod(bh, nh)
                 kt, vh = k[b, h].T, v[b, h]
                 for r0 in range(0, nq, rows):
                     r1 = min(nq, r0 + rows)
@@ -88,6 +96,8 @@ def _blocked(q, k, v, mask, scale, guard, rows32=None):
                         if bad.any():
                             s[bad] = 0
                     y[b, r0:r1, h] = s @ vh
+
+    parallel_for(pairs, nb * nh, name="attention.blocked")
     return y.transpose(0, 2, 1, 3)
 
 
@@ -164,9 +174,14 @@ def attention(ctx):
         if fn is None:
             return portable(q, k, v, attn_mask)
         y = np.empty((b, sq, h, v.shape[3]), dtype=q.dtype)
-        scratch = np.empty(sq * k.shape[2], dtype=np.float64)
         mask = no_mask[q.dtype] if attn_mask is None else np.ascontiguousarray(attn_mask).reshape(-1)
-        fn(_seq_major(q), _seq_major(k), _seq_major(v), mask, ms, attn_mask is not None, scale, guard, y, scratch)
+        args = (_seq_major(q), _seq_major(k), _seq_major(v), mask, ms, attn_mask is not None, scale, guard, y)
+
+        def pairs(lo, hi):     # (batch, head) pairs split across the run's intra-op threads
+            fn(*args, np.empty(sq * k.shape[2], dtype=np.float64), lo, hi)
+
+        parallel_for(pairs, b * h, grain=max(1, PAIR_WORK // (sq * k.shape[2] * (q.shape[3] + v.shape[3]))),
+                     name="attention.compiled")
         return y.transpose(0, 2, 1, 3)
 
     return run

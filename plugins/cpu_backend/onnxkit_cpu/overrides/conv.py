@@ -75,6 +75,7 @@ import threading
 import numpy as np
 
 from onnxkit.plugin import KernelTable, offers_epilogue, reports_bodies
+from onnxkit.runtime.threads import parallel_for
 
 from onnxkit_default_domain.api import conv as portable
 from onnxkit_default_domain.api import quiet
@@ -97,6 +98,9 @@ _COMPILED = (np.dtype(np.float32), np.dtype(np.float64))
 #: a convolution's columns are rows of the flattened padded image where one image's product has at most
 #: this many multiply-adds (and every stride is 1)
 FLAT_MACS = 1 << 20
+#: output elements of the depthwise loop worth a block of images or channels on an intra-op
+#: thread of its own (:func:`onnxkit.runtime.threads.parallel_for`)
+PLANE_WORK = 16384
 
 
 def strided_columns(xp, xpad, kernel, strides, dil, out_shape):
@@ -253,7 +257,11 @@ class Planes:
             self.blocks(self.fn, x, w4, b1, wb, out, b is not None)
             return out
         xp, acc = self.scratch.get()
-        cols, mat = self.no_columns if self.columns is None else self.columns.get()
+        if self.columns is None:    # depthwise: images, or one image's channels, split across threads
+            x4, o4 = (x.reshape(self.x4), out.reshape(self.o4)) if self.reshape else (x, out)
+            self._depthwise(x4, w4, b1, o4, xp, acc, b is not None)
+            return out
+        cols, mat = self.columns.get()
         if self.reshape:
             self.fn(x.reshape(self.x4), w4, b1, out.reshape(self.o4), cols, xp, acc, *self.args, b is not None)
         else:
@@ -261,6 +269,25 @@ class Planes:
         if mat is not None:
             np.matmul(wb, mat, out=out.reshape(self.omat))
         return out
+
+    def _depthwise(self, x4, w4, b1, o4, xp, acc, has_bias):
+        """The depthwise loop over ``x4`` into ``o4``, split across the run's intra-op threads by
+        image (N > 1) or else by channel (each output plane computed alike whatever the split);
+        a block on another thread than the caller's pads into planes of its own."""
+        n, c, mg, cols = x4.shape[0], x4.shape[1], o4.shape[1] // x4.shape[1], self.no_columns[0]
+
+        def block(lo, hi):
+            own = (xp, acc) if lo == 0 else (np.zeros(xp.shape, self.ct), np.empty(acc.shape, self.ct))
+            if lo == 0 and hi == (n if n > 1 else c):
+                self.fn(x4, w4, b1, o4, cols, *own, *self.args, has_bias)
+            elif n > 1:
+                self.fn(x4[lo:hi], w4, b1, o4[lo:hi], cols, *own, *self.args, has_bias)
+            else:
+                self.fn(x4[:, lo:hi], w4[lo * mg:hi * mg], b1[lo * mg:hi * mg] if has_bias else b1,
+                        o4[:, lo * mg:hi * mg], cols, *own, *self.args, has_bias)
+
+        items = n if n > 1 else c
+        parallel_for(block, items, grain=max(1, PLANE_WORK // max(1, o4.size // items)), name="conv.depthwise")
 
     def fused(self, x, w, b, r, side, relu):
         """The convolution with an epilogue (:mod:`.conv_epilogue`) applied by one compiled pass

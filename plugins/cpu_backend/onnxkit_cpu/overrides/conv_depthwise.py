@@ -25,11 +25,17 @@ import threading
 
 import numpy as np
 
+from onnxkit.runtime.threads import parallel_for
+
 #: columns of one channel block at most this large (bytes): the block stays in L2
 BLOCK_BYTES = 384 << 10
 
 #: scratch (padded input, columns) kept per thread and node when no larger than this (bytes)
 KEEP_BYTES = 4 << 20
+
+#: column elements worth a run of channel blocks on an intra-op thread of its own
+#: (:func:`onnxkit.runtime.threads.parallel_for`)
+BLOCK_WORK = 32768
 
 
 def window_view(xpad, kernel, strides, dil, out_shape):
@@ -204,7 +210,17 @@ class Depthwise:
         interior, blocks = self.scratch.get()
         interior[...] = x
         out = np.empty(self.shape, dtype=self.ct)
-        for i, c0, c1, src, cols, mat in blocks:
-            np.copyto(cols, src)
-            np.matmul(wblocks[c0 // self.block], mat, out=out[i, c0:c1])
+
+        def run(lo, hi):    # channel blocks split across the run's intra-op threads
+            own = None      # the first thread's the kept buffer, another its own
+            for i, c0, c1, src, cols, mat in blocks[lo:hi]:
+                if lo:
+                    if own is None:
+                        own = np.empty(blocks[0][4].shape, dtype=self.ct)
+                    cols = own[:c1 - c0]
+                    mat = cols.reshape(c1 - c0, self.kp, self.windows.length)
+                np.copyto(cols, src)
+                np.matmul(wblocks[c0 // self.block], mat, out=out[i, c0:c1])
+
+        parallel_for(run, len(blocks), grain=max(1, BLOCK_WORK // blocks[0][4].size), name="conv.depthwise")
         return self.windows.finish(out, bias)

@@ -49,6 +49,7 @@ import math
 import numpy as np
 
 from onnxkit.plugin import KernelTable, offers_epilogue
+from onnxkit.runtime.threads import parallel_for, splits_across_threads
 from onnxkit_cpu.compiled import norm as norm_loops
 from onnxkit_cpu.compiled.norm import layer_norm_loop
 from onnxkit_cpu.overrides._plans import Held, remember
@@ -57,6 +58,10 @@ from onnxkit_default_domain.api import (as_dtype, batch_norm_kernel, batch_norm_
                                         norm_axis)
 
 KERNELS = KernelTable()
+splits_across_threads(("", "LayerNormalization"), ("", "BatchNormalization"))
+#: elements of the compiled loops worth a block of rows (channels) on a thread of its own
+#: (:func:`onnxkit.runtime.threads.parallel_for`)
+ROW_WORK = 16384
 
 
 def scale_shift_in_place(x, inv, shift):
@@ -143,7 +148,15 @@ def batch_norm(ctx):
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
         y = np.empty(x.shape, x.dtype)
-        loop(x.reshape(g), p[5], p[6], y.reshape(g), relu)
+        x3, y3, inv, shift = x.reshape(g), y.reshape(g), p[5], p[6]
+        if g[0] > 1:        # images split across the run's intra-op threads, else channels
+            def block(lo, hi):
+                loop(x3[lo:hi], inv, shift, y3[lo:hi], relu)
+        else:
+            def block(lo, hi):
+                loop(x3[:, lo:hi], inv[lo:hi], shift[lo:hi], y3[:, lo:hi], relu)
+        parallel_for(block, g[0] if g[0] > 1 else g[1], grain=max(1, ROW_WORK // (g[2] * (g[1] if g[0] > 1 else 1))),
+                     name="batch_norm.channels")
         return y
 
     def run(x, scale, b, mean, var):
@@ -234,12 +247,19 @@ def layer_norm(ctx):
         stats = np.empty((2, rows), dt)
         if scale.ndim != 1 or not scale.flags.c_contiguous:
             scale = np.ascontiguousarray(scale).reshape(n)
-        if b is None:
-            rows_loop(x.reshape(rows, n), scale, scale, False, eps_of[dt], y, stats)
-        else:
-            if b.ndim != 1 or not b.flags.c_contiguous:
-                b = np.ascontiguousarray(b).reshape(n)
-            rows_loop(x.reshape(rows, n), scale, b, True, eps_of[dt], y, stats)
+        if b is not None and (b.ndim != 1 or not b.flags.c_contiguous):
+            b = np.ascontiguousarray(b).reshape(n)
+        x2, shift, eps_t = x.reshape(rows, n), scale if b is None else b, eps_of[dt]
+
+        def block(lo, hi):          # rows split across the run's intra-op threads (each row alike)
+            if lo == 0 and hi == rows:
+                rows_loop(x2, scale, shift, b is not None, eps_t, y, stats)
+                return
+            part = np.empty((2, hi - lo), dt)
+            rows_loop(x2[lo:hi], scale, shift, b is not None, eps_t, y[lo:hi], part)
+            stats[:, lo:hi] = part
+
+        parallel_for(block, rows, grain=max(1, ROW_WORK // n), name="layer_norm.rows")
         y = y.reshape(x.shape)
         if only_y:
             return y

@@ -60,6 +60,7 @@ ENTRIES = (
     ('', 'Mul', (1, 6, 7, 13, 14), 'elementwise', 'onnxkit_cpu.overrides.elementwise', False),
     ('', 'Neg', (1, 6, 13), 'elementwise_math', 'onnxkit_cpu.overrides.elementwise', False),
     ('', 'NonMaxSuppression', (10, 11), 'image', 'onnxkit_cpu.overrides.image', True),
+    ('', 'NonZero', (9, 13), 'indexing', 'onnxkit_cpu.overrides.indexing', False),
     ('', 'Or', (1, 7), 'elementwise', 'onnxkit_cpu.overrides.elementwise', False),
     ('', 'PRelu', (1, 6, 7, 9, 16), 'activation', 'onnxkit_cpu.overrides.activation', False),
     ('', 'Pad', (11, 13, 18, 19, 21, 23, 24, 25), 'shape_layout', 'onnxkit_cpu.overrides.shape_layout', False),

@@ -6,7 +6,9 @@ where those are constants), and Gather ``take``
 (which checks the bounds itself and counts negative indices from the end): both run in every model, on small tensors, where the portable
 bodies' extra passes (the index bounds, ``flip``) cost more than the work.  ScatterElements /
 ScatterND with a reduction combine duplicate targets in one sorted ``reduceat`` pass instead
-of a pass per duplicate.  Attribute parsing, geometry and the
+of a pass per duplicate.  NonZero is a count and one compiled pass writing the coordinates
+(:func:`onnxkit_cpu.compiled.selection.non_zero_loop`; numpy's ``nonzero`` makes one array per
+axis, then they are stacked).  Attribute parsing, geometry and the
 targets of a scatter are the portable family's.
 """
 
@@ -18,6 +20,8 @@ from onnxkit_default_domain.api import (elements_targets, nd_targets, norm_axis,
                                         scatter_reduction, slice_plan, wrap_indices)
 
 from onnxkit.plugin import KernelTable, binds_constants
+
+from onnxkit_cpu.compiled.selection import non_zero_loop
 
 from ._plans import IntPlans, remember
 
@@ -123,3 +127,23 @@ def scatter_elements(ctx):
 def scatter_nd(ctx):
     reduction = scatter_reduction(ctx)
     return lambda x, indices, updates: _apply(x, *nd_targets(ctx, x, indices, updates), updates, reduction)
+
+
+@KERNELS.register("NonZero", 9, 13)
+def non_zero(ctx):
+    fallback = portable.non_zero(ctx)
+    loop = non_zero_loop()
+    if loop is None:
+        return fallback
+
+    def fn(x):
+        if x.ndim == 0 or x.dtype.kind not in "biuf" or (x.dtype.kind == "f" and x.dtype.itemsize < 4):
+            return fallback(x)      # scalars, strings, narrow floats: the portable kernel
+        flat = np.ascontiguousarray(x).reshape(-1)
+        if flat.dtype == np.bool_:
+            flat = flat.view(np.uint8)
+        out = np.empty((x.ndim, np.count_nonzero(flat)), dtype=np.int64)
+        loop(flat, np.array(x.shape, dtype=np.int64), out)
+        return out
+
+    return fn

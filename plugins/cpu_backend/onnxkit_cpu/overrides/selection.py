@@ -1,8 +1,13 @@
 """cpu overrides of the selection family (``onnxkit_default_domain/kernels/selection.py``).
 
-TopK of a few elements of a long axis: k passes of argmax / argmin (k <= 16) or an
-argpartition (4k <= n) instead of a full stable sort, where they give the same order (ties
-by the lower index).  Otherwise, and for parsing and checks, the portable kernel's functions.
+TopK of a few elements of a long axis (8k <= n, and k <= 16 or 64k <= n) is one compiled
+bounded-heap pass per row (:func:`onnxkit_cpu.compiled.selection.top_k_loop`); without compiled
+loops, k passes of argmax / argmin (k <= 16).  A larger k (4k <= n) partitions by value: the k-th key is the
+threshold, every key beyond it is taken and the ties at it by the lower index, then the k
+are sorted stably (with ``sorted`` = 0 they stay in index order: the definition leaves that
+order open).  Each gives the portable kernel's selection and order (a stable sort: ties by the
+lower index) exactly; NaN keys, short axes and k near n take the portable sort.  Parsing and checks
+are the portable kernel's functions.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import numpy as np
 from onnxkit_default_domain.api import scalar_int, sort_key, top_k_args, top_k_check, top_k_order
 
 from onnxkit.plugin import KernelTable
+from onnxkit_cpu.compiled.selection import top_k_loop
 
 KERNELS = KernelTable()
 
@@ -41,31 +47,48 @@ def _select(key, k, largest):
     return out.reshape(key.shape[:-1] + (k,))
 
 
-def _partition(key, k, largest):
-    """Top-k positions along the last axis via argpartition; None when ties straddle the cut."""
+def _partition(key, k, largest, ordered=True):
+    """Top-k positions along the last axis, ties by the lower index: the k-th key by a value
+    partition, the keys beyond it and the first ties at it; sorted stably, or (``ordered``
+    False: TopK's ``sorted`` = 0, whose order the definition leaves open) in index order."""
     n = key.shape[-1]
     kth = n - k if largest else k - 1
-    part = np.argpartition(key, kth, axis=-1)
-    cand = part[..., n - k:] if largest else part[..., :k]
-    thr = np.take_along_axis(key, part[..., kth:kth + 1], -1)
-    if ((key == thr).sum(-1) > (np.take_along_axis(key, cand, -1) == thr).sum(-1)).any():
-        return None
-    cand = np.sort(cand, axis=-1)
+    thr = np.partition(key, kth, axis=-1)[..., kth:kth + 1]
+    take = key > thr if largest else key < thr
+    tie = key == thr
+    need = k - take.sum(-1, keepdims=True)
+    if (tie.sum(-1, keepdims=True) > need).any():     # ties straddle the cut: the lower indices
+        tie &= np.cumsum(tie, axis=-1) <= need
+    take |= tie
+    cand = np.nonzero(take.reshape(-1, n))[1].reshape(key.shape[:-1] + (k,))
+    if not ordered:
+        return cand
     order = xnp.argsort(np.take_along_axis(key, cand, -1), axis=-1, descending=largest, stable=True)
     return np.take_along_axis(cand, order, -1)
 
 
-def top_k(ctx, x, k: int, axis: int, largest: bool):
+def _heap(loop, key, k, largest):
+    """Top-k positions along the last axis by the compiled bounded heap (module docstring)."""
+    n = key.shape[-1]
+    rows = np.ascontiguousarray(key).reshape(-1, n)
+    out = np.empty((rows.shape[0], k), dtype=np.int64)
+    loop(rows, k, largest, out)
+    return out.reshape(key.shape[:-1] + (k,))
+
+
+def top_k(ctx, x, k: int, axis: int, largest: bool, loop=None, ordered=True):
     a = top_k_check(ctx, x, k, axis)
     n = x.shape[a]
     key = sort_key(np, x)
     order = None
-    if 0 < k and n >= 64 and key.dtype.kind in "iuf":
+    if 0 < k and n >= 64 and key.dtype.kind in "iuf" and not (key.dtype.kind == "f" and np.isnan(key).any()):
         last = np.moveaxis(key, a, -1)
-        if k <= 16:
+        if loop is not None and 8 * k <= n and (k <= 16 or 64 * k <= n):
+            order = _heap(loop, last, k, largest)
+        elif k <= 16:
             order = _select(last, k, largest)
-        elif 4 * k <= n and not (key.dtype.kind == "f" and np.isnan(key).any()):
-            order = _partition(last, k, largest)
+        elif 4 * k <= n:
+            order = _partition(last, k, largest, ordered)
         if order is not None:
             order = np.moveaxis(order, -1, a)
     if order is None:
@@ -76,4 +99,6 @@ def top_k(ctx, x, k: int, axis: int, largest: bool):
 @KERNELS.register("TopK", 10, 11, 24)
 def top_k_kernel(ctx):
     axis, largest = top_k_args(ctx)
-    return lambda x, k: top_k(ctx, x, scalar_int(ctx, k, "K"), axis, largest)
+    loop = top_k_loop()
+    ordered = ctx.since_version < 11 or bool(ctx.attr("sorted", 1))
+    return lambda x, k: top_k(ctx, x, scalar_int(ctx, k, "K"), axis, largest, loop, ordered)

@@ -1,0 +1,124 @@
+"""Compiled loops of the selection and indexing families (overrides/selection.py, overrides/indexing.py).
+
+* :func:`top_k_loop` - TopK along the last axis of (rows, n) as a bounded heap: the first ``k``
+  elements of a row are heapified with the worst on top (a lower value, for the smallest a
+  higher one; an equal value with the higher index is worse), every later element that is
+  strictly better than the top replaces it (a later equal value has the higher index: worse),
+  and a heap sort leaves the ``k`` best in order.  The order is total, so the result is the
+  portable kernel's stable sort (ties by the lower index) exactly; O(n log k) per row, and
+  O(n) for the usual data where few elements enter the heap.  The keys are the portable
+  ``sort_key``'s; NaN keys are never given (the override checks).
+* :func:`non_zero_loop` - NonZero of a C-contiguous array seen flat: the coordinates of each
+  nonzero element (``v != 0``: NaN is nonzero, -0.0 zero) in row-major order, written into the
+  (rank, count) output the override allocated after counting.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxkit_cpu.compiled import kernel
+
+
+def _top_k(x, k, largest, idx):
+    """``idx[r]``: the positions of the ``k`` best keys of ``x[r]`` (best first); ``1 <= k <= n``."""
+    n = x.shape[1]
+    hv = np.empty(k, x.dtype)
+    hi = np.empty(k, np.int64)
+    for r in range(x.shape[0]):
+        row = x[r]
+        for j in range(k):
+            hv[j], hi[j] = row[j], j
+        # heapify: the worst on top (worse = lower value for the largest, higher for the smallest;
+        # an equal value with the higher index)
+        for start in range(k // 2 - 1, -1, -1):
+            hole, v, i = start, hv[start], hi[start]
+            while True:
+                c = 2 * hole + 1
+                if c >= k:
+                    break
+                if c + 1 < k:
+                    a, b = hv[c + 1], hv[c]
+                    if (a < b if largest else a > b) or (a == b and hi[c + 1] > hi[c]):
+                        c += 1
+                w = hv[c]
+                if (w < v if largest else w > v) or (w == v and hi[c] > i):
+                    hv[hole], hi[hole] = w, hi[c]
+                    hole = c
+                else:
+                    break
+            hv[hole], hi[hole] = v, i
+        for j in range(k, n):
+            v = row[j]
+            if not (v > hv[0] if largest else v < hv[0]):
+                continue
+            hole = 0
+            while True:
+                c = 2 * hole + 1
+                if c >= k:
+                    break
+                if c + 1 < k:
+                    a, b = hv[c + 1], hv[c]
+                    if (a < b if largest else a > b) or (a == b and hi[c + 1] > hi[c]):
+                        c += 1
+                w = hv[c]
+                if (w < v if largest else w > v) or (w == v and hi[c] > j):
+                    hv[hole], hi[hole] = w, hi[c]
+                    hole = c
+                else:
+                    break
+            hv[hole], hi[hole] = v, j
+        # heap sort: the worst to the end, one at a time
+        for end in range(k - 1, 0, -1):
+            v, i = hv[end], hi[end]
+            hv[end], hi[end] = hv[0], hi[0]
+            hole = 0
+            while True:
+                c = 2 * hole + 1
+                if c >= end:
+                    break
+                if c + 1 < end:
+                    a, b = hv[c + 1], hv[c]
+                    if (a < b if largest else a > b) or (a == b and hi[c + 1] > hi[c]):
+                        c += 1
+                w = hv[c]
+                if (w < v if largest else w > v) or (w == v and hi[c] > i):
+                    hv[hole], hi[hole] = w, hi[c]
+                    hole = c
+                else:
+                    break
+            hv[hole], hi[hole] = v, i
+        for j in range(k):
+            idx[r, j] = hi[j]
+
+
+def _non_zero(flat, shape, out):
+    """``out[:, m]``: the coordinates of the m-th nonzero element of ``flat`` (C order of ``shape``)."""
+    rank = shape.shape[0]
+    coord = np.zeros(rank, np.int64)
+    m = 0
+    for p in range(flat.shape[0]):
+        if flat[p] != 0:
+            for d in range(rank):
+                out[d, m] = coord[d]
+            m += 1
+        d = rank - 1
+        while d >= 0:
+            coord[d] += 1
+            if coord[d] < shape[d]:
+                break
+            coord[d] = 0
+            d -= 1
+
+
+_TOP_K, _NON_ZERO = kernel(_top_k), kernel(_non_zero)
+
+
+def top_k_loop():
+    """The compiled ``_top_k``, or None where compiled loops are off."""
+    return _TOP_K.get()
+
+
+def non_zero_loop():
+    """The compiled ``_non_zero``, or None where compiled loops are off."""
+    return _NON_ZERO.get()

@@ -44,9 +44,9 @@ def spy(monkeypatch):
         name = mod.__name__.rsplit(".", 1)[1]
         count[name] = 0
 
-        def counted(y, dtype, _body=mod.narrow, _name=name):
+        def counted(y, dtype, *halves, _body=mod.narrow, _name=name):
             count[_name] += 1
-            return _body(y, dtype)
+            return _body(y, dtype, *halves)
 
         monkeypatch.setattr(mod, "narrow", counted)
     return count
@@ -283,3 +283,42 @@ def test_attention_node_half_with_padding_mask_matches_reference(spy, t):
     got = attention_node(q, k, v, mask, guard=1)
     assert spy["attention"] == 1
     assert_half_close(got, attention_reference(q, k, v, mask, guard=1), ulps=2)
+
+
+# ------------------------------------------------------------------ compiled conversions
+
+def test_compiled_widening_is_numpys_for_every_float16_pattern():
+    pytest.importorskip("numba")
+    from onnxkit_cpu.compiled import half as loops
+
+    up = loops.widen16.get()
+    assert up is not None
+    bits = RNG.permutation(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16))
+    out = np.empty(bits.shape, np.float32)
+    up(bits, loops.widening_table(), out)
+    assert np.array_equal(out.view(np.uint32), bits.view(np.float16).astype(np.float32).view(np.uint32))
+
+
+def test_compiled_narrowing_is_numpys_at_every_rounding_boundary():
+    """Every float16 value, the float32 midpoints between neighbours (ties to even) and their
+    float32 neighbours, the overflow threshold, subnormals, NaN payloads, and random patterns."""
+    pytest.importorskip("numba")
+    from onnxkit_cpu.compiled import half as loops
+
+    down = loops.narrow16.get()
+    assert down is not None
+    h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    fin = h[np.isfinite(h)].astype(np.float64)
+    fin = np.unique(fin)
+    mids = ((fin[:-1] + fin[1:]) / 2).astype(np.float32)             # exact in float32
+    near = np.concatenate([mids, np.nextafter(mids, np.float32(np.inf)), np.nextafter(mids, np.float32(-np.inf)),
+                           fin.astype(np.float32), np.float32([65504, 65519.996, 65520, 65536, 1e30, 2.0 ** -25,
+                                                               2.0 ** -26, 1e-45, 3e-8, np.inf, -np.inf])])
+    rand = RNG.integers(0, 1 << 32, size=400_000, dtype=np.uint64).astype(np.uint32)
+    nans = np.uint32([0x7f800001, 0x7fc00000, 0xffc00001, 0x7f802000, 0x7fffffff, 0xff800100])
+    bits = np.concatenate([near.view(np.uint32), rand, nans])
+    out = np.empty(bits.shape, np.uint16)
+    down(bits, out)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = bits.view(np.float32).astype(np.float16).view(np.uint16)
+    assert np.array_equal(out, want), bits[out != want][:8]

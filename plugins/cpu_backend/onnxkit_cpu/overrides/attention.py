@@ -35,7 +35,7 @@ from onnxkit.plugin import KernelTable
 from onnxkit.runtime.threads import parallel_for, splits_across_threads
 from onnxkit_cpu.compiled.attention import attention_loop, softmax_rows32
 from onnxkit_cpu.overrides._plans import remember
-from onnxkit_cpu.overrides.half import is_half, narrow
+from onnxkit_cpu.overrides.half import Halves, is_half, narrow, widen
 from onnxkit_default_domain.api import ATTENTION_GUARDED_DEFAULTS as _GUARDED_DEFAULTS
 from onnxkit_default_domain.api import FUSED_DOMAIN, attention_fused
 
@@ -136,6 +136,7 @@ def attention(ctx):
     scale_attr = ctx.attr("scale")
     plans: dict = {}
     no_mask = {t: np.zeros(1, dtype=t) for t in _FLOATS}   # the mask argument where there is none
+    halves = Halves.of(ctx)
 
     def plan(q, k, v, mask):
         """``(mask strides, scale)`` of this signature, or False for the portable kernel."""
@@ -156,9 +157,9 @@ def attention(ctx):
             return portable(q, k, v, attn_mask, past_key, past_value)
         if is_half(q.dtype) and q.dtype == k.dtype == v.dtype and (attn_mask is None or attn_mask.dtype in (
                 q.dtype, np.bool_)):     # float16 / bfloat16: the float32 body, Y rounded once (half.py)
-            wide = run(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32),
-                       attn_mask if attn_mask is None or attn_mask.dtype == np.bool_ else attn_mask.astype(np.float32))
-            return narrow(wide, q.dtype)
+            wide = run(widen(q, halves), widen(k, halves), widen(v, halves),
+                       attn_mask if attn_mask is None or attn_mask.dtype == np.bool_ else widen(attn_mask, halves))
+            return narrow(wide, q.dtype, halves)
         key = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype,
                None if attn_mask is None else (attn_mask.shape, attn_mask.dtype))
         p = plans.get(key)

@@ -82,7 +82,7 @@ from onnxkit_default_domain.api import quiet
 
 from ..compiled import conv as loops, winograd as winograd_loops
 from ._plans import NOT_HELD, Held
-from .half import Wide, is_half, narrow
+from .half import Halves, Wide, is_half, narrow, widen
 from .conv_blocks import CACHE_BYTES, RowBlocks, block_rows, cache_block_rows
 from .conv_epilogue import NO_BIAS, epilogue, operand
 from .conv_winograd import Winograd
@@ -556,7 +556,8 @@ def conv(ctx):
             call = prepare(key, x, w, b)
         return fallback(x, w, b) if call is None else call(x, w, b)
 
-    wide_w, wide_b = Wide.of(ctx, 1), Wide.of(ctx, 2)
+    h = Halves.of(ctx)
+    wide_w, wide_b = Wide.of(ctx, 1, h), Wide.of(ctx, 2, h)
 
     def halved(body):
         """``body`` with float16 / bfloat16 X, W, B (and an Add operand) computed on the float32
@@ -565,8 +566,7 @@ def conv(ctx):
             t = x.dtype
             if is_half(t) and w.dtype == t and (b is None or b.dtype == t) and all(
                     type(r) is np.ndarray and r.dtype == t for r in rest):
-                return narrow(body(x.astype(np.float32), wide_w(w), wide_b(b), *[r.astype(np.float32) for r in rest]),
-                              t)
+                return narrow(body(widen(x, h), wide_w(w), wide_b(b), *[widen(r, h) for r in rest]), t, h)
             return body(x, w, b, *rest)
         return run
 

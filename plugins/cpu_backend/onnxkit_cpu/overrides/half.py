@@ -15,6 +15,11 @@ of a float16 product that overflows after accumulation), NaN kept (``narrow``; n
 warning is not raised: an inf is a result).  The widening is exact (every float16 and bfloat16 is
 a float32).
 
+float16 is converted by the compiled loops of :mod:`onnxkit_cpu.compiled.half` (numpy's own
+``astype`` between float16 and float32 costs about 100 float32 copies; the loops give its bits)
+where the kernel's input is typed float16 at planning and compiled loops are on (:class:`Halves`,
+made by the factory); bfloat16 (ml_dtypes' conversions are fast already) and the rest by ``astype``.
+
 A constant weight is widened once, not per run: :class:`Wide` keeps the float32 copy of an input
 while the same object comes back where :class:`~._plans.Held` says the plan holds it (an
 initializer, a folded value, the plan's default), so the body's own caches of derived layouts
@@ -26,10 +31,13 @@ from __future__ import annotations
 import numpy as np
 
 from onnxkit.arrays import dtype_name
+from onnxkit.plugin.inference import elem_of
 
+from ..compiled import half as loops
 from ._plans import NOT_HELD, Held
 
-F32 = np.dtype(np.float32)
+F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+_FLOAT16_TAG = 10
 _HALF_NAMES = frozenset({"float16", "bfloat16"})
 _known: dict = {}
 
@@ -42,30 +50,71 @@ def is_half(dtype) -> bool:
     return r
 
 
-def widen(x):
-    """``x`` as float32 (exact); None stays None."""
-    return None if x is None else x.astype(F32)
+class Halves:
+    """One kernel's conversions, chosen by its factory: the compiled float16 loops (``up``,
+    ``down``) or None for numpy's ``astype``."""
+
+    __slots__ = ("up", "down", "table")
+
+    def __init__(self, up=None, down=None):
+        self.up, self.down = up, down
+        self.table = None if up is None else _table()
+
+    @classmethod
+    def of(cls, ctx, i: int = 0) -> "Halves":
+        """The compiled loops where input ``i`` is typed float16 at planning (asked for then only,
+        so a float32 model plans no loop of this module), else numpy's conversions."""
+        if elem_of(ctx.input_type(i)) != _FLOAT16_TAG:
+            return NUMPY
+        return cls(loops.widen16.get(), loops.narrow16.get())
 
 
-def narrow(y, dtype):
+NUMPY = Halves()
+_TABLE: list = []
+
+
+def _table():
+    """The widening loop's table (:func:`onnxkit_cpu.compiled.half.widening_table`), made once."""
+    if not _TABLE:
+        _TABLE.append(loops.widening_table())
+    return _TABLE[0]
+
+
+def widen(x, halves: Halves = NUMPY):
+    """``x`` as a fresh float32 array (exact); None stays None."""
+    if x is None:
+        return None
+    if halves.up is not None and x.dtype == F16:
+        out = np.empty(x.shape, F32)
+        halves.up(np.ascontiguousarray(x).reshape(-1).view(np.uint16), halves.table, out.reshape(-1))
+        return out
+    return x.astype(F32)
+
+
+def narrow(y, dtype, halves: Halves = NUMPY):
     """``y`` (float32) rounded once to ``dtype``: nearest even, overflow to +/-inf, no warning."""
+    y = np.asarray(y)
+    if halves.down is not None and dtype == F16 and y.dtype == F32:
+        out = np.empty(y.shape, F16)
+        halves.down(np.ascontiguousarray(y).reshape(-1).view(np.uint32), out.reshape(-1).view(np.uint16))
+        return out
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.asarray(y).astype(dtype)
+        return y.astype(dtype)
 
 
 class Wide:
     """The float32 copy of one input, kept while the same object comes back where the plan holds
     the input (``held``, a :class:`~._plans.Held`); made again each call otherwise."""
 
-    __slots__ = ("held", "cache")
+    __slots__ = ("held", "halves", "cache")
 
-    def __init__(self, held=NOT_HELD):
-        self.held, self.cache = held, (None, None)
+    def __init__(self, held=NOT_HELD, halves: Halves = NUMPY):
+        self.held, self.halves, self.cache = held, halves, (None, None)
 
     @classmethod
-    def of(cls, ctx, i: int) -> "Wide":
+    def of(cls, ctx, i: int, halves: Halves = NUMPY) -> "Wide":
         """The :class:`Wide` of input ``i`` of ``ctx``'s node."""
-        return cls(Held(ctx, i))
+        return cls(Held(ctx, i), halves)
 
     def __call__(self, x):
         if x is None or not is_half(x.dtype):
@@ -73,7 +122,7 @@ class Wide:
         cached = self.cache
         if cached[0] is x:
             return cached[1]
-        w = x.astype(F32)
+        w = widen(x, self.halves)
         if self.held(x):
             self.cache = (x, w)
         return w

@@ -19,7 +19,7 @@ from onnxkit_default_domain.api import gemm_attrs, gemm_checker, matmul_checker,
 
 from onnxkit.plugin import KernelTable
 
-from .half import Wide, is_half, narrow
+from .half import Halves, Wide, is_half, narrow
 
 
 KERNELS = KernelTable()
@@ -31,12 +31,13 @@ def gemm(ctx):
     alpha, beta, trans_a, trans_b, strict_c = gemm_attrs(ctx)
     check = gemm_checker(ctx, trans_a, trans_b, strict_c)
     other = portable.gemm(ctx)
-    wa, wb, wc = Wide.of(ctx, 0), Wide.of(ctx, 1), Wide.of(ctx, 2)
+    h = Halves.of(ctx)
+    wa, wb, wc = Wide.of(ctx, 0, h), Wide.of(ctx, 1, h), Wide.of(ctx, 2, h)
 
     def run(a, b, c=None):
         if a.dtype not in _FLOATS:
             if is_half(a.dtype) and b.dtype == a.dtype and (c is None or c.dtype == a.dtype):
-                return narrow(run(wa(a), wb(b), wc(c)), a.dtype)
+                return narrow(run(wa(a), wb(b), wc(c)), a.dtype, h)
             return other(a, b, c)
         c = c if beta != 0.0 else None
         check(a, b, c)
@@ -54,12 +55,13 @@ def gemm(ctx):
 def matmul(ctx):
     check = matmul_checker(ctx)
     other = portable.matmul(ctx)
-    wa, wb = Wide.of(ctx, 0), Wide.of(ctx, 1)
+    h = Halves.of(ctx)
+    wa, wb = Wide.of(ctx, 0, h), Wide.of(ctx, 1, h)
 
     def run(a, b):
         if a.dtype not in _FLOATS:
             if is_half(a.dtype) and b.dtype == a.dtype:
-                return narrow(run(wa(a), wb(b)), a.dtype)
+                return narrow(run(wa(a), wb(b)), a.dtype, h)
             return other(a, b)
         check(a, b)
         y = np.matmul(a, b)

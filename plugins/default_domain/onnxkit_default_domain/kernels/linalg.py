@@ -16,6 +16,8 @@ tensor, per row of A or per column of B, and computes exactly in float64 (|produ
 
 from __future__ import annotations
 
+import math
+
 import array_api_compat
 
 from onnxkit.plugin import KernelTable, arrays, calls_blas, size_guard
@@ -264,6 +266,75 @@ def einsum_broadcast(eq: str, ops):
     return xp.astype(prod, dt)
 
 
+def _diagonals(xp, t, lab: list):
+    """``(t, labels)`` with each label repeated within the operand reduced to its diagonal."""
+    while True:
+        dup = next(((i, j) for i in range(len(lab)) for j in range(i + 1, len(lab)) if lab[i] == lab[j]), None)
+        if dup is None:
+            return t, lab
+        i, j = dup
+        rest = [k for k in range(len(lab)) if k not in (i, j)]
+        t = xp.linalg.diagonal(xp.permute_dims(t, tuple(rest + [i, j])))
+        lab = [lab[k] for k in rest] + [lab[i]]
+
+
+def einsum_pairwise(xp, eq: str, ops):
+    """Einsum as a chain of batched matrix products (BLAS), left to right: each operand's
+    repeated labels reduced to their diagonal, a label no later term needs summed out at once,
+    then each pair contracted as ``(batch, M, K) @ (batch, K, N)`` (batch: labels both hold that
+    are still needed, K: those no longer needed, M and N: each side's own), and the result
+    permuted to the output's labels.  None where a label has different extents in two operands
+    (broadcast ellipsis axes): the caller's einsum then runs."""
+    labels, out = parse_einsum(eq, [o.ndim for o in ops])
+    terms = [_diagonals(xp, t, list(lab)) for t, lab in zip(ops, labels)]
+    extent = {}
+    for t, lab in terms:
+        for x, n in zip(lab, t.shape):
+            if extent.setdefault(x, int(n)) != int(n):
+                return None
+
+    def needed(i):          # labels the output or a term after the i-th still holds
+        keep = set(out)
+        for _, lab in terms[i + 1:]:
+            keep.update(lab)
+        return keep
+
+    def sum_out(t, lab, keep):
+        drop = [k for k, x in enumerate(lab) if x not in keep]
+        if drop:
+            t = xp.sum(t, axis=tuple(drop))
+            lab = [x for x in lab if x in keep]
+        return t, lab
+
+    acc, lab = sum_out(*terms[0], needed(0))
+    for i in range(1, len(terms)):
+        keep = needed(i)
+        t, lb = sum_out(*terms[i], keep | set(lab))
+        acc, lab = sum_out(acc, lab, keep | set(lb))
+        batch = [x for x in lab if x in lb and x in keep]
+        inner = [x for x in lab if x in lb and x not in keep]
+        left = [x for x in lab if x not in lb]
+        right = [x for x in lb if x not in lab]
+        size = lambda group: math.prod(extent[x] for x in group)   # noqa: E731
+        a = xp.reshape(xp.permute_dims(acc, tuple(lab.index(x) for x in batch + left + inner)),
+                       (size(batch), size(left), size(inner)))
+        b = xp.reshape(xp.permute_dims(t, tuple(lb.index(x) for x in batch + inner + right)),
+                       (size(batch), size(inner), size(right)))
+        acc = xp.reshape(xp.matmul(a, b), tuple(extent[x] for x in batch + left + right))
+        lab = batch + left + right
+    acc, lab = sum_out(acc, lab, set(out))
+    return xp.permute_dims(acc, tuple(lab.index(x) for x in out)) if lab != list(out) else acc
+
+
+def _numpy_pairwise(xp, eq: str, ops):
+    """:func:`einsum_pairwise` on numpy arrays, its floating-point warnings off (an inf times a
+    zero is a NaN result, as numpy's einsum gives it silently)."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        return einsum_pairwise(xp, eq, ops)
+
+
 _EINSUM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ,.->")
 
 
@@ -282,6 +353,8 @@ def einsum(ctx):
     native = getattr(xp, "einsum", None)
     # numpy contracts three or more operands pairwise (through BLAS) only when asked to
     options = {"optimize": True} if n_terms > 2 and array_api_compat.is_numpy_namespace(xp) else {}
+    # numpy's einsum of floats loops in C without BLAS, even for two operands: matrix products instead
+    pairwise = array_api_compat.is_numpy_namespace(xp)
 
     def run(*inputs):
         if len(inputs) != n_terms:
@@ -295,7 +368,9 @@ def einsum(ctx):
             if native is None or (arrays.is_integer(dt) and not native_integer_products(ops[0])):
                 y = einsum_broadcast(eq, ops)
             else:
-                y = native(eq, *ops, **options)
+                y = _numpy_pairwise(xp, eq, ops) if pairwise and arrays.is_float(ops[0].dtype) else None
+                if y is None:
+                    y = native(eq, *ops, **options)
         except (RuntimeError, ValueError) as exc:
             ctx.fail(f"equation {eq!r} does not apply to shapes {[shape_of(x) for x in inputs]}: {exc}")
         return xp.astype(xp.asarray(y), dt, copy=False)

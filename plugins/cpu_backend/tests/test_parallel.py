@@ -41,11 +41,16 @@ def _model(nodes, inputs, outputs, inits=(), opset=20, extra=()):
     return m.SerializeToString()
 
 
-def _run(data, feeds, n):
-    """Outputs of a session of ``n`` intra-op threads, and ``{kernel name: blocks}`` its run made."""
+def _run(data, feeds, n, numpy_bodies=False):
+    """Outputs of a session of ``n`` intra-op threads, and ``{kernel name: blocks}`` its run made
+    (``numpy_bodies``: planned under ``compiled.disabled()``)."""
     so = SessionOptions()
     so.intra_op_num_threads = n
-    s = InferenceSession(data, so, validate=False)
+    if numpy_bodies:
+        with compiled.disabled():
+            s = InferenceSession(data, so, validate=False)
+    else:
+        s = InferenceSession(data, so, validate=False)
     seen = {}
 
     def observe(name, k):
@@ -94,6 +99,23 @@ def _cases():
         [helper.make_node("Conv", ["x", "w", "b"], ["y"], group=48, pads=[1, 1, 1, 1], kernel_shape=[3, 3])],
         [("x", dw_x.shape)], ["y"], [helper.make_tensor("w", F, list(dw_w.shape), dw_w),
                                      helper.make_tensor("b", F, [48], dw_b)]), {"x": dw_x}, "conv.depthwise"
+    pool_x = RNG.standard_normal((2, 24, 33, 35)).astype(np.float32)
+    yield "max_pool", _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
+                                               pads=[1, 1, 1, 1])], [("x", pool_x.shape)], ["y"]), \
+        {"x": pool_x}, "pool.planes"
+    yield "average_pool", _model([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3],
+                                                   pads=[1, 1, 1, 1], count_include_pad=0)], [("x", pool_x.shape)],
+                                 ["y"]), {"x": pool_x}, "pool.planes"
+    cx = RNG.standard_normal((1, 64, 2000)).astype(np.float32)     # one spatial axis: the numpy columns
+    cw = RNG.standard_normal((8, 64, 5)).astype(np.float32)
+    yield "conv_columns", _model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[2, 2], strides=[2])],
+                                 [("x", cx.shape)], ["y"], [helper.make_tensor("w", F, list(cw.shape), cw)]), \
+        {"x": cx}, "conv.columns"
+    rx = RNG.standard_normal((2, 16, 40, 48)).astype(np.float32)
+    for mode in ("linear", "nearest", "cubic"):
+        yield f"resize_{mode}", _model(
+            [helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode)], [("x", rx.shape)], ["y"],
+            [helper.make_tensor("sc", F, [4], [1.0, 1.0, 2.0, 1.5])], opset=19), {"x": rx}, "resize.planes"
     for name, (b, h, s, d) in (("attention_compiled", (2, 4, 24, 16)), ("attention_blocked", (1, 4, 80, 32))):
         q, k, v = (RNG.standard_normal((b, h, s, d)).astype(np.float32) for _ in range(3))
         mask = np.where(RNG.random((s, s)) < 0.2, -np.inf, 0.0).astype(np.float32)
@@ -125,6 +147,19 @@ def test_threads_give_the_same_bits_and_onnxruntime_values(case):
     so.intra_op_num_threads = 1
     want = ort.InferenceSession(oracle, so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(results[1], want, rtol=1e-4, atol=1e-5)
+
+
+def test_the_numpy_depthwise_body_splits_its_channel_blocks_alike():
+    """Compiled loops off: depthwise Conv's numpy channel blocks (own column buffers off the
+    caller's thread) give the same bits at 1, 2 and 3 threads, and the compiled path's values."""
+    name, data, feeds, kernel = next(c for c in CASES if c[0] == "depthwise")
+    results = {}
+    for n in (1, 2, 3):
+        out, seen = _run(data, feeds, n, numpy_bodies=True)
+        assert seen.get("conv.depthwise") == min(n, 3), seen
+        results[n] = out[0]
+    assert results[2].tobytes() == results[1].tobytes() and results[3].tobytes() == results[1].tobytes()
+    np.testing.assert_allclose(results[1], _run(data, feeds, 1)[0][0], rtol=1e-5, atol=1e-5)
 
 
 def test_three_threads_make_three_blocks_on_three_threads(monkeypatch):

@@ -86,7 +86,7 @@ from .half import Halves, Wide, is_half, narrow, widen
 from .conv_blocks import CACHE_BYTES, RowBlocks, block_rows, cache_block_rows
 from .conv_epilogue import NO_BIAS, epilogue, operand
 from .conv_winograd import Winograd
-from .conv_depthwise import Depthwise, PaddedWindows, Scratch, Shared, pad_layout, window_view
+from .conv_depthwise import Depthwise, PaddedWindows, Scratch, Shared, pad_layout, split_copy, window_view
 
 KERNELS = KernelTable()
 
@@ -405,7 +405,7 @@ class Prepared:
         out = np.empty(self.out_full, dtype=self.ct)
         for part, shared in self.col_blocks:
             cols, mat = shared.get()
-            np.copyto(cols, view[part])
+            split_copy(cols, view[part])
             rows = out[part[:2] + (part[-1],)]
             target = rows.reshape((m, -1) if n == 1 else (n, m, -1)) if group == 1 else rows.reshape(n, group, m // group, -1)
             np.matmul(wg, mat, out=target)
@@ -500,7 +500,7 @@ class Prepared:
         elif kind == "columns":
             interior, view, cols, mat = self.scratch.get()
             interior[...] = x
-            np.copyto(cols, view)
+            split_copy(cols, view)
             windows = self.windows
             if bias is None or not windows.flat:
                 y = windows.finish(np.matmul(wg, mat), bias)

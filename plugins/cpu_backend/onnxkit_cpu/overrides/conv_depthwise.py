@@ -37,6 +37,23 @@ KEEP_BYTES = 4 << 20
 #: (:func:`onnxkit.runtime.threads.parallel_for`)
 BLOCK_WORK = 32768
 
+#: elements of an im2col copy worth a block of images or channels on an intra-op thread of its own
+COPY_WORK = 65536
+
+
+def split_copy(dst, src) -> None:
+    """``np.copyto(dst, src)`` (both ``(N, C, ...)``) split across the run's intra-op threads by
+    image where N > 1, else by channel (a copy: the same values whatever the split)."""
+    axis = 0 if dst.shape[0] > 1 else 1
+    items = dst.shape[axis]
+    if axis == 0:
+        def run(lo, hi):
+            np.copyto(dst[lo:hi], src[lo:hi])
+    else:
+        def run(lo, hi):
+            np.copyto(dst[:, lo:hi], src[:, lo:hi])
+    parallel_for(run, items, grain=max(1, COPY_WORK // max(1, dst.size // max(1, items))), name="conv.columns")
+
 
 def window_view(xpad, kernel, strides, dil, out_shape):
     """``(N, C, *K, *O)``: a read-only strided view of the windows of the padded input

@@ -36,6 +36,7 @@ import threading
 
 import numpy as np
 
+from onnxkit.runtime.threads import parallel_for
 from onnxkit_default_domain.api import average_divisor
 
 from ..compiled import pool as loops
@@ -43,6 +44,10 @@ from .conv_depthwise import Scratch
 
 #: stages of one block about this many bytes: they stay in the core's L2 cache
 BLOCK_BYTES = 512 << 10
+
+#: input and output elements of the compiled loop worth a block of planes on an intra-op thread
+#: of its own (:func:`onnxkit.runtime.threads.parallel_for`)
+PLANE_WORK = 32768
 
 
 def _phase_copy(length, begin, s, q, used):
@@ -244,8 +249,20 @@ class Compiled:
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
         y = np.empty(self.y_size, self.dt)
-        self.fn(x.reshape(self.x3), y, self.scratch.get(), self.rows, self.counts, self.z, self.divisor, self.geo,
-                self.is_max)
+        x3, planes = x.reshape(self.x3), self.x3[0]
+        per = self.total // planes
+
+        def block(lo, hi):
+            """Planes ``[lo, hi)`` (split across the run's intra-op threads; each plane alike): the
+            last block into Y (its junk slack Y's), another into its own array copied in (the
+            loop's slack past a block would overwrite the next block's first outputs)."""
+            into = y[lo * per:] if hi == planes else np.empty((hi - lo) * per + loops.RUN, self.dt)
+            self.fn(x3[lo:hi], into, self.scratch.get(), self.rows, self.counts, self.z, self.divisor, self.geo,
+                    self.is_max)
+            if hi != planes:
+                y[lo * per:hi * per] = into[:(hi - lo) * per]
+
+        parallel_for(block, planes, grain=max(1, PLANE_WORK // max(1, per + x3[0].size)), name="pool.planes")
         return y[:self.total].reshape(self.out)
 
 

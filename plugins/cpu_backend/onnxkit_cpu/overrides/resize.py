@@ -21,11 +21,16 @@ import math
 import numpy as np
 
 from onnxkit.plugin import KernelTable
+from onnxkit.runtime.threads import parallel_for, splits_across_threads
 from onnxkit_cpu.compiled.resize import resize_loops
 from onnxkit_cpu.overrides._plans import remember
 from onnxkit_default_domain.api import resize as portable
 
 KERNELS = KernelTable()
+splits_across_threads(("", "Resize"))
+#: output elements worth a block of planes on an intra-op thread of its own
+#: (:func:`onnxkit.runtime.threads.parallel_for`)
+PLANE_WORK = 32768
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -84,22 +89,28 @@ def resize(ctx):
         if p is False:
             return fallback(x, roi, scales, sizes)
         planes, out_shape, h, w = p
-        data = np.ascontiguousarray(x).reshape(planes)
+        source = np.ascontiguousarray(x).reshape(planes)
         y = np.empty(out_shape, x.dtype)        # the output owns its memory: no copy by the runtime
-        if h is not None:
-            t = y.reshape(planes[0], -1, planes[2]) if w is None else \
-                np.empty((planes[0], h[0].shape[-1], planes[2]), x.dtype)
-            if h[1] is None:
-                np.take(data, h[0], axis=1, out=t, mode="clip")   # in range: clip is unbuffered
-            else:
-                rows(data, h[0], h[1], t)
-            data = t
-        if w is not None:
-            t = y.reshape(data.shape[:2] + (-1,))
-            if w[1] is None:
-                pick_cols(data, w[2], t)
-            else:
-                cols(data, w[0], w[1], t)
+        mid = None if h is None else y.reshape(planes[0], -1, planes[2]) if w is None else \
+            np.empty((planes[0], h[0].shape[-1], planes[2]), x.dtype)
+
+        def block(lo, hi):      # planes split across the run's intra-op threads (each plane alike)
+            data = source[lo:hi]
+            if h is not None:
+                t = mid[lo:hi]
+                if h[1] is None:
+                    np.take(data, h[0], axis=1, out=t, mode="clip")   # in range: clip is unbuffered
+                else:
+                    rows(data, h[0], h[1], t)
+                data = t
+            if w is not None:
+                t = y.reshape(planes[0], planes[1] if h is None else h[0].shape[-1], -1)[lo:hi]
+                if w[1] is None:
+                    pick_cols(data, w[2], t)
+                else:
+                    cols(data, w[0], w[1], t)
+
+        parallel_for(block, planes[0], grain=max(1, PLANE_WORK // max(1, y.size // planes[0])), name="resize.planes")
         return y
 
     return run

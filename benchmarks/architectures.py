@@ -329,13 +329,16 @@ def conditions(repeat: int) -> str:
     import transformers
     from threadpoolctl import threadpool_info
 
+    import onnxkit
+
     blas = ", ".join(f"{i['internal_api']} {i['version']} ({i['num_threads']} threads by default, "
                      f"{i.get('architecture') or '?'} kernels)" for i in threadpool_info() if i.get("user_api") == "blas")
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     return (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.machine()}; "
             f"{len(os.sched_getaffinity(0))} CPUs available; load average {load} (a machine shared with other "
             f"work); BLAS {blas}; numpy {numpy.__version__}, onnxruntime {onnxruntime.__version__}, torch "
-            f"{torch.__version__}, transformers {transformers.__version__}, Python {platform.python_version()}; "
+            f"{torch.__version__}, transformers {transformers.__version__}, Python {platform.python_version()}, "
+            f"onnxkit from {Path(onnxkit.__file__).parent.parent}; "
             f"interleaved, median of {repeat}")
 
 
@@ -402,13 +405,13 @@ def corpus_cases():
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("-k", default="", help="only models whose name contains this")
+    parser.add_argument("-k", default="", help="only models whose name contains this (or one of these, comma-separated)")
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--export-only", action="store_true", help="export the models missing, time nothing")
     parser.add_argument("--corpus", action="store_true", help="time the corpus models of models.py too")
     args = parser.parse_args(argv)
     out = Path(args.out)
-    names = [n for n in ARCHITECTURES if args.k in n]
+    names = [n for n in ARCHITECTURES if any(k in n for k in args.k.split(","))]
     if args.export_only:
         for name in names:
             t0 = time.perf_counter()

@@ -18,8 +18,9 @@ median import time alone and whether numba was imported by the first run.
 ``--profile`` prints the largest cumulative entries of ``python -X importtime`` and a cProfile
 of import + session + first run (sorted by cumulative time) for the first model, in the fresh
 environment.  ``--keep DIR`` builds into DIR and reuses its environments when present (a rerun
-then times without reinstalling); otherwise a temporary folder is used and removed.
-Run: ``python benchmarks/first_result.py [--repeat N] [-k NAME] [--keep DIR] [--profile]``.
+then times without reinstalling); otherwise a temporary folder is used and removed.  ``--rev REV``
+builds from commit REV (``git archive``) instead of the working tree.
+Run: ``python benchmarks/first_result.py [--repeat N] [-k NAME] [--keep DIR] [--rev REV] [--profile]``.
 Needs the package index (or its mirror) reachable, and onnxruntime's wheel there.
 """
 
@@ -75,16 +76,22 @@ def _run(cmd, **kw) -> subprocess.CompletedProcess:
     return proc
 
 
-def build_wheels(work: Path) -> list:
-    """The wheels of :data:`PROJECTS`, built from a copy of the working tree into ``work/dist``."""
+def build_wheels(work: Path, rev=None) -> list:
+    """The wheels of :data:`PROJECTS`, built into ``work/dist`` from a copy of the working tree
+    (``rev=None``) or of the commit ``rev`` (``git archive``)."""
     src, dist = work / "src", work / "dist"
     if dist.is_dir() and any(dist.glob("*.whl")):
         return sorted(dist.glob("*.whl"))
-    files = _run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT).stdout
-    for rel in filter(None, files.split("\0")):
-        if (ROOT / rel).is_file():
-            (src / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, src / rel)
+    src.mkdir(parents=True, exist_ok=True)
+    if rev:
+        archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    else:
+        files = _run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT).stdout
+        for rel in filter(None, files.split("\0")):
+            if (ROOT / rel).is_file():
+                (src / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / rel, src / rel)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     for project in PROJECTS:
         _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist),
@@ -168,11 +175,13 @@ def main(argv=None) -> int:
     parser.add_argument("-k", default="", help="only models whose name contains this")
     parser.add_argument("--keep", default=None, help="work folder kept (wheels, environments) and reused")
     parser.add_argument("--profile", action="store_true", help="-X importtime and cProfile of the first model")
+    parser.add_argument("--rev", default=None, help="build the wheels from this commit (default: the working tree)")
     args = parser.parse_args(argv)
     work = (Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="onnxkit-first-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
     try:
-        wheels = build_wheels(work)
+        wheels = build_wheels(work, args.rev)
+        print("wheels built from", args.rev or "the working tree", "into", work / "dist")
         kit = make_env(work / "venv-kit", wheels)
         ort = make_env(work / "venv-ort", ["onnxruntime", "numpy"])
         scratch = Path(tempfile.mkdtemp(dir=work, prefix="scratch-"))

@@ -15,7 +15,8 @@ What is published, and what each promises (each function's docstring states its 
 
 * **Portable kernel families**, as modules: :mod:`activation`, :mod:`cast`, :mod:`conv`,
   :mod:`elementwise`, :mod:`elementwise_math`, :mod:`image`, :mod:`indexing`, :mod:`linalg`,
-  :mod:`quantization`, :mod:`reduction`, :mod:`resize`, :mod:`rnn`.  Their public names (no leading ``_``) are
+  :mod:`quantization`, :mod:`reduction`, :mod:`resize`, :mod:`rnn`, :mod:`selection`.  Their public
+  names (no leading ``_``) are
   the factories registered in their ``KERNELS`` tables and the helpers those factories are made
   of; a backend may call them, never patch them.
 * **Kernel helpers by name**: the parsing, checks and plans of Conv (:func:`make_conv`,
@@ -75,6 +76,7 @@ _PUBLISHED = {
     "reduction": (".kernels.reduction", None),
     "resize": (".kernels.resize", None),
     "rnn": (".kernels.rnn", None),
+    "selection": (".kernels.selection", None),
     "as_dtype": (".kernels._common", "as_dtype"),
     "compute_dtype": (".kernels._common", "compute_dtype"),
     "input_type_checker": (".kernels._common", "input_type_checker"),
@@ -170,7 +172,7 @@ def __dir__() -> list:
 __all__ = [
     # portable kernel families (modules)
     "activation", "cast", "conv", "elementwise", "elementwise_math", "image", "indexing", "linalg", "quantization",
-    "reduction", "resize", "rnn",
+    "reduction", "resize", "rnn", "selection",
     # conv and pooling
     "Plans", "check_rank", "columns", "conv_nd", "conv_plan", "make_conv", "pad_spatial",
     "average_divisor", "average_pool_kernel", "declared_attr", "geometry_cache", "global_average_pool",

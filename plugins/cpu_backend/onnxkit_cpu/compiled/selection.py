@@ -11,6 +11,9 @@
 * :func:`non_zero_loop` - NonZero of a C-contiguous array seen flat: the coordinates of each
   nonzero element (``v != 0``: NaN is nonzero, -0.0 zero) in row-major order, written into the
   (rank, count) output the override allocated after counting.
+* :func:`gather_elements_loop` - GatherElements as ``out[o, k, i] = x[o, idx[o, k, i], i]`` over
+  (outer, axis, inner) views, a negative index counted from the end; the override has checked
+  the bounds and views the elements as unsigned integers of their width (a copy of bits).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from onnxkit_cpu.compiled import kernel
+
+_U = np.uint64      # an unsigned position: no wraparound test
 
 
 def _top_k(x, k, largest, idx):
@@ -111,7 +116,24 @@ def _non_zero(flat, shape, out):
             d -= 1
 
 
-_TOP_K, _NON_ZERO = kernel(_top_k), kernel(_non_zero)
+def _gather_elements(x, idx, out):
+    """``out[o, k, i] = x[o, idx[o, k, i] (+ n if negative), i]``; every index in [-n, n).  Flat
+    unsigned positions: no wraparound test per element."""
+    n, inner = x.shape[1], x.shape[2]
+    xf, jf, of = x.reshape(-1), idx.reshape(-1), out.reshape(-1)
+    p = 0
+    for o in range(out.shape[0]):
+        base = o * n * inner
+        for k in range(out.shape[1]):
+            for i in range(inner):
+                j = jf[p]
+                if j < 0:
+                    j += n
+                of[_U(p)] = xf[_U(base + j * inner + i)]
+                p += 1
+
+
+_TOP_K, _NON_ZERO, _GATHER_ELEMENTS = kernel(_top_k), kernel(_non_zero), kernel(_gather_elements)
 
 
 def top_k_loop():
@@ -122,3 +144,8 @@ def top_k_loop():
 def non_zero_loop():
     """The compiled ``_non_zero``, or None where compiled loops are off."""
     return _NON_ZERO.get()
+
+
+def gather_elements_loop():
+    """The compiled ``_gather_elements``, or None where compiled loops are off."""
+    return _GATHER_ELEMENTS.get()

@@ -6,13 +6,18 @@ where those are constants), and Gather ``take``
 (which checks the bounds itself and counts negative indices from the end): both run in every model, on small tensors, where the portable
 bodies' extra passes (the index bounds, ``flip``) cost more than the work.  ScatterElements /
 ScatterND with a reduction combine duplicate targets in one sorted ``reduceat`` pass instead
-of a pass per duplicate.  NonZero is a count and one compiled pass writing the coordinates
+of a pass per duplicate; slices of 1,024 elements or more are combined in place one update
+at a time.  GatherElements is one compiled pass over (outer, axis, inner) views
+(:func:`onnxkit_cpu.compiled.selection.gather_elements_loop`) where the indices span the
+data's other extents.  NonZero is a count and one compiled pass writing the coordinates
 (:func:`onnxkit_cpu.compiled.selection.non_zero_loop`; numpy's ``nonzero`` makes one array per
 axis, then they are stacked).  Attribute parsing, geometry and the
 targets of a scatter are the portable family's.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from onnxkit_default_domain.api import indexing as portable
@@ -21,7 +26,7 @@ from onnxkit_default_domain.api import (elements_targets, nd_targets, norm_axis,
 
 from onnxkit.plugin import KernelTable, binds_constants
 
-from onnxkit_cpu.compiled.selection import non_zero_loop
+from onnxkit_cpu.compiled.selection import gather_elements_loop, non_zero_loop
 
 from ._plans import IntPlans, remember
 
@@ -91,6 +96,12 @@ def _apply(x, lin: np.ndarray, tail: int, updates, reduction: str):
         flat[lin] = u
         return out
     ufunc = _REDUCE_AT[reduction]
+    if tail >= 1024:
+        # wide slices: each update combined in place, in order (a pass of its own per slice
+        # costs less than gathering, combining and scattering whole groups)
+        for i, t in enumerate(lin.tolist()):
+            ufunc(flat[t], u[i], out=flat[t])
+        return out
     order = np.argsort(lin, kind="stable")
     ls = lin[order]
     starts = np.flatnonzero(np.concatenate(([True], ls[1:] != ls[:-1])))
@@ -144,6 +155,37 @@ def non_zero(ctx):
             flat = flat.view(np.uint8)
         out = np.empty((x.ndim, np.count_nonzero(flat)), dtype=np.int64)
         loop(flat, np.array(x.shape, dtype=np.int64), out)
+        return out
+
+    return fn
+
+
+_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+@KERNELS.register("GatherElements", 11, 13)
+def gather_elements(ctx):
+    fallback = portable.gather_elements(ctx)
+    loop = gather_elements_loop()
+    if loop is None:
+        return fallback
+    axis = int(ctx.attr("axis"))
+
+    def fn(x, indices):
+        bits = _BITS.get(x.dtype.itemsize) if x.dtype.kind in "biufV" else None
+        if bits is None or x.ndim == 0 or indices.ndim != x.ndim or indices.dtype.kind not in "iu" or \
+                indices.size == 0:
+            return fallback(x, indices)
+        a = norm_axis(ctx, axis, x.ndim)
+        n = x.shape[a]
+        if any(indices.shape[i] != x.shape[i] for i in range(x.ndim) if i != a) or n == 0 or \
+                int(indices.min()) < -n or int(indices.max()) >= n:
+            return fallback(x, indices)        # partial extents, or the portable kernel's error
+        outer, inner = math.prod(x.shape[:a]), math.prod(x.shape[a + 1:])
+        data = np.ascontiguousarray(x).view(bits).reshape(outer, n, inner)
+        idx = np.ascontiguousarray(indices).reshape(outer, indices.shape[a], inner)
+        out = np.empty(indices.shape, dtype=x.dtype)
+        loop(data, idx, out.view(bits).reshape(idx.shape))
         return out
 
     return fn

@@ -8,13 +8,19 @@ are sorted stably (with ``sorted`` = 0 they stay in index order: the definition 
 order open).  Each gives the portable kernel's selection and order (a stable sort: ties by the
 lower index) exactly; NaN keys, short axes and k near n take the portable sort.  Parsing and checks
 are the portable kernel's functions.
+
+CumSum of float32 / float64 / int32 / int64 writes numpy's running sum straight into the output
+(reversed as a view, ``exclusive`` as a shifted view with a zero in front): one pass, where the
+portable body flips, sums with an initial zero, slices and flips back.  The sums are the same
+additions in the same order; other types take the portable kernel.
 """
 
 from __future__ import annotations
 
 import array_api_compat.numpy as xnp
 import numpy as np
-from onnxkit_default_domain.api import scalar_int, sort_key, top_k_args, top_k_check, top_k_order
+from onnxkit_default_domain.api import norm_axis, scalar_int, sort_key, top_k_args, top_k_check, top_k_order
+from onnxkit_default_domain.api import selection as portable
 
 from onnxkit.plugin import KernelTable
 from onnxkit_cpu.compiled.selection import top_k_loop
@@ -102,3 +108,33 @@ def top_k_kernel(ctx):
     loop = top_k_loop()
     ordered = ctx.since_version < 11 or bool(ctx.attr("sorted", 1))
     return lambda x, k: top_k(ctx, x, scalar_int(ctx, k, "K"), axis, largest, loop, ordered)
+
+
+_CUMSUM_TYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
+
+
+@KERNELS.register("CumSum", 11, 14)
+def cum_sum(ctx):
+    fallback = portable.cum_sum(ctx)
+    exclusive, reverse = bool(ctx.attr("exclusive")), bool(ctx.attr("reverse"))
+
+    def fn(x, axis):
+        if x.dtype not in _CUMSUM_TYPES or x.ndim == 0:
+            return fallback(x, axis)
+        a = norm_axis(ctx, scalar_int(ctx, axis, "axis"), x.ndim)
+        out = np.empty(x.shape, dtype=x.dtype)
+        if x.shape[a] == 0:
+            return out
+        flip = tuple(slice(None, None, -1) if i == a else slice(None) for i in range(x.ndim))
+        src, dst = (x[flip], out[flip]) if reverse else (x, out)
+        if exclusive:
+            head = tuple(slice(0, 1) if i == a else slice(None) for i in range(x.ndim))
+            dst[head] = 0
+            cut = tuple(slice(0, -1) if i == a else slice(None) for i in range(x.ndim))
+            rest = tuple(slice(1, None) if i == a else slice(None) for i in range(x.ndim))
+            np.cumsum(src[cut], axis=a, dtype=x.dtype, out=dst[rest])
+        else:
+            np.cumsum(src, axis=a, dtype=x.dtype, out=dst)
+        return out
+
+    return fn

@@ -85,8 +85,8 @@ def assert_half_close(got, want, ulps=2):
     assert np.array_equal(np.isnan(g), np.isnan(w))
     assert np.array_equal(g[np.isinf(w)], w[np.isinf(w)]) and np.array_equal(np.isinf(g), np.isinf(w))
     fin = np.isfinite(w)
-    spacing = np.abs(np.spacing(want.astype(np.float32)[fin].astype(want.dtype)).astype(np.float64)) \
-        if want.dtype == F16 else np.abs(w[fin]) * 2.0 ** -7 + 1e-38
+    spacing = np.minimum(np.abs(np.spacing(want.astype(np.float32)[fin].astype(want.dtype)).astype(np.float64)), 32.0) \
+        if want.dtype == F16 else np.abs(w[fin]) * 2.0 ** -7 + 1e-38      # (65504's spacing is inf: 32 below)
     assert np.all(np.abs(g[fin] - w[fin]) <= ulps * spacing + 1e-6), float(np.abs(g[fin] - w[fin]).max())
 
 
@@ -322,3 +322,64 @@ def test_compiled_narrowing_is_numpys_at_every_rounding_boundary():
     with np.errstate(over="ignore", invalid="ignore"):
         want = bits.view(np.float32).astype(np.float16).view(np.uint16)
     assert np.array_equal(out, want), bits[out != want][:8]
+
+
+@pytest.mark.parametrize("to", [TP.FLOAT16, TP.FLOAT])
+def test_cast_float32_float16_is_numpys_conversion(to):
+    """The converters' edge Casts: every rounding case numpy's ``astype`` gives, bit for bit
+    (overflow to inf, ties to even, subnormals, NaN), and onnxruntime's values."""
+    src = TP.FLOAT if to == TP.FLOAT16 else TP.FLOAT16
+    x = np.concatenate([RNG.standard_normal(1000) * 1e4, np.float32([65504, 65520, 1e6, -1e6, 2.0 ** -25,
+                        3 * 2.0 ** -26, 1e-8, -0.0, np.inf, -np.inf, np.nan])]).astype(np.float32)
+    x = x if to == TP.FLOAT16 else x.astype(np.float16)
+    data = model([helper.make_node("Cast", ["x"], ["y"], to=to)], [("x", src)], [("y", to)])
+    got = kit(data, {"x": x})
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16 if to == TP.FLOAT16 else np.float32)
+    assert got.dtype == want.dtype and np.array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+    assert_half_close(got, peer(data, {"x": x}), ulps=0) if to == TP.FLOAT16 else None
+
+
+# ----------------------------------------------------------------------- LayerNormalization
+
+@pytest.mark.parametrize("t", [F16, BF16])
+@pytest.mark.parametrize("outputs", [1, 3])
+def test_layer_norm_half_matches_reference_and_onnxruntime(spy_norm, t, outputs):
+    """stash_type 1: the statistics in float32 (the definition), Y rounded once; Mean and
+    InvStdDev float32."""
+    x = (half((2, 7, 33), t, scale=3.0).astype(np.float32) + 5).astype(t)
+    scale, bias = half((33,), t), half((33,), t)
+    tp = TYPE[t]
+    inits = [helper.make_tensor("s", tp, scale.shape, scale.astype(np.float32).tolist()),
+             helper.make_tensor("b", tp, bias.shape, bias.astype(np.float32).tolist())]
+    outs = ["y", "mean", "inv"][:outputs]
+    node = helper.make_node("LayerNormalization", ["x", "s", "b"], outs, axis=-1, epsilon=1e-5)
+    data = model([node], [("x", tp)], [("y", tp)] + [(n, TP.FLOAT) for n in outs[1:]], inits)
+    got = onnxkit.InferenceSession(data).run(None, {"x": x})
+    assert spy_norm["calls"] >= 1
+    x64 = x.astype(np.float64)
+    m = x64.mean(-1, keepdims=True)
+    inv = 1 / np.sqrt(((x64 - m) ** 2).mean(-1, keepdims=True) + 1e-5)
+    y = (x64 - m) * inv * scale.astype(np.float64) + bias.astype(np.float64)
+    assert_half_close(got[0], rounded(y, t), ulps=1)
+    if outputs == 3:
+        assert got[1].dtype == got[2].dtype == np.float32
+        np.testing.assert_allclose(got[1], m, rtol=1e-6)
+        np.testing.assert_allclose(got[2], inv, rtol=1e-5)
+    if t == F16:
+        want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+        assert_half_close(got[0], want[0], ulps=1)
+
+
+@pytest.fixture
+def spy_norm(monkeypatch):
+    from onnxkit_cpu.overrides import norm as norm_override
+
+    count = {"calls": 0}
+
+    def counted(y, dtype, *halves, _body=norm_override.narrow):
+        count["calls"] += 1
+        return _body(y, dtype, *halves)
+
+    monkeypatch.setattr(norm_override, "narrow", counted)
+    return count

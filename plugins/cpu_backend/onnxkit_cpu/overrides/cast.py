@@ -8,7 +8,9 @@ Cast between the numpy-native types whose portable rule is one ``astype`` (integ
 integer or float, float32/float64 to float32/float64) or none (the same type: the input
 itself) is decided once per node and input type and made directly, without the portable
 body's per-call type dispatch (the bulk of a small tensor's cost); every other pair, and
-CastLike, keeps the path above."""
+CastLike, keeps the path above.  float32 <-> float16 (the converters' Casts at a float16 model's
+edges) is :mod:`.half`'s conversion (the compiled loops where the node's input is known float16 or
+float32 at planning: numpy's bits, round to nearest even, overflow to inf)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import numpy as np
 
 from onnxkit.plugin import KernelTable, element_type
 from onnxkit_default_domain.api import cast as portable
+
+from .half import F16, F32, Halves, narrow, widen
 
 KERNELS = KernelTable()
 
@@ -66,9 +70,18 @@ def _narrowed(x, dst):
 def cast(ctx):
     other = portable.cast(ctx, values=_values)
     dst = np.dtype(element_type(portable.cast_target(ctx)).dtype)
-    if dst not in _NATIVE:
+    halves = Halves.of(ctx, F32) if dst == F16 else None
+    if dst not in _NATIVE and halves is None:
         return other
+    if halves is not None:
+        if halves.down is None:
+            return other
+
+        def run16(x):
+            return narrow(x, F16, halves) if type(x) is np.ndarray and x.dtype == F32 else other(x)
+        return run16
     by_source: dict = {}
+    up = Halves.of(ctx) if dst == F32 else None
 
     def run(x):
         if type(x) is np.ndarray:
@@ -76,6 +89,8 @@ def cast(ctx):
             fn = by_source.get(src)
             if fn is None:
                 fn = direct(src, dst) or other
+                if src == F16 and up is not None and up.up is not None:
+                    fn = lambda v: widen(v, up)     # noqa: E731
                 if len(by_source) < 16:
                     by_source[src] = fn
             return fn(x)

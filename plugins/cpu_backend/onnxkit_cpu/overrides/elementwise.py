@@ -15,7 +15,11 @@ elementwise.py``, which holds the rules and the attribute parsing):
   portable :func:`~onnxkit_default_domain.kernels.elementwise.small_power`: ``x * x``,
   ``x * x * x``, ``sqrt(x)``) without the portable body's per-call type dispatch and host
   read, warnings off (the exponent read once where it is a constant of the plan); every other
-  Pow is the portable kernel's.
+  Pow is the portable kernel's;
+* Add, Sub, Mul and Div of float16 / bfloat16 operands of one type: on their values widened to
+  float32 (a constant operand once, :mod:`.half`), the result rounded once to their type: the
+  portable body's arithmetic (it computes narrow floats in float32 too), with
+  :mod:`.half`'s faster float16 conversions.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import numpy as np
 
 from onnxkit.plugin import KernelTable, binds_constants
 from onnxkit_default_domain.api import elementwise as portable
+
+from .half import Halves, Wide, is_half, narrow
 
 KERNELS = KernelTable()
 
@@ -60,6 +66,7 @@ def direct_factory(family, name: str, ufunc, arity: int = 2, exact: bool = True,
         other = make[ctx.since_version](ctx)
         if portable.legacy_align(ctx) is not None:
             return other
+        half = _half_operands(ctx) if arity == 2 and name in _HALF_ARITH else None
 
         def binary(a, b):
             dt = a.dtype
@@ -74,6 +81,8 @@ def direct_factory(family, name: str, ufunc, arity: int = 2, exact: bool = True,
                         reset_state(token)
                 if exact and dt in _EXACT:
                     return ufunc(a, b, out=...)
+                if half is not None and is_half(dt):
+                    return _half_binary(ufunc, half, a, b, dt)
             return other(a, b)
 
         def unary(x):
@@ -93,6 +102,26 @@ def direct_factory(family, name: str, ufunc, arity: int = 2, exact: bool = True,
 
     factory.__name__ = f"{name.lower()}_direct"
     return factory
+
+
+#: the binary operators whose float16 / bfloat16 operands are computed by :func:`_half_binary`
+_HALF_ARITH = frozenset({"Add", "Sub", "Mul", "Div"})
+
+
+def _half_operands(ctx):
+    """(conversions, A's and B's widened copies) of a binary node (:mod:`.half`)."""
+    halves = Halves.of(ctx)
+    return halves, Wide.of(ctx, 0, halves), Wide.of(ctx, 1, halves)
+
+
+def _half_binary(ufunc, half, a, b, dt):
+    """``ufunc`` on half operands widened to float32, rounded once to ``dt`` (float32 holds
+    every sum, difference, product and quotient of two such values to within half a float32 ulp,
+    and 24 >= 2 * 11 + 2 bits: rounding that to float16 / bfloat16 is the correctly rounded result)."""
+    halves, wa, wb = half
+    with np.errstate(all="ignore"):
+        r = ufunc(wa(a), wb(b), out=...)
+    return narrow(r, dt, halves)
 
 
 for _name, _ufunc in (("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply), ("Equal", np.equal),

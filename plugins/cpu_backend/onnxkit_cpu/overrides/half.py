@@ -37,7 +37,7 @@ from ..compiled import half as loops
 from ._plans import NOT_HELD, Held
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
-_FLOAT16_TAG = 10
+_TAGS = {F16: 10, F32: 1}     # ONNX element type tags
 _HALF_NAMES = frozenset({"float16", "bfloat16"})
 _known: dict = {}
 
@@ -61,12 +61,20 @@ class Halves:
         self.table = None if up is None else _table()
 
     @classmethod
-    def of(cls, ctx, i: int = 0) -> "Halves":
-        """The compiled loops where input ``i`` is typed float16 at planning (asked for then only,
-        so a float32 model plans no loop of this module), else numpy's conversions."""
-        if elem_of(ctx.input_type(i)) != _FLOAT16_TAG:
-            return NUMPY
-        return cls(loops.widen16.get(), loops.narrow16.get())
+    def of(cls, ctx, dtype=F16) -> "Halves":
+        """The compiled loops where the node's inputs are known of ``dtype`` (float16; a Cast to
+        float16: float32) at planning, by a constant input's value or a declared input type (no
+        type inference is run for it): asked for then only, so a float32 model plans no loop of
+        this module; else numpy's conversions."""
+        tag = _TAGS[dtype]
+        for i in range(ctx.num_inputs):
+            c = ctx.constant(i)
+            if c is not None and hasattr(c, "dtype"):
+                return cls(loops.widen16.get(), loops.narrow16.get()) if c.dtype == dtype else NUMPY
+        for t in ctx.input_types:
+            if t is not None:
+                return cls(loops.widen16.get(), loops.narrow16.get()) if elem_of(t) == tag else NUMPY
+        return NUMPY
 
 
 NUMPY = Halves()

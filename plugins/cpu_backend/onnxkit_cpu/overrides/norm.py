@@ -31,9 +31,12 @@ statistics are in X's own type (every stash_type but 11 for float32, any for flo
 portable kernel's operations in its order (``np.mean`` as numpy computes it, ``1 / sqrt(var +
 epsilon)``, ``d * inv * scale + B``), so the results are bit-identical, with the attributes,
 the axis geometry and the outputs requested decided at planning or once per input shape and
-every step after the first written into an array of the kernel's.  Everything else (narrow
-floats, float32 with stash_type 11, an empty X, a scale or B that would broadcast X to a larger
-shape) is the portable kernel's.
+every step after the first written into an array of the kernel's.  float16 / bfloat16 X, scale and
+B with stash_type 1 (float32, the default: the definition computes the statistics in it) take the
+float32 body on their values widened (scale and B once where held, :mod:`.half`), Y rounded once
+to X's type, Mean and InvStdDev float32 as the definition types them.  Everything else (other
+narrow floats, float32 with stash_type 11, an empty X, a scale or B that would broadcast X to a
+larger shape) is the portable kernel's.
 
 Where compiled loops are on (:mod:`onnxkit_cpu.compiled`, decided at planning), the lean body's
 common case — scale and B (if any) of the normalized block's shape, or that shape with leading
@@ -53,6 +56,7 @@ from onnxkit.runtime.threads import parallel_for, splits_across_threads
 from onnxkit_cpu.compiled import norm as norm_loops
 from onnxkit_cpu.compiled.norm import layer_norm_loop
 from onnxkit_cpu.overrides._plans import Held, remember
+from onnxkit_cpu.overrides.half import Halves, Wide, is_half, narrow, widen
 from onnxkit_default_domain.api import layer_norm as portable_layer_norm
 from onnxkit_default_domain.api import (as_dtype, batch_norm_kernel, batch_norm_mode, input_type_checker, lrn_kernel,
                                         norm_axis)
@@ -222,6 +226,8 @@ def layer_norm(ctx):
     check = input_type_checker(ctx)
     rows_loop = layer_norm_loop()
     eps_of = {_F32: np.float32(eps), _F64: np.float64(eps)}     # the loop's epsilon, in X's type
+    halves = Halves.of(ctx)
+    wide_scale, wide_b = Wide.of(ctx, 1, halves), Wide.of(ctx, 2, halves)
     plans = {}      # (X, scale, B shapes) -> (axes, count, loop geometry or None) or None: portable
 
     def plan(key, x):
@@ -270,6 +276,9 @@ def layer_norm(ctx):
         dt = x.dtype
         stat = stat_dtype.get(dt)
         if stat is None:
+            if stash == 1 and is_half(dt) and scale.dtype == dt and (b is None or b.dtype == dt):
+                r = run(widen(x, halves), wide_scale(scale), wide_b(b))
+                return narrow(r, dt, halves) if only_y else (narrow(r[0], dt, halves), r[1], r[2])
             return other(x, scale, b)
         if scale.dtype != dt or (b is not None and b.dtype != dt):
             check(x, scale, b)             # fails: X's own type is one the definition takes

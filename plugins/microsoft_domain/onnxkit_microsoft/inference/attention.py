@@ -2,7 +2,7 @@
 (``kernels/nbits.py``).
 
 Attention's output is ``(B, S, v_hidden)`` and ``present`` ``(2, B, N, P+S, H)``;
-MultiHeadAttention's ``(B, S, v_hidden)`` and ``(B, N, P+L, H)`` presents; RotaryEmbedding keeps
+MultiHeadAttention's ``(B, S, v_hidden)``, ``(B, N, P+L, H)`` presents and ``(B, N, S, P+L)`` qk; RotaryEmbedding keeps
 its input's type; GroupQueryAttention's output is ``(B, S, num_heads * H)`` (``H`` the query's hidden
 size over ``num_heads``, or over ``num_heads + 2 kv_num_heads`` for packed QKV: key absent), its
 presents ``(B, kv_num_heads, ?, H)`` in the past's type and head extent (``H/2`` for a 4-bit
@@ -50,18 +50,23 @@ def _mha(ctx):
     dv = vd[2] if vd and len(vd) == 3 else (vd[1] * vd[3] if vd and len(vd) == 4 and all(isinstance(e, int)
                                                                                        for e in (vd[1], vd[3])) else None)
     out = [tensor(elem_of(q), [qd[0], qd[1], dv] if qd and len(qd) == 3 else None)]
+    p = dims_of(ctx.input_type(6)) if ctx.has_input(6) else None
+    plen = p[2] if p and len(p) == 4 else (0 if not ctx.has_input(6) else None)
+    b = qd[0] if qd else None
+    t = None
     if ctx.num_outputs > 1:
-        if kd and len(kd) == 4:
-            tk, tv = kd, vd
+        if kd and len(kd) == 4:  # (B, N, L, H) keys: a past goes before them too
+            t = _add(plen, kd[2])
+            tk, tv = [kd[0], kd[1], t, kd[3]], [vd[0], vd[1], t, vd[3]] if vd and len(vd) == 4 else None
         else:
-            p = dims_of(ctx.input_type(6)) if ctx.has_input(6) else None
-            plen = p[2] if p and len(p) == 4 else (0 if not ctx.has_input(6) else None)
             l_ = kd[1] if kd and len(kd) == 3 else None
             hk = kd[2] // n if kd and len(kd) == 3 and isinstance(kd[2], int) else None
             hv = dv // n if isinstance(dv, int) else None
-            b = qd[0] if qd else None
-            tk, tv = [b, n, _add(plen, l_), hk], [b, n, _add(plen, l_), hv]
+            t = _add(plen, l_)
+            tk, tv = [b, n, t, hk], [b, n, t, hv]
         out += [tensor(elem_of(q), tk), tensor(elem_of(q), tv)]
+    if ctx.num_outputs > 3:  # qk: the scores (B, N, S, T)
+        out.append(tensor(elem_of(q), [b, n, qd[1] if qd and len(qd) == 3 else None, t]))
     return out[:ctx.num_outputs]
 
 

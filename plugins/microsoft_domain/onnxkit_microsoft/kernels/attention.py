@@ -12,13 +12,17 @@ default ``1/sqrt(head_size)``, computed in float32 (float64 for float64).
   ``mask_filter_value`` (default -10000; -inf too, a row with every key masked then NaN as in
   onnxruntime).  ``unidirectional``: query ``i`` sees keys ``<= P+i``
   (the others get the lowest finite value).  ``attention_bias`` ``(B|1, N|1, S, T)`` is added.
-* MultiHeadAttention — separate ``query (B, S, D)``, ``key``/``value`` ``(B, L, D)`` (with
-  ``bias`` added) or already split into heads ``(B, N, L, H)``; ``past_key``/``past_value``
-  ``(B, N, P, H)`` before them, the concatenations returned as ``present_key``/``present_value``;
-  ``key_padding_mask`` ``(B)`` lengths, ``(3B+2)`` (its first ``B`` entries the lengths, as
-  onnxruntime's CPU kernel reads it), ``(B, T)`` or ``(B, S, T)`` 1/0; as Attention otherwise.
-  The packed layouts (``(B, L, N, 2, H)`` keys, ``(B, S, N, 3, H)`` queries), buffer sharing
-  and ``cache_indirection`` are refused by name.
+* MultiHeadAttention — separate ``query (B, S, D)``, ``key (B, L, D)``/``value (B, L, D_v)``
+  (``bias`` ``(2D + D_v)`` added) or already split into heads ``(B, N, L, H)`` (then only the
+  query takes the bias); ``past_key``/``past_value`` ``(B, N, P, H)`` before them, the
+  concatenations returned as ``present_key``/``present_value`` (also when no present is an
+  output: onnxruntime's CPU kernel then drops the past from its buffers but not from its lengths,
+  and its result is not a defined one); ``key_padding_mask`` ``(B)`` lengths,
+  ``(3B+2)`` (its first ``B`` entries the lengths, as onnxruntime's CPU kernel reads it),
+  ``(B, T)`` or ``(B, S, T)`` 1/0; output 3 ``qk`` the scores the softmax takes; as Attention
+  otherwise (the causal mask onnxruntime's: see :func:`sdpa`).  The packed layouts
+  (``(B, L, N, 2, H)`` keys, ``(B, S, N, 3, H)`` queries, which onnxruntime's CPU kernel does
+  not implement either), buffer sharing and ``cache_indirection`` are refused by name.
 * RotaryEmbedding — rotates the first ``rotary_embedding_dim`` (default ``2 * cos_cache``'s
   width) features of each head by the angles of the caches at ``position_ids`` (``(B, S)``, or
   ``(1)``: an offset added to ``0..S-1``); halves (default) or ``interleaved`` pairs.
@@ -64,7 +68,7 @@ def _key_mask(ctx, xp, mask, b: int, s: int, t: int, p: int, like, filter_value:
         host = host[:b]
         keep = np.arange(t)[None, :] < host.reshape(b, 1)
         keep = keep[:, None, None, :]
-    elif dims == [2 * b]:
+    elif dims == [2 * b] and not key_starts:  # (2B): Attention's ends then starts
         j = np.arange(t)[None, :]
         keep = (j < host[:b].reshape(b, 1)) & (j >= host[b:].reshape(b, 1))
         keep = keep[:, None, None, :]
@@ -73,17 +77,23 @@ def _key_mask(ctx, xp, mask, b: int, s: int, t: int, p: int, like, filter_value:
     elif dims == [b, s, t]:
         keep = (host != 0)[:, None, :, :]
     else:
+        one_d = f"{[3 * b + 2]}" if key_starts else f"{[2 * b]}"
         ctx.fail(f"the mask has shape {dims}; for batch {b}, sequence {s} and total length {t} it must be "
-                 f"{[b]}, {[2 * b]}, {[b, t]} or {[b, s, t]} (the 4-D and 3B+2 forms are not supported)")
+                 f"{[b]}, {one_d}, {[b, t]} or {[b, s, t]}" + ("" if key_starts else " (the 4-D form is not supported)"))
     work = np.float32 if like.dtype == xp.float32 else np.float64
     additive = np.where(keep, work(0.0), work(filter_value)).astype(work)
     return xp.asarray(additive, device=device_of(like))
 
 
-def sdpa(ctx, xp, q, k, v, scale, mask=None, causal_past=None, bias=None):
+def sdpa(ctx, xp, q, k, v, scale, mask=None, causal_past=None, bias=None, scores_out=None):
     """(B, N, S, H) attention of q over k, v (B, N, T, H) in q's (work) dtype; ``mask`` the
     additive key mask of :func:`_key_mask` (0 or ``mask_filter_value``); ``causal_past``: the
-    past length P of a causal mask."""
+    past length P of a causal mask.  The causal mask is onnxruntime's CPU one (PrepareMask):
+    query row ``i`` sees keys ``j <= P + i``, except the last row, which sees every key (the two
+    agree when T = P + S, as in self-attention; with fewer queries than keys -- cross attention,
+    or one query -- the last row is unmasked there, and so it is here).  ``scores_out``: a list
+    that receives the scores as the softmax takes them (scaled, bias and masks added: onnxruntime's
+    ``output_qk``)."""
     scores = xp.matmul(q, xp.matrix_transpose(k)) * scale
     s, t = int(q.shape[2]), int(k.shape[2])
     if bias is not None:
@@ -93,12 +103,15 @@ def sdpa(ctx, xp, q, k, v, scale, mask=None, causal_past=None, bias=None):
         scores = scores + widen(xp, bias)
     if mask is not None:
         scores = scores + mask
-    if causal_past is not None:
+    if causal_past is not None and s > 1:
         import numpy as np
 
-        allowed = np.arange(t)[None, :] <= (np.arange(s)[:, None] + causal_past)
+        rows = np.arange(s)[:, None]
+        allowed = (np.arange(t)[None, :] <= rows + causal_past) | (rows == s - 1)
         lowest = float(np.finfo(np.float32 if scores.dtype == xp.float32 else np.float64).min)
         scores = xp.where(xp.asarray(allowed, device=device_of(scores)), scores, const(xp, lowest, scores))
+    if scores_out is not None:
+        scores_out.append(scores)
     # onnxruntime's softmax: a row whose every score is -inf (all keys masked with a
     # mask_filter_value of -inf) is NaN there, so it is here too (the finite default -10000
     # keeps such a row finite: a softmax of the unmasked scores).
@@ -164,16 +177,33 @@ def multi_head_attention(ctx):
     def run(query, key=None, value=None, bias=None, key_padding_mask=None, attention_bias=None, past_key=None,
             past_value=None, past_sequence_length=None, cache_indirection=None):
         check_float(ctx, query, "query")
-        if query.ndim != 3 or key is None or value is None or key.ndim == 5:
-            ctx.fail("packed QKV / KV layouts are not supported: query (B, S, D) with key and value expected")
+        if query.ndim == 5 or (key is not None and key.ndim == 5):
+            ctx.fail("packed QKV (B, S, N, 3, H) and packed KV (B, L, N, 2, H) are not supported "
+                     "(nor by onnxruntime's CPU kernel): query (B, S, D) with key and value expected")
+        if query.ndim != 3 or key is None or value is None:
+            ctx.fail(f"query (B, S, D) with key and value expected, got query {shape_of(query)}"
+                     + ("" if key is not None and value is not None else " without key or value"))
         if past_sequence_length is not None or cache_indirection is not None:
             ctx.fail("buffer sharing (past_sequence_length) and cache_indirection are not supported")
+        if (past_key is None) != (past_value is None):
+            ctx.fail("past_key and past_value must be given together")
         b, s, d = shape_of(query)
         if d % n:
             ctx.fail(f"the query's hidden size {d} is not a multiple of num_heads {n}")
+        h = d // n
+        kd, vd = shape_of(key), shape_of(value)
+        if key.ndim == 3 and value.ndim == 3 and kd[0] == vd[0] == b and kd[2] == d and kd[1] == vd[1] \
+                and vd[2] % n == 0:
+            dv = vd[2]
+        elif key.ndim == 4 and kd == vd and kd[0] == b and kd[1] == n and kd[3] == h:
+            dv = d
+        else:
+            ctx.fail(f"key {kd} and value {vd} do not fit query {[b, s, d]} with {n} heads: (B, L, D) and "
+                     f"(B, L, D_v), or both (B, N, L, H)")
         qw = widen(xp, query)
         if bias is not None:
-            dv = int(bias.shape[0]) - 2 * d
+            if shape_of(bias) != [2 * d + dv]:
+                ctx.fail(f"bias has shape {shape_of(bias)}; [{2 * d + dv}] (2 * D + D_v) expected")
             bw = widen(xp, bias)
             qw = qw + bw[:d]
         q = _heads(xp, qw, n)
@@ -182,20 +212,25 @@ def multi_head_attention(ctx):
             if bias is not None:
                 kw, vw = kw + bw[d:2 * d], vw + bw[2 * d:2 * d + dv]
             k, v = _heads(xp, kw, n), _heads(xp, vw, n)
-        elif key.ndim == 4:
+        else:  # (B, N, L, H): used as they are, the bias only on the query (as onnxruntime)
             k, v = widen(xp, key), widen(xp, value)
-        else:
-            ctx.fail(f"key has shape {shape_of(key)}: (B, L, D) or (B, N, L, H) expected")
         p = 0
-        if past_key is not None and past_value is not None and key.ndim == 3:
-            p = int(past_key.shape[2])
+        if past_key is not None:
+            pk, pv = shape_of(past_key), shape_of(past_value)
+            if len(pk) != 4 or pk[:2] != [b, n] or pk[3] != h or len(pv) != 4 or pv[:3] != pk[:3] or pv[3] != dv // n:
+                ctx.fail(f"past_key {pk} and past_value {pv} must be (B, N, P, H) = ({b}, {n}, P, {h}) and "
+                         f"({b}, {n}, P, {dv // n})")
+            p = pk[2]
             k = xp.concat([widen(xp, past_key), k], axis=2)
             v = xp.concat([widen(xp, past_value), v], axis=2)
         t = int(k.shape[2])
         mask = None if key_padding_mask is None else _key_mask(ctx, xp, key_padding_mask, b, s, t, p, q,
                                                                filter_value, key_starts=True)
-        y = sdpa(ctx, xp, q, k, v, _scale(ctx, d // n), mask, p if causal else None, attention_bias)
-        return cast(xp, _merge(xp, y), query.dtype), cast(xp, k, query.dtype), cast(xp, v, query.dtype)
+        qk = [] if ctx.output_requested(3) else None
+        y = sdpa(ctx, xp, q, k, v, _scale(ctx, h), mask, p if causal else None, attention_bias, qk)
+        outs = (cast(xp, _merge(xp, y), query.dtype), cast(xp, k, query.dtype), cast(xp, v, query.dtype),
+                None if qk is None else cast(xp, qk[0], query.dtype))
+        return outs[:max(1, ctx.num_outputs)]
 
     return run
 

@@ -99,8 +99,9 @@ def test_conv_integer(x_shape, w_shape, attrs, w_type, zps, paths):
     assert paths == {"exact": 1, "wide": 0}
 
 
-def test_conv_integer_past_the_bound_runs_the_portable_kernel(paths):
-    """64 channels of 3x3 weights near 255: sums near 3e7, past 2^24 (a float32 product is off)."""
+def test_conv_integer_past_the_bound_splits_k(paths):
+    """64 channels of 3x3 weights near 255: sums near 3e7, past 2^24 (a float32 product is off): the
+    product is split along C * K into exact float32 parts (equal to the integer convolution)."""
     x = ints(np.uint8, (1, 64, 5, 5), 200, 255)
     w = ints(np.uint8, (2, 64, 3, 3), 200, 255)
     fast, ref, theirs = three_ways("ConvInteger", [x, w], {}, opset=13, out_types=[TP.INT32], constants=(1,))
@@ -108,7 +109,7 @@ def test_conv_integer_past_the_bound_runs_the_portable_kernel(paths):
     np.testing.assert_array_equal(fast[0], theirs[0])
     want = int_conv(x.astype(np.int64), w.astype(np.int64), [1, 1], [0] * 4, [1, 1], 1)
     np.testing.assert_array_equal(fast[0], want)
-    assert paths == {"exact": 0, "wide": 1}
+    assert paths == {"exact": 1, "wide": 0}      # split along K (k_chunks), exact
     cols = np.lib.stride_tricks.sliding_window_view(x.astype(np.float32), (3, 3), axis=(2, 3))
     as_float32 = np.einsum("ncijkl,mckl->nmij", cols, w.astype(np.float32), optimize=True)
     assert not np.array_equal(as_float32.astype(np.int64), want)
@@ -171,7 +172,7 @@ def test_qlinear_conv_past_the_bound(paths):
     fast, ref, theirs = three_ways("QLinearConv", inputs, {}, opset=13, out_types=[TP.UINT8], constants=(3,))
     identical(fast[0], ref[0])
     within_one_step(fast[0], theirs[0])
-    assert paths == {"exact": 0, "wide": 1}
+    assert paths == {"exact": 1, "wide": 0}      # split along K (k_chunks), exact
 
 
 @needs_numba

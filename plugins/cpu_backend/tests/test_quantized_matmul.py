@@ -2,7 +2,8 @@
 portable kernels (bit for bit) and onnxruntime (MatMulInteger exactly, QLinearMatMul within one
 quantization step), over shapes, zero points per tensor and per column, uint8 / int8 operands,
 constant and runtime B, and K on both sides of the float32 exactness bound (the bound crossed:
-the portable float64 kernel runs, and a float32 product would have been wrong).
+the product split along K into exact float32 parts, where one float32 product would have been
+wrong; test_quantized_k_chunks.py has more).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def test_matmul_integer_past_the_float32_bound_is_exact(paths):
     np.testing.assert_array_equal(fast[0], want)
     np.testing.assert_array_equal(fast[0], theirs[0])
     identical(fast[0], ref[0])
-    assert paths == {"exact": 0, "wide": 1}
+    assert paths == {"exact": 1, "wide": 0}      # split along K (k_chunks), exact
     assert not np.array_equal((a.astype(np.float32) @ b.astype(np.float32)).astype(np.int64), want)
 
 
@@ -161,7 +162,7 @@ def test_qlinear_matmul_past_the_bound(paths):
     fast, ref, theirs = three_ways("QLinearMatMul", inputs, opset=10, out_types=[TP.UINT8], constants=(3,))
     identical(fast[0], ref[0])
     within_one_step(fast[0], theirs[0])
-    assert paths == {"exact": 0, "wide": 1}
+    assert paths == {"exact": 1, "wide": 0}      # split along K (k_chunks), exact
 
 
 def test_matmul_integer_constant_b_with_a_changing_zero_point():

@@ -27,8 +27,13 @@ kernel (which stays the reference, and gives the errors of bad input):
   magnitude up to 2^24 is a float32, so where ``amax * max_n L1_n <= 2^24`` every step is
   exact and the float32 result equals the portable kernel's exact float64 one (for K = 64 and
   full-range weights the bound is 64 * 255 * 255 < 2^22; it is crossed from K ~ 258 on with
-  full-range values, later for real weights).  Otherwise the portable float64 kernel runs
-  (exact below 2^53).  The int32 result is then the exact sum (MatMulInteger); QLinearMatMul
+  full-range values, later for real weights).  Past the bound the product is **split along K**
+  (:func:`k_chunks`): consecutive row ranges of B, each within the bound for every column
+  (``amax * max_n sum_{k in chunk} |b_kn - b_zp| <= 2^24``; one row always fits, ``255 * 255 <
+  2^24``), one float32 BLAS product each — exact by the same proof — summed in float64, exact
+  while the total stays below 2^53 (``K * 255 * 255`` does for any K below 2^37).  The bounds
+  are found once per B and ``amax`` (kept with the centered B).  The int32 result is then the
+  exact sum (MatMulInteger); QLinearMatMul
   requantizes it by the portable kernel's float64 operations (``acc * mult + y_zp``, round,
   clip), the multiplier ``a_scale * b_scale / y_scale`` in float32 as it computes it: one
   compiled pass (:data:`onnxkit_cpu.compiled.quantized.requantize`, QLinearConv's, its bias 0:
@@ -210,12 +215,32 @@ def zero_point_key(zp):
     return None if zp is None else (zp.dtype, zp.shape, zp.tobytes())
 
 
+def k_chunks(columns, l1: float, amax: int) -> tuple:
+    """``(0, k1, ..., K)``: the shortest greedy split of the K rows of ``columns`` (K, N), an
+    exact float32 matrix of centered weights (one column per output), into consecutive ranges
+    whose largest column L1 norm times ``amax`` is at most 2^24 (module docstring); ``l1`` is
+    the largest whole-column norm (one range where ``amax * l1`` fits)."""
+    k = columns.shape[0]
+    if amax * l1 <= FLOAT32_EXACT or k <= 1:
+        return (0, k)
+    cum = np.cumsum(np.abs(columns), axis=0, dtype=np.float64)
+    limit = FLOAT32_EXACT / amax
+    bounds, start, base = [0], 0, np.zeros(cum.shape[1])
+    while start < k:
+        # the largest column sum over rows start..e-1, nondecreasing in e: the last e within the limit
+        span = (cum[start:] - base).max(axis=1)
+        end = start + max(1, int(np.searchsorted(span, limit, side="right")))
+        bounds.append(end)
+        base, start = cum[end - 1], end
+    return tuple(bounds)
+
+
 class CenteredB:
     """B minus its zero point as float32 (K, N), and ``max_n sum_k |b_kn - b_zp|``, made once
     per B while the same B, held by the plan, comes back with the same zero point values
-    (module docstring)."""
+    (module docstring); the K splits of :func:`k_chunks` per ``amax``, found once each."""
 
-    __slots__ = ("b", "zp", "matrix", "l1")
+    __slots__ = ("b", "zp", "matrix", "l1", "splits")
 
     def __init__(self, b, zp):
         self.b, self.zp = b, zero_point_key(zp)
@@ -224,9 +249,17 @@ class CenteredB:
             m -= np.reshape(zp, (-1,)).astype(F32) if zp.size > 1 else F32.type(zp.reshape(-1)[0])
         self.matrix = m
         self.l1 = float(np.abs(m).sum(axis=0, dtype=np.float64).max()) if m.size else 0.0
+        self.splits = {}
 
     def fits(self, b, zp) -> bool:
         return b is self.b and zero_point_key(zp) == self.zp
+
+    def chunks(self, amax: int) -> tuple:
+        """The K bounds of :func:`k_chunks` for an operand of largest magnitude ``amax``."""
+        got = self.splits.get(amax)
+        if got is None:
+            got = self.splits[amax] = k_chunks(self.matrix, self.l1, amax)
+        return got
 
 
 def kept_centered(cache: list, centered, weight, zp, held):
@@ -253,20 +286,28 @@ def b_zero_point_ok(z, b) -> bool:
     return z is None or (_nd(z) and z.dtype == b.dtype and (z.size == 1 or (z.ndim == 1 and z.size == b.shape[1])))
 
 
+def chunked_matmul(af, matrix, bounds: tuple):
+    """``af @ matrix`` (2-D float32 operands of exact integers) as the sum over the K ranges
+    ``bounds`` of their float32 products, in float64 (one range: the float32 product itself)."""
+    if len(bounds) == 2:
+        return np.matmul(af, matrix)
+    out = np.zeros((af.shape[0], matrix.shape[1]))
+    for s, e in zip(bounds[:-1], bounds[1:]):
+        out += np.matmul(af[:, s:e], matrix[s:e])
+    return out
+
+
 def exact_product(a, a_zp: int, prepared: CenteredB):
-    """``(A - a_zp) @ (B - b_zp)`` as exact float32 integers, or None where the bound of the
-    module docstring does not hold (then the caller runs the portable float64 kernel)."""
+    """``(A - a_zp) @ (B - b_zp)`` as exact integers (float32, or float64 where K is split:
+    module docstring)."""
     lo, hi = RANGES[a.dtype]
-    amax = max(a_zp - lo, hi - a_zp)
-    if amax * prepared.l1 > FLOAT32_EXACT:
-        return None
+    bounds = prepared.chunks(max(a_zp - lo, hi - a_zp))
     af = a.astype(F32)
     if a_zp:
         af -= F32.type(a_zp)
     k = a.shape[-1]
-    if af.ndim > 2:
-        return np.matmul(af.reshape(-1, k), prepared.matrix).reshape(a.shape[:-1] + (prepared.matrix.shape[1],))
-    return np.matmul(af, prepared.matrix)
+    out = chunked_matmul(af.reshape(-1, k), prepared.matrix, bounds)
+    return out.reshape(a.shape[:-1] + (prepared.matrix.shape[1],))
 
 
 def eight_bit(names) -> frozenset:
@@ -295,10 +336,7 @@ def matmul_integer(ctx):
         za = zero_point_value(a_zero_point, a.dtype)
         if za is None:
             return other(a, b, a_zero_point, b_zero_point)
-        acc = exact_product(a, za, centered_b(cache, b, b_zero_point, b_held))
-        if acc is None:
-            return other(a, b, a_zero_point, b_zero_point)
-        return acc.astype(np.int32)
+        return exact_product(a, za, centered_b(cache, b, b_zero_point, b_held)).astype(np.int32)
 
     return run
 
@@ -325,8 +363,6 @@ def qlinear_matmul(ctx):
         if za is None:
             return other(*args)
         acc = exact_product(a, za, centered_b(cache, b, b_zero_point, b_held))
-        if acc is None:
-            return other(*args)
         # the multiplier in float32, as the portable kernel computes it (its ``a_s * b_scale / y_scale``)
         sb = b_scale.reshape(-1) if b_scale.size > 1 else b_scale.reshape(())
         mult = np.asarray(a_scale.reshape(()) * sb / y_scale.reshape(()))

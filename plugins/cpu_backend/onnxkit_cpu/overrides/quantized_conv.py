@@ -14,9 +14,13 @@ float32, **where it is exact**: every entry of ``X - x_zp`` lies in ``[-amax, am
 ``amax * L1_m`` in magnitude, ``L1_m = sum |w_m - w_zp_m|`` over the channel's ``C/group * K``
 weights.  Where ``amax * max_m L1_m <= 2^24`` every integer met is a float32 and every BLAS step
 is exact, whatever its order (fused multiply-adds included), so the sums equal the portable
-kernel's; otherwise the portable float64 kernel runs.  (Full-range 8-bit weights reach the bound
-at ``C/group * K`` ~ 258, e.g. 29 channels of 3x3; real weights, whose L1 norms are far smaller,
-much later.)
+kernel's.  (Full-range 8-bit weights reach the bound at ``C/group * K`` ~ 258, e.g. 29 channels
+of 3x3; real weights, whose L1 norms are far smaller, later: a ResNet-18's last 3x3 layers, 4,608
+weights per channel, reach it with per-channel int8 weights.)  Past the bound, on the compiled
+columns (one or two spatial axes), the product is split along the ``C/group * K`` axis into
+consecutive ranges within the bound for every output channel
+(:func:`~.quantization.k_chunks`, found once per W and ``amax``), each an exact float32 product,
+summed in float64 (exact below 2^53); elsewhere the portable float64 kernel runs.
 
 * **ConvInteger**: the exact sums as int32 (the portable kernel's ``round`` and cast of an exact
   integer give the same).
@@ -45,7 +49,8 @@ from onnxkit.plugin import KernelTable
 from ..compiled import quantized as loops
 from ._plans import Held
 from .conv import strided_columns
-from .quantization import F32, FLOAT32_EXACT, RANGES, eight_bit, kept_centered, zero_point_key, zero_point_value
+from .quantization import (F32, FLOAT32_EXACT, RANGES, eight_bit, k_chunks, kept_centered, zero_point_key,
+                           zero_point_value)
 
 KERNELS = KernelTable()
 
@@ -58,7 +63,7 @@ class CenteredW:
     """W minus its zero point (one, or one per output channel) as float32, and the largest
     per-output-channel L1 norm of it (module docstring), for one W and zero point values."""
 
-    __slots__ = ("w", "zp", "weights", "l1")
+    __slots__ = ("w", "zp", "weights", "l1", "splits")
 
     def __init__(self, w, zp):
         self.w, self.zp = w, zero_point_key(zp)
@@ -68,9 +73,18 @@ class CenteredW:
             m -= z[0] if z.size == 1 else z.reshape((-1,) + (1,) * (w.ndim - 1))
         self.weights = m
         self.l1 = float(np.abs(m).reshape(m.shape[0], -1).sum(axis=1, dtype=np.float64).max()) if m.size else 0.0
+        self.splits = {}
 
     def fits(self, w, zp) -> bool:
         return w is self.w and zero_point_key(zp) == self.zp
+
+    def chunks(self, amax: int) -> tuple:
+        """The bounds of :func:`~.quantization.k_chunks` along the ``C/group * K`` axis (each
+        output channel a column) for an operand of largest magnitude ``amax``."""
+        got = self.splits.get(amax)
+        if got is None:
+            got = self.splits[amax] = k_chunks(self.weights.reshape(self.weights.shape[0], -1).T, self.l1, amax)
+        return got
 
 
 def centered_w(cache: list, w, zp, held) -> CenteredW:
@@ -90,10 +104,10 @@ def exact_conv(x, x_zp: int, prepared: CenteredW, plan, columns=None):
     spatial axes, else the portable product on ``x - x_zp``."""
     lo, hi = RANGES[x.dtype]
     amax = max(x_zp - lo, hi - x_zp)
-    if amax * prepared.l1 > FLOAT32_EXACT:
-        return None
     nd = x.ndim - 2
     if columns is None or nd > 2 or plan.n == 0 or math.prod(plan.out_shape) == 0:
+        if amax * prepared.l1 > FLOAT32_EXACT:
+            return None
         xf = x.astype(F32)
         if x_zp:
             xf -= F32.type(x_zp)
@@ -109,12 +123,16 @@ def exact_conv(x, x_zp: int, prepared: CenteredW, plan, columns=None):
     kp = kh * kw
     cols = np.empty((n, c * kp, oh * ow), F32)
     columns(np.ascontiguousarray(x4), np.float32(x_zp), kh, kw, sh, sw, dh, dw, top, left, oh, ow, cols)
-    w = prepared.weights
-    if group == 1:
-        y = np.matmul(w.reshape(m, c * kp), cols)
-    else:
-        cg, mg = c // group, m // group
-        y = np.matmul(w.reshape(group, mg, cg * kp), cols.reshape(n, group, cg * kp, oh * ow))
+    cg, mg = c // group, m // group
+    w = prepared.weights.reshape(group, mg, cg * kp)
+    cols = cols.reshape(n, group, cg * kp, oh * ow)
+    bounds = prepared.chunks(amax)
+    if len(bounds) == 2:
+        y = np.matmul(w, cols)
+    else:       # K split: exact float32 products summed in float64 (module docstring)
+        y = np.zeros((n, group, mg, oh * ow))
+        for s, e in zip(bounds[:-1], bounds[1:]):
+            y += np.matmul(w[:, :, s:e], cols[:, :, s:e])
     return y.reshape((n, m) + plan.out_shape)
 
 

@@ -19,9 +19,9 @@ compiled pass), so the results are bit-identical:
   per column): B' minus its zero point is made once as float32 while the same B comes back
   where the plan holds it (:class:`~._plans.Held`: a constant the planner declares,
   ``ctx.is_constant``, or its own default), and ``(A' - a_zp)(B' - b_zp)`` is one float32 BLAS
-  product where it is exact —
-  the bound of :mod:`.quantization` (``amax * max_n L1_n <= 2^24``) — else the portable kernel;
-  then C, alpha, the scales and the requantization as the portable kernel applies them, in
+  product where it is exact — the bound of :mod:`.quantization` (``amax * max_n L1_n <= 2^24``)
+  — else the sum in float64 of the exact float32 products over K ranges within that bound
+  (:func:`~.quantization.chunked_matmul`); then C, alpha, the scales and the requantization as the portable kernel applies them, in
   float64.
 * **MatMulIntegerToFloat** (A of rank >= 2, 2-D B, one a_scale and A zero point, B's one or per
   column) and **DynamicQuantizeMatMul** (float32 A quantized to uint8 by the portable kernel's
@@ -46,7 +46,7 @@ from onnxkit.plugin import KernelTable
 
 from ..compiled import quantized as loops
 from ._plans import Held
-from .quantization import (F32, FLOAT32_EXACT, RANGES, CenteredB, b_zero_point_ok, centered_b, exact_product,
+from .quantization import (F32, RANGES, CenteredB, b_zero_point_ok, centered_b, chunked_matmul, exact_product,
                            zero_point_key, zero_point_value)
 
 KERNELS = KernelTable()
@@ -171,12 +171,10 @@ def _qgemm(ctx, other):
             return other(*args)
         prepared = centered(b, b_zp)
         lo, hi = RANGES[a.dtype]
-        if max(za - lo, hi - za) * prepared.l1 > FLOAT32_EXACT:
-            return other(*args)
         af = (a.T if ta else a).astype(F32)
         if za:
             af -= F32.type(za)
-        acc = np.matmul(af, prepared.matrix).astype(np.float64)
+        acc = chunked_matmul(af, prepared.matrix, prepared.chunks(max(za - lo, hi - za))).astype(np.float64)
         if c is not None:
             try:
                 acc = acc + c.astype(np.float64)
@@ -259,8 +257,6 @@ def _dynamic_quantize_matmul(ctx, other):
         loop(flat.reshape(1, 1, -1), np.full(1, scale, F32), np.full(1, zp, np.uint8), np.float32(0),
              np.float32(255), q.reshape(1, 1, -1))
         acc = exact_product(q, int(zp), centered_b(cache, b, b_zp, b_held))
-        if acc is None:
-            return other(*args)
         return _scaled(acc, scale, b_scale, bias, b.shape[1], F32)
 
     return run

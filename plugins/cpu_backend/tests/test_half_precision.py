@@ -66,6 +66,14 @@ def kit(data, feed, optimize=True):
     return onnxkit.InferenceSession(data, so).run(None, feed)[0]
 
 
+def half_path_off(module, data, feed):
+    """The run with ``module``'s half path off (its ``is_half`` False): the portable kernel's
+    float16 body (or, for Conv, its numpy body on the narrow type), the path before overrides/half.py."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, "is_half", lambda dtype: False)
+        return kit(data, feed)
+
+
 def peer(data, feed):
     return ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feed)[0]
 
@@ -118,6 +126,7 @@ def test_matmul_float16_matches_onnxruntime_and_reference(spy, case, weight):
     assert_half_close(got, rounded(np.matmul(a.astype(np.float64), b.astype(np.float64)), F16), ulps=1)
     assert_half_close(got, peer(data, feed))
     assert_half_close(got, kit(data, feed, optimize=False))
+    assert np.array_equal(got, half_path_off(linalg_override, data, feed))    # both: float32 BLAS, rounded once
 
 
 def test_matmul_float16_overflow_after_accumulation_is_inf_as_onnxruntime():
@@ -191,6 +200,7 @@ def test_gemm_float16_matches_onnxruntime_and_reference(spy, trans_a, trans_b, c
         y = y + beta * numpy_helper.to_array(inits[1]).astype(np.float64)
     assert_half_close(got, rounded(y, F16), ulps=1)
     assert_half_close(got, peer(data, {"a": a}))
+    assert_half_close(got, half_path_off(linalg_override, data, {"a": a}), ulps=1)
 
 
 # --------------------------------------------------------------------------------- Conv
@@ -232,6 +242,7 @@ def test_conv_float16_matches_onnxruntime_unoptimized_and_reference(spy, case, r
     assert_half_close(got, rounded(want, F16), ulps=1)
     assert_half_close(got, peer(data, {"x": x}))
     assert_half_close(got, kit(data, {"x": x}, optimize=False), ulps=1)
+    assert_half_close(got, half_path_off(conv_override, data, {"x": x}), ulps=1)
 
 
 def test_conv_float16_overflow_is_inf_as_onnxruntime():

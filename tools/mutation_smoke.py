@@ -409,6 +409,10 @@ MUTANTS = (
            "    out = np.zeros((af.shape[0], matrix.shape[1]))",
            "    out = np.zeros((af.shape[0], matrix.shape[1]), F32)",
            ("plugins/cpu_backend/tests/test_quantized_k_chunks.py",)),
+    Mutant("quant-stacked-b-bound-axis", "plugins/cpu_backend/onnxkit_cpu/overrides/quantization.py",
+           "np.abs(bf).sum(axis=-2, dtype=np.float64).max()",
+           "np.abs(bf).sum(axis=-1, dtype=np.float64).max()",
+           ("plugins/cpu_backend/tests/test_quantized_k_chunks.py",)),
     Mutant("quant-conv-k-chunk-dropped", "plugins/cpu_backend/onnxkit_cpu/overrides/quantized_conv.py",
            "        for s, e in zip(bounds[:-1], bounds[1:]):",
            "        for s, e in zip(bounds[:-2], bounds[1:]):",
@@ -998,6 +1002,10 @@ MUTANTS = (
            "acc, lab = sum_out(*terms[0], needed(0))",
            "acc, lab = sum_out(*terms[0], set(out))",
            ("plugins/default_domain/tests/test_einsum_pairwise.py",)),
+    Mutant("nbits-weight-not-shared-across-plans", "plugins/microsoft_domain/onnxkit_microsoft/kernels/nbits.py",
+           "        wt = _shared(parts, key) if keep else None",
+           "        wt = None",
+           ("plugins/microsoft_domain/tests/test_decoder_fast_paths.py", "-k", "shared_by_the_plans")),
 )
 
 

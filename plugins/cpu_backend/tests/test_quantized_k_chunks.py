@@ -197,3 +197,65 @@ def test_conv_integer_three_spatial_axes_past_the_bound_runs_the_portable_kernel
     identical(fast[0], ref[0])
     np.testing.assert_array_equal(fast[0], theirs[0])
     assert paths == {"exact": 0, "wide": 1}
+
+
+# ------------------------------------------------------------- stacked B (attention's products)
+@pytest.mark.parametrize("a_type,a_zp,b_type,b_zp", [(np.uint8, 0, np.uint8, 255), (np.int8, -128, np.int8, 127),
+                                                      (np.uint8, 131, np.int8, 0)])
+@pytest.mark.parametrize("shapes", [((2, 3, 5, 16), (2, 3, 16, 7)), ((5, 16), (4, 16, 7)), ((2, 1, 5, 8), (3, 8, 4))])
+def test_matmul_integer_stacked_b(a_type, a_zp, b_type, b_zp, shapes, monkeypatch):
+    """A stack of B matrices (an activation): one batched float32 product, equal to int64's."""
+    paths = count_products(monkeypatch, fast_matmul, "batched_product")
+    a, b = ints(a_type, shapes[0]), ints(b_type, shapes[1])
+    fast, ref, theirs = three_ways("MatMulInteger", [a, b, np.array(a_zp, a_type), np.array(b_zp, b_type)], opset=13,
+                                   out_types=[TP.INT32])
+    want = np.matmul(a.astype(np.int64) - a_zp, b.astype(np.int64) - b_zp)
+    np.testing.assert_array_equal(fast[0], want)
+    identical(fast[0], ref[0])
+    np.testing.assert_array_equal(fast[0], theirs[0])
+    assert paths == {"exact": 1, "wide": 0}
+
+
+@pytest.mark.usefixtures("warm_bodies")
+@needs_numba
+@pytest.mark.parametrize("y_type", [np.uint8, np.int8])
+def test_qlinear_matmul_stacked_b_ties_and_saturation(y_type, monkeypatch):
+    """Stacked operands requantized by ``acc * 0.5 + y_zp``: ties (half to even) and both ends."""
+    paths = count_products(monkeypatch, fast_matmul, "batched_product")
+    a = ints(y_type, (2, 4, 6, 32))
+    b = ints(np.int8, (2, 4, 32, 5))
+    a[0, 0, 0] = 1
+    b[0, 0, :, :2] = 0
+    b[0, 0, 0, 0], b[0, 0, 0, 1] = 7, -3                              # 3.5 and -1.5 before the zero point
+    zp = 3 if y_type == np.uint8 else -5
+    inputs = [a, np.float32(1.0), np.array(0, y_type), b, np.float32(1.0), np.int8(0), np.float32(2.0),
+              np.array(zp, y_type)]
+    fast, ref, theirs = three_ways("QLinearMatMul", inputs, opset=10,
+                                   out_types=[TP.UINT8 if y_type == np.uint8 else TP.INT8])
+    acc = np.matmul(a.astype(np.int64), b.astype(np.int64))
+    info = np.iinfo(y_type)
+    want = np.clip(np.rint(acc * 0.5 + zp), info.min, info.max).astype(y_type)
+    np.testing.assert_array_equal(fast[0], want)
+    identical(fast[0], ref[0])
+    within_one_step(fast[0], theirs[0])
+    # ties to even: 3.5 + 3 -> 6, -1.5 + 3 -> 2; 3.5 - 5 -> -2, -1.5 - 5 -> -6
+    assert (int(fast[0][0, 0, 0, 0]), int(fast[0][0, 0, 0, 1])) == ((6, 2) if zp == 3 else (-2, -6))
+    assert (want == info.min).any() and (want == info.max).any()
+    assert paths == {"exact": 1, "wide": 0}
+
+
+def test_matmul_integer_stacked_b_past_the_bound_and_bad_shapes_take_the_portable_kernel(monkeypatch):
+    """K = 1500 of full-range stacked values: past the bound, the portable kernel's exact sums;
+    batch extents that do not broadcast: the portable kernel's error."""
+    from onnxkit.errors import OnnxkitError
+
+    paths = count_products(monkeypatch, fast_matmul, "batched_product")
+    a, b = ints(np.uint8, (2, 3, 1500)), ints(np.uint8, (2, 1500, 4), 200, 255)
+    fast, ref, theirs = three_ways("MatMulInteger", [a, b], opset=13, out_types=[TP.INT32])
+    want = np.matmul(a.astype(np.int64), b.astype(np.int64))
+    np.testing.assert_array_equal(fast[0], want)
+    identical(fast[0], ref[0])
+    assert paths == {"exact": 0, "wide": 1}
+    with pytest.raises(OnnxkitError, match="broadcast"):
+        three_ways("MatMulInteger", [ints(np.uint8, (3, 2, 4)), ints(np.uint8, (2, 4, 5))], opset=13,
+                   out_types=[TP.INT32], ort=False)

@@ -14,6 +14,11 @@ kernel (which stays the reference, and gives the errors of bad input):
 * **DynamicQuantizeLinear**: the range by one compiled pass, the scale and zero point by the
   portable kernel's float32 scalar formulas, Y by the quantize pass; an input holding a NaN or
   an infinity, or whose scale underflows to 0, takes the portable kernel.
+* **MatMulInteger / QLinearMatMul** with a stacked B (rank > 2, such as attention's products of
+  two activations; one zero point and scale each): both operands centered as float32 at each
+  call and one batched float32 product where the bound below holds for every matrix of the
+  stack (``amax`` times the largest column L1 norm of ``B - b_zp``, measured at the call), else
+  the portable kernel.
 * **MatMulInteger / QLinearMatMul** with a 2-D B (and A of rank >= 2, one zero point for A, one
   or one per column for B; QLinearMatMul: float32 scales, one a_scale and y_scale, one or N
   b_scale values): B minus its zero point is made once as float32 and kept while the same
@@ -321,6 +326,34 @@ def _operands_ok(a, b) -> bool:
             and a.shape[-1] == b.shape[0] and a.size and b.size)
 
 
+def _batched_ok(a, b, b_zero_point) -> bool:
+    """A of rank >= 2 and B of rank > 2 (a stack of matrices, such as attention's), 8-bit, one
+    B zero point of B's type or none, the contracted extents equal."""
+    return (_nd(a) and _nd(b) and a.dtype in RANGES and b.dtype in RANGES and a.ndim >= 2 and b.ndim > 2
+            and a.shape[-1] == b.shape[-2] and a.size and b.size
+            and zero_point_value(b_zero_point, b.dtype) is not None)
+
+
+def batched_product(a, a_zp: int, b, b_zp: int):
+    """``(A - a_zp) @ (B - b_zp)`` for a stacked B (:func:`_batched_ok`; centered at each call:
+    such a B is an activation) as exact float32 integers, or None where the bound of the module
+    docstring fails for some matrix of the stack (``amax`` times the largest column L1 norm of
+    ``B - b_zp``) or the batch extents do not broadcast (the portable kernel then decides)."""
+    lo, hi = RANGES[a.dtype]
+    bf = b.astype(F32)
+    if b_zp:
+        bf -= F32.type(b_zp)
+    if max(a_zp - lo, hi - a_zp) * float(np.abs(bf).sum(axis=-2, dtype=np.float64).max()) > FLOAT32_EXACT:
+        return None
+    af = a.astype(F32)
+    if a_zp:
+        af -= F32.type(a_zp)
+    try:
+        return np.matmul(af, bf)
+    except ValueError:
+        return None
+
+
 @KERNELS.register("MatMulInteger", 10)
 def matmul_integer(ctx):
     other = portable_linalg.matmul_integer(ctx)
@@ -330,6 +363,10 @@ def matmul_integer(ctx):
     b_held = Held(ctx, 1)
 
     def run(a, b, a_zero_point=None, b_zero_point=None):
+        if _batched_ok(a, b, b_zero_point) and a.dtype in allowed_a and b.dtype in allowed_b:
+            za = zero_point_value(a_zero_point, a.dtype)
+            acc = None if za is None else batched_product(a, za, b, zero_point_value(b_zero_point, b.dtype))
+            return other(a, b, a_zero_point, b_zero_point) if acc is None else acc.astype(np.int32)
         if not (_operands_ok(a, b) and a.dtype in allowed_a and b.dtype in allowed_b
                 and b_zero_point_ok(b_zero_point, b)):
             return other(a, b, a_zero_point, b_zero_point)
@@ -354,15 +391,22 @@ def qlinear_matmul(ctx):
 
     def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
         args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
-        if not (_operands_ok(a, b) and b_zero_point_ok(b_zero_point, b) and _one_float32(a_scale)
-                and _one_float32(y_scale) and _nd(b_scale) and b_scale.dtype == F32
-                and (b_scale.size == 1 or (b_scale.ndim == 1 and b_scale.size == b.shape[1]))
+        if not (_nd(a) and a.dtype in RANGES and _one_float32(a_scale) and _one_float32(y_scale) and _nd(b_scale)
+                and b_scale.dtype == F32
                 and _nd(y_zero_point) and y_zero_point.dtype in RANGES and y_zero_point.size == 1):
             return other(*args)
         za = zero_point_value(a_zero_point, a.dtype)
         if za is None:
             return other(*args)
-        acc = exact_product(a, za, centered_b(cache, b, b_zero_point, b_held))
+        if _batched_ok(a, b, b_zero_point) and b_scale.size == 1:
+            acc = batched_product(a, za, b, zero_point_value(b_zero_point, b.dtype))
+            if acc is None:
+                return other(*args)
+        elif (_operands_ok(a, b) and b_zero_point_ok(b_zero_point, b)
+              and (b_scale.size == 1 or (b_scale.ndim == 1 and b_scale.size == b.shape[1]))):
+            acc = exact_product(a, za, centered_b(cache, b, b_zero_point, b_held))
+        else:
+            return other(*args)
         # the multiplier in float32, as the portable kernel computes it (its ``a_s * b_scale / y_scale``)
         sb = b_scale.reshape(-1) if b_scale.size > 1 else b_scale.reshape(())
         mult = np.asarray(a_scale.reshape(()) * sb / y_scale.reshape(()))

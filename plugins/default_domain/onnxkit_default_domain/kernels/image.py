@@ -17,9 +17,10 @@ its cpu fallback).
   to the threshold is decided as there; a NaN coordinate never suppresses.  NaN scores (no score
   threshold) have no order: the candidates then leave a binary heap as libstdc++'s
   ``priority_queue`` pops them (:func:`heap_order`), the order onnxruntime's Linux build gives.
-  Candidates are sorted once; each kept box then suppresses the later candidates at once (one
-  vectorized IOU row per kept box).  The cpu backend runs the same rules compiled
-  (onnxkit_cpu/overrides/image.py).
+  Each class' candidates are sorted once and the classes of a batch run side by side
+  (:func:`nms_classes`): each step keeps every class' next live candidate and suppresses the
+  later ones at once (one vectorized IOU per step).  The cpu backend runs the same rules
+  compiled (onnxkit_cpu/overrides/image.py).
 """
 
 from __future__ import annotations
@@ -90,19 +91,25 @@ def box_planes(boxes, center: int):
         return ymin, xmin, ymax, xmax, (ymax - ymin) * (xmax - xmin)
 
 
-def suppressed(planes, cand, kept: int, iou_thr):
+def suppressed(planes, cand, kept, iou_thr):
     """Whether each candidate box ``cand`` (indices into ``planes``) has an IOU with box ``kept``
-    strictly above ``iou_thr`` (float32): the intersection's bounds are ``max(c, k) = c < k ? k : c``
-    and ``min(c, k) = k < c ? k : c`` (a NaN bound of the kept box drops out there, as in C++), an
-    empty or NaN overlap never suppresses, the union is ``area_c + area_k - inter``."""
-    ymin, xmin, ymax, xmax, area = planes
-    cx0, cx1, cy0, cy1 = xmin[cand], xmax[cand], ymin[cand], ymax[cand]
-    kx0, kx1, ky0, ky1 = xmin[kept], xmax[kept], ymin[kept], ymax[kept]
+    (an index, or indices broadcasting with ``cand``) strictly above ``iou_thr`` (float32): the
+    intersection's bounds are ``max(c, k) = c < k ? k : c`` and ``min(c, k) = k < c ? k : c`` (a
+    NaN bound of the kept box drops out there, as in C++), an empty or NaN overlap never
+    suppresses, the union is ``area_c + area_k - inter``."""
+    return pair_suppressed([p[cand] for p in planes], [p[kept] for p in planes], iou_thr)
+
+
+def pair_suppressed(c, k, iou_thr):
+    """:func:`suppressed` of candidate planes ``c`` and kept planes ``k`` (lists of
+    ``(ymin, xmin, ymax, xmax, area)`` arrays that broadcast together)."""
+    cy0, cx0, cy1, cx1, ca = c
+    ky0, kx0, ky1, kx1, ka = k
     ix0, ix1 = np.where(cx0 < kx0, kx0, cx0), np.where(kx1 < cx1, kx1, cx1)
     iy0, iy1 = np.where(cy0 < ky0, ky0, cy0), np.where(ky1 < cy1, ky1, cy1)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         inter = (ix1 - ix0) * (iy1 - iy0)
-        iou = inter / (area[cand] + area[kept] - inter)
+        iou = inter / (ca + ka - inter)
         return (ix1 > ix0) & (iy1 > iy0) & (inter > 0) & (iou > iou_thr)
 
 
@@ -192,6 +199,55 @@ def nms_class(planes, sc, limit: int, iou_thr, score_thr):
     return kept
 
 
+def nms_classes(planes, sc, limit: int, iou_thr, score_thr):
+    """``(classes, boxes)`` kept in one batch, class by class, each class' boxes in the order kept:
+    ``sc`` its (C, N) float32 scores.  The classes run side by side: their candidates padded into
+    (C, M) rows in their order (score, then index), each step keeps every class' first live
+    candidate and suppresses the later ones of its row at once (one vectorized IOU per step).
+    A class with a NaN candidate score runs alone (:func:`nms_class`: the heap's order)."""
+    ncls, n = sc.shape
+    mask = np.ones(sc.shape, dtype=bool) if score_thr is None else sc > score_thr
+    nan = (np.isnan(sc) & mask).any(1)
+    mask[nan] = False
+    rows, cols = np.nonzero(mask)
+    counts = np.bincount(rows, minlength=ncls)
+    width = int(counts.max(initial=0))
+    cls_out, box_out = [], []
+    if width:
+        slot = np.arange(rows.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
+        idx = np.zeros((ncls, width), dtype=np.int64)
+        key = np.zeros((ncls, width), dtype=np.float32)
+        pad = np.ones((ncls, width), dtype=bool)
+        idx[rows, slot], key[rows, slot], pad[rows, slot] = cols, -sc[rows, cols], False
+        order = np.lexsort((key, pad), axis=-1)          # candidates first, by score, ties by index
+        idx, alive = np.take_along_axis(idx, order, 1), ~np.take_along_axis(pad, order, 1)
+        cand = [p[idx] for p in planes]                  # (C, M) planes of the candidates, in order
+        kept = np.zeros(ncls, dtype=np.int64)
+        while True:
+            live = np.flatnonzero(alive.any(1))
+            if live.size == 0:
+                break
+            pos = alive[live].argmax(1)
+            cls_out.append(live)
+            box_out.append(idx[live, pos])
+            alive[live, pos] = False
+            kept[live] += 1
+            more = kept[live] < limit
+            alive[live[~more]] = False
+            go, at = live[more], pos[more]
+            if go.size:
+                alive[go] &= ~pair_suppressed([q[go] for q in cand], [q[go, at][:, None] for q in cand], iou_thr)
+    for c in np.flatnonzero(nan):
+        kept_c = nms_class(planes, sc[c], limit, iou_thr, score_thr)
+        cls_out.append(np.full(len(kept_c), c, dtype=np.int64))
+        box_out.append(np.array(kept_c, dtype=np.int64))
+    if not cls_out:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    cls, box = np.concatenate(cls_out), np.concatenate(box_out)
+    by_class = np.argsort(cls, kind="stable")            # steps in order within each class
+    return cls[by_class], box[by_class]
+
+
 @KERNELS.register("NonMaxSuppression", 10, 11, host_only=True)
 def non_max_suppression(ctx):
     center = int(ctx.attr("center_point_box"))
@@ -201,14 +257,13 @@ def non_max_suppression(ctx):
     def run(boxes, scores, max_output_boxes_per_class=None, iou_threshold=None, score_threshold=None):
         limit, iou_thr, score_thr = nms_arguments(ctx, boxes, scores, max_output_boxes_per_class,
                                                   iou_threshold, score_threshold)
-        out = []
         if limit == 0:
             return np.zeros((0, 3), dtype=np.int64)
         sc_all = np.asarray(scores, dtype=np.float32)
+        out = []
         for b in range(boxes.shape[0]):
-            planes = box_planes(boxes[b], center)
-            for c in range(scores.shape[1]):
-                out.extend((b, c, k) for k in nms_class(planes, sc_all[b, c], limit, iou_thr, score_thr))
-        return np.array(out, dtype=np.int64).reshape(-1, 3)
+            cls, box = nms_classes(box_planes(boxes[b], center), sc_all[b], limit, iou_thr, score_thr)
+            out.append(np.stack([np.full(cls.shape, b), cls, box], 1))
+        return np.concatenate(out).astype(np.int64, copy=False) if out else np.zeros((0, 3), dtype=np.int64)
 
     return run

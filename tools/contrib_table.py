@@ -36,7 +36,6 @@ REASONS = {
     "CausalConvWithState": _NEW,
     "ConvTransposeWithDynamicPads": "ConvTranspose with pads as an input, from old converters",
     "CropAndResize": "TensorFlow's crop_and_resize (tf2onnx's contrib form)",
-    "DecoderMaskedMultiHeadAttention": "the fused decoding attention onnxruntime's beam-search models use",
     "DynamicTimeWarping": "Whisper's timestamp alignment (onnxruntime's Whisper export)",
     "EngramGate": _NEW,
     "ExpandDims": "TensorFlow's expand_dims (ai.onnx Unsqueeze computes it)",

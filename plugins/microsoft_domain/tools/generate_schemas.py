@@ -30,7 +30,7 @@ OPERATORS = {
     "optimizer": ["FusedConv", "FusedGemm", "FusedMatMul", "BiasGelu", "FastGelu", "Gelu", "QuickGelu", "BiasAdd",
                   "BiasSoftmax", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
                   "EmbedLayerNormalization", "Attention", "MultiHeadAttention", "RotaryEmbedding",
-                  "GroupQueryAttention", "MatMulNBits"],
+                  "GroupQueryAttention", "MatMulNBits", "DecoderMaskedMultiHeadAttention"],
     # skl2onnx's converters (text vectorizers, FeatureHasher, kNN / LOF / KernelPCA with cdist)
     "converters": ["Tokenizer", "CDist", "MurmurHash3"],
     # onnxruntime.quantization, QOperator format

@@ -12,6 +12,7 @@ ENTRIES = (
     ('com.microsoft', 'BiasGelu', (1,), 'fused', 'onnxkit_microsoft.inference.fused'),
     ('com.microsoft', 'BiasSoftmax', (1,), 'fused', 'onnxkit_microsoft.inference.fused'),
     ('com.microsoft', 'CDist', (1,), 'fused', 'onnxkit_microsoft.inference.fused'),
+    ('com.microsoft', 'DecoderMaskedMultiHeadAttention', (1,), 'attention', 'onnxkit_microsoft.inference.attention'),
     ('com.microsoft', 'DequantizeLinear', (1,), 'qlinear_ops', 'onnxkit_microsoft.inference.qlinear_ops'),
     ('com.microsoft', 'DynamicQuantizeLSTM', (1,), 'qlinear_ops', 'onnxkit_microsoft.inference.qlinear_ops'),
     ('com.microsoft', 'DynamicQuantizeMatMul', (1,), 'qlinear_ops', 'onnxkit_microsoft.inference.qlinear_ops'),

@@ -2,7 +2,8 @@
 (``kernels/nbits.py``).
 
 Attention's output is ``(B, S, v_hidden)`` and ``present`` ``(2, B, N, P+S, H)``;
-MultiHeadAttention's ``(B, S, v_hidden)``, ``(B, N, P+L, H)`` presents and ``(B, N, S, P+L)`` qk; RotaryEmbedding keeps
+MultiHeadAttention's ``(B, S, v_hidden)``, ``(B, N, P+L, H)`` presents and ``(B, N, S, P+L)`` qk;
+DecoderMaskedMultiHeadAttention's the query's, its presents the past's; RotaryEmbedding keeps
 its input's type; GroupQueryAttention's output is ``(B, S, num_heads * H)`` (``H`` the query's hidden
 size over ``num_heads``, or over ``num_heads + 2 kv_num_heads`` for packed QKV: key absent), its
 presents ``(B, kv_num_heads, ?, H)`` in the past's type and head extent (``H/2`` for a 4-bit
@@ -68,6 +69,17 @@ def _mha(ctx):
     if ctx.num_outputs > 3:  # qk: the scores (B, N, S, T)
         out.append(tensor(elem_of(q), [b, n, qd[1] if qd and len(qd) == 3 else None, t]))
     return out[:ctx.num_outputs]
+
+
+@FUNCTIONS.register("DecoderMaskedMultiHeadAttention")
+def _dmmha(ctx):
+    """The query's shape; presents the past's (the shared cache)."""
+    q = ctx.input_type(0)
+    out = [tensor(elem_of(q), dims_of(q))]
+    if ctx.num_outputs > 1:
+        past = ctx.input_type(5) if ctx.has_input(5) else None
+        out += [tensor(elem_of(q), dims_of(past) if past is not None else None)] * 2
+    return out[:min(ctx.num_outputs, 3)]
 
 
 @FUNCTIONS.register("RotaryEmbedding")

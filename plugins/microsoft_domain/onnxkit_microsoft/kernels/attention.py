@@ -235,6 +235,75 @@ def multi_head_attention(ctx):
     return run
 
 
+@KERNELS.register("DecoderMaskedMultiHeadAttention", 1, domain=DOMAIN)
+def decoder_masked_multi_head_attention(ctx):
+    """One query token (B, 1, D) -- onnxruntime's CPU kernel, no beams: self attention over a
+    shared cache (``past_present_share_buffer``: ``past_key``/``past_value`` (B, N, M, H) hold
+    ``past_sequence_length`` P tokens; the new key and value are written at position P of the
+    presents, which are the past's buffers otherwise, and the query attends to their first P + 1
+    keys), or cross attention over (B, N, L, H) keys and values (no past, no present, no
+    attention_bias).  ``bias`` (3D) adds to query, key and value (the query only in cross
+    attention); ``mask_index`` (B, T) 1/0; ``attention_bias`` (B|1, N|1, 1, T)."""
+    xp = ctx.xp
+    n = int(ctx.attr("num_heads"))
+    filter_value = float(ctx.attr("mask_filter_value", -10000.0))
+    share = bool(ctx.attr("past_present_share_buffer", 0))
+    if ctx.attr("output_qk", 0):
+        ctx.fail("output_qk is not supported by onnxkit's DecoderMaskedMultiHeadAttention")
+
+    def run(query, key=None, value=None, mask_index=None, attention_bias=None, past_key=None, past_value=None,
+            past_sequence_length=None, beam_width=None, cache_indirection=None, bias=None):
+        check_float(ctx, query, "query")
+        if query.ndim != 3 or int(query.shape[1]) != 1 or key is None or value is None:
+            ctx.fail(f"query (B, 1, D) with key and value expected (one token; packed QKV is not supported), "
+                     f"got query {shape_of(query)}")
+        beams = 1 if beam_width is None else int(ctx.to_host(beam_width).reshape(-1)[0])
+        if beams > 1 or (cache_indirection is not None and shape_of(cache_indirection)[1] > 1):
+            ctx.fail("beam search (beam_width > 1, cache_indirection) is not supported")
+        b, _, d = shape_of(query)
+        h = d // n
+        if d % n or (bias is not None and shape_of(bias) != [3 * d]):
+            ctx.fail(f"hidden size {d} over {n} heads with a bias of {[3 * d]} expected, bias {shape_of(bias) if bias is not None else None}")
+        bw = None if bias is None else widen(xp, bias)
+        qw = widen(xp, query) if bw is None else widen(xp, query) + bw[:d]
+        q = _heads(xp, qw, n)
+        present = ctx.output_requested(1) or ctx.output_requested(2)
+        if past_key is None and not present:  # cross attention
+            if attention_bias is not None:
+                ctx.fail("attention_bias is not supported in cross attention (nor by onnxruntime)")
+            if key.ndim != 4 or shape_of(key) != shape_of(value) or shape_of(key)[:2] != [b, n] or shape_of(key)[3] != h:
+                ctx.fail(f"cross attention takes key and value ({b}, {n}, L, {h}), got {shape_of(key)}, {shape_of(value)}")
+            k, v = widen(xp, key), widen(xp, value)
+            outs = (None, None)
+        else:
+            if not share or past_key is None or past_value is None or past_sequence_length is None:
+                ctx.fail("self attention needs past_key, past_value, past_sequence_length and past_present_share_buffer=1")
+            m = int(past_key.shape[2]) if past_key.ndim == 4 else -1
+            if shape_of(past_key) != [b, n, m, h] or shape_of(past_value) != [b, n, m, h] \
+                    or shape_of(key) != [b, 1, d] or shape_of(value) != [b, 1, d]:
+                ctx.fail(f"key/value ({b}, 1, {d}) and past_key/past_value ({b}, {n}, M, {h}) expected, got "
+                         f"{shape_of(key)}, {shape_of(value)}, {shape_of(past_key)}, {shape_of(past_value)}")
+            p = int(ctx.to_host(past_sequence_length).reshape(-1)[0])
+            if not 0 <= p < m:
+                ctx.fail(f"past_sequence_length {p} leaves no room in a cache of {m} positions")
+            kw, vw = widen(xp, key), widen(xp, value)
+            if bw is not None:
+                kw, vw = kw + bw[d:2 * d], vw + bw[2 * d:]
+            pk, pv = widen(xp, past_key), widen(xp, past_value)
+            pk = xp.concat([pk[:, :, :p], _heads(xp, kw, n), pk[:, :, p + 1:]], axis=2)
+            pv = xp.concat([pv[:, :, :p], _heads(xp, vw, n), pv[:, :, p + 1:]], axis=2)
+            k, v = pk[:, :, :p + 1], pv[:, :, :p + 1]
+            outs = (cast(xp, pk, query.dtype), cast(xp, pv, query.dtype))
+        t = int(k.shape[2])
+        if mask_index is not None and shape_of(mask_index) != [b, t]:
+            ctx.fail(f"mask_index has shape {shape_of(mask_index)}; only the ({b}, {t}) key padding mask is supported")
+        mask = None if mask_index is None else _key_mask(ctx, xp, mask_index, b, 1, t, 0, q, filter_value)
+        y = sdpa(ctx, xp, q, k, v, _scale(ctx, h), mask, None, attention_bias)
+        return ((cast(xp, _merge(xp, y), query.dtype),) + outs)[:max(1, ctx.num_outputs)]
+
+    return run
+
+
 def rotate(ctx, xp, x, cos, sin, interleaved: bool, rot: int):
     """Rotate the first ``rot`` features of the last axis of ``x`` (…, S, H) by cos / sin (…, S, rot/2)."""
     half = rot // 2

@@ -242,8 +242,13 @@ def run_one(name: str, tokens: int, prompt_len: int, threads: str, generators: b
             steppers[k].tokens = steppers[k].tokens[1:]
     return {"model": name, "policy": os.environ.get("ONNXKIT_FIRST_RUN", "tiered"), "threads": threads,
             "tokens": tokens, "prompt": prompt_len, "times": times, "setup": setup,
-            "same": {k: s.tokens == ref[:len(s.tokens)] for k, s in steppers.items()},
+            "same": {k: _upto_eos(s.tokens) == _upto_eos(ref[:len(s.tokens)]) for k, s in steppers.items()},
             "planned": getattr(getattr(mine, "_specializer", None), "planned", None)}
+
+
+def _upto_eos(tokens: list, eos: int = 2) -> list:
+    """The tokens up to and including the first end-of-sequence token (the generators stop there)."""
+    return tokens[:tokens.index(eos) + 1] if eos in tokens else tokens
 
 
 def summarize(r: dict, clock: int = 0) -> dict:

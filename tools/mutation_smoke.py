@@ -1002,6 +1002,10 @@ MUTANTS = (
            "acc, lab = sum_out(*terms[0], needed(0))",
            "acc, lab = sum_out(*terms[0], set(out))",
            ("plugins/default_domain/tests/test_einsum_pairwise.py",)),
+    Mutant("nbits-weight-not-shared-across-plans", "plugins/microsoft_domain/onnxkit_microsoft/kernels/nbits.py",
+           "        wt = _shared(digest) if keep else None",
+           "        wt = None",
+           ("plugins/microsoft_domain/tests/test_decoder_fast_paths.py", "-k", "shared_by_the_plans")),
 )
 
 

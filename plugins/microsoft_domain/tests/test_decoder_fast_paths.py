@@ -272,3 +272,24 @@ def test_skip_simplified_norm_host_body_equals_the_portable_one_and_onnxruntime(
     want = run_ort(model, feed)
     np.testing.assert_allclose(results[True][0], want[0], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(results[True][3], want[3], rtol=1e-6, atol=1e-6)
+
+
+def test_nbits_dequantized_weight_is_shared_by_the_plans_of_a_session(monkeypatch):
+    """Prompts of 12, 16, 20 and 12 rows (more than the token step takes: the portable kernel's
+    dequantized product) under ``ONNXKIT_FIRST_RUN=second``: the cold first plan and the warm plan
+    that replaces it (and the shape-specialized ones) each make their kernels, and the weight of
+    the constant B is dequantized once for all of them; results equal onnxruntime's."""
+    from onnxkit_microsoft.kernels import nbits
+
+    monkeypatch.setenv("ONNXKIT_FIRST_RUN", "second")
+    calls = []
+    real = nbits.dequantize
+    monkeypatch.setattr(nbits, "dequantize", lambda *a, **k: calls.append(1) or real(*a, **k))
+    model = _nbits_model(24, 256, 32, True, False, seed=9)
+    sess = onnxkit.InferenceSession(model, "cpu")
+    for rows in (12, 16, 20, 12):
+        a = np.random.default_rng(rows).standard_normal((1, rows, 256)).astype(np.float32)
+        got = sess.run(None, {"A": a})[0]
+        want = run_ort(model, {"A": a})[0]
+        assert np.abs(got - want).max() <= 4e-6 * np.abs(want).max()
+    assert len(calls) == 1, f"dequantized {len(calls)} times"

@@ -21,17 +21,20 @@ dequantized values up to float rounding.  onnxruntime takes this path only with 
 (bits, block_size) its MLAS int8 kernels serve (x86-64: 4 and 8 bits at every block size, 2 bits
 at 32, 64 and 128); otherwise, as at every other level, A is used as it is (float32 product).
 
-The dequantized weight is made once per constant B / scales / zero points / g_idx (per call
-otherwise).  Prepacked weights (``weight_prepacked``) are refused by name.  The product is
+The dequantized weight is made once per constant B / scales / zero points / g_idx, shared by
+every kernel made for equal values while one of them holds it (the cold, warm and
+shape-specialized plans of a session; per call otherwise).  Prepacked weights (``weight_prepacked``) are refused by name.  The product is
 computed in float32 (A is float, float16 or bfloat16; float16 inputs as float32, the result
 rounded to A's type).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
+import hashlib
 import math
+import weakref
+
+import numpy as np
 
 from onnxkit.plugin import KernelTable, arrays, declares_output_bytes
 
@@ -93,6 +96,40 @@ def dequantize(ctx, b, scales, zero_points, n: int, k: int, block: int, bits: in
     return np.ascontiguousarray((q - zp[:, col]) * s[:, col])
 
 
+#: dequantized weights of constant B / scales / zero points / g_idx, shared by every kernel made
+#: for the same values (a session's cold and warm plans and its shape-specialized plans make their
+#: own kernels, over their own copies of the constants): ``{digest: weak reference to the
+#: weight}``, the digest of the attributes and the parts' bytes (:func:`_digest`); an entry goes
+#: when its weight is collected
+_SHARED: dict = {}
+
+
+def _digest(parts: list, key: tuple) -> bytes:
+    """A digest of ``key`` and the host arrays ``parts`` (types, shapes and bytes)."""
+    h = hashlib.blake2b(repr(key).encode(), digest_size=20)
+    for p in parts:
+        if p is None:
+            h.update(b"|none")
+            continue
+        c = np.ascontiguousarray(p)
+        h.update(f"|{c.dtype.str}{c.shape}".encode())
+        h.update(c.view(np.uint8).reshape(-1).data if c.size else b"")
+    return h.digest()
+
+
+def _shared(digest: bytes):
+    """The weight an earlier kernel made from equal parts, or None."""
+    ref = _SHARED.get(digest)
+    return None if ref is None else ref()
+
+
+def _share(digest: bytes, weight) -> None:
+    try:
+        _SHARED[digest] = weakref.ref(weight, lambda r, d=digest: _SHARED.pop(d, None) if _SHARED.get(d) is r else None)
+    except TypeError:  # a weight that takes no weak reference: not shared
+        pass
+
+
 def quantize_a(xp, a, k: int, a_block: int):
     """float32 ``a`` (..., K) as onnxruntime's int8 path sees it: blockwise symmetric int8
     quantization along K (blocks of ``a_block``, scale ``amax / 127``, half-to-even rounding of
@@ -125,6 +162,7 @@ def matmul_nbits(ctx):
     if int(ctx.attr("weight_prepacked")):
         ctx.fail("prepacked weights (weight_prepacked != 0) are an execution provider's layout: not supported")
     level = int(ctx.attr("accuracy_level"))
+    key = (n, k, bits, block, getattr(ctx.backend, "name", None), id(xp))  # the weight lives on the backend
     a_block = int8_block(bits, block) if level == 4 and ctx.is_constant(1) else None
     cache: dict = {}
 
@@ -138,8 +176,13 @@ def matmul_nbits(ctx):
         if keep and hit is not None and all(x is y for x, y in zip(hit[0], parts)):
             return hit[1]
         host = [None if v is None else ctx.to_host(v) for v in parts]
-        w = dequantize(ctx, host[0], host[1], host[2], n, k, block, bits, host[3])
-        wt = xp.permute_dims(xp.asarray(ctx.from_host(w)), (1, 0))
+        digest = _digest(host, key) if keep else None
+        wt = _shared(digest) if keep else None
+        if wt is None:
+            w = dequantize(ctx, host[0], host[1], host[2], n, k, block, bits, host[3])
+            wt = xp.permute_dims(xp.asarray(ctx.from_host(w)), (1, 0))
+            if keep:
+                _share(digest, wt)
         cache.clear()
         if keep:
             cache["w"] = (parts, wt)

@@ -294,12 +294,15 @@ def blocks(n: int, grain: int = 1, threads: int = None) -> int:
 def parallel_for(fn, n: int, grain: int = 1, name: str = "") -> int:
     """Call ``fn(lo, hi)`` on contiguous blocks ``[lo, hi)`` covering ``range(n)``, one block per
     intra-op thread of the run (:func:`blocks`; ``grain``: the fewest items worth a block of
-    their own).  The first block runs on the caller's thread, the others on the pool's, and the
-    call returns once all are done (the first exception raised, re-raised).  ``fn`` must write
-    disjoint outputs per block and compute each item as the whole call would (then results do
-    not depend on the thread count); it runs with the GIL released only where its body releases
-    it (numba ``nogil`` loops, numpy ufuncs and copies).  One block: ``fn(0, n)`` on the caller's
-    thread, nothing else.  Returns the number of blocks."""
+    their own), and return once all are done (the first exception raised, re-raised).  The
+    blocks are fixed by ``n``, ``grain`` and the count alone; which thread runs one is not: the
+    caller and ``k - 1`` tasks on the pool take the next block not taken until none is left, and
+    tasks no pool thread has started by then are cancelled (on a machine whose cores are busy a
+    pool thread may wait milliseconds for one: the caller then runs the blocks itself, as one
+    thread would).  ``fn`` must write disjoint outputs per block and compute each item as the
+    whole call would (then results do not depend on the thread count); it runs concurrently only
+    where its body releases the GIL (numba ``nogil`` loops, numpy ufuncs and copies).  One
+    block: ``fn(0, n)`` on the caller's thread, nothing else.  Returns the number of blocks."""
     k = blocks(n, grain)
     if observer is not None:
         observer(name, k)
@@ -307,18 +310,22 @@ def parallel_for(fn, n: int, grain: int = 1, name: str = "") -> int:
         fn(0, n)
         return 1
     bounds = [n * i // k for i in range(k + 1)]
+    taken = iter(range(k))       # next() on it is atomic under the GIL: each block taken once
+    errors = []
+
+    def take():
+        for i in taken:
+            try:
+                fn(bounds[i], bounds[i + 1])
+            except BaseException as e:  # noqa: B902 - re-raised by the caller once all are done
+                errors.append(e)
+
     ex = _executor(k - 1)
-    futures = [ex.submit(fn, bounds[i], bounds[i + 1]) for i in range(1, k)]
-    error = None
-    try:
-        fn(bounds[0], bounds[1])
-    except BaseException as e:  # noqa: B902 - re-raised below once the others are done
-        error = e
+    futures = [ex.submit(take) for _ in range(k - 1)]
+    take()
     for f in futures:
-        try:
+        if not f.cancel():
             f.result()
-        except BaseException as e:  # noqa: B902
-            error = error or e
-    if error is not None:
-        raise error
+    if errors:
+        raise errors[0]
     return k

@@ -209,11 +209,26 @@ def test_outside_a_run_and_small_work_stay_on_the_callers_thread():
         calls.clear()
         assert threads.parallel_for(lambda lo, hi: calls.append((lo, hi)), 10, grain=4) == 2
         assert sorted(calls) == [(0, 5), (5, 10)]
-        # a pool thread runs at 1 thread (no nesting)
-        inner = []
-        threads.parallel_for(lambda lo, hi: inner.append(threads.intra_op_threads()), 4)
-        assert sorted(inner) == [1, 1, 1, 4]
+        # a block on a pool thread runs at 1 thread (no nesting), on the caller's at the run's
+        inner, me = [], threading.get_ident()
+        threads.parallel_for(lambda lo, hi: inner.append((threading.get_ident() == me, threads.intra_op_threads())), 4)
+        assert len(inner) == 4 and all(n == (4 if mine else 1) for mine, n in inner)
     assert threads.intra_op_threads() == 1
+
+
+def test_blocks_no_pool_thread_takes_are_run_by_the_caller(monkeypatch):
+    """A pool whose threads never start (a machine with every core busy): the caller runs every
+    block itself, the same blocks, and returns without waiting for the pool."""
+    class Idle:
+        def submit(self, fn):
+            import concurrent.futures
+            return concurrent.futures.Future()      # pending forever unless cancelled
+
+    monkeypatch.setattr(threads, "_executor", lambda workers: Idle())
+    calls = []
+    with threads.blas_limit(3):
+        assert threads.parallel_for(lambda lo, hi: calls.append((lo, hi)), 9) == 3
+    assert calls == [(0, 3), (3, 6), (6, 9)]
 
 
 def test_an_error_in_a_block_reaches_the_caller():

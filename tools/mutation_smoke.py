@@ -1006,6 +1006,10 @@ MUTANTS = (
            "        wt = _shared(digest) if keep else None",
            "        wt = None",
            ("plugins/microsoft_domain/tests/test_decoder_fast_paths.py", "-k", "shared_by_the_plans")),
+    Mutant("nbits-weight-not-adopted", "plugins/microsoft_domain/onnxkit_microsoft/kernels/nbits.py",
+           "    _adopt(ctx, key, cache)",
+           "    pass",
+           ("plugins/microsoft_domain/tests/test_decoder_fast_paths.py", "-k", "outlives")),
 )
 
 

@@ -276,9 +276,10 @@ def test_skip_simplified_norm_host_body_equals_the_portable_one_and_onnxruntime(
 
 def test_nbits_dequantized_weight_is_shared_by_the_plans_of_a_session(monkeypatch):
     """Prompts of 12, 16, 20 and 12 rows (more than the token step takes: the portable kernel's
-    dequantized product) under ``ONNXKIT_FIRST_RUN=second``: the cold first plan and the warm plan
-    that replaces it (and the shape-specialized ones) each make their kernels, and the weight of
-    the constant B is dequantized once for all of them; results equal onnxruntime's."""
+    dequantized product) under ``ONNXKIT_FIRST_RUN=second`` (the cold first plan, then the warm
+    plan that replaces it, each with its own kernels), on a session and on a second one made
+    before either ran (its kernels find the weight when they first need it): the weight of the
+    constant B is dequantized once for all of them; results equal onnxruntime's."""
     from onnxkit_microsoft.kernels import nbits
 
     monkeypatch.setenv("ONNXKIT_FIRST_RUN", "second")
@@ -286,10 +287,38 @@ def test_nbits_dequantized_weight_is_shared_by_the_plans_of_a_session(monkeypatc
     real = nbits.dequantize
     monkeypatch.setattr(nbits, "dequantize", lambda *a, **k: calls.append(1) or real(*a, **k))
     model = _nbits_model(24, 256, 32, True, False, seed=9)
-    sess = onnxkit.InferenceSession(model, "cpu")
-    for rows in (12, 16, 20, 12):
-        a = np.random.default_rng(rows).standard_normal((1, rows, 256)).astype(np.float32)
-        got = sess.run(None, {"A": a})[0]
-        want = run_ort(model, {"A": a})[0]
-        assert np.abs(got - want).max() <= 4e-6 * np.abs(want).max()
+    sessions = [onnxkit.InferenceSession(model, "cpu") for _ in range(2)]
+    for sess in sessions:
+        for rows in (12, 16, 20, 12):
+            a = np.random.default_rng(rows).standard_normal((1, rows, 256)).astype(np.float32)
+            got = sess.run(None, {"A": a})[0]
+            want = run_ort(model, {"A": a})[0]
+            assert np.abs(got - want).max() <= 4e-6 * np.abs(want).max()
     assert len(calls) == 1, f"dequantized {len(calls)} times"
+
+
+def test_nbits_weight_outlives_the_plan_that_made_it(monkeypatch):
+    """A plan made while the one holding the weight lives adopts it: after that plan is gone a
+    prompt on the new plan does not dequantize again (tiered: the warm plan, made beside the cold
+    one, serves single-row tokens without the weight, then a prompt)."""
+    import gc
+
+    from onnxkit_microsoft.kernels import nbits
+
+    monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")
+    calls = []
+    real = nbits.dequantize
+    monkeypatch.setattr(nbits, "dequantize", lambda *a, **k: calls.append(1) or real(*a, **k))
+    model = _nbits_model(24, 256, 32, False, False, seed=11)
+    a = np.random.default_rng(0).standard_normal((1, 12, 256)).astype(np.float32)
+    first = onnxkit.InferenceSession(model, "cpu")
+    first.run(None, {"A": a})
+    second = onnxkit.InferenceSession(model, "cpu")  # its constants are its own copies
+    assert len(calls) == 1
+    second.run(None, {"A": a[:, :1]})
+    del first
+    gc.collect()
+    got = second.run(None, {"A": a})[0]
+    assert len(calls) == 1, f"dequantized {len(calls)} times"
+    want = run_ort(model, {"A": a})[0]
+    assert np.abs(got - want).max() <= 4e-6 * np.abs(want).max()

@@ -98,8 +98,8 @@ def dequantize(ctx, b, scales, zero_points, n: int, k: int, block: int, bits: in
 
 #: dequantized weights of constant B / scales / zero points / g_idx, shared by every kernel made
 #: for the same values (a session's cold and warm plans and its shape-specialized plans make their
-#: own kernels, over their own copies of the constants): ``{digest: weak reference to the
-#: weight}``, the digest of the attributes and the parts' bytes (:func:`_digest`); an entry goes
+#: own kernels, over their own copies of the constants): ``{digest: (weak reference to the
+#: weight, attributes key)}``, the digest of the attributes and the parts' bytes (:func:`_digest`); an entry goes
 #: when its weight is collected
 _SHARED: dict = {}
 
@@ -119,13 +119,32 @@ def _digest(parts: list, key: tuple) -> bytes:
 
 def _shared(digest: bytes):
     """The weight an earlier kernel made from equal parts, or None."""
-    ref = _SHARED.get(digest)
-    return None if ref is None else ref()
+    entry = _SHARED.get(digest)
+    return None if entry is None else entry[0]()
 
 
-def _share(digest: bytes, weight) -> None:
+def _adopt(ctx, key: tuple, cache: dict) -> None:
+    """Hold, from the kernel's making, the weight another kernel made from equal constants (a
+    plan made while an earlier one lives, as a warm plan beside the cold one it replaces, keeps
+    the weight once that plan is gone: a later prompt on it does not dequantize again)."""
+    if not (ctx.is_constant(1) and ctx.is_constant(2)) or not any(r[1] == key for r in list(_SHARED.values())):
+        return
+    parts = tuple(ctx.constant(i) if ctx.is_constant(i) else None for i in range(1, 5))
+    if any(p is None and i < ctx.num_inputs and ctx.node.input[i] for i, p in enumerate(parts, start=1)):
+        return  # an input that is not a constant: derived per call
+    host = [None if v is None else ctx.to_host(v) for v in parts]
+    weight = _shared(_digest(host, key))
+    if weight is not None:
+        cache["w"] = (parts, weight)
+
+
+def _share(digest: bytes, key: tuple, weight) -> None:
+    def gone(ref, d=digest):
+        if _SHARED.get(d, (None,))[0] is ref:
+            _SHARED.pop(d, None)
+
     try:
-        _SHARED[digest] = weakref.ref(weight, lambda r, d=digest: _SHARED.pop(d, None) if _SHARED.get(d) is r else None)
+        _SHARED[digest] = (weakref.ref(weight, gone), key)
     except TypeError:  # a weight that takes no weak reference: not shared
         pass
 
@@ -165,6 +184,7 @@ def matmul_nbits(ctx):
     key = (n, k, bits, block, getattr(ctx.backend, "name", None), id(xp))  # the weight lives on the backend
     a_block = int8_block(bits, block) if level == 4 and ctx.is_constant(1) else None
     cache: dict = {}
+    _adopt(ctx, key, cache)
 
     def kept(i, v) -> bool:
         return v is None or ctx.is_constant(i) or ctx.default(i) is v or ctx.holds(v)
@@ -182,7 +202,7 @@ def matmul_nbits(ctx):
             w = dequantize(ctx, host[0], host[1], host[2], n, k, block, bits, host[3])
             wt = xp.permute_dims(xp.asarray(ctx.from_host(w)), (1, 0))
             if keep:
-                _share(digest, wt)
+                _share(digest, key, wt)
         cache.clear()
         if keep:
             cache["w"] = (parts, wt)

@@ -97,9 +97,8 @@ def test_token_step_equals_the_general_kernel_and_onnxruntime(case, monkeypatch)
         assert fast[k].shape == general[k].shape == want[k].shape and fast[k].dtype == np.float32
         np.testing.assert_allclose(fast[k], general[k], rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(fast[0], want[0], rtol=1e-4, atol=1e-5)
-    for k in (1, 2):  # onnxruntime's present rows past T are unspecified; onnxkit's are zeros
+    for k in (1, 2):  # the rows past T: the general kernel's (compared above), onnxruntime's unspecified
         np.testing.assert_allclose(fast[k][:, :, :t], want[k][:, :, :t], rtol=1e-6, atol=1e-6)
-        assert not fast[k][:, :, t:].any()
 
 
 def test_token_step_leaves_other_cases_to_the_general_kernel(monkeypatch):

@@ -17,7 +17,7 @@ at position ``P + s``.
 * present_key/value ``(B, Nkv, max(total, P_buf), H)``: rows ``[0, P)`` the past buffer's, the new
   keys at ``[P, P + S)`` (only the ``Q`` valid ones with ``query_seqlens``), zeros elsewhere (the
   shared-buffer form: a past buffer of the cache's full length gives a present of that length,
-  the new rows written at ``seqlens`` positions).
+  the new rows written at ``seqlens`` positions into a copy of it, its other rows kept).
 * ``do_rotary``: Q and K rotated (halves, or ``rotary_interleaved`` pairs) over the first
   ``2 * cos_cache.shape[1]`` features by the angles of row ``position_ids[b, s]`` where given (in
   the prompt ``position_ids[0, 0] + s`` for every row: only the first element is read), else of
@@ -157,15 +157,18 @@ def _present(ctx, xp, past, new, p, ql, length: int, padded_prompt: bool):
     dtype = new.dtype if past is None else past.dtype
     new = cast(xp, new, dtype)
     uniform = (p == p[0]).all() and (ql == s).all()
-    if uniform:  # every row written once: the past's rows, the new ones, zeros after
+    # A past buffer of the present's length is onnxruntime's shared buffer: its rows past the new
+    # ones stay (onnxruntime writes the new rows into it); otherwise they are zeros.
+    shared = past is not None and int(past.shape[2]) == length
+    if uniform:  # every row written once: the past's rows, the new ones, zeros (or the buffer's) after
         p0 = int(p[0])
         out = xp.empty((b, nkv, length, h), dtype=dtype, device=device_of(new))
         if p0:
             out[:, :, :p0, :] = past[:, :, :p0, :]
         out[:, :, p0:p0 + s, :] = new
-        out[:, :, p0 + s:, :] = 0
+        out[:, :, p0 + s:, :] = past[:, :, p0 + s:, :] if shared else 0
         return out
-    out = xp.zeros((b, nkv, length, h), dtype=dtype, device=device_of(new))
+    out = xp.asarray(past, copy=True) if shared else xp.zeros((b, nkv, length, h), dtype=dtype, device=device_of(new))
     for i in range(b):
         pi, qi = int(p[i]), (s if padded_prompt else int(ql[i]))
         if pi:

@@ -4,7 +4,8 @@
 per-token run is (batch 1, sequence length 1, a float32 query, past and caches, as numpy arrays),
 with no per-row bookkeeping: the query's K/V group reshaped in place, the rotary angles of the
 one position ``P = seqlens_k`` read as two rows, the present buffers written once (the past's
-rows ``[0, P)``, the new row at ``P``, zeros after), one score product and one value product
+rows ``[0, P)``, the new row at ``P``, zeros after -- the past's rows
+there when it is a shared buffer of the present's length), one score product and one value product
 over the keys the token sees (``[0, T)``, or the last ``local_window_size`` of them), softmax
 over those only.  The arithmetic is the general kernel's, term for term (the rotation
 ``a cos - b sin``, ``b cos + a sin``; the scores ``Q Kᵀ`` times the scale; ``exp(x - max) /
@@ -82,7 +83,7 @@ def token_step(a: dict, query, key, value, past_key, past_value, seqlens_k, tota
     for out, past, new in ((pk, past_key, k), (pv, past_value, v)):
         out[0, :, :p] = past[0, :, :p]
         out[0, :, p] = new
-        out[0, :, p + 1:] = 0
+        out[0, :, p + 1:] = past[0, :, p + 1:] if buf == length else 0  # a shared buffer's rows stay (gqa.py)
     window = a["window"]
     start = max(0, t - window) if window > 0 else 0  # keys j with P - W < j <= P
     scale = a["scale"] or 1.0 / math.sqrt(h)

@@ -12,8 +12,9 @@
   nonzero element (``v != 0``: NaN is nonzero, -0.0 zero) in row-major order, written into the
   (rank, count) output the override allocated after counting.
 * :func:`gather_elements_loop` - GatherElements as ``out[o, k, i] = x[o, idx[o, k, i], i]`` over
-  (outer, axis, inner) views, a negative index counted from the end; the override has checked
-  the bounds and views the elements as unsigned integers of their width (a copy of bits).
+  (outer, axis, inner) views, a negative index counted from the end, False at the first index
+  out of range (the override then lets the portable kernel name it); the override views the
+  elements as unsigned integers of their width (a copy of bits).
 """
 
 from __future__ import annotations
@@ -117,8 +118,9 @@ def _non_zero(flat, shape, out):
 
 
 def _gather_elements(x, idx, out):
-    """``out[o, k, i] = x[o, idx[o, k, i] (+ n if negative), i]``; every index in [-n, n).  Flat
-    unsigned positions: no wraparound test per element."""
+    """``out[o, k, i] = x[o, idx[o, k, i] (+ n if negative), i]``; returns False, at the first
+    index outside [-n, n), with ``out`` partly written.  Flat unsigned positions: no wraparound
+    test per element."""
     n, inner = x.shape[1], x.shape[2]
     xf, jf, of = x.reshape(-1), idx.reshape(-1), out.reshape(-1)
     p = 0
@@ -126,11 +128,13 @@ def _gather_elements(x, idx, out):
         base = o * n * inner
         for k in range(out.shape[1]):
             for i in range(inner):
-                j = jf[p]
-                if j < 0:
-                    j += n
+                j = np.int64(jf[p])
+                j += (j >> 63) & n          # a negative index from the end, without a branch
+                if _U(j) >= _U(n):
+                    return False
                 of[_U(p)] = xf[_U(base + j * inner + i)]
                 p += 1
+    return True
 
 
 _TOP_K, _NON_ZERO, _GATHER_ELEMENTS = kernel(_top_k), kernel(_non_zero), kernel(_gather_elements)

@@ -178,14 +178,14 @@ def gather_elements(ctx):
             return fallback(x, indices)
         a = norm_axis(ctx, axis, x.ndim)
         n = x.shape[a]
-        if any(indices.shape[i] != x.shape[i] for i in range(x.ndim) if i != a) or n == 0 or \
-                int(indices.min()) < -n or int(indices.max()) >= n:
-            return fallback(x, indices)        # partial extents, or the portable kernel's error
+        if any(indices.shape[i] != x.shape[i] for i in range(x.ndim) if i != a) or n == 0:
+            return fallback(x, indices)        # partial extents: the portable kernel
         outer, inner = math.prod(x.shape[:a]), math.prod(x.shape[a + 1:])
         data = np.ascontiguousarray(x).view(bits).reshape(outer, n, inner)
         idx = np.ascontiguousarray(indices).reshape(outer, indices.shape[a], inner)
         out = np.empty(indices.shape, dtype=x.dtype)
-        loop(data, idx, out.view(bits).reshape(idx.shape))
+        if not loop(data, idx, out.view(bits).reshape(idx.shape)):
+            return fallback(x, indices)        # an index out of range: the portable kernel's error
         return out
 
     return fn

@@ -354,7 +354,8 @@ def einsum(ctx):
     # numpy contracts three or more operands pairwise (through BLAS) only when asked to
     options = {"optimize": True} if n_terms > 2 and array_api_compat.is_numpy_namespace(xp) else {}
     # numpy's einsum of floats loops in C without BLAS, even for two operands: matrix products instead
-    pairwise = array_api_compat.is_numpy_namespace(xp)
+    # (one operand: numpy's einsum, a sum and a view)
+    pairwise = array_api_compat.is_numpy_namespace(xp) and n_terms > 1
 
     def run(*inputs):
         if len(inputs) != n_terms:

@@ -394,3 +394,20 @@ def spy_norm(monkeypatch):
 
     monkeypatch.setattr(norm_override, "narrow", counted)
     return count
+
+
+# ---------------------------------------------------------------------------------- Erf
+
+@pytest.mark.parametrize("t", [F16, BF16])
+def test_erf_half_matches_reference_and_the_path_before(t):
+    from onnxkit_cpu.overrides import elementwise_math
+
+    x = np.concatenate([half((500,), t, scale=2.0).astype(np.float32), [0.0, -0.0, 6.0, -6.0, np.inf, -np.inf, np.nan]])
+    x = x.astype(t)
+    data = model([helper.make_node("Erf", ["x"], ["y"])], [("x", TYPE[t])], [("y", TYPE[t])])
+    got = kit(data, {"x": x})
+    want = rounded(np.array([math.erf(v) for v in x.astype(np.float64)]), t)
+    assert_half_close(got, want, ulps=1)
+    assert np.array_equal(got.view(np.uint16), half_path_off(elementwise_math, data, {"x": x}).view(np.uint16))
+    if t == F16:
+        assert_half_close(got, peer(data, {"x": x}), ulps=1)

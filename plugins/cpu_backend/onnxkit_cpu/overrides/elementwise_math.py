@@ -26,6 +26,7 @@ import numpy as np
 
 from onnxkit.plugin import KernelTable, arrays
 from onnxkit_cpu.overrides.elementwise import direct_factory
+from onnxkit_cpu.overrides.half import Halves, is_half, narrow, widen
 from onnxkit_default_domain.api import elementwise_math as portable
 from onnxkit_default_domain.api import ERF_H, ERF_K, ERF_P, ERF_Q, ERF_TAYLOR, ERF_TOP
 
@@ -101,7 +102,11 @@ def erf(x) -> np.ndarray:
 
 @KERNELS.register("Erf", 9, 13)
 def erf_kernel(ctx):
+    halves = Halves.of(ctx)
+
     def run(x):
+        if is_half(x.dtype):    # float16 / bfloat16: the float32 erf, rounded once (.half's conversions)
+            return narrow(erf(widen(x, halves)), x.dtype, halves)
         r = erf(x)
         return r if r.dtype == x.dtype else r.astype(x.dtype)   # Erf-9 takes integers: truncated
     return run

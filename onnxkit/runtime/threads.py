@@ -96,8 +96,10 @@ def free_threads(now: float = None, loadavg=None, running=None) -> int:
     Other processes' demand is the greater of the one-minute load average less this process's
     own runnable thread (``os.getloadavg``) and the threads of other processes runnable now
     (:func:`running_elsewhere`: the load average lags a process that just became busy by up
-    to a minute, and BLAS threads sharing its cores meanwhile slow a run several times); re-read
-    at most every :data:`LOAD_REFRESH_S` seconds.  Where neither is available,
+    to a minute, and BLAS threads sharing its cores meanwhile slow a run several times; counted
+    only where the load average leaves more than one thread: it can only lower the count, and
+    it reads every thread of this process); re-read at most every
+    :data:`LOAD_REFRESH_S` seconds.  Where neither is available,
     :func:`default_threads`.  ``loadavg`` / ``running``: given values (tests)."""
     now = time.monotonic() if now is None else now
     if loadavg is None and now - _load_cache[0] < LOAD_REFRESH_S and _load_cache[1]:
@@ -106,12 +108,13 @@ def free_threads(now: float = None, loadavg=None, running=None) -> int:
         load = (loadavg or os.getloadavg())[0]
     except (OSError, AttributeError):
         load = None
-    if running is None and loadavg is None:
+    physical = default_threads()
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if running is None and loadavg is None and not (
+            load is not None and max(1, min(physical, int(cpus - max(0.0, load - 1.0) + 0.5))) == 1):
         running = running_elsewhere()
     if load is None and running is None:
         return default_threads()
-    physical = default_threads()
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     others = max(0.0, (load or 0.0) - 1.0, float(running or 0))
     free = max(1, min(physical, int(cpus - others + 0.5)))
     if loadavg is None:

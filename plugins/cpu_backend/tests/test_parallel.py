@@ -200,6 +200,20 @@ def test_the_default_is_the_free_cores_and_a_busy_machine_gets_one(monkeypatch):
     assert seen[kernel] == 1
 
 
+def test_the_threads_of_this_process_are_read_only_where_they_could_change_the_count(monkeypatch):
+    """A load average that leaves one thread decides alone (:func:`threads.running_elsewhere`
+    only lowers the count); one that leaves more asks it."""
+    asked = []
+    monkeypatch.setattr(threads, "running_elsewhere", lambda: asked.append(1) or 0)
+    monkeypatch.setattr(threads, "_load_cache", [0.0, 0.0])
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (1000.0, 0.0, 0.0))
+    assert threads.free_threads(now=10.0) == 1 and asked == []
+    monkeypatch.setattr(threads, "_load_cache", [0.0, 0.0])
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert threads.free_threads(now=20.0) == threads.default_threads()
+    assert asked == ([1] if threads.default_threads() > 1 else [])     # one core: nothing to lower
+
+
 def test_outside_a_run_and_small_work_stay_on_the_callers_thread():
     calls = []
     assert threads.intra_op_threads() == 1

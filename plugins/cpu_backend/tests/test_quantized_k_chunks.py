@@ -59,6 +59,26 @@ def test_k_chunks_are_within_the_bound_and_greedy(amax):
         assert len(bounds) > 2
 
 
+@pytest.mark.parametrize("k,n,seed", [(200, 3, 0), (257, 1, 1), (1000, 40, 2), (5000, 2, 3)])
+def test_k_chunks_equal_a_row_by_row_greedy_split(k, n, seed):
+    """The blocked search equals the plain greedy split (rows added while every column fits),
+    whatever the block boundaries (K below, just above and far above the block)."""
+    rng = np.random.default_rng(seed)
+    cols = (rng.integers(-255, 256, (k, n)) * (rng.random((k, 1)) < 0.7)).astype(np.float32)
+    amax = 255
+    want, running = [0], np.zeros(n)
+    for r in range(k):
+        row = np.abs(cols[r].astype(np.float64))
+        if (amax * (running + row) > FLOAT32_EXACT).any():
+            want.append(r)
+            running = np.zeros(n)
+        running += row
+    want.append(k)
+    l1 = float(np.abs(cols).sum(axis=0).max())
+    got = k_chunks(cols, l1, amax)
+    assert got == (tuple(want) if len(want) > 2 else (0, k))
+
+
 @pytest.mark.parametrize("a_type,a_zp", [(np.uint8, 0), (np.uint8, 255), (np.int8, -128), (np.int8, 127)])
 @pytest.mark.parametrize("b_type", [np.int8, np.uint8])
 @pytest.mark.parametrize("per_column", [False, True])

@@ -220,23 +220,36 @@ def zero_point_key(zp):
     return None if zp is None else (zp.dtype, zp.shape, zp.tobytes())
 
 
+#: rows of the weight whose running column sums :func:`k_chunks` holds at once (its memory: this
+#: many rows of N float64 values, whatever K)
+K_BLOCK = 256
+
+
 def k_chunks(columns, l1: float, amax: int) -> tuple:
     """``(0, k1, ..., K)``: the shortest greedy split of the K rows of ``columns`` (K, N), an
     exact float32 matrix of centered weights (one column per output), into consecutive ranges
     whose largest column L1 norm times ``amax`` is at most 2^24 (module docstring); ``l1`` is
-    the largest whole-column norm (one range where ``amax * l1`` fits)."""
+    the largest whole-column norm (one range where ``amax * l1`` fits).  A range closes before
+    the first row that would take some column's sum past the limit (one row alone never does:
+    ``255 * 255 < 2^24``)."""
     k = columns.shape[0]
     if amax * l1 <= FLOAT32_EXACT or k <= 1:
         return (0, k)
-    cum = np.cumsum(np.abs(columns), axis=0, dtype=np.float64)
     limit = FLOAT32_EXACT / amax
-    bounds, start, base = [0], 0, np.zeros(cum.shape[1])
-    while start < k:
-        # the largest column sum over rows start..e-1, nondecreasing in e: the last e within the limit
-        span = (cum[start:] - base).max(axis=1)
-        end = start + max(1, int(np.searchsorted(span, limit, side="right")))
-        bounds.append(end)
-        base, start = cum[end - 1], end
+    bounds, pos, running = [0], 0, np.zeros(columns.shape[1])
+    while pos < k:
+        # the open range's column sums through each row of this block: nondecreasing down the rows
+        cum = np.cumsum(np.abs(columns[pos:pos + K_BLOCK]), axis=0, dtype=np.float64)
+        cum += running
+        over = cum.max(axis=1) > limit
+        if over.any():
+            end = pos + int(np.argmax(over))      # > bounds[-1]: the range's first row fits alone
+            bounds.append(end)
+            pos, running = end, np.zeros(columns.shape[1])
+        else:
+            pos, running = pos + cum.shape[0], cum[-1]
+    if bounds[-1] != k:
+        bounds.append(k)
     return tuple(bounds)
 
 

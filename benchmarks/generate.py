@@ -230,10 +230,14 @@ def run_one(name: str, tokens: int, prompt_len: int, threads: str, generators: b
             setup[key] = time.perf_counter() - t0
     times: dict = {k: [] for k in steppers}
     order = list(steppers)
+    switched = None  # the first step onnxkit's session ran on its warm plan (None: never)
     for t in range(tokens + 1):  # step 0: the prefill
         turn = order[t % len(order):] + order[:t % len(order)]
         for k in turn:
             times[k].append(steppers[k].step())
+        if switched is None and mine._cold is None:
+            switched = t
+    setup_run = getattr(mine._plans._setup, "times", None)  # began, child ended, ended (perf_counter)
     for k in order:  # the prefill again, on the warmed-up session: the steady-state prompt cost
         times[k].append(steppers[k].again().step())
     ref = steppers["ort"].tokens
@@ -243,7 +247,9 @@ def run_one(name: str, tokens: int, prompt_len: int, threads: str, generators: b
     return {"model": name, "policy": os.environ.get("ONNXKIT_FIRST_RUN", "tiered"), "threads": threads,
             "tokens": tokens, "prompt": prompt_len, "times": times, "setup": setup,
             "same": {k: _upto_eos(s.tokens) == _upto_eos(ref[:len(s.tokens)]) for k, s in steppers.items()},
-            "planned": getattr(getattr(mine, "_specializer", None), "planned", None)}
+            "planned": getattr(getattr(mine, "_specializer", None), "planned", None), "switched": switched,
+            "warm_setup_s": None if not setup_run or setup_run[2] is None else
+            [round(setup_run[1] - setup_run[0], 2), round(setup_run[2] - setup_run[1], 2)]}
 
 
 def _upto_eos(tokens: list, eos: int = 2) -> list:
@@ -307,7 +313,8 @@ def print_result(r: dict) -> None:
     base = s["ort"]
     same = "equal" if all(r["same"].values()) else "DIFFER " + ",".join(k for k, v in r["same"].items() if not v)
     print(f"{r['model']} policy {r['policy']} threads {r['threads']}: prompt {r['prompt']}, {r['tokens']} tokens, "
-          f"tokens {same}, onnxkit plans {r['planned']}; {'thread CPU' if r['threads'] == '1' else 'wall'} ms")
+          f"tokens {same}, onnxkit plans {r['planned']}, warm from step {r.get('switched')} (setup s: child, "
+          f"warm tier {r.get('warm_setup_s')}); {'thread CPU' if r['threads'] == '1' else 'wall'} ms")
     print(f"  {'runtime':8s} {'first':>8s} {'prefill':>8s} {'x':>5s} {'early':>8s} {'x':>5s} {'late':>8s} {'x':>5s} {'late/early':>10s}"
           f" {'worst':>8s} {'setup s':>8s}")
     for k, v in s.items():

@@ -29,7 +29,10 @@ the warm plan (a run in progress keeps the plan it started with).  The thread
    compiler is mostly Python: compiled in a thread of this process, a run waits for it up to a
    switch interval at a time, longer where the system preempts the thread holding the lock), and
    leaves its machine code in numba's on-disk cache.  Skipped where the child could not plan the
-   same model (:meth:`PlanSet._fill_caches`); ``thread`` skips it always;
+   same model (:meth:`PlanSet._fill_caches`); ``thread`` skips it always.  The runs after the
+   setup began count towards the child's patience: once they have spent the estimate again on the
+   cold plan, a child still running (niced, starved of CPU on a busy machine) is ended and the
+   thread compiles here, so a long stream of runs is promoted;
 2. plans warm (numba imported, its cache loaded or, what the child did not leave, compiled) with
    the garbage collector paused (a collection of the whole heap holds the lock for tens of ms),
    and runs the new plan on the copied feeds as the session's first runs would (recorded, then
@@ -69,6 +72,8 @@ WARM_SETUPS = ("process", "thread")
 CHILD_ELEMENTS = 1 << 25
 #: how long a child process may take (seconds)
 CHILD_TIMEOUT_S = 600.0
+#: how often the setup thread looks at its child process and the runs' patience (seconds)
+CHILD_POLL_S = 0.05
 _CHILDREN: set = set()
 _CHILDREN_LOCK = threading.Lock()
 
@@ -133,15 +138,21 @@ class _Setup:
     """The background setup of a warm tier: ``done`` is set when the thread has ended, with
     ``tier`` (the warm :class:`_Tier`) or ``error`` (what it raised); ``reported``: a failure
     has been warned about; ``times``: ``time.perf_counter()`` when it began, when its child
-    process ended (or was skipped) and when it ended, None until then (for benchmarks)."""
+    process ended (or was skipped) and when it ended, None until then (for benchmarks);
+    ``waited``: the seconds the session's runs have spent on the cold plan since it began, and
+    ``patience``: how many of them the child process is given (the cold plan's estimate: past
+    it the child is ended and the thread compiles here, so a session whose child is starved of
+    CPU, on a busy machine, is still promoted)."""
 
-    __slots__ = ("done", "tier", "error", "reported", "thread", "times")
+    __slots__ = ("done", "tier", "error", "reported", "thread", "times", "waited", "patience", "child_ended")
 
-    def __init__(self):
+    def __init__(self, patience: float = 0.0):
         self.done = threading.Event()
         self.tier = self.error = self.thread = None
         self.reported = False
         self.times = [time.perf_counter(), None, None]
+        self.waited, self.patience = 0.0, patience
+        self.child_ended = False  # the child was ended for outliving ``patience``
 
 
 def _copy(value):
@@ -289,7 +300,7 @@ class PlanSet:
         with self._lock:
             if self._setup is not None or self._tier.cold is not cold:
                 return
-            setup = self._setup = _Setup()
+            setup = self._setup = _Setup(patience=cold.cost)
         self.log("plan", 20, "setting up the bodies the cold plan deferred in the background (runs spent %.3f s on "
                  "it, setup estimated at %.3f s): %s", cold.spent, cold.cost, ", ".join(cold.deferred))
         copies = [_copy(v) for v in values]
@@ -307,7 +318,7 @@ class PlanSet:
         try:
             if self._child:
                 try:
-                    self._fill_caches(values)
+                    self._fill_caches(values, setup)
                 except Exception as exc:  # noqa: BLE001 - no child to be had (a sandbox, a full disk): compiled here
                     self.log("plan", 20, "no child process to set up the warm plan (%s: %s): compiling here instead",
                              type(exc).__name__, exc)
@@ -321,15 +332,18 @@ class PlanSet:
             setup.times[2] = time.perf_counter()
             setup.done.set()
 
-    def _fill_caches(self, values: list) -> None:
+    def _fill_caches(self, values: list, setup: Optional[_Setup] = None) -> None:
         """Run the model warm once in a child process on ``values`` (:data:`CHILD`), so
         that what its compiled loops need is compiled there, out of this process's interpreter
         lock, and only loaded here from the compiler's on-disk cache (numba's).  Skipped where the
         child could not plan the same model: a registry other than the default one, a backend
         other than ``cpu``, a model over :data:`CHILD_ELEMENTS` initializer elements or with
         external data, feeds that are not all numpy arrays.  A child that fails or outlives
-        :data:`CHILD_TIMEOUT_S` only costs the thread's compiling here; one still running when
-        this process exits is ended."""
+        :data:`CHILD_TIMEOUT_S` only costs the thread's compiling here, as does one still running
+        when the session's runs have spent ``setup.patience`` seconds on the cold plan since the
+        setup began (a niced child on a busy machine gets little CPU: ended, it leaves the
+        compiling to this thread, as a long-running session would otherwise never be promoted);
+        one still running when this process exits is ended."""
         import subprocess
         import tempfile
 
@@ -357,14 +371,26 @@ class PlanSet:
                                         stderr=subprocess.PIPE)
                 _CHILDREN.add(proc)
             try:
-                _, err = proc.communicate(timeout=CHILD_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+                deadline = time.perf_counter() + CHILD_TIMEOUT_S
+                while proc.poll() is None:
+                    if setup is not None and setup.waited >= setup.patience > 0:
+                        setup.child_ended = True
+                        self.log("plan", 20, "the runs spent %.3f s on the cold plan while the child process set up "
+                                 "the warm plan: ended, compiling here", setup.waited)
+                        break
+                    if time.perf_counter() >= deadline:
+                        break
+                    try:
+                        proc.wait(timeout=CHILD_POLL_S)
+                    except subprocess.TimeoutExpired:
+                        pass
+                if proc.poll() is None:
+                    proc.kill()
                 _, err = proc.communicate()
             finally:
                 with _CHILDREN_LOCK:
                     _CHILDREN.discard(proc)
-        if proc.returncode != 0:
+        if proc.returncode != 0 and not (setup is not None and setup.child_ended):
             self.log("plan", 20, "the child process setting up the warm plan ended with %s (compiling here "
                      "instead): %s", proc.returncode, (err or b"").decode(errors="replace").strip()[-500:])
 
@@ -417,14 +443,16 @@ class PlanSet:
         cold = tier.cold
         if cold is None:
             return self._serve(tier, values, runner, sig, specialize=True)
-        counted = self._setup is None  # the record counts the runs until the setup starts
+        setup = self._setup  # the record counts the runs until the setup starts, the setup's patience after
         start = time.perf_counter()
         try:
             with planning_cold(cold):
                 return self._serve(tier, values, runner, sig, specialize=not cold.deferred)
         finally:
-            if counted:
+            if setup is None:
                 cold.ran_for(time.perf_counter() - start)
+            else:
+                setup.waited += time.perf_counter() - start
 
     def _serve(self, tier: _Tier, values: list, runner: Callable, sig, specialize: bool) -> list:
         plan = self._plain_for(tier, values) if self.consumed else tier.plan

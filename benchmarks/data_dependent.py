@@ -4,10 +4,15 @@ Each case is a one-node model whose data inputs are graph inputs (nothing folded
 of a YOLOv8-like head and its variants, TopK, NonZero, Unique, RoiAlign, Resize with a large output,
 ScatterND / GatherND / GatherElements, Compress, CumSum, Einsum.  For each, the outputs are checked
 equal to onnxruntime's (exactly for indices and selections, within Clause 11's tolerances for
-arithmetic), then onnxkit (its warm plan: the compiled loops), onnxkit's portable kernels (the node
-planned under ``onnxkit_cpu.compiled.disabled()``, ``--portable``) and onnxruntime are timed
-interleaved (``timing.interleaved_samples``) and their medians printed with the ratio onnxkit /
-onnxruntime (issue 44's bar: 2x).  BLAS and onnxruntime run one thread (``OMP_NUM_THREADS``,
+arithmetic), then onnxkit (its warm plan: the compiled loops), onnxkit without compiled loops (the
+node planned under ``onnxkit_cpu.compiled.disabled()``, ``--portable``: the portable kernel, or the
+cpu override's numpy body where it has one: a cold plan's or a numba-less install's) and onnxruntime
+are timed interleaved (``timing.interleaved_samples``) and their medians printed with the ratio
+onnxkit / onnxruntime (issue 44's bar: 2x), and the ratio of their CPU times (median of each
+timing's wall time times its CPU share: on a loaded host a longer call is more often preempted,
+and the wall-time ratio then overstates the work).  Arithmetic outputs are compared with Clause 11's
+relative tolerance and an absolute one of 1e-5 of the output's largest magnitude (sums in another
+order).  BLAS and onnxruntime run one thread (``OMP_NUM_THREADS``,
 ``OPENBLAS_NUM_THREADS``, ``intra_op_num_threads`` = 1).
 
     python benchmarks/data_dependent.py                 # every case
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import sys
 import warnings
 
@@ -181,7 +187,7 @@ def main() -> int:
 
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; onnxruntime {ort.__version__}, "
           f"one thread each; interleaved medians of {args.repeat}; times in ms")
-    print(f"{'case':34} {'onnxkit':>9} {'portable':>9} {'ort':>9} {'ratio':>6}  conditions")
+    print(f"{'case':34} {'onnxkit':>9} {'no-numba':>9} {'ort':>9} {'ratio':>6} {'cpu':>6}  conditions")
     worst, failed = 0.0, 0
     for name, op, opset, ins, attrs, cond in cases():
         if args.words and not any(w in name for w in args.words):
@@ -211,11 +217,14 @@ def main() -> int:
                 if not all(same(g, w) for g, w in zip(got, want)):
                     print(f"{name}: {k}'s outputs differ from onnxruntime's", file=sys.stderr)
                     failed = 1
-        m = medians(interleaved_samples(fns, repeat=args.repeat))
+        samples = interleaved_samples(fns, repeat=args.repeat)
+        m = medians(samples)
+        cpu = {k: statistics.median(w * c for w, c in v) for k, v in samples.items()}
         ratio = m["onnxkit"] / m["ort"]
         worst = max(worst, ratio)
         port_ms = f"{m['portable'] * 1e3:9.2f}" if "portable" in m else f"{'-':>9}"
-        print(f"{name:34} {m['onnxkit'] * 1e3:9.2f} {port_ms} {m['ort'] * 1e3:9.2f} {ratio:6.2f}  {cond}", flush=True)
+        print(f"{name:34} {m['onnxkit'] * 1e3:9.2f} {port_ms} {m['ort'] * 1e3:9.2f} {ratio:6.2f} "
+              f"{cpu['onnxkit'] / cpu['ort']:6.2f}  {cond}", flush=True)
     print(f"# worst ratio {worst:.2f}")
     return failed
 

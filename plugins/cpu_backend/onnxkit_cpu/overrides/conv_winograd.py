@@ -35,6 +35,8 @@ import threading
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from onnxkit.runtime.threads import parallel_for
+
 from ..compiled import winograd as loops
 from . import conv_depthwise
 from ._plans import NOT_HELD
@@ -141,13 +143,17 @@ class Winograd:
         if not (-loops.LIMIT <= np.min(x) and np.max(x) <= loops.LIMIT):      # NaN: not taken
             return None
         b1 = self.no_bias if b is None else np.ascontiguousarray(b.reshape(-1), dtype=self.ct)
-        band, v, mm, v_flat, mm_flat, outs = self.shared.get()
         (sv, sm), tiles = self.strides, self.tiles
         y = np.empty(self.out_full, self.ct)
         fn_in, fn_out, top, left, h, wd = self.fn_in, self.fn_out, self.top, self.left, self.h, self.w
-        for n in range(self.n):
-            xn, yn = x[n], y[n]
-            for t0, t1 in self.blocks:
+        work = [(n, t0, t1) for n in range(self.n) for t0, t1 in self.blocks]
+
+        def run(lo, hi):
+            """Blocks ``work[lo:hi]`` (split across the run's intra-op threads; each block alike),
+            in the running thread's own buffers."""
+            band, v, mm, v_flat, mm_flat, outs = self.shared.get()
+            for n, t0, t1 in work[lo:hi]:
+                xn, yn = x[n], y[n]
                 # padded rows 2 t0 .. 2 t1 + 1 are X's rows 2 t0 - top .. (those inside X copied)
                 r0, r1 = max(0, 2 * t0 - top), min(h, 2 * t1 + 2 - top)
                 band.fill(0)
@@ -158,4 +164,6 @@ class Winograd:
                 fn_in(band, v_flat, sv, tiles, t1 - t0)
                 np.matmul(u, vb, out=mb)
                 fn_out(mm_flat, sm, tiles, yn, b1, outs, t0, t1, b is not None)
+
+        parallel_for(run, len(work), name="conv.winograd")
         return y

@@ -329,7 +329,7 @@ def test_compiled_narrowing_is_numpys_at_every_rounding_boundary():
     nans = np.uint32([0x7f800001, 0x7fc00000, 0xffc00001, 0x7f802000, 0x7fffffff, 0xff800100])
     bits = np.concatenate([near.view(np.uint32), rand, nans])
     out = np.empty(bits.shape, np.uint16)
-    down(bits, out)
+    down(bits, bits.view(np.float32), out)
     with np.errstate(over="ignore", invalid="ignore"):
         want = bits.view(np.float32).astype(np.float16).view(np.uint16)
     assert np.array_equal(out, want), bits[out != want][:8]

@@ -1,7 +1,7 @@
 """Compiled float16 <-> float32 conversions (overrides/half.py): numpy 2's ``astype`` between the
 two converts element by element through a generic loop; widening here reads a table of the 65,536
 float16 patterns' float32 values, narrowing works on the bit patterns (IEEE 754 binary16 /
-binary32) with unsigned integer arithmetic, one pass each.
+binary32) with unsigned integer arithmetic and selects (no branch: the loop vectorizes), one pass each.
 
 Precision: exactly numpy's conversion, bit for bit (plugins/cpu_backend/tests/test_half_precision.py
 compares every float16 pattern, and float32 patterns at every rounding boundary):
@@ -28,33 +28,24 @@ def _widen16(h, table, out):
         out[i] = table[h[i]]
 
 
-def _narrow16(f, out):
-    """``out[i]`` (uint16 patterns of float16) = float32 ``f[i]`` (uint32 patterns) rounded to
-    nearest even (module docstring); unsigned 32-bit arithmetic throughout."""
+def _narrow16(f, fv, out):
+    """``out[i]`` (uint16 patterns of float16) = float32 ``f[i]`` (``f`` its uint32 patterns,
+    ``fv`` the same memory as float32) rounded to nearest even (module docstring), one pass
+    without branches (it vectorizes): in float16's normal range by unsigned arithmetic on the
+    pattern; below it (a subnormal or zero result) as ``rint(|x| * 2**24)``, exact product and
+    rint's ties to even (only such values reach the product: no NaN or inf is converted); from
+    2**16 on +/-inf, or NaN with its significand's 10 high bits (0x7c01 where those are all 0)."""
     for i in range(f.shape[0]):
         x = f[i]
-        sign = (x >> np.uint32(16)) & np.uint32(0x8000)
         a = x & np.uint32(0x7fffffff)
-        if a >= np.uint32(0x47800000):          # at least 2**16, inf, NaN
-            o = np.uint32(0x7c00)
-            if a > np.uint32(0x7f800000):       # NaN: its 10 high significand bits, never 0
-                hm = (a >> np.uint32(13)) & np.uint32(0x3ff)
-                o |= hm if hm != np.uint32(0) else np.uint32(1)
-        elif a >= np.uint32(0x38800000):        # a float16 normal (a carry may reach the next binade or inf)
-            o = (a - np.uint32(0x38000000) + np.uint32(0xfff) + ((a >> np.uint32(13)) & np.uint32(1))) >> np.uint32(13)
-        else:
-            e = a >> np.uint32(23)
-            if e < np.uint32(102):              # below half the smallest subnormal: +/-0
-                o = np.uint32(0)
-            else:                               # a float16 subnormal (or the smallest normal, by rounding)
-                full = (a & np.uint32(0x7fffff)) | np.uint32(0x800000)
-                shift = np.uint32(126) - e
-                o = full >> shift
-                rem = full & ((np.uint32(1) << shift) - np.uint32(1))
-                half = np.uint32(1) << (shift - np.uint32(1))
-                if rem > half or (rem == half and (o & np.uint32(1)) == np.uint32(1)):
-                    o += np.uint32(1)
-        out[i] = o | sign
+        sign = (x >> np.uint32(16)) & np.uint32(0x8000)
+        normal = (a - np.uint32(0x38000000) + np.uint32(0xfff) + ((a >> np.uint32(13)) & np.uint32(1))) >> np.uint32(13)
+        tiny = a < np.uint32(0x38800000)                # below 2**-14
+        v = np.abs(fv[i]) if tiny else np.float32(0.0)
+        small = np.uint32(np.rint(v * np.float32(16777216.0)))
+        m = (a >> np.uint32(13)) & np.uint32(0x3ff)
+        big = (np.uint32(0x7c00) | m | np.uint32(m == np.uint32(0))) if a > np.uint32(0x7f800000) else np.uint32(0x7c00)
+        out[i] = sign | (small if tiny else (normal if a < np.uint32(0x47800000) else big))
 
 
 def widening_table():

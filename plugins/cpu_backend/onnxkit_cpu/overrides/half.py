@@ -104,7 +104,8 @@ def narrow(y, dtype, halves: Halves = NUMPY):
     y = np.asarray(y)
     if halves.down is not None and dtype == F16 and y.dtype == F32:
         out = np.empty(y.shape, F16)
-        halves.down(np.ascontiguousarray(y).reshape(-1).view(np.uint32), out.reshape(-1).view(np.uint16))
+        flat = np.ascontiguousarray(y).reshape(-1)
+        halves.down(flat.view(np.uint32), flat, out.reshape(-1).view(np.uint16))
         return out
     with np.errstate(over="ignore", invalid="ignore"):
         return y.astype(dtype)

@@ -32,7 +32,8 @@ import math
 import numpy as np
 
 from onnxkit.plugin import KernelTable
-from onnxkit.runtime.threads import parallel_for, splits_across_threads
+from onnxkit.runtime import threads
+from onnxkit.runtime.threads import blocks, parallel_for, splits_across_threads
 from onnxkit_default_domain.api import activation as portable
 from onnxkit_default_domain.api import ERFC32_CLIP, ERFC32_P, ERFC32_Q, FUSED_DOMAIN, quiet
 from onnxkit_cpu.compiled import activation as loops
@@ -49,13 +50,41 @@ _FLOATS = frozenset(np.dtype(t) for t in (np.float32, np.float64))
 
 def _lean(fn, other, compiled=None):
     """``fn(x)`` (warnings off) for a float32/float64 ``x`` of rank >= 1, else ``other(x)``;
-    ``compiled(x)`` instead of ``fn`` where given (it raises no warning)."""
-    quiet_fn = quiet(fn) if compiled is None else compiled
+    ``compiled(x)`` instead of ``fn`` where given (it raises no warning).  ``fn`` is elementwise
+    and keeps X's type; on the numpy body a large X is split across the run's intra-op threads
+    (:func:`_split_numpy`)."""
+    quiet_fn = _split_numpy(quiet(fn)) if compiled is None else compiled
 
     def run(x):
         if x.dtype in _FLOATS and x.ndim:
             return quiet_fn(x)
         return other(x)
+    return run
+
+
+#: elements of a numpy block: blocks start on multiples of it (whole 64-byte lines and SIMD
+#: vectors, so an element's lane, and the ufunc's arithmetic for it, do not depend on the split)
+_LINE = 64
+
+
+def _split_numpy(fn):
+    """``fn`` (elementwise, X's type kept) on blocks of a large X across the run's intra-op
+    threads, each block's result copied into Y; where one block is made, ``fn(x)`` itself."""
+    def run(x):
+        units = -(-x.size // _LINE)
+        if blocks(units, ELEMENT_WORK // _LINE) <= 1:
+            if threads.observer is not None:
+                threads.observer("activation.numpy", 1)
+            return fn(x)
+        xf = np.ascontiguousarray(x).reshape(-1)
+        y = np.empty(x.size, x.dtype)
+
+        def block(lo, hi):
+            a, b = lo * _LINE, min(x.size, hi * _LINE)
+            y[a:b] = fn(xf[a:b])
+
+        parallel_for(block, units, grain=ELEMENT_WORK // _LINE, name="activation.numpy")
+        return y.reshape(x.shape)
     return run
 
 
@@ -95,8 +124,7 @@ def _fast(name, native16=False, fused=False, compiled=None):
         KERNELS.register(name, *portable.versions(name))(factory)
         if fused:
             KERNELS.register(name, 1, domain=FUSED_DOMAIN)(factory)
-        if compiled is not None:
-            splits_across_threads(("", name), *([(FUSED_DOMAIN, name)] if fused else []))
+        splits_across_threads(("", name), *([(FUSED_DOMAIN, name)] if fused else []))
         return make
     return deco
 
@@ -224,7 +252,7 @@ def _sigmoid_compiled():
     fast = _elementwise(loops.loop("sigmoid"))
     if fast is None:
         return None
-    numpy_body = quiet(_sigmoid)
+    numpy_body = _split_numpy(quiet(_sigmoid))
     return lambda x: numpy_body(x) if x.dtype == np.float32 and x.size > SIGMOID32_COMPILED_MAX else fast(x)
 
 

@@ -122,7 +122,7 @@ def _blocked_input(ctx, x, b: int, what: str = "X") -> None:
 @KERNELS.register("ReorderInput", 1, domain=DOMAIN)
 def reorder_input(ctx):
     xp, b = ctx.xp, block_size()
-    last = bool(int(ctx.attr("channels_last", 0)))
+    last = bool(int(ctx.attr("channels_last")))
 
     def run(x):
         _check(ctx, x, "X")
@@ -138,7 +138,7 @@ def reorder_input(ctx):
 @KERNELS.register("ReorderOutput", 1, domain=DOMAIN)
 def reorder_output(ctx):
     xp, b = ctx.xp, block_size()
-    last = bool(int(ctx.attr("channels_last", 0)))
+    last = bool(int(ctx.attr("channels_last")))
     channels = ctx.attr("channels")
     if channels is None or int(channels) <= 0:
         ctx.fail("ReorderOutput needs a positive channels attribute")
@@ -162,7 +162,7 @@ def conv(ctx):
     xp, b = ctx.xp, block_size()
     plain_conv = make_conv(ctx)
     act = activation(ctx, ctx.attr_str("activation", ""), ctx.attr("activation_params") or ())
-    group = int(ctx.attr("group", 1))
+    group = int(ctx.attr("group"))
 
     def run(x, w, bias=None, total=None):
         _check(ctx, x, "X")
@@ -255,10 +255,10 @@ def upsample(ctx):
     scales = [int(s) for s in (ctx.attr("scales") or ())]
     if len(scales) != 4 or scales[0] != 1 or scales[1] != 1 or min(scales) < 1:
         ctx.fail(f"scales must be 4 positive integers with N and C 1, got {scales}")
-    mode = ctx.attr_str("mode", "nearest")
+    mode = ctx.attr_str("mode")
     if mode not in ("nearest", "linear"):
         ctx.fail(f"mode {mode!r} is not nearest or linear")
-    ctm = ctx.attr_str("coordinate_transformation_mode", "asymmetric")
+    ctm = ctx.attr_str("coordinate_transformation_mode")
     sh, sw = scales[2], scales[3]
 
     def run(x):

@@ -271,7 +271,9 @@ def split_operators() -> frozenset:
 
 def _executor(workers: int):
     """The process's pool with at least ``workers`` threads (made again, larger, when a run asks
-    for more, and in a forked child, where the parent's threads do not exist)."""
+    for more, and in a forked child, where the parent's threads do not exist).  A pool replaced
+    is not shut down: a run on another thread may still be handing it blocks; its threads end
+    once nothing refers to it."""
     from concurrent.futures import ThreadPoolExecutor
 
     ex, have, pid = _pool
@@ -280,10 +282,9 @@ def _executor(workers: int):
     with _pool_lock:
         ex, have, pid = _pool
         if ex is None or have < workers or pid != os.getpid():
-            if ex is not None and pid == os.getpid():
-                ex.shutdown(wait=False)
-            ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="onnxkit-intra-op")
-            _pool[:] = [ex, workers, os.getpid()]
+            size = max(workers, have if pid == os.getpid() else 0)
+            ex = ThreadPoolExecutor(max_workers=size, thread_name_prefix="onnxkit-intra-op")
+            _pool[:] = [ex, size, os.getpid()]
         return ex
 
 

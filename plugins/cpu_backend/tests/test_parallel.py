@@ -270,3 +270,57 @@ def test_a_model_of_split_operators_alone_enters_the_limit():
     name, data, feeds, kernel = next(c for c in CASES if c[0] == "gelu")
     import onnxkit
     assert threads.uses_blas(onnxkit.load(data))
+
+
+def test_sessions_run_from_several_python_threads_share_the_pool():
+    """Four Python threads each running 2- and 3-thread sessions at once (the pool shared, blocks
+    of several runs queued together): every result is the one-thread run's, bit for bit."""
+    import concurrent.futures
+
+    picked = [c for c in CASES if c[0] in ("layer_norm", "gelu", "depthwise", "attention_compiled", "max_pool")]
+    want = {c[0]: _run(c[1][0] if isinstance(c[1], tuple) else c[1], c[2], 1)[0][0] for c in picked}
+    sessions = []
+    for name, data, feeds, _ in picked:
+        for n in (2, 3):
+            so = SessionOptions()
+            so.intra_op_num_threads = n
+            sessions.append((name, InferenceSession(data[0] if isinstance(data, tuple) else data, so, validate=False),
+                             feeds))
+
+    def work(i):
+        bad = []
+        for r in range(6):
+            name, s, feeds = sessions[(i + r) % len(sessions)]
+            if s.run(None, feeds)[0].tobytes() != want[name].tobytes():
+                bad.append(name)
+        return bad
+
+    with concurrent.futures.ThreadPoolExecutor(4) as ex:
+        assert [b for f in [ex.submit(work, i) for i in range(4)] for b in f.result()] == []
+
+
+def test_a_forked_child_makes_a_pool_of_its_own():
+    """After fork the parent's pool threads do not exist in the child: its runs make a new pool
+    (both blocks of a 2-thread call meet at a barrier of 2: they run at once, on two threads)."""
+    import subprocess
+    import sys
+
+    code = ("import os, threading, numpy as np\n"
+            "import onnxkit.runtime.threads as t\n"
+            "with t.blas_limit(2):\n"
+            "    t.parallel_for(lambda lo, hi: None, 8)\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    meet, a = threading.Barrier(2), np.zeros(8)\n"
+            "    def block(lo, hi):\n"
+            "        meet.wait(timeout=30)\n"
+            "        a[lo:hi] = 1\n"
+            "    try:\n"
+            "        with t.blas_limit(2):\n"
+            "            k = t.parallel_for(block, 8)\n"
+            "    except threading.BrokenBarrierError:\n"
+            "        os._exit(4)\n"
+            "    os._exit(0 if k == 2 and a.sum() == 8 else 3)\n"
+            "_, status = os.waitpid(pid, 0)\n"
+            "raise SystemExit(os.waitstatus_to_exitcode(status))\n")
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0

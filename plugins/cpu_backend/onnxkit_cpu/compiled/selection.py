@@ -23,8 +23,6 @@ import numpy as np
 
 from onnxkit_cpu.compiled import kernel
 
-_U = np.uint64      # an unsigned position: no wraparound test
-
 
 def _top_k(x, k, largest, idx):
     """``idx[r]``: the positions of the ``k`` best keys of ``x[r]`` (best first); ``1 <= k <= n``."""
@@ -118,22 +116,24 @@ def _non_zero(flat, shape, out):
 
 
 def _gather_elements(x, idx, out):
-    """``out[o, k, i] = x[o, idx[o, k, i] (+ n if negative), i]``; returns False, at the first
-    index outside [-n, n), with ``out`` partly written.  Flat unsigned positions: no wraparound
-    test per element."""
-    n, inner = x.shape[1], x.shape[2]
-    xf, jf, of = x.reshape(-1), idx.reshape(-1), out.reshape(-1)
-    p = 0
+    """``out[o, k, i] = x[o, idx[o, k, i] (+ n if negative), i]``; returns False after the first
+    output row holding an index outside [-n, n) (``out`` partly written; nothing read out of
+    range).  Row by row along the inner axis: idx and out read and written in order."""
+    n = x.shape[1]
     for o in range(out.shape[0]):
-        base = o * n * inner
+        xo = x[o]
         for k in range(out.shape[1]):
-            for i in range(inner):
-                j = np.int64(jf[p])
-                j += (j >> 63) & n          # a negative index from the end, without a branch
-                if _U(j) >= _U(n):
-                    return False
-                of[_U(p)] = xf[_U(base + j * inner + i)]
-                p += 1
+            jr, orow = idx[o, k], out[o, k]
+            bad = False
+            for i in range(orow.shape[0]):
+                j = jr[i]
+                if j < 0:
+                    j += n
+                bad |= (j < 0) | (j >= n)
+                if not bad:
+                    orow[i] = xo[j, i]
+            if bad:
+                return False
     return True
 
 

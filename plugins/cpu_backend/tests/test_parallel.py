@@ -110,6 +110,13 @@ def _cases():
         [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])], [("x", wx.shape)], ["y"],
         [helper.make_tensor("w", F, list(ww.shape), ww), helper.make_tensor("b", F, [24], wb)]), {"x": wx}, \
         "conv.winograd"
+    for name, (ix, iw, strides) in (("im2col", ((1, 12, 40, 36), (20, 12, 3, 3), [2, 2])),
+                                    ("im2col_5x5", ((1, 8, 30, 30), (6, 8, 5, 5), [1, 1]))):
+        ax, aw = RNG.standard_normal(ix).astype(np.float32), RNG.standard_normal(iw).astype(np.float32)
+        ab = RNG.standard_normal(iw[0]).astype(np.float32)
+        yield name, _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], strides=strides)],
+                           [("x", ix)], ["y"], [helper.make_tensor("w", F, list(iw), aw),
+                                                helper.make_tensor("b", F, [iw[0]], ab)]), {"x": ax}, "conv.im2col"
     pool_x = RNG.standard_normal((2, 24, 33, 35)).astype(np.float32)
     yield "max_pool", _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
                                                pads=[1, 1, 1, 1])], [("x", pool_x.shape)], ["y"]), \

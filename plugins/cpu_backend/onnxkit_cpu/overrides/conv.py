@@ -262,13 +262,33 @@ class Planes:
             self._depthwise(x4, w4, b1, o4, xp, acc, b is not None)
             return out
         cols, mat = self.columns.get()
-        if self.reshape:
-            self.fn(x.reshape(self.x4), w4, b1, out.reshape(self.o4), cols, xp, acc, *self.args, b is not None)
-        else:
-            self.fn(x, w4, b1, out, cols, xp, acc, *self.args, b is not None)
+        x4, o4 = (x.reshape(self.x4), out.reshape(self.o4)) if self.reshape else (x, out)
+        self._columns(x4, w4, b1, o4, cols, xp, acc, b is not None)
         if mat is not None:
             np.matmul(wb, mat, out=out.reshape(self.omat))
         return out
+
+    def _columns(self, x4, w4, b1, o4, cols, xp, acc, has_bias):
+        """The loop's im2col of ``x4`` into ``cols``: for one image of one group split across the
+        run's intra-op threads by input channel (a block writes its channels' rows of the columns,
+        padding into a plane of its own off the caller's thread; B's ones row written after, once),
+        else one call."""
+        n, c = x4.shape[:2]
+        taps = w4.shape[2] * w4.shape[3]
+        if n != 1 or cols.shape[1] != 1:
+            self.fn(x4, w4, b1, o4, cols, xp, acc, *self.args, has_bias)
+            return
+
+        def block(lo, hi):
+            if lo == 0 and hi == c:
+                self.fn(x4, w4, b1, o4, cols, xp, acc, *self.args, has_bias)
+                return
+            plane = xp if lo == 0 else np.zeros(xp.shape, self.ct)
+            self.fn(x4[:, lo:hi], w4, b1, o4, cols[:, :, lo * taps:hi * taps], plane, acc, *self.args, False)
+
+        if parallel_for(block, c, grain=max(1, PLANE_WORK // max(1, taps * cols.shape[3])), name="conv.im2col") > 1 \
+                and has_bias:
+            cols[:, :, c * taps] = 1
 
     def _depthwise(self, x4, w4, b1, o4, xp, acc, has_bias):
         """The depthwise loop over ``x4`` into ``o4``, split across the run's intra-op threads by

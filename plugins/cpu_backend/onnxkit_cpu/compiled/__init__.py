@@ -13,7 +13,9 @@ Contract:
   types, ``cache=True`` (numba's on-disk cache beside the module, or its user-wide cache
   where that is not writable), ``nogil=True`` (a session shared by Python threads runs these
   loops in parallel), ``error_model="numpy"`` (a division by zero gives inf/NaN, as numpy,
-  never an exception).  No ``parallel=``: a compiled loop is one thread; no ``fastmath``
+  never an exception).  No ``parallel=``: a compiled loop is one thread (the overrides run
+  several calls at once on disjoint blocks across a run's intra-op threads,
+  :func:`onnxkit.runtime.threads.parallel_for`, which ``nogil`` allows); no ``fastmath``
   unless a module says why its result stays within Clause 11's tolerances.
 * **Optional.** :func:`enabled` is False when numba cannot be imported, or when the
   environment sets ``ONNXKIT_CPU_COMPILED=0``, or inside :func:`disabled` (the tests' way to

@@ -75,7 +75,6 @@ import threading
 import numpy as np
 
 from onnxkit.plugin import KernelTable, offers_epilogue, reports_bodies
-from onnxkit.runtime.threads import parallel_for
 
 from onnxkit_default_domain.api import conv as portable
 from onnxkit_default_domain.api import quiet
@@ -83,7 +82,7 @@ from onnxkit_default_domain.api import quiet
 from ..compiled import conv as loops, winograd as winograd_loops
 from ._plans import NOT_HELD, Held
 from .half import Halves, Wide, is_half, narrow, widen
-from .conv_blocks import CACHE_BYTES, RowBlocks, block_rows, cache_block_rows
+from .conv_blocks import CACHE_BYTES, RowBlocks, block_rows, cache_block_rows, split_columns, split_depthwise
 from .conv_epilogue import NO_BIAS, epilogue, operand
 from .conv_winograd import Winograd
 from .conv_depthwise import Depthwise, PaddedWindows, Scratch, Shared, pad_layout, split_copy, window_view
@@ -98,9 +97,6 @@ _COMPILED = (np.dtype(np.float32), np.dtype(np.float64))
 #: a convolution's columns are rows of the flattened padded image where one image's product has at most
 #: this many multiply-adds (and every stride is 1)
 FLAT_MACS = 1 << 20
-#: output elements of the depthwise loop worth a block of images or channels on an intra-op
-#: thread of its own (:func:`onnxkit.runtime.threads.parallel_for`)
-PLANE_WORK = 16384
 
 
 def strided_columns(xp, xpad, kernel, strides, dil, out_shape):
@@ -269,45 +265,12 @@ class Planes:
         return out
 
     def _columns(self, x4, w4, b1, o4, cols, xp, acc, has_bias):
-        """The loop's im2col of ``x4`` into ``cols``: for one image of one group split across the
-        run's intra-op threads by input channel (a block writes its channels' rows of the columns,
-        padding into a plane of its own off the caller's thread; B's ones row written after, once),
-        else one call."""
-        n, c = x4.shape[:2]
-        taps = w4.shape[2] * w4.shape[3]
-        if n != 1 or cols.shape[1] != 1:
-            self.fn(x4, w4, b1, o4, cols, xp, acc, *self.args, has_bias)
-            return
-
-        def block(lo, hi):
-            if lo == 0 and hi == c:
-                self.fn(x4, w4, b1, o4, cols, xp, acc, *self.args, has_bias)
-                return
-            plane = xp if lo == 0 else np.zeros(xp.shape, self.ct)
-            self.fn(x4[:, lo:hi], w4, b1, o4, cols[:, :, lo * taps:hi * taps], plane, acc, *self.args, False)
-
-        if parallel_for(block, c, grain=max(1, PLANE_WORK // max(1, taps * cols.shape[3])), name="conv.im2col") > 1 \
-                and has_bias:
-            cols[:, :, c * taps] = 1
+        """The loop's im2col (:func:`.conv_blocks.split_columns`)."""
+        split_columns(self.fn, self.args, self.ct, x4, w4, b1, o4, cols, xp, acc, has_bias)
 
     def _depthwise(self, x4, w4, b1, o4, xp, acc, has_bias):
-        """The depthwise loop over ``x4`` into ``o4``, split across the run's intra-op threads by
-        image (N > 1) or else by channel (each output plane computed alike whatever the split);
-        a block on another thread than the caller's pads into planes of its own."""
-        n, c, mg, cols = x4.shape[0], x4.shape[1], o4.shape[1] // x4.shape[1], self.no_columns[0]
-
-        def block(lo, hi):
-            own = (xp, acc) if lo == 0 else (np.zeros(xp.shape, self.ct), np.empty(acc.shape, self.ct))
-            if lo == 0 and hi == (n if n > 1 else c):
-                self.fn(x4, w4, b1, o4, cols, *own, *self.args, has_bias)
-            elif n > 1:
-                self.fn(x4[lo:hi], w4, b1, o4[lo:hi], cols, *own, *self.args, has_bias)
-            else:
-                self.fn(x4[:, lo:hi], w4[lo * mg:hi * mg], b1[lo * mg:hi * mg] if has_bias else b1,
-                        o4[:, lo * mg:hi * mg], cols, *own, *self.args, has_bias)
-
-        items = n if n > 1 else c
-        parallel_for(block, items, grain=max(1, PLANE_WORK // max(1, o4.size // items)), name="conv.depthwise")
+        """The depthwise loop (:func:`.conv_blocks.split_depthwise`)."""
+        split_depthwise(self.fn, self.args, self.ct, self.no_columns[0], x4, w4, b1, o4, xp, acc, has_bias)
 
     def fused(self, x, w, b, r, side, relu):
         """The convolution with an epilogue (:mod:`.conv_epilogue`) applied by one compiled pass

@@ -26,8 +26,57 @@ import threading
 
 import numpy as np
 
+from onnxkit.runtime.threads import parallel_for
+
 from ..compiled import conv as loops
 from .conv_depthwise import SHARED_BYTES, Scratch, Shared
+
+#: output (columns) elements of the compiled loop worth a block of images or channels on an
+#: intra-op thread of its own (:func:`onnxkit.runtime.threads.parallel_for`)
+PLANE_WORK = 16384
+
+
+def split_columns(fn, args, ct, x4, w4, b1, o4, cols, xp, acc, has_bias) -> None:
+    """The loop ``fn`` (:func:`onnxkit_cpu.compiled.conv.planes`, its trailing ``args``) filling
+    the columns ``cols`` of ``x4``: for one image of one group split across the run's intra-op
+    threads by input channel (a block writes its channels' rows of the columns, padding into a
+    plane of its own off the caller's thread; B's ones row written after, once), else one call."""
+    n, c = x4.shape[:2]
+    taps = w4.shape[2] * w4.shape[3]
+    if n != 1 or cols.shape[1] != 1:
+        fn(x4, w4, b1, o4, cols, xp, acc, *args, has_bias)
+        return
+
+    def block(lo, hi):
+        if lo == 0 and hi == c:
+            fn(x4, w4, b1, o4, cols, xp, acc, *args, has_bias)
+            return
+        plane = xp if lo == 0 else np.zeros(xp.shape, ct)
+        fn(x4[:, lo:hi], w4, b1, o4, cols[:, :, lo * taps:hi * taps], plane, acc, *args, False)
+
+    if parallel_for(block, c, grain=max(1, PLANE_WORK // max(1, taps * cols.shape[3])), name="conv.im2col") > 1 \
+            and has_bias:
+        cols[:, :, c * taps] = 1
+
+
+def split_depthwise(fn, args, ct, no_cols, x4, w4, b1, o4, xp, acc, has_bias) -> None:
+    """The depthwise loop ``fn`` of ``x4`` into ``o4`` (``no_cols``: its empty columns), split
+    across the run's intra-op threads by image (N > 1) or else by channel (each output plane
+    computed alike whatever the split); a block off the caller's thread pads into planes of its own."""
+    n, c, mg = x4.shape[0], x4.shape[1], o4.shape[1] // x4.shape[1]
+
+    def block(lo, hi):
+        own = (xp, acc) if lo == 0 else (np.zeros(xp.shape, ct), np.empty(acc.shape, ct))
+        if lo == 0 and hi == (n if n > 1 else c):
+            fn(x4, w4, b1, o4, no_cols, *own, *args, has_bias)
+        elif n > 1:
+            fn(x4[lo:hi], w4, b1, o4[lo:hi], no_cols, *own, *args, has_bias)
+        else:
+            fn(x4[:, lo:hi], w4[lo * mg:hi * mg], b1[lo * mg:hi * mg] if has_bias else b1,
+               o4[:, lo * mg:hi * mg], no_cols, *own, *args, has_bias)
+
+    items = n if n > 1 else c
+    parallel_for(block, items, grain=max(1, PLANE_WORK // max(1, o4.size // items)), name="conv.depthwise")
 
 
 #: the compiled path's blocks aim at columns of about this many bytes, so that a block's columns

@@ -21,7 +21,8 @@ Timing: for each model, onnxkit (``ONNXKIT_FIRST_RUN=warm``, via ``timing``) and
 onnxruntime ``intra_op_num_threads=1``, ``inter_op_num_threads=1``) and once with default threads
 for both, each interleaved (``timing.interleaved_samples``: two warm-up calls, then ``--repeat``
 rounds, the order alternating; default threads: each timing starts after the pools settle),
-median.  The correctness column is the largest absolute difference of the first output against
+median; the models in the order of their names' SHA-1 (a run cut short still spans the
+families).  The correctness column is the largest absolute difference of the first output against
 onnxruntime's (and that over onnxruntime's largest magnitude).  The conditions (date, CPUs, load
 average, OpenBLAS and its kernels via threadpoolctl, versions) are printed first.
 ``--corpus`` adds the corpus models benchmarks/models.py times (reported as a third group).
@@ -195,7 +196,7 @@ ARCHITECTURES = {
     "arch_mpnet_mini": _text("MPNetConfig", "MPNetForSequenceClassification"),
     "arch_mobilebert_mini": _text("MobileBertConfig", "MobileBertForSequenceClassification", embedding_size=128,
                                   intra_bottleneck_size=64, true_hidden_size=64, num_feedforward_networks=2),
-    "arch_squeezebert_mini": _text("SqueezeBertConfig", "SqueezeBertForSequenceClassification"),
+    "arch_squeezebert_mini": _text("SqueezeBertConfig", "SqueezeBertForSequenceClassification", embedding_size=256),
     "arch_convbert_mini": _text("ConvBertConfig", "ConvBertForSequenceClassification", embedding_size=128),
     "arch_roformer_mini": _text("RoFormerConfig", "RoFormerForSequenceClassification", embedding_size=256),
     "arch_ernie_mini": _text("ErnieConfig", "ErnieForMaskedLM"),
@@ -429,7 +430,9 @@ def main(argv=None) -> int:
     print(f"{'model':30} {'1 thr kit':>10} {'ort':>9} {'ratio':>6}  {'dflt kit':>9} {'ort':>9} {'ratio':>6}  "
           f"{'max|diff|':>9} {'rel':>8}  set")
     groups: dict = {"held-back third": [], "the rest (tuning set)": [], "corpus": []}
-    cases = [(n, out / f"{n}.onnx", None) for n in names if (out / f"{n}.onnx").exists()]
+    # in the order of the names' SHA-1, so that a run cut short still spans the families and both sets
+    order = sorted(names, key=lambda n: hashlib.sha1(n.encode()).hexdigest())
+    cases = [(n, out / f"{n}.onnx", None) for n in order if (out / f"{n}.onnx").exists()]
     missing = [n for n in names if not (out / f"{n}.onnx").exists()]
     if args.corpus:
         cases += list(corpus_cases())

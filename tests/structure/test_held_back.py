@@ -42,23 +42,32 @@ def test_held_back_third_is_the_hash_rule_and_its_size():
     assert 0.25 <= len(held) / len(names) <= 0.40
 
 
-def test_no_tuning_file_names_a_held_back_model():
-    _, held = _literals()
+SUFFIXES = (".py", ".json", ".toml", ".txt", ".cfg", ".yaml", ".yml", ".md", ".sh")
+
+
+def _offenders(root: Path, trees, held) -> list:
+    """``"path: name"`` of each file under ``root/tree`` (but the benchmark) naming a held-back model."""
     pattern = re.compile("|".join(re.escape(n) for n in held))
-    offenders = []
-    for tree in TUNING_TREES:
-        for path in sorted((ROOT / tree).rglob("*")):
-            if path == SCRIPT or not path.is_file() or path.suffix not in (".py", ".json", ".toml", ".txt", ".cfg",
-                                                                           ".yaml", ".yml", ".md", ".sh"):
+    found = []
+    for tree in trees:
+        for path in sorted((root / tree).rglob("*")):
+            if path == SCRIPT or not path.is_file() or path.suffix not in SUFFIXES:
                 continue
             match = pattern.search(path.read_text(encoding="utf-8", errors="replace"))
             if match:
-                offenders.append(f"{path.relative_to(ROOT)}: {match.group(0)}")
+                found.append(f"{path.relative_to(root)}: {match.group(0)}")
+    return found
+
+
+def test_no_tuning_file_names_a_held_back_model():
+    _, held = _literals()
+    offenders = _offenders(ROOT, TUNING_TREES, held)
     assert not offenders, offenders
 
 
-def test_the_check_finds_a_planted_name(tmp_path):
+def test_the_scan_finds_a_planted_name_and_only_it(tmp_path):
     _, held = _literals()
-    planted = tmp_path / "tuned.py"
-    planted.write_text(f"FAST = ({held[0]!r},)\n")
-    assert re.search("|".join(re.escape(n) for n in held), planted.read_text())
+    (tmp_path / "plugins" / "pkg").mkdir(parents=True)
+    (tmp_path / "plugins" / "pkg" / "tuned.py").write_text(f"FAST = ({held[-1]!r},)\n")
+    (tmp_path / "plugins" / "pkg" / "other.py").write_text("FAST = ('arch_not_a_held_back_name',)\n")
+    assert _offenders(tmp_path, ("plugins",), held) == [f"plugins/pkg/tuned.py: {held[-1]}"]

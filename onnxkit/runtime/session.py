@@ -45,6 +45,7 @@ from .arena import keep_freed_memory
 from .bodies import cold_record, planning_cold
 from .checked import CheckedSignatures
 from .gc_pause import collection_paused
+from .feed_table import FeedTable
 from .feeds import InputError, coerce_feed, fresh_outputs, is_torch_backend, to_backend, to_host
 from .options import ModelMetadata, NodeArg, SessionOptions, missing_backend_message, provider_of
 from .plan import Planner
@@ -189,6 +190,8 @@ class InferenceSession(OrtSessionSurface):
         self._output_check = OutputCheck(g.output, self._reporter)
         self._checked = CheckedSignatures([vi.name for vi in g.input], self._outputs, self._output_check,
                                           self._reporter)
+        #: the feed checks of a new signature in one pass (None: the full checks every time)
+        self._feed_table = FeedTable.of(self._inputs, self._required) if self._host_arrays and not self._torch else None
         consumed = self.optimized.consumed_defaults
         #: every plan of the session and the choice of one per run (:mod:`.plans`)
         self._plans = PlanSet(self.optimized.model, model, self.registry, self.backend_name, planner_args, plan, cold,
@@ -325,7 +328,13 @@ class InferenceSession(OrtSessionSurface):
                 if fetched is not None:
                     return fetched
             return self._fetch(output_names, outs, host=True, feeds=values, bindings=entry.bindings())
-        values, bindings = self._feed_values(input_feed)
+        passed = self._feed_table.check(input_feed) if self._feed_table is not None else None
+        if passed is not None:  # a new signature that passes every feed check (a decoder's growing past)
+            values, bindings = passed[0], Bindings(self._reporter, InputError)
+            bindings.extents = passed[1]
+            self._checked.remember(values, bindings)
+        else:
+            values, bindings = self._feed_values(input_feed)
         return self._fetch(output_names, self._evaluate(values, run_options), host=True, feeds=values,
                            bindings=bindings)
 

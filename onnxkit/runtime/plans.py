@@ -31,8 +31,9 @@ the warm plan (a run in progress keeps the plan it started with).  The thread
    leaves its machine code in numba's on-disk cache.  Skipped where the child could not plan the
    same model (:meth:`PlanSet._fill_caches`); ``thread`` skips it always.  The runs after the
    setup began count towards the child's patience: once they have spent the estimate again on the
-   cold plan, a child still running (niced, starved of CPU on a busy machine) is ended and the
-   thread compiles here, so a long stream of runs is promoted;
+   cold plan, a child still running that has had less than :data:`CHILD_STARVED` of a core
+   (niced, starved of CPU on a busy machine) is ended and the thread compiles here, so a long
+   stream of runs is promoted; a child that is computing is waited for;
 2. plans warm (numba imported, its cache loaded or, what the child did not leave, compiled) with
    the garbage collector paused (a collection of the whole heap holds the lock for tens of ms),
    and runs the new plan on the copied feeds as the session's first runs would (recorded, then
@@ -74,6 +75,8 @@ CHILD_ELEMENTS = 1 << 25
 CHILD_TIMEOUT_S = 600.0
 #: how often the setup thread looks at its child process and the runs' patience (seconds)
 CHILD_POLL_S = 0.05
+#: the share of one core below which a child process counts as starved (ended past its patience)
+CHILD_STARVED = 0.5
 _CHILDREN: set = set()
 _CHILDREN_LOCK = threading.Lock()
 
@@ -153,6 +156,21 @@ class _Setup:
         self.times = [time.perf_counter(), None, None]
         self.waited, self.patience = 0.0, patience
         self.child_ended = False  # the child was ended for outliving ``patience``
+
+
+def _cpu_share(pid: int, began: float) -> Optional[float]:
+    """The share of one core process ``pid`` has had since ``began`` (``time.perf_counter()``):
+    its user and system time (``/proc/<pid>/stat``, fields 14 and 15 of proc(5)) over the time
+    elapsed; None where ``/proc`` does not say (not Linux) or no time has elapsed."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(")") + 2:].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    elapsed = time.perf_counter() - began
+    return cpu / elapsed if elapsed > 0 else None
 
 
 def _copy(value):
@@ -341,8 +359,9 @@ class PlanSet:
         external data, feeds that are not all numpy arrays.  A child that fails or outlives
         :data:`CHILD_TIMEOUT_S` only costs the thread's compiling here, as does one still running
         when the session's runs have spent ``setup.patience`` seconds on the cold plan since the
-        setup began (a niced child on a busy machine gets little CPU: ended, it leaves the
-        compiling to this thread, as a long-running session would otherwise never be promoted);
+        setup began and it has had less than :data:`CHILD_STARVED` of a core (a niced child on a
+        busy machine: ended, it leaves the compiling to this thread, as a long-running session
+        would otherwise never be promoted);
         one still running when this process exits is ended."""
         import subprocess
         import tempfile
@@ -371,13 +390,17 @@ class PlanSet:
                                         stderr=subprocess.PIPE)
                 _CHILDREN.add(proc)
             try:
-                deadline = time.perf_counter() + CHILD_TIMEOUT_S
+                began = time.perf_counter()
+                deadline = began + CHILD_TIMEOUT_S
                 while proc.poll() is None:
                     if setup is not None and setup.waited >= setup.patience > 0:
-                        setup.child_ended = True
-                        self.log("plan", 20, "the runs spent %.3f s on the cold plan while the child process set up "
-                                 "the warm plan: ended, compiling here", setup.waited)
-                        break
+                        share = _cpu_share(proc.pid, began)
+                        if share is None or share < CHILD_STARVED:
+                            setup.child_ended = True
+                            self.log("plan", 20, "the runs spent %.3f s on the cold plan while the child process set "
+                                     "up the warm plan (%s of a core): ended, compiling here", setup.waited,
+                                     "unknown share" if share is None else f"{share:.0%}")
+                            break
                     if time.perf_counter() >= deadline:
                         break
                     try:

@@ -12,7 +12,9 @@ fixed step), and the child is one that never ends by itself.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -107,3 +109,30 @@ def test_the_child_is_waited_for_while_the_runs_stay_within_the_patience(starved
     assert sess._cold is not None
     setup.waited = setup.patience  # as if the runs had spent it: the child is ended at the next look
     assert sess.wait_for_warm_plan(PATIENCE_S) is True and setup.child_ended is True
+
+
+def test_a_child_that_computes_is_waited_for_past_the_patience(starved, monkeypatch):
+    """Past the patience a child is ended only when starved (less than CHILD_STARVED of a core)."""
+    shares = [1.0]
+    monkeypatch.setattr(starved, "_cpu_share", lambda pid, began: shares[0])
+    sess = _softmax_session()
+    x = np.random.default_rng(9).standard_normal((1, 6)).astype(np.float32)
+    while sess._plans._setup is None:
+        sess.run(None, {"x": x})
+    setup = sess._plans._setup
+    setup.waited = setup.patience
+    assert sess.wait_for_warm_plan(1.0) is False and setup.child_ended is False  # computing: waited for
+    shares[0] = starved.CHILD_STARVED / 2
+    assert sess.wait_for_warm_plan(PATIENCE_S) is True and setup.child_ended is True
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="the share is read from Linux's /proc")
+def test_the_cpu_share_is_the_process_times_over_the_time_elapsed():
+    from onnxkit.runtime import plans
+
+    began = time.perf_counter() - 100.0
+    times = os.times()
+    share = plans._cpu_share(os.getpid(), began)
+    elapsed = time.perf_counter() - began
+    assert share is not None and abs(share * elapsed - (times.user + times.system)) < 0.1
+    assert plans._cpu_share(2 ** 22 + 12345, began) is None  # no such process

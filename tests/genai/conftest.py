@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+if str(HERE) not in sys.path:  # appended: tests/conftest.py stays the ``conftest`` a test imports by name
+    sys.path.append(str(HERE))
 
 import genai_bpe_model  # noqa: E402
 

@@ -67,7 +67,6 @@ from ..inference.context import MAX_CONSTANT_ELEMENTS, InferenceContext
 from ..kernel_traits import NO_TRAITS, declare_traits, operator_traits, traits_of
 from ..limits import DEFAULT_LIMITS
 from ..log import get_logger
-from .value_sizes import EXACT_BYTES
 
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar("onnxkit_run_budget", default=None)
 
@@ -251,9 +250,9 @@ class _ConcreteContext(InferenceContext):
 class Guard:
     """The run-time size check of one node; ``guard(budget, args)`` -> bytes charged to ``budget``."""
 
-    __slots__ = ("node", "op", "infer", "template", "kind", "n_out", "bound", "known", "after", "declared", "exact")
+    __slots__ = ("node", "op", "infer", "template", "kind", "n_out", "bound", "known", "after", "declared")
 
-    def __init__(self, node, op: str, infer, template, kind: str, after: bool = False, declared=None, exact=None):
+    def __init__(self, node, op: str, infer, template, kind: str, after: bool = False, declared=None):
         self.node, self.op, self.infer, self.template, self.kind = node, op, infer, template, kind
         self.n_out = len(node.output)
         self.bound = _BOUNDS.get(kind)
@@ -263,9 +262,6 @@ class Guard:
         self.after = after
         #: the kernel's own prediction (:func:`declares_output_bytes`), kind "declared"
         self.declared = declared
-        #: kind "value": the exact output bytes read off numpy inputs without inference
-        #: (:data:`~onnxkit.runtime.value_sizes.EXACT_BYTES`; None where it cannot read them: inference decides)
-        self.exact = exact
 
     def __call__(self, budget: RunBudget, args) -> int:
         bound = self.bound
@@ -292,10 +288,7 @@ class Guard:
                 raise
             except _UNREADABLE:  # inputs the estimator cannot read: the kernel reports them, by name
                 return 0
-        exact = self.exact
-        need = exact(args) if exact is not None else None
-        if need is None:
-            need = self.predict(args)
+        need = self.predict(args)
         return budget.charge(need, self.node, self.op, "outputs") if need else 0
 
     def _declared(self, budget: RunBudget, args) -> int:
@@ -438,8 +431,7 @@ def guard_for(node, op: str, domain: str, schema, registry, version: int, fn=Non
         kind = "after"  # nothing predicts this node's outputs: checked once they exist
     template = InferenceContext(None, node, schema, domain, version, [], [], {}, None, "", False).__dict__
     return Guard(node, op, infer, template, kind, after=not default and kind != "declared",
-                 declared=declared if kind == "declared" else None,
-                 exact=EXACT_BYTES.get(op) if default and kind == "value" else None)
+                 declared=declared if kind == "declared" else None)
 
 
 def guarded_operators(registry=None, domain: str = "") -> dict:
@@ -523,8 +515,6 @@ def _gather_bound(g: Guard, args) -> int:
         return _product_bound(g, args)
     extent = int(data.shape[int(g.template["_attributes"].get("axis", 0) or 0) % data.ndim])
     return numel(indices) * (numel(data) // max(extent, 1))
-
-
 
 
 _BOUNDS = {"broadcast": _broadcast_bound, "concat": _concat_bound, "matmul": _matmul_bound, "gemm": _gemm_bound,

@@ -12,7 +12,7 @@ RUNTIME = ROOT / "onnxkit" / "runtime"
 
 #: evaluation: planning, the plans of a session, the run loop, kernels' context, budgets, passes
 ENGINE = ("plan", "graph_plan", "visible", "plans", "loop", "kernel", "budget", "bodies", "fallback", "usedef", "state", "threads",
-          "arena", "gc_pause", "defaults", "strings", "policy", "optimizer", "value_sizes")
+          "arena", "gc_pause", "defaults", "strings", "policy", "optimizer")
 #: onnxruntime's API: session options' spelling, OrtValue, IOBinding, devices, providers, sparse tensors,
 #: raw addresses in bindings, LoRA adapters and their files
 SURFACE = ("session_ort", "ortvalue", "devices", "providers", "sparse", "feeds", "checked", "feed_table", "torch_values",

@@ -157,6 +157,10 @@ class _Setup:
         self.waited, self.patience = 0.0, patience
         self.child_ended = False  # the child was ended for outliving ``patience``
 
+    def _fault(self, exc: BaseException) -> None:
+        """Record what the setup raised: the next run warns about it once (the cold plan stays)."""
+        self.error = exc
+
 
 def _cpu_share(pid: int, began: float) -> Optional[float]:
     """The share of one core process ``pid`` has had since ``began`` (``time.perf_counter()``):
@@ -335,9 +339,12 @@ class PlanSet:
         """The background thread: the warm tier, or the error that stopped it."""
         try:
             if self._child:
+                import subprocess
+
                 try:
                     self._fill_caches(values, setup)
-                except Exception as exc:  # noqa: BLE001 - no child to be had (a sandbox, a full disk): compiled here
+                except (OSError, subprocess.SubprocessError, ValueError, TypeError, RuntimeError) as exc:
+                    # no child to be had (a sandbox, a full disk, a model it cannot be handed): compiled here
                     self.log("plan", 20, "no child process to set up the warm plan (%s: %s): compiling here instead",
                              type(exc).__name__, exc)
             setup.times[1] = time.perf_counter()
@@ -345,7 +352,7 @@ class PlanSet:
                 setup.tier = self._warm_tier(values, sig)
             _blas_controllers()  # found again here, not in the first warm run (the setup imported modules)
         except BaseException as exc:  # noqa: BLE001 - reported at the next run; the cold plan stays
-            setup.error = exc
+            setup._fault(exc)
         finally:
             setup.times[2] = time.perf_counter()
             setup.done.set()

@@ -315,14 +315,14 @@ def parallel_for(fn, n: int, grain: int = 1, name: str = "") -> int:
         return 1
     bounds = [n * i // k for i in range(k + 1)]
     taken = iter(range(k))       # next() on it is atomic under the GIL: each block taken once
-    errors = []
+    faults = []
 
     def take():
         for i in taken:
             try:
                 fn(bounds[i], bounds[i + 1])
             except BaseException as e:  # noqa: B902 - re-raised by the caller once all are done
-                errors.append(e)
+                faults.append(e)
 
     ex = _executor(k - 1)
     futures = [ex.submit(take) for _ in range(k - 1)]
@@ -330,6 +330,6 @@ def parallel_for(fn, n: int, grain: int = 1, name: str = "") -> int:
     for f in futures:
         if not f.cancel():
             f.result()
-    if errors:
-        raise errors[0]
+    if faults:
+        raise faults[0]
     return k

@@ -1,6 +1,6 @@
 """float16 and bfloat16 on the cpu overrides' float32 bodies (a private module, no kernels).
 
-numpy has no BLAS product for float16 (its ``matmul`` is a scalar loop, 50-100x slower than
+numpy has no BLAS product for float16 (its ``matmul`` is a scalar loop, far slower than
 float32's) and none of its ufuncs computes float16 natively (each converts every element in and
 out), while bfloat16 (ml_dtypes) has no arithmetic of its own at all.  The overrides of the
 products (MatMul, Gemm, Conv, the fused Attention) therefore take half-type inputs to float32,
@@ -16,7 +16,7 @@ warning is not raised: an inf is a result).  The widening is exact (every float1
 a float32).
 
 float16 is converted by the compiled loops of :mod:`onnxkit_cpu.compiled.half` (numpy's own
-``astype`` between float16 and float32 costs about 100 float32 copies; the loops give its bits)
+``astype`` between float16 and float32 is slow; the loops give its bits: docs/benchmarks.md)
 where the kernel's input is typed float16 at planning and compiled loops are on (:class:`Halves`,
 made by the factory); bfloat16 (ml_dtypes' conversions are fast already) and the rest by ``astype``.
 

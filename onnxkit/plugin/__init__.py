@@ -84,7 +84,11 @@ subgraphs: the host's one walker), :func:`type_string` (a type
 as onnxruntime spells it: ``tensor(float)``, ``map(string,tensor(float))``), :class:`SchemaData` /
 :func:`packaged_schema_data` (a domain's packaged schema file), ``AttributeType``, and
 :mod:`onnxkit.records` as ``records`` (the record classes the IR is made of: ``records.evolve`` copies
-an IR object with changes, ``records.define`` makes a plugin's own).
+an IR object with changes, ``records.define`` makes a plugin's own), and the run's intra-op threads
+(:mod:`onnxkit.runtime.threads` as ``threads``): :func:`parallel_for` (a kernel's work split in
+blocks over the session's intra-op threads, each element computed as on one thread),
+:func:`blocks` (how many it makes) and :func:`splits_across_threads` (the operators a backend
+splits, which the session's thread limit covers).
 """
 
 from __future__ import annotations
@@ -107,6 +111,8 @@ from ..registry import Backend, OpaqueTypeDef
 from ..runtime.bodies import first_run, note_planned_body
 from .lazy import lazy_family_tables
 from ..runtime.budget import Accumulation, declares_output_bytes
+from ..runtime import threads
+from ..runtime.threads import blocks, parallel_for, splits_across_threads
 from ..runtime.kernel import (KernelTable, KernelTraits, NodeContext, Unsupported, binds_constants, declare_traits,
                               host_only, needs_scope, offers_epilogue, reports_bodies, traits_of)
 from ..schema import (AttributeDef, FormalParameter, OperatorSet, OpSchema, SchemaData, TypeConstraint,
@@ -121,4 +127,4 @@ __all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "BatchNor
            "hookimpl", "host_only", "ir", "is_default_domain", "lazy_family_tables", "merge_family_tables",
            "needs_scope", "node_attributes", "nondeterministic", "normalize_domain", "note_planned_body",
            "offers_epilogue", "packaged_schema_data", "records", "reports_bodies", "size_guard", "subgraphs_of",
-           "traits_of", "type_string"]
+           "traits_of", "type_string", "threads", "blocks", "parallel_for", "splits_across_threads"]

@@ -32,8 +32,8 @@ import math
 import numpy as np
 
 from onnxkit.plugin import KernelTable
-from onnxkit.runtime import threads
-from onnxkit.runtime.threads import blocks, parallel_for, splits_across_threads
+from onnxkit.plugin import threads
+from onnxkit.plugin import blocks, parallel_for, splits_across_threads
 from onnxkit_default_domain.api import activation as portable
 from onnxkit_default_domain.api import ERFC32_CLIP, ERFC32_P, ERFC32_Q, FUSED_DOMAIN, quiet
 from onnxkit_cpu.compiled import activation as loops

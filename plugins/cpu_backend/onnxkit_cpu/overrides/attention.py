@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxkit.plugin import KernelTable
-from onnxkit.runtime.threads import parallel_for, splits_across_threads
+from onnxkit.plugin import parallel_for, splits_across_threads
 from onnxkit_cpu.compiled.attention import attention_loop, softmax_rows32
 from onnxkit_cpu.overrides._plans import remember
 from onnxkit_cpu.overrides.half import Halves, is_half, narrow, widen

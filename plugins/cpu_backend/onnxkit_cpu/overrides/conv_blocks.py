@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-from onnxkit.runtime.threads import parallel_for
+from onnxkit.plugin import parallel_for
 
 from ..compiled import conv as loops
 from .conv_depthwise import SHARED_BYTES, Scratch, Shared

@@ -25,7 +25,7 @@ import threading
 
 import numpy as np
 
-from onnxkit.runtime.threads import parallel_for
+from onnxkit.plugin import parallel_for
 
 #: columns of one channel block at most this large (bytes): the block stays in L2
 BLOCK_BYTES = 384 << 10

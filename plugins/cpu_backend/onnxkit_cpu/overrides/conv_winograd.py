@@ -35,7 +35,7 @@ import threading
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from onnxkit.runtime.threads import parallel_for
+from onnxkit.plugin import parallel_for
 
 from ..compiled import winograd as loops
 from . import conv_depthwise

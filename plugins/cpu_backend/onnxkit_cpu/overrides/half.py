@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.arrays import dtype_name
+from onnxkit.plugin import arrays
 from onnxkit.plugin.inference import elem_of
 
 from ..compiled import half as loops
@@ -46,7 +46,7 @@ def is_half(dtype) -> bool:
     """float16 or bfloat16 (ml_dtypes), the types this module computes in float32."""
     r = _known.get(dtype)
     if r is None:
-        r = _known[dtype] = dtype_name(dtype) in _HALF_NAMES
+        r = _known[dtype] = arrays.dtype_name(dtype) in _HALF_NAMES
     return r
 
 

@@ -52,7 +52,7 @@ import math
 import numpy as np
 
 from onnxkit.plugin import KernelTable, offers_epilogue
-from onnxkit.runtime.threads import parallel_for, splits_across_threads
+from onnxkit.plugin import parallel_for, splits_across_threads
 from onnxkit_cpu.compiled import norm as norm_loops
 from onnxkit_cpu.compiled.norm import layer_norm_loop
 from onnxkit_cpu.overrides._plans import Held, remember

@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxkit.plugin import KernelTable, arrays
-from onnxkit.runtime.threads import splits_across_threads
+from onnxkit.plugin import splits_across_threads
 from onnxkit_default_domain.api import max_pool_padding as _lowest
 from onnxkit_default_domain.api import (average_divisor, average_pool_kernel, compute_dtype, declared_attr,
                                         geometry_cache, global_average_pool, global_max_pool, input_type_checker,

@@ -36,7 +36,7 @@ import threading
 
 import numpy as np
 
-from onnxkit.runtime.threads import parallel_for
+from onnxkit.plugin import parallel_for
 from onnxkit_default_domain.api import average_divisor
 
 from ..compiled import pool as loops

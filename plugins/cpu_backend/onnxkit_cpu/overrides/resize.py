@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from onnxkit.plugin import KernelTable
-from onnxkit.runtime.threads import parallel_for, splits_across_threads
+from onnxkit.plugin import parallel_for, splits_across_threads
 from onnxkit_cpu.compiled.resize import resize_loops
 from onnxkit_cpu.overrides._plans import remember
 from onnxkit_default_domain.api import resize as portable

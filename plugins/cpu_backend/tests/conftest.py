@@ -39,6 +39,12 @@ class Counting:
 def count_calls(monkeypatch):
     """``count_calls(module, name)``: the module's loop ``name`` replaced by a :class:`Counting`
     (for the test's duration), returned."""
+    from onnxkit.runtime import threads
+
+    # one intra-op block a call: a loop split across threads (parallel_for) is called once per
+    # block, and the default count follows the machine's load (threads.free_threads)
+    monkeypatch.setattr(threads, "free_threads", lambda *a, **k: 1)
+
     def spy(module, name: str) -> Counting:
         c = Counting(getattr(module, name))
         monkeypatch.setattr(module, name, c)

@@ -196,11 +196,11 @@ def test_size_zero_batch_takes_the_portable_kernel(counter):
 @pytest.mark.parametrize("x,w,attrs", [
     (randn(1, 129, 3), randn(128, 129, 3), dict(pads=[1, 1])),                           # 1-D product
     (randn(1, 480, 1, 20), randn(60, 480, 1, 3), dict(pads=[0, 1, 0, 1])),               # one output row
-    (randn(1, 4, 6, 6, dtype=np.float16), randn(4, 1, 3, 3, dtype=np.float16), dict(pads=[1] * 4, group=4)),
     (randn(1, 3, 4, 5, 6), randn(3, 1, 3, 3, 3), dict(pads=[1] * 6, group=3)),          # 3-D
     (randn(1, 8, 6, 6), randn(4, 8, 1, 1), dict()),                                     # 1x1: a plain product
 ])
 def test_shapes_the_rule_leaves_to_the_numpy_body(x, w, attrs, counter):
+    """(float16 is not among them: it runs on the float32 bodies, overrides/half.py.)"""
     s = session(x, w, None, attrs)
     s.run(None, {"x": x})
     assert counter.calls == 0

@@ -321,7 +321,9 @@ def test_instance_layer_group_rms_norms():
         same("LayerNormalization", 17, [x, randn(*shape), randn(*shape)], {"axis": axis}, n_out=3, rtol=1e-4)
     same("LayerNormalization", 17, [x, randn(5)], {"stash_type": 11, "epsilon": 1e-2}, n_out=3, rtol=1e-4)
     same("LayerNormalization", 17, [x.astype(np.float16), randn(5, dtype=np.float16)], n_out=3)
-    same("LayerNormalization", 17, [x.astype(BF16), randn(5, dtype=BF16), randn(5, dtype=BF16)], n_out=3)
+    # cpu rounds Y once (as onnxruntime), the portable kernel at the function body's rounding points
+    # (the normalized X cast to X's type first): a unit of bfloat16 (2**-8 of terms near 1) apart
+    same("LayerNormalization", 17, [x.astype(BF16), randn(5, dtype=BF16), randn(5, dtype=BF16)], n_out=3, atol=8e-3)
     same("GroupNormalization", 18, [x, randn(2), randn(2)], {"num_groups": 2}, rtol=1e-4)
     same("GroupNormalization", 21, [x, randn(4), randn(4)], {"num_groups": 2, "epsilon": 1e-2}, rtol=1e-4)
     same("GroupNormalization", 21, [x.astype(np.float16), randn(4, dtype=np.float16), randn(4, dtype=np.float16)],

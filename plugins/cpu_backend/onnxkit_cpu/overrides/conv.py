@@ -77,7 +77,7 @@ import numpy as np
 from onnxkit.plugin import KernelTable, offers_epilogue, reports_bodies
 
 from onnxkit_default_domain.api import conv as portable
-from onnxkit_default_domain.api import quiet
+from onnxkit_default_domain.api import input_type_checker, quiet
 
 from ..compiled import conv as loops, winograd as winograd_loops
 from ._plans import NOT_HELD, Held
@@ -541,6 +541,7 @@ def conv(ctx):
 
     h = Halves.of(ctx)
     wide_w, wide_b = Wide.of(ctx, 1, h), Wide.of(ctx, 2, h)
+    check = input_type_checker(ctx)   # the definition's types (bfloat16 from Conv-22), before widening
 
     def halved(body):
         """``body`` with float16 / bfloat16 X, W, B (and an Add operand) computed on the float32
@@ -549,6 +550,7 @@ def conv(ctx):
             t = x.dtype
             if is_half(t) and w.dtype == t and (b is None or b.dtype == t) and all(
                     type(r) is np.ndarray and r.dtype == t for r in rest):
+                check(x, w, b)
                 return narrow(body(widen(x, h), wide_w(w), wide_b(b), *[widen(r, h) for r in rest]), t, h)
             return body(x, w, b, *rest)
         return run

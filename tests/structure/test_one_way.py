@@ -480,8 +480,8 @@ RESTATING_ALLOWED = Counter()
 #: is absent from some version (``broadcast`` before 7, Resize-10's modes, QuantizeLinear-10's
 #: axis...) or optional without a default (Split-1's axis, TfIdfVectorizer's gram lengths,
 #: com.microsoft's many; Momentum's are required, and checked first)
-NEEDED_NO_ATTRIBUTE = 52
-NEEDED_NO_DEFAULT = 20
+NEEDED_NO_ATTRIBUTE = 53
+NEEDED_NO_DEFAULT = 24
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,6 @@ starts stand in too (``PYTHONPATH`` gets :func:`~onnxkit.genai.install.shim_dir`
 
 from __future__ import annotations
 
-import os
-import runpy
 import sys
 
 USAGE = ("usage: python -m onnxkit.genai script.py [args ...]\n"
@@ -15,29 +13,15 @@ USAGE = ("usage: python -m onnxkit.genai script.py [args ...]\n"
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE, file=sys.stderr if not argv else sys.stdout)
-        return 2 if not argv else 0
+    from onnxkit.ort.install import run_program
+
     from .install import ENVIRON, child_environment, install_as_onnxruntime_genai
 
-    os.environ.update({k: v for k, v in child_environment().items() if k in ("PYTHONPATH", ENVIRON)})
-    install_as_onnxruntime_genai()
-    if argv[0] == "-m":
-        if len(argv) < 2:
-            print(USAGE, file=sys.stderr)
-            return 2
-        sys.argv = argv[1:]
-        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-        return 0
-    script = argv[0]
-    if not os.path.exists(script):
-        print(f"onnxkit.genai: no such script: {script}", file=sys.stderr)
-        return 2
-    sys.argv = argv
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    runpy.run_path(script, run_name="__main__")
-    return 0
+    def env():
+        return {k: v for k, v in child_environment().items() if k in ("PYTHONPATH", ENVIRON)}
+
+    return run_program(sys.argv[1:] if argv is None else argv, "onnxkit.genai", USAGE, install_as_onnxruntime_genai,
+                       env)
 
 
 if __name__ == "__main__":

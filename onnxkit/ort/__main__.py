@@ -5,8 +5,6 @@ program unchanged.  Child Python processes it starts stand in too (``PYTHONPATH`
 
 from __future__ import annotations
 
-import os
-import runpy
 import sys
 
 USAGE = ("usage: python -m onnxkit.ort script.py [args ...]\n"
@@ -15,29 +13,12 @@ USAGE = ("usage: python -m onnxkit.ort script.py [args ...]\n"
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE, file=sys.stderr if not argv else sys.stdout)
-        return 2 if not argv else 0
-    from .install import child_environment, install_as_onnxruntime
+    from .install import child_environment, install_as_onnxruntime, run_program
 
-    os.environ.update({k: v for k, v in child_environment().items() if k in ("PYTHONPATH", "ONNXKIT_AS_ONNXRUNTIME")})
-    install_as_onnxruntime()
-    if argv[0] == "-m":
-        if len(argv) < 2:
-            print(USAGE, file=sys.stderr)
-            return 2
-        sys.argv = argv[1:]
-        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-        return 0
-    script = argv[0]
-    if not os.path.exists(script):
-        print(f"onnxkit.ort: no such script: {script}", file=sys.stderr)
-        return 2
-    sys.argv = argv
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    runpy.run_path(script, run_name="__main__")
-    return 0
+    def env():
+        return {k: v for k, v in child_environment().items() if k in ("PYTHONPATH", "ONNXKIT_AS_ONNXRUNTIME")}
+
+    return run_program(sys.argv[1:] if argv is None else argv, "onnxkit.ort", USAGE, install_as_onnxruntime, env)
 
 
 if __name__ == "__main__":

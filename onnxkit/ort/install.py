@@ -174,3 +174,35 @@ def shim_dir(directory=None) -> str:
 def child_environment(env=None, directory=None) -> dict:
     """``env`` (default :data:`os.environ`) with :func:`shim_dir`'s folder first on ``PYTHONPATH``."""
     return _ORT.child_environment(env, directory)
+
+
+def run_program(argv, prog: str, usage: str, install, child_env) -> int:
+    """The runners' one body (``python -m onnxkit.ort`` / ``python -m onnxkit.genai``): ``argv``
+    is ``script.py args...`` or ``-m module args...``; ``child_env()`` (the stand-in's
+    :func:`child_environment`'s ``PYTHONPATH`` and switch, asked once a program is to run) goes into ``os.environ`` so that child
+    Python processes stand in too, ``install()`` makes this one stand in, then the program runs as
+    ``__main__``.  Returns the exit status: 0, or 2 for a usage error (``usage`` on stderr; ``-h``
+    prints it on stdout and returns 0) or a missing script (named, after ``prog:``)."""
+    import runpy
+
+    argv = list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage, file=sys.stderr if not argv else sys.stdout)
+        return 2 if not argv else 0
+    os.environ.update(child_env())
+    install()
+    if argv[0] == "-m":
+        if len(argv) < 2:
+            print(usage, file=sys.stderr)
+            return 2
+        sys.argv = argv[1:]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        return 0
+    script = argv[0]
+    if not os.path.exists(script):
+        print(f"{prog}: no such script: {script}", file=sys.stderr)
+        return 2
+    sys.argv = argv
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    runpy.run_path(script, run_name="__main__")
+    return 0

@@ -93,6 +93,13 @@ def as_a_fresh_process(monkeypatch) -> None:
     monkeypatch.setattr(compiled, "SETUP_S", 1e9)
 
 
+@pytest.fixture
+def fresh_process_patch():
+    """:func:`as_a_fresh_process`, for a test that applies it part-way (after its own checks): a
+    fixture, since ``from conftest import`` may find another folder's conftest in a full run."""
+    return as_a_fresh_process
+
+
 @pytest.fixture(params=FIRST_RUN_POLICIES)
 def first_run_policy(request, monkeypatch) -> str:
     """The test under each of :data:`FIRST_RUN_POLICIES` (see above); the policy's name."""

@@ -242,17 +242,16 @@ def test_the_second_policy_still_plans_warm_in_the_run_before_the_second(monkeyp
     assert plugin.calls == [("slow", main), ("fast", main)]
 
 
-def test_compiled_loops_are_set_up_in_the_thread_and_give_the_same_results(monkeypatch):
+def test_compiled_loops_are_set_up_in_the_thread_and_give_the_same_results(monkeypatch, fresh_process_patch):
     """onnxkit-cpu's Softmax, as a fresh process plans it (numba not imported: numpy body), switched
     to its compiled loop by the background thread (``thread`` mode: no child process)."""
     compiled = pytest.importorskip("onnxkit_cpu.compiled")
     if not compiled.available():
         pytest.skip("numba is not installed: nothing to set up")
-    from conftest import as_a_fresh_process
 
     monkeypatch.delenv("ONNXKIT_FIRST_RUN", raising=False)
     monkeypatch.setenv("ONNXKIT_WARM_SETUP", "thread")
-    as_a_fresh_process(monkeypatch)
+    fresh_process_patch(monkeypatch)
     g = ir.Graph(node=[ir.Node(["x"], ["y"], op_type="Softmax", name="softmax")], name="g",
                  input=[ir.ValueInfo("x", ir.tensor_type(1, [4, 16]))],
                  output=[ir.ValueInfo("y", ir.tensor_type(1, [4, 16]))])
@@ -272,7 +271,8 @@ def test_compiled_loops_are_set_up_in_the_thread_and_give_the_same_results(monke
     np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-7)
 
 
-def test_a_child_process_that_cannot_start_leaves_the_compiling_to_the_thread(tiered, monkeypatch):
+def test_a_child_process_that_cannot_start_leaves_the_compiling_to_the_thread(tiered, monkeypatch,
+                                                                            fresh_process_patch):
     """``process`` mode where no child can be started: the thread compiles, the switch happens."""
     import subprocess
 
@@ -281,13 +281,12 @@ def test_a_child_process_that_cannot_start_leaves_the_compiling_to_the_thread(ti
     compiled = pytest.importorskip("onnxkit_cpu.compiled")
     if not compiled.available():
         pytest.skip("numba is not installed: nothing to set up")
-    from conftest import as_a_fresh_process
 
     def refuse(*args, **kwargs):
         raise OSError("no processes in this sandbox")
 
     monkeypatch.setattr(subprocess, "Popen", refuse)
-    as_a_fresh_process(monkeypatch)
+    fresh_process_patch(monkeypatch)
     g = ir.Graph(node=[ir.Node(["x"], ["y"], op_type="Softmax", name="softmax")], name="g",
                  input=[ir.ValueInfo("x", ir.tensor_type(1, [2, 8]))],
                  output=[ir.ValueInfo("y", ir.tensor_type(1, [2, 8]))])

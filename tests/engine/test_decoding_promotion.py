@@ -41,20 +41,19 @@ def _reference(x):
 
 
 @pytest.fixture
-def starved(monkeypatch):
+def starved(monkeypatch, fresh_process_patch):
     """``tiered``, ``process`` mode, a fresh process's cold plan (Softmax's compiled loop deferred, its
     setup estimated at 40 s), a child process that never ends, and a clock that advances by a
     quarter of the estimate at each reading of the main thread (other threads read it unchanged)."""
     compiled = pytest.importorskip("onnxkit_cpu.compiled")
     if not compiled.available():
         pytest.skip("numba is not installed: nothing to set up")
-    from conftest import as_a_fresh_process
 
     from onnxkit.runtime import plans
 
     monkeypatch.delenv("ONNXKIT_FIRST_RUN", raising=False)
     monkeypatch.delenv("ONNXKIT_WARM_SETUP", raising=False)
-    as_a_fresh_process(monkeypatch)
+    fresh_process_patch(monkeypatch)
     monkeypatch.setattr(compiled, "SETUP_S", 40.0)
     monkeypatch.setattr(plans, "CHILD", "import time\ntime.sleep(3600)\n")
     main, ticks, last = threading.main_thread(), itertools.count(), [0.0]

@@ -35,16 +35,27 @@ class Counting:
         return counted
 
 
+@pytest.fixture(autouse=True)
+def one_intra_op_block_by_default(monkeypatch):
+    """A session with the default thread count (``intra_op_num_threads = 0``) splits no loop
+    here: the default follows the machine's load (:func:`onnxkit.runtime.threads.free_threads`),
+    and a split loop is called once per block, which the tests' spies count.  Results are the
+    same bits at any count (test_parallel.py, which sets its counts, checks that); asked with
+    its arguments, ``free_threads`` answers as it does."""
+    from onnxkit.runtime import threads
+
+    real = threads.free_threads
+
+    def free_threads(now=None, loadavg=None, running=None):
+        return 1 if (now, loadavg, running) == (None, None, None) else real(now, loadavg, running)
+
+    monkeypatch.setattr(threads, "free_threads", free_threads)
+
+
 @pytest.fixture
 def count_calls(monkeypatch):
     """``count_calls(module, name)``: the module's loop ``name`` replaced by a :class:`Counting`
     (for the test's duration), returned."""
-    from onnxkit.runtime import threads
-
-    # one intra-op block a call: a loop split across threads (parallel_for) is called once per
-    # block, and the default count follows the machine's load (threads.free_threads)
-    monkeypatch.setattr(threads, "free_threads", lambda *a, **k: 1)
-
     def spy(module, name: str) -> Counting:
         c = Counting(getattr(module, name))
         monkeypatch.setattr(module, name, c)

@@ -20,7 +20,7 @@ from onnxkit_default_domain.api import (axes_attr, concat_axis, concat_check, ex
                                         reshape_allowzero, reshape_target, shape_bounds, split_args, split_attr_args,
                                         split_index, split_lengths, squeeze_target, transpose_perm, unsqueeze_target)
 
-from onnxkit.plugin import KernelTable, binds_constants
+from onnxkit.plugin import KernelTable, binds_constants, declares_output_bytes
 
 from ._plans import IntPlans, remember
 
@@ -171,11 +171,22 @@ def expand(ctx):
     def fn(x, shape):
         return _expanded(x, plans.plan(x, shape))
 
+    def nbytes(x, shape):
+        """The output's bytes, from the same plan (0 where X comes back itself): the size guard
+        needs no inference when the shape input's values change every run (a decoder's past)."""
+        out = plans.plan(x, shape)
+        if out == x.shape:
+            return 0
+        n = x.dtype.itemsize
+        for d in out:
+            n *= d
+        return n
+
     def bind(shape):
         plan = plans.fixed(shape)
         return None if plan is None else lambda x, shape: _expanded(x, plan(x))
 
-    return binds_constants(fn, bind, 1)
+    return binds_constants(declares_output_bytes(fn, nbytes), bind, 1)
 
 
 @KERNELS.register("Shape", 1, 13, 15, 19, *_LATEST)

@@ -24,6 +24,32 @@ import numpy as np
 from onnxkit_cpu.compiled import kernel
 
 
+#: The compiled ``_sift``, bound by :func:`top_k_loop` before ``_top_k`` compiles (a compiled
+#: function calls compiled functions only).
+_sift_c = None
+
+
+def _sift(hv, hi, hole, size, v, i, largest):
+    """Put key ``v`` (position ``i``) into the heap ``hv[:size]`` / ``hi[:size]`` at ``hole``, moved
+    down past every child worse than it: the worst on top (worse = a lower value for the largest,
+    a higher one for the smallest; an equal value with the higher position)."""
+    while True:
+        c = 2 * hole + 1
+        if c >= size:
+            break
+        if c + 1 < size:
+            a, b = hv[c + 1], hv[c]
+            if (a < b if largest else a > b) or (a == b and hi[c + 1] > hi[c]):
+                c += 1
+        w = hv[c]
+        if (w < v if largest else w > v) or (w == v and hi[c] > i):
+            hv[hole], hi[hole] = w, hi[c]
+            hole = c
+        else:
+            break
+    hv[hole], hi[hole] = v, i
+
+
 def _top_k(x, k, largest, idx):
     """``idx[r]``: the positions of the ``k`` best keys of ``x[r]`` (best first); ``1 <= k <= n``."""
     n = x.shape[1]
@@ -33,65 +59,17 @@ def _top_k(x, k, largest, idx):
         row = x[r]
         for j in range(k):
             hv[j], hi[j] = row[j], j
-        # heapify: the worst on top (worse = lower value for the largest, higher for the smallest;
-        # an equal value with the higher index)
-        for start in range(k // 2 - 1, -1, -1):
-            hole, v, i = start, hv[start], hi[start]
-            while True:
-                c = 2 * hole + 1
-                if c >= k:
-                    break
-                if c + 1 < k:
-                    a, b = hv[c + 1], hv[c]
-                    if (a < b if largest else a > b) or (a == b and hi[c + 1] > hi[c]):
-                        c += 1
-                w = hv[c]
-                if (w < v if largest else w > v) or (w == v and hi[c] > i):
-                    hv[hole], hi[hole] = w, hi[c]
-                    hole = c
-                else:
-                    break
-            hv[hole], hi[hole] = v, i
+        for start in range(k // 2 - 1, -1, -1):      # heapify: the worst on top
+            _sift_c(hv, hi, start, k, hv[start], hi[start], largest)
         for j in range(k, n):
             v = row[j]
             if not (v > hv[0] if largest else v < hv[0]):
                 continue
-            hole = 0
-            while True:
-                c = 2 * hole + 1
-                if c >= k:
-                    break
-                if c + 1 < k:
-                    a, b = hv[c + 1], hv[c]
-                    if (a < b if largest else a > b) or (a == b and hi[c + 1] > hi[c]):
-                        c += 1
-                w = hv[c]
-                if (w < v if largest else w > v) or (w == v and hi[c] > j):
-                    hv[hole], hi[hole] = w, hi[c]
-                    hole = c
-                else:
-                    break
-            hv[hole], hi[hole] = v, j
-        # heap sort: the worst to the end, one at a time
-        for end in range(k - 1, 0, -1):
+            _sift_c(hv, hi, 0, k, v, j, largest)
+        for end in range(k - 1, 0, -1):              # heap sort: the worst to the end, one at a time
             v, i = hv[end], hi[end]
             hv[end], hi[end] = hv[0], hi[0]
-            hole = 0
-            while True:
-                c = 2 * hole + 1
-                if c >= end:
-                    break
-                if c + 1 < end:
-                    a, b = hv[c + 1], hv[c]
-                    if (a < b if largest else a > b) or (a == b and hi[c + 1] > hi[c]):
-                        c += 1
-                w = hv[c]
-                if (w < v if largest else w > v) or (w == v and hi[c] > i):
-                    hv[hole], hi[hole] = w, hi[c]
-                    hole = c
-                else:
-                    break
-            hv[hole], hi[hole] = v, i
+            _sift_c(hv, hi, 0, end, v, i, largest)
         for j in range(k):
             idx[r, j] = hi[j]
 
@@ -137,11 +115,16 @@ def _gather_elements(x, idx, out):
     return True
 
 
-_TOP_K, _NON_ZERO, _GATHER_ELEMENTS = kernel(_top_k), kernel(_non_zero), kernel(_gather_elements)
+_SIFT, _TOP_K, _NON_ZERO, _GATHER_ELEMENTS = kernel(_sift), kernel(_top_k), kernel(_non_zero), kernel(_gather_elements)
 
 
 def top_k_loop():
-    """The compiled ``_top_k``, or None where compiled loops are off."""
+    """The compiled ``_top_k`` (its ``_sift`` bound first), or None where compiled loops are off."""
+    global _sift_c
+    sift = _SIFT.get()
+    if sift is None:
+        return None
+    _sift_c = sift
     return _TOP_K.get()
 
 

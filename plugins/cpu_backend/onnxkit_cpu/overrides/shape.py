@@ -10,6 +10,13 @@ are the portable family's own functions, run once per key; a key they refuse is 
 constant of the plan, its values are read once (:class:`._plans.IntPlans`) and a run is
 keyed by the extents alone.  Results are those of the portable kernels,
 exactly: views where they give views, a fresh C-contiguous array from Expand.
+
+A key not seen before (a decoder's past grows one position a token: its Reshape, Unsqueeze,
+Squeeze and Expand see new extents every run) is decided by a direct rule where the values are
+the plain case the rule covers — Reshape to positive extents and at most one -1, Unsqueeze /
+Squeeze at distinct axes in range (Squeeze's of extent 1), Expand to non-negative extents that
+broadcast (Clause 6.6.2) — and by the portable geometry otherwise, which also gives every
+refusal: the two agree wherever the direct rule answers (plugins/cpu_backend/tests/test_shape_rules.py).
 """
 
 from __future__ import annotations
@@ -27,10 +34,88 @@ from ._plans import IntPlans, remember
 KERNELS = KernelTable()
 
 
+# -- the direct rules of a new key (None: the portable geometry decides) ------------------------
+def reshape_rule(shape: tuple, dims: tuple):
+    """Reshape's extents for input extents ``shape`` and a target ``dims`` of positive extents
+    and at most one -1 (of a non-empty input), the element counts agreeing; else None."""
+    known, free = 1, -1
+    for k, d in enumerate(dims):
+        if d > 0:
+            known *= d
+        elif d == -1 and free < 0:
+            free = k
+        else:
+            return None
+    size = 1
+    for e in shape:
+        size *= e
+    if free < 0:
+        return tuple(dims) if known == size else None
+    if size == 0 or size % known:
+        return None
+    out = list(dims)
+    out[free] = size // known
+    return tuple(out)
+
+
+def unsqueeze_rule(shape: tuple, axes):
+    """Unsqueeze's extents: a 1 inserted at each of ``axes`` (distinct, in range of the output's
+    rank, negative ones counted from its end); None for anything else."""
+    if not axes:
+        return None
+    rank = len(shape) + len(axes)
+    at = sorted(a + rank if a < 0 else a for a in axes)
+    if at[0] < 0 or at[-1] >= rank or len(set(at)) != len(at):
+        return None
+    out = list(shape)
+    for a in at:
+        out.insert(a, 1)
+    return tuple(out)
+
+
+def squeeze_rule(shape: tuple, axes):
+    """Squeeze's extents without ``axes`` (distinct, in range, each of extent 1); None for
+    anything else (no axes included: the portable rule)."""
+    if not axes:
+        return None
+    rank = len(shape)
+    at = {a + rank if a < 0 else a for a in axes}
+    if len(at) != len(axes) or any(not 0 <= a < rank or shape[a] != 1 for a in at):
+        return None
+    return tuple(d for i, d in enumerate(shape) if i not in at)
+
+
+def expand_rule(shape: tuple, dims: tuple):
+    """Expand's extents: ``shape`` and ``dims`` (non-negative) broadcast both ways; None where
+    they do not (the portable rule says why) or an extent is negative."""
+    n = len(dims) - len(shape)
+    a = (1,) * n + shape if n > 0 else shape
+    b = (1,) * -n + tuple(dims) if n < 0 else dims
+    out = []
+    for p, q in zip(a, b):
+        if q < 0:
+            return None
+        if p == q or q == 1:
+            out.append(p)
+        elif p == 1:
+            out.append(q)
+        else:
+            return None
+    return tuple(out)
+
+
+def _ruled(rule, portable):
+    """``decide(x, ints)``: ``rule(x.shape, ints)`` where it answers, else ``portable(x, ints)``."""
+    def decide(x, ints):
+        out = rule(x.shape, ints) if ints is not None else None
+        return portable(x, ints) if out is None else out
+    return decide
+
+
 @KERNELS.register("Reshape", 5, 13, 14, 19, *_LATEST)
 def reshape(ctx):
     allowzero = reshape_allowzero(ctx)
-    plans = IntPlans(lambda x, shape: reshape_target(ctx, x, list(shape), allowzero))
+    plans = IntPlans(_ruled(reshape_rule, lambda x, shape: reshape_target(ctx, x, list(shape), allowzero)))
 
     def fn(x, shape):
         return x.reshape(plans.plan(x, shape))
@@ -56,22 +141,23 @@ def flatten(ctx):
     return fn
 
 
-def _axes_kernel(ctx, target):
-    """Squeeze / Unsqueeze over ``target`` (their extents): ``axes`` an attribute up to 11,
-    an (optional) input from 13."""
+def _axes_kernel(ctx, target, rule):
+    """Squeeze / Unsqueeze over ``target`` (their extents; ``rule``: the direct rule of a new
+    key): ``axes`` an attribute up to 11, an (optional) input from 13."""
     plans: dict = {}
     if ctx.since_version <= 11:
         axes = axes_attr(ctx)
+        decide = _ruled(rule, lambda x, axes: target(ctx, x, axes))
 
         def fn(x):
             out = plans.get(x.shape)
             if out is None:
-                out = remember(plans, x.shape, target(ctx, x, axes))
+                out = remember(plans, x.shape, decide(x, axes))
             return x.reshape(out)
 
         return fn
 
-    plans = IntPlans(lambda x, axes: target(ctx, x, None if axes is None else list(axes)))
+    plans = IntPlans(_ruled(rule, lambda x, axes: target(ctx, x, None if axes is None else list(axes))))
 
     def fn(x, axes=None):
         return x.reshape(plans.plan(x, axes))
@@ -83,16 +169,16 @@ def _axes_kernel(ctx, target):
     return binds_constants(fn, bind, 1)
 
 
-def _axes_factory(name: str, target):
+def _axes_factory(name: str, target, rule):
     def factory(ctx):
-        return _axes_kernel(ctx, target)
+        return _axes_kernel(ctx, target, rule)
 
     factory.__name__ = name
     return factory
 
 
-KERNELS.register("Squeeze", 1, 11, 13, *_LATEST)(_axes_factory("squeeze", squeeze_target))
-KERNELS.register("Unsqueeze", 1, 11, 13, *_LATEST)(_axes_factory("unsqueeze", unsqueeze_target))
+KERNELS.register("Squeeze", 1, 11, 13, *_LATEST)(_axes_factory("squeeze", squeeze_target, squeeze_rule))
+KERNELS.register("Unsqueeze", 1, 11, 13, *_LATEST)(_axes_factory("unsqueeze", unsqueeze_target, unsqueeze_rule))
 
 
 @KERNELS.register("Transpose", 1, 13, *_LATEST)
@@ -166,7 +252,7 @@ def _expanded(x, out: tuple):
 
 @KERNELS.register("Expand", 8, 13)
 def expand(ctx):
-    plans = IntPlans(lambda x, shape: expand_target(ctx, x, list(shape)))
+    plans = IntPlans(_ruled(expand_rule, lambda x, shape: expand_target(ctx, x, list(shape))))
 
     def fn(x, shape):
         return _expanded(x, plans.plan(x, shape))

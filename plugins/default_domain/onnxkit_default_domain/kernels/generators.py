@@ -5,14 +5,19 @@ Constant 1 9 11 12 13 19 21 23 24 25 (``value``; ``sparse_value`` made dense fro
 24 25, Range 11 27 (``stash_type`` for float16 / bfloat16), EyeLike 9 22.
 
 Attribute values are read and checked on the host, once, when the session is planned; the
-tensors are then made by the backend's namespace.
+tensors are then made by the backend's namespace.  Range declares its output bytes
+(:func:`~onnxkit.plugin.declares_output_bytes`: its length from the three scalars, as the kernel
+counts it), so its size guard asks no shape inference when the limit changes every run (a
+decoder's positions).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable, OnnxkitError, arrays, element_type, size_guard
+import math
+
+from onnxkit.plugin import KernelTable, OnnxkitError, arrays, declares_output_bytes, element_type, size_guard
 
 KERNELS = KernelTable()
 
@@ -120,7 +125,7 @@ def _range(ctx, start, limit, delta, compute=None):
     """Range computed in ``compute`` (a numpy dtype; float64 for floats when None): the
     scalars are read on the host, start and delta rounded to the element type first."""
     xp = ctx.xp
-    host = [ctx.to_host(v) for v in (start, limit, delta)]
+    host = [v if type(v) is np.ndarray else ctx.to_host(v) for v in (start, limit, delta)]
     for what, v in zip(("start", "limit", "delta"), host):
         if v.size != 1:
             ctx.fail(f"{what} must be a scalar, got shape {list(v.shape)}")
@@ -128,7 +133,12 @@ def _range(ctx, start, limit, delta, compute=None):
     if arrays.is_integer(dtype):
         s, l, d = (int(v.reshape(())) for v in host)
         n = range_length(ctx, s, l, d)
-        return xp.astype(xp.arange(n, dtype=xp.int64) * d + s, start.dtype)
+        out = xp.arange(n, dtype=xp.int64)
+        if d != 1:
+            out *= d
+        if s:
+            out += s
+        return out if dtype == np.int64 else xp.astype(out, start.dtype)
     s, l, d = (float(v.reshape(()).astype(np.float64)) for v in host)
     n = range_length(ctx, s, l, d)
     work = np.dtype(np.float64 if compute is None else compute)
@@ -139,10 +149,25 @@ def _range(ctx, start, limit, delta, compute=None):
     return xp.astype(out, start.dtype)
 
 
+def range_bytes(ctx):
+    """The bytes of Range's output from its three scalars, counted as :func:`_range` counts them
+    (exactly for integers, ``ceil((limit - start) / delta)`` in float64 otherwise); inputs the
+    kernel refuses (not scalars, a zero delta, a bound that is not finite) raise ValueError or
+    ArithmeticError here, which the size guard reads as 0: the kernel then fails, by name."""
+    def nbytes(start, limit, delta):
+        s, l, d = ((v if type(v) is np.ndarray else ctx.to_host(v)).reshape(()).item() for v in (start, limit, delta))
+        if type(s) is int and type(l) is int and type(d) is int:
+            n = -((s - l) // d)
+        else:
+            n = math.ceil((float(l) - float(s)) / float(d))
+        return max(n, 0) * (start if type(start) is np.ndarray else ctx.to_host(start)).dtype.itemsize
+    return nbytes
+
+
 @KERNELS.register("Range", 11)
 @size_guard("value")
 def range_v11(ctx):
-    return lambda start, limit, delta: _range(ctx, start, limit, delta)
+    return declares_output_bytes(lambda start, limit, delta: _range(ctx, start, limit, delta), range_bytes(ctx))
 
 
 @KERNELS.register("Range", 27)
@@ -162,7 +187,7 @@ def range_v27(ctx):
             return _range(ctx, start, limit, delta, compute=dtype)
         return _range(ctx, start, limit, delta)
 
-    return fn
+    return declares_output_bytes(fn, range_bytes(ctx))
 
 
 # -- EyeLike -----------------------------------------------------------------------------------

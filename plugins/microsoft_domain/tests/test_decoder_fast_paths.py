@@ -186,7 +186,7 @@ def _nbits_model(n: int, k: int, block: int, zp: bool, bias: bool, seed: int = 5
     from onnx import numpy_helper
 
     rng = np.random.default_rng(seed)
-    kb = k // block
+    kb = -(-k // block)
     q = rng.integers(0, 16, (n, kb, block))
     b = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
     inits = [numpy_helper.from_array(b, "B"),
@@ -208,11 +208,15 @@ def _nbits_model(n: int, k: int, block: int, zp: bool, bias: bool, seed: int = 5
     return m.SerializeToString()
 
 
-@pytest.mark.parametrize("block,zp,bias,rows", [(32, False, False, 1), (32, True, True, 1), (64, True, False, 3),
-                                                (128, False, True, 8), (256, True, False, 2), (16, False, False, 9)])
-def test_nbits_int4_token_rows_equal_onnxruntime_and_the_portable_kernel(block, zp, bias, rows, monkeypatch):
-    """The compiled loop serves A of up to ROWS_MAX rows (the spy counts its calls), within float32
-    rounding of onnxruntime's int8 computation and of the portable kernel's."""
+@pytest.mark.parametrize("block,zp,bias,rows,n,k", [
+    (32, False, False, 1, 40, 512), (32, True, True, 1, 200, 512), (64, True, False, 3, 64, 512),
+    (128, False, True, 8, 129, 512), (256, True, False, 2, 40, 512), (16, False, False, 9, 40, 512),
+    (32, True, False, 1, 70, 688), (32, False, True, 2, 130, 80), (128, True, False, 1, 65, 200)])
+def test_nbits_int4_token_rows_equal_onnxruntime_and_the_portable_kernel(block, zp, bias, rows, n, k, monkeypatch):
+    """The compiled loops serve A of up to ROWS_MAX rows (the spy counts the product's calls),
+    within float32 rounding of onnxruntime's int8 computation and of the portable kernel's:
+    N past a whole number of column tiles, K past a whole number of blocks (the last block
+    zero-padded), zero points, bias."""
     from types import SimpleNamespace
 
     from onnxkit_cpu import compiled
@@ -220,13 +224,12 @@ def test_nbits_int4_token_rows_equal_onnxruntime_and_the_portable_kernel(block, 
     from onnxkit_cpu.overrides import nbits as override
 
     monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")
-    n, k = 40, 512
     model = _nbits_model(n, k, block, zp, bias)
     a = np.random.default_rng(rows).standard_normal((1, rows, k)).astype(np.float32)
     calls = []
-    real = loops.int4_rows.get()
+    real = loops.int4_product.get()
     spy = SimpleNamespace(get=lambda: (lambda *args: calls.append(1) or real(*args)))
-    monkeypatch.setattr(override, "loops", SimpleNamespace(int4_rows=spy))
+    monkeypatch.setattr(override, "loops", SimpleNamespace(int4_product=spy, TILE=loops.TILE))
     got = onnxkit.InferenceSession(model, "cpu").run(None, {"A": a})[0]
     assert len(calls) == (1 if rows <= 8 else 0)
     with compiled.disabled():
@@ -236,6 +239,38 @@ def test_nbits_int4_token_rows_equal_onnxruntime_and_the_portable_kernel(block, 
     assert got.shape == want.shape == (1, rows, n) and got.dtype == np.float32
     assert np.abs(got - want).max() <= 4e-6 * scale
     assert np.abs(got - portable).max() <= 4e-6 * scale
+
+
+def test_nbits_int4_tiles_split_across_threads_give_the_same_bits(monkeypatch):
+    """Column tiles split across two intra-op threads: the same bits as one thread (each tile
+    is computed whole by one call), and the tiled weight is made once per session (per constant
+    B), not per run."""
+    from types import SimpleNamespace
+
+    from onnxkit_cpu.compiled import nbits as loops
+    from onnxkit_cpu.overrides import nbits as override
+
+    monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")
+    monkeypatch.setattr(override, "TILE_WORK", 1)
+    calls, made = [], []
+    real, tile = loops.int4_product.get(), override.tile_weights
+    spy = SimpleNamespace(get=lambda: (lambda *args: calls.append(args[-2:]) or real(*args)))
+    monkeypatch.setattr(override, "loops", SimpleNamespace(int4_product=spy, TILE=loops.TILE))
+    monkeypatch.setattr(override, "tile_weights", lambda *args: made.append(1) or tile(*args))
+    model = _nbits_model(300, 256, 32, True, False, seed=3)
+    a = np.random.default_rng(1).standard_normal((1, 1, 256)).astype(np.float32)
+    results, sess = [], None
+    for threads in (1, 2):
+        so = onnxkit.SessionOptions()
+        so.intra_op_num_threads = threads
+        sess = onnxkit.InferenceSession(model, so, backend="cpu")
+        results += [sess.run(None, {"A": a})[0] for _ in range(2)]
+    assert sorted(calls) == [(0, 2), (0, 2), (0, 5), (0, 5), (2, 5), (2, 5)], calls
+    assert len(made) == 2  # once per session: each holds its own constants
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+    want = run_ort(model, {"A": a})[0]
+    assert np.abs(results[0] - want).max() <= 4e-6 * np.abs(want).max()
 
 
 @pytest.mark.parametrize("shape,bias", [((1, 1, 64), False), ((1, 5, 64), True), ((3, 64), True)])

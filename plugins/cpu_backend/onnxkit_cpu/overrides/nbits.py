@@ -3,26 +3,33 @@ accuracy_level 4, a few rows of float32 A (``onnxkit_microsoft/kernels/nbits.py`
 reference and serves everything else).
 
 Where the node's B and scales (and packed uint8 zero points, if any) are constants of the plan,
-``bits`` is 4, ``block_size`` at most 256 with K a whole number of blocks, no ``g_idx`` and
+``bits`` is 4, ``block_size`` at most 256 (K need not be a whole number of blocks: the last
+block's columns past K are zeros of A, as onnxruntime pads them), no ``g_idx`` and
 ``accuracy_level`` 4 (the portable kernel's int8 path: A quantized per block to int8), a run
 with a float32 numpy A of at most :data:`ROWS_MAX` rows (``prod(A.shape[:-1])``) calls the
-compiled loop :data:`onnxkit_cpu.compiled.nbits.int4_rows` on the packed weights themselves:
-the weight is read as its 4-bit values (N·K/2 bytes a product, where the portable kernel's
-dequantized float32 weight is N·K·4), each block's int8 × int4 dot product exact, as
-onnxruntime's CPU kernel computes it.  The bias, if any, is added in float32 after.  Results
-equal the portable kernel's to float32 rounding (its float32 BLAS product of the same
-dequantized values sums in another order).  More rows (a prompt) take the portable kernel: its
-one BLAS product over the dequantized weight, made once, is faster there.  On a cold first run
-the compiled loop is deferred (:mod:`onnxkit_cpu.compiled`); the portable kernel serves.
+compiled loop of :mod:`onnxkit_cpu.compiled.nbits`: A quantized per block, then the product
+over the weight in its tiled layout (:func:`tile_weights`: the 4-bit values, as many bytes as
+B, laid out so the loop vectorizes across output columns), each block's int8 × int4 dot
+product exact, as onnxruntime's CPU kernel computes it.  The tiled weight is made on the first
+such run and kept while B lives: one per constant B for every plan of the session that holds
+the same B, scales and zero points objects (:data:`_TILED`).  Column tiles are split across
+the run's intra-op threads.  The bias, if any, is added in float32 after.  Results equal the
+portable kernel's to float32 rounding (its float32 BLAS product of the same dequantized values
+sums in another order).  More rows (a prompt) take the portable kernel: its one BLAS product
+over the dequantized weight, made once, is faster there.  On a cold first run the compiled
+loops are deferred (:mod:`onnxkit_cpu.compiled`); the portable kernel serves.
 
 Where onnxkit-microsoft is not installed this module registers nothing.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 import numpy as np
 
-from onnxkit.plugin import KernelTable, declares_output_bytes, traits_of
+from onnxkit.plugin import KernelTable, declares_output_bytes, parallel_for, splits_across_threads, traits_of
 
 from ..compiled import nbits as loops
 
@@ -34,29 +41,76 @@ except ImportError:  # onnxkit-microsoft absent: no com.microsoft operators to s
     portable = None
 
 DOMAIN = "com.microsoft"
+splits_across_threads((DOMAIN, "MatMulNBits"))
 #: the most rows of A the compiled loop takes (a decoder's token step has one per sequence)
 ROWS_MAX = 8
+#: multiply-adds worth a block of column tiles on a thread of its own
+TILE_WORK = 1 << 18
+#: tiled weights by the identity of their constants: ``{(id(B), id(scales), id(zero points)):
+#: (weak references to the three, the tiled weight)}``, an entry dropped when B is collected
+_TILED: dict = {}
+_lock = threading.Lock()
+
+
+def tile_weights(b: np.ndarray, scales: np.ndarray, zero_points, n: int, k: int, block: int):
+    """``(w, scales, zp)`` in the tiled layout of :mod:`onnxkit_cpu.compiled.nbits` from B
+    ``(N, KB, block / 2)`` uint8, scales (``N * KB`` floats) and packed uint8 zero points (or
+    None: 8)."""
+    tile = loops.TILE
+    kb = b.shape[1]
+    nt = -(-n // tile)
+    w = np.zeros((nt * tile, kb * block // 2), np.uint8)
+    w[:n] = b.reshape(n, -1)
+    w = np.ascontiguousarray(w.reshape(nt, tile, -1).transpose(0, 2, 1))
+    s = np.zeros((nt * tile, kb), np.float32)
+    s[:n] = scales.reshape(n, kb)
+    z = np.zeros((nt * tile, kb), np.float32)
+    if zero_points is None:
+        z[:n] = 8.0
+    else:
+        width = -(-kb * 4 // 8)
+        z[:n] = portable.unpack(zero_points.reshape(n, width), 4)[:, :kb]
+    return (w, np.ascontiguousarray(s.reshape(nt, tile, kb).transpose(0, 2, 1)),
+            np.ascontiguousarray(z.reshape(nt, tile, kb).transpose(0, 2, 1)))
+
+
+def tiled(b, scales, zero_points, n: int, k: int, block: int):
+    """The tiled weight of these constant arrays, made once while ``b`` lives."""
+    key = (id(b), id(scales), id(zero_points))
+    entry = _TILED.get(key)
+    if entry is not None and entry[0]() is b and entry[1]() is scales and entry[2]() is zero_points:
+        return entry[3]
+    made = tile_weights(b, scales, zero_points, n, k, block)
+
+    def gone(_ref, key=key):
+        with _lock:
+            e = _TILED.get(key)
+            if e is not None and e[0]() is None:
+                del _TILED[key]
+
+    zref = (lambda: None) if zero_points is None else weakref.ref(zero_points)
+    with _lock:
+        _TILED[key] = (weakref.ref(b, gone), weakref.ref(scales), zref, made)
+    return made
 
 
 def _packed(ctx, n: int, k: int, block: int):
-    """(B (N, KB, blob) uint8, scales (N, KB) float32, zero points (N, KB) int32) of the node's
-    constants, or None where they are not constants of the accepted form."""
+    """(B, scales, zero points or None) of the node's constants, or None where they are not
+    constants of the accepted form."""
     if not (ctx.is_constant(1) and ctx.is_constant(2)) or ctx.num_inputs > 4 and ctx.node.input[4]:
         return None
     b, scales = ctx.constant(1), ctx.constant(2)
-    kb = k // block
+    kb = -(-k // block)
     if type(b) is not np.ndarray or b.dtype != np.uint8 or b.shape != (n, kb, block // 2) \
             or type(scales) is not np.ndarray or scales.size != n * kb or scales.dtype.kind != "f":
         return None
-    zp = np.full((n, kb), 8, np.int32)
+    z = None
     if ctx.num_inputs > 3 and ctx.node.input[3]:
         z = ctx.constant(3)
-        width = -(-kb * 4 // 8)
-        if not ctx.is_constant(3) or type(z) is not np.ndarray or z.dtype != np.uint8 or z.size != n * width:
+        if not ctx.is_constant(3) or type(z) is not np.ndarray or z.dtype != np.uint8 \
+                or z.size != n * -(-kb * 4 // 8):
             return None
-        zp = portable.unpack(z.reshape(n, width), 4)[:, :kb].astype(np.int32)
-    return (b, np.ascontiguousarray(b), np.ascontiguousarray(scales.reshape(n, kb), np.float32), zp,
-            ctx.constant(3) if ctx.num_inputs > 3 and ctx.node.input[3] else None)
+    return b, scales, z
 
 
 if portable is not None:
@@ -67,26 +121,34 @@ if portable is not None:
         n, k = int(ctx.attr("N")), int(ctx.attr("K"))
         bits, block = int(ctx.attr("bits")), int(ctx.attr("block_size"))
         if bits != 4 or int(ctx.attr("accuracy_level") or 0) != 4 or portable.int8_block(bits, block) != block \
-                or k % block or not k:
+                or not k:
             return base
         packed = _packed(ctx, n, k, block)
         if packed is None:
             return base
-        loop = loops.int4_rows.get()
-        if loop is None:
+        product = loops.int4_product.get()
+        if product is None:
             return base
-        b0, b, scales0, zp, z0 = packed
-        s0 = ctx.constant(2)
+        b0, s0, z0 = packed
+        tiles = -(-n // loops.TILE)
+        held = []  # the tiled weight, once made
 
         def run(a, b_in, scales, zero_points=None, g_idx=None, bias=None):
             if type(a) is np.ndarray and a.dtype == np.float32 and b_in is b0 and scales is s0 \
                     and zero_points is z0 and g_idx is None and a.ndim >= 1 and a.shape[-1] == k:
                 rows = a.size // k
                 if rows <= ROWS_MAX:
+                    if not held:
+                        held.append(tiled(b0, s0, z0, n, k, block))
+                    w, ws, wz = held[0]
+                    a2 = a.reshape(rows, k)
+                    if not a2.flags.c_contiguous:
+                        a2 = np.ascontiguousarray(a2)
                     out = np.empty((rows, n), np.float32)
-                    loop(np.ascontiguousarray(a.reshape(rows, k)), b, scales0, zp, out)
+                    parallel_for(lambda lo, hi: product(a2, block, w, ws, wz, out, lo, hi), tiles,
+                                 grain=max(1, TILE_WORK // (loops.TILE * k * rows)), name="matmul_nbits.tiles")
                     if bias is not None:
-                        out = out + bias.astype(np.float32, copy=False)
+                        out += bias.astype(np.float32, copy=False)
                     return out.reshape(a.shape[:-1] + (n,))
             return base(a, b_in, scales, zero_points, g_idx, bias)
 

@@ -14,11 +14,13 @@ tables and the helpers those factories are made of; a backend may call them, nev
   QLinearConcat, QLinearAveragePool, QLinearGlobalAveragePool, QLinearWhere;
 * :mod:`quantized` — QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul and the per-column
   parameter helpers they share;
-* :mod:`nbits` — MatMulNBits (with ``unpack`` and ``int8_block``).
+* :mod:`nbits` — MatMulNBits (with ``unpack`` and ``int8_block``);
+* :mod:`gqa` — GroupQueryAttention (with ``attributes``) and :mod:`gqa_token`, its decoding
+  step (``applies``, ``case``, ``token_step``, ``ENABLED``).
 """
 
 from __future__ import annotations
 
-from .kernels import nbits, qlinear_ops, quantized
+from .kernels import gqa, gqa_token, nbits, qlinear_ops, quantized
 
-__all__ = ["nbits", "qlinear_ops", "quantized"]
+__all__ = ["gqa", "gqa_token", "nbits", "qlinear_ops", "quantized"]

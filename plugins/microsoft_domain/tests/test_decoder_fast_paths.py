@@ -61,7 +61,10 @@ def _token(packed: bool, rotary: str, window: int, share: bool, t: int, scale: f
 
 
 def _run(model, feed, step: bool, monkeypatch) -> tuple:
-    """onnxkit's outputs with the token step on or off, and how many runs it served."""
+    """onnxkit's outputs with the host token step on or off (onnxkit-cpu's compiled step off:
+    it would serve first), and how many runs it served."""
+    from onnxkit_cpu import compiled
+
     served = []
     real = gqa_token.token_step
 
@@ -72,10 +75,29 @@ def _run(model, feed, step: bool, monkeypatch) -> tuple:
 
     monkeypatch.setattr(gqa_token, "ENABLED", step)
     monkeypatch.setattr(gqa_token, "token_step", spy)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), compiled.disabled():
         warnings.simplefilter("ignore")
         got = onnxkit.InferenceSession(model, "cpu").run(None, feed)
     return got, sum(served)
+
+
+def _run_compiled(model, feed, monkeypatch) -> tuple:
+    """onnxkit's outputs with onnxkit-cpu's compiled token step, and how many runs it served."""
+    from types import SimpleNamespace
+
+    from onnxkit_cpu.compiled import gqa as loops
+    from onnxkit_cpu.overrides import gqa as override
+
+    monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")
+    served = []
+    real = loops.token_step.get()
+    spy = SimpleNamespace(get=lambda: (lambda *args: served.append(1) or real(*args)))
+    monkeypatch.setattr(override, "loops", SimpleNamespace(token_step=spy))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = onnxkit.InferenceSession(model, "cpu").run(None, feed)
+    monkeypatch.undo()
+    return got, len(served)
 
 
 CASES = [dict(packed=p, rotary=r, window=w, share=s, t=t)
@@ -99,6 +121,44 @@ def test_token_step_equals_the_general_kernel_and_onnxruntime(case, monkeypatch)
     np.testing.assert_allclose(fast[0], want[0], rtol=1e-4, atol=1e-5)
     for k in (1, 2):  # the rows past T: the general kernel's (compared above), onnxruntime's unspecified
         np.testing.assert_allclose(fast[k][:, :, :t], want[k][:, :, :t], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_compiled_token_step_equals_the_host_step_and_onnxruntime(case, monkeypatch):
+    """onnxkit-cpu's compiled step (overrides/gqa.py) serves the same cases as the host step, its
+    outputs within float32 rounding of the host step's and onnxruntime's; the presents' rows
+    (the past's, the new one, a shared buffer's rows after it, zeros otherwise) equal the host
+    step's exactly."""
+    model, feed = _token(**case, scale=0.3 if case["window"] == 3 else 0.0)
+    fast, served = _run_compiled(model, feed, monkeypatch)
+    assert served == 1, "the compiled step did not serve this decoding step"
+    host, served = _run(model, feed, True, monkeypatch)
+    assert served == 1
+    want = run_ort(model, feed)
+    t = case["t"]
+    for k in range(3):
+        assert fast[k].shape == host[k].shape == want[k].shape and fast[k].dtype == np.float32
+    np.testing.assert_allclose(fast[0], host[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fast[0], want[0], rtol=1e-4, atol=1e-5)
+    for k in (1, 2):
+        np.testing.assert_array_equal(fast[k], host[k])
+        np.testing.assert_allclose(fast[k][:, :, :t], want[k][:, :, :t], rtol=1e-6, atol=1e-6)
+
+
+def test_compiled_token_step_leaves_other_cases_to_the_portable_kernel(monkeypatch):
+    """A prompt run and a batch of two take the portable kernel, not the compiled step."""
+    model, feed = _token(True, "full", -1, True, 1)
+    got, served = _run_compiled(model, feed, monkeypatch)
+    assert served == 0
+    np.testing.assert_allclose(got[0], run_ort(model, feed)[0], rtol=1e-4, atol=1e-5)
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((2, 1, (N + 2 * NKV) * H)).astype(np.float32)
+    pk, pv = (rng.standard_normal((2, NKV, 8, H)).astype(np.float32) for _ in range(2))
+    model, feed = _gqa_model([q, None, None, pk, pv, np.array([5, 7], np.int32), np.array([8], np.int32)],
+                             {"local_window_size": -1})
+    got, served = _run_compiled(model, feed, monkeypatch)
+    assert served == 0
+    np.testing.assert_allclose(got[0], run_ort(model, feed)[0], rtol=1e-4, atol=1e-5)
 
 
 def test_token_step_leaves_other_cases_to_the_general_kernel(monkeypatch):

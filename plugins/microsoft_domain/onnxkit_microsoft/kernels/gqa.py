@@ -67,6 +67,11 @@ KERNELS = KernelTable()
 QUANT_TYPES = ("NONE", "PER_TENSOR", "PER_CHANNEL")
 
 
+def attributes(ctx) -> dict:
+    """The node's attributes as the kernel reads them (checked: ``ctx.fail`` names a bad one)."""
+    return _attrs(ctx)
+
+
 def _attrs(ctx) -> dict:
     n, nkv = int(ctx.attr("num_heads") or 0), int(ctx.attr("kv_num_heads") or 0)
     if n <= 0 or nkv <= 0 or n % nkv:

@@ -11,7 +11,9 @@ over those only.  The arithmetic is the general kernel's, term for term (the rot
 ``a cos - b sin``, ``b cos + a sin``; the scores ``Q Kᵀ`` times the scale; ``exp(x - max) /
 sum``): the unseen keys it leaves out contribute exact zeros there.
 
-It returns None wherever the case is not that one (another dtype or device, a batch or a chunk,
+:func:`case` decides whether a step is that case and gives its geometry (a backend's compiled
+step, onnxkit-cpu's, computes from it); :func:`token_step` returns None wherever the case is not
+that one (another dtype or device, a batch or a chunk,
 a prompt run, interleaved rotary, position_ids, attention_bias, head_sink, query_seqlens, a
 window cache, a quantized cache, softcap, smooth softmax, qk_output) or an input is malformed:
 the general kernel then computes, or refuses by name.  :data:`ENABLED` switches it off (the
@@ -40,9 +42,19 @@ def _f32(x) -> bool:
     return type(x) is np.ndarray and x.dtype == _F32
 
 
-def token_step(a: dict, query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache,
-               sin_cache):
-    """``(output, present_key, present_value)`` of one decoding step, or None (see the module docstring)."""
+class Case:
+    """One decoding step's geometry (:func:`case`): ``q`` (N, H), ``k`` and ``v`` (Nkv, H) float32
+    views of the inputs (not rotated), ``p`` the cached tokens (the new row's position), ``t`` =
+    ``p + 1`` the keys seen, ``length`` the presents' length, ``buf`` the pasts', ``start`` the
+    first key seen (``local_window_size``), ``scale``, ``half`` the rotated half-width (0: no
+    rotary) with ``c`` and ``s`` the angles' cos and sin rows at ``p``."""
+
+    __slots__ = ("q", "k", "v", "p", "t", "length", "buf", "start", "scale", "half", "c", "s")
+
+
+def case(a: dict, query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache,
+         sin_cache):
+    """The :class:`Case` of a decoding step the module serves, or None (see the module docstring)."""
     if not (_f32(query) and _f32(past_key) and _f32(past_value)) or query.shape[:2] != (1, 1):
         return None
     n, nkv = a["n"], a["nkv"]
@@ -69,27 +81,44 @@ def token_step(a: dict, query, key, value, past_key, past_value, seqlens_k, tota
     p, buf = t - 1, int(past_key.shape[2])
     if total == 1 or not 1 <= t <= total or p > buf:  # a prompt run, or lengths the general kernel refuses
         return None
+    c = s = None
+    half = 0
     if a["rotary"]:
         if not (_f32(cos_cache) and _f32(sin_cache)) or cos_cache.ndim != 2 or sin_cache.shape != cos_cache.shape:
             return None
         half = int(cos_cache.shape[1])
-        if 2 * half > h or p >= int(cos_cache.shape[0]):
+        if 2 * half > h or p >= int(cos_cache.shape[0]) or not half:
             return None
         c, s = cos_cache[p], sin_cache[p]
-        q, k = _rotate(q, c, s, half), _rotate(k, c, s, half)
-    length = max(total, buf)
+    window = a["window"]
+    r = Case()
+    r.q, r.k, r.v, r.p, r.t, r.length, r.buf = q, k, v, p, t, max(total, buf), buf
+    r.start = max(0, t - window) if window > 0 else 0  # keys j with P - W < j <= P
+    r.scale = a["scale"] or 1.0 / math.sqrt(h)
+    r.half, r.c, r.s = half, c, s
+    return r
+
+
+def token_step(a: dict, query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache,
+               sin_cache):
+    """``(output, present_key, present_value)`` of one decoding step, or None (see the module docstring)."""
+    g = case(a, query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache, sin_cache)
+    if g is None:
+        return None
+    n, nkv = a["n"], a["nkv"]
+    q, k, v, p, t, length, buf = g.q, g.k, g.v, g.p, g.t, g.length, g.buf
+    h = int(q.shape[1])
+    if g.half:
+        q, k = _rotate(q, g.c, g.s, g.half), _rotate(k, g.c, g.s, g.half)
     pk = np.empty((1, nkv, length, h), np.float32)
     pv = np.empty((1, nkv, length, h), np.float32)
     for out, past, new in ((pk, past_key, k), (pv, past_value, v)):
         out[0, :, :p] = past[0, :, :p]
         out[0, :, p] = new
         out[0, :, p + 1:] = past[0, :, p + 1:] if buf == length else 0  # a shared buffer's rows stay (gqa.py)
-    window = a["window"]
-    start = max(0, t - window) if window > 0 else 0  # keys j with P - W < j <= P
-    scale = a["scale"] or 1.0 / math.sqrt(h)
     group = n // nkv
-    keys, vals = pk[0, :, start:t], pv[0, :, start:t]
-    scores = np.matmul(q.reshape(nkv, group, h), keys.transpose(0, 2, 1)) * np.float32(scale)
+    keys, vals = pk[0, :, g.start:t], pv[0, :, g.start:t]
+    scores = np.matmul(q.reshape(nkv, group, h), keys.transpose(0, 2, 1)) * np.float32(g.scale)
     e = np.exp(scores - scores.max(axis=-1, keepdims=True))
     probs = e / e.sum(axis=-1, keepdims=True)
     y = np.matmul(probs, vals)

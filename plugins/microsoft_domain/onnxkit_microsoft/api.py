@@ -16,11 +16,13 @@ tables and the helpers those factories are made of; a backend may call them, nev
   parameter helpers they share;
 * :mod:`nbits` — MatMulNBits (with ``unpack`` and ``int8_block``);
 * :mod:`gqa` — GroupQueryAttention (with ``attributes``) and :mod:`gqa_token`, its decoding
-  step (``applies``, ``case``, ``token_step``, ``ENABLED``).
+  step (``applies``, ``case``, ``token_step``, ``ENABLED``);
+* :mod:`norm` — the skip normalizations (with ``host_f32``, ``skip_norm_bytes``) and
+  :mod:`simplified_norm` — SimplifiedLayerNormalization.
 """
 
 from __future__ import annotations
 
-from .kernels import gqa, gqa_token, nbits, qlinear_ops, quantized
+from .kernels import gqa, gqa_token, nbits, norm, qlinear_ops, quantized, simplified_norm
 
-__all__ = ["gqa", "gqa_token", "nbits", "qlinear_ops", "quantized"]
+__all__ = ["gqa", "gqa_token", "nbits", "norm", "qlinear_ops", "quantized", "simplified_norm"]

@@ -60,6 +60,12 @@ def _token(packed: bool, rotary: str, window: int, share: bool, t: int, scale: f
     return _gqa_model(inputs, attrs)
 
 
+def _spied(lazy, calls: list, note=lambda args: 1):
+    """What ``lazy.get()`` gives (None where compiled loops are off), its calls noted in ``calls``."""
+    real = lazy.get()
+    return None if real is None else (lambda *args: calls.append(note(args)) or real(*args))
+
+
 def _run(model, feed, step: bool, monkeypatch) -> tuple:
     """onnxkit's outputs with the host token step on or off (onnxkit-cpu's compiled step off:
     it would serve first), and how many runs it served."""
@@ -90,8 +96,7 @@ def _run_compiled(model, feed, monkeypatch) -> tuple:
 
     monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")
     served = []
-    real = loops.token_step.get()
-    spy = SimpleNamespace(get=lambda: (lambda *args: served.append(1) or real(*args)))
+    spy = SimpleNamespace(get=lambda: _spied(loops.token_step, served))
     monkeypatch.setattr(override, "loops", SimpleNamespace(token_step=spy))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -287,8 +292,7 @@ def test_nbits_int4_token_rows_equal_onnxruntime_and_the_portable_kernel(block, 
     model = _nbits_model(n, k, block, zp, bias)
     a = np.random.default_rng(rows).standard_normal((1, rows, k)).astype(np.float32)
     calls = []
-    real = loops.int4_product.get()
-    spy = SimpleNamespace(get=lambda: (lambda *args: calls.append(1) or real(*args)))
+    spy = SimpleNamespace(get=lambda: _spied(loops.int4_product, calls))
     monkeypatch.setattr(override, "loops", SimpleNamespace(int4_product=spy, TILE=loops.TILE))
     got = onnxkit.InferenceSession(model, "cpu").run(None, {"A": a})[0]
     assert len(calls) == (1 if rows <= 8 else 0)
@@ -313,8 +317,8 @@ def test_nbits_int4_tiles_split_across_threads_give_the_same_bits(monkeypatch):
     monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")
     monkeypatch.setattr(override, "TILE_WORK", 1)
     calls, made = [], []
-    real, tile = loops.int4_product.get(), override.tile_weights
-    spy = SimpleNamespace(get=lambda: (lambda *args: calls.append(args[-2:]) or real(*args)))
+    tile = override.tile_weights
+    spy = SimpleNamespace(get=lambda: _spied(loops.int4_product, calls, lambda args: args[-2:]))
     monkeypatch.setattr(override, "loops", SimpleNamespace(int4_product=spy, TILE=loops.TILE))
     monkeypatch.setattr(override, "tile_weights", lambda *args: made.append(1) or tile(*args))
     model = _nbits_model(300, 256, 32, True, False, seed=3)
@@ -355,9 +359,11 @@ def test_skip_simplified_norm_host_body_equals_the_portable_one_and_onnxruntime(
     model, feed = m.SerializeToString(), dict(zip(names, inputs))
     assert norm._host_f32(*inputs, *([None] * (4 - len(inputs))))
     results = {}
+    from onnxkit_cpu import compiled
+
     for host in (True, False):
         monkeypatch.setattr(norm, "HOST_F32", host)
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), compiled.disabled():  # onnxkit-cpu's compiled loop would serve first
             warnings.simplefilter("ignore")
             results[host] = onnxkit.InferenceSession(model, "cpu").run(None, feed)
     for a, b in zip(results[True], results[False]):
@@ -366,6 +372,82 @@ def test_skip_simplified_norm_host_body_equals_the_portable_one_and_onnxruntime(
     want = run_ort(model, feed)
     np.testing.assert_allclose(results[True][0], want[0], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(results[True][3], want[3], rtol=1e-6, atol=1e-6)
+
+
+def _rms_model(op: str, inputs: list, outs: list, **attrs):
+    names = [f"x{k}" for k in range(len(inputs))]
+    node = helper.make_node(op, names, outs, name="n0", domain="com.microsoft" if op.startswith("Skip") else "",
+                            **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(v.shape))
+                                        for n, v in zip(names, inputs)],
+                          [helper.make_empty_tensor_value_info(o) for o in outs])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    return m.SerializeToString(), dict(zip(names, inputs))
+
+
+def _run_rms(model, feed, monkeypatch, compiled_on: bool):
+    from types import SimpleNamespace
+
+    from onnxkit_cpu import compiled
+    from onnxkit_cpu.compiled import rms_norm as loops
+    from onnxkit_cpu.overrides import rms_norm as override
+
+    monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")
+    served = []
+    spy = SimpleNamespace(get=lambda: _spied(loops.rms_rows, served))
+    monkeypatch.setattr(override, "loops", SimpleNamespace(rms_rows=spy))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if compiled_on:
+            got = onnxkit.InferenceSession(model, "cpu").run(None, feed)
+        else:
+            with compiled.disabled():
+                got = onnxkit.InferenceSession(model, "cpu").run(None, feed)
+    monkeypatch.undo()
+    return got, len(served)
+
+
+@pytest.mark.parametrize("shape,bias", [((1, 1, 64), False), ((1, 5, 576), True), ((3, 70), True), ((2, 3, 1), False)])
+def test_compiled_skip_simplified_norm_equals_the_portable_one_and_onnxruntime(shape, bias, monkeypatch):
+    """onnxkit-cpu's compiled SkipSimplifiedLayerNormalization (overrides/rms_norm.py) serves the
+    float32 forms: Y and the inverse deviation within float32 rounding of the portable kernel's
+    and onnxruntime's, the sum equal to the portable one's, the mean output zeros."""
+    rng = np.random.default_rng(shape[-1])
+    inputs = [rng.standard_normal(shape).astype(np.float32) for _ in range(2)]
+    inputs += [rng.standard_normal(shape[-1]).astype(np.float32) for _ in range(2 if bias else 1)]
+    model, feed = _rms_model("SkipSimplifiedLayerNormalization", inputs, ["y", "mean", "inv", "sum"], epsilon=1e-5)
+    fast, served = _run_rms(model, feed, monkeypatch, True)
+    assert served == 1
+    slow, served = _run_rms(model, feed, monkeypatch, False)
+    assert served == 0
+    want = run_ort(model, feed)
+    for k in range(4):
+        assert fast[k].shape == slow[k].shape and fast[k].dtype == slow[k].dtype == np.float32
+    np.testing.assert_allclose(fast[0], slow[0], rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(fast[2], slow[2], rtol=2e-6, atol=0)
+    np.testing.assert_array_equal(fast[3], slow[3])
+    np.testing.assert_array_equal(fast[1], np.zeros_like(fast[1]))
+    np.testing.assert_allclose(fast[0], want[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fast[3], want[3], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,axis", [((1, 1, 576), -1), ((4, 33), 1), ((2, 3, 8), 1)])
+def test_compiled_simplified_norm_equals_the_portable_one_and_onnxruntime(shape, axis, monkeypatch):
+    """SimplifiedLayerNormalization over the last axis takes the compiled loop (within float32
+    rounding of the portable kernel and onnxruntime); over more axes, the portable kernel."""
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    scale = rng.standard_normal(shape[axis:]).astype(np.float32)
+    model, feed = _rms_model("SimplifiedLayerNormalization", [x, scale], ["y", "inv"], epsilon=1e-6, axis=axis)
+    fast, served = _run_rms(model, feed, monkeypatch, True)
+    assert served == (1 if axis in (-1, len(shape) - 1) else 0)
+    slow, _ = _run_rms(model, feed, monkeypatch, False)
+    want = run_ort(model, feed)
+    for k in range(2):
+        assert fast[k].shape == slow[k].shape == want[k].shape and fast[k].dtype == np.float32
+        np.testing.assert_allclose(fast[k], slow[k], rtol=2e-6, atol=2e-6)
+        np.testing.assert_allclose(fast[k], want[k], rtol=1e-5, atol=1e-5)
 
 
 def test_nbits_dequantized_weight_is_shared_by_the_plans_of_a_session(monkeypatch):

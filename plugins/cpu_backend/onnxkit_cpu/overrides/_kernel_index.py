@@ -91,6 +91,7 @@ ENTRIES = (
     ('', 'Selu', (1, 6, 22), 'activation', 'onnxkit_cpu.overrides.activation', False),
     ('', 'Shape', (1, 13, 15, 19, 21, 23, 24, 25), 'shape', 'onnxkit_cpu.overrides.shape', False),
     ('', 'Sigmoid', (1, 6, 13), 'activation', 'onnxkit_cpu.overrides.activation', False),
+    ('', 'SimplifiedLayerNormalization', (1,), 'rms_norm', 'onnxkit_cpu.overrides.rms_norm', False),
     ('', 'Slice', (1, 10, 11, 13), 'indexing', 'onnxkit_cpu.overrides.indexing', False),
     ('', 'Softmax', (1, 11, 13), 'activation', 'onnxkit_cpu.overrides.activation', False),
     ('', 'Softplus', (1, 22), 'activation', 'onnxkit_cpu.overrides.activation', False),
@@ -119,4 +120,5 @@ ENTRIES = (
     ('com.microsoft', 'QLinearAdd', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
     ('com.microsoft', 'QLinearGlobalAveragePool', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
     ('com.microsoft', 'QLinearMul', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
+    ('com.microsoft', 'SkipSimplifiedLayerNormalization', (1,), 'rms_norm', 'onnxkit_cpu.overrides.rms_norm', False),
 )

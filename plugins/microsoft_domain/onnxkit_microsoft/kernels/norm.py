@@ -56,7 +56,7 @@ HOST_F32 = True
 _F32 = np.dtype(np.float32)
 
 
-def _host_f32(x, skip, gamma, bias) -> bool:
+def host_f32(x, skip, gamma, bias) -> bool:
     """Whether the inputs are float32 numpy arrays of the common form (input 2-D or 3-D, skip of
     its shape, gamma and bias vectors of the hidden size): the portable checks would all pass and
     its namespace calls reduce to these numpy calls."""
@@ -65,6 +65,9 @@ def _host_f32(x, skip, gamma, bias) -> bool:
         return False
     h = (x.shape[-1],)
     return gamma.shape == h and (bias is None or (type(bias) is np.ndarray and bias.dtype == _F32 and bias.shape == h))
+
+
+_host_f32 = host_f32
 
 
 def _check_vec(ctx, v, h: int, what: str):

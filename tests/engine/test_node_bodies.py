@@ -71,8 +71,8 @@ def test_the_cpu_conv_reports_its_body_per_input_shape_key():
 def test_a_pointwise_and_a_patch_convolution_are_told_apart():
     one = session_bodies(_run(_conv((4, 3, 1, 1)), (2, 3, 5, 5)))
     assert [n.bodies for n in one] == [{"X[2, 3, 5, 5] float32, W[4, 3, 1, 1] float32": "pointwise"}]
-    stem = session_bodies(_run(_conv((4, 3, 4, 4), {"strides": [4, 4]}), (1, 3, 8, 8)))
-    assert [n.bodies for n in stem] == [{"X[1, 3, 8, 8] float32, W[4, 3, 4, 4] float32": "patches"}]
+    stem = session_bodies(_run(_conv((4, 3, 8, 8), {"strides": [8, 8]}), (1, 3, 16, 16)))
+    assert [n.bodies for n in stem] == [{"X[1, 3, 16, 16] float32, W[4, 3, 8, 8] float32": "patches"}]
 
 
 @pytest.mark.usefixtures("first_run_policy")

@@ -14,14 +14,18 @@ input of tap ``(kh, kw)`` for output ``(oh, ow)`` is row ``oh + kh*dh // sh``, c
 ``oh * PWs + ow`` too, whatever the strides.  The interior is X's rows ``h0 .. h0 + hi_n``
 and columns ``w0 .. w0 + wi_n`` (negative pads crop).  Offsets are unsigned (``np.uint64``,
 precomputed by :func:`layout`): numba then adds no negative-index wrap-around, which would
-keep LLVM from vectorising the inner loops, and the loop does no integer division.
+keep LLVM from vectorising the inner loops, and the loop does no integer division.  A
+column stride of 2 is written as the constant (each row's even and odd columns to their two
+phases in one loop): LLVM then reads the row as interleaved vectors, where a stride known
+only at run time leaves one scalar load per element.
 
 **Two consumers of a plane** (``cols`` empty or not):
 
 * *depthwise* (``group = C``, ``M = C * mg``): per output channel, the accumulators ``acc``
   (``OH`` rows of ``PWs``, the last ``PWs - OW`` of each junk, rounded up to :data:`RUN`)
-  are zeroed, then per kernel row vectorised passes over them add the row's taps, five,
-  three or one a pass, in the order ``kw``; then ``acc + bias`` is copied into Y.  Each
+  are zeroed, then per kernel row vectorised passes over them add the row's taps, seven,
+  five, three or one a pass, in the order ``kw`` (fewer passes, fewer loads and stores of
+  ``acc``); then ``acc + bias`` is copied into Y.  Each
   output is the sum over ``(kh, kw)`` in that order, in the compute dtype (as the numpy
   body's product), then ``+ bias``: the numpy body's terms (the border's zeros included, so
   a NaN or infinite weight gives NaN there as the padded product does) in another order
@@ -96,6 +100,14 @@ def planes(x, w, b, out, cols, xp, acc, offs, pws, sw, h0, w0, hi_n, wi_n, has_b
                     for t in range(u(wi_n)):
                         xp[d + t] = xf[s + t]
                     continue
+                if sw == 2:     # a constant stride: the loops read interleaved vectors
+                    d0, d1 = d + offs[taps + hi_n], d + offs[taps + hi_n + min(1, wi_n - 1)]
+                    for t in range(u(wi_n // 2)):
+                        xp[d0 + t] = xf[s + t * u(2)]
+                        xp[d1 + t] = xf[s + t * u(2) + u(1)]
+                    if wi_n % 2:
+                        xp[d0 + u(wi_n // 2)] = xf[s + u(wi_n - 1)]
+                    continue
                 for j0 in range(min(sw, wi_n)):     # interior columns j0, j0 + sw, ... share a phase
                     dj, sj = d + offs[taps + hi_n + j0], s + u(j0)
                     for t in range(u((wi_n - j0 + sw - 1) // sw)):
@@ -127,7 +139,17 @@ def planes(x, w, b, out, cols, xp, acc, offs, pws, sw, h0, w0, hi_n, wi_n, has_b
                     while kw < kw_n:
                         t, wk = offs[tap + kw], u(m * taps + tap + kw)
                         w_0 = wf[wk]
-                        if kw_n - kw >= 5:
+                        if kw_n - kw >= 7:
+                            o1, o2, o3 = offs[tap + kw + 1] - t, offs[tap + kw + 2] - t, offs[tap + kw + 3] - t
+                            o4, o5, o6 = offs[tap + kw + 4] - t, offs[tap + kw + 5] - t, offs[tap + kw + 6] - t
+                            w_1, w_2, w_3 = wf[wk + u(1)], wf[wk + u(2)], wf[wk + u(3)]
+                            w_4, w_5, w_6 = wf[wk + u(4)], wf[wk + u(5)], wf[wk + u(6)]
+                            for i in range(length):
+                                v = ((acc[i] + w_0 * xp[t + i]) + w_1 * xp[t + i + o1]) + w_2 * xp[t + i + o2]
+                                v = ((v + w_3 * xp[t + i + o3]) + w_4 * xp[t + i + o4]) + w_5 * xp[t + i + o5]
+                                acc[i] = v + w_6 * xp[t + i + o6]
+                            kw += 7
+                        elif kw_n - kw >= 5:
                             o1, o2, o3, o4 = (offs[tap + kw + 1] - t, offs[tap + kw + 2] - t, offs[tap + kw + 3] - t,
                                               offs[tap + kw + 4] - t)
                             w_1, w_2, w_3, w_4 = wf[wk + u(1)], wf[wk + u(2)], wf[wk + u(3)], wf[wk + u(4)]

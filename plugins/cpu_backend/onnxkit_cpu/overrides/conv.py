@@ -24,7 +24,10 @@ BLAS may sum a dot product in another order than for the portable kernel's ``L``
 agree with it to float rounding (up to 7e-6 relative seen in float32); bit-identical
 otherwise.  Depthwise convolutions go through
 :mod:`.conv_depthwise`.  Where the windows tile X (kernel = stride, no pads, no dilation, one
-group: a ViT patch embedding) the columns are X's patches by one copy (:class:`Patches`).
+group: a ViT patch embedding) the columns are X's patches by one copy (:class:`Patches`), but
+where the compiled path below can run and a window row is shorter than :data:`PATCH_RUN` (the
+2x2 / 4x4 patch embeddings and downsamplings of ConvNeXt-like and Swin-like models): there the
+patches' transposed result costs more than the loop's columns.
 Empty shapes take the portable kernel.  Columns that would exceed the thread's shared buffer
 (:data:`~.conv_depthwise.SHARED_BYTES`) are made and multiplied a block of output rows at a time
 (:meth:`Prepared._blocked_columns`; the compiled path's blocks already from
@@ -93,6 +96,10 @@ _ALL = (slice(None), slice(None))
 
 #: compute dtypes of the compiled path (:class:`Planes`)
 _COMPILED = (np.dtype(np.float32), np.dtype(np.float64))
+
+#: tiling windows (:func:`tiles`) whose rows are shorter than this take the compiled path where it
+#: can run (its columns' fill beats the patches' transposed result there), :class:`Patches` otherwise
+PATCH_RUN = 8
 
 #: a convolution's columns are rows of the flattened padded image where one image's product has at most
 #: this many multiply-adds (and every stride is 1)
@@ -323,12 +330,12 @@ class Prepared:
             self.x_shape = ((c, length) if n == 1 else (n, c, length)) if group == 1 else (n, group, cg, length)
             self.w_shape = (m, c) if group == 1 else (group, mg, cg)
             return
-        if tiles(plan):
+        depthwise = cg == 1 and group > 1
+        compiled = fn is not None and nd <= 2 and ct == out_dtype and ct in _COMPILED
+        if tiles(plan) and not (compiled and nd == 2 and plan.out_shape[0] > 1 and plan.kernel[-1] < PATCH_RUN):
             self.kind = "patches"
             self.patches = Patches(plan, in_shape, ct, self.local)
             return
-        depthwise = cg == 1 and group > 1
-        compiled = fn is not None and nd <= 2 and ct == out_dtype and ct in _COMPILED
         if compiled and (depthwise or (nd == 2 and plan.out_shape[0] > 1)):
             self.kind = "planes"
             self.planes = Planes(fn, plan, in_shape, lo, inner, padded, ct, self.local, depthwise, bias, self.finish,

@@ -98,5 +98,5 @@ class CheckedSignatures:
             check(self.output_names, outs, entry.bindings())
             if len(entry.outputs) < SIZE:
                 entry.outputs.add(osig)
-        return fresh_outputs(outs, kept_ids | {id(v) for v in feeds if v is not None})
+        return fresh_outputs(outs, kept_ids, feeds)
 

@@ -240,9 +240,10 @@ def to_host(v, conv):
         return v
 
 
-def fresh_outputs(values: list, kept_ids: frozenset) -> list:
-    """``values`` with every array that the caller could share with something made its own."""
-    seen: set = set()
+def fresh_outputs(values: list, kept_ids: frozenset, feeds=()) -> list:
+    """``values`` with every array that the caller could share with something made its own (a
+    value of ``kept_ids``, one of the run's ``feeds``, a view, a repeated array)."""
+    seen: set = {id(v) for v in feeds if v is not None}
 
     def own(v):
         if isinstance(v, np.ndarray):

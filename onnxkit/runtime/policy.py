@@ -174,18 +174,63 @@ def contradiction(value, t, bindings: Bindings, where: str) -> Optional[str]:
     return None
 
 
+def _tensor_row(name: str, t) -> Optional[tuple]:
+    """What :func:`contradiction` checks of a numpy array declared tensor type ``t`` (output
+    ``name``), read once: ``(dtype or None, rank or None, ((axis, extent), ...), ((axis, variable,
+    where), ...))``, or None where ``t`` is not a tensor type of a known element type whose numpy
+    dtype names it back."""
+    if not isinstance(t, ir.TensorType):
+        return None
+    dtype = None
+    want = ELEMENT_TYPES.get(t.elem_type)
+    if want is not None:
+        try:
+            if from_numpy_dtype(want.dtype).tag != want.tag:
+                return None
+        except OnnxkitError:
+            return None
+        dtype = want.dtype
+    if t.shape is None:
+        return dtype, None, (), ()
+    dims = t.shape.values
+    static = tuple((axis, d) for axis, d in enumerate(dims) if isinstance(d, int))
+    variables = tuple((axis, d, f"output {name!r} axis {axis}") for axis, d in enumerate(dims) if isinstance(d, str))
+    return dtype, len(dims), static, variables
+
+
 class OutputCheck:
-    """Declared-vs-computed for the graph outputs, planned once per session (``checks`` empty: nothing to do)."""
+    """Declared-vs-computed for the graph outputs, planned once per session (``checks`` empty: nothing to do).
+
+    A numpy array of its declared element type and rank whose fixed extents are the declared
+    ones passes in one comparison per extent (its variables bound as :func:`contradiction`
+    binds them: the same places); anything else is checked, and reported, by
+    :func:`contradiction`."""
 
     def __init__(self, outputs: Sequence[ir.ValueInfo], reporter: Reporter):
         self.reporter = reporter
         self.checks = {vi.name: vi.type for vi in outputs if _checkable(vi.type)}
+        self.rows = {name: _tensor_row(name, t) for name, t in self.checks.items()}
 
     def __call__(self, names: Sequence[str], values: Sequence, bindings: Bindings) -> None:
         """Check each returned output ``names[i]`` = ``values[i]`` against its declared type."""
-        checks = self.checks
+        checks, rows = self.checks, self.rows
         bindings.error_cls = EvaluationError  # the feeds are checked; what conflicts now is the result
+        extents = bindings.extents
         for name, value in zip(names, values):
+            row = rows.get(name)
+            if row is not None and type(value) is np.ndarray:
+                dtype, rank, static, variables = row
+                if (dtype is None or value.dtype == dtype) and (rank is None or value.ndim == rank):
+                    shape = value.shape
+                    if all(shape[axis] == d for axis, d in static):
+                        for axis, var, where in variables:
+                            n = shape[axis]
+                            bound = extents.get(var)
+                            if bound is None:
+                                extents[var] = (n, where)
+                            elif bound[0] != n:
+                                bindings.bind(var, n, where)  # the conflict, reported there
+                        continue
             t = checks.get(name)
             if t is None:
                 continue

@@ -429,7 +429,7 @@ class InferenceSession(OrtSessionSurface):
             return _fresh_tensors(result, self._plans.kept_ids | {id(v) for v in feeds if v is not None})
         if bindings is not None and self._output_check.checks:
             self._output_check(wanted, result, bindings)
-        return fresh_outputs(result, self._plans.kept_ids | {id(v) for v in feeds if v is not None})
+        return fresh_outputs(result, self._plans.kept_ids, feeds)
 
     # -- profiling ----------------------------------------------------------------------------
     def end_profiling(self) -> str:

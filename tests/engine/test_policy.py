@@ -193,6 +193,22 @@ def test_an_output_binding_a_feed_variable_to_another_extent_is_reported():
         sess.run(None, {"X": np.ones(2, np.float32)})
 
 
+def test_two_outputs_binding_a_variable_of_their_own_to_two_extents_are_reported():
+    """M appears only among the outputs: the first binds it, the second contradicts it (6.5.2);
+    equal extents, and a fixed extent that holds, pass without a report."""
+    nodes = [h.make_node("Relu", ["X"], ["Y"]), h.make_node("Concat", ["X", "X"], ["Z"], axis=0),
+             h.make_node("Relu", ["X"], ["W"])]
+    data = _model(nodes, [_vi("X", ["N"])], [_vi("Y", ["M"]), _vi("Z", ["M"]), _vi("W", [2])])
+    with pytest.raises(EvaluationError, match=r"dimension variable 'M' is 4 here but 2 in output 'Y' axis 0"):
+        InferenceSession(data, validate=False, strict=True).run(None, {"X": np.ones(2, np.float32)})
+    same = _model(nodes[:1] + [h.make_node("Neg", ["X"], ["Z"])] + nodes[2:], [_vi("X", ["N"])],
+                  [_vi("Y", ["M"]), _vi("Z", ["M"]), _vi("W", [2])])
+    y, z, w = InferenceSession(same, validate=False, strict=True).run(None, {"X": np.ones(2, np.float32)})
+    assert y.shape == z.shape == w.shape == (2,)
+    with pytest.raises(EvaluationError, match=r"output 'W'.*declared shape \[2\], computed shape \[3\]"):
+        InferenceSession(same, validate=False, strict=True).run(None, {"X": np.ones(3, np.float32)})
+
+
 def test_no_declared_output_type_means_no_output_check():
     data = _model([h.make_node("Relu", ["X"], ["Y"])], [_vi("X", [2])], [onnx.ValueInfoProto(name="Y")])
     sess = InferenceSession(data, validate=False)

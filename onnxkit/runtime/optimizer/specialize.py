@@ -104,9 +104,10 @@ class ShapeClasses:
     a bounded number of plans, never one per run.  An axis never stops varying.  Not
     thread-safe: the :class:`Specializer` calls it under its lock."""
 
-    __slots__ = ("seen", "varying", "_log", "_keys")
+    __slots__ = ("seen", "varying", "_log", "_keys", "_names")
 
     def __init__(self, log=None):
+        self._names: dict = {}       # (input position, axis) -> its variable's name (VARYING)
         self.seen: dict = {}         # (input position, dtype, rank, axis) -> extents seen there
         self.varying: set = set()    # (input position, axis) seen with more than VARIANTS extents
         self._log = log
@@ -138,10 +139,12 @@ class ShapeClasses:
                         self.varying.add((k, axis))
                         if self._log is not None:
                             self._log(k, axis, sorted(extents))
-        if not self.varying:
+        varying = self.varying
+        if not varying:
             return sig
-        return tuple(s if s is None else (s[0], tuple(VARYING.format(k, a) if (k, a) in self.varying else d
-                                                       for a, d in enumerate(s[1])))
+        names = self._names
+        return tuple(s if s is None else (s[0], tuple(names.get((k, a)) or names.setdefault((k, a), VARYING.format(k, a))
+                                                       if (k, a) in varying else d for a, d in enumerate(s[1])))
                      for k, s in enumerate(sig))
 
 

@@ -129,18 +129,33 @@ def gemm(ctx):
 
 
 # -- MatMul ------------------------------------------------------------------------------------
+def plain_product(sa: tuple, sb: tuple) -> bool:
+    """Whether extents ``sa`` @ ``sb`` are a MatMul's without its inference's help: both of rank
+    2 or more, the inner extents equal, the batch extents broadcasting (equal, or one of them
+    1, Clause 6.6.2); anything else is for :func:`matmul_dims`, which also says why not."""
+    if len(sa) < 2 or len(sb) < 2 or sa[-1] != sb[-2]:
+        return False
+    return all(p == q or p == 1 or q == 1 for p, q in zip(reversed(sa[:-2]), reversed(sb[:-2])))
+
+
 def matmul_checker(ctx):
     """``check(a, b)``: fails naming the node unless the element types and shapes are a
-    MatMul's; each checked signature is remembered."""
+    MatMul's; each checked signature is remembered (the element types apart: a decoder's
+    attention brings new extents every token, of the same types)."""
     allowed = schema_types(ctx, "T")
     checked = set()
+    typed = set()
 
     def check(a, b):
         key = (a.shape, b.shape, a.dtype, b.dtype)
         if key not in checked:
-            check_dtype(ctx, a, allowed, "A")
-            check_dtype(ctx, b, (arrays.dtype_name(a.dtype),), "B")
-            matmul_dims(ctx, shape_of(a), shape_of(b))
+            types = key[2:]
+            if types not in typed:
+                check_dtype(ctx, a, allowed, "A")
+                check_dtype(ctx, b, (arrays.dtype_name(a.dtype),), "B")
+                remember(typed, types)
+            if not plain_product(key[0], key[1]):
+                matmul_dims(ctx, shape_of(a), shape_of(b))
             remember(checked, key)
 
     return check

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from onnxkit import records
+from onnxkit import record_methods
 
 ERROR = "error"
 WARNING = "warning"
@@ -25,6 +26,7 @@ class Diagnostic:
     clause: str
     message: str
     location: str = ""
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
     def __str__(self) -> str:
         where = f"{self.location}: " if self.location else ""
@@ -48,6 +50,7 @@ class Report:
     """Every diagnostic found, in the order found (10.5: all conditions, not the first)."""
 
     diagnostics: list = records.field(factory=list)
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     @property
     def errors(self) -> list:

@@ -22,6 +22,7 @@ import sys
 from typing import Optional
 
 from onnxkit import records
+from onnxkit import record_methods
 import numpy as np
 
 from .errors import OnnxkitTypeError
@@ -82,6 +83,7 @@ class ElementType:
     is_complex: bool = False
     #: left unset for ml_dtypes' types until first read (``__getattr__``): a slot's read costs nothing more
     dtype: np.dtype = records.field(init=False, eq=False, repr=False)
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
     def __attrs_post_init__(self) -> None:
         if not self.numpy.startswith("ml_dtypes."):

@@ -16,6 +16,7 @@ from collections import OrderedDict
 from typing import Optional, Union
 
 from onnxkit import records
+from onnxkit import record_methods
 import numpy as np
 
 from .dtypes import DataType, element_type
@@ -48,6 +49,7 @@ class ExternalRef:
     offset: Optional[int] = None
     length: Optional[int] = None
     checksum: Optional[str] = None
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
 
 def _mode(_, __, value):
@@ -71,6 +73,7 @@ class ExternalDataOptions:
     allow_outside: bool = False
     limits: Limits = DEFAULT_LIMITS
     storage: Union[None, str, Storage] = None
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
 
 DEFAULT_OPTIONS = ExternalDataOptions()

@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from onnxkit import records
+from onnxkit import record_methods
 
 from .errors import OnnxkitError
 
@@ -167,6 +168,7 @@ class KernelTraits:
     fails_on_values: bool = records.field(default=False, converter=bool)
     calls_blas: bool = records.field(default=False, converter=bool)
     accepts_beyond: tuple = records.field(default=(), converter=_beyond)
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
 
 #: The traits of a function that declares none.

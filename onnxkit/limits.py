@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from onnxkit import records
+from onnxkit import record_methods
 
 from .errors import LimitExceeded
 
@@ -65,6 +66,7 @@ class Limits:
     max_sequence_length: int = 1 << 24
     #: Longest single computed string element, in octets.
     max_string_bytes: int = 256 * MiB
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
     def check(self, name: str, value: int, where: str = "") -> None:
         """Raise :class:`LimitExceeded` if ``value`` exceeds the limit ``name``."""

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 
 from onnxkit import records
+from onnxkit import record_methods
 import pluggy
 
 from . import hookspecs
@@ -72,6 +73,7 @@ class Backend:
     host_arrays: bool = False
     dtype: Optional[Callable] = None
     array_kind: Optional[str] = None
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     def xp(self):
         """The backend's array namespace (see ``namespace``), or None if it declares none."""
@@ -90,6 +92,7 @@ class OpaqueTypeDef:
     name: str
     python_type: type = object
     description: str = ""
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
 
 @records.define
@@ -100,6 +103,7 @@ class PluginInfo:
     distribution: Optional[str] = None
     version: Optional[str] = None
     module: Any = None
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
 
 @records.define
@@ -109,6 +113,7 @@ class PluginFault:
     plugin: str
     hook: str
     message: str
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     def __str__(self) -> str:
         return f"plugin {self.plugin!r} ({self.hook}): {self.message}"

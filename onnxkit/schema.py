@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Optional
 
 from onnxkit import records
+from onnxkit import record_methods
 
 from .domains import display_domain, normalize_domain
 from .ir.attribute import Attribute, AttributeType
@@ -62,6 +63,7 @@ class FormalParameter:
     option: str = "single"
     is_homogeneous: bool = True
     min_arity: int = 1
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
     @property
     def is_optional(self) -> bool:
@@ -87,6 +89,7 @@ class AttributeDef:
     type: AttributeType
     required: bool = False
     default_value: Any = records.field(default=None, hash=False)
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
     @property
     def has_default(self) -> bool:
@@ -106,6 +109,7 @@ class TypeConstraint:
 
     type_param: str
     allowed_types: tuple = ()
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
 
 @records.frozen
@@ -147,6 +151,7 @@ class OpSchema:
     has_context_dependent_function: bool = False
     context_dependent_function_versions: tuple = ()
     _decoded: dict = records.field(factory=dict, init=False, eq=False, hash=False, repr=False, alias="_decoded")
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
     def __attrs_post_init__(self) -> None:
         for kind, params in (("input", self.inputs), ("output", self.outputs)):

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Iterable, Optional, Sequence, Union
 
 from onnxkit import records
+from onnxkit import record_methods
 
 from .errors import OnnxkitTypeError
 
@@ -43,6 +44,7 @@ class Broadcast:
 
     shape: tuple
     provable: bool
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
 
 def _extent(d) -> Extent:

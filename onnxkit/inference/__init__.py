@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Optional
 
 from onnxkit import records
+from onnxkit import record_methods
 
 from .. import ir
 from ..diagnostics import ERROR, Report
@@ -51,6 +52,7 @@ class InferenceResult(Report):
     #: ``{name: numpy array}``: the top-level graph's values inference computed exactly (small
     #: integer constants and the shape arithmetic over static extents; never a symbolic one)
     values: dict = records.field(factory=dict, kw_only=True)
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     def undeclared_types(self, model: ir.Model) -> Optional[dict]:
         """``{name: Type}`` of the top-level graph as inference gives it from the inputs and constants

@@ -24,6 +24,7 @@ import enum
 from typing import Any
 
 from onnxkit import records
+from onnxkit import record_methods
 import numpy as np
 
 from .base import wire_field
@@ -79,6 +80,7 @@ class Attribute:
     ref_attr_name: str = ""
     doc_string: str = ""
     _wire: object = wire_field()
+    __eq__ = record_methods.EQ
 
     def __repr__(self) -> str:
         from . import display

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from onnxkit import records
+from onnxkit import record_methods
 import numpy as np
 
 
@@ -29,6 +30,7 @@ class WireInfo:
     unknown: list = records.field(factory=list)
     explicit: frozenset = frozenset()
     absent: frozenset = frozenset()
+    __repr__ = record_methods.REPR
 
 
 def wire_field():

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 from onnxkit import records
+from onnxkit import record_methods
 
 from ..domains import normalize_domain, opset_map
 from . import display
@@ -22,6 +23,7 @@ class OperatorSetId:
     domain: str = ""
     version: int = 0
     _wire: object = wire_field()
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
 
 @records.define
@@ -33,6 +35,7 @@ class ValueInfo:
     doc_string: str = ""
     metadata_props: list = records.field(factory=list)
     _wire: object = wire_field()
+    __eq__ = record_methods.EQ
 
     def __repr__(self) -> str:
         return f"ValueInfo({display.value_info(self)})"
@@ -53,6 +56,7 @@ class Node:
     metadata_props: list = records.field(factory=list)
     device_configurations: list = records.field(factory=list)
     _wire: object = wire_field()
+    __eq__ = record_methods.EQ
 
     def attr(self, name: str, default=None):
         """The value of attribute ``name``, or ``default`` when the node has none of that name."""
@@ -89,6 +93,7 @@ class Graph:
     quantization_annotation: list = records.field(factory=list)
     metadata_props: list = records.field(factory=list)
     _wire: object = wire_field()
+    __eq__ = record_methods.EQ
 
     def __repr__(self) -> str:
         return (f"Graph({self.name!r}, inputs={display.items(display.value_info(v) for v in self.input)}, "
@@ -103,6 +108,7 @@ class TrainingInfo:
     initialization_binding: list = records.field(factory=list)
     update_binding: list = records.field(factory=list)
     _wire: object = wire_field()
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
 
 @records.define
@@ -125,6 +131,7 @@ class Function:
     value_info: list = records.field(factory=list)
     metadata_props: list = records.field(factory=list)
     _wire: object = wire_field()
+    __eq__ = record_methods.EQ
 
     def __repr__(self) -> str:
         name = (f"{self.domain}::" if self.domain else "") + self.name + (f":{self.overload}" if self.overload else "")
@@ -151,6 +158,7 @@ class Model:
     _wire: object = wire_field()
     #: Directory the model was loaded from; external data resolves against it (13.2 NOTE).
     base_dir: Optional[str] = records.field(default=None, eq=False, repr=False, kw_only=True)
+    __eq__ = record_methods.EQ
 
     def __repr__(self) -> str:
         opsets = {o.domain: int(o.version) for o in self.opset_import}

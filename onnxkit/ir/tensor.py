@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from onnxkit import records
+from onnxkit import record_methods
 import numpy as np
 
 from ..tensor_data import raw_fields, sparse_to_dense, tensor_to_numpy, typed_fields
@@ -25,6 +26,7 @@ class StringStringEntry:
     key: str = ""
     value: str = ""
     _wire: object = wire_field()
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
 
 class DataLocation:
@@ -63,6 +65,7 @@ class Tensor:
     base_dir: Optional[str] = records.field(default=None, eq=False, repr=False, kw_only=True)
     #: The external data options the loader applied (:class:`onnxkit.external.ExternalDataOptions`).
     external_options: Optional[object] = records.field(default=None, eq=False, repr=False, kw_only=True)
+    __eq__ = record_methods.EQ
 
     @property
     def shape(self) -> tuple:
@@ -137,6 +140,7 @@ class SparseTensor:
     indices: Optional[Tensor] = None
     dims: list = records.field(factory=list)
     _wire: object = wire_field()
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     def to_dense(self) -> np.ndarray:
         """The dense array this sparse tensor denotes."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Iterable, Optional, Union
 
 from onnxkit import records
+from onnxkit import record_methods
 
 from .base import wire_field
 from ..dtypes import tag_name
@@ -30,6 +31,7 @@ class Dim:
     dim_param: Optional[str] = None
     denotation: str = ""
     _wire: object = wire_field()
+    __eq__ = record_methods.EQ
 
     @property
     def value(self) -> Union[int, str, None]:
@@ -71,6 +73,7 @@ class Shape:
 
     dim: list = records.field(factory=list)
     _wire: object = wire_field()
+    __eq__ = record_methods.EQ
 
     @classmethod
     def of(cls, dims: Iterable) -> "Shape":
@@ -120,6 +123,7 @@ class Type:
     (``tensor(float)[N, 3]``, ``map(int64, tensor(float))``: the spelling of the operator
     tables' type strings, with a space after a map's key); the type string onnxruntime and
     the session surface give (``NodeArg.type``, no shape) is :func:`type_string`."""
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     def kind(self) -> str:
         raise NotImplementedError
@@ -134,6 +138,7 @@ class TensorType(Type):
     denotation: str = records.field(default="", kw_only=True)
     _wire: object = wire_field()
     _outer_wire: object = records.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
+    __eq__ = record_methods.EQ
 
     def kind(self) -> str:
         return "tensor"
@@ -154,6 +159,7 @@ class SparseTensorType(Type):
     denotation: str = records.field(default="", kw_only=True)
     _wire: object = wire_field()
     _outer_wire: object = records.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
+    __eq__ = record_methods.EQ
 
     def kind(self) -> str:
         return "sparse_tensor"
@@ -173,6 +179,7 @@ class SequenceType(Type):
     denotation: str = records.field(default="", kw_only=True)
     _wire: object = wire_field()
     _outer_wire: object = records.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     def kind(self) -> str:
         return "sequence"
@@ -190,6 +197,7 @@ class MapType(Type):
     denotation: str = records.field(default="", kw_only=True)
     _wire: object = wire_field()
     _outer_wire: object = records.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     def kind(self) -> str:
         return "map"
@@ -206,6 +214,7 @@ class OptionalType(Type):
     denotation: str = records.field(default="", kw_only=True)
     _wire: object = wire_field()
     _outer_wire: object = records.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     def kind(self) -> str:
         return "optional"
@@ -223,6 +232,7 @@ class OpaqueType(Type):
     denotation: str = records.field(default="", kw_only=True)
     _wire: object = wire_field()
     _outer_wire: object = records.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     def kind(self) -> str:
         return "opaque"
@@ -237,6 +247,7 @@ class UndefinedType(Type):
 
     denotation: str = records.field(default="", kw_only=True)
     _outer_wire: object = records.field(default=None, eq=False, repr=False, alias="_outer_wire", kw_only=True)
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     def kind(self) -> str:
         return "undefined"

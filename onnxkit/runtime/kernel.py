@@ -54,6 +54,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from onnxkit import records
+from onnxkit import record_methods
 import numpy as np
 
 from ..errors import OnnxkitError
@@ -239,6 +240,7 @@ class NodeContext:
     _visible: Any = records.field(default=None, alias="_visible")
     #: ``{id: value}`` of the values a variant of the plan holds (the planner's, filled as it folds)
     _held: Any = records.field(default=None, alias="_held")
+    __repr__ = record_methods.REPR
 
     @property
     def input_types(self) -> list:

@@ -14,6 +14,7 @@ import os
 from typing import Any, Optional
 
 from onnxkit import records
+from onnxkit import record_methods
 import numpy as np
 
 from ..errors import OnnxkitError
@@ -268,6 +269,7 @@ class ModelMetadata:
     graph_description: str = ""
     version: int = 0
     custom_metadata_map: dict = records.field(factory=dict)
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
 
 @records.frozen
@@ -282,6 +284,7 @@ class NodeArg:
     type: str
     shape: Optional[list]
     ir_type: Any = records.field(default=None, repr=False, eq=False)
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
 
 #: onnxruntime provider name -> onnxkit backend, and the distribution that installs it.

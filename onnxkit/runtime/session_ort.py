@@ -31,6 +31,7 @@ import os
 import threading
 
 from onnxkit import records
+from onnxkit import record_methods
 import numpy as np
 
 from .. import ir
@@ -60,6 +61,7 @@ class OrtEpAssignedNode:
     name: str
     domain: str
     op_type: str
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
 
 class OrtEpAssignedSubgraph:

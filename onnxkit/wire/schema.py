@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Optional
 
 from onnxkit import records
+from onnxkit import record_methods
 
 #: Wire type of each scalar type (Table 10).
 WIRE_TYPE = {"int32": 0, "int64": 0, "uint64": 0, "enum": 0, "float": 5, "double": 1,
@@ -41,6 +42,7 @@ class FieldSpec:
     packed: bool = False
     array: Optional[str] = None
     group: Optional[str] = None
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     @property
     def wire_type(self) -> int:
@@ -66,6 +68,7 @@ class MessageSpec:
     by_name: dict = records.field(factory=dict)
     #: Fields in increasing tag order: the order the writer uses (Clause 12.3.2).
     write_order: list = records.field(factory=list)
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     def __attrs_post_init__(self):
         self.by_tag = {f.tag: f for f in self.fields}

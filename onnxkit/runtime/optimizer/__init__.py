@@ -28,6 +28,7 @@ from importlib import import_module
 from typing import Callable, Optional
 
 from onnxkit import records
+from onnxkit import record_methods
 
 from ... import ir
 from ...errors import OnnxkitError
@@ -49,6 +50,7 @@ class Pass:
     works_on: str
     run: Optional[Callable] = None
     counts: str = ""
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
 
 def _on_roots(module: str, *op_types: str) -> Callable:
@@ -99,6 +101,7 @@ class Optimized:
     model: ir.Model
     rewrites: dict
     consumed_defaults: frozenset = frozenset()
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
     @property
     def changed(self) -> bool:

@@ -41,6 +41,7 @@ from itertools import product as _combinations
 from typing import Callable, Iterator, Optional
 
 from onnxkit import records
+from onnxkit import record_methods
 
 from ... import ir
 from ...domains import is_default_domain
@@ -77,6 +78,7 @@ class Var(Pattern):
     """Any value; where the name recurs, the same value."""
 
     name: str
+    __repr__ = record_methods.REPR
 
 
 @records.frozen(eq=False)
@@ -86,6 +88,7 @@ class Const(Pattern):
 
     value: Optional[float] = None
     bind: Optional[str] = None
+    __repr__ = record_methods.REPR
 
 
 def Scalar(name: str) -> Const:  # noqa: N802 (a pattern constructor, as Var and Const)
@@ -98,6 +101,7 @@ class AnyOf(Pattern):
     """The first of ``alternatives`` that matches (in order)."""
 
     alternatives: tuple
+    __repr__ = record_methods.REPR
 
 
 @records.frozen(eq=False)
@@ -112,6 +116,7 @@ class Op(Pattern):
     check: Optional[Callable] = None
     bind: Optional[str] = None
     variadic: bool = False
+    __repr__ = record_methods.REPR
 
 
 def _lift(p) -> Pattern:
@@ -150,6 +155,7 @@ class Match:
     nodes: list
     bindings: dict
     constants: list
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
     def __getitem__(self, name: str):
         return self.bindings[name]
@@ -173,6 +179,7 @@ class Rule:
     rewrite: Callable
     condition: Optional[Callable] = None
     subject: Optional[str] = None
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
     def match(self, view: GraphView, node: ir.Node) -> Optional[Match]:
         """The first match of the rule with ``node`` as its root, or None."""
@@ -195,6 +202,7 @@ class _State:
     edges: frozenset
     constants: list
     memo: dict
+    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     def evolve(self, bind=None, nodes=(), edges=(), constant=None, memo=None) -> "_State":
         bindings = {**self.bindings, **bind} if bind else self.bindings

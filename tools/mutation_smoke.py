@@ -578,6 +578,13 @@ MUTANTS = (
            "            current.update((k[1], k) for k in introduced.get(v, ()))\n            out.append((domain, v, dict(current)))",
            "            current.update((k[1], k) for k in introduced.get(v, ()))\n            out.append((domain, v, current))",
            ("plugins/default_domain/tests/test_schemas.py",)),
+    # issue 44: record methods compiled on first use (onnxkit.record_methods), as attrs would have made them
+    Mutant("record-eq-any-field", "onnxkit/record_methods.py",
+           r'''" and\n            ".join(terms)''', r'''" or\n            ".join(terms)''',
+           ("tests/ir/test_record_methods.py",)),
+    Mutant("record-hash-skips-fields", "onnxkit/record_methods.py",
+           "    for a in hashed:\n", "    for a in hashed[:1]:\n",
+           ("tests/ir/test_record_methods.py",)),
     # issue 32 item 1: inference functions and ai.onnx.ml kernels loaded when a model needs them
     Mutant("function-index-entry-dropped", "plugins/default_domain/onnxkit_default_domain/inference/_function_index.py",
            "    ('', 'Conv', (1, 11, 22), 'nn', 'onnxkit_default_domain.inference.nn'),\n",

@@ -6,8 +6,8 @@ calls of the loop (a spy around the loop the factory asks for), so it fails if a
 silently stops taking it.
 
 What each loop must keep (the modules' docstrings): LayerNormalization, HardSigmoid and
-HardSwish bit-identical to the numpy bodies; Sigmoid, Gelu and the softmax family evaluated in
-float64 and rounded once (float32 within ~1 ulp of the exact function; Gelu 'none' on float32
+HardSwish bit-identical to the numpy bodies; float32 Sigmoid and Tanh onnxruntime's, bit-identical
+to the numpy bodies; float64 Sigmoid, Gelu and the softmax family evaluated in float64 and rounded once (float32 within ~1 ulp of the exact function; Gelu 'none' on float32
 within the erfc rational's 1.2e-6, the negative tail included); NaN and inf as the numpy bodies.
 """
 
@@ -270,24 +270,29 @@ def within_ulps(got, exact, ulps, dtype):
     assert np.all(err <= bound), float(np.max(err / np.maximum(bound, 1e-300)))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_sigmoid_rounded_once(act_spy, dtype):
-    x = smooth_inputs(dtype)
-    pieces = np.array_split(x, 3)                   # float32: up to SIGMOID32_COMPILED_MAX elements
-    assert all(p.size <= act_override.SIGMOID32_COMPILED_MAX for p in pieces)
+def test_sigmoid_float64_rounded_once(act_spy):
+    x = smooth_inputs(np.float64)
+    pieces = np.array_split(x, 3)
     got = np.concatenate([run("Sigmoid", [p], opset=13) for p in pieces])
     assert act_spy["sigmoid"].calls == 3
-    x64 = x.astype(np.float64)
     with np.errstate(over="ignore"):
-        exact = 1 / (1 + np.exp(-x64))
-    within_ulps(got, exact, 1.0 if dtype == np.float32 else 4.0, dtype)
+        exact = 1 / (1 + np.exp(-x))
+    within_ulps(got, exact, 4.0, np.float64)
     p = pieces[0].reshape(2, -1)[:, ::2]                                             # non-contiguous
     assert bits_equal(run("Sigmoid", [p], opset=13), got[:pieces[0].size].reshape(2, -1)[:, ::2])
-    big = run("Sigmoid", [x], opset=13)             # float32: larger ones take the numpy body
-    assert act_spy["sigmoid"].calls == (5 if dtype == np.float64 else 4)
-    if dtype == np.float32:
-        assert bits_equal(big, run("Sigmoid", [x], opset=13, numpy_body=True))
-    within_ulps(big, exact, 4.0, dtype)
+
+
+@pytest.mark.parametrize("op,loop", [("Sigmoid", "mlas_logistic"), ("Tanh", "mlas_tanh")])
+def test_float32_sigmoid_tanh_take_the_mlas_loop_bit_identical_to_the_numpy_body(act_spy, op, loop):
+    """float32 Sigmoid and Tanh are onnxruntime's (test_mlas_activations.py): the compiled loop
+    and the numpy body give the same bits at every size, a non-contiguous X included."""
+    x = np.concatenate([smooth_inputs(np.float32), randn(50000, scale=6)])
+    for piece in (x[:7], x[:4001], x):
+        got = run(op, [piece], opset=13)
+        assert bits_equal(got, run(op, [piece], opset=13, numpy_body=True))
+    assert act_spy[loop].calls == 3
+    p = x[:4000].reshape(2, -1)[:, ::2]
+    assert bits_equal(run(op, [p], opset=13), run(op, [np.ascontiguousarray(p)], opset=13, numpy_body=True))
 
 
 def gelu_exact(x64):

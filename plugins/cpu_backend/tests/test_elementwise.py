@@ -318,6 +318,11 @@ def _ref(fn, x):
 
 
 EDGE = f32(-100, -20, -3, -1, -0.25, 0, 0.25, 1, 3, 20, 100)
+#: float32 operators computed with onnxruntime's sigmoid / tanh (MLAS's rationals): their largest
+#: absolute error over every float32 input (tools/mlas_activation_error.py: 1.4e-7 and 2.3e-7),
+#: scaled by |x| where the operator multiplies by x
+_MLAS32 = {"Sigmoid", "Tanh", "Swish", "Mish"}
+MLAS32_ABS = 2.5e-7
 
 
 def _F(v):
@@ -367,6 +372,8 @@ def test_activation_values(op, attrs, opset, fn, dtype):
     # float64 Gelu 'none' is 0.5*x*(1 + erf(..)) as defined: in the negative tail 1 + erf
     # cancels to the precision of 1, hence an absolute tolerance there (float32 uses erfc).
     atol = 1e-15 if op == "Gelu" and dtype == np.float64 else 1e-30
+    if dtype == np.float32 and (op in _MLAS32 or attrs.get("approximate") == "tanh"):
+        atol = MLAS32_ABS * np.maximum(1.0, np.abs(x.astype(np.float64)))
     bad = ~np.isclose(got, expected, rtol=tol, atol=atol)
     assert not bad.any(), (x[bad], got[bad], expected[bad])
 
@@ -383,9 +390,19 @@ def test_activation_float16_and_nan(op, attrs, opset, fn):
 
 
 def test_sigmoid_tail_keeps_relative_accuracy():
-    x = f32(-80, -30, -15)
+    x = np.array([-80, -30, -15], np.float64)
     got = run("Sigmoid", [x], opset=13)
-    assert np.allclose(got, _ref(_sig, x), rtol=1e-5, atol=0)
+    assert np.allclose(got, _ref(_sig, x), rtol=1e-12, atol=0)
+
+
+def test_float32_sigmoid_tail_is_onnxruntimes_absolute_accuracy():
+    """float32 Sigmoid is onnxruntime's polynomial (``p / q + 0.5``, clamped at -18): in the
+    negative tail its error is absolute, at most :data:`MLAS32_ABS`, not relative."""
+    x = f32(-80, -30, -18, -17.5, -15, -9)
+    got = run("Sigmoid", [x], opset=13).astype(np.float64)
+    want = _ref(_sig, x)
+    assert np.all(np.abs(got - want) <= MLAS32_ABS) and np.all(got >= 0)
+    assert not np.allclose(got, want, rtol=1e-5, atol=0)      # the relative accuracy is gone there
 
 
 def test_relu_and_shrink_on_integers():

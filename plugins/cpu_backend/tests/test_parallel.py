@@ -88,7 +88,10 @@ def _cases():
     yield "hard_swish", _model([helper.make_node("HardSwish", ["x"], ["y"])], [("x", big.shape)], ["y"]), \
         {"x": big}, "activation.elements"
     odd = (RNG.standard_normal((3, 257, 301)) * 4).astype(np.float32)[:, :, 1:]     # not contiguous
-    for op, attrs in (("Sigmoid", {}), ("Softplus", {}), ("Elu", {"alpha": 0.7}), ("Mish", {})):
+    for op in ("Sigmoid", "Tanh"):                                                  # float32: the MLAS loops
+        yield op.lower(), _model([helper.make_node(op, ["x"], ["y"])], [("x", odd.shape)], ["y"], opset=13), \
+            {"x": odd}, "activation.elements"
+    for op, attrs in (("Softplus", {}), ("Elu", {"alpha": 0.7}), ("Mish", {})):
         yield f"numpy_{op.lower()}", _model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", odd.shape)], ["y"],
                                             opset=22), {"x": odd}, "activation.numpy"
     rows = RNG.standard_normal((2, 300, 100)).astype(np.float32)

@@ -32,7 +32,9 @@ What is published, and what each promises (each function's docstring states its 
   :func:`schema_types` (the element types a type parameter of the node's definition allows),
   :func:`quiet` (numpy's floating-point warnings off around a kernel), :func:`erfc` and the
   float32 erf / erfc approximation coefficients (``ERF_*``, ``ERFC32_*``) a compiled body must
-  reproduce to match the portable result.
+  reproduce to match the portable result; :func:`mlas_logistic` and :func:`mlas_tanh`, float32
+  sigmoid and tanh as onnxruntime's CPU kernels compute them, and their tables
+  (``MLAS_LOGISTIC``, ``MLAS_TANH``) for a compiled body that reproduces them.
 * **Inference geometry**: :func:`slice_plan`, :func:`numpy_slices`, :func:`wrap_indices`,
   :func:`flatten_extents`, :func:`window_geometry` / :class:`GeometryError`,
   :func:`pool_attrs` / :func:`pool_geometry`, :func:`gemm_dims`, :func:`matmul_dims`,
@@ -88,6 +90,10 @@ _PUBLISHED = {
     "ERFC32_P": (".kernels._math", "ERFC32_P"),
     "ERFC32_Q": (".kernels._math", "ERFC32_Q"),
     "erfc": (".kernels._math", "erfc"),
+    "MLAS_LOGISTIC": (".kernels._mlas", "LOGISTIC"),
+    "MLAS_TANH": (".kernels._mlas", "TANH"),
+    "mlas_logistic": (".kernels._mlas", "logistic"),
+    "mlas_tanh": (".kernels._mlas", "tanh"),
     "Plans": (".kernels.conv", "Plans"),
     "check_rank": (".kernels.conv", "check_rank"),
     "columns": (".kernels.conv", "columns"),
@@ -187,7 +193,7 @@ __all__ = [
     "unsqueeze_target", "pad_array", "pad_mode", "pad_plan", "source_index", "WIDENED_ONLY_VERSIONS",
     # shared helpers
     "as_dtype", "compute_dtype", "input_type_checker", "norm_axes", "norm_axis", "scalar_int", "schema_types", "quiet",
-    "erfc",
+    "erfc", "mlas_logistic", "mlas_tanh", "MLAS_LOGISTIC", "MLAS_TANH",
     "ERFC32_CLIP", "ERFC32_P", "ERFC32_Q", "ERF_H", "ERF_K", "ERF_P", "ERF_Q", "ERF_TAYLOR", "ERF_TOP",
     # inference geometry
     "GeometryError", "conv_like_output", "flatten_extents", "gemm_dims", "matmul_dims", "numpy_slices", "pool_attrs",

@@ -8,6 +8,10 @@ Precision:
 * :data:`HARD_SIGMOID` (HardSigmoid, HardSwish) is the numpy body's float sequence — ``r = x *
   alpha``, ``r + beta``, clipped to [0, 1] as ``np.clip`` (NaN and -0 pass), ``* x`` for
   HardSwish — in x's type: bit-identical.
+* ``mlas_logistic`` and ``mlas_tanh`` (float32 Sigmoid and Tanh) are onnxruntime's sequence
+  (``onnxkit_default_domain``'s ``mlas_logistic`` / ``mlas_tanh``) in float32 with true fused
+  multiply-adds (:func:`_fma_intrinsic`) and no fast-math flag: bit-identical to those numpy
+  bodies and to onnxruntime's FMA3 kernels.
 * The others evaluate in float64 and round once to x's type (float32 results are then within
   about 1 ulp of the exact function, closer than the float32 numpy bodies, whose ``x - max``
   and ``exp`` each round in float32: softmax up to 10 ulp).  Their exponential is :func:`_exp_py`, written here so
@@ -24,7 +28,7 @@ Precision:
   to 4e-6 relative near x = -12).  On float64 (loop 'gelu64') it is ``0.5 x erfc(-x / sqrt 2)``
   with libm's erfc (a few ulp, plus ``x / sqrt 2``'s rounding, amplified ~x^2 times in the
   tail: 1e-13 relative at x = -37).
-* The loops but HardSigmoid's are compiled with ``fastmath={"contract"}`` only: a product and
+* The loops but HardSigmoid's and the MLAS ones are compiled with ``fastmath={"contract"}`` only: a product and
   a sum may become one fused multiply-add (rounded once instead of twice: as accurate or more;
   it halves the cost of the polynomials).  The errors above are measured so.
 * Sums (softmax's denominator) are float64 sums of the row compiled with ``fastmath={"reassoc"}``
@@ -39,6 +43,7 @@ import math
 
 import numpy as np
 
+from onnxkit_default_domain.api import MLAS_LOGISTIC, MLAS_TANH
 from onnxkit_cpu.compiled import kernel
 
 _LOG2E = 1.4426950408889634
@@ -50,8 +55,21 @@ _INV_FACT = tuple(1.0 / math.factorial(k) for k in range(13, 1, -1))
 _C13, _C12, _C11, _C10, _C9, _C8, _C7, _C6, _C5, _C4, _C3, _C2 = _INV_FACT
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 
+#: MLAS's float32 logistic and tanh (``onnxkit_default_domain``'s ``mlas_logistic`` / ``mlas_tanh``):
+#: the clamping range and the coefficients, highest degree first, as float32 values (the
+#: ``_LG_*`` and ``_TH_*`` names are compile-time constants of the loops)
+(_LG_LO, _LG_HI), (_LG_P0, _LG_P1, _LG_P2, _LG_P3, _LG_P4), (_LG_Q0, _LG_Q1, _LG_Q2, _LG_Q3, _LG_Q4, _LG_Q5) = \
+    MLAS_LOGISTIC
+(_TH_LO, _TH_HI), (_TH_P0, _TH_P1, _TH_P2, _TH_P3, _TH_P4, _TH_P5, _TH_P6), (_TH_Q0, _TH_Q1, _TH_Q2, _TH_Q3) = MLAS_TANH
+(_LG_LO, _LG_HI, _LG_P0, _LG_P1, _LG_P2, _LG_P3, _LG_P4, _LG_Q0, _LG_Q1, _LG_Q2, _LG_Q3, _LG_Q4, _LG_Q5,
+ _TH_LO, _TH_HI, _TH_P0, _TH_P1, _TH_P2, _TH_P3, _TH_P4, _TH_P5, _TH_P6, _TH_Q0, _TH_Q1, _TH_Q2, _TH_Q3) = (
+    np.float32(v) for v in (_LG_LO, _LG_HI, _LG_P0, _LG_P1, _LG_P2, _LG_P3, _LG_P4, _LG_Q0, _LG_Q1, _LG_Q2, _LG_Q3,
+                            _LG_Q4, _LG_Q5, _TH_LO, _TH_HI, _TH_P0, _TH_P1, _TH_P2, _TH_P3, _TH_P4, _TH_P5, _TH_P6,
+                            _TH_Q0, _TH_Q1, _TH_Q2, _TH_Q3))
+_HALF32, _ZERO32 = np.float32(0.5), np.float32(0.0)
+
 #: compiled helpers, bound by :func:`bind_helpers` before a loop that calls them compiles
-_from_bits = _exp = _sum = None
+_from_bits = _exp = _sum = _fma = None
 
 
 def _from_bits_intrinsic():
@@ -66,6 +84,24 @@ def _from_bits_intrinsic():
             return builder.bitcast(args[0], ir.DoubleType())
         return types.float64(types.int64), codegen
     return from_bits
+
+
+def _fma_intrinsic():
+    """An intrinsic ``fma(a, b, c)`` of three float32 values: ``a * b + c`` rounded once
+    (LLVM's ``llvm.fma.f32``: one instruction where the CPU has FMA, libm's ``fmaf`` elsewhere;
+    vectorized in a loop)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def fma(typingctx, a, b, c):
+        def codegen(context, builder, sig, args):
+            f32 = ir.FloatType()
+            fn = builder.module.declare_intrinsic("llvm.fma", [f32], ir.FunctionType(f32, [f32, f32, f32]))
+            return builder.call(fn, args)
+        return types.float32(types.float32, types.float32, types.float32), codegen
+    return fma
 
 
 def _exp_py(v):
@@ -121,6 +157,38 @@ def _sigmoid(x, y):
     """``y = 1 / (1 + exp(-x))`` in float64 (exp(-x) = inf gives 0)."""
     for i in range(x.shape[0]):
         y[i] = 1.0 / (1.0 + _exp(-np.float64(x[i])))
+
+
+def _mlas_logistic(x, y):
+    """float32 ``y`` = onnxruntime's sigmoid of float32 ``x``: :data:`MLAS_LOGISTIC`'s sequence
+    (``onnxkit_default_domain``'s ``mlas_logistic``), every multiply-add one fused float32
+    operation (:func:`_fma_intrinsic`); bit-identical to that numpy body."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        if v < _LG_LO:                        # NaN passes both tests
+            v = _LG_LO
+        if v > _LG_HI:
+            v = _LG_HI
+        v2 = v * v
+        p = _fma(_fma(_fma(_fma(v2, _LG_P0, _LG_P1), v2, _LG_P2), v2, _LG_P3), v2, _LG_P4)
+        q = _fma(_fma(_fma(_fma(_fma(v2, _LG_Q0, _LG_Q1), v2, _LG_Q2), v2, _LG_Q3), v2, _LG_Q4), v2, _LG_Q5)
+        r = (p * v) / q + _HALF32
+        y[i] = r if not r < _ZERO32 else _ZERO32
+
+
+def _mlas_tanh(x, y):
+    """float32 ``y`` = onnxruntime's tanh of float32 ``x`` (as :func:`_mlas_logistic`)."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        if v < _TH_LO:
+            v = _TH_LO
+        if v > _TH_HI:
+            v = _TH_HI
+        v2 = v * v
+        p = _fma(_fma(_fma(_fma(_fma(_fma(v2, _TH_P0, _TH_P1), v2, _TH_P2), v2, _TH_P3), v2, _TH_P4), v2, _TH_P5),
+                 v2, _TH_P6)
+        q = _fma(_fma(_fma(v2, _TH_Q0, _TH_Q1), v2, _TH_Q2), v2, _TH_Q3)
+        y[i] = (p * v) / q
 
 
 def _gelu_tanh(x, y):
@@ -193,6 +261,8 @@ def _softmax_rows(x, y, log):
 _EXP = kernel(_exp_py, fastmath={"contract"})
 _SUM = kernel(_sum_py, fastmath={"reassoc"})
 HARD_SIGMOID = kernel(_hard_sigmoid)
+#: no fast-math flag: the float32 and float64 steps must round where the sequence says
+MLAS = {"logistic": kernel(_mlas_logistic), "tanh": kernel(_mlas_tanh)}
 _LOOPS = {name: kernel(fn, fastmath={"contract"}) for name, fn in (("sigmoid", _sigmoid), ("gelu_tanh", _gelu_tanh),
                                             ("gelu32", _gelu32), ("gelu64", _gelu64),
                                             ("softmax", _softmax_rows), ("exp", _exp_loop))}
@@ -212,7 +282,13 @@ def bind_helpers():
 
 def loop(name: str):
     """The compiled loop ``name`` ('sigmoid', 'gelu_tanh', 'gelu32', 'gelu64', 'softmax',
-    'hard_sigmoid', or 'exp'), or None where compiled loops are off (:mod:`onnxkit_cpu.compiled`)."""
+    'hard_sigmoid', 'mlas_logistic', 'mlas_tanh' or 'exp'), or None where compiled loops are off (:mod:`onnxkit_cpu.compiled`)."""
     if name == "hard_sigmoid":
         return HARD_SIGMOID.get()
+    if name in ("mlas_logistic", "mlas_tanh"):
+        global _fma
+        compiled = MLAS[name[5:]].get()
+        if compiled is not None and _fma is None:
+            _fma = _fma_intrinsic()
+        return compiled
     return _LOOPS[name].get() if bind_helpers() else None

@@ -11,13 +11,17 @@ family's, and so is every input a fast path does not take (integers, float64 Gel
 Per call, a fast path costs one type test: a float32/float64 X of rank 1 or more goes straight
 to the numpy body, with numpy's floating-point warnings off (:func:`_lean`); anything else
 (narrow floats, 0-d, integers) takes the portable wrapper :func:`~onnxkit_default_domain.
-kernels.activation.in_float` around the same body.  Relu and Tanh are one ufunc call (Relu is
-``np.maximum(x, 0)``, as the portable kernel and the reference: -0 gives +0).  The softmax
-family from 13 decides its axis once per rank and computes in place.
+kernels.activation.in_float` around the same body.  Relu is one ufunc call (``np.maximum(x,
+0)``, as the portable kernel and the reference: -0 gives +0).  The softmax family from 13
+decides its axis once per rank and computes in place.
 
-Where compiled loops are on (:mod:`onnxkit_cpu.compiled`, decided at planning), float32 and
-float64 Sigmoid (float32: up to :data:`SIGMOID32_COMPILED_MAX` elements), HardSigmoid, HardSwish
-and Gelu run as one compiled pass per element, and the
+float32 Sigmoid and Tanh are onnxruntime's, bit for bit: MLAS's rational approximations
+(``onnxkit_default_domain.api.mlas_logistic`` / ``mlas_tanh``, docs/decisions.md), not the
+correctly rounded functions; float64 keeps ``1 / (1 + exp(-x))`` and numpy's tanh.
+
+Where compiled loops are on (:mod:`onnxkit_cpu.compiled`, decided at planning), Sigmoid, Tanh
+(float32: the MLAS loops), HardSigmoid, HardSwish and Gelu run as one compiled pass per
+element, and the
 softmax family as one compiled loop over its rows where the axis is the last (from 13) or the
 rows are the trailing block (before 13), rows of up to :data:`SOFTMAX_COMPILED_ROW` elements
 (numpy's SIMD exp wins on longer ones): :mod:`onnxkit_cpu.compiled.activation` states the precision
@@ -36,6 +40,7 @@ from onnxkit.plugin import threads
 from onnxkit.plugin import blocks, parallel_for, splits_across_threads
 from onnxkit_default_domain.api import activation as portable
 from onnxkit_default_domain.api import ERFC32_CLIP, ERFC32_P, ERFC32_Q, FUSED_DOMAIN, quiet
+from onnxkit_default_domain.api import mlas_logistic, mlas_tanh
 from onnxkit_cpu.compiled import activation as loops
 from onnxkit_cpu.overrides.elementwise_math import powers_buffer
 from onnxkit_cpu.overrides._plans import remember
@@ -166,13 +171,32 @@ def relu(ctx):
     return run
 
 
+def _tanh(x):
+    """float32: onnxruntime's tanh (:func:`mlas_tanh`); float64: numpy's."""
+    return mlas_tanh(np, x) if x.dtype == np.float32 else np.tanh(x)
+
+
+def _mlas_loop(name, numpy_body):
+    """A float32 MLAS loop ('mlas_logistic' or 'mlas_tanh') for float32 X, ``numpy_body``
+    (split across threads) for float64 X; None where compiled loops are off."""
+    fast = _elementwise(loops.loop(name))
+    if fast is None:
+        return None
+    other = _split_numpy(quiet(numpy_body))
+    return lambda x: fast(x) if x.dtype == np.float32 else other(x)
+
+
 @KERNELS.register("Tanh", *portable.versions("Tanh"))
 def tanh(ctx):
-    other = portable.in_float(ctx.xp, np.tanh)
+    other = portable.in_float(ctx.xp, _tanh)
+    fast = _mlas_loop("mlas_tanh", np.tanh) or _split_numpy(_tanh)
 
-    def run(x):                 # tanh raises no floating-point flag
-        return np.tanh(x, out=...) if x.dtype in _FLOATS else other(x)
+    def run(x):                 # neither body raises a floating-point flag
+        return fast(x) if x.dtype in _FLOATS and x.ndim else other(x)
     return run
+
+
+splits_across_threads(("", "Tanh"))
 
 
 @_fast("LeakyRelu")
@@ -242,23 +266,22 @@ def celu(alpha):
 
 
 # ----------------------------------------------------------------------------- smooth
-#: The largest float32 X Sigmoid's compiled loop takes: its float64 exp and division (8 lanes)
-#: cost more per element than the float32 numpy body (16 lanes, four passes), which the numpy
-#: body's per-call cost outweighs only on small tensors.
-SIGMOID32_COMPILED_MAX = 4096
-
-
 def _sigmoid_compiled():
-    fast = _elementwise(loops.loop("sigmoid"))
-    if fast is None:
+    """float32: the MLAS loop; float64: the loop rounding ``1 / (1 + exp(-x))`` once."""
+    fast32, fast64 = _elementwise(loops.loop("mlas_logistic")), _elementwise(loops.loop("sigmoid"))
+    if fast32 is None or fast64 is None:
         return None
-    numpy_body = _split_numpy(quiet(_sigmoid))
-    return lambda x: numpy_body(x) if x.dtype == np.float32 and x.size > SIGMOID32_COMPILED_MAX else fast(x)
+    return lambda x: fast32(x) if x.dtype == np.float32 else fast64(x)
+
+
+def _sigmoid_any(x):
+    """float32: onnxruntime's sigmoid (:func:`mlas_logistic`); float64: :func:`_sigmoid`."""
+    return mlas_logistic(np, x) if x.dtype == np.float32 else _sigmoid(x)
 
 
 @_fast("Sigmoid", compiled=_sigmoid_compiled)
 def sigmoid():
-    return _sigmoid
+    return _sigmoid_any
 
 
 def _hard_sigmoid_loop(alpha, beta, swish):

@@ -1,0 +1,104 @@
+"""float32 logistic (sigmoid) and tanh as onnxruntime's CPU kernels compute them.
+
+onnxruntime computes float32 Sigmoid and Tanh (ai.onnx, its recurrent kernels' gates, its
+Gelu 'tanh' and FastGelu) with MLAS's rational approximations, the coefficients Eigen uses
+(MlasComputeLogistic, MlasComputeTanh).  On x86-64 its FMA3 kernel evaluates, per element:
+
+* ``v = min(max(x, lo), hi)`` (NaN passes: the input is the second operand of ``vmaxps``);
+* ``v2 = v * v`` rounded to float32;
+* ``P(v2)`` and ``Q(v2)`` by Horner's rule from the highest coefficient, every step one fused
+  multiply-add rounded once to float32;
+* ``p = v * P(v2)`` and ``p / q``, each rounded to float32;
+* logistic only: ``+ 0.5`` and ``max(r, 0)``; there is no upper clamp, so the logistic may
+  return ``1 + 2^-23`` and tanh ``+-(1 + 2^-22)`` near the ends of their ranges, as
+  onnxruntime does.
+
+:func:`logistic` and :func:`tanh` reproduce that sequence bit for bit (the cpu backend's
+Sigmoid and Tanh, its fused activations, and com.microsoft DynamicQuantizeLSTM's gates use
+them).  A fused multiply-add is computed as a float64 product of two float32 values (exact)
+plus the float32 coefficient, rounded to float64 and then to float32: that double rounding
+equals the single one for every float32 input in the clamped ranges (checked exhaustively by
+``tools/mlas_activation_error.py``, which also measures the approximations' error against the
+exact functions; the figures are in docs/decisions.md).  Any array namespace works; numpy
+arrays take a path with two passes per Horner step (the float64 product, then the sum written
+into a float32 array).  :data:`LOGISTIC` and :data:`TANH` are the tables a compiled body must
+reproduce: ``((lo, hi), P's coefficients, Q's coefficients)``, highest degree first, each a
+Python float holding the float32 coefficient's value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _f32(values) -> tuple:
+    return tuple(float(np.float32(v)) for v in values)
+
+
+#: logistic: the clamping range, then ``P`` (odd: ``p = v P(v^2)``) and ``Q``, highest degree first
+LOGISTIC = ((-18.0, 18.0),
+            _f32((4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05, 8.51377133304701e-03,
+                  2.48287947061529e-01)),
+            _f32((6.10247389755681e-13, 5.76102136993427e-09, 6.29106785017040e-06, 1.70198817374094e-03,
+                  1.16817656904453e-01, 9.93151921023180e-01)))
+#: tanh: likewise
+TANH = ((-9.0, 9.0),
+        _f32((-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
+              1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03)),
+        _f32((1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03)))
+
+
+def _horner_numpy(v2_64, coefficients):
+    """Horner's rule on numpy: each step ``acc * v2 + c`` in float64, written into float32."""
+    acc = np.empty(v2_64.shape, np.float32)
+    t = np.multiply(v2_64, coefficients[0])
+    np.add(t, coefficients[1], out=acc, casting="unsafe")
+    for c in coefficients[2:]:
+        np.multiply(acc, v2_64, out=t)
+        np.add(t, c, out=acc, casting="unsafe")
+    return acc
+
+
+def _rational_numpy(x, table):
+    (lo, hi), pc, qc = table
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        v = np.clip(x.reshape(-1), np.float32(lo), np.float32(hi))
+        v2 = np.multiply(v, v)
+        v2_64 = v2.astype(np.float64)
+        p = _horner_numpy(v2_64, pc)
+        p *= v
+        q = _horner_numpy(v2_64, qc)
+        return np.divide(p, q, out=p).reshape(x.shape)
+
+
+def _horner(xp, v2_64, coefficients):
+    acc = None
+    for c in coefficients[1:]:
+        a = coefficients[0] * v2_64 if acc is None else xp.astype(acc, xp.float64) * v2_64
+        acc = xp.astype(a + c, xp.float32)
+    return acc
+
+
+def _rational(xp, x, table):
+    if isinstance(x, np.ndarray):
+        return _rational_numpy(x, table)
+    (lo, hi), pc, qc = table
+    v = xp.clip(x, lo, hi)
+    v2 = v * v
+    v2_64 = xp.astype(v2, xp.float64)
+    return (_horner(xp, v2_64, pc) * v) / _horner(xp, v2_64, qc)
+
+
+def logistic(xp, x):
+    """float32 ``x`` (any shape) -> onnxruntime's float32 sigmoid of it, a new array."""
+    r = _rational(xp, x, LOGISTIC)
+    if isinstance(r, np.ndarray):
+        r += np.float32(0.5)
+        return np.maximum(r, np.float32(0.0), out=r)      # NaN passes
+    r = r + 0.5
+    return xp.where(r < 0.0, xp.zeros_like(r), r)
+
+
+def tanh(xp, x):
+    """float32 ``x`` (any shape) -> onnxruntime's float32 tanh of it, a new array."""
+    return _rational(xp, x, TANH)

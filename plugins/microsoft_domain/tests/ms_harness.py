@@ -80,3 +80,39 @@ def check(op, inputs, attrs=None, n_out=1, rtol=1e-5, atol=1e-5, host_only=False
 
 def rand(rng, shape, dtype=np.float32, scale=1.0):
     return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def nbits_model(n: int, k: int, block: int, zp: bool, bias: bool, seed: int = 5) -> bytes:
+    """One MatMulNBits node ``Y = A @ B`` (4 bits, accuracy_level 4) with random constant B and
+    scales, packed uint8 zero points (``zp``) and a bias (``bias``); K need not be a whole number
+    of blocks (the last block's nibbles past K random)."""
+    from onnx import TensorProto, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    kb = -(-k // block)
+    q = rng.integers(0, 16, (n, kb, block))
+    b = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+    inits = [numpy_helper.from_array(b, "B"),
+             numpy_helper.from_array((rng.random(n * kb) * 0.1 + 0.01).astype(np.float32), "S")]
+    names = ["A", "B", "S"]
+    if zp:
+        z = rng.integers(0, 16, (n, -(-kb // 2) * 2))
+        inits.append(numpy_helper.from_array((z[:, 0::2] | (z[:, 1::2] << 4)).astype(np.uint8).reshape(-1), "Z"))
+        names.append("Z")
+    if bias:
+        names += [""] * (5 - len(names)) + ["bias"]
+        inits.append(numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "bias"))
+    node = helper.make_node("MatMulNBits", names, ["Y"], name="n0", domain=MS, K=k, N=n, bits=4,
+                            block_size=block, accuracy_level=4)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, None)],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)])
+    m.ir_version = 10
+    return m.SerializeToString()
+
+
+def spied(lazy, calls: list, note=lambda args: 1):
+    """What ``lazy.get()`` gives (None where compiled loops are off), its calls noted in ``calls``
+    (``note(args)`` each)."""
+    real = lazy.get()
+    return None if real is None else (lambda *args: calls.append(note(args)) or real(*args))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from ms_harness import run_ort
+from ms_harness import nbits_model as _nbits_model, run_ort, spied as _spied
 
 import onnxkit
 from onnxkit.errors import LimitExceeded
@@ -58,12 +58,6 @@ def _token(packed: bool, rotary: str, window: int, share: bool, t: int, scale: f
     inputs = [q, k, v, pk, pv, np.array([t - 1], np.int32), np.array([t], np.int32), cos, sin]
     attrs = {"local_window_size": window, "do_rotary": int(rotary != "off"), "scale": scale}
     return _gqa_model(inputs, attrs)
-
-
-def _spied(lazy, calls: list, note=lambda args: 1):
-    """What ``lazy.get()`` gives (None where compiled loops are off), its calls noted in ``calls``."""
-    real = lazy.get()
-    return None if real is None else (lambda *args: calls.append(note(args)) or real(*args))
 
 
 def _run(model, feed, step: bool, monkeypatch) -> tuple:
@@ -244,97 +238,6 @@ def test_declared_sizes_bound_the_outputs(op):
         assert actual <= declared <= 2 * actual
     else:
         assert declared == actual, (op, declared, actual)
-
-
-# -- MatMulNBits' token step on the cpu backend (onnxkit_cpu/overrides/nbits.py) ----------------------------------
-def _nbits_model(n: int, k: int, block: int, zp: bool, bias: bool, seed: int = 5):
-    from onnx import numpy_helper
-
-    rng = np.random.default_rng(seed)
-    kb = -(-k // block)
-    q = rng.integers(0, 16, (n, kb, block))
-    b = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
-    inits = [numpy_helper.from_array(b, "B"),
-             numpy_helper.from_array((rng.random(n * kb) * 0.1 + 0.01).astype(np.float32), "S")]
-    names = ["A", "B", "S"]
-    if zp:
-        z = rng.integers(0, 16, (n, -(-kb // 2) * 2))
-        inits.append(numpy_helper.from_array((z[:, 0::2] | (z[:, 1::2] << 4)).astype(np.uint8).reshape(-1), "Z"))
-        names.append("Z")
-    if bias:
-        names += [""] * (5 - len(names)) + ["bias"]
-        inits.append(numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "bias"))
-    node = helper.make_node("MatMulNBits", names, ["Y"], name="n0", domain="com.microsoft", K=k, N=n, bits=4,
-                            block_size=block, accuracy_level=4)
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, None)],
-                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], initializer=inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
-    m.ir_version = 10
-    return m.SerializeToString()
-
-
-@pytest.mark.parametrize("block,zp,bias,rows,n,k", [
-    (32, False, False, 1, 40, 512), (32, True, True, 1, 200, 512), (64, True, False, 3, 64, 512),
-    (128, False, True, 8, 129, 512), (256, True, False, 2, 40, 512), (16, False, False, 9, 40, 512),
-    (32, True, False, 1, 70, 688), (32, False, True, 2, 130, 80), (128, True, False, 1, 65, 200)])
-def test_nbits_int4_token_rows_equal_onnxruntime_and_the_portable_kernel(block, zp, bias, rows, n, k, monkeypatch):
-    """The compiled loops serve A of up to ROWS_MAX rows (the spy counts the product's calls),
-    within float32 rounding of onnxruntime's int8 computation and of the portable kernel's:
-    N past a whole number of column tiles, K past a whole number of blocks (the last block
-    zero-padded), zero points, bias."""
-    from types import SimpleNamespace
-
-    from onnxkit_cpu import compiled
-    from onnxkit_cpu.compiled import nbits as loops
-    from onnxkit_cpu.overrides import nbits as override
-
-    monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")
-    model = _nbits_model(n, k, block, zp, bias)
-    a = np.random.default_rng(rows).standard_normal((1, rows, k)).astype(np.float32)
-    calls = []
-    spy = SimpleNamespace(get=lambda: _spied(loops.int4_product, calls))
-    monkeypatch.setattr(override, "loops", SimpleNamespace(int4_product=spy, TILE=loops.TILE))
-    got = onnxkit.InferenceSession(model, "cpu").run(None, {"A": a})[0]
-    assert len(calls) == (1 if rows <= 8 else 0)
-    with compiled.disabled():
-        portable = onnxkit.InferenceSession(model, "cpu").run(None, {"A": a})[0]
-    want = run_ort(model, {"A": a})[0]
-    scale = np.abs(want).max()
-    assert got.shape == want.shape == (1, rows, n) and got.dtype == np.float32
-    assert np.abs(got - want).max() <= 4e-6 * scale
-    assert np.abs(got - portable).max() <= 4e-6 * scale
-
-
-def test_nbits_int4_tiles_split_across_threads_give_the_same_bits(monkeypatch):
-    """Column tiles split across two intra-op threads: the same bits as one thread (each tile
-    is computed whole by one call), and the tiled weight is made once per session (per constant
-    B), not per run."""
-    from types import SimpleNamespace
-
-    from onnxkit_cpu.compiled import nbits as loops
-    from onnxkit_cpu.overrides import nbits as override
-
-    monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")
-    monkeypatch.setattr(override, "TILE_WORK", 1)
-    calls, made = [], []
-    tile = override.tile_weights
-    spy = SimpleNamespace(get=lambda: _spied(loops.int4_product, calls, lambda args: args[-2:]))
-    monkeypatch.setattr(override, "loops", SimpleNamespace(int4_product=spy, TILE=loops.TILE))
-    monkeypatch.setattr(override, "tile_weights", lambda *args: made.append(1) or tile(*args))
-    model = _nbits_model(300, 256, 32, True, False, seed=3)
-    a = np.random.default_rng(1).standard_normal((1, 1, 256)).astype(np.float32)
-    results, sess = [], None
-    for threads in (1, 2):
-        so = onnxkit.SessionOptions()
-        so.intra_op_num_threads = threads
-        sess = onnxkit.InferenceSession(model, so, backend="cpu")
-        results += [sess.run(None, {"A": a})[0] for _ in range(2)]
-    assert sorted(calls) == [(0, 2), (0, 2), (0, 5), (0, 5), (2, 5), (2, 5)], calls
-    assert len(made) == 2  # once per session: each holds its own constants
-    for r in results[1:]:
-        np.testing.assert_array_equal(r, results[0])
-    want = run_ort(model, {"A": a})[0]
-    assert np.abs(results[0] - want).max() <= 4e-6 * np.abs(want).max()
 
 
 @pytest.mark.parametrize("shape,bias", [((1, 1, 64), False), ((1, 5, 64), True), ((3, 64), True)])

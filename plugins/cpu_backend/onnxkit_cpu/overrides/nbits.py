@@ -32,6 +32,7 @@ import numpy as np
 from onnxkit.plugin import KernelTable, declares_output_bytes, parallel_for, splits_across_threads, traits_of
 
 from ..compiled import nbits as loops
+from ..compiled import nbits_vnni
 
 KERNELS = KernelTable()
 
@@ -52,16 +53,19 @@ _TILED: dict = {}
 _lock = threading.Lock()
 
 
-def tile_weights(b: np.ndarray, scales: np.ndarray, zero_points, n: int, k: int, block: int):
-    """``(w, scales, zp)`` in the tiled layout of :mod:`onnxkit_cpu.compiled.nbits` from B
-    ``(N, KB, block / 2)`` uint8, scales (``N * KB`` floats) and packed uint8 zero points (or
-    None: 8)."""
+def tile_weights(b: np.ndarray, scales: np.ndarray, zero_points, n: int, k: int, block: int, vnni: bool = False):
+    """``(w, scales, zp)`` in the tiled layout of :mod:`onnxkit_cpu.compiled.nbits` (``vnni``:
+    the weight in :mod:`onnxkit_cpu.compiled.nbits_vnni`'s) from B ``(N, KB, block / 2)`` uint8,
+    scales (``N * KB`` floats) and packed uint8 zero points (or None: 8)."""
     tile = loops.TILE
     kb = b.shape[1]
     nt = -(-n // tile)
-    w = np.zeros((nt * tile, kb * block // 2), np.uint8)
-    w[:n] = b.reshape(n, -1)
-    w = np.ascontiguousarray(w.reshape(nt, tile, -1).transpose(0, 2, 1))
+    if vnni:
+        w = nbits_vnni.layout(b, n, block)
+    else:
+        w = np.zeros((nt * tile, kb * block // 2), np.uint8)
+        w[:n] = b.reshape(n, -1)
+        w = np.ascontiguousarray(w.reshape(nt, tile, -1).transpose(0, 2, 1))
     s = np.zeros((nt * tile, kb), np.float32)
     s[:n] = scales.reshape(n, kb)
     z = np.zeros((nt * tile, kb), np.float32)
@@ -74,13 +78,14 @@ def tile_weights(b: np.ndarray, scales: np.ndarray, zero_points, n: int, k: int,
             np.ascontiguousarray(z.reshape(nt, tile, kb).transpose(0, 2, 1)))
 
 
-def tiled(b, scales, zero_points, n: int, k: int, block: int):
-    """The tiled weight of these constant arrays, made once while ``b`` lives."""
-    key = (id(b), id(scales), id(zero_points))
+def tiled(b, scales, zero_points, n: int, k: int, block: int, vnni: bool = False):
+    """The tiled weight of these constant arrays (``vnni``: :func:`tile_weights`), made once while
+    ``b`` lives."""
+    key = (id(b), id(scales), id(zero_points), vnni)
     entry = _TILED.get(key)
     if entry is not None and entry[0]() is b and entry[1]() is scales and entry[2]() is zero_points:
         return entry[3]
-    made = tile_weights(b, scales, zero_points, n, k, block)
+    made = tile_weights(b, scales, zero_points, n, k, block, vnni)
 
     def gone(_ref, key=key):
         with _lock:
@@ -126,7 +131,9 @@ if portable is not None:
         packed = _packed(ctx, n, k, block)
         if packed is None:
             return base
-        product = loops.int4_product.get()
+        impl = nbits_vnni.get() if block % 8 == 0 else None
+        vnni = impl is not None
+        product = impl.int4_product if vnni else loops.int4_product.get()
         if product is None:
             return base
         b0, s0, z0 = packed
@@ -139,7 +146,7 @@ if portable is not None:
                 rows = a.size // k
                 if rows <= ROWS_MAX:
                     if not held:
-                        held.append(tiled(b0, s0, z0, n, k, block))
+                        held.append(tiled(b0, s0, z0, n, k, block, vnni))
                     w, ws, wz = held[0]
                     a2 = a.reshape(rows, k)
                     if not a2.flags.c_contiguous:

@@ -56,6 +56,7 @@ from onnxkit_default_domain.api import quantization as portable
 from onnxkit.plugin import KernelTable
 
 from ..compiled import quantized as loops
+from ..compiled import quantized_vnni as vnni
 from ._plans import Held
 
 KERNELS = KernelTable()
@@ -258,10 +259,11 @@ class CenteredB:
     per B while the same B, held by the plan, comes back with the same zero point values
     (module docstring); the K splits of :func:`k_chunks` per ``amax``, found once each."""
 
-    __slots__ = ("b", "zp", "matrix", "l1", "splits")
+    __slots__ = ("b", "zp", "matrix", "l1", "splits", "zp_value", "packed")
 
     def __init__(self, b, zp):
         self.b, self.zp = b, zero_point_key(zp)
+        self.zp_value, self.packed = (None if zp is None else np.array(zp)), None
         m = b.astype(F32)
         if zp is not None:
             m -= np.reshape(zp, (-1,)).astype(F32) if zp.size > 1 else F32.type(zp.reshape(-1)[0])
@@ -278,6 +280,12 @@ class CenteredB:
         if got is None:
             got = self.splits[amax] = k_chunks(self.matrix, self.l1, amax)
         return got
+
+    def vnni_packed(self, impl):
+        """B in the VNNI layout (:class:`~onnxkit_cpu.compiled.quantized_vnni.PackedW`), made once."""
+        if self.packed is None:
+            self.packed = vnni.PackedW(impl, self.b, self.zp_value)
+        return self.packed
 
 
 def kept_centered(cache: list, centered, weight, zp, held):
@@ -315,15 +323,19 @@ def chunked_matmul(af, matrix, bounds: tuple):
     return out
 
 
-def exact_product(a, a_zp: int, prepared: CenteredB):
+def exact_product(a, a_zp: int, prepared: CenteredB, fast=None):
     """``(A - a_zp) @ (B - b_zp)`` as exact integers (float32, or float64 where K is split:
-    module docstring)."""
+    module docstring); ``fast``: the VNNI product's implementation
+    (:func:`onnxkit_cpu.compiled.quantized_vnni.get`, exact float64 integers) or None."""
+    k = a.shape[-1]
+    if fast is not None and k <= vnni.K_LIMIT:
+        out = vnni.product(fast, a.reshape(-1, k), a_zp, prepared.vnni_packed(fast))
+        return out.reshape(a.shape[:-1] + (out.shape[1],))
     lo, hi = RANGES[a.dtype]
     bounds = prepared.chunks(max(a_zp - lo, hi - a_zp))
     af = a.astype(F32)
     if a_zp:
         af -= F32.type(a_zp)
-    k = a.shape[-1]
     out = chunked_matmul(af.reshape(-1, k), prepared.matrix, bounds)
     return out.reshape(a.shape[:-1] + (prepared.matrix.shape[1],))
 
@@ -374,6 +386,7 @@ def matmul_integer(ctx):
     allowed_b = eight_bit(portable_linalg.schema_types(ctx, "T2"))
     cache = [None]
     b_held = Held(ctx, 1)
+    fast = vnni.get()
 
     def run(a, b, a_zero_point=None, b_zero_point=None):
         if _batched_ok(a, b, b_zero_point) and a.dtype in allowed_a and b.dtype in allowed_b:
@@ -386,7 +399,7 @@ def matmul_integer(ctx):
         za = zero_point_value(a_zero_point, a.dtype)
         if za is None:
             return other(a, b, a_zero_point, b_zero_point)
-        return exact_product(a, za, centered_b(cache, b, b_zero_point, b_held)).astype(np.int32)
+        return exact_product(a, za, centered_b(cache, b, b_zero_point, b_held), fast).astype(np.int32)
 
     return run
 
@@ -401,6 +414,7 @@ def qlinear_matmul(ctx):
     cache = [None]
     b_held = Held(ctx, 3)
     requantize = loops.requantize.get()     # None: compiled loops off (the float64 numpy requantization)
+    fast = vnni.get()
 
     def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
         args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
@@ -417,7 +431,7 @@ def qlinear_matmul(ctx):
                 return other(*args)
         elif (_operands_ok(a, b) and b_zero_point_ok(b_zero_point, b)
               and (b_scale.size == 1 or (b_scale.ndim == 1 and b_scale.size == b.shape[1]))):
-            acc = exact_product(a, za, centered_b(cache, b, b_zero_point, b_held))
+            acc = exact_product(a, za, centered_b(cache, b, b_zero_point, b_held), fast)
         else:
             return other(*args)
         # the multiplier in float32, as the portable kernel computes it (its ``a_s * b_scale / y_scale``)

@@ -47,6 +47,7 @@ from onnxkit_default_domain.api import schema_types
 from onnxkit.plugin import KernelTable
 
 from ..compiled import quantized as loops
+from ..compiled import quantized_vnni as vnni
 from ._plans import Held
 from .conv import strided_columns
 from .quantization import (F32, FLOAT32_EXACT, RANGES, eight_bit, k_chunks, kept_centered, zero_point_key,
@@ -63,10 +64,11 @@ class CenteredW:
     """W minus its zero point (one, or one per output channel) as float32, and the largest
     per-output-channel L1 norm of it (module docstring), for one W and zero point values."""
 
-    __slots__ = ("w", "zp", "weights", "l1", "splits")
+    __slots__ = ("w", "zp", "weights", "l1", "splits", "zp_value", "packed")
 
     def __init__(self, w, zp):
         self.w, self.zp = w, zero_point_key(zp)
+        self.zp_value, self.packed = (None if zp is None else np.array(zp)), None
         m = w.astype(F32)
         if zp is not None:
             z = np.reshape(zp, (-1,)).astype(F32)
@@ -86,6 +88,20 @@ class CenteredW:
             got = self.splits[amax] = k_chunks(self.weights.reshape(self.weights.shape[0], -1).T, self.l1, amax)
         return got
 
+    def vnni_groups(self, impl, group: int) -> list:
+        """Each group's weights ``(C/group * K, M/group)`` in the VNNI layout
+        (:class:`~onnxkit_cpu.compiled.quantized_vnni.PackedW`), made once."""
+        if self.packed is None:
+            m = self.w.shape[0]
+            mg = m // group
+            flat = vnni.conv_weights(self.w)
+            z = self.zp_value
+            self.packed = [vnni.PackedW(impl, flat[g * mg:(g + 1) * mg].T,
+                                        None if z is None else (z.reshape(-1) if z.size == 1 else
+                                                                z.reshape(-1)[g * mg:(g + 1) * mg]))
+                           for g in range(group)]
+        return self.packed
+
 
 def centered_w(cache: list, w, zp, held) -> CenteredW:
     """The :class:`CenteredW` of ``w`` (cached in ``cache[0]`` where the plan holds ``w``: ``held``)."""
@@ -97,14 +113,29 @@ def w_zero_point_ok(z, w) -> bool:
     return z is None or (_nd(z) and z.dtype == w.dtype and (z.size == 1 or (z.ndim == 1 and z.size == w.shape[0])))
 
 
-def exact_conv(x, x_zp: int, prepared: CenteredW, plan, columns=None):
+#: the fewest output channels per group for which the VNNI product runs (its tiles are
+#: :data:`~onnxkit_cpu.compiled.quantized_vnni_impl.NR` channels wide)
+VNNI_MIN_CHANNELS = 8
+
+
+def vnni_applies(fast, x, plan, prepared) -> bool:
+    """Whether the VNNI product (``fast``) takes this convolution (:func:`exact_conv`)."""
+    return (fast is not None and x.ndim <= 4 and plan.n > 0 and math.prod(plan.out_shape) > 0
+            and plan.m // plan.group >= VNNI_MIN_CHANNELS and prepared.weights[0].size <= vnni.K_LIMIT)
+
+
+def exact_conv(x, x_zp: int, prepared: CenteredW, plan, columns=None, fast=None):
     """The convolution of ``x - x_zp`` by the prepared weights as exact float32 sums
     ``(N, M, *out)``, or None where the module docstring's bound does not hold.  ``columns``:
     the compiled im2col (:data:`onnxkit_cpu.compiled.quantized.centered_columns`) for one or two
-    spatial axes, else the portable product on ``x - x_zp``."""
+    spatial axes, else the portable product on ``x - x_zp``; ``fast``: the VNNI product
+    (:func:`onnxkit_cpu.compiled.quantized_vnni.get`, exact float64 sums) for one or two spatial
+    axes where each group has at least :data:`VNNI_MIN_CHANNELS` output channels."""
     lo, hi = RANGES[x.dtype]
     amax = max(x_zp - lo, hi - x_zp)
     nd = x.ndim - 2
+    if vnni_applies(fast, x, plan, prepared):
+        return vnni.conv(fast, x, x_zp, prepared.vnni_groups(fast, plan.group), plan)
     if columns is None or nd > 2 or plan.n == 0 or math.prod(plan.out_shape) == 0:
         if amax * prepared.l1 > FLOAT32_EXACT:
             return None
@@ -151,6 +182,7 @@ def conv_integer(ctx):
     cache = [None]
     w_held = Held(ctx, 1)                       # where the plan holds W: its centered form is kept
     columns = loops.centered_columns.get()      # None: compiled loops off (the float32 portable product)
+    fast = vnni.get()
 
     def run(x, w, x_zero_point=None, w_zero_point=None):
         if not (_operands_ok(x, w) and x.dtype in allowed_x and w.dtype in allowed_w
@@ -162,7 +194,7 @@ def conv_integer(ctx):
         plan = plans(x, w)        # the portable checks and geometry (its errors)
         if any(b < 0 for b in plan.begin + plan.end):
             return other(x, w, x_zero_point, w_zero_point)
-        acc = exact_conv(x, zx, centered_w(cache, w, w_zero_point, w_held), plan, columns)
+        acc = exact_conv(x, zx, centered_w(cache, w, w_zero_point, w_held), plan, columns, fast)
         if acc is None:
             return other(x, w, x_zero_point, w_zero_point)
         return acc.astype(np.int32)
@@ -198,6 +230,7 @@ def qlinear_conv(ctx):
     loop, columns = loops.requantize.get(), loops.centered_columns.get()
     if loop is None or columns is None:
         return other
+    fast = vnni.get()
     group = int(ctx.attr("group"))
     auto_pad = ctx.attr_str("auto_pad")
     cache = [None]
@@ -240,18 +273,23 @@ def qlinear_conv(ctx):
         plan = None if zx is None else plan_of(x, w)
         if plan is None:
             return other(*args)
-        acc = exact_conv(x, zx, centered_w(cache, w, w_zero_point, w_held), plan, columns)
-        if acc is None:
-            return other(*args)
+        prepared = centered_w(cache, w, w_zero_point, w_held)
         m = plan.m
         held = all(h(v) for h, v in zip(scales_held, (x_scale, w_scale, y_scale))) and (B is None or b_held(B))
         mult, bias = requant_parameters(kept, x_scale, w_scale, y_scale, B, m, held)
         lo, hi = RANGES[y_zero_point.dtype]
+        zy = float(y_zero_point.reshape(-1)[0])
+        if vnni_applies(fast, x, plan, prepared):     # the exact sums requantized in the same pass
+            out = np.empty((plan.n, m) + plan.out_shape, y_zero_point.dtype)
+            return vnni.conv(fast, x, zx, prepared.vnni_groups(fast, plan.group), plan,
+                             (bias, mult, zy, float(lo), float(hi), out))
+        acc = exact_conv(x, zx, prepared, plan, columns)
+        if acc is None:
+            return other(*args)
         out = np.empty(acc.shape, y_zero_point.dtype)
         n = acc.shape[0]
         length = math.prod(acc.shape[2:])
-        loop(acc.reshape(n, m, length), bias, mult, float(y_zero_point.reshape(-1)[0]), float(lo), float(hi),
-             out.reshape(n, m, length))
+        loop(acc.reshape(n, m, length), bias, mult, zy, float(lo), float(hi), out.reshape(n, m, length))
         return out
 
     return run

@@ -45,8 +45,9 @@ import numpy as np
 from onnxkit.plugin import KernelTable
 
 from ..compiled import quantized as loops
+from ..compiled import quantized_vnni as vnni
 from ._plans import Held
-from .quantization import (F32, RANGES, CenteredB, b_zero_point_ok, centered_b, chunked_matmul, exact_product,
+from .quantization import (F32, RANGES, CenteredB, b_zero_point_ok, centered_b, exact_product,
                            zero_point_key, zero_point_value)
 
 KERNELS = KernelTable()
@@ -144,6 +145,7 @@ def _qgemm(ctx, other):
     ta, tb = bool(ctx.attr("transA")), bool(ctx.attr("transB"))
     kept = [None]
     b_held = Held(ctx, 3)        # where the plan holds B: B' is kept
+    fast = vnni.get()
 
     def centered(b, zp):
         k = kept[0]
@@ -169,12 +171,7 @@ def _qgemm(ctx, other):
         za = zero_point_value(a_zp, a.dtype)
         if za is None:
             return other(*args)
-        prepared = centered(b, b_zp)
-        lo, hi = RANGES[a.dtype]
-        af = (a.T if ta else a).astype(F32)
-        if za:
-            af -= F32.type(za)
-        acc = chunked_matmul(af, prepared.matrix, prepared.chunks(max(za - lo, hi - za))).astype(np.float64)
+        acc = exact_product(a.T if ta else a, za, centered(b, b_zp), fast).astype(np.float64)
         if c is not None:
             try:
                 acc = acc + c.astype(np.float64)
@@ -217,6 +214,7 @@ def _float_operands_ok(a, b, b_scale, b_zp, bias) -> bool:
 def _matmul_integer_to_float(ctx, other):
     cache = [None]
     b_held = Held(ctx, 1)
+    fast = vnni.get()
 
     def run(a, b, a_scale, b_scale, a_zp=None, b_zp=None, bias=None):
         args = (a, b, a_scale, b_scale, a_zp, b_zp, bias)
@@ -224,7 +222,7 @@ def _matmul_integer_to_float(ctx, other):
                 and _float_operands_ok(a, b, b_scale, b_zp, bias)):
             return other(*args)
         za = zero_point_value(a_zp, a.dtype)
-        acc = None if za is None else exact_product(a, za, centered_b(cache, b, b_zp, b_held))
+        acc = None if za is None else exact_product(a, za, centered_b(cache, b, b_zp, b_held), fast)
         if acc is None:
             return other(*args)
         return _scaled(acc, a_scale, b_scale, bias, b.shape[1], a_scale.dtype)
@@ -238,6 +236,7 @@ def _dynamic_quantize_matmul(ctx, other):
     loop, span = loops.quantize.get(), loops.finite_range.get()
     if loop is None or span is None:
         return other
+    fast = vnni.get()
 
     def run(a, b, b_scale, b_zp=None, bias=None):
         args = (a, b, b_scale, b_zp, bias)
@@ -256,7 +255,7 @@ def _dynamic_quantize_matmul(ctx, other):
         q = np.empty(a.shape, np.uint8)
         loop(flat.reshape(1, 1, -1), np.full(1, scale, F32), np.full(1, zp, np.uint8), np.float32(0),
              np.float32(255), q.reshape(1, 1, -1))
-        acc = exact_product(q, int(zp), centered_b(cache, b, b_zp, b_held))
+        acc = exact_product(q, int(zp), centered_b(cache, b, b_zp, b_held), fast)
         return _scaled(acc, scale, b_scale, bias, b.shape[1], F32)
 
     return run

@@ -1,0 +1,167 @@
+"""Exact 8-bit integer products on AVX-512 VNNI: the products of QLinearConv, ConvInteger,
+QLinearMatMul, MatMulInteger, QGemm, MatMulIntegerToFloat and DynamicQuantizeMatMul
+(``overrides/quantization.py``, ``overrides/quantized_conv.py``, ``overrides/quantized_microsoft.py``)
+where the host has the instruction.
+
+**What is computed.**  ``S[p, n] = sum_k (x[p, k] - x_zp) * (w[k, n] - w_zp[n])`` for 8-bit ``x``
+(uint8 or int8, one zero point) and ``w`` (uint8 or int8, one zero point or one per column), the
+exact integer sums the portable kernels compute in float64.  ``vpdpbusd`` multiplies a uint8 by
+an int8, so the operands are shifted to those types first: ``x' = x`` (uint8) or ``x + 128``
+(int8: the bit pattern with its top bit flipped), ``w' = w`` (int8) or ``w - 128`` (uint8), and
+the zero points with them (``x_zp' = x_zp + 128`` for int8 x, ``w_zp' = w_zp - 128`` for uint8 w),
+which leaves every difference ``x - x_zp = x' - x_zp'`` and ``w - w_zp = w' - w_zp'`` unchanged.
+Expanding the product,
+
+``S[p, n] = sum_k x'w' - w_zp'[n] * sum_k x'[p, k] - x_zp' * sum_k w'[k, n] + K * x_zp' * w_zp'[n]``
+
+The first sum is the VNNI product (:mod:`.quantized_vnni_impl`), exact in int32 while
+``K * 255 * 128 < 2^31`` (:data:`K_LIMIT`); the row sums are taken while the rows are packed,
+the column terms once per weight; the correction is int64 arithmetic, exact.  A convolution's
+padding is packed as ``x_zp'`` (so that ``x' - x_zp' = 0`` there, as the portable kernel's zero
+padding of ``x - x_zp``), and ``K`` counts every window position.  The sums are therefore
+identical to the portable kernels' (and to the float32 / K-split paths they replace), whatever
+the operands' values: zero points at the types' ends, saturated values, per-column zero points.
+
+**When.**  :func:`get` returns the compiled functions where compiled loops are on (and not
+deferred by a cold plan, :mod:`onnxkit_cpu.compiled`), numba's target machine reports
+``avx512vnni`` and :data:`ENABLED` is true (tests switch it to compare the paths); else None, and
+the callers keep their float32 products.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxkit_cpu.compiled import kernel
+
+#: the largest K whose int32 sums cannot overflow (``K * 255 * 128 < 2^31``)
+K_LIMIT = (1 << 31) // (255 * 128) - 4
+#: False: :func:`get` returns None (the float32 products run); for tests and A/B runs
+ENABLED = True
+_state = {}
+
+
+def _probe():  # the compiled-loop gate of :mod:`onnxkit_cpu.compiled` (deferral, switches)
+    return 0
+
+
+_PROBE = kernel(_probe)
+
+
+def _host_has_vnni() -> bool:
+    got = _state.get("vnni")
+    if got is None:
+        try:
+            import llvmlite.binding as ll
+
+            got = bool(ll.get_host_cpu_features().get("avx512vnni", False))
+        except (ImportError, RuntimeError, AttributeError):   # no llvmlite, or no host features
+            got = False
+        _state["vnni"] = got
+    return got
+
+
+def get():
+    """The implementation module (:mod:`.quantized_vnni_impl`), or None (module docstring)."""
+    if not ENABLED or _PROBE.get() is None or not _host_has_vnni():
+        return None
+    from . import quantized_vnni_impl
+
+    return quantized_vnni_impl
+
+
+class PackedW:
+    """A weight ``w`` (K, N) of 8-bit integers with its zero point ``zp`` (None, one, or one per
+    column) in the VNNI layout: ``wp`` the int8 ``w'`` panels, ``wzp`` the int64 ``w_zp'`` per
+    column, and the column terms ``- x_zp' * sum_k w' + K * x_zp' * w_zp'`` per ``x_zp'``
+    (:meth:`colterm`, made once each)."""
+
+    __slots__ = ("wp", "wzp", "wsum", "k", "n", "terms")
+
+    def __init__(self, impl, w, zp):
+        k, n = w.shape
+        nr = impl.NR
+        k4, panels = (k + 3) // 4, (n + nr - 1) // nr
+        shifted = w.view(np.int8) if w.dtype == np.int8 else (w.view(np.int8) ^ np.int8(-128))
+        pad = np.zeros((k4 * 4, panels * nr), np.int8)
+        pad[:k, :n] = shifted
+        self.wp = np.ascontiguousarray(pad.reshape(k4, 4, panels, nr).transpose(2, 0, 3, 1)).view(np.int32)
+        self.wp = self.wp.reshape(panels, k4, nr)
+        z = np.zeros(n, np.int64) if zp is None else np.broadcast_to(np.reshape(zp, (-1,)).astype(np.int64), (n,))
+        self.wzp = np.ascontiguousarray(z - (128 if w.dtype == np.uint8 else 0))
+        self.wsum = shifted.sum(axis=0, dtype=np.int64)
+        self.k, self.n, self.terms = k, n, {}
+
+    def colterm(self, xzp: int):
+        got = self.terms.get(xzp)
+        if got is None:
+            got = self.terms[xzp] = np.ascontiguousarray(-xzp * self.wsum + self.k * xzp * self.wzp)
+        return got
+
+
+def shifted_zero_point(dtype, zp: int):
+    """``(flip, x_zp')``: the bit flip taking ``dtype`` values to uint8 and the shifted zero point."""
+    return (0x80, zp + 128) if dtype == np.int8 else (0, zp)
+
+
+def product(impl, a, a_zp: int, packed: PackedW, out_dtype=np.float64):
+    """``S`` (module docstring) for ``a`` (P, K) 8-bit, as ``out_dtype`` (P, N)."""
+    p = a.shape[0]
+    flip, xzp = shifted_zero_point(a.dtype, a_zp)
+    k4 = packed.wp.shape[1]
+    rows = (p + impl.MR - 1) // impl.MR * impl.MR
+    xp = np.empty((rows, k4 * 4), np.uint8)
+    sums = np.empty(rows, np.int64)
+    impl.pack_rows(np.ascontiguousarray(a), flip, xp, sums)
+    c = np.empty((rows, packed.wp.shape[0] * impl.NR), np.int32)
+    impl.gemm(xp, packed.wp, c)
+    out = np.empty((p, packed.n), out_dtype)
+    impl.finish_rows(c, sums, packed.wzp, packed.colterm(xzp), out)
+    return out
+
+
+def conv_weights(w):
+    """The (M, kh * kw * C/group) matrix of conv weights ``w`` (M, C/group, *kernel): the order of
+    :func:`conv`'s packed rows (kernel positions outer, channels inner)."""
+    return np.moveaxis(w, 1, -1).reshape(w.shape[0], -1)
+
+
+def conv(impl, x, x_zp: int, groups: list, plan, requantized=None):
+    """``S`` of the convolution (N, M, *out) as float64, for ``x`` (N, C, H, W) 8-bit (one or two
+    spatial axes: a 1-D input as (N, C, 1, W)) and ``groups`` the :class:`PackedW` of each
+    group's weights (``(kh * kw * C/group, M/group)``: rows in the order kernel row, kernel
+    column, channel, :func:`conv_weights`).  ``requantized``: ``(bias, mult, zp, lo, hi, y)``,
+    the sums requantized into ``y`` (N, M, L) instead
+    (:func:`~.quantized_vnni_impl.finish_conv_requantized`), which is returned."""
+    nd = x.ndim - 2
+    one = (1,) if nd == 1 else ()
+    kh, kw = one + plan.kernel
+    sh, sw = one + plan.strides
+    dh, dw = one + plan.dil
+    top, left = (0,) * (2 - nd) + plan.begin
+    oh, ow = one + plan.out_shape
+    n, c, m, group = plan.n, plan.c, plan.m, plan.group
+    x4 = x if nd == 2 else x.reshape(n, c, 1, x.shape[2])
+    flip, xzp = shifted_zero_point(x.dtype, x_zp)
+    xt = np.empty((n, x4.shape[2], x4.shape[3], c), np.uint8)
+    impl.channels_last(x4, flip, xt)
+    cg, mg = c // group, m // group
+    length = oh * ow
+    rows = (n * length + impl.MR - 1) // impl.MR * impl.MR
+    out = np.empty((n, m, length)) if requantized is None else requantized[-1].reshape(n, m, length)
+    xp = sums = None
+    for g, packed in enumerate(groups):
+        if xp is None:
+            xp = np.empty((rows, packed.wp.shape[1] * 4), np.uint8)
+            sums = np.empty(rows, np.int64)
+        impl.conv_rows(xt, xzp, kh, kw, sh, sw, dh, dw, top, left, oh, ow, g * cg, cg, xp, sums)
+        c_out = np.empty((rows, packed.wp.shape[0] * impl.NR), np.int32)
+        impl.gemm(xp, packed.wp, c_out)
+        if requantized is None:
+            impl.finish_conv(c_out, sums, packed.wzp, packed.colterm(xzp), n, length, g * mg, out)
+        else:
+            impl.finish_conv_requantized(c_out, sums, packed.wzp, packed.colterm(xzp), n, length, g * mg,
+                                         *requantized[:-1], out)
+    if requantized is not None:
+        return requantized[-1]
+    return out.reshape((n, m) + plan.out_shape)

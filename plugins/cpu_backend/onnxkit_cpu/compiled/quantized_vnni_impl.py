@@ -1,0 +1,269 @@
+"""The 8-bit integer product on AVX-512 VNNI (imported by :mod:`.quantized_vnni` only, once numba
+may be imported and the host has the instruction; this module imports numba).
+
+:func:`tile` is a numba intrinsic emitting LLVM's ``llvm.x86.avx512.vpdpbusd.512``: for a tile of
+:data:`MR` rows of a packed u8 matrix and :data:`NR` columns of a packed s8 matrix it adds, for
+every ``(r, n)``, ``sum_t x[r, 4k + t] * w[4k + t, n]`` over ``k4`` groups of four ``k`` to the
+int32 accumulators (``vpdpbusd``: four u8 x s8 products summed exactly, added to an int32 lane;
+no saturation).  Every product is at most ``255 * 128`` in magnitude, so the accumulated sums
+are the exact integer sums while ``K * 255 * 128 < 2^31`` (the caller's bound,
+:data:`.quantized_vnni.K_LIMIT`).
+
+Layouts (made by the ``pack_*`` loops): the u8 operand ``xp`` (P', K4 * 4) uint8, P' a multiple
+of MR, K4 = ceil(K / 4), zero past K and past P; the s8 operand ``wp`` (panels, K4, NR) int32,
+each int32 the four s8 values ``w[4k .. 4k + 3, panel * NR + j]``, zero past K and N; the
+result ``c`` (P', panels * NR) int32.  The loops read and write only inside these arrays
+(addresses taken from the arrays the caller allocated with these shapes).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+#: rows of the u8 operand per tile, and 16-lane vectors of the s8 operand per tile
+MR, NV = 6, 2
+#: columns of the s8 operand per tile (one panel)
+NR = 16 * NV
+#: groups of four K per block: a block of a panel (KC4 * NR * 4 bytes) stays in the L1 cache
+KC4 = 128
+
+_OPTIONS = dict(cache=True, nogil=True, error_model="numpy")
+
+
+@intrinsic
+def tile(typingctx, x_addr, x_stride, w_addr, c_addr, c_stride, k4, accumulate):
+    """``c[r, 0:NR] (+)= x[r, 0:4*k4] @ w[0:4*k4, 0:NR]`` for ``r < MR`` (module docstring);
+    addresses and strides in bytes; ``accumulate`` 0: the sums start at 0, else at ``c``."""
+    sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        xa, xs, wa, ca, cs, k4v, acc_flag = args
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        v16 = ir.VectorType(i32, 16)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16, [v16, v16, v16]),
+                                            "llvm.x86.avx512.vpdpbusd.512")
+        pv16, pi32 = v16.as_pointer(), i32.as_pointer()
+        accs = [[cgutils.alloca_once(builder, v16) for _ in range(NV)] for _ in range(MR)]
+        c_ptrs = [[builder.inttoptr(builder.add(builder.add(ca, builder.mul(ir.Constant(i64, r), cs)),
+                                                ir.Constant(i64, v * 64)), pv16) for v in range(NV)]
+                  for r in range(MR)]
+        start = builder.icmp_signed("!=", acc_flag, ir.Constant(i64, 0))
+        zero = ir.Constant(v16, [0] * 16)
+        for r in range(MR):
+            for v in range(NV):
+                builder.store(builder.select(start, builder.load(c_ptrs[r][v], align=4), zero), accs[r][v])
+        undef = ir.Constant(v16, None)
+        splat = ir.Constant(v16, [0] * 16)
+        with cgutils.for_range(builder, k4v) as loop:
+            kk = loop.index
+            wbase = builder.add(wa, builder.mul(kk, ir.Constant(i64, NR * 4)))
+            ws = [builder.load(builder.inttoptr(builder.add(wbase, ir.Constant(i64, v * 64)), pv16), align=4)
+                  for v in range(NV)]
+            xoff = builder.add(xa, builder.mul(kk, ir.Constant(i64, 4)))
+            for r in range(MR):
+                p = builder.inttoptr(builder.add(xoff, builder.mul(ir.Constant(i64, r), xs)), pi32)
+                b = builder.insert_element(undef, builder.load(p, align=1), ir.Constant(i32, 0))
+                b = builder.shuffle_vector(b, undef, splat)
+                for v in range(NV):
+                    builder.store(builder.call(fn, [builder.load(accs[r][v]), b, ws[v]]), accs[r][v])
+        for r in range(MR):
+            for v in range(NV):
+                builder.store(builder.load(accs[r][v]), c_ptrs[r][v], align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@numba.njit(**_OPTIONS)
+def gemm(xp, wp, c):
+    """``c = xp @ wp`` in the packed layouts (module docstring), K blocked by :data:`KC4`."""
+    p_count = xp.shape[0]
+    k4 = xp.shape[1] // 4
+    panels = wp.shape[0]
+    xs, cs = xp.shape[1], c.shape[1] * 4
+    xa, wa, ca = xp.ctypes.data, wp.ctypes.data, c.ctypes.data
+    for k0 in range(0, k4, KC4):
+        kn = min(KC4, k4 - k0)
+        for pn in range(panels):
+            w0 = wa + (pn * k4 + k0) * NR * 4
+            for r in range(0, p_count, MR):
+                tile(xa + r * xs + k0 * 4, xs, w0, ca + r * cs + pn * NR * 4, cs, kn, k0)
+
+
+@numba.njit(**_OPTIONS)
+def pack_rows(x, flip, xp, sums):
+    """``xp[p, k] = x[p, k]`` (``flip``: ``x ^ 0x80`` as u8, an int8 made u8 by adding 128), zero
+    past K; ``sums[p]`` the row sums of the u8 values (rows past ``x``'s stay zero)."""
+    p_count, k = x.shape
+    f = np.uint8(flip)
+    for p in range(p_count):
+        row = xp[p]
+        src = x[p]
+        s = np.uint64(0)
+        for j in range(k):
+            v = np.uint8(src[j]) ^ f
+            row[j] = v
+            s += np.uint64(v)
+        row[k:] = 0
+        sums[p] = s
+    for p in range(p_count, xp.shape[0]):
+        xp[p] = 0
+        sums[p] = 0
+
+
+@numba.njit(**_OPTIONS)
+def channels_last(x, flip, xt):
+    """``xt[n, y, x', c] = x[n, c, y, x']`` as u8 (``flip`` as :func:`pack_rows`)."""
+    n_count, c_count, h, w = x.shape
+    f = np.uint8(flip)
+    for n in range(n_count):
+        for y in range(h):
+            for c in range(c_count):
+                for xx in range(w):
+                    xt[n, y, xx, c] = np.uint8(x[n, c, y, xx]) ^ f
+
+
+@numba.njit(inline="always", **_OPTIONS)
+def copy(dst, d0, src, s0, count):
+    """``dst[d0:d0 + count] = src[s0:s0 + count]`` (1-D, in range), indexed unsigned: no
+    negative-index wrap to check, so the loop is a plain copy."""
+    d = np.uint64(d0)
+    s = np.uint64(s0)
+    for t in range(np.uint64(count)):
+        dst[d + t] = src[s + t]
+
+
+@numba.njit(**_OPTIONS)
+def conv_rows(xt, zp, kh, kw, sh, sw, dh, dw, top, left, oh, ow, c0, cg, xp, sums):
+    """The im2col rows of channels ``c0 .. c0 + cg`` of ``xt`` (N, H, W, C) u8
+    (:func:`channels_last`): ``xp[(n*oh + a)*ow + b, (i*kw + j)*cg + c]`` the value at
+    ``(n, a*sh + i*dh - top, b*sw + j*dw - left, c0 + c)``, ``zp`` (the u8 zero point) where that
+    is padding; zero past K and past the rows; ``sums`` the row sums."""
+    n_count, h, w, c_all = xt.shape
+    z = np.uint8(zp)
+    kk = cg * kh * kw
+    width = xp.shape[1]
+    pad_sum = np.int64(cg) * np.int64(z)
+    whole = cg == c_all and dw == 1      # every channel, adjacent kernel columns: one run per kernel row
+    src = xt.reshape(-1)
+    dst = xp.reshape(-1)
+    at = np.empty((h, w), np.int64)         # each position's sum over the group's channels
+    for n in range(n_count):
+        for y in range(h):
+            for xx in range(w):
+                base = ((n * h + y) * w + xx) * c_all + c0
+                t = np.uint64(0)
+                for c in range(cg):
+                    t += np.uint64(src[base + c])
+                at[y, xx] = t
+        for a in range(oh):
+            for b in range(ow):
+                p = (n * oh + a) * ow + b
+                out = p * width
+                col = 0
+                s = np.int64(0)
+                for i in range(kh):
+                    y = a * sh + i * dh - top
+                    x0 = b * sw - left
+                    if whole and 0 <= y < h and x0 >= 0 and x0 + kw <= w:
+                        copy(dst, out + col, src, ((n * h + y) * w + x0) * c_all, kw * cg)
+                        for j in range(kw):
+                            s += at[y, x0 + j]
+                        col += kw * cg
+                        continue
+                    for j in range(kw):
+                        xx = x0 + j * dw
+                        if y < 0 or y >= h or xx < 0 or xx >= w:
+                            for c in range(cg):
+                                dst[out + col + c] = z
+                            s += pad_sum
+                        else:
+                            copy(dst, out + col, src, ((n * h + y) * w + xx) * c_all + c0, cg)
+                            s += at[y, xx]
+                        col += cg
+                for t in range(kk, width):
+                    dst[out + t] = 0
+                sums[p] = s
+    for p in range(n_count * oh * ow, xp.shape[0]):
+        xp[p] = 0
+        sums[p] = 0
+
+
+@numba.njit(**_OPTIONS)
+def finish_rows(c, sums, wzp, colterm, out):
+    """``out[p, n] = c[p, n] - wzp[n] * sums[p] + colterm[n]`` (int64 arithmetic) for the
+    ``out`` (P, N) float64 / int32 rows: the exact centered sums (:mod:`.quantized_vnni`)."""
+    p_count, n_count = out.shape
+    for p in range(p_count):
+        s = sums[p]
+        for n in range(n_count):
+            out[p, n] = np.int64(c[p, n]) - wzp[n] * s + colterm[n]
+
+
+@numba.njit(**_OPTIONS)
+def finish_conv(c, sums, wzp, colterm, n_images, length, m0, out):
+    """:func:`finish_rows` written channel-first: ``out[i, m0 + m, l]`` from row ``i*length + l``
+    of ``c`` (``out`` (N, M, L) float64 / int32), for the ``colterm.shape[0]`` channels of one
+    group (blocks of 64 rows computed along the channels, then written channel-first)."""
+    mg = colterm.shape[0]
+    block = np.empty((64, mg), out.dtype)
+    for i in range(n_images):
+        for l0 in range(0, length, 64):
+            l1 = min(length, l0 + 64)
+            for l in range(l0, l1):
+                p = i * length + l
+                s = sums[p]
+                src = c[p]
+                dst = block[l - l0]
+                for m in range(mg):
+                    dst[m] = np.int64(src[m]) - wzp[m] * s + colterm[m]
+            for m in range(mg):
+                o = out[i, m0 + m]
+                for l in range(l0, l1):
+                    o[l] = block[l - l0, m]
+
+
+@numba.njit(**_OPTIONS)
+def finish_conv_requantized(c, sums, wzp, colterm, n_images, length, m0, bias, mult, zp, lo, hi, y):
+    """:func:`finish_conv`'s exact sums requantized as QLinearConv's portable kernel does
+    (:data:`onnxkit_cpu.compiled.quantized.requantize`'s float64 operations in its order):
+    ``y[i, m0 + m, l] = clip(rint((float64(S) + bias[m0 + m]) * mult[m0 + m] + zp), lo, hi)``
+    (the clip as ``min(max(r, lo), hi)``: ``r`` is never NaN).  Blocks of 64 rows are computed
+    along the channels (contiguous in ``c``) and written channel-first."""
+    mg = colterm.shape[0]
+    bm = bias[m0:m0 + mg]
+    km = mult[m0:m0 + mg]
+    block = np.empty((64, mg), y.dtype)
+    for i in range(n_images):
+        for l0 in range(0, length, 64):
+            l1 = min(length, l0 + 64)
+            for l in range(l0, l1):
+                p = i * length + l
+                s = sums[p]
+                src = c[p]
+                dst = block[l - l0]
+                for m in range(mg):
+                    r = np.rint((np.float64(np.int64(src[m]) - wzp[m] * s + colterm[m]) + bm[m]) * km[m] + zp)
+                    dst[m] = min(max(r, lo), hi)
+            for m in range(mg):
+                out = y[i, m0 + m]
+                for l in range(l0, l1):
+                    out[l] = block[l - l0, m]
+
+
+@numba.njit(**_OPTIONS)
+def finish_rows_requantized(c, sums, wzp, colterm, bias, mult, zp, lo, hi, y):
+    """:func:`finish_rows` requantized as :func:`finish_conv_requantized`, rows first: ``y`` (P, N)."""
+    p_count, n_count = y.shape
+    for p in range(p_count):
+        s = sums[p]
+        src = c[p]
+        dst = y[p]
+        for n in range(n_count):
+            r = np.rint((np.float64(np.int64(src[n]) - wzp[n] * s + colterm[n]) + bias[n]) * mult[n] + zp)
+            dst[n] = min(max(r, lo), hi)

@@ -96,8 +96,11 @@ def check_node(ctx: Context, node: ir.Node, loc: str, schema, types: Mapping) ->
             where = f"{loc} / {what} {j} {q(name)}"
             allowed = _allowed(ctx, schema, p)
             if allowed is not None and k not in allowed:
-                ctx.emit("type-constraint-violation", f"{what} {j} ({p.name}) has type {type_string(t)}, which {schema} "
-                         f"does not admit for {p.type_str}", where)
+                said = f"{what} {j} ({p.name}) has type {type_string(t)}, which {schema} does not admit for {p.type_str}"
+                if what == "input":  # onnxruntime's sentence for this refusal too: callers match its words
+                    said += (f" (Type Error: Type '{type_string(t)}' of input parameter ({name}) of operator "
+                             f"({node.op_type}) in node ({node.name}) is invalid.)")
+                ctx.emit("type-constraint-violation", said, where)
                 continue
             if p.type_str in constrained and (p.option != "variadic" or p.is_homogeneous):
                 prev = bound.get(p.type_str)

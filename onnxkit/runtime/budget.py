@@ -235,10 +235,19 @@ def type_bytes(t) -> Optional[int]:
 # -- the guards ------------------------------------------------------------------------------------
 
 class _ConcreteContext(InferenceContext):
-    """An inference context over concrete values (no engine: fresh dimensions are just unknown)."""
+    """An inference context over concrete values (no engine: fresh dimensions are just unknown);
+    ``_read`` collects the positions whose values the inference function asked for."""
 
     def fresh_dim(self):
         return None
+
+    def constant(self, i: int):
+        self._read.add(i)
+        return super().constant(i)
+
+    def symbolic(self, i: int):
+        self._read.add(i)
+        return super().symbolic(i)
 
     def warn(self, code, message):
         pass
@@ -250,7 +259,7 @@ class _ConcreteContext(InferenceContext):
 class Guard:
     """The run-time size check of one node; ``guard(budget, args)`` -> bytes charged to ``budget``."""
 
-    __slots__ = ("node", "op", "infer", "template", "kind", "n_out", "bound", "known", "after", "declared")
+    __slots__ = ("node", "op", "infer", "template", "kind", "n_out", "bound", "known", "after", "declared", "reads")
 
     def __init__(self, node, op: str, infer, template, kind: str, after: bool = False, declared=None):
         self.node, self.op, self.infer, self.template, self.kind = node, op, infer, template, kind
@@ -258,6 +267,8 @@ class Guard:
         self.bound = _BOUNDS.get(kind)
         #: predicted bytes by what inference reads of the inputs (their types, small values)
         self.known: dict = {}
+        #: the input positions whose values some inference of this node read (the others' values are no part of a key)
+        self.reads: frozenset = frozenset()
         #: whether the run loop also checks the outputs once the kernel returned (:meth:`check_outputs`)
         self.after = after
         #: the kernel's own prediction (:func:`declares_output_bytes`), kind "declared"
@@ -333,25 +344,37 @@ class Guard:
     def predict(self, args) -> int:
         """Bytes of the outputs the inference function determines (unknown extents count 0).
 
-        Inference reads only the inputs' types and small values, so its answer is remembered
-        per such key (up to :data:`KNOWN_MAX` per node): a run with the shapes and shape
-        values of an earlier one costs a key, not an inference call."""
+        Inference reads only the inputs' types and the small values it asks for, so its answer
+        is remembered per such key (up to :data:`KNOWN_MAX` per node): a run with the shapes and
+        shape values of an earlier one costs a key, not an inference call.  A key holds the values
+        of the inputs some inference of this node asked for (:attr:`reads`), not those of the
+        others (a Pad's data: a new audio chunk every call is no new key): inference is a
+        function of what it reads, so equal keys read equal values and give equal sizes; when an
+        inference asks for the value of another input, the remembered answers (keyed without
+        it) are dropped."""
         if self.infer is None:
             return 0
-        key = tuple(_input_key(a) for a in args)
+        reads = self.reads
+        key = tuple(_input_key(a, k in reads) for k, a in enumerate(args))
         need = self.known.get(key)
         if need is None:
-            need = self._infer(args, [_small_value(a) for a in args])
+            read: set = set()
+            need = self._infer(args, [_small_value(a) for a in args], read)
+            if not read <= reads:
+                reads = self.reads = reads | read
+                self.known.clear()
+                key = tuple(_input_key(a, k in reads) for k, a in enumerate(args))
             if len(self.known) >= KNOWN_MAX:
                 self.known.clear()
             self.known[key] = need
         return need
 
-    def _infer(self, args, values) -> int:
+    def _infer(self, args, values, read: set) -> int:
         ctx = _ConcreteContext.__new__(_ConcreteContext)
         ctx.__dict__.update(self.template)
         ctx._input_types = [_type_of(a) for a in args]
         ctx._input_values = values
+        ctx._read = read
         ctx.output_types = [None] * self.n_out
         ctx.output_values = [None] * self.n_out
         try:
@@ -375,14 +398,17 @@ class Guard:
 KNOWN_MAX = 64
 
 
-def _input_key(a):
+def _input_key(a, valued: bool = True):
     """What inference reads of one input, as a key: its element type, extents and, for a small
-    numeric tensor, its values (:func:`_small_value`'s choice)."""
+    numeric tensor whose value is ``valued`` (inference asked for it), its values
+    (:func:`_small_value`'s choice)."""
     if type(a) is np.ndarray:
-        small = a.size <= MAX_CONSTANT_ELEMENTS and a.dtype != object
+        small = valued and a.size <= MAX_CONSTANT_ELEMENTS and a.dtype != object
         return a.dtype, a.shape, a.tobytes() if small else None
     if a is None:
         return None
+    if not valued:
+        return _dtype_key(a), tuple(a.shape) if hasattr(a, "shape") else type(a), None
     v = _small_value(a)
     return (_dtype_key(a), tuple(a.shape) if hasattr(a, "shape") else type(a), None if v is None else v.tobytes())
 

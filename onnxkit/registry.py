@@ -523,6 +523,7 @@ def _triples(result, plugin, hook, reg):
         reg._fault(plugin, hook, f"must return a mapping {{(domain, op_type, since_version): ...}}, returned {type(result).__name__}")
         return []
     out = []
+    domains: dict = {}  # each domain string normalized once
     for key, value in result.items():
         if not (isinstance(key, tuple) and len(key) == 3 and isinstance(key[0], str) and isinstance(key[1], str)
                 and isinstance(key[2], int) and key[2] > 0):
@@ -531,7 +532,11 @@ def _triples(result, plugin, hook, reg):
         if not callable(value):
             reg._fault(plugin, hook, f"value for {_fmt(key)} is not callable")
             continue
-        out.append(((normalize_domain(key[0]), key[1], key[2]), value))
+        domain = key[0]
+        normal = domains.get(domain)
+        if normal is None:
+            normal = domains[domain] = normalize_domain(domain)
+        out.append((key if normal is domain and type(key) is tuple else (normal, key[1], key[2]), value))
     return out
 
 

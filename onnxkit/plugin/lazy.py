@@ -47,7 +47,7 @@ import threading
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from ..errors import OnnxkitError
-from ..kernel_traits import FACTORY_TRAITS, TRAITS_ATTRIBUTE, KernelTraits, traits_of
+from ..kernel_traits import FACTORY_TRAITS, NO_TRAITS, TRAITS_ATTRIBUTE, KernelTraits, traits_of
 from ..plugin_tools import family_modules
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class LazyKernel(_LazyEntry):
                  traits: tuple = ()):
         super().__init__(package, family, key, module, prepare)
         if traits:  # the factory traits the index carries beyond host_only: ((name, value), ...)
-            setattr(self, TRAITS_ATTRIBUTE, KernelTraits(host_only=host_only, **dict(traits)))
+            setattr(self, TRAITS_ATTRIBUTE, _declared(host_only, traits))
         elif host_only:
             setattr(self, TRAITS_ATTRIBUTE, _HOST_ONLY)
 
@@ -116,6 +116,20 @@ class LazyKernel(_LazyEntry):
         from ..runtime.bodies import prepare_noting
 
         return prepare_noting(self.resolve(), ctx)
+
+
+#: a lazy kernel declaring nothing answers traits_of from its class (the traits are frozen records)
+setattr(LazyKernel, TRAITS_ATTRIBUTE, NO_TRAITS)
+_TRAITS: dict = {}
+
+
+def _declared(host_only: bool, traits: tuple) -> KernelTraits:
+    """The traits of an index row, one record per distinct row (frozen, so shared)."""
+    key = (host_only, traits)
+    made = _TRAITS.get(key)
+    if made is None:
+        made = _TRAITS[key] = KernelTraits(host_only=host_only, **dict(traits))
+    return made
 
 
 class LazyFunction(_LazyEntry):
@@ -160,6 +174,8 @@ def index_of_entries(entries: Iterable) -> dict:
 def _trait_pairs(declared) -> tuple:
     """The factory traits but ``host_only`` of a row or a factory as sorted ``(name, value)``
     pairs, those left at their default omitted."""
+    if not declared:  # most rows: nothing beyond host_only
+        return ()
     names = tuple(t for t in FACTORY_TRAITS if t != "host_only")
     if isinstance(declared, KernelTraits):
         declared = {name: getattr(declared, name) for name in names}

@@ -89,6 +89,8 @@ _ROWS = [
     _c("attribute-wrong-type", "7.3.1", E, "the attribute's type is not the type the operator definition gives it"),
     _c("attribute-form-accepted", "7.3.1", V, "the attribute's type is not the definition's but a form onnxruntime reads "
        "(Constant's value holding a sparse tensor): read as onnxruntime reads it (densified)"),
+    _c("sparse-constant-output", "10.3", V, "a Constant holding a sparse value has its output declared sparse_tensor "
+       "of that element type (Constant's T admits tensors only): read as onnxruntime reads it, a sparse initializer"),
     _c("attribute-value-beyond-definition", "7.3.1, 14.3", V, "an attribute value the node's definition does not admit, "
        "which a later version's does; the operator's plugin declares it computed as that version defines it"),
     _c("attribute-type-mismatch", "Annex B.2.2", E, "the attribute's type field does not match the value field present, or several value fields are present"),
@@ -210,6 +212,9 @@ RECLASSIFIED: dict = {
                                   "1, ai.onnx.ml 5); the node is evaluated at that version, as onnxruntime does",
     "attribute-form-accepted": "onnxruntime reads Constant's attribute by its type, so a sparse tensor under value "
                                "is the sparse_value form; it is densified before planning, as onnxruntime does",
+    "sparse-constant-output": "onnxruntime makes an initializer of every Constant, a sparse one of a sparse value; "
+                              "the value is the one the Constant denotes, returned as onnxruntime returns a sparse "
+                              "initializer: COO, its nonzero elements with linear indices",
     "attribute-value-beyond-definition": "the kernel computes the value as the later definition defines it, as "
                                          "onnxruntime does (ScatterElements / ScatterND reduction min and max at "
                                          "16, defined from 18); declared by the operator's plugin (accepts_beyond)",

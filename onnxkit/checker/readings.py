@@ -14,6 +14,10 @@ user's model object itself (a changed model is a copy; an unchanged one is retur
 * ``attribute-form-accepted`` (7.3.1): onnxruntime reads Constant's attribute by its *type*,
   so a SPARSE_TENSOR under ``value`` is the ``sparse_value`` form; the reading replaces it by
   the dense tensor it denotes (Annex B.2.18), as onnxruntime makes a dense initializer of it;
+* ``sparse-constant-output`` (10.3): a Constant holding a sparse value whose output is declared
+  a sparse tensor of its element type is what onnxruntime makes of it, a sparse initializer; the
+  reading keeps the value sparse (``sparse_value``), the session evaluates it dense and returns
+  the graph output declared sparse as onnxruntime does (:func:`onnxkit.runtime.sparse.coo_of_dense`);
 * ``not-topologically-sorted`` (7.5): onnxruntime sorts the nodes of an acyclic graph; the
   reading lists them in a topological order (stable: the given order wherever it is one), each
   subgraph too.  A node's dependencies include the names its subgraphs read from its scope.
@@ -31,6 +35,7 @@ from ..domains import is_default_domain, normalize_domain, opset_map
 from ..dtypes import ELEMENT_TYPES
 from ..errors import LimitExceeded
 from ..functions import names_read_inside, subgraphs_of, with_subgraphs
+from ..inference.engine import sparse_constant_type
 from ..ir.attribute import AttributeType
 from ..limits import DEFAULT_LIMITS, Limits
 
@@ -66,7 +71,12 @@ def is_sparse_constant_value(node) -> bool:
     return any(a.name == "value" and a.type == AttributeType.SPARSE_TENSOR for a in node.attribute)
 
 
-def _densified(node, where: str, limits: Limits):
+def _densified(node, where: str, limits: Limits, declared=()):
+    """``node`` with its sparse ``value`` densified; kept sparse (as ``sparse_value``) where its
+    output is declared a sparse tensor of its element type (``sparse-constant-output``)."""
+    if sparse_constant_type(node, declared) is not None:
+        return records.evolve(node, attribute=[records.evolve(a, name="sparse_value") if a.name == "value" else a
+                                               for a in node.attribute])
     attrs = []
     for a in node.attribute:
         if a.name == "value" and a.type == AttributeType.SPARSE_TENSOR and isinstance(a.value, ir.SparseTensor):
@@ -165,7 +175,9 @@ def _read_graph(graph, where: str, limits: Limits, domains: set):
                     new = with_subgraphs(node, lambda g: read.get(id(g), g))
                 reads[i] = names_read_inside_all(node)
             elif node.op_type == "Constant" and is_sparse_constant_value(node):
-                new = _densified(node, f"{where} / node {i} {node.name!r} (Constant)", limits)
+                first = node.output[0] if node.output else ""
+                declared = [vi.type for vi in (*graph.output, *graph.value_info) if vi.name == first]
+                new = _densified(node, f"{where} / node {i} {node.name!r} (Constant)", limits, declared)
             changed = changed or new is not node
         out.append(new)
     producer = _producers(nodes)

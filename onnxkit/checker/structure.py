@@ -232,8 +232,10 @@ def check_graph(ctx: Context, g: ir.Graph, loc: str, env: Env, kind: str = "top"
     # -- types: Constant values, the hook, contradictions
     for i, n in enumerate(g.node):
         if n.op_type == "Constant" and is_default_domain(n.domain) and n.output and n.output[0]:
-            state(n.output[0], typecheck.constant_type(n), f"the value of Constant node {i}",
-                  join(loc, node_label(i, n)))
+            if not any(typecheck.reads_as_sparse_initializer(n, t) for t, _, _ in statements.get(n.output[0], ())):
+                # declared sparse: read as a sparse initializer, which states no type (typecheck reports it)
+                state(n.output[0], typecheck.constant_type(n), f"the value of Constant node {i}",
+                      join(loc, node_label(i, n)))
     own_types = _settle(ctx, loc, defined, statements)
     types = ChainMap(own_types, outer)
     # -- per node: operator, types, devices, subgraphs

@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import ir
 from ..diagnostics import ERROR, WARNING, Diagnostic, error, warning
-from ..domains import display_domain
+from ..domains import display_domain, is_default_domain
 from ..dtypes import ELEMENT_TYPES
 from ..errors import OnnxkitError
 from ..ir.attribute import AttributeType
@@ -124,6 +124,24 @@ def merge_types(inferred, declared, problems: list, fresh=frozenset()):
             problems.append(("inferred-type-mismatch", f"inferred type {inferred} but the model declares {declared}"))
         return declared
     return declared
+
+
+def sparse_constant_type(node: ir.Node, declared) -> Optional[ir.SparseTensorType]:
+    """The type of a Constant of ai.onnx that holds a sparse value (under ``sparse_value``, or
+    under ``value`` as a SPARSE_TENSOR) where one of the ``declared`` types of its output is a
+    sparse tensor of that element type: onnxruntime reads such a Constant as a sparse
+    initializer, whose type is ``sparse_tensor`` (the checker's ``sparse-constant-output``).
+    None otherwise: the Constant's output is the dense tensor its definition gives."""
+    if node.op_type != "Constant" or not is_default_domain(node.domain):
+        return None
+    sp = next((a.value for a in node.attribute if a.name in ("value", "sparse_value")
+               and isinstance(a.value, ir.SparseTensor) and a.value.values is not None), None)
+    if sp is None:
+        return None
+    elem = sp.values.data_type
+    if not any(isinstance(d, ir.SparseTensorType) and d.elem_type == elem for d in declared):
+        return None
+    return ir.SparseTensorType(elem, [int(d) for d in sp.dims])
 
 
 def _merge_shapes(a, b, problems, fresh):
@@ -513,6 +531,10 @@ class Engine:
                         t = ir.TensorType(int(from_numpy_dtype(v.dtype).tag), list(np.shape(v)))
                     except (OnnxkitError, TypeError):  # a dtype with no ONNX element type: its type stays unknown
                         t = None
+                if i == 0 and node.op_type == "Constant" and name in scope.declared:
+                    sparse = sparse_constant_type(node, scope.declared[name])
+                    if sparse is not None:  # read as a sparse initializer, as onnxruntime does
+                        t, v = sparse, None
                 self.define(scope, name, t, v, where)
 
     # -- functions (Clause 8.4) ------------------------------------------------------------------

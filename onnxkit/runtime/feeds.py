@@ -13,7 +13,9 @@ that is a Python or numpy scalar or a 0-d array converted to the value type by t
 a torch backend (checked through a zero-strided numpy stand-in of its shape and dtype, never
 copied to the host) and becomes a numpy array on the others.  Outputs
 (:func:`fresh_outputs`): every array is the caller's own — a copy is made of any that is a
-view, read-only, one of the values the session keeps, a feed, or another output.
+view, read-only, one of the values the session keeps, a feed, or another output — and is
+handed back as a view of the array owning its data, which nothing else references (so its
+``.base`` is set, as for onnxruntime's outputs, viewing the buffer it allocated; no copy).
 """
 
 from __future__ import annotations
@@ -242,7 +244,8 @@ def to_host(v, conv):
 
 def fresh_outputs(values: list, kept_ids: frozenset, feeds=()) -> list:
     """``values`` with every array that the caller could share with something made its own (a
-    value of ``kept_ids``, one of the run's ``feeds``, a view, a repeated array)."""
+    value of ``kept_ids``, one of the run's ``feeds``, a view, a repeated array); each top-level
+    array a view of its owner (see the module docstring)."""
     seen: set = {id(v) for v in feeds if v is not None}
 
     def own(v):
@@ -259,4 +262,5 @@ def fresh_outputs(values: list, kept_ids: frozenset, feeds=()) -> list:
             return {k: own(x) for k, x in v.items()}
         return v
 
-    return [own(v) for v in values]
+    out = [own(v) for v in values]
+    return [v.view() if isinstance(v, np.ndarray) else v for v in out]

@@ -132,9 +132,12 @@ class OrtValue:
 
     def data_type(self) -> str:
         """onnxruntime's type string (:func:`~onnxkit.ir.types.type_string`), e.g. ``'tensor(float)'``;
-        ``'seq'`` for a sequence (a list does not keep its element type)."""
+        ``'seq'`` for a sequence (a list does not keep its element type), ``'sparse_tensor(float)'``
+        for a sparse tensor."""
         if self.is_tensor_sequence():
             return "seq"
+        if self.is_sparse_tensor():
+            return self._value.data_type()
         return type_string(TensorType(self.element_type()))
 
     def device_name(self) -> str:

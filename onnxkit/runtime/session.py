@@ -54,6 +54,7 @@ from .plans import PlanSet
 from .policy import Bindings, OutputCheck, Reporter, admit, read_as_onnxruntime
 from .providers import choose_backends
 from .session_ort import OrtSessionSurface
+from .sparse import SparseTensor, coo_of_dense
 from .state import Profiler, RunState, check_profile_prefix
 from .strings import to_octets, to_text
 from .threads import blas_limit, uses_blas
@@ -186,6 +187,8 @@ class InferenceSession(OrtSessionSurface):
         self._required = [vi.name for vi in g.input if vi.name not in init_names]
         self._constants = init_names - set(self._feedable)
         self._outputs = [vi.name for vi in g.output]
+        #: outputs declared sparse tensors, returned as onnxruntime returns them (sparse.coo_of_dense)
+        self._sparse_outputs = frozenset(vi.name for vi in g.output if isinstance(vi.type, ir.SparseTensorType))
         self._reporter = Reporter(strict, so.log_severity_level)
         self._output_check = OutputCheck(g.output, self._reporter)
         self._checked = CheckedSignatures([vi.name for vi in g.input], self._outputs, self._output_check,
@@ -323,7 +326,7 @@ class InferenceSession(OrtSessionSurface):
         if seen is not None:  # a feed signature that passed every check before: not checked again
             values, key, entry = seen
             outs = self._evaluate(values, run_options, key)
-            if not output_names:
+            if not output_names and not self._sparse_outputs:
                 fetched = self._checked.fetch(outs, values, entry, self._plans.kept_ids)
                 if fetched is not None:
                     return fetched
@@ -424,6 +427,10 @@ class InferenceSession(OrtSessionSurface):
             if n not in by_name:
                 raise InputError(f"{n!r} is not an output of the model; outputs: {self._outputs}")
             v = by_name[n]
+            if n in self._sparse_outputs:  # on the host whatever the backend, as onnxruntime's SparseTensor
+                dense = v if isinstance(v, SparseTensor) else to_text(to_host(v, self.backend.to_numpy))
+                result.append(coo_of_dense(dense))
+                continue
             result.append(to_text(to_host(v, self.backend.to_numpy)) if host else v)
         if not host:  # device tensors: one the session keeps (a constant, a default) or a feed, or a view, is cloned
             return _fresh_tensors(result, self._plans.kept_ids | {id(v) for v in feeds if v is not None})

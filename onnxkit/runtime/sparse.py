@@ -5,6 +5,7 @@ linear (one per value) or ``[nnz, rank]``; ``sparse_csr_from_numpy(dense_shape, 
 outer, device)``: CSR (rank 2).  The views (``values()``, ``as_coo_view().indices()``,
 ``as_csrc_view().inner()``/``outer()``) are read-only arrays.  ``to_cuda`` needs the gpu
 backend's CUDA and a numeric tensor; ``to_dense()`` (onnxkit's own) gives the dense array.
+:func:`coo_of_dense` is what a session returns for a graph output declared a sparse tensor.
 """
 
 from __future__ import annotations
@@ -152,6 +153,18 @@ class SparseTensor:
 
     def __repr__(self) -> str:
         return f"SparseTensor({self._format.name}, {self.data_type()}, dense_shape={self._shape})"
+
+
+def coo_of_dense(value) -> SparseTensor:
+    """A graph output declared a sparse tensor, as onnxruntime returns it: ``value`` itself where it
+    is a :class:`SparseTensor` already, else the COO form of the dense array, its nonzero
+    elements (non-empty strings) in row-major order with their linear indices."""
+    if isinstance(value, SparseTensor):
+        return value
+    dense = np.asarray(value)
+    flat = dense.reshape(-1)
+    indices = np.flatnonzero(flat)
+    return SparseTensor(OrtSparseFormat.ORT_SPARSE_COO, dense.shape, flat[indices], indices=indices)
 
 
 def _device_name(ort_device) -> str:

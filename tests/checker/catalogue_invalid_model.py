@@ -217,6 +217,16 @@ def constant_value_holding_a_sparse_tensor():
     return model(graph([node("Constant", [], ["Y"], value=sp)], [], [vi("Y")]))
 
 
+@bad("sparse-constant-output")
+def constant_sparse_value_declared_a_sparse_tensor():
+    import numpy as np
+
+    sp = ir.SparseTensor(values=ir.Tensor.from_numpy(np.array([1.5], np.float32)),
+                         indices=ir.Tensor.from_numpy(np.array([1], np.int64)), dims=[2])
+    out = ir.ValueInfo(name="Y", type=ir.SparseTensorType(F, ir.Shape.of([2])))
+    return model(graph([node("Constant", [], ["Y"], sparse_value=sp)], [], [out]))
+
+
 @bad("attribute-value-beyond-definition")
 def scatter_elements_reduction_max_at_16():
     n = node("ScatterElements", ["X", "i", "u"], ["Y"], reduction="max")

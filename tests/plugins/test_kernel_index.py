@@ -269,6 +269,8 @@ s.run(None, {"x": np.ones((1, 3, 5, 5), np.float32)})
 out["after_run"] = fams(KERNELS)
 out["inference_after_run"] = fams(INFERENCE)
 out["f2py"] = "numpy.f2py" in sys.modules
+out["strings"] = "numpy.strings" in sys.modules
+out["xp_strings"] = __import__("onnxkit_cpu.plugin").plugin._namespace().strings is np.strings
 print("RESULT " + json.dumps(out))
 '''
 
@@ -294,3 +296,5 @@ def test_a_fresh_process_imports_only_the_families_its_model_needs():
     assert not inference & {"signal", "sequence", "strings", "training", "control_flow", "quantization", "attention"}
     assert not [m for m in out["inference_after_run"] if m.startswith(("onnxkit_ml.", "onnxkit_microsoft.")) and family(m)]
     assert out["f2py"] is False                                             # numpy.f2py is not array API
+    assert out["strings"] is False                                          # nor numpy.strings, made on demand:
+    assert out["xp_strings"] is True                                        # the namespace still reaches it

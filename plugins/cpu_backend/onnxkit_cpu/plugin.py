@@ -22,7 +22,8 @@ def onnxkit_backends():
 #: numpy's submodules outside the array API that array-api-compat's clone of numpy would import
 #: (``dir(numpy)`` touches each lazy one, and importing numpy.f2py alone is costly).  The
 #: namespace still reaches them, on demand, through a module ``__getattr__`` (PEP 562).
-_NOT_ARRAY_API = frozenset({"f2py", "testing", "ma", "ctypeslib", "polynomial", "random", "char", "rec", "core"})
+_NOT_ARRAY_API = frozenset({"f2py", "testing", "ma", "ctypeslib", "polynomial", "random", "char", "rec", "core",
+                            "strings"})
 
 
 def _namespace():

@@ -50,10 +50,15 @@ def onnxruntime_result(op, x, opset=13):
     return ort.InferenceSession(model(op, opset=opset), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
 
 
-def assert_onnxruntimes(got, want):
+def assert_onnxruntimes(got, want, nan_payloads=True):
+    """Bit for bit on x86-64 (NaN payloads too unless ``nan_payloads`` is False: then a NaN
+    matches a NaN)."""
     assert got.dtype == want.dtype == np.float32 and got.shape == want.shape
     if X86:
         diff = got.view(np.uint32) != want.view(np.uint32)
+        if not nan_payloads:
+            assert np.array_equal(np.isnan(got), np.isnan(want))
+            diff &= ~np.isnan(want)
         assert not diff.any(), (int(diff.sum()), got[diff][:5], want[diff][:5])
     else:
         np.testing.assert_allclose(got, want, rtol=0, atol=5e-7)
@@ -113,3 +118,50 @@ def test_float64_stays_correctly_rounded():
     want_s = np.array([1 / (1 + math.exp(-v)) if v > -700 else 0.0 for v in x])
     np.testing.assert_allclose(s, want_s, rtol=4e-16, atol=1e-300)
     assert np.array_equal(t, np.tanh(x))
+
+
+# ---------------------------------------------------------------------------- fused activations
+def graph(nodes, opset, inits=()):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, [None])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [None])], initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 10
+    return m.SerializeToString()
+
+
+def both_bodies(data, x):
+    with compiled.disabled():
+        numpy_sess = InferenceSession(data, "cpu")
+    return [InferenceSession(data, "cpu").run(None, {"x": x})[0], numpy_sess.run(None, {"x": x})[0]]
+
+
+def test_swish_and_its_expansion_are_onnxruntimes():
+    """Swish-24 (``x sigmoid(alpha x)``) fused, and its expansion Mul, Sigmoid, Mul node by node:
+    the same bits in onnxkit's both bodies, and onnxruntime's (which runs Swish-24 as that
+    expansion, its Sigmoid MLAS's)."""
+    x = np.concatenate([sweep(), np.linspace(-30, 30, 20001, dtype=np.float32)])
+    alpha = np.float32(1.5)
+    fused = graph([helper.make_node("Swish", ["x"], ["y"], alpha=float(alpha))], 24)
+    expanded = graph([helper.make_node("Mul", ["x", "a"], ["ax"]), helper.make_node("Sigmoid", ["ax"], ["s"]),
+                      helper.make_node("Mul", ["x", "s"], ["y"])], 24, [helper.make_tensor("a", TP.FLOAT, [], [alpha])])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(expanded, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    for got in both_bodies(fused, x) + both_bodies(expanded, x):
+        assert_onnxruntimes(got, want)
+
+
+def test_mish_takes_onnxruntimes_tanh_of_its_softplus():
+    """Mish-18 is ``x tanh(softplus(x))``: its tanh is onnxruntime's, bit for bit (the Softplus
+    underneath is onnxkit's own, correctly rounded where onnxruntime's is Eigen's: the oracle is
+    onnxruntime's Tanh applied to onnxkit's Softplus), in both bodies and as the expansion."""
+    x = np.concatenate([sweep(), np.linspace(-30, 30, 20001, dtype=np.float32)])
+    softplus = both_bodies(graph([helper.make_node("Softplus", ["x"], ["y"])], 18), x)[0]
+    with np.errstate(all="ignore"):
+        want = onnxruntime_result("Tanh", softplus) * x
+    fused = graph([helper.make_node("Mish", ["x"], ["y"])], 18)
+    expanded = graph([helper.make_node("Softplus", ["x"], ["sp"]), helper.make_node("Tanh", ["sp"], ["t"]),
+                      helper.make_node("Mul", ["x", "t"], ["y"])], 18)
+    for got in both_bodies(fused, x) + both_bodies(expanded, x):
+        assert_onnxruntimes(got, want, nan_payloads=False)

@@ -324,9 +324,9 @@ def softsign():
 
 @_fast("Mish")
 def mish():
-    def fn(x):
+    def fn(x):                  # float32: onnxruntime's tanh, as its expansion Softplus, Tanh, Mul
         t = _softplus(x)
-        np.tanh(t, out=t)
+        t = mlas_tanh(np, t) if x.dtype == np.float32 else np.tanh(t, out=t)
         t *= x
         return t
     return fn
@@ -334,8 +334,8 @@ def mish():
 
 @_fast("Swish")
 def swish(alpha):
-    def fn(x):
-        s = _sigmoid(x * x.dtype.type(alpha))
+    def fn(x):                  # float32: onnxruntime's sigmoid, as its expansion Mul, Sigmoid, Mul
+        s = _sigmoid_any(x * x.dtype.type(alpha))
         s *= x
         return s
     return fn
@@ -385,13 +385,13 @@ def _gelu32(x):
 #: Gelu 'tanh' as x / (1 + exp(-2u)): -2u = x * (-2c * cubic * x^2 - 2c), c = sqrt(2 / pi)
 _GELU_TANH_A = -portable.GELU_TANH_2C * portable.GELU_TANH_CUBIC
 _GELU_TANH_B = portable.GELU_TANH_2C
-
-
 def _gelu_tanh(x):
     """``0.5 x (1 + tanh u) = x sigmoid(2u) = x / (1 + exp(-2u))`` in 7 numpy passes (the
     constants folded: one product less for ``2u``, the sigmoid's negation and reciprocal
     folded into ``-2u`` and the final division).  exp(-2u) overflowing to inf (x very
-    negative) gives -0; -inf gives NaN, as the definition's ``-inf * 0``."""
+    negative) gives -0; -inf gives NaN, as the definition's ``-inf * 0``.  Not onnxruntime's
+    float32 sequence ``(0.5 x) (tanh u + 1)`` with its MLAS tanh: that one cancels in the
+    negative tail beyond Clause 11's tolerance (docs/decisions.md)."""
     dt = x.dtype.type
     t = np.multiply(x, x)
     t *= dt(_GELU_TANH_A)

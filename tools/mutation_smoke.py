@@ -1130,6 +1130,14 @@ MUTANTS = (
            "    _adopt(ctx, key, cache)",
            "    pass",
            ("plugins/microsoft_domain/tests/test_decoder_fast_paths.py", "-k", "outlives")),
+    Mutant("mlas-logistic-multiply-adds-rounded-twice", "plugins/cpu_backend/onnxkit_cpu/compiled/activation.py",
+           "p = _fma(_fma(_fma(_fma(v2, _LG_P0, _LG_P1), v2, _LG_P2), v2, _LG_P3), v2, _LG_P4)",
+           "p = (((v2 * _LG_P0 + _LG_P1) * v2 + _LG_P2) * v2 + _LG_P3) * v2 + _LG_P4",
+           ("plugins/cpu_backend/tests/test_mlas_activations.py",)),
+    Mutant("mlas-logistic-clamped-at-one", "plugins/default_domain/onnxkit_default_domain/kernels/_mlas.py",
+           "return np.maximum(r, np.float32(0.0), out=r)",
+           "return np.clip(r, np.float32(0.0), np.float32(1.0), out=r)",
+           ("plugins/cpu_backend/tests/test_mlas_activations.py",)),
 )
 
 

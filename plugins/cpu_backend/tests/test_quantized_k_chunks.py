@@ -31,6 +31,15 @@ from onnxkit_cpu.overrides.quantization import FLOAT32_EXACT, k_chunks  # noqa: 
 needs_numba = pytest.mark.skipif(not compiled.available(), reason="numba is not installed (the portable kernel runs)")
 
 
+@pytest.fixture(autouse=True)
+def float32_products(monkeypatch):
+    """These tests are the float32 / K-split products' (the hosts without AVX-512 VNNI): the VNNI
+    product (test_quantized_vnni.py) is switched off while they plan."""
+    from onnxkit_cpu.compiled import quantized_vnni
+
+    monkeypatch.setattr(quantized_vnni, "ENABLED", False)
+
+
 def ints(dtype, shape, lo=None, hi=None):
     """Random integers of ``dtype`` seeded by the call's arguments (the same values whichever tests run)."""
     info = np.iinfo(dtype)

@@ -55,7 +55,8 @@ def test_qlinear_binary(op, dtype, shape, with_c_zp, count_calls):
 
 @pytest.mark.usefixtures("warm_bodies")
 @needs_numba
-@pytest.mark.parametrize("shapes", [((2, 3, 4), (3, 1)), ((4,), (2, 3, 4)), ((2, 1, 4), (1, 3, 1))])
+@pytest.mark.parametrize("shapes", [((2, 3, 4), (3, 1)), ((4,), (2, 3, 4)), ((2, 1, 4), (1, 3, 1)),
+                                    ((2, 3, 4), (1, 1, 4)), ((1, 3, 4), (2, 3, 4)), ((5, 6), (6,))])
 def test_qlinear_binary_broadcast_runs_the_compiled_pass_bit_identically(shapes, count_calls):
     spy = count_calls(loops, "qlinear_binary")
     a, b = ints(np.uint8, shapes[0]), ints(np.uint8, shapes[1])

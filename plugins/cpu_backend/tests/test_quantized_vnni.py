@@ -154,9 +154,9 @@ def _sessions(monkeypatch, op, inputs, attrs, out_type, constants, domain=""):
     for name in ("product", "conv"):
         real = getattr(vnni, name)
 
-        def counted(*args, _real=real, _name=name):
+        def counted(*args, _real=real, _name=name, **kwargs):
             seen.append(_name)
-            return _real(*args)
+            return _real(*args, **kwargs)
         monkeypatch.setattr(vnni, name, counted)
     fast, ref, theirs = three_ways(op, inputs, attrs, out_types=(out_type,), constants=constants, domain=domain)
     monkeypatch.setattr(vnni, "ENABLED", False)

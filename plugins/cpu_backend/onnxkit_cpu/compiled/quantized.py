@@ -24,11 +24,12 @@ operation, as numpy's):
   ``rint((float64(acc) + bias[m]) * mult[m] + zp)`` clipped to ``[lo, hi]`` — QLinearConv's
   float64 ``acc += B``, ``acc * mult``, ``+ zp``, ``round``, ``clip`` (bias 0.0 where B is
   absent: adding 0.0 to an integer sum changes nothing).
-* :data:`qlinear_binary` ``(a, za, sa, b, zb, sb, sc, zc, lo, hi, op, y)``: same-shape flat
-  8-bit ``a`` and ``b``, float64 scalars: ``(float64(a) - za) * sa`` combined with ``b``'s by
-  ``+`` (op 0) or ``*`` (op 1), ``rint(v / sc) + zc`` clipped — QLinearAdd / QLinearMul's
-  float64 dequantize, combine, requantize (the caller takes it only for finite scales, ``sc``
-  nonzero: no NaN can arise).
+* :data:`qlinear_binary` ``(a, za, sa, b, zb, sb, sc, zc, lo, hi, op, y)``: flat 8-bit ``a``
+  and ``y`` of one size, ``b`` flat of a size dividing it (repeated along ``a``: element ``i``
+  pairs ``a[i]`` with ``b[i % b.size]``), float64 scalars: ``(float64(a) - za) * sa`` combined
+  with ``b``'s by ``+`` (op 0) or ``*`` (op 1), ``rint(v / sc) + zc`` clipped (as ``min(max(r,
+  lo), hi)``: the caller takes it only for finite scales, ``sc`` nonzero, so no NaN arises) —
+  QLinearAdd / QLinearMul's float64 dequantize, combine, requantize.
 * :data:`centered_columns` ``(x, zp, kh, kw, sh, sw, dh, dw, top, left, oh, ow, cols)``: the
   im2col columns of an 8-bit ``x`` (N, C, H, W) minus its zero point, as float32 ``cols``
   (N, C * kh * kw, oh * ow) in the portable kernel's row order (channel, then kernel row, then
@@ -108,16 +109,19 @@ def requantize(acc, bias, mult, zp, lo, hi, y):
 
 @kernel
 def qlinear_binary(a, za, sa, b, zb, sb, sc, zc, lo, hi, op, y):
-    for i in range(a.shape[0]):
-        u = (np.float64(a[i]) - za) * sa
-        v = (np.float64(b[i]) - zb) * sb
-        w = u + v if op == 0 else u * v
-        r = np.rint(w / sc) + zc
-        if r < lo:
-            r = lo
-        elif r > hi:
-            r = hi
-        y[i] = r
+    t_count = b.shape[0]
+    for r in range(a.shape[0] // t_count):
+        base = r * t_count
+        if op == 0:
+            for j in range(t_count):
+                u = (np.float64(a[base + j]) - za) * sa
+                v = (np.float64(b[j]) - zb) * sb
+                y[base + j] = min(max(np.rint((u + v) / sc) + zc, lo), hi)
+        else:
+            for j in range(t_count):
+                u = (np.float64(a[base + j]) - za) * sa
+                v = (np.float64(b[j]) - zb) * sb
+                y[base + j] = min(max(np.rint((u * v) / sc) + zc, lo), hi)
 
 
 @kernel

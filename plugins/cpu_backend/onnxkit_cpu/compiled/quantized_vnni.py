@@ -104,8 +104,10 @@ def shifted_zero_point(dtype, zp: int):
     return (0x80, zp + 128) if dtype == np.int8 else (0, zp)
 
 
-def product(impl, a, a_zp: int, packed: PackedW, out_dtype=np.float64):
-    """``S`` (module docstring) for ``a`` (P, K) 8-bit, as ``out_dtype`` (P, N)."""
+def product(impl, a, a_zp: int, packed: PackedW, out_dtype=np.float64, requantized=None):
+    """``S`` (module docstring) for ``a`` (P, K) 8-bit, as ``out_dtype`` (P, N); ``requantized``:
+    ``(bias, mult, zp, lo, hi, y)``, the sums requantized into ``y`` (P, N) instead
+    (:func:`~.quantized_vnni_impl.finish_rows_requantized`), which is returned."""
     p = a.shape[0]
     flip, xzp = shifted_zero_point(a.dtype, a_zp)
     k4 = packed.wp.shape[1]
@@ -115,6 +117,9 @@ def product(impl, a, a_zp: int, packed: PackedW, out_dtype=np.float64):
     impl.pack_rows(np.ascontiguousarray(a), flip, xp, sums)
     c = np.empty((rows, packed.wp.shape[0] * impl.NR), np.int32)
     impl.gemm(xp, packed.wp, c)
+    if requantized is not None:
+        impl.finish_rows_requantized(c, sums, packed.wzp, packed.colterm(xzp), *requantized)
+        return requantized[-1]
     out = np.empty((p, packed.n), out_dtype)
     impl.finish_rows(c, sums, packed.wzp, packed.colterm(xzp), out)
     return out

@@ -425,6 +425,20 @@ def qlinear_matmul(ctx):
         za = zero_point_value(a_zero_point, a.dtype)
         if za is None:
             return other(*args)
+        if (fast is not None and requantize is not None and _operands_ok(a, b) and b_zero_point_ok(b_zero_point, b)
+                and (b_scale.size == 1 or (b_scale.ndim == 1 and b_scale.size == b.shape[1]))
+                and b.shape[0] <= vnni.K_LIMIT):
+            # the VNNI product with the requantization in its last pass (the same float64 operations)
+            n = b.shape[1]
+            sb = b_scale.reshape(-1) if b_scale.size > 1 else b_scale.reshape(())
+            mult = np.ascontiguousarray(np.broadcast_to(np.asarray(a_scale.reshape(()) * sb / y_scale.reshape(()))
+                                                        .astype(np.float64), (n,)))
+            lo, hi = RANGES[y_zero_point.dtype]
+            out = np.empty(a.shape[:-1] + (n,), y_zero_point.dtype)
+            vnni.product(fast, a.reshape(-1, a.shape[-1]), za, centered_b(cache, b, b_zero_point, b_held).vnni_packed(
+                fast), requantized=(np.zeros(n), mult, float(y_zero_point.reshape(-1)[0]), float(lo), float(hi),
+                                    out.reshape(-1, n)))
+            return out
         if _batched_ok(a, b, b_zero_point) and b_scale.size == 1:
             acc = batched_product(a, za, b, zero_point_value(b_zero_point, b.dtype))
             if acc is None:

@@ -7,8 +7,9 @@ The portable kernels dequantize to float64, compute and requantize through the a
 namespace; here the same float64 operations run in the same order on plain numpy (or one
 compiled pass), so the results are bit-identical:
 
-* **QLinearAdd / QLinearMul** with A and B of one 8-bit type (broadcasting: each operand copied
-  out to the result's shape first, the same element pairs the portable kernel combines), finite
+* **QLinearAdd / QLinearMul** with A and B of one 8-bit type (broadcasting: an operand whose
+  broadcast repeats it whole, such as a bias row, is read in place, the other copied out to the
+  result's shape first: the same element pairs the portable kernel combines), finite
   scales and a nonzero C scale: one compiled pass
   (:data:`onnxkit_cpu.compiled.quantized.qlinear_binary`).  Everything else takes the portable
   kernel.
@@ -74,6 +75,17 @@ def _f64(v) -> float:
     return float(np.asarray(v, dtype=np.float64).reshape(-1)[0])
 
 
+def _repeats(small, shape) -> bool:
+    """Whether ``small`` broadcast to ``shape`` is its values repeated whole: its shape (right
+    aligned) is ``shape``'s trailing extents after leading 1s."""
+    dims = small.shape
+    lead = len(shape) - len(dims)
+    k = 0
+    while k < len(dims) and dims[k] == 1:
+        k += 1
+    return tuple(dims[k:]) == tuple(shape[lead + k:]) and small.size > 0
+
+
 def _binary(ctx, op: int, other):
     loop = loops.qlinear_binary.get()
     if loop is None:
@@ -86,20 +98,26 @@ def _binary(ctx, op: int, other):
                 and all(z is None or _one(z) for z in (a_zp, b_zp)) and (c_zp is None or (_one(c_zp)
                                                                                        and c_zp.dtype in RANGES))):
             return other(*args)
-        if a.shape != b.shape:      # broadcast (6.6.2): each element's operands, copied out
+        za, zb = 0.0 if a_zp is None else _f64(a_zp), 0.0 if b_zp is None else _f64(b_zp)
+        sa, sb, sc = _f64(a_scale), _f64(b_scale), _f64(c_scale)
+        if not (np.isfinite(sa) and np.isfinite(sb) and np.isfinite(sc) and sc != 0):
+            return other(*args)
+        if a.shape != b.shape:      # broadcast (6.6.2)
             try:
                 shape = np.broadcast_shapes(a.shape, b.shape)
             except ValueError:
                 return other(*args)
-            a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-        sa, sb, sc = _f64(a_scale), _f64(b_scale), _f64(c_scale)
-        if not (np.isfinite(sa) and np.isfinite(sb) and np.isfinite(sc) and sc != 0):
-            return other(*args)
+            if b.shape != shape and a.shape == shape and _repeats(b, shape):
+                pass                # b repeated along a: the loop pairs a[i] with b[i % b.size]
+            elif a.shape != shape and b.shape == shape and _repeats(a, shape):
+                # the same with the operands exchanged: u + v and u * v are commutative in float64
+                a, za, sa, b, zb, sb = b, zb, sb, a, za, sa
+            else:               # each element's operands, copied out
+                a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
         out = (c_zp if c_zp is not None else a).dtype
         lo, hi = RANGES[out]
         y = np.empty(a.shape, out)
-        loop(np.ascontiguousarray(a).reshape(-1), 0.0 if a_zp is None else _f64(a_zp), sa,
-             np.ascontiguousarray(b).reshape(-1), 0.0 if b_zp is None else _f64(b_zp), sb, sc,
+        loop(np.ascontiguousarray(a).reshape(-1), za, sa, np.ascontiguousarray(b).reshape(-1), zb, sb, sc,
              0.0 if c_zp is None else _f64(c_zp), float(lo), float(hi), op, y.reshape(-1))
         return y
 

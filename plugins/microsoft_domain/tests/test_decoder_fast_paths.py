@@ -359,8 +359,10 @@ def test_nbits_dequantized_weight_is_shared_by_the_plans_of_a_session(monkeypatc
     plan that replaces it, each with its own kernels), on a session and on a second one made
     before either ran (its kernels find the weight when they first need it): the weight of the
     constant B is dequantized once for all of them; results equal onnxruntime's."""
+    from onnxkit_cpu.compiled import nbits_vnni
     from onnxkit_microsoft.kernels import nbits
 
+    monkeypatch.setattr(nbits_vnni, "ENABLED", False)  # the VNNI loop would take the prompts
     monkeypatch.setenv("ONNXKIT_FIRST_RUN", "second")
     calls = []
     real = nbits.dequantize
@@ -382,8 +384,10 @@ def test_nbits_weight_outlives_the_plan_that_made_it(monkeypatch):
     one, serves single-row tokens without the weight, then a prompt)."""
     import gc
 
+    from onnxkit_cpu.compiled import nbits_vnni
     from onnxkit_microsoft.kernels import nbits
 
+    monkeypatch.setattr(nbits_vnni, "ENABLED", False)  # the VNNI loop would take the prompts
     monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")
     calls = []
     real = nbits.dequantize

@@ -50,10 +50,11 @@ def _served_by(monkeypatch, vnni: bool, calls: list, note=lambda args: 1) -> Non
     (32, False, False, 1, 40, 512), (32, True, True, 1, 200, 512), (64, True, False, 3, 64, 512),
     (128, False, True, 8, 129, 512), (256, True, False, 2, 40, 512), (16, False, False, 9, 40, 512),
     (32, True, False, 1, 70, 688), (32, False, True, 2, 130, 80), (128, True, False, 1, 65, 200),
-    (16, True, False, 1, 64, 24)])
+    (16, True, False, 1, 64, 24), (32, True, True, 64, 100, 576), (32, False, False, 7, 70, 96)])
 def test_nbits_int4_token_rows_equal_onnxruntime_and_the_portable_kernel(vnni, block, zp, bias, rows, n, k,
                                                                          monkeypatch):
-    """The compiled loop serves A of up to ROWS_MAX rows (the spy counts its calls), within
+    """The compiled loop serves A of up to ROWS_MAX rows, the VNNI loop any rows (a prompt: rows
+    in blocks of MR and the rest one by one; the spy counts the calls), within
     float32 rounding of onnxruntime's int8 computation and of the portable kernel's: N past a
     whole number of column tiles, K past a whole number of blocks (the last block zero-padded),
     zero points, bias."""
@@ -64,10 +65,10 @@ def test_nbits_int4_token_rows_equal_onnxruntime_and_the_portable_kernel(vnni, b
     calls: list = []
     _served_by(monkeypatch, vnni, calls)
     got = onnxkit.InferenceSession(model, "cpu").run(None, {"A": a})[0]
-    assert len(calls) == (1 if rows <= 8 else 0)
+    assert len(calls) == (1 if rows <= 8 or vnni else 0)
     with compiled.disabled():
         portable = onnxkit.InferenceSession(model, "cpu").run(None, {"A": a})[0]
-    assert len(calls) == (1 if rows <= 8 else 0)
+    assert len(calls) == (1 if rows <= 8 or vnni else 0)
     want = run_ort(model, {"A": a})[0]
     scale = np.abs(want).max()
     assert got.shape == want.shape == (1, rows, n) and got.dtype == np.float32
@@ -80,7 +81,7 @@ def test_nbits_int4_token_rows_equal_onnxruntime_and_the_portable_kernel(vnni, b
 def test_nbits_vnni_loop_equals_the_float_loop_bit_for_bit(block, zp, n, k):
     """The VNNI loop and the float loop, called directly on their layouts of the same constants,
     give the same bits (both sum each block exactly; the epilogue is one expression), also for
-    A with large, tiny and zero blocks."""
+    A with large, tiny and zero blocks; seven rows: a block of MR rows and three single ones."""
     from onnxkit_cpu import compiled
     from onnxkit_cpu.compiled import nbits as loops
     from onnxkit_cpu.compiled import nbits_vnni
@@ -95,7 +96,7 @@ def test_nbits_vnni_loop_equals_the_float_loop_bit_for_bit(block, zp, n, k):
     b = rng.integers(0, 256, (n, kb, block // 2), dtype=np.uint8)
     scales = (rng.random(n * kb) + 0.01).astype(np.float32)
     z = rng.integers(0, 256, n * -(-kb // 2), dtype=np.uint8) if zp else None
-    a = rng.standard_normal((3, k)).astype(np.float32)
+    a = rng.standard_normal((7, k)).astype(np.float32)
     a[1] *= 1e4
     a[2, :block] = 0.0
     a[2, block:] *= 1e-6
@@ -103,7 +104,7 @@ def test_nbits_vnni_loop_equals_the_float_loop_bit_for_bit(block, zp, n, k):
     outs = []
     for vnni in (False, True):
         w, ws, wz = override.tile_weights(b, scales, z, n, k, block, vnni)
-        out = np.empty((3, n), np.float32)
+        out = np.empty((7, n), np.float32)
         (impl.int4_product if vnni else loops.int4_product.get())(a, block, w, ws, wz, out, 0, tiles)
         outs.append(out)
     np.testing.assert_array_equal(outs[0], outs[1])

@@ -6,18 +6,22 @@ Where the node's B and scales (and packed uint8 zero points, if any) are constan
 ``bits`` is 4, ``block_size`` at most 256 (K need not be a whole number of blocks: the last
 block's columns past K are zeros of A, as onnxruntime pads them), no ``g_idx`` and
 ``accuracy_level`` 4 (the portable kernel's int8 path: A quantized per block to int8), a run
-with a float32 numpy A of at most :data:`ROWS_MAX` rows (``prod(A.shape[:-1])``) calls the
-compiled loop of :mod:`onnxkit_cpu.compiled.nbits`: A quantized per block, then the product
-over the weight in its tiled layout (:func:`tile_weights`: the 4-bit values, as many bytes as
-B, laid out so the loop vectorizes across output columns), each block's int8 × int4 dot
-product exact, as onnxruntime's CPU kernel computes it.  The tiled weight is made on the first
-such run and kept while B lives: one per constant B for every plan of the session that holds
-the same B, scales and zero points objects (:data:`_TILED`).  Column tiles are split across
-the run's intra-op threads.  The bias, if any, is added in float32 after.  Results equal the
-portable kernel's to float32 rounding (its float32 BLAS product of the same dequantized values
-sums in another order).  More rows (a prompt) take the portable kernel: its one BLAS product
-over the dequantized weight, made once, is faster there.  On a cold first run the compiled
-loops are deferred (:mod:`onnxkit_cpu.compiled`); the portable kernel serves.
+with a float32 numpy A calls a compiled loop: where the host has AVX-512 VNNI
+(:mod:`onnxkit_cpu.compiled.nbits_vnni`), A of any number of rows (``prod(A.shape[:-1])``: a
+token's row or a prompt's) takes ``vpdpbusd``; elsewhere A of at most :data:`ROWS_MAX` rows takes
+the float loop of :mod:`onnxkit_cpu.compiled.nbits`.  Both quantize A per block, then form the
+product over the weight in a tiled layout (:func:`tile_weights`: the 4-bit values, as many
+bytes as B, laid out so the loop runs across output columns), each block's int8 × int4 dot
+product exact, as onnxruntime's CPU kernel computes it; the two give the same bits.  The tiled
+weight is made on the first such run and kept while B lives: one per constant B for every plan
+of the session that holds the same B, scales and zero points objects (:data:`_TILED`); no
+float32 copy of the weight is made for those runs.  Column tiles are split across the run's
+intra-op threads.  The bias, if any, is added in float32 after.  Results equal the portable
+kernel's to float32 rounding (its float32 BLAS product of the same dequantized values sums in
+another order).  More rows without VNNI (a prompt) take the portable kernel: its one BLAS
+product over the dequantized weight, made once, is faster there than the float loop.  On a cold
+first run the compiled loops are deferred (:mod:`onnxkit_cpu.compiled`); the portable kernel
+serves.
 
 Where onnxkit-microsoft is not installed this module registers nothing.
 """
@@ -43,7 +47,8 @@ except ImportError:  # onnxkit-microsoft absent: no com.microsoft operators to s
 
 DOMAIN = "com.microsoft"
 splits_across_threads((DOMAIN, "MatMulNBits"))
-#: the most rows of A the compiled loop takes (a decoder's token step has one per sequence)
+#: the most rows of A the compiled float loop takes (a decoder's token step has one per sequence;
+#: the VNNI loop takes any number: a prompt too)
 ROWS_MAX = 8
 #: multiply-adds worth a block of column tiles on a thread of its own
 TILE_WORK = 1 << 18
@@ -144,7 +149,7 @@ if portable is not None:
             if type(a) is np.ndarray and a.dtype == np.float32 and b_in is b0 and scales is s0 \
                     and zero_points is z0 and g_idx is None and a.ndim >= 1 and a.shape[-1] == k:
                 rows = a.size // k
-                if rows <= ROWS_MAX:
+                if rows <= ROWS_MAX or vnni:
                     if not held:
                         held.append(tiled(b0, s0, z0, n, k, block, vnni))
                     w, ws, wz = held[0]

@@ -11,11 +11,12 @@ common_old quantizes its activations dynamically at every layer (22 DynamicQuant
 ConvInteger pairs before the LSTM): a last-place difference upstream of a quantization moves
 values across rounding boundaries and the difference grows from there.  Its DynamicQuantizeLSTM
 is computed as onnxruntime does (test_qlstm.py): fed onnxruntime's own input it gives
-onnxruntime's output bit for bit (the last test).  What remains over the whole model comes from
-ai.onnx Sigmoid upstream (onnxkit's is correctly rounded, onnxruntime's a polynomial a few units
-in the last place away): on this fixed input 1.5e-3 in probability and 0.37 % of the logits'
-range on cpu (0 on gpu), up to 0.015 / 1.9 % on rendered text images, 0 on every one when
-Sigmoid reproduces onnxruntime's (measured; the figures are in the commit that set them).
+onnxruntime's output bit for bit (the last test).  The ai.onnx Sigmoids upstream are
+onnxruntime's too on cpu (MLAS's polynomial, docs/decisions.md; a correctly rounded Sigmoid moved
+uint8 roundings and the probabilities by up to 0.054 on rendered text images): the whole model's
+logits are onnxruntime's on cpu (measured 0); the gpu backend keeps torch's Sigmoid
+(:data:`GPU_COMMON_OLD`).  tests/clients/test_ddddocr.py runs the
+three models through ddddocr itself under the stand-in.
 """
 
 from __future__ import annotations
@@ -36,12 +37,16 @@ pytestmark = pytest.mark.skipif(FOLDER is None, reason="ddddocr is not installed
 
 #: model -> (input shape, logits tolerance as a fraction of the output's largest magnitude)
 MODELS = {
-    "common_old": ((1, 1, 64, 160), 0.005),   # measured 0.0037 (cpu), 0 (gpu): Sigmoid upstream, see above
+    "common_old": ((1, 1, 64, 160), 1e-6),    # measured 0 on both backends
     "common": ((1, 1, 64, 160), 1e-5),
     "common_det": ((1, 3, 416, 416), 1e-5),
 }
-#: the largest difference in probability allowed (measured on common_old: 1.5e-3 cpu, 0 gpu)
-PROBABILITIES = 2e-3
+#: the largest difference in probability allowed (issue 45's bar; measured on common_old: 0)
+PROBABILITIES = 1e-3
+#: common_old's bounds (logits, probabilities) on the gpu backend, whose Sigmoid is torch's (the
+#: decision gives onnxruntime's MLAS polynomial to the cpu backend only): a last-place difference
+#: upstream of a quantization (measured 0.0037 of the logits' range, 1.5e-3 in probability)
+GPU_COMMON_OLD = (0.005, 2e-3)
 #: common_old's bounds (logits, probabilities) where onnxruntime's uint8 x int8 LSTM products may
 #: saturate (:func:`_exact_u8s8` False): onnxruntime then departs from the exact products
 SATURATING = (0.03, 0.04)
@@ -96,6 +101,8 @@ def test_ddddocr_model_runs_on_both_backends_and_matches_onnxruntime(name):
             sess = InferenceSession(str(path), backend)
         assert not sess.fallbacks, sess.fallbacks
         got = sess.run(None, feed)
+        if name == "common_old" and backend == "gpu":
+            rel, prob = max(rel, GPU_COMMON_OLD[0]), max(prob, GPU_COMMON_OLD[1])
         for g, w in zip(got, want):
             assert g.shape == w.shape and g.dtype == w.dtype, (name, backend)
             tol = rel * float(np.max(np.abs(w)))

@@ -20,8 +20,8 @@ plus the float32 coefficient, rounded to float64 and then to float32: that doubl
 equals the single one for every float32 input in the clamped ranges (checked exhaustively by
 ``tools/mlas_activation_error.py``, which also measures the approximations' error against the
 exact functions; the figures are in docs/decisions.md).  Any array namespace works; numpy
-arrays take a path with two passes per Horner step (the float64 product, then the sum written
-into a float32 array).  :data:`LOGISTIC` and :data:`TANH` are the tables a compiled body must
+arrays take a blocked path with two passes per Horner step (the float64 product, then the sum
+written into a float32 array).  :data:`LOGISTIC` and :data:`TANH` are the tables a compiled body must
 reproduce: ``((lo, hi), P's coefficients, Q's coefficients)``, highest degree first, each a
 Python float holding the float32 coefficient's value.
 """
@@ -48,27 +48,39 @@ TANH = ((-9.0, 9.0),
         _f32((1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03)))
 
 
-def _horner_numpy(v2_64, coefficients):
-    """Horner's rule on numpy: each step ``acc * v2 + c`` in float64, written into float32."""
-    acc = np.empty(v2_64.shape, np.float32)
-    t = np.multiply(v2_64, coefficients[0])
-    np.add(t, coefficients[1], out=acc, casting="unsafe")
-    for c in coefficients[2:]:
-        np.multiply(acc, v2_64, out=t)
-        np.add(t, c, out=acc, casting="unsafe")
-    return acc
+#: elements of one numpy block: the block's float32 and float64 buffers stay in the CPU's cache
+#: across the sequence's two dozen passes (memory-bound on whole arrays)
+BLOCK = 16384
 
 
 def _rational_numpy(x, table):
+    """``p / q`` of the sequence over float32 ``x`` (any shape), blocks of :data:`BLOCK` elements
+    through preallocated buffers; each fused step is ``np.multiply`` into float64 then ``np.add``
+    written into float32 (the float64 sum rounded once more, to float32)."""
     (lo, hi), pc, qc = table
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        v = np.clip(x.reshape(-1), np.float32(lo), np.float32(hi))
-        v2 = np.multiply(v, v)
-        v2_64 = v2.astype(np.float64)
-        p = _horner_numpy(v2_64, pc)
-        p *= v
-        q = _horner_numpy(v2_64, qc)
-        return np.divide(p, q, out=p).reshape(x.shape)
+    flat = x.reshape(-1)
+    out = np.empty(flat.shape, np.float32)
+    n = min(BLOCK, flat.shape[0])
+    v, v2, a, b = (np.empty(n, np.float32) for _ in range(4))
+    d, t = np.empty(n, np.float64), np.empty(n, np.float64)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
+        for s in range(0, flat.shape[0], BLOCK):
+            e = min(s + BLOCK, flat.shape[0])
+            k = e - s
+            vk, v2k, dk, tk = v[:k], v2[:k], d[:k], t[:k]
+            np.clip(flat[s:e], np.float32(lo), np.float32(hi), out=vk)     # NaN passes
+            np.multiply(vk, vk, out=v2k)
+            dk[...] = v2k
+            for coefficients, acc in ((pc, a[:k]), (qc, b[:k])):
+                np.multiply(dk, coefficients[0], out=tk)
+                np.add(tk, coefficients[1], out=acc, casting="unsafe")
+                for c in coefficients[2:]:
+                    np.multiply(acc, dk, out=tk)
+                    np.add(tk, c, out=acc, casting="unsafe")
+            pk = a[:k]
+            pk *= vk
+            np.divide(pk, b[:k], out=out[s:e])
+    return out.reshape(x.shape)
 
 
 def _horner(xp, v2_64, coefficients):

@@ -50,8 +50,16 @@ def int_conv(x, w, strides, pads, dil, group):
 
 @pytest.fixture
 def paths(monkeypatch):
-    """Counts of convolutions taken in float32 (``exact``) and handed to the portable kernel (``wide``)."""
-    return count_products(monkeypatch, fast_module, "exact_conv")
+    """Counts of convolutions taken in float32 (``exact``) and handed to the portable kernel (``wide``);
+    the compiled depthwise loop (which bypasses ``exact_conv``) counts as ``exact``."""
+    seen = count_products(monkeypatch, fast_module, "exact_conv")
+    real = fast_module.depthwise
+
+    def counted(*args):
+        seen["exact"] += 1
+        return real(*args)
+    monkeypatch.setattr(fast_module, "depthwise", counted)
+    return seen
 
 
 GEOMETRIES = [
@@ -62,6 +70,9 @@ GEOMETRIES = [
     ((3, 8, 5, 5), (4, 8, 1, 1), {}),
     ((2, 3, 12), (4, 3, 5), {"strides": [2], "pads": [2, 1]}),
     ((1, 2, 6, 6), (3, 2, 3, 3), {"auto_pad": "SAME_UPPER"}),
+    # depthwise (the compiled depthwise loop): stride 2 with uneven pads and dilation; 7x7 past the input
+    ((1, 5, 11, 10), (5, 1, 3, 3), {"group": 5, "strides": [2, 3], "pads": [0, 2, 1, 1], "dilations": [1, 2]}),
+    ((2, 3, 6, 5), (3, 1, 7, 7), {"group": 3, "pads": [3, 3, 3, 3]}),
 ]
 
 

@@ -124,6 +124,31 @@ def vnni_applies(fast, x, plan, prepared) -> bool:
             and plan.m // plan.group >= VNNI_MIN_CHANNELS and prepared.weights[0].size <= vnni.K_LIMIT)
 
 
+def depthwise_applies(dw_loop, x, x_zp: int, plan, prepared) -> bool:
+    """Whether the compiled depthwise loop (``dw_loop``) takes this convolution: two spatial axes,
+    one input channel per output channel (``group == C == M``), non-empty, and the float32 sums
+    exact (``amax * max_m L1_m <= 2^24``, the module docstring's bound)."""
+    if dw_loop is None or x.ndim != 4 or not (plan.group == plan.c == plan.m) or plan.n == 0:
+        return False
+    lo, hi = RANGES[x.dtype]
+    return math.prod(plan.out_shape) > 0 and max(x_zp - lo, hi - x_zp) * prepared.l1 <= FLOAT32_EXACT
+
+
+def depthwise(dw_loop, x, x_zp: int, prepared, plan, requantized=None):
+    """The depthwise convolution by the compiled loop (:data:`onnxkit_cpu.compiled.quantized.depthwise`):
+    the exact sums as int32 (N, M, *out), or requantized (``(bias, mult, zp, lo, hi, y)``) into ``y``."""
+    m = plan.m
+    w = prepared.weights.reshape(m, plan.kernel[0], plan.kernel[1])
+    if requantized is None:
+        y = np.empty((plan.n, m) + plan.out_shape, np.int32)
+        bias, mult, zp, lo, hi = np.zeros(m), np.ones(m), 0.0, 0.0, 0.0
+    else:
+        bias, mult, zp, lo, hi, y = requantized
+    dw_loop(np.ascontiguousarray(x), np.float32(x_zp), w, plan.strides[0], plan.strides[1], plan.dil[0], plan.dil[1],
+            plan.begin[0], plan.begin[1], bias, mult, zp, lo, hi, requantized is not None, y)
+    return y
+
+
 def exact_conv(x, x_zp: int, prepared: CenteredW, plan, columns=None, fast=None):
     """The convolution of ``x - x_zp`` by the prepared weights as exact float32 sums
     ``(N, M, *out)``, or None where the module docstring's bound does not hold.  ``columns``:
@@ -183,6 +208,7 @@ def conv_integer(ctx):
     w_held = Held(ctx, 1)                       # where the plan holds W: its centered form is kept
     columns = loops.centered_columns.get()      # None: compiled loops off (the float32 portable product)
     fast = vnni.get()
+    dw_loop = loops.depthwise.get()
 
     def run(x, w, x_zero_point=None, w_zero_point=None):
         if not (_operands_ok(x, w) and x.dtype in allowed_x and w.dtype in allowed_w
@@ -194,7 +220,10 @@ def conv_integer(ctx):
         plan = plans(x, w)        # the portable checks and geometry (its errors)
         if any(b < 0 for b in plan.begin + plan.end):
             return other(x, w, x_zero_point, w_zero_point)
-        acc = exact_conv(x, zx, centered_w(cache, w, w_zero_point, w_held), plan, columns, fast)
+        prepared = centered_w(cache, w, w_zero_point, w_held)
+        if depthwise_applies(dw_loop, x, zx, plan, prepared):
+            return depthwise(dw_loop, x, zx, prepared, plan)
+        acc = exact_conv(x, zx, prepared, plan, columns, fast)
         if acc is None:
             return other(x, w, x_zero_point, w_zero_point)
         return acc.astype(np.int32)
@@ -231,6 +260,7 @@ def qlinear_conv(ctx):
     if loop is None or columns is None:
         return other
     fast = vnni.get()
+    dw_loop = loops.depthwise.get()
     group = int(ctx.attr("group"))
     auto_pad = ctx.attr_str("auto_pad")
     cache = [None]
@@ -279,6 +309,9 @@ def qlinear_conv(ctx):
         mult, bias = requant_parameters(kept, x_scale, w_scale, y_scale, B, m, held)
         lo, hi = RANGES[y_zero_point.dtype]
         zy = float(y_zero_point.reshape(-1)[0])
+        if depthwise_applies(dw_loop, x, zx, plan, prepared):
+            out = np.empty((plan.n, m) + plan.out_shape, y_zero_point.dtype)
+            return depthwise(dw_loop, x, zx, prepared, plan, (bias, mult, zy, float(lo), float(hi), out))
         if vnni_applies(fast, x, plan, prepared):     # the exact sums requantized in the same pass
             out = np.empty((plan.n, m) + plan.out_shape, y_zero_point.dtype)
             return vnni.conv(fast, x, zx, prepared.vnni_groups(fast, plan.group), plan,

@@ -43,7 +43,7 @@ import math
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, declares_output_bytes
 
 from ..compiled import quantized as loops
 from ..compiled import quantized_vnni as vnni
@@ -122,6 +122,18 @@ def _binary(ctx, op: int, other):
         return y
 
     return run
+
+
+def _binary_bytes(a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp=None) -> int:
+    """QLinearAdd / QLinearMul's output bytes: the broadcast shape's elements of C's type
+    (a ValueError where the shapes do not broadcast: the kernel reports them)."""
+    return math.prod(np.broadcast_shapes(a.shape, b.shape)) * (a if c_zp is None else c_zp).dtype.itemsize
+
+
+def _declared(run, predict):
+    """``run`` with its outputs' bytes declared by ``predict`` (the run loop's size guard then asks
+    no inference per call), the portable kernel as it is."""
+    return declares_output_bytes(run, predict)
 
 
 def _gap(ctx, other):
@@ -291,16 +303,23 @@ if portable is not None:
 
     @KERNELS.register("QLinearAdd", 1, domain=DOMAIN)
     def qlinear_add(ctx):
-        return _binary(ctx, 0, portable.qlinear_add(ctx))
+        return _declared(_binary(ctx, 0, portable.qlinear_add(ctx)), _binary_bytes)
 
     @KERNELS.register("QLinearMul", 1, domain=DOMAIN)
     def qlinear_mul(ctx):
-        return _binary(ctx, 1, portable.qlinear_mul(ctx))
+        return _declared(_binary(ctx, 1, portable.qlinear_mul(ctx)), _binary_bytes)
 
     @KERNELS.register("QLinearGlobalAveragePool", 1, domain=DOMAIN)
     def qlinear_global_average_pool(ctx):
-        return _gap(ctx, portable.qlinear_global_average_pool(ctx))
+        last = bool(ctx.attr("channels_last"))
+        return _declared(_gap(ctx, portable.qlinear_global_average_pool(ctx)),
+                         lambda x, x_scale, x_zp, y_scale, y_zp: x.shape[0] * x.shape[-1 if last else 1]
+                         * (x if y_zp is None else y_zp).dtype.itemsize)
 
     @KERNELS.register("QGemm", 1, domain=DOMAIN)
     def qgemm(ctx):
-        return _qgemm(ctx, portable.qgemm(ctx))
+        ta, tb = bool(ctx.attr("transA")), bool(ctx.attr("transB"))
+        return _declared(_qgemm(ctx, portable.qgemm(ctx)),
+                         lambda a, a_scale, a_zp, b, b_scale, b_zp=None, c=None, y_scale=None, y_zp=None:
+                         a.shape[1 if ta else 0] * b.shape[0 if tb else 1]
+                         * (4 if y_scale is None else (a if y_zp is None else y_zp).dtype.itemsize))

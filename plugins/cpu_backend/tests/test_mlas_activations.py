@@ -165,3 +165,43 @@ def test_mish_takes_onnxruntimes_tanh_of_its_softplus():
                       helper.make_node("Mul", ["x", "t"], ["y"])], 18)
     for got in both_bodies(fused, x) + both_bodies(expanded, x):
         assert_onnxruntimes(got, want, nan_payloads=False)
+
+
+def test_conv_swish_epilogue_fused_and_not_is_onnxruntimes_sigmoid():
+    """A Conv then ``Mul(y, Sigmoid(y))`` (SiLU, which the optimizer fuses into the Conv's
+    epilogue) and a near miss (``Mul(x2, Sigmoid(y))``, another operand: not fused): optimized and
+    unoptimized give the same bits, and they are onnxkit's Conv output ``y`` times onnxruntime's
+    Sigmoid of it, bit for bit; within the float32 tolerance of onnxruntime's whole model."""
+    from onnxkit import SessionOptions
+    from onnxkit.runtime.options import GraphOptimizationLevel
+
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((1, 8, 12, 12)) * 3).astype(np.float32)
+    w = rng.standard_normal((6, 8, 3, 3)).astype(np.float32)
+    x2 = rng.standard_normal((1, 6, 10, 10)).astype(np.float32)
+    inits = [helper.make_tensor("w", TP.FLOAT, list(w.shape), w.ravel())]
+    ins = [helper.make_tensor_value_info("x", TP.FLOAT, list(x.shape)),
+           helper.make_tensor_value_info("x2", TP.FLOAT, list(x2.shape))]
+
+    def proto(nodes, out="z"):
+        g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info(out, TP.FLOAT, None)], initializer=inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        return m.SerializeToString()
+
+    conv = helper.make_node("Conv", ["x", "w"], ["y"])
+    feeds = {"x": x, "x2": x2}
+    y = InferenceSession(proto([conv], "y"), "cpu").run(None, feeds)[0]
+    s = onnxruntime_result("Sigmoid", y.ravel()).reshape(y.shape)
+    off = SessionOptions()
+    off.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
+    for other, want in (("y", y * s), ("x2", x2 * s)):
+        data = proto([conv, helper.make_node("Sigmoid", ["y"], ["s"]), helper.make_node("Mul", [other, "s"], ["z"])])
+        fused = InferenceSession(data, "cpu").run(None, feeds)[0]
+        plain = InferenceSession(data, off, backend="cpu").run(None, feeds)[0]
+        assert_onnxruntimes(fused.ravel(), plain.ravel())
+        assert_onnxruntimes(fused.ravel(), want.ravel())
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        ref = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        np.testing.assert_allclose(fused, ref, rtol=1e-3, atol=1e-5)

@@ -275,13 +275,14 @@ class Guard:
         self.declared = declared
 
     def __call__(self, budget: RunBudget, args) -> int:
-        bound = self.bound
+        bound = self.bound  # None for the kinds "declared", "after", "value" and the estimators
         kind = self.kind
-        if kind == "declared":
-            return self._declared(budget, args)
-        if kind == "after":
-            return 0
-        if bound is not None:
+        if bound is None:
+            if kind == "declared":
+                return self._declared(budget, args)
+            if kind == "after":
+                return 0
+        else:
             try:  # a small bound passes, uncharged: the output is no bigger than its inputs allow
                 small = bound(self, args) <= budget.small
             except _UNREADABLE:  # inputs the bound cannot read: inference (or the kernel) will say
@@ -292,7 +293,7 @@ class Guard:
                 small = False  # a sequence, a map, an opaque value where a tensor belongs
             if small:
                 return 0
-        elif kind != "value":
+        if bound is None and kind != "value":
             try:
                 return _ESTIMATORS[kind](self, budget, args)
             except OnnxkitError:

@@ -20,8 +20,10 @@ limit, profiling: :mod:`onnxkit.runtime.state`); it reads each input with a pres
 reports a read of a value that was never computed by name (Clause 7.5).
 
 Nodes with a size guard, a freed value whose bytes a guard charged, or a subgraph reading the
-enclosing scope (:func:`~onnxkit.runtime.kernel.needs_scope`) are *special*: one flag per
-laid step routes them through :func:`_call_special`, the only place guards and scopes are handled.
+enclosing scope (:func:`~onnxkit.runtime.kernel.needs_scope`) are *special*: one code per
+laid step routes them — :data:`GUARDED` (a size guard before a kernel of one named output, nothing
+else: the fast loop calls the guard itself) or :data:`SPECIAL` (through :func:`_call_special`, the
+one place scopes, guards that also check outputs, and releases are handled).
 A scope is a :class:`SlotScope`, a read-only mapping over the run's slots.
 
 Errors are those of the loop they replace: a kernel's exception, wrapped in
@@ -56,8 +58,8 @@ class LaidStep(NamedTuple):
     :func:`_bound`); ``arity``: the number of inputs; ``in0``/``in1``: the slots of the first two
     inputs (0 where there is none); ``ins``: the slot of every input; ``out``: the slot of the
     only output when the node names exactly one (else 0); ``multi``: ``(position, slot)`` of
-    each named output; ``kill``: the slots freed after it; ``special``: whether it goes through
-    :func:`_call_special` (a guard, a scope or a release); ``step``: the plan's
+    each named output; ``kill``: the slots freed after it; ``special``: 0, :data:`GUARDED` or
+    :data:`SPECIAL` (a guard, a scope or a release: see the module docstring); ``step``: the plan's
     :class:`~onnxkit.runtime.plan.Step`; ``release``: the freed slots whose bytes a guard charged."""
 
     call: Callable
@@ -68,12 +70,19 @@ class LaidStep(NamedTuple):
     out: int
     multi: tuple
     kill: tuple
-    special: bool
+    special: int
     step: Any
     release: tuple
 
 
-def _laid(call, ins: tuple, out: int, multi: tuple, kill: tuple, special: bool, step, release: tuple) -> tuple:
+#: ``LaidStep.special`` of a step whose only special part is a size guard before a kernel of one
+#: named output (no scope, no check of the outputs after it, no release)
+GUARDED = 1
+#: ``LaidStep.special`` of every other special step (:func:`_call_special`)
+SPECIAL = 2
+
+
+def _laid(call, ins: tuple, out: int, multi: tuple, kill: tuple, special: int, step, release: tuple) -> tuple:
     """The plain tuple :attr:`Layout.fast` holds for one step: the fields of :class:`LaidStep`, in its order."""
     return (call, len(ins), ins[0] if ins else 0, ins[1] if len(ins) > 1 else 0, ins, out, multi, kill, special, step,
             release)
@@ -117,7 +126,11 @@ class Layout:
             known.update(n for n in outs if n)
             kill = tuple(slot(n) for n in step.free)
             release = tuple(slot(n) for n in step.release)
-            special = step.guard is not None or bool(step.scope) or bool(release)
+            special = 0
+            if step.scope or release or (step.guard is not None and (step.guard.after or not o)):
+                special = SPECIAL
+            elif step.guard is not None:
+                special = GUARDED
             fast.append(_laid(_bound(step, constants), ins, o, multi, kill, special, step, release))
         self.outputs = tuple(slot(n) for n in plan.output_names)
         template = [None] + [ABSENT] * (len(slots) - 1)  # slot 0: the absent optional input
@@ -279,7 +292,13 @@ def run_fast(graph: str, layout: Layout, env: list, budget, held: dict) -> None:
     start = 0
     try:
         for call, arity, in0, in1, ins, out_slot, multi, kill, special, step, release in layout.fast:
-            if special:
+            if special == GUARDED:  # the guard, then the kernel: what _call_special does for such a step
+                args = [env[i] for i in ins]
+                charged = step.guard(budget, args)
+                if charged:
+                    held[out_slot] = charged
+                out = call(*args)
+            elif special:
                 out = _call_special(call, step, [env[i] for i in ins], env, layout, budget, held, None)
             elif arity == 2:
                 out = call(env[in0], env[in1])
@@ -293,7 +312,7 @@ def run_fast(graph: str, layout: Layout, env: list, budget, held: dict) -> None:
                 raise _Short
             for i in kill:
                 env[i] = ABSENT
-            if special:
+            if release:
                 _release(release, budget, held)
         return
     except _Short:  # the rest of the run checks its reads

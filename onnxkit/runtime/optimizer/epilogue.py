@@ -1,6 +1,6 @@
 """The ``epilogue`` plan pass: a Relu, an Add, an Add then Relu, a Clip with bounds known at
-planning (Relu6), or an Add then such a Clip, after a kernel that can apply it to the array it
-just made, folded into that kernel's step (onnxruntime's Conv + activation and Conv + Add (+
+planning (Relu6), an Add then such a Clip, or a Swish written as ``Mul(y, Sigmoid(y))`` (SiLU),
+after a kernel that can apply it to the array it just made, folded into that kernel's step (onnxruntime's Conv + activation and Conv + Add (+
 Relu) fusions, on the plan: no new operator, schema or backend kernel, nothing in
 ``--optimized-model``; what goes is the separate steps' cost, not different arithmetic).
 
@@ -9,7 +9,9 @@ Relu) fusions, on the plan: no new operator, schema or backend kernel, nothing i
 function, or None where it declines.  ``ops`` is a tuple of ``(op_type, fn, side)`` in order:
 ``("Relu", fn, None)``, ``("Add", fn, side)`` (``side`` 0: the kernel's result is Add's first
 input, 1: its second; the other operand becomes the fused function's last argument),
-``("Clip", fn, side)`` (always last; ``fn(y)`` is the Clip step's kernel with its bounds bound
+``("Swish", (sigmoid fn, mul fn), side)`` (alone: the Sigmoid step's and the Mul step's kernels;
+``side`` 0: ``Mul(y, s)``, 1: ``Mul(s, y)``), ``("Clip", fn, side)`` (always last; ``fn(y)`` is
+the Clip step's kernel with its bounds bound
 in; ``side`` ``(lo, hi)``: each None where that bound is absent (the kernel's default applies:
 a float type's limits), else the bound constant as a 0-d numpy array, which where its dtype is
 ``y``'s is the very operand the Clip kernel hands ``np.clip``; ``side`` None: bounds the pass
@@ -25,7 +27,9 @@ step ``C`` of the default domain — ``Relu``, ``Add`` or a ``Sum`` of two input
 as an ``("Add", fn, side)`` whose ``fn`` is Sum's kernel; then a ``Relu`` or ``Clip`` under the
 same rule, if there is one), or ``Clip`` — where ``y`` is read by ``C`` once and by nothing else
 (no other step, no subgraph through ``_uses``, not a graph output), ``C`` having no scope or
-subgraph (a Clip reading ``y`` as its X).  A Clip folds only where its bounds are known at
+subgraph (a Clip reading ``y`` as its X); or, where ``y`` is read by exactly two such steps,
+once each, a ``Sigmoid`` ``S`` and a ``Mul`` of ``y`` and ``S``'s result, that result read by the
+Mul alone (:func:`swish_op`).  A Clip folds only where its bounds are known at
 planning: Clip-11+ with ``min``/``max`` absent (``""`` or missing) or constants of the plan
 (initializers that are not inputs, folded values; in the folded-defaults variant the defaults
 too) of one element each, of a numeric type; a one-input Clip (Clip-1/6's attributes, read
@@ -49,7 +53,8 @@ round is skipped, as for any untypable plan).
 **Exact.**  The fused kernel runs the same operations on the same values in the same order
 (a Relu ``np.maximum(y, 0)`` in place, an Add with its operands in the graph's order, a Clip
 with both bounds given ``np.clip(y, lo, hi)`` in place with the very 0-d bounds the Clip
-kernel would pass, any other Clip its own kernel), so results are bit-identical.  On at
+kernel would pass, any other Clip its own kernel, a Swish the Sigmoid step's kernel on the
+result then the Mul's product in the graph's operand order), so results are bit-identical.  On at
 ``ORT_ENABLE_EXTENDED`` and above, off with ``session.disable_passes=epilogue``.  Effect: fewer
 steps (each folded Relu, Add or Clip is one step and one fresh array less; a Clip step becomes
 an in-place pass of ``np.clip``).
@@ -112,6 +117,26 @@ def _consumer(index, name: str, taken: set):
     return c
 
 
+def swish_op(index, name: str, taken: set):
+    """``(("Swish", (sigmoid fn, mul fn), side), [S, M])`` where ``name`` is read by exactly two
+    steps, once each — a Sigmoid ``S`` and a Mul ``M`` of ``name`` and ``S``'s result (``side``
+    0: ``Mul(name, s)``, 1: ``Mul(s, name)``) — and ``S``'s result by ``M`` alone (not a graph
+    output), both :func:`plain_default` and not taken by another producer; else None."""
+    uses = index.uses(name)
+    if len(uses) != 2 or any(u.slot < 0 for u in uses):
+        return None
+    sig = next((u.item for u in uses if u.item.node.op_type == "Sigmoid"), None)
+    if sig is None or id(sig) in taken or not plain_default(sig) or len(sig.inputs) != 1 \
+            or len(sig.outputs) != 1 or not sig.outputs[0]:
+        return None
+    mul = index.sole_reader(sig.outputs[0])
+    if mul is None or mul is sig or id(mul) in taken or not plain_default(mul) or mul.node.op_type != "Mul" \
+            or len(mul.outputs) != 1 or not mul.outputs[0] or sorted(mul.inputs) != sorted([name, sig.outputs[0]]):
+        return None
+    side = 0 if mul.inputs[0] == name else 1
+    return ("Swish", (guarded(sig.fn, sig.guard), guarded(mul.fn, mul.guard)), side), [sig, mul]
+
+
 def clip_op(c: Step, constants: dict):
     """``("Clip", fn, side)`` for the Clip step ``c`` where its bounds are known at planning
     (module docstring), else None.  ``fn(y)`` calls ``c``'s kernel (with its guard) as the step
@@ -166,6 +191,11 @@ def fuse(steps: list, constants: dict, keep) -> tuple:
             if op is not None:
                 ops.append(op)
                 gone.append(c)
+        elif c is None and not ops:
+            swish = swish_op(index, p.outputs[0], taken)
+            if swish is not None:
+                ops.append(swish[0])
+                gone.extend(swish[1])
         fused = offer(tuple(ops)) if ops else None
         if fused is None:
             continue

@@ -67,7 +67,9 @@ their type (:mod:`.half`: Clause 11.4); a Clip epilogue's half bounds keep the h
 the fused kernel (:func:`.conv_epilogue.epilogue`) applies a following Relu, Add, Add + Relu,
 Clip with constant bounds or Add + Clip to its own fresh result, by one compiled pass where it
 can (each prepared call's ``fused``; a Clip after it in place), else in place by numpy;
-bit-identical to the separate kernels (see that module).
+bit-identical to the separate kernels (see that module); a Swish written as ``Mul(y, Sigmoid(y))``
+by the node's own kernel, the Sigmoid's, then the product into the Sigmoid's fresh result
+(:func:`.conv_epilogue.swish`).
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ from ..compiled import conv as loops, winograd as winograd_loops
 from ._plans import NOT_HELD, Held
 from .half import Halves, Wide, is_half, narrow, widen
 from .conv_blocks import CACHE_BYTES, RowBlocks, block_rows, cache_block_rows, split_columns, split_depthwise
-from .conv_epilogue import NO_BIAS, epilogue, operand
+from .conv_epilogue import NO_BIAS, epilogue, operand, swish
 from .conv_winograd import Winograd
 from .conv_depthwise import Depthwise, PaddedWindows, Scratch, Shared, pad_layout, split_copy, window_view
 
@@ -567,6 +569,8 @@ def conv(ctx):
         return {key_text(k): kind for k, kind in list(kinds.items())}
 
     def fuse(ops):
+        if tuple(op[0] for op in ops) == ("Swish",):
+            return reports_bodies(swish(run, ops[0]), report)
         fused = epilogue(lookup, fallback, ops)
         if fused is not None and ops[-1][0] != "Clip":     # (a Clip's bounds keep the half type: not widened)
             fused = halved(fused)

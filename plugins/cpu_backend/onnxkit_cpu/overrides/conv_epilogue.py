@@ -1,6 +1,6 @@
 """The fused epilogues of the cpu Conv (:mod:`onnxkit.runtime.optimizer.epilogue`): a following
 Relu, Add, Add + Relu, Clip with constant bounds (Relu6) or Add + Clip applied to the Conv's own
-fresh result.
+fresh result; a Swish (``Mul(y, Sigmoid(y))``) by :func:`swish`.
 
 Two ways, both bit-identical to the separate kernels (the same IEEE operations on the same
 operands in the same order; the compiled pass but for which of two NaNs meeting in one
@@ -79,6 +79,40 @@ def clip_in_place(op):
         np.clip(y, lo, hi, out=y)
         return y
     return apply
+
+
+def _multiply_into(a, b, out):
+    np.multiply(a, b, out=out)
+
+
+#: ``out = a * b`` with numpy's floating-point warnings off, as the cpu Mul
+_multiply_quiet = quiet(_multiply_into)
+
+
+def swish(conv, op):
+    """The fused kernel of a Conv and ``("Swish", (sigmoid, mul), side)``: ``conv`` (the node's
+    own unfused kernel, every dtype) on the inputs, then the Sigmoid step's kernel ``sigmoid``
+    on that result ``y``, then the Mul's product of ``y`` and ``s = sigmoid(y)`` in the graph's
+    operand order (``side`` 0: ``y * s``, 1: ``s * y``): written into ``s`` by ``np.multiply``
+    (the cpu Mul's ufunc on the same operands) where both are float32 / float64 numpy arrays of
+    one dtype and shape not sharing memory (``s`` is the Sigmoid kernel's fresh result), else
+    the Mul step's kernel ``mul``.  The three kernels' result, bit for bit; one fresh array and
+    one step less than the separate Mul."""
+    (sigmoid, mul), side = op[1], op[2]
+
+    def fused_swish(x, w, b=None):
+        y = conv(x, w, b)
+        s = sigmoid(y)
+        dt = y.dtype
+        if type(y) is np.ndarray and type(s) is np.ndarray and (dt is _F32 or dt is _F64) and s.dtype is dt \
+                and s.shape == y.shape and not np.may_share_memory(s, y):
+            if side:
+                _multiply_quiet(s, y, s)
+            else:
+                _multiply_quiet(y, s, s)
+            return s
+        return mul(s, y) if side else mul(y, s)
+    return fused_swish
 
 
 def epilogue(lookup, fallback, ops):

@@ -423,13 +423,13 @@ def _output_step(proto) -> float:
     return float(onnx.numpy_helper.to_array(next(t for t in proto.graph.initializer if t.name == "62_scale")))
 
 
-def test_corpus_resnet_quantized_qdq_drops_its_pairs_by_default(tmp_path, monkeypatch):
+def test_corpus_resnet_quantized_qdq_default_rules_leave_adds_in_float(tmp_path, monkeypatch):
     monkeypatch.setattr(qdq, "ACTIVE", qdq.DEFAULT_RULES)
     proto, feeds = quantized_corpus_resnet(tmp_path)
-    count, ops = rewritten(proto)       # the default rules: the pairs around MaxPool and Flatten dropped
-    assert count == 2                   # of 27 DequantizeLinear and 13 QuantizeLinear nodes
-    assert ops.count("Conv") == 6 and ops.count("QuantizeLinear") == 11 and ops.count("DequantizeLinear") == 25
-    assert not [t for t in ops if t.startswith("QLinear")] and {"MaxPool", "Flatten"} <= set(ops)
+    count, ops = rewritten(proto)       # every group on integer kernels but the residual Adds (float, between Q/DQ)
+    assert count == 10                  # of 27 DequantizeLinear and 13 QuantizeLinear nodes
+    assert ops.count("QLinearConv") == 6 and ops.count("Add") == 2 and "QLinearAdd" not in ops
+    assert {"MaxPool", "Flatten", "QGemm", "QLinearGlobalAveragePool"} <= set(ops) and "Conv" not in ops
     out_scale = _output_step(proto)
     rng = np.random.default_rng(5)
     randoms = [{"x": (feeds["x"] + rng.normal(0, 0.3, feeds["x"].shape)).astype(np.float32)} for _ in range(2)]

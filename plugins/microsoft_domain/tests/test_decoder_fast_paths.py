@@ -90,8 +90,8 @@ def _run_compiled(model, feed, monkeypatch) -> tuple:
 
     monkeypatch.setenv("ONNXKIT_FIRST_RUN", "warm")
     served = []
-    spy = SimpleNamespace(get=lambda: _spied(loops.token_step, served))
-    monkeypatch.setattr(override, "loops", SimpleNamespace(token_step=spy))
+    spy = SimpleNamespace(get=lambda: _spied(loops.chunk_step, served))
+    monkeypatch.setattr(override, "loops", SimpleNamespace(chunk_step=spy))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = onnxkit.InferenceSession(model, "cpu").run(None, feed)
@@ -144,13 +144,65 @@ def test_compiled_token_step_equals_the_host_step_and_onnxruntime(case, monkeypa
         np.testing.assert_allclose(fast[k][:, :, :t], want[k][:, :, :t], rtol=1e-6, atol=1e-6)
 
 
-def test_compiled_token_step_leaves_other_cases_to_the_portable_kernel(monkeypatch):
-    """A prompt run and a batch of two take the portable kernel, not the compiled step."""
-    model, feed = _token(True, "full", -1, True, 1)
+def _chunk(packed: bool, rotary: str, window: int, share: bool, s: int, p: int, seed: int = 0):
+    """A run of ``s`` new rows after ``p`` cached ones (``p`` 0: a prompt, total = s), the past
+    of the cached rows only or a shared buffer of 24 positions."""
+    rng = np.random.default_rng(seed)
+    t = p + s
+    buf = 24 if share else p
+    q = rng.standard_normal((1, s, (N + 2 * NKV) * H if packed else N * H)).astype(np.float32)
+    k = None if packed else rng.standard_normal((1, s, NKV * H)).astype(np.float32)
+    v = None if packed else rng.standard_normal((1, s, NKV * H)).astype(np.float32)
+    pk, pv = (rng.standard_normal((1, NKV, buf, H)).astype(np.float32) for _ in range(2))
+    cos = sin = None
+    if rotary != "off":
+        half = H // 2 if rotary == "full" else H // 4
+        ang = rng.uniform(0, 2 * np.pi, (32, half))
+        cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    inputs = [q, k, v, pk, pv, np.array([t - 1], np.int32), np.array([t], np.int32), cos, sin]
+    return _gqa_model(inputs, {"local_window_size": window, "do_rotary": int(rotary != "off")})
+
+
+CHUNKS = [dict(packed=a, rotary=r, window=w, share=sh, s=s, p=p)
+          for a, r, w, sh, s, p in [(True, "full", -1, True, 9, 0), (False, "off", -1, False, 7, 0),
+                                    (True, "partial", 4, False, 12, 0), (False, "full", 3, True, 5, 0),
+                                    (True, "full", -1, False, 3, 5), (False, "partial", 2, True, 4, 6),
+                                    (True, "off", -1, True, 1, 0)]]
+
+
+@pytest.mark.parametrize("case", CHUNKS, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_compiled_chunk_step_equals_the_general_kernel_and_onnxruntime(case, monkeypatch):
+    """Prompts (nothing cached) and runs of several new rows after cached ones take the compiled
+    step; outputs within float32 rounding of the general kernel's (compiled loops off) and
+    onnxruntime's, the presents equal to the general kernel's (onnxruntime's below the rows
+    written)."""
+    model, feed = _chunk(**case)
+    fast, served = _run_compiled(model, feed, monkeypatch)
+    assert served == 1, "the compiled step did not serve this run"
+    general, served = _run(model, feed, False, monkeypatch)
+    assert served == 0
+    want = run_ort(model, feed)
+    t = case["p"] + case["s"]
+    for k in range(3):
+        assert fast[k].shape == general[k].shape == want[k].shape and fast[k].dtype == np.float32
+    np.testing.assert_allclose(fast[0], general[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fast[0], want[0], rtol=1e-4, atol=1e-5)
+    for k in (1, 2):
+        np.testing.assert_array_equal(fast[k], general[k])
+        np.testing.assert_allclose(fast[k][:, :, :t], want[k][:, :, :t], rtol=1e-6, atol=1e-6)
+
+
+def test_compiled_step_leaves_other_cases_to_the_portable_kernel(monkeypatch):
+    """A right-padded prompt (seqlens_k + 1 below the sequence length) and a batch of two take the
+    portable kernel, not the compiled step."""
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((1, 6, (N + 2 * NKV) * H)).astype(np.float32)
+    pk, pv = (np.zeros((1, NKV, 0, H), np.float32) for _ in range(2))
+    model, feed = _gqa_model([q, None, None, pk, pv, np.array([3], np.int32), np.array([6], np.int32)],
+                             {"local_window_size": -1})
     got, served = _run_compiled(model, feed, monkeypatch)
     assert served == 0
-    np.testing.assert_allclose(got[0], run_ort(model, feed)[0], rtol=1e-4, atol=1e-5)
-    rng = np.random.default_rng(1)
+    np.testing.assert_allclose(got[0][:, :4], run_ort(model, feed)[0][:, :4], rtol=1e-4, atol=1e-5)
     q = rng.standard_normal((2, 1, (N + 2 * NKV) * H)).astype(np.float32)
     pk, pv = (rng.standard_normal((2, NKV, 8, H)).astype(np.float32) for _ in range(2))
     model, feed = _gqa_model([q, None, None, pk, pv, np.array([5, 7], np.int32), np.array([8], np.int32)],

@@ -11,8 +11,9 @@ over those only.  The arithmetic is the general kernel's, term for term (the rot
 ``a cos - b sin``, ``b cos + a sin``; the scores ``Q Kᵀ`` times the scale; ``exp(x - max) /
 sum``): the unseen keys it leaves out contribute exact zeros there.
 
-:func:`case` decides whether a step is that case and gives its geometry (a backend's compiled
-step, onnxkit-cpu's, computes from it); :func:`token_step` returns None wherever the case is not
+:func:`case` decides whether a step is that case and gives its geometry; :func:`chunk_case`
+gives the geometry of a wider case (S rows of one sequence: a prompt, or S tokens after the
+cached ones) that a backend's compiled step, onnxkit-cpu's, computes from; :func:`token_step` returns None wherever the case is not
 that one (another dtype or device, a batch or a chunk,
 a prompt run, interleaved rotary, position_ids, attention_bias, head_sink, query_seqlens, a
 window cache, a quantized cache, softcap, smooth softmax, qk_output) or an input is malformed:
@@ -96,6 +97,70 @@ def case(a: dict, query, key, value, past_key, past_value, seqlens_k, total_sequ
     r.start = max(0, t - window) if window > 0 else 0  # keys j with P - W < j <= P
     r.scale = a["scale"] or 1.0 / math.sqrt(h)
     r.half, r.c, r.s = half, c, s
+    return r
+
+
+class Chunk:
+    """The geometry of S new rows of one sequence (:func:`chunk_case`): ``q`` (S, N, H), ``k`` and
+    ``v`` (S, Nkv, H) float32 views of the inputs (not rotated), ``p`` the cached tokens (row
+    ``s`` sits at position ``p + s``), ``t`` the keys after the step, ``length`` the presents'
+    length, ``causal``, ``window`` (``local_window_size``; <= 0: none), ``scale``, ``half`` the
+    rotated half-width (0: no rotary) with the whole ``cos`` and ``sin`` caches."""
+
+    __slots__ = ("q", "k", "v", "p", "t", "length", "causal", "window", "scale", "half", "cos", "sin")
+
+
+def chunk_case(a: dict, query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache,
+               sin_cache):
+    """The :class:`Chunk` of a run of one sequence (batch 1) whose rows are all real: a prompt
+    (``S == total_sequence_length == seqlens_k + 1``, nothing cached) or S new tokens after
+    ``P = seqlens_k + 1 - S`` cached ones (a decoding step: S = 1), float32 numpy arrays, the
+    past given (possibly of length 0); None otherwise (a padded prompt, a batch, another dtype,
+    lengths the general kernel refuses: it computes or names them).  The forms
+    :func:`applies` excludes are the caller's to exclude, as are position_ids, attention_bias,
+    head_sink and query_seqlens (the run reads them from the positions ``P + s``)."""
+    if not (_f32(query) and _f32(past_key) and _f32(past_value)) or query.ndim != 3 or query.shape[0] != 1:
+        return None
+    n, nkv = a["n"], a["nkv"]
+    s, d = int(query.shape[1]), int(query.shape[2])
+    if key is None:
+        if value is not None or d % (n + 2 * nkv):
+            return None
+        h = d // (n + 2 * nkv)
+        qkv = query.reshape(s, n + 2 * nkv, h)
+        q, k, v = qkv[:, :n], qkv[:, n:n + nkv], qkv[:, n + nkv:]
+    else:
+        h = d // n
+        if d % n or not (_f32(key) and _f32(value)) or key.shape != (1, s, nkv * h) or value.shape != key.shape:
+            return None
+        q, k, v = query.reshape(s, n, h), key.reshape(s, nkv, h), value.reshape(s, nkv, h)
+    if not s or past_key.ndim != 4 or past_key.shape != past_value.shape or past_key.shape[:2] != (1, nkv) \
+            or past_key.shape[3] != h:
+        return None
+    if type(seqlens_k) is not np.ndarray or seqlens_k.shape != (1,) or seqlens_k.dtype.kind not in "iu" \
+            or type(total_sequence_length) is not np.ndarray or total_sequence_length.size != 1:
+        return None
+    t = int(seqlens_k[0]) + 1
+    total = int(total_sequence_length.reshape(-1)[0])
+    buf = int(past_key.shape[2])
+    if not 1 <= t <= total or s > total or (s == total and t != s):
+        return None  # lengths the general kernel refuses, or a padded prompt
+    p = 0 if s == total else t - s
+    length = max(total, buf)
+    if p < 0 or p > buf or p + s > length:
+        return None
+    half = 0
+    if a["rotary"]:
+        if not (_f32(cos_cache) and _f32(sin_cache)) or cos_cache.ndim != 2 or sin_cache.shape != cos_cache.shape:
+            return None
+        half = int(cos_cache.shape[1])
+        if 2 * half > h or p + s > int(cos_cache.shape[0]) or not half:
+            return None
+    r = Chunk()
+    r.q, r.k, r.v, r.p, r.t, r.length = q, k, v, p, t, length
+    r.causal, r.window = bool(a["causal"]), a["window"]
+    r.scale = a["scale"] or 1.0 / math.sqrt(h)
+    r.half, r.cos, r.sin = half, cos_cache, sin_cache
     return r
 
 

@@ -11,7 +11,6 @@ since_version)``; :func:`family_modules` names those modules (those whose name s
 
 from __future__ import annotations
 
-import pkgutil
 from typing import Iterable
 
 from .errors import OnnxkitError
@@ -19,6 +18,8 @@ from .errors import OnnxkitError
 
 def family_modules(package_path: Iterable[str]) -> list:
     """The family module names of a package (its ``__path__``), sorted."""
+    import pkgutil  # not at import: a session's path lists no package
+
     return sorted(m.name for m in pkgutil.iter_modules(package_path) if not m.name.startswith("_"))
 
 

@@ -17,7 +17,6 @@ it falls back as onnxruntime does, with its warning (:mod:`warnings`, ``UserWarn
 from __future__ import annotations
 
 import functools
-import importlib.util
 import warnings
 
 from ..errors import OnnxkitError
@@ -37,6 +36,8 @@ ORT_ONLY_PROVIDERS = frozenset({
 @functools.lru_cache(maxsize=1)
 def cuda_available() -> bool:
     """Whether torch is installed and sees a CUDA device (computed once)."""
+    import importlib.util  # not at import: asked only when a session names CUDA
+
     if importlib.util.find_spec("torch") is None:
         return False
     try:

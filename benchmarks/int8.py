@@ -7,12 +7,15 @@ onnxruntime 1.32's quantizer (``onnxruntime.quantization``) in each format of :d
 static QDQ and QOperator (``quantize_static``, two random calibration samples, MinMax), per tensor
 and per channel, u8 / s8 activations with u8 / s8 weights, and dynamic (``quantize_dynamic``).
 Each model is timed interleaved (one call of each session per round, the order alternating,
-median of ``--repeat`` rounds after two warm-up calls) at one thread each (onnxkit
+median of ``--repeat`` rounds after two warm-up calls; wall time, and CPU time: the timing's
+wall time times the process's CPU share, steadier where other processes load the machine) at one
+thread each (onnxkit
 ``intra_op_num_threads=1``, onnxruntime intra 1 / inter 1) and, with ``--threads default``,
 at each runtime's default threads.  Printed: the conditions, per model both medians, the ratio
-``kit/ort``, and the largest absolute difference of the first output relative to onnxruntime's
+``kit/ort`` in wall and in CPU time, and the largest absolute difference of the first output relative to onnxruntime's
 largest magnitude (quantized models differ by a step where a value sits at a rounding tie;
-the column shows how far that carries); then geometric means.
+the column shows how far that carries); then geometric means, overall (with the worst model),
+per format and per architecture.
 
     python benchmarks/int8.py [--repeat N] [-k SUBSTRING] [--formats qdq_u8s8_pt,...] [--threads 1|default|both]
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import statistics
 import sys
 import warnings
 from pathlib import Path
@@ -247,8 +251,11 @@ def main() -> int:
     print(f"interleaved, median of {args.repeat} timings of one call each; threads: "
           + ", ".join("onnxkit intra_op_num_threads=1, onnxruntime intra 1 inter 1" if t == "1" else
                       "each runtime's defaults" for t in threads) + "\n")
-    print(f"{'model':30s} {'thr':>7s} {'kit':>10s} {'ort':>10s}  {'kit/ort':>7s}  max|diff|/max|ort|")
+    print(f"{'model':30s} {'thr':>7s} {'kit':>10s} {'ort':>10s}  {'kit/ort':>7s}  {'kit cpu':>10s} {'ort cpu':>10s}  "
+          f"{'cpu':>7s}  max|diff|/max|ort|")
     ratios = {t: [] for t in threads}
+    cpu_ratios = {t: [] for t in threads}
+    rows = []
     for n in names:
         for f in formats:
             try:
@@ -269,14 +276,25 @@ def main() -> int:
                 fns = {"kit": lambda: kit.run(None, feed), "ort": lambda: peer.run(None, feed)}
                 for fn in fns.values():
                     fn(), fn()
-                m = medians(interleaved_samples(fns, args.repeat, 1, quiesce=False))
+                samples = interleaved_samples(fns, args.repeat, 1, quiesce=False)
+                m = medians(samples)
+                cpu = {k: statistics.median(w * share for w, share in v) for k, v in samples.items()}
                 ratios[t].append(m["kit"] / m["ort"])
+                cpu_ratios[t].append(cpu["kit"] / cpu["ort"])
+                rows.append((n, f, t, m["kit"] / m["ort"], cpu["kit"] / cpu["ort"]))
                 print(f"{n + '.' + f:30s} {t:>7s} {_ms(m['kit'])} {_ms(m['ort'])}  {m['kit'] / m['ort']:7.2f}  "
-                      f"{diff:.2e}", flush=True)
+                      f"{_ms(cpu['kit'])} {_ms(cpu['ort'])}  {cpu['kit'] / cpu['ort']:7.2f}  {diff:.2e}", flush=True)
     print()
     for t, r in ratios.items():
-        print(f"geometric mean onnxkit / onnxruntime, threads {t} ({len(r)} models): {gmean(r):.2f}  "
-              f"(worst {max(r) if r else math.nan:.2f}; target <= 1.5)")
+        c = cpu_ratios[t]
+        print(f"geometric mean onnxkit / onnxruntime, threads {t} ({len(r)} models): wall {gmean(r):.2f} "
+              f"(worst {max(r) if r else math.nan:.2f}), CPU time {gmean(c):.2f} (worst {max(c) if c else math.nan:.2f}); "
+              "target <= 1.5")
+    for label, col in (("format", 1), ("architecture", 0)):
+        print(f"\nby {label} (geometric mean of the CPU-time ratios; wall in brackets):")
+        for key in dict.fromkeys(r[col] for r in rows):
+            sel = [r for r in rows if r[col] == key]
+            print(f"  {key:18s} {gmean([r[4] for r in sel]):5.2f}  ({gmean([r[3] for r in sel]):.2f})")
     return 0
 
 

@@ -20,6 +20,19 @@ from quantized_harness import count_products, identical, three_ways, within_one_
 from onnxkit_cpu import compiled  # noqa: E402
 from onnxkit_cpu.overrides import quantized_conv as fast_module  # noqa: E402
 
+
+@pytest.fixture(autouse=True, params=["vnni", "float32"])
+def product_path(request, monkeypatch):
+    """Each test twice: with the VNNI products where the host has them, and with them off (the
+    float32 / K-split products of the hosts without AVX-512 VNNI)."""
+    from onnxkit_cpu.compiled import quantized_vnni
+
+    if request.param == "float32":
+        monkeypatch.setattr(quantized_vnni, "ENABLED", False)
+    elif quantized_vnni.get() is None:
+        pytest.skip("no AVX-512 VNNI here: the float32 products run (the float32 case covers them)")
+    return request.param
+
 RNG = np.random.default_rng(3234)
 
 

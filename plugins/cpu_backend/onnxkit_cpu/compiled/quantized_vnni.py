@@ -30,6 +30,8 @@ the callers keep their float32 products.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from onnxkit_cpu.compiled import kernel
@@ -68,6 +70,29 @@ def get():
     from . import quantized_vnni_impl
 
     return quantized_vnni_impl
+
+
+_local = threading.local()
+#: the largest scratch buffer kept between calls (bytes; a larger one is made and dropped per call)
+SCRATCH_MAX = 64 << 20
+
+
+def scratch(name: str, shape: tuple, dtype):
+    """An uninitialized array of ``shape`` and ``dtype`` for one call's intermediate values,
+    carved from a buffer kept per thread and ``name`` between calls (grown as needed): fresh
+    allocations of this size are mapped and unmapped each call, and their pages faulted in
+    again, which costs more than the products on a loaded machine.  The caller neither returns
+    it nor keeps it past the call; two arrays used at once need two names."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if nbytes > SCRATCH_MAX:
+        return np.empty(shape, dtype)
+    pool = getattr(_local, "pool", None)
+    if pool is None:
+        pool = _local.pool = {}
+    buf = pool.get(name)
+    if buf is None or buf.size < nbytes:
+        buf = pool[name] = np.empty(max(nbytes, 4096), np.uint8)
+    return buf[:nbytes].view(dtype).reshape(shape)
 
 
 class PackedW:
@@ -112,10 +137,10 @@ def product(impl, a, a_zp: int, packed: PackedW, out_dtype=np.float64, requantiz
     flip, xzp = shifted_zero_point(a.dtype, a_zp)
     k4 = packed.wp.shape[1]
     rows = (p + impl.MR - 1) // impl.MR * impl.MR
-    xp = np.empty((rows, k4 * 4), np.uint8)
-    sums = np.empty(rows, np.int64)
+    xp = scratch("rows", (rows, k4 * 4), np.uint8)
+    sums = scratch("sums", (rows,), np.int64)
     impl.pack_rows(np.ascontiguousarray(a), flip, xp, sums)
-    c = np.empty((rows, packed.wp.shape[0] * impl.NR), np.int32)
+    c = scratch("sums32", (rows, packed.wp.shape[0] * impl.NR), np.int32)
     impl.gemm(xp, packed.wp, c)
     if requantized is not None:
         impl.finish_rows_requantized(c, sums, packed.wzp, packed.colterm(xzp), *requantized)
@@ -148,7 +173,7 @@ def conv(impl, x, x_zp: int, groups: list, plan, requantized=None):
     n, c, m, group = plan.n, plan.c, plan.m, plan.group
     x4 = x if nd == 2 else x.reshape(n, c, 1, x.shape[2])
     flip, xzp = shifted_zero_point(x.dtype, x_zp)
-    xt = np.empty((n, x4.shape[2], x4.shape[3], c), np.uint8)
+    xt = scratch("channels_last", (n, x4.shape[2], x4.shape[3], c), np.uint8)
     impl.channels_last(x4, flip, xt)
     cg, mg = c // group, m // group
     length = oh * ow
@@ -157,10 +182,10 @@ def conv(impl, x, x_zp: int, groups: list, plan, requantized=None):
     xp = sums = None
     for g, packed in enumerate(groups):
         if xp is None:
-            xp = np.empty((rows, packed.wp.shape[1] * 4), np.uint8)
-            sums = np.empty(rows, np.int64)
+            xp = scratch("rows", (rows, packed.wp.shape[1] * 4), np.uint8)
+            sums = scratch("sums", (rows,), np.int64)
         impl.conv_rows(xt, xzp, kh, kw, sh, sw, dh, dw, top, left, oh, ow, g * cg, cg, xp, sums)
-        c_out = np.empty((rows, packed.wp.shape[0] * impl.NR), np.int32)
+        c_out = scratch("sums32", (rows, packed.wp.shape[0] * impl.NR), np.int32)
         impl.gemm(xp, packed.wp, c_out)
         if requantized is None:
             impl.finish_conv(c_out, sums, packed.wzp, packed.colterm(xzp), n, length, g * mg, out)

@@ -9,6 +9,7 @@ before the tools are imported there."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,8 +94,10 @@ def _integers() -> onnx.ModelProto:
 
 def _side(side: str, paths: list) -> dict:
     code = CHILD.format(tools=str(TOOLS_DIR), names=TOOLS)
+    # one hash seed for both sides: onnxslim orders some of what it writes by set iteration
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
     proc = subprocess.run([sys.executable, "-c", code, side, *map(str, paths)], capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])

@@ -1211,6 +1211,10 @@ MUTANTS = (
            "return np.maximum(r, np.float32(0.0), out=r)",
            "return np.clip(r, np.float32(0.0), np.float32(1.0), out=r)",
            ("plugins/cpu_backend/tests/test_mlas_activations.py",)),
+    Mutant("lstm-float32-gates-not-onnxruntimes", "plugins/cpu_backend/onnxkit_cpu/overrides/rnn.py",
+           "self.loop32 = loops.recurrence.get(cell, True) if cell == 3 else self.loop",
+           "self.loop32 = self.loop",
+           ("plugins/cpu_backend/tests/test_mlas_activations.py", "-k", "lstm")),
 )
 
 

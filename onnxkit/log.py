@@ -18,20 +18,40 @@ warning then.
 
 from __future__ import annotations
 
-import logging
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import logging
 
 ROOT = "onnxkit"
 PARTS = ("load", "check", "plan", "run", "plugins")
 
-#: onnxruntime severity (``log_severity_level``) -> :mod:`logging` level.
-SEVERITY_LEVELS = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR, 4: logging.CRITICAL}
+#: onnxruntime severity (``log_severity_level``) -> :mod:`logging` level (logging's DEBUG,
+#: INFO, WARNING, ERROR, CRITICAL).
+SEVERITY_LEVELS = {0: 10, 1: 20, 2: 30, 3: 40, 4: 50}
 
-logging.getLogger(ROOT).addHandler(logging.NullHandler())
+_handler_added = threading.Event()
 
 
 def get_logger(part: str = "") -> logging.Logger:
-    """The logger ``onnxkit`` (``part=''``) or its child ``onnxkit.<part>``."""
+    """The logger ``onnxkit`` (``part=''``) or its child ``onnxkit.<part>``.
+
+    :mod:`logging` is imported by the first call, which also adds the library's
+    :class:`logging.NullHandler` to ``onnxkit``: every record onnxkit logs goes through a logger
+    this function gave, so the handler is there before the first one (a session that logs
+    nothing imports no :mod:`logging`, as onnxruntime's process does not)."""
+    import logging
+
+    if not _handler_added.is_set():
+        with _HANDLER_LOCK:
+            if not _handler_added.is_set():
+                logging.getLogger(ROOT).addHandler(logging.NullHandler())
+                _handler_added.set()
     return logging.getLogger(f"{ROOT}.{part}" if part else ROOT)
+
+
+_HANDLER_LOCK = threading.Lock()
 
 
 #: The default severity (onnxruntime's default logger), set by :func:`set_default_logger_severity`.
@@ -85,9 +105,8 @@ _LOGGED_FAULTS: set = set()
 
 def log_plugin_faults(registry) -> None:
     """Log each fault of ``registry`` once on ``onnxkit.plugins`` (a warning per fault)."""
-    log = get_logger("plugins")
     for fault in getattr(registry, "faults", ()):
         key = (id(registry), str(fault))
         if key not in _LOGGED_FAULTS:
             _LOGGED_FAULTS.add(key)
-            log.warning("%s", fault)
+            get_logger("plugins").warning("%s", fault)

@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Optional
 
 import numpy as np
@@ -298,6 +297,8 @@ class Engine:
         key = (op, type(exc).__name__)
         first = key not in self._logged_faults
         self._logged_faults.add(key)
+        import logging  # get_logger imported it
+
         get_logger(_LOG).log(logging.WARNING if first else logging.DEBUG,
                              "type inference: the inference of %s at %s raised %s: %s; its outputs are unknown, so "
                              "the passes that need their types leave them alone", op, where, type(exc).__name__, exc,

@@ -28,7 +28,6 @@ and to the ``onnxkit.check`` logger, one line each, each kind once per session.
 
 from __future__ import annotations
 
-import logging
 import warnings
 from collections import Counter
 from typing import Optional, Sequence
@@ -41,11 +40,8 @@ from ..checker.readings import read_as_onnxruntime  # noqa: F401  (the session r
 from ..diagnostics import Diagnostic, warning
 from ..dtypes import ELEMENT_TYPES, from_numpy_dtype, tag_name
 from ..errors import ConformanceWarning, EvaluationError, OnnxkitError, ValidationError
+from ..log import get_logger
 
-logger = logging.getLogger("onnxkit.check")
-# A library logs to whoever listens: without a configured handler, the ``warnings`` line is the
-# one a user sees, not a second copy from logging's last-resort handler.
-logging.getLogger("onnxkit").addHandler(logging.NullHandler())
 
 #: Run-time conditions (not checker codes: only evaluation can find them).
 DIM_CONFLICT = ("dimension-variable-conflict", "6.5.2")
@@ -73,7 +69,9 @@ def report(diagnostics: Sequence[Diagnostic], subject: str, quiet: bool = False)
     if not diagnostics:
         return
     line = summary(diagnostics, subject)
-    logger.warning(line)
+    # get_logger adds the library's NullHandler: without a configured handler, the ``warnings``
+    # line is the one a user sees, not a second copy from logging's last-resort handler
+    get_logger("check").warning(line)
     if not quiet and not all(_advisory(d) for d in diagnostics):
         warnings.warn(line, ConformanceWarning, stacklevel=4)
 

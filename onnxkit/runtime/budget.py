@@ -503,16 +503,17 @@ def _odd(args) -> bool:
 def _product_bound(g: Guard, args) -> int:
     bound = 1
     for a in args:
-        bound *= numel(a) + 1
+        bound *= (a.size if type(a) is np.ndarray else numel(a)) + 1
     return bound
 
 
 def _broadcast_bound(g: Guard, args) -> int:
-    shape = args[0].shape
+    first = args[0]
+    shape = first.shape
     for a in args:
         if a.shape != shape:
             return _product_bound(g, args)
-    return numel(args[0])  # no broadcasting: the output has the inputs' shape
+    return first.size if type(first) is np.ndarray else numel(first)  # no broadcasting: the inputs' shape
 
 
 def _concat_bound(g: Guard, args) -> int:

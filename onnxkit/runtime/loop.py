@@ -23,7 +23,8 @@ Nodes with a size guard, a freed value whose bytes a guard charged, or a subgrap
 enclosing scope (:func:`~onnxkit.runtime.kernel.needs_scope`) are *special*: one code per
 laid step routes them — :data:`GUARDED` (a size guard before a kernel of one named output, nothing
 else: the fast loop calls the guard itself) or :data:`SPECIAL` (through :func:`_call_special`, the
-one place scopes, guards that also check outputs, and releases are handled).
+one place scopes and guards that also check outputs are handled); a step that frees values a guard
+charged gives their bytes back after it ran (its ``release``), special or not.
 A scope is a :class:`SlotScope`, a read-only mapping over the run's slots.
 
 Errors are those of the loop they replace: a kernel's exception, wrapped in
@@ -59,7 +60,7 @@ class LaidStep(NamedTuple):
     inputs (0 where there is none); ``ins``: the slot of every input; ``out``: the slot of the
     only output when the node names exactly one (else 0); ``multi``: ``(position, slot)`` of
     each named output; ``kill``: the slots freed after it; ``special``: 0, :data:`GUARDED` or
-    :data:`SPECIAL` (a guard, a scope or a release: see the module docstring); ``step``: the plan's
+    :data:`SPECIAL` (a guard or a scope: see the module docstring); ``step``: the plan's
     :class:`~onnxkit.runtime.plan.Step`; ``release``: the freed slots whose bytes a guard charged."""
 
     call: Callable
@@ -127,7 +128,7 @@ class Layout:
             kill = tuple(slot(n) for n in step.free)
             release = tuple(slot(n) for n in step.release)
             special = 0
-            if step.scope or release or (step.guard is not None and (step.guard.after or not o)):
+            if step.scope or (step.guard is not None and (step.guard.after or not o)):
                 special = SPECIAL
             elif step.guard is not None:
                 special = GUARDED

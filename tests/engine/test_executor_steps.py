@@ -65,7 +65,7 @@ def test_laid_steps_name_what_the_loop_calls_and_where_it_reads_and_writes():
     assert [s.step for s in laid] == p.steps and all(len(t) == len(loop.LaidStep._fields) for t in layout.fast)
     for s in laid:
         step = s.step
-        assert s.call is step.fn and bool(s.special) == (step.guard is not None or bool(step.scope) or bool(s.release))
+        assert s.call is step.fn and bool(s.special) == (step.guard is not None or bool(step.scope))
         assert s.arity == len(step.inputs) == 2
         assert s.ins == tuple(layout.slots[n] for n in step.inputs) and (s.in0, s.in1) == s.ins
         assert s.out == layout.slots[step.outputs[0]] and s.multi == ((0, s.out),)

@@ -30,6 +30,7 @@ the callers keep their float32 products.
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -83,7 +84,7 @@ def scratch(name: str, shape: tuple, dtype):
     allocations of this size are mapped and unmapped each call, and their pages faulted in
     again, which costs more than the products on a loaded machine.  The caller neither returns
     it nor keeps it past the call; two arrays used at once need two names."""
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
     if nbytes > SCRATCH_MAX:
         return np.empty(shape, dtype)
     pool = getattr(_local, "pool", None)

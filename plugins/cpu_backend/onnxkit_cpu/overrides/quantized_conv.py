@@ -44,7 +44,7 @@ from onnxkit_default_domain.api import conv as portable_conv
 from onnxkit_default_domain.api import quantization as portable_q
 from onnxkit_default_domain.api import schema_types
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, declares_output_bytes
 
 from ..compiled import quantized as loops
 from ..compiled import quantized_vnni as vnni
@@ -325,4 +325,10 @@ def qlinear_conv(ctx):
         loop(acc.reshape(n, m, length), bias, mult, zy, float(lo), float(hi), out.reshape(n, m, length))
         return out
 
-    return run
+    def output_bytes(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None):
+        """Y's bytes from the geometry (kept per shape), or 0 where it cannot be read (the
+        kernel then reports the inputs): the run loop's size guard asks no inference per call."""
+        plan = plan_of(x, w) if _nd(x) and _nd(w) and x.ndim >= 3 and w.ndim == x.ndim else None
+        return 0 if plan is None else plan.n * plan.m * math.prod(plan.out_shape) * y_zero_point.dtype.itemsize
+
+    return declares_output_bytes(run, output_bytes)

@@ -56,3 +56,34 @@ def test_the_limit_follows_the_pads_values_not_a_remembered_size():
     assert sess.run(None, {"x": x, "pads": np.array([0, 18, 0, 18], np.int64)})[0].shape == (1, 100)  # 400 bytes
     with pytest.raises(LimitExceeded, match="max_value_bytes"):
         sess.run(None, {"x": x * 2, "pads": np.array([0, 18, 0, 19], np.int64)})
+
+
+def _chain_of_large_values(n: int) -> bytes:
+    """x [1, 1000] expanded to [100, 1000] (400,000 bytes, charged by Expand's guard) and averaged
+    back, ``n`` times: each large value is freed by the ReduceMean reading it."""
+    nodes, prev = [], "x"
+    for i in range(n):
+        nodes += [h.make_node("Expand", [prev, "rows"], [f"e{i}"]),
+                  h.make_node("ReduceMean", [f"e{i}"], [f"r{i}"], axes=[0], keepdims=1)]
+        prev = f"r{i}"
+    rows = h.make_tensor("rows", T.INT64, [2], [100, 1000])
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 1000])],
+                     [h.make_tensor_value_info(prev, T.FLOAT, [1, 1000])], [rows])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8).SerializeToString()
+
+
+def test_the_bytes_of_a_freed_value_are_given_back_to_the_run():
+    """max_run_bytes bounds the guarded values held at once: five 400,000-byte values made and
+    freed in turn fit in 1,000,000 bytes; two held together at the end of a run do not."""
+    x = np.ones((1, 1000), np.float32)
+    sess = onnxkit.InferenceSession(_chain_of_large_values(5), limits=Limits(max_run_bytes=1_000_000))
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], x)
+    g = h.make_graph([h.make_node("Expand", ["x", "rows"], ["a"]), h.make_node("Expand", ["x", "rows"], ["b"]),
+                      h.make_node("Expand", ["x", "rows"], ["c"])], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [1, 1000])],
+                     [h.make_tensor_value_info(n, T.FLOAT, [100, 1000]) for n in "abc"],
+                     [h.make_tensor("rows", T.INT64, [2], [100, 1000])])
+    held = onnxkit.InferenceSession(h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+                                    .SerializeToString(), limits=Limits(max_run_bytes=1_000_000))
+    with pytest.raises(LimitExceeded, match="max_run_bytes"):
+        held.run(None, {"x": x})

@@ -212,3 +212,24 @@ def test_dynamic_quantize_matmul_special_inputs_take_the_portable_kernel(paths):
                                       out_types=[TP.FLOAT], constants=(1, 2, 3), ort=False)
         np.testing.assert_array_equal(fast[0], ref[0])
     assert paths["exact"] == 0
+
+
+@pytest.mark.usefixtures("warm_bodies")
+@needs_numba
+def test_qlinear_add_fed_scales_are_read_at_each_call():
+    """The parameters are kept only while the plan holds them: fed scales and zero points that
+    change between two runs of one session give each run's own result (the portable kernel's)."""
+    from quantized_harness import build, onnxkit_outputs, portable_kernels
+
+    from onnxkit.runtime import InferenceSession
+
+    a, b = ints(np.uint8, (3, 8)), ints(np.uint8, (8,))
+    first = [a, np.float32(0.02), np.uint8(128), b, np.float32(0.03), np.uint8(120), np.float32(0.05), np.uint8(128)]
+    data, feed = build("QLinearAdd", first, domain=MS, out_types=[TP.UINT8])
+    sess = InferenceSession(data, validate=False)
+    for scale, zp in ((0.02, 128), (0.07, 3), (0.02, 128)):
+        feed = dict(feed, x1=np.float32(scale), x2=np.uint8(zp), x7=np.uint8(255 - zp))
+        got = sess.run(None, feed)[0]
+        with portable_kernels("QLinearAdd", MS):
+            want = onnxkit_outputs(data, feed)[0]
+        identical(got, want)

@@ -220,3 +220,27 @@ def test_qlinear_matmul_session(monkeypatch):
     identical(fast, plain)
     identical(fast, ref)
     within_one_step(fast, theirs)
+
+
+def test_qlinear_matmul_fed_scales_are_read_at_each_call():
+    """The fused requantization's multiplier is kept only while the plan holds the scales: a fed
+    y_scale / y_zero_point that changes between runs gives each run's own result."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto as TP
+
+    from quantized_harness import build, identical, onnxkit_outputs, portable_kernels
+
+    from onnxkit.runtime import InferenceSession
+
+    a, b = ints(np.uint8, (4, 64)), ints(np.int8, (64, 40))
+    inputs = [a, np.float32(0.03), np.array(128, np.uint8), b, np.float32(0.004), np.array(0, np.int8),
+              np.float32(0.8), np.array(10, np.uint8)]
+    data, feed = build("QLinearMatMul", inputs, out_types=(TP.UINT8,), constants=(1, 2, 3, 4, 5))
+    sess = InferenceSession(data, validate=False)
+    for y_scale, y_zp in ((0.8, 10), (0.3, 200), (0.8, 10)):
+        feed = dict(feed, x6=np.float32(y_scale), x7=np.array(y_zp, np.uint8))
+        got = sess.run(None, feed)[0]
+        with portable_kernels("QLinearMatMul"):
+            want = onnxkit_outputs(data, feed)[0]
+        identical(got, want)
+        assert len(np.unique(got)) > 10

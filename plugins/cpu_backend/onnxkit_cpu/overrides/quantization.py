@@ -415,6 +415,24 @@ def qlinear_matmul(ctx):
     b_held = Held(ctx, 3)
     requantize = loops.requantize.get()     # None: compiled loops off (the float64 numpy requantization)
     fast = vnni.get()
+    scales_held = [Held(ctx, i) for i in (1, 4, 6, 7)]
+    kept = [None]
+
+    def requantization(a_scale, b_scale, y_scale, y_zero_point, n: int):
+        """``(mult, y_zp)``: the multiplier ``a_scale * b_scale / y_scale`` in float32 (the portable
+        kernel's), as N float64 values, and the zero point as a float; kept while the plan holds
+        the four arrays and they come back."""
+        given = (a_scale, b_scale, y_scale, y_zero_point)
+        k = kept[0]
+        if k is not None and k[2] == n and all(x is y for x, y in zip(k[0], given)):
+            return k[1]
+        sb = b_scale.reshape(-1) if b_scale.size > 1 else b_scale.reshape(())
+        mult = np.ascontiguousarray(np.broadcast_to(np.asarray(a_scale.reshape(()) * sb / y_scale.reshape(()))
+                                                    .astype(np.float64), (n,)))
+        got = (mult, float(y_zero_point.reshape(-1)[0]))
+        if all(h(v) for h, v in zip(scales_held, given)):
+            kept[0] = (given, got, n)
+        return got
 
     def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
         args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
@@ -430,13 +448,11 @@ def qlinear_matmul(ctx):
                 and b.shape[0] <= vnni.K_LIMIT):
             # the VNNI product with the requantization in its last pass (the same float64 operations)
             n = b.shape[1]
-            sb = b_scale.reshape(-1) if b_scale.size > 1 else b_scale.reshape(())
-            mult = np.ascontiguousarray(np.broadcast_to(np.asarray(a_scale.reshape(()) * sb / y_scale.reshape(()))
-                                                        .astype(np.float64), (n,)))
+            mult, zy = requantization(a_scale, b_scale, y_scale, y_zero_point, n)
             lo, hi = RANGES[y_zero_point.dtype]
             out = np.empty(a.shape[:-1] + (n,), y_zero_point.dtype)
             vnni.product(fast, a.reshape(-1, a.shape[-1]), za, centered_b(cache, b, b_zero_point, b_held).vnni_packed(
-                fast), requantized=(np.zeros(n), mult, float(y_zero_point.reshape(-1)[0]), float(lo), float(hi),
+                fast), requantized=(np.zeros(n), mult, zy, float(lo), float(hi),
                                     out.reshape(-1, n)))
             return out
         if _batched_ok(a, b, b_zero_point) and b_scale.size == 1:

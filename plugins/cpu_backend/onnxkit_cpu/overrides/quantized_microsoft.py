@@ -75,50 +75,86 @@ def _f64(v) -> float:
     return float(np.asarray(v, dtype=np.float64).reshape(-1)[0])
 
 
-def _repeats(small, shape) -> bool:
-    """Whether ``small`` broadcast to ``shape`` is its values repeated whole: its shape (right
-    aligned) is ``shape``'s trailing extents after leading 1s."""
-    dims = small.shape
+def _repeats_shape(dims, shape) -> bool:
+    """Whether an operand of extents ``dims`` broadcast to ``shape`` is its values repeated whole:
+    ``dims`` (right aligned) are ``shape``'s trailing extents after leading 1s, none of them 0."""
     lead = len(shape) - len(dims)
     k = 0
     while k < len(dims) and dims[k] == 1:
         k += 1
-    return tuple(dims[k:]) == tuple(shape[lead + k:]) and small.size > 0
+    return tuple(dims[k:]) == tuple(shape[lead + k:]) and 0 not in dims
 
 
 def _binary(ctx, op: int, other):
     loop = loops.qlinear_binary.get()
     if loop is None:
         return other
+    params_held = [Held(ctx, i) for i in (1, 2, 4, 5, 6, 7)]
+    kept = [None]           # (the six parameter arrays, their checks and values) while the plan holds them
+    layouts = {}            # (a.shape, b.shape) -> how the operands pair up (shapes are all it depends on)
+
+    def parameters(a_scale, a_zp, b_scale, b_zp, c_scale, c_zp):
+        """``(za, sa, zb, sb, sc, zc)`` as float64, or None (not one finite value each, sc zero)."""
+        given = (a_scale, a_zp, b_scale, b_zp, c_scale, c_zp)
+        k = kept[0]
+        if k is not None and all(x is y for x, y in zip(k[0], given)):
+            return k[1]
+        got = None
+        if (_one(a_scale) and _one(b_scale) and _one(c_scale) and all(z is None or _one(z) for z in (a_zp, b_zp))
+                and (c_zp is None or (_one(c_zp) and c_zp.dtype in RANGES))):
+            za, zb = 0.0 if a_zp is None else _f64(a_zp), 0.0 if b_zp is None else _f64(b_zp)
+            sa, sb, sc = _f64(a_scale), _f64(b_scale), _f64(c_scale)
+            if math.isfinite(sa) and math.isfinite(sb) and math.isfinite(sc) and sc != 0:
+                got = (za, sa, zb, sb, sc, 0.0 if c_zp is None else _f64(c_zp))
+        if all(h(v) for h, v in zip(params_held, given) if v is not None):
+            kept[0] = (given, got)
+        return got
+
+    def layout(a_shape, b_shape):
+        """``(shape, mode)``: mode 0 same shapes, 1 b repeated along a, 2 a repeated along b (the
+        operands exchanged), 3 both copied out; None where they do not broadcast."""
+        key = (a_shape, b_shape)
+        got = layouts.get(key, False)
+        if got is False:
+            if a_shape == b_shape:
+                got = (a_shape, 0)
+            else:
+                try:
+                    shape = np.broadcast_shapes(a_shape, b_shape)
+                except ValueError:
+                    shape = None
+                if shape is None:
+                    got = None
+                elif b_shape != shape and a_shape == shape and _repeats_shape(b_shape, shape):
+                    got = (shape, 1)
+                elif a_shape != shape and b_shape == shape and _repeats_shape(a_shape, shape):
+                    got = (shape, 2)
+                else:
+                    got = (shape, 3)
+            if len(layouts) > 64:
+                layouts.clear()
+            layouts[key] = got
+        return got
 
     def run(a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp=None):
         args = (a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp)
-        if not (_nd(a) and _nd(b) and a.dtype in RANGES and b.dtype == a.dtype and a.size and b.size
-                and _one(a_scale) and _one(b_scale) and _one(c_scale)
-                and all(z is None or _one(z) for z in (a_zp, b_zp)) and (c_zp is None or (_one(c_zp)
-                                                                                       and c_zp.dtype in RANGES))):
+        if not (_nd(a) and _nd(b) and a.dtype in RANGES and b.dtype == a.dtype and a.size and b.size):
             return other(*args)
-        za, zb = 0.0 if a_zp is None else _f64(a_zp), 0.0 if b_zp is None else _f64(b_zp)
-        sa, sb, sc = _f64(a_scale), _f64(b_scale), _f64(c_scale)
-        if not (np.isfinite(sa) and np.isfinite(sb) and np.isfinite(sc) and sc != 0):
+        values = parameters(a_scale, a_zp, b_scale, b_zp, c_scale, c_zp)
+        pairing = None if values is None else layout(a.shape, b.shape)
+        if pairing is None:
             return other(*args)
-        if a.shape != b.shape:      # broadcast (6.6.2)
-            try:
-                shape = np.broadcast_shapes(a.shape, b.shape)
-            except ValueError:
-                return other(*args)
-            if b.shape != shape and a.shape == shape and _repeats(b, shape):
-                pass                # b repeated along a: the loop pairs a[i] with b[i % b.size]
-            elif a.shape != shape and b.shape == shape and _repeats(a, shape):
-                # the same with the operands exchanged: u + v and u * v are commutative in float64
-                a, za, sa, b, zb, sb = b, zb, sb, a, za, sa
-            else:               # each element's operands, copied out
-                a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+        za, sa, zb, sb, sc, zc = values
+        shape, mode = pairing
+        if mode == 2:       # a repeated along b: exchanged (u + v and u * v are commutative in float64)
+            a, za, sa, b, zb, sb = b, zb, sb, a, za, sa
+        elif mode == 3:     # each element's operands, copied out (6.6.2)
+            a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
         out = (c_zp if c_zp is not None else a).dtype
         lo, hi = RANGES[out]
-        y = np.empty(a.shape, out)
-        loop(np.ascontiguousarray(a).reshape(-1), za, sa, np.ascontiguousarray(b).reshape(-1), zb, sb, sc,
-             0.0 if c_zp is None else _f64(c_zp), float(lo), float(hi), op, y.reshape(-1))
+        y = np.empty(shape, out)
+        loop(np.ascontiguousarray(a).reshape(-1), za, sa, np.ascontiguousarray(b).reshape(-1), zb, sb, sc, zc,
+             float(lo), float(hi), op, y.reshape(-1))
         return y
 
     return run

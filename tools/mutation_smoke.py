@@ -1231,6 +1231,18 @@ MUTANTS = (
            "self.loop32 = loops.recurrence.get(cell, True) if cell == 3 else self.loop",
            "self.loop32 = self.loop",
            ("plugins/cpu_backend/tests/test_mlas_activations.py", "-k", "lstm")),
+    Mutant("cdist-minkowski-square-root", "plugins/microsoft_domain/onnxkit_microsoft/kernels/distance.py",
+           "rows.append(xp.sum(d ** p, axis=2) ** (1.0 / p))",
+           "rows.append(xp.sum(d ** p, axis=2) ** 0.5)",
+           ("plugins/microsoft_domain/tests/test_cdist_minkowski.py",)),
+    Mutant("cdist-minkowski-rows-of-first-block", "plugins/microsoft_domain/onnxkit_microsoft/kernels/distance.py",
+           "out = rows[0] if len(rows) == 1 else xp.concat(rows, axis=0)",
+           "out = rows[0]",
+           ("plugins/microsoft_domain/tests/test_cdist_minkowski.py",)),
+    Mutant("type-error-without-onnxruntimes-words", "onnxkit/checker/typecheck.py",
+           'if what == "input":  # onnxruntime\'s sentence for this refusal too: callers match its words',
+           'if False:',
+           ("tests/checker/test_ort_type_error_words.py",)),
 )
 
 

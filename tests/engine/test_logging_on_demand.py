@@ -2,6 +2,7 @@
 before the first record: a session that logs nothing leaves logging unimported (as onnxruntime's
 process does), and an application's unconfigured logging still shows no last-resort copy."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,18 +11,26 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits.onnx"
 
 
 def _run(code: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONNXKIT_")}  # a user's process
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
 
 def test_a_session_that_logs_nothing_imports_no_logging():
     out = _run(
-        "import sys, numpy as np, onnxkit\n"
+        "import sys, traceback\n"
+        "class Watch:\n"  # who imports logging, shown where the test fails
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'logging':\n"
+        "            traceback.print_stack(limit=12)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Watch())\n"
+        "import numpy as np, onnxkit\n"
         f"s = onnxkit.InferenceSession({str(EXAMPLE)!r})\n"
         "s.run(None, {'image': np.zeros((1, 1, 8, 8), np.float32)})\n"
         "print('logging' in sys.modules)\n")
-    assert out.stdout.split()[-1] == "False", out.stdout
+    assert out.stdout.split()[-1] == "False", out.stderr[-3000:]
 
 
 def test_the_null_handler_is_there_before_the_first_record():

@@ -14,7 +14,10 @@ end of pytest's output, and a chunk whose output does not name the expected modu
 comparison of onnxruntime with itself cannot pass unnoticed.
 
 ``--keep DIR`` writes each chunk's pytest output and parsed results there, and a later run with
-the same ``--keep`` reuses the chunks already done (delete a file to run its chunk again).  The
+the same ``--keep`` reuses the chunks already done (delete a file to run its chunk again); the
+report covers every chunk kept there (a test's latest run counts), so a slow chunk can be run again file by file (``--chunk 1``
+and its file names) into the same folder.  Processes sharing ``--keep`` (one side each, or one
+with ``--reverse``) leave each other's chunks alone.  The
 report: per side how many tests pass, fail, error and are skipped; how many of onnxruntime's
 passes pass on onnxkit; the tests that pass on onnxruntime and not on onnxkit (with the first
 line of their error), those that pass on onnxkit only, and those that fail on both.  A chunk that
@@ -96,7 +99,7 @@ def run_chunk(folder: str, files: list, side: str, plugin_dir: str, timeout: int
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
         err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
     header = [ln for ln in out.splitlines() if ln.startswith("onnxruntime module: ")]
-    if not header or EXPECT[side] not in header[0]:
+    if not timed_out and (not header or EXPECT[side] not in header[0]):
         raise SystemExit(f"the {side} run of {files} did not run on {side}: {header or out[-2000:] + err[-2000:]}")
     results: dict = {}
     for line in out.splitlines():
@@ -156,7 +159,9 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", default=None, help="folder for each chunk's output and results (reused)")
     ap.add_argument("--show", type=int, default=100, help="list this many tests of each kind")
     ap.add_argument("--side", choices=("both",) + SIDES, default="both", help="run only one side")
-    args = ap.parse_args(argv)
+    ap.add_argument("--reverse", action="store_true", help="run the chunks last first (a second process "
+                    "sharing --keep with a first one meets it in the middle)")
+    args = ap.parse_intermixed_args(argv)
     work = tempfile.mkdtemp(prefix="onnxkit-skl2onnx-")
     try:
         tests = find_tests(args.source, os.path.join(work, "src"))
@@ -174,7 +179,8 @@ def main(argv=None) -> int:
         for side in sides:
             folders[side] = os.path.join(work, side, "tests")
             shutil.copytree(tests, folders[side])
-        for i, group in enumerate(chunks(files, args.chunk)):
+        order = list(enumerate(chunks(files, args.chunk)))
+        for i, group in reversed(order) if args.reverse else order:
             for side in sides:  # interleaved, so both sides see the same machine load over time
                 name = f"{i:03d}_{group[0][:-3]}.{side}"
                 saved = os.path.join(args.keep, name + ".json") if args.keep else None
@@ -182,15 +188,31 @@ def main(argv=None) -> int:
                     with open(saved, encoding="utf-8") as fh:
                         results[side].update(json.load(fh))
                     continue
-                res, output = run_chunk(folders[side], group, side, plugin_dir, args.timeout)
-                print(f"[{side}] {' '.join(group)}: {sum(r[0] == 'PASSED' for r in res.values())} passed, {sum(r[0] != 'PASSED' for r in res.values())} other results",
-                      file=sys.stderr, flush=True)
+                if saved:  # another process sharing --keep may be running this chunk: leave it to that one
+                    try:
+                        os.close(os.open(saved + ".running", os.O_CREAT | os.O_EXCL))
+                    except FileExistsError:
+                        continue
+                try:
+                    res, output = run_chunk(folders[side], group, side, plugin_dir, args.timeout)
+                    if saved:
+                        with open(os.path.join(args.keep, name + ".txt"), "w", encoding="utf-8") as fh:
+                            fh.write(output)
+                        with open(saved, "w", encoding="utf-8") as fh:
+                            json.dump(res, fh, indent=0)
+                finally:
+                    if saved:
+                        os.remove(saved + ".running")
                 results[side].update(res)
-                if saved:
-                    with open(os.path.join(args.keep, name + ".txt"), "w", encoding="utf-8") as fh:
-                        fh.write(output)
-                    with open(saved, "w", encoding="utf-8") as fh:
-                        json.dump(res, fh, indent=0)
+                passed = sum(r[0] == "PASSED" for r in res.values())
+                print(f"[{side}] {' '.join(group)}: {passed} passed, {len(res) - passed} other results",
+                      file=sys.stderr, flush=True)
+        if args.keep:  # every chunk kept there, whatever its size, the latest run of a test last
+            for side in SIDES:
+                for name in sorted(os.listdir(args.keep), key=lambda n: os.path.getmtime(os.path.join(args.keep, n))):
+                    if name.endswith(f".{side}.json"):
+                        with open(os.path.join(args.keep, name), encoding="utf-8") as fh:
+                            results[side].update(json.load(fh))
         summarize(results["onnxruntime"], results["onnxkit"], args.show)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -227,8 +227,10 @@ def test_qlinear_add_fed_scales_are_read_at_each_call():
     first = [a, np.float32(0.02), np.uint8(128), b, np.float32(0.03), np.uint8(120), np.float32(0.05), np.uint8(128)]
     data, feed = build("QLinearAdd", first, domain=MS, out_types=[TP.UINT8])
     sess = InferenceSession(data, validate=False)
+    feed = dict(feed, x1=np.array(0.02, np.float32), x2=np.array(128, np.uint8), x7=np.array(127, np.uint8))
     for scale, zp in ((0.02, 128), (0.07, 3), (0.02, 128)):
-        feed = dict(feed, x1=np.float32(scale), x2=np.uint8(zp), x7=np.uint8(255 - zp))
+        # the same arrays each run, their values changed in place (a caller reusing its buffers)
+        feed["x1"][...], feed["x2"][...], feed["x7"][...] = scale, zp, 255 - zp
         got = sess.run(None, feed)[0]
         with portable_kernels("QLinearAdd", MS):
             want = onnxkit_outputs(data, feed)[0]

@@ -237,8 +237,10 @@ def test_qlinear_matmul_fed_scales_are_read_at_each_call():
               np.float32(0.8), np.array(10, np.uint8)]
     data, feed = build("QLinearMatMul", inputs, out_types=(TP.UINT8,), constants=(1, 2, 3, 4, 5))
     sess = InferenceSession(data, validate=False)
+    feed = dict(feed, x6=np.array(0.8, np.float32), x7=np.array(10, np.uint8))
     for y_scale, y_zp in ((0.8, 10), (0.3, 200), (0.8, 10)):
-        feed = dict(feed, x6=np.float32(y_scale), x7=np.array(y_zp, np.uint8))
+        # the same arrays each run, their values changed in place (a caller reusing its buffers)
+        feed["x6"][...], feed["x7"][...] = y_scale, y_zp
         got = sess.run(None, feed)[0]
         with portable_kernels("QLinearMatMul"):
             want = onnxkit_outputs(data, feed)[0]

@@ -319,10 +319,10 @@ def _ref(fn, x):
 
 EDGE = f32(-100, -20, -3, -1, -0.25, 0, 0.25, 1, 3, 20, 100)
 #: float32 operators computed with onnxruntime's sigmoid / tanh (MLAS's rationals): their largest
-#: absolute error over every float32 input (tools/mlas_activation_error.py: 1.4e-7 and 2.3e-7),
+#: absolute error over every float32 input (tools/mlas_activation_error.py: 1.8e-7 and 3.3e-7),
 #: scaled by |x| where the operator multiplies by x
 _MLAS32 = {"Sigmoid", "Tanh", "Swish", "Mish"}
-MLAS32_ABS = 2.5e-7
+MLAS32_ABS = 3.5e-7
 
 
 def _F(v):

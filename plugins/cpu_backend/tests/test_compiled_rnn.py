@@ -41,8 +41,8 @@ class Spy:
         self.projected = []
         self.real = loops.recurrence
 
-    def get(self, cell, mlas=False):
-        real = self.real.get(cell, mlas)
+    def get(self, cell):
+        real = self.real.get(cell)
         if real is None:
             return None
 

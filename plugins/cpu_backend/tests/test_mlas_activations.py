@@ -205,32 +205,3 @@ def test_conv_swish_epilogue_fused_and_not_is_onnxruntimes_sigmoid():
         so.intra_op_num_threads = 1
         ref = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
         np.testing.assert_allclose(fused, ref, rtol=1e-3, atol=1e-5)
-
-
-@pytest.mark.parametrize("op", ["LSTM"])
-@pytest.mark.parametrize("body", ["compiled", "numpy"])
-def test_lstm_gates_are_onnxruntimes(op, body):
-    """The float32 gates of LSTM are onnxruntime's sigmoid and tanh (its LSTM uses MLAS's; its
-    RNN and GRU compute other functions, so onnxkit keeps its own there): one step, input size
-    and hidden size 1, W all ones, R and B zero, no initial state, so every gate's input is x
-    exactly and the state updates exact or single roundings: Y equals onnxruntime's bit for bit
-    over a sweep of x (a batch entry each), from the compiled loop and from the numpy body."""
-    xs = np.concatenate([np.linspace(-20, 20, 4001, dtype=np.float32), SPECIALS[np.isfinite(SPECIALS)]])
-    G = 4 if op == "LSTM" else 3
-    X = xs.reshape(1, -1, 1)
-    inits = [helper.make_tensor("W", TP.FLOAT, [1, G, 1], np.ones(G, np.float32)),
-             helper.make_tensor("R", TP.FLOAT, [1, G, 1], np.zeros(G, np.float32)),
-             helper.make_tensor("B", TP.FLOAT, [1, 2 * G], np.zeros(2 * G, np.float32))]
-    g = helper.make_graph([helper.make_node(op, ["X", "W", "R", "B"], ["Y"], hidden_size=1)], "g",
-                          [helper.make_tensor_value_info("X", TP.FLOAT, list(X.shape))],
-                          [helper.make_tensor_value_info("Y", TP.FLOAT, None)], initializer=inits)
-    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8).SerializeToString()
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    want = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"]).run(None, {"X": X})[0]
-    if body == "numpy":
-        with compiled.disabled():
-            sess = InferenceSession(data, "cpu")
-    else:
-        sess = InferenceSession(data, "cpu")
-    assert_onnxruntimes(sess.run(None, {"X": X})[0].ravel(), want.ravel())

@@ -40,10 +40,7 @@ rounded to ``ct`` where the numpy body stores them), except:
 * the recurrent product ``h @ R^T``, and the input projection ``X W^T`` where the loop
   computes it, sum in ``ct`` as BLAS does for the numpy body, in another order (four rows of
   ``R^T`` / ``W^T`` at a time, then row by row);
-* float32 LSTM (the ``mlas`` loop, the override's choice for it): the sigmoid and tanh gates
-  are onnxruntime's (MLAS's approximations with true fused multiply-adds, as
-  compiled/activation.py), on gate inputs not halved: the numpy body's values bit for bit;
-* otherwise ``tanh`` (which also makes every sigmoid) is the polynomial in ``tanh`` below, in float64:
+* ``tanh`` (which also makes every sigmoid) is the polynomial in ``tanh`` below, in float64:
   correctly rounded to float32 at every float32 tested (numpy's float32 SIMD tanh: within
   1.3 ulp, wrong in ~15% of them), within ~4 ulp in float64 (numpy's: ~1 ulp).  libm's
   scalar ``tanh`` is one call an element; this one vectorizes;
@@ -73,7 +70,6 @@ import math
 
 import numpy as np
 
-from . import activation as _act
 from . import kernel
 
 U = np.uint64   # an unsigned index: no wraparound test (see recurrence)
@@ -83,11 +79,9 @@ U = np.uint64   # an unsigned index: no wraparound test (see recurrence)
 _EXPM1 = tuple(1.0 / math.factorial(k + 1) for k in range(11, -1, -1))
 
 
-def _recurrence(cell: int, mlas: bool = False):
+def _recurrence(cell: int):
     """The loop of one cell, a :class:`~onnxkit_cpu.compiled.Lazy`: ``cell`` is a closure
-    constant of the function numba compiles, so its branches on ``cell`` fold away.  ``mlas``
-    (float32 only): the gates are onnxruntime's sigmoid and tanh of unhalved inputs
-    (:func:`_logistic32`, :func:`_tanh32`), else the ``tanh`` below with halved sigmoid gates."""
+    constant of the function numba compiles, so its branches on ``cell`` fold away."""
 
     @kernel(fastmath={"contract"})
     def recurrence(layout, rev0, project, X, wt, bias, rt, rbh, lens, Y, Yh, Yc, work):
@@ -138,16 +132,7 @@ def _recurrence(cell: int, mlas: bool = False):
         def activate(lo, hi, sig):
             # gates lo..hi-1 of every chain (one contiguous block) = tanh(.), those below sig
             # the sigmoid of twice them: tanh(.) * 0.5 + 0.5 (one call site per phase: each
-            # site is a copy of this code for numba to compile); mlas: those below sig
-            # onnxruntime's sigmoid of them, the others its tanh
-            if mlas:
-                buf = flat[lo * DB * H:sig * DB * H]
-                for g in range(buf.shape[0]):
-                    buf[g] = _logistic32(buf[g])
-                buf = flat[max(lo, sig) * DB * H:hi * DB * H]
-                for g in range(buf.shape[0]):
-                    buf[g] = _tanh32(buf[g])
-                return
+            # site is a copy of this code for numba to compile)
             buf = flat[lo * DB * H:hi * DB * H]
             for g in range(buf.shape[0]):
                 buf[g] = tanh(buf[g])
@@ -274,57 +259,17 @@ def _recurrence(cell: int, mlas: bool = False):
     return recurrence
 
 
-def _logistic32_py(v):
-    """onnxruntime's float32 sigmoid of float32 ``v`` (compiled/activation.py ``_mlas_logistic``'s
-    body for one element)."""
-    if v < _act._LG_LO:
-        v = _act._LG_LO
-    if v > _act._LG_HI:
-        v = _act._LG_HI
-    v2 = v * v
-    p = _fma(_fma(_fma(_fma(v2, _act._LG_P0, _act._LG_P1), v2, _act._LG_P2), v2, _act._LG_P3), v2, _act._LG_P4)
-    q = _fma(_fma(_fma(_fma(_fma(v2, _act._LG_Q0, _act._LG_Q1), v2, _act._LG_Q2), v2, _act._LG_Q3), v2, _act._LG_Q4),
-             v2, _act._LG_Q5)
-    r = (p * v) / q + _act._HALF32
-    return r if not r < _act._ZERO32 else _act._ZERO32
-
-
-def _tanh32_py(v):
-    """onnxruntime's float32 tanh of float32 ``v`` (as :func:`_logistic32_py`)."""
-    if v < _act._TH_LO:
-        v = _act._TH_LO
-    if v > _act._TH_HI:
-        v = _act._TH_HI
-    v2 = v * v
-    p = _fma(_fma(_fma(_fma(_fma(_fma(v2, _act._TH_P0, _act._TH_P1), v2, _act._TH_P2), v2, _act._TH_P3), v2,
-                        _act._TH_P4), v2, _act._TH_P5), v2, _act._TH_P6)
-    q = _fma(_fma(_fma(v2, _act._TH_Q0, _act._TH_Q1), v2, _act._TH_Q2), v2, _act._TH_Q3)
-    return (p * v) / q
-
-
-#: the MLAS gate helpers, compiled (no fast-math flag) and bound by :meth:`_PerCell.get` before
-#: a float32 loop that calls them compiles; ``_fma`` is compiled/activation.py's intrinsic
-_fma = _logistic32 = _tanh32 = None
-_GATES32 = (kernel(_logistic32_py), kernel(_tanh32_py))
-
-
 class _PerCell:
-    """``get(cell, mlas=False)``: the compiled loop of ``cell`` (see the module docstring; ``mlas``:
-    float32's, onnxruntime's sigmoid and tanh on unhalved gates), or None where
+    """``get(cell)``: the compiled loop of ``cell`` (see the module docstring), or None where
     :func:`onnxkit_cpu.compiled.enabled` is False."""
 
     __slots__ = ("lazies",)
 
     def __init__(self):
-        self.lazies = {(cell, mlas): _recurrence(cell, mlas) for cell in range(4) for mlas in (False, True)}
+        self.lazies = tuple(_recurrence(cell) for cell in range(4))
 
-    def get(self, cell: int, mlas: bool = False):
-        global _fma, _logistic32, _tanh32
-        loop = self.lazies[(cell, bool(mlas))].get()
-        if loop is not None and mlas and _tanh32 is None:
-            _fma = _act._fma_intrinsic()
-            _logistic32, _tanh32 = _GATES32[0].get(), _GATES32[1].get()
-        return loop
+    def get(self, cell: int):
+        return self.lazies[cell].get()
 
 
 recurrence = _PerCell()

@@ -23,11 +23,7 @@ What makes a step cheap:
   than strided gate columns);
 * what does not depend on the values is decided once per input shapes (the checks of
   ``check_shapes``), and bidirectional inputs are stacked by two copies, not ``np.stack``;
-* LSTM's float32 gates are onnxruntime's: its sigmoid and tanh (MLAS's approximations,
-  ``onnxkit_default_domain.api.mlas_logistic`` / ``mlas_tanh``, which its LSTM uses,
-  docs/decisions.md) on the gate inputs as computed, nothing halved (RNN and GRU keep the
-  functions below: onnxruntime's RNN and GRU compute their own, other formulas);
-* otherwise the sigmoid is the portable kernel's ``0.5 * (tanh(0.5 x) + 1)``, its ``0.5 x`` folded into
+* the sigmoid is the portable kernel's ``0.5 * (tanh(0.5 x) + 1)``, its ``0.5 x`` folded into
   the sigmoid gates' rows of ``W``, ``R`` and ``B`` (a power-of-two scale is exact), so one
   ``tanh`` serves every gate of an LSTM step; ``t * 0.5 + 0.5`` equals ``(t + 1) * 0.5``
   exactly, and the other gates pass ``* 1 + (-0.0)``, an identity even for a signed zero
@@ -47,8 +43,8 @@ scratch).  What depends only on the input shapes and the weight objects — the 
 weights in the loop's layout, the output shapes — is made once (a :class:`_Call` per input
 shapes), and the loop's scratch is per thread, so a call is a few numpy calls around the
 loop.  Its outputs are C-contiguous in the node's layout.  Its numerics are stated in that
-module: the same operations, float32's sigmoid and tanh onnxruntime's as here (bit for bit),
-float64's tanh within a few ulp, the products summed in another order, and multiply-adds possibly
+module: the same operations, with ``tanh`` correctly rounded in float32 (numpy's SIMD tanh
+is not, within ~1.3 ulp), the products summed in another order, and multiply-adds possibly
 fused (one rounding instead of two): within Clause 11 tolerance of this body (the tests
 compare both and a float64 reference).
 """
@@ -63,7 +59,6 @@ from onnxkit.plugin import KernelTable
 from onnxkit_cpu.compiled import rnn as loops
 from onnxkit_cpu.overrides.conv_depthwise import Scratch
 from onnxkit_cpu.overrides._plans import Held, remember
-from onnxkit_default_domain.api import mlas_logistic, mlas_tanh
 from onnxkit_default_domain.api import rnn as portable
 
 KERNELS = KernelTable()
@@ -83,7 +78,7 @@ def _takes(X, W, R) -> bool:
 
 def _weights(W, R, B, D: int, gates: int, H: int, sig: int, ct, split: bool) -> tuple:
     """``(W^T [D, I, G], bias [D, 1, 1, G], R^T [D, H, G], rbh, consts)`` in the compute type
-    ``ct``, the columns of the first ``sig`` gates halved (``sig`` 0: none).  ``split`` (GRU): the bias holds the
+    ``ct``, the columns of the first ``sig`` gates halved.  ``split`` (GRU): the bias holds the
     recurrence bias of z and r only, the h gate's ``rbh`` [D, 1, H] is returned apart (None
     otherwise).  ``consts``: the per-column scale and shift that finish the sigmoid gates after
     one ``tanh`` over every gate, and the scalars 1 and 0.5."""
@@ -113,9 +108,6 @@ class _Layer:
     def __init__(self, ctx, s, gates: int, sig: int, cell: int, split: bool = False):
         self.ctx, self.s, self.gates, self.sig, self.split = ctx, s, gates, sig, split
         self.cell, self.loop = cell, loops.recurrence.get(cell)
-        #: float32's loop: LSTM's, onnxruntime's sigmoid and tanh on unhalved gates (None with
-        #: ``loop``); RNN's and GRU's is ``loop`` (onnxruntime's compute their own functions)
-        self.loop32 = loops.recurrence.get(cell, True) if cell == 3 else self.loop
         #: where the plan holds W, R and B (:class:`~._plans.Held`): what is derived from them is kept
         self.held = (Held(ctx, 1), Held(ctx, 2), Held(ctx, 3))
         self.cache = None   # (W, R, B, ct, prepared weights): replaced whole, never edited
@@ -147,8 +139,7 @@ class _Layer:
         each call for runtime inputs (a caller may write one in place between runs)."""
         c = self.cache
         if c is None or c[0] is not W or c[1] is not R or c[2] is not B or c[3] is not ct:
-            sig = 0 if self.cell == 3 and np.dtype(ct) == np.float32 else self.sig   # float32 LSTM: unhalved
-            c = (W, R, B, ct, _weights(W, R, B, self.s.num_dirs, self.gates, H, sig, ct, self.split))
+            c = (W, R, B, ct, _weights(W, R, B, self.s.num_dirs, self.gates, H, self.sig, ct, self.split))
             if self.constant(W, R, B):
                 self.cache = c
         return c[4]
@@ -218,7 +209,7 @@ class _Layer:
         fn = None
         if (dt == np.float32 or dt == np.float64) and (
                 s.num_dirs * X.shape[s.layout ^ 1] * self.gates * R.shape[-1] ** 2 <= COMPILED_WORK):
-            fn = self.loop32 if dt == np.float32 else self.loop
+            fn = self.loop
         c = _Call(W, R, B, fn, self.constant(W, R, B))
         if fn is not None:
             lay = s.layout
@@ -408,29 +399,21 @@ def _lstm_steps(p, bias, rt, rbh, consts, hs, init, keep):
     g_gates = g.reshape(D, Bn, 4, H).transpose(2, 0, 1, 3)   # h @ R^T seen gate-major
     a = np.empty((4, D, Bn, H), ct)
     i, o, f, gg = a
-    sig = a[:3]                                  # i, o, f (float64: tanh of half their input)
-    mlas = ct is np.float32
+    sig = a[:3]                                  # i, o, f: tanh of half their input
     cs = np.empty((2, D, Bn, H), ct)
     tmp = np.empty((D, Bn, H), ct)
     h, c = init
     for k in range(T):
         np.matmul(h, rt, out=g)
         np.add(pg[k], g_gates, out=a)
-        if mlas:                                 # float32: onnxruntime's sigmoid and tanh
-            sig[...] = mlas_logistic(np, sig)
-            gg[...] = mlas_tanh(np, gg)
-        else:
-            np.tanh(a, out=a)
-            np.multiply(sig, half, out=sig)      # the sigmoid: t * 0.5 + 0.5
-            np.add(sig, half, out=sig)
+        np.tanh(a, out=a)
+        np.multiply(sig, half, out=sig)          # the sigmoid: t * 0.5 + 0.5
+        np.add(sig, half, out=sig)
         cn, hn = cs[k & 1], hs[k]
         np.multiply(f, c, out=cn)                # c' = f * c + i * tanh(.)
         np.multiply(i, gg, out=tmp)
         np.add(cn, tmp, out=cn)
-        if mlas:                                 # h' = o * tanh(c')
-            tmp[...] = mlas_tanh(np, cn)
-        else:
-            np.tanh(cn, out=tmp)
+        np.tanh(cn, out=tmp)                     # h' = o * tanh(c')
         np.multiply(o, tmp, out=hn)
         _hold(k, keep, [hn, cn], [h, c])
         h, c = hn, cn

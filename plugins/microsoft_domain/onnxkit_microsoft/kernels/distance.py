@@ -29,7 +29,8 @@ def cdist(ctx):
     metric = ctx.attr_str("metric")
     if metric not in ("sqeuclidean", "euclidean", "minkowski"):
         ctx.fail(f"metric {metric!r} is not one CDist computes (sqeuclidean, euclidean, minkowski with p)")
-    p = float(ctx.attr("p", 2.0)) if metric == "minkowski" else 2.0
+    p = ctx.attr("p") if metric == "minkowski" else None  # not in onnxruntime's definition: no schema default
+    p = 2.0 if p is None else float(p)
     if not p > 0:  # also NaN
         ctx.fail(f"metric 'minkowski' takes p > 0, got p={p!r}")
 

@@ -298,11 +298,27 @@ def test_attention_node_half_with_padding_mask_matches_reference(spy, t):
 
 # ------------------------------------------------------------------ compiled conversions
 
-def test_compiled_widening_is_numpys_for_every_float16_pattern():
+def _loop(name):
+    """The compiled conversion ``name`` of onnxkit_cpu.compiled.half: ``widen16`` / ``narrow16``
+    (the hardware's where it has F16C) or their ``_table`` loops; the hardware loops themselves
+    where ``name`` ends in ``_hw`` (skipped on a processor without F16C)."""
     pytest.importorskip("numba")
     from onnxkit_cpu.compiled import half as loops
 
-    up = loops.widen16.get()
+    if name.endswith("_hw"):
+        assert loops.widen16_table.get() is not None       # numba imported before hardware() asks
+        hw = loops.hardware()
+        if hw is None:
+            pytest.skip("no F16C on this processor")
+        return getattr(hw, name[:-3]).get()
+    return getattr(loops, name).get()
+
+
+@pytest.mark.parametrize("name", ["widen16", "widen16_table", "widen16_hw"])
+def test_compiled_widening_is_numpys_for_every_float16_pattern(name):
+    from onnxkit_cpu.compiled import half as loops
+
+    up = _loop(name)
     assert up is not None
     bits = RNG.permutation(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16))
     out = np.empty(bits.shape, np.float32)
@@ -310,13 +326,11 @@ def test_compiled_widening_is_numpys_for_every_float16_pattern():
     assert np.array_equal(out.view(np.uint32), bits.view(np.float16).astype(np.float32).view(np.uint32))
 
 
-def test_compiled_narrowing_is_numpys_at_every_rounding_boundary():
+@pytest.mark.parametrize("name", ["narrow16", "narrow16_table", "narrow16_hw"])
+def test_compiled_narrowing_is_numpys_at_every_rounding_boundary(name):
     """Every float16 value, the float32 midpoints between neighbours (ties to even) and their
     float32 neighbours, the overflow threshold, subnormals, NaN payloads, and random patterns."""
-    pytest.importorskip("numba")
-    from onnxkit_cpu.compiled import half as loops
-
-    down = loops.narrow16.get()
+    down = _loop(name)
     assert down is not None
     h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
     fin = h[np.isfinite(h)].astype(np.float64)

@@ -1,7 +1,9 @@
 """Compiled float16 <-> float32 conversions (overrides/half.py): numpy 2's ``astype`` between the
 two converts element by element through a generic loop; widening here reads a table of the 65,536
 float16 patterns' float32 values, narrowing works on the bit patterns (IEEE 754 binary16 /
-binary32) with unsigned integer arithmetic and selects (no branch: the loop vectorizes), one pass each.
+binary32) with unsigned integer arithmetic and selects (no branch: the loop vectorizes), one pass each
+(``widen16_table``, ``narrow16_table``).  ``widen16`` / ``narrow16`` give the processor's conversion
+instructions instead where it has them (:func:`hardware`, :mod:`.half_hw`: the same bits, faster).
 
 Precision: exactly numpy's conversion, bit for bit (plugins/cpu_backend/tests/test_half_precision.py
 compares every float16 pattern, and float32 patterns at every rounding boundary):
@@ -53,5 +55,45 @@ def widening_table():
     return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
 
 
-widen16 = kernel(_widen16)
-narrow16 = kernel(_narrow16)
+widen16_table = kernel(_widen16)
+narrow16_table = kernel(_narrow16)
+_HARDWARE: list = []
+
+
+def hardware():
+    """:mod:`.half_hw` where numba's target is this host's processor and it has F16C (x86), else
+    None; asked once, after numba is imported (the loops of this module are planned)."""
+    if not _HARDWARE:
+        from numba.core import config
+        import llvmlite.binding as llvm
+
+        host = not config.CPU_NAME or config.CPU_NAME == "host"
+        features = llvm.get_host_cpu_features() if host else {}
+        if host and features.get("f16c"):
+            from onnxkit_cpu.compiled import half_hw
+            _HARDWARE.append(half_hw)
+        else:
+            _HARDWARE.append(None)
+    return _HARDWARE[0]
+
+
+class Chosen:
+    """``get()``: the :mod:`.half_hw` loop ``name`` where :func:`hardware` is there, else the table
+    / bit-arithmetic loop ``portable`` (a :class:`~onnxkit_cpu.compiled.Lazy`); None where that is
+    (compiled loops off, a cold plan: :meth:`onnxkit_cpu.compiled.Lazy.get`)."""
+
+    __slots__ = ("name", "portable")
+
+    def __init__(self, name: str, portable):
+        self.name, self.portable = name, portable
+
+    def get(self):
+        c = self.portable.get()
+        if c is None:
+            return None
+        hw = hardware()
+        return c if hw is None else getattr(hw, self.name).get()
+
+
+widen16 = Chosen("widen16", widen16_table)
+narrow16 = Chosen("narrow16", narrow16_table)

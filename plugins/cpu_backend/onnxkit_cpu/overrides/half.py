@@ -135,3 +135,20 @@ class Wide:
         if self.held(x):
             self.cache = (x, w)
         return w
+
+
+class Narrowed:
+    """A float32 ``body`` (one input, one output) run on a half-type input: ``body(widen(x))``
+    rounded once to ``x``'s type (:func:`narrow`).  Exact where the body's float32 result
+    rounded once is what the portable kernel gives: a max pool (a selection: the widened
+    value's narrowing is the value itself), an average pool whose divisors are exact in the half
+    type (the portable kernel averages in float32 with the divisor rounded to X's type, then
+    rounds once); the caller decides where that holds."""
+
+    __slots__ = ("body", "halves")
+
+    def __init__(self, body, halves: Halves = NUMPY):
+        self.body, self.halves = body, halves
+
+    def __call__(self, x):
+        return narrow(self.body(widen(x, self.halves)), x.dtype, self.halves)

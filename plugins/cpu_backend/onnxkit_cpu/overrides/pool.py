@@ -16,7 +16,10 @@ floating-point warnings off (the wrapped-around junk lanes of a pass may add inf
 inputs of one or two spatial axes (nothing empty) take :class:`.pool_windows.Compiled`, the
 loop :func:`onnxkit_cpu.compiled.pool.windows` (faster than the passes above): a max
 bit-identical to them, an average too but for which of two NaNs meeting in a sum it keeps (see
-that module).  float16, 3-D, ``Indices`` keep the passes.
+that module).  float16 / bfloat16 X of a MaxPool, or of an AveragePool of at most
+:data:`HALF_EXACT` taps, run that loop on X widened to float32, Y rounded once
+(:class:`.half.Narrowed`): the passes' result bit for bit (they too compute in float32 and round
+once; a max only selects, such a divisor is exact in X's type).  3-D, ``Indices`` keep the passes.
 
 A MaxPool / AveragePool whose one window per axis covers the whole input (:class:`Whole`: an
 oversized ``ceil_mode`` kernel, transformers' EfficientNet pooler) is one reduction over the
@@ -33,6 +36,8 @@ portable kernels.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from onnxkit.plugin import KernelTable, arrays
@@ -43,9 +48,12 @@ from onnxkit_default_domain.api import (average_divisor, average_pool_kernel, co
                                         lp_pool_kernel, max_pool_kernel)
 
 from ..compiled import pool as loops
+from .half import F32, Halves, Narrowed, is_half
 from .pool_windows import Compiled, window_reduction
 
 KERNELS = KernelTable()
+#: the largest window (taps) whose count every half type holds exactly (bfloat16's 8-bit significand)
+HALF_EXACT = 256
 splits_across_threads(("", "MaxPool"), ("", "AveragePool"))
 
 
@@ -134,6 +142,7 @@ def windows_cache(ctx, fill_of, op, fn=None, include_pad=False):
     window covers the input, :class:`.Compiled` where ``fn`` (the compiled loop, planned) takes
     it, else :func:`.window_reduction`'s."""
     geometry = geometry_cache(ctx)
+    halves = Halves.of(ctx) if fn is not None else None
 
     def make(x):
         shape = tuple(int(d) for d in x.shape)
@@ -141,6 +150,11 @@ def windows_cache(ctx, fill_of, op, fn=None, include_pad=False):
             return Whole(geometry, shape, x.dtype, op is np.maximum, include_pad)
         if fn is not None and Compiled.takes(geometry, shape, x.dtype):
             return Compiled(fn, geometry, shape, x.dtype, op is np.maximum, include_pad)
+        if fn is not None and is_half(x.dtype) and Compiled.takes(geometry, shape, F32) and (
+                op is np.maximum or math.prod(geometry(shape)[0].kernel) <= HALF_EXACT):
+            # the float32 loop on X widened, Y rounded once (.half.Narrowed): the numpy body's
+            # result (a max selects; an average's divisor, at most HALF_EXACT, is exact in X's type)
+            return Narrowed(Compiled(fn, geometry, shape, F32, op is np.maximum, include_pad), halves)
         return window_reduction(geometry, shape, compute_dtype(np, x.dtype), fill_of(x.dtype), op)
 
     return per_shape(ctx, make)
@@ -155,7 +169,7 @@ def max_pool(ctx):
 
     def run(x):
         w = windows(x)
-        if w.__class__ is Compiled or w.__class__ is Whole:
+        if w.__class__ is Compiled or w.__class__ is Whole or w.__class__ is Narrowed:
             return w(x)
         if w.empty:
             return portable(x)
@@ -180,7 +194,7 @@ def average_pool(ctx):
 
     def run(x):
         w = windows(x)
-        if w.__class__ is Compiled or w.__class__ is Whole:
+        if w.__class__ is Compiled or w.__class__ is Whole or w.__class__ is Narrowed:
             return w(x)
         if w.empty:
             return portable(x)

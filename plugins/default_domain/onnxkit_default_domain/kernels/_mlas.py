@@ -20,8 +20,8 @@ plus the float32 coefficient, rounded to float64 and then to float32: that doubl
 equals the single one for every float32 input in the clamped ranges (checked exhaustively by
 ``tools/mlas_activation_error.py``, which also measures the approximations' error against the
 exact functions; the figures are in docs/decisions.md).  Any array namespace works; numpy
-arrays take a blocked path with two passes per Horner step (the float64 product, then the sum
-written into a float32 array).  :data:`LOGISTIC` and :data:`TANH` are the tables a compiled body must
+arrays take a blocked path with two passes per Horner step for ``P`` and ``Q`` together (the float64
+product, then the sum written into a float32 array).  :data:`LOGISTIC` and :data:`TANH` are the tables a compiled body must
 reproduce: ``((lo, hi), P's coefficients, Q's coefficients)``, highest degree first, each a
 Python float holding the float32 coefficient's value.
 """
@@ -53,33 +53,45 @@ TANH = ((-9.0, 9.0),
 BLOCK = 16384
 
 
-def _rational_numpy(x, table):
-    """``p / q`` of the sequence over float32 ``x`` (any shape), blocks of :data:`BLOCK` elements
-    through preallocated buffers; each fused step is ``np.multiply`` into float64 then ``np.add``
-    written into float32 (the float64 sum rounded once more, to float32)."""
+def _stacked(table) -> tuple:
+    """``table`` for the numpy body: the range as float32 and, per Horner step, ``P``'s and ``Q``'s
+    coefficients as one float64 column (``P`` padded with leading zeros: ``0 * v^2 + c`` is ``c``
+    exactly, so a padded step changes nothing)."""
     (lo, hi), pc, qc = table
+    n = max(len(pc), len(qc))
+    pc, qc = (0.0,) * (n - len(pc)) + tuple(pc), (0.0,) * (n - len(qc)) + tuple(qc)
+    return np.float32(lo), np.float32(hi), tuple(np.array([[p], [q]], np.float64) for p, q in zip(pc, qc))
+
+
+_STACKED: dict = {}
+
+
+def _rational_numpy(x, table):
+    """``p / q`` of the sequence over float32 ``x`` (any shape), ``P`` and ``Q`` side by side in one
+    ``(2, k)`` array so each Horner step is two numpy calls for both (``np.multiply`` into float64,
+    then ``np.add`` written into float32: the float64 sum rounded once more, to float32), in blocks
+    of :data:`BLOCK` elements through preallocated buffers."""
+    lo, hi, steps = _STACKED.get(id(table)) or _STACKED.setdefault(id(table), _stacked(table))
     flat = x.reshape(-1)
     out = np.empty(flat.shape, np.float32)
     n = min(BLOCK, flat.shape[0])
-    v, v2, a, b = (np.empty(n, np.float32) for _ in range(4))
-    d, t = np.empty(n, np.float64), np.empty(n, np.float64)
+    v, acc, d, t = np.empty(n, np.float32), np.empty((2, n), np.float32), np.empty(n, np.float64), np.empty((2, n), np.float64)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
         for s in range(0, flat.shape[0], BLOCK):
             e = min(s + BLOCK, flat.shape[0])
             k = e - s
-            vk, v2k, dk, tk = v[:k], v2[:k], d[:k], t[:k]
-            np.clip(flat[s:e], np.float32(lo), np.float32(hi), out=vk)     # NaN passes
-            np.multiply(vk, vk, out=v2k)
-            dk[...] = v2k
-            for coefficients, acc in ((pc, a[:k]), (qc, b[:k])):
-                np.multiply(dk, coefficients[0], out=tk)
-                np.add(tk, coefficients[1], out=acc, casting="unsafe")
-                for c in coefficients[2:]:
-                    np.multiply(acc, dk, out=tk)
-                    np.add(tk, c, out=acc, casting="unsafe")
-            pk = a[:k]
+            vk, dk, ak, tk = v[:k], d[:k], acc[:, :k], t[:, :k]
+            np.clip(flat[s:e], lo, hi, out=vk)     # NaN passes
+            np.multiply(vk, vk, out=ak[0])
+            dk[...] = ak[0]
+            np.multiply(steps[0], dk, out=tk)
+            np.add(tk, steps[1], out=ak, casting="unsafe")
+            for c in steps[2:]:
+                np.multiply(ak, dk, out=tk)
+                np.add(tk, c, out=ak, casting="unsafe")
+            pk = ak[0]
             pk *= vk
-            np.divide(pk, b[:k], out=out[s:e])
+            np.divide(pk, ak[1], out=out[s:e])
     return out.reshape(x.shape)
 
 

@@ -43,6 +43,11 @@ kernel (which stays the reference, and gives the errors of bad input):
   clip), the multiplier ``a_scale * b_scale / y_scale`` in float32 as it computes it: one
   compiled pass (:data:`onnxkit_cpu.compiled.quantized.requantize`, QLinearConv's, its bias 0:
   ``acc + 0`` is ``acc``, a zero's sign aside, which rounding and the cast to an integer drop).
+  Where the host has AVX-512 VNNI (:func:`onnxkit_cpu.compiled.quantized_vnni.get`), the 2-D B
+  products are the VNNI integer product instead — the same exact sums, for any K up to
+  :data:`~onnxkit_cpu.compiled.quantized_vnni.K_LIMIT`, B packed once per held B — and
+  QLinearMatMul's requantization (the same float64 operations) runs in its last pass, the
+  multiplier kept while the plan holds the scales.
 """
 
 from __future__ import annotations

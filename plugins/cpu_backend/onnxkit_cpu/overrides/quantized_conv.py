@@ -29,6 +29,15 @@ summed in float64 (exact below 2^53); elsewhere the portable float64 kernel runs
   operations in its order — ``(acc + B) * mult + y_zp``, round half to even, clip — with the
   multiplier ``x_scale * w_scale / y_scale`` computed in float32 as it does: bit-identical.
 
+Two more bodies give the same exact sums: where the host has AVX-512 VNNI, convolutions of one or
+two spatial axes with at least :data:`VNNI_MIN_CHANNELS` output channels per group run the VNNI
+integer product (:mod:`onnxkit_cpu.compiled.quantized_vnni`: channels-last im2col rows, the
+zero points applied from row and column sums); depthwise convolutions (``group == C == M``, two
+spatial axes, within the float32 bound) run a compiled loop
+(:data:`onnxkit_cpu.compiled.quantized.depthwise`).  Both do QLinearConv's requantization in their
+last pass, the requantize loop's operations.  QLinearConv declares its output bytes (the run
+loop's size guard reads the geometry, not inference).
+
 Taken for: X and W (and y_zero_point) int8 / uint8 of the definition's types, rank >= 3, one x
 zero point, one or one-per-output-channel w zero point and (QLinearConv) w_scale, float32
 scales, an int32 B of M values, no negative pads, compiled loops on for QLinearConv.  Everything

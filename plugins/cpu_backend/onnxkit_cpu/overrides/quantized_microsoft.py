@@ -31,6 +31,11 @@ compiled pass), so the results are bit-identical:
   (:func:`~.quantization.exact_product`, B centered once), then ``acc * (a_scale * b_scale)``
   and the bias in float64 as the portable kernels compute them.
 
+Where the host has AVX-512 VNNI the products of QGemm, MatMulIntegerToFloat and
+DynamicQuantizeMatMul are the VNNI integer product (:mod:`onnxkit_cpu.compiled.quantized_vnni`),
+the same exact sums.  QLinearAdd / QLinearMul keep their parameters' float64 values while the plan
+holds them; QLinearAdd, QLinearMul, QGemm and QLinearGlobalAveragePool declare their output bytes.
+
 Float results equal the portable kernels' (a zero's sign aside, where the two BLAS routines
 form an exact zero sum differently).
 

@@ -26,6 +26,8 @@ softmax family as one compiled loop over its rows where the axis is the last (fr
 rows are the trailing block (before 13), rows of up to :data:`SOFTMAX_COMPILED_ROW` elements
 (numpy's SIMD exp wins on longer ones): :mod:`onnxkit_cpu.compiled.activation` states the precision
 (HardSigmoid and HardSwish bit-identical; the others evaluated in float64 and rounded once).
+A float16 / bfloat16 Gelu ('none', rank >= 1) runs the float32 loop on X widened, Y rounded once
+(:class:`.half.Narrowed`; the portable wrapper rounds the numpy body's float32 result once too).
 A non-contiguous X is made contiguous first.
 """
 
@@ -44,6 +46,7 @@ from onnxkit_default_domain.api import mlas_logistic, mlas_tanh
 from onnxkit_cpu.compiled import activation as loops
 from onnxkit_cpu.overrides.elementwise_math import powers_buffer
 from onnxkit_cpu.overrides._plans import remember
+from onnxkit_cpu.overrides.half import Halves, Narrowed, is_half
 
 KERNELS = KernelTable()
 #: elements of a compiled pass worth a block on a thread of its own
@@ -417,7 +420,11 @@ def gelu(ctx):
         return _lean(body, portable.in_float(xp, body))
     fast32 = _elementwise(gelu32, {np.dtype(np.float32): (_gelu32_rows(np.float64), float(_GELU32_CAP))})
     fast64 = _elementwise(gelu64)
-    return _lean(body, portable.in_float(xp, body), lambda x: fast32(x) if x.dtype == np.float32 else fast64(x))
+    # float16 / bfloat16 X of rank >= 1: the float32 loop on X widened, Y rounded once (.half)
+    half32 = Narrowed(fast32, Halves.of(ctx))
+    narrow_or = portable.in_float(xp, body)
+    return _lean(body, lambda x: half32(x) if x.ndim and is_half(x.dtype) else narrow_or(x),
+                 lambda x: fast32(x) if x.dtype == np.float32 else fast64(x))
 
 
 # ----------------------------------------------------------------------------- softmax family

@@ -206,7 +206,7 @@ def test_datasets_are_written_by_onnxkit_and_run(tmp_path, monkeypatch):
         assert datasets.get_example(name).startswith(str(tmp_path))
     x = np.linspace(-3, 3, 60, dtype=np.float32).reshape(3, 4, 5)
     (y,) = onnxkit.InferenceSession(datasets.get_example("sigmoid.onnx")).run(None, {"x": x})
-    np.testing.assert_allclose(y, 1 / (1 + np.exp(-x)), rtol=1e-6)
+    np.testing.assert_allclose(y, 1 / (1 + np.exp(-x)), rtol=1e-6, atol=2e-7)  # MLAS's logistic: docs/decisions.md
     sess = onnxkit.InferenceSession(datasets.get_example("logreg_iris.onnx"))
     labels, probs = sess.run(None, {"float_input": np.array([[1, 2], [5, 0.5]], np.float32)})
     assert labels.dtype == np.int64 and len(probs) == 2 and sorted(probs[0]) == [0, 1, 2]

@@ -259,7 +259,10 @@ def test_where():
 def test_activations(op, attrs, opsets, dtype):
     x = rand((3, 7), dtype, -6, 6)
     for opset in opsets:
-        same(op, [x], attrs, opset=opset, rtol=3e-6 if np.dtype(dtype) == np.float32 else None)
+        f32 = np.dtype(dtype) == np.float32
+        # the cpu backend's float32 logistic / tanh are MLAS's approximations (docs/decisions.md), torch's are not
+        same(op, [x], attrs, opset=opset, rtol=3e-6 if f32 else None,
+             atol=2.4e-6 if f32 and op in ("Sigmoid", "Tanh", "Swish", "Mish") else None)
 
 
 def test_activation_extremes():

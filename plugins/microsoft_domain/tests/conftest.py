@@ -18,3 +18,19 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if HERE in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.filterwarnings("ignore:the model is evaluated despite"))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def one_intra_op_block_by_default(monkeypatch):
+    """The default thread count splits no loop here (the default follows the machine's load, and a
+    split loop is called once per block, which the spies count); the cpu backend's tests pin it the
+    same way, and its test_parallel.py checks the bits at every count."""
+    from onnxkit.runtime import threads
+
+    real = threads.free_threads
+    monkeypatch.setattr(threads, "free_threads",
+                        lambda now=None, loadavg=None, running=None:
+                        1 if (now, loadavg, running) == (None, None, None) else real(now, loadavg, running))

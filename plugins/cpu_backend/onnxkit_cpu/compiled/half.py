@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit_cpu.compiled import kernel
+from onnxkit_cpu.compiled import host, kernel
 
 
 def _widen16(h, table, out):
@@ -64,12 +64,7 @@ def hardware():
     """:mod:`.half_hw` where numba's target is this host's processor and it has F16C (x86), else
     None; asked once, after numba is imported (the loops of this module are planned)."""
     if not _HARDWARE:
-        from numba.core import config
-        import llvmlite.binding as llvm
-
-        host = not config.CPU_NAME or config.CPU_NAME == "host"
-        features = llvm.get_host_cpu_features() if host else {}
-        if host and features.get("f16c"):
+        if host.has("f16c"):
             from onnxkit_cpu.compiled import half_hw
             _HARDWARE.append(half_hw)
         else:

@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxkit_cpu.compiled import kernel
+from onnxkit_cpu.compiled import host, kernel
 
 #: output columns of a tile (four 16-lane vectors)
 TILE = 64
 #: False: :func:`get` returns None (the portable float loop runs); for tests and A/B runs
 ENABLED = True
-_state: dict = {}
 
 
 def _probe():  # the compiled-loop gate of :mod:`onnxkit_cpu.compiled` (deferral, switches)
@@ -46,17 +45,8 @@ _PROBE = kernel(_probe)
 
 
 def host_has_vnni() -> bool:
-    """Whether numba's host CPU reports AVX-512 VNNI (asked once)."""
-    got = _state.get("vnni")
-    if got is None:
-        try:
-            import llvmlite.binding as ll
-
-            got = bool(ll.get_host_cpu_features().get("avx512vnni", False))
-        except (ImportError, RuntimeError, AttributeError):   # no llvmlite, or no host features
-            got = False
-        _state["vnni"] = got
-    return got
+    """Whether numba targets this host and it has AVX-512 VNNI (:func:`.host.has`)."""
+    return host.has("avx512vnni")
 
 
 def get():

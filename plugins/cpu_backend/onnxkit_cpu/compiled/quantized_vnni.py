@@ -35,13 +35,12 @@ import threading
 
 import numpy as np
 
-from onnxkit_cpu.compiled import kernel
+from onnxkit_cpu.compiled import host, kernel
 
 #: the largest K whose int32 sums cannot overflow (``K * 255 * 128 < 2^31``)
 K_LIMIT = (1 << 31) // (255 * 128) - 4
 #: False: :func:`get` returns None (the float32 products run); for tests and A/B runs
 ENABLED = True
-_state = {}
 
 
 def _probe():  # the compiled-loop gate of :mod:`onnxkit_cpu.compiled` (deferral, switches)
@@ -51,22 +50,9 @@ def _probe():  # the compiled-loop gate of :mod:`onnxkit_cpu.compiled` (deferral
 _PROBE = kernel(_probe)
 
 
-def _host_has_vnni() -> bool:
-    got = _state.get("vnni")
-    if got is None:
-        try:
-            import llvmlite.binding as ll
-
-            got = bool(ll.get_host_cpu_features().get("avx512vnni", False))
-        except (ImportError, RuntimeError, AttributeError):   # no llvmlite, or no host features
-            got = False
-        _state["vnni"] = got
-    return got
-
-
 def get():
     """The implementation module (:mod:`.quantized_vnni_impl`), or None (module docstring)."""
-    if not ENABLED or _PROBE.get() is None or not _host_has_vnni():
+    if not ENABLED or _PROBE.get() is None or not host.has("avx512vnni"):
         return None
     from . import quantized_vnni_impl
 

@@ -45,7 +45,9 @@ _EXACT = Tolerance(exact=True, why="integers, booleans and strings are computed 
 #: Element type name (Table 5) -> the tolerance onnxkit guarantees for it.
 TOLERANCES: dict = {
     "DOUBLE": Tolerance(1e-9, 1e-12, why="float64 arithmetic throughout"),
-    "FLOAT": Tolerance(1e-3, 1e-7, why="the ONNX 1-3 harness tolerance; float32 accumulation order differs from the reference"),
+    "FLOAT": Tolerance(1e-3, 1e-7, why="the ONNX 1-3 harness tolerance; float32 accumulation order differs from the reference; "
+                      "except the cpu backend's float32 Sigmoid (and Swish) for inputs in [-18, -10.4]: absolute "
+                      "error up to 1.8e-7, onnxruntime's MLAS approximation, kept bit-equal (decisions.md)"),
     "FLOAT16": Tolerance(1e-3, 1e-7, why="computed in float32 and rounded once; the float32 tolerance holds"),
     "BFLOAT16": Tolerance(2 ** -6, 1e-7, why="computed in float32 and rounded once; bfloat16 keeps 8 significand bits"),
     "COMPLEX64": Tolerance(1e-3, 1e-7, why="as float32, on the modulus of the difference"),

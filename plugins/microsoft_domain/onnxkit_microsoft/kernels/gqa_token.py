@@ -43,6 +43,47 @@ def _f32(x) -> bool:
     return type(x) is np.ndarray and x.dtype == _F32
 
 
+def _rows(a: dict, query, key, value, past_key, past_value, seqlens_k, total_sequence_length, s: int):
+    """The S new rows of a batch-1 run: ``(q, k, v, h, t, total, buf)`` with ``q`` (S, N, H), ``k``
+    and ``v`` (S, Nkv, H) float32 views of the inputs (packed QKV or separate), ``h`` the head
+    size, ``t`` = ``seqlens_k + 1``, ``total`` the total sequence length, ``buf`` the pasts'
+    length; None where a form or a shape is not the served one (``query`` is float32, 3-D, batch 1:
+    the caller's check)."""
+    n, nkv = a["n"], a["nkv"]
+    d = int(query.shape[2])
+    if key is None:
+        if value is not None or d % (n + 2 * nkv):
+            return None
+        h = d // (n + 2 * nkv)
+        qkv = query.reshape(s, n + 2 * nkv, h)
+        q, k, v = qkv[:, :n], qkv[:, n:n + nkv], qkv[:, n + nkv:]
+    else:
+        h = d // n
+        if d % n or not (_f32(key) and _f32(value)) or key.shape != (1, s, nkv * h) or value.shape != key.shape:
+            return None
+        q, k, v = query.reshape(s, n, h), key.reshape(s, nkv, h), value.reshape(s, nkv, h)
+    if past_key.ndim != 4 or past_key.shape != past_value.shape or past_key.shape[:2] != (1, nkv) \
+            or past_key.shape[3] != h:
+        return None
+    if type(seqlens_k) is not np.ndarray or seqlens_k.shape != (1,) or seqlens_k.dtype.kind not in "iu" \
+            or type(total_sequence_length) is not np.ndarray or total_sequence_length.size != 1:
+        return None
+    return q, k, v, h, int(seqlens_k[0]) + 1, int(total_sequence_length.reshape(-1)[0]), int(past_key.shape[2])
+
+
+def _rotary_half(a: dict, cos_cache, sin_cache, h: int, end: int):
+    """The rotated half-width (0: no rotary), or None where the caches do not serve positions
+    below ``end`` for head size ``h``."""
+    if not a["rotary"]:
+        return 0
+    if not (_f32(cos_cache) and _f32(sin_cache)) or cos_cache.ndim != 2 or sin_cache.shape != cos_cache.shape:
+        return None
+    half = int(cos_cache.shape[1])
+    if 2 * half > h or end > int(cos_cache.shape[0]) or not half:
+        return None
+    return half
+
+
 class Case:
     """One decoding step's geometry (:func:`case`): ``q`` (N, H), ``k`` and ``v`` (Nkv, H) float32
     views of the inputs (not rotated), ``p`` the cached tokens (the new row's position), ``t`` =
@@ -58,39 +99,17 @@ def case(a: dict, query, key, value, past_key, past_value, seqlens_k, total_sequ
     """The :class:`Case` of a decoding step the module serves, or None (see the module docstring)."""
     if not (_f32(query) and _f32(past_key) and _f32(past_value)) or query.shape[:2] != (1, 1):
         return None
-    n, nkv = a["n"], a["nkv"]
-    d = int(query.shape[2])
-    if key is None:
-        if value is not None or d % (n + 2 * nkv):
-            return None
-        h = d // (n + 2 * nkv)
-        qkv = query.reshape(n + 2 * nkv, h)
-        q, k, v = qkv[:n], qkv[n:n + nkv], qkv[n + nkv:]
-    else:
-        h = d // n
-        if d % n or not (_f32(key) and _f32(value)) or key.shape != (1, 1, nkv * h) or value.shape != key.shape:
-            return None
-        q, k, v = query.reshape(n, h), key.reshape(nkv, h), value.reshape(nkv, h)
-    if past_key.ndim != 4 or past_key.shape != past_value.shape or past_key.shape[:2] != (1, nkv) \
-            or past_key.shape[3] != h:
+    got = _rows(a, query, key, value, past_key, past_value, seqlens_k, total_sequence_length, 1)
+    if got is None:
         return None
-    if type(seqlens_k) is not np.ndarray or seqlens_k.shape != (1,) or seqlens_k.dtype.kind not in "iu" \
-            or type(total_sequence_length) is not np.ndarray or total_sequence_length.size != 1:
-        return None
-    t = int(seqlens_k[0]) + 1
-    total = int(total_sequence_length.reshape(-1)[0])
-    p, buf = t - 1, int(past_key.shape[2])
+    q, k, v, h, t, total, buf = got
+    q, k, v, p = q[0], k[0], v[0], t - 1
     if total == 1 or not 1 <= t <= total or p > buf:  # a prompt run, or lengths the general kernel refuses
         return None
-    c = s = None
-    half = 0
-    if a["rotary"]:
-        if not (_f32(cos_cache) and _f32(sin_cache)) or cos_cache.ndim != 2 or sin_cache.shape != cos_cache.shape:
-            return None
-        half = int(cos_cache.shape[1])
-        if 2 * half > h or p >= int(cos_cache.shape[0]) or not half:
-            return None
-        c, s = cos_cache[p], sin_cache[p]
+    half = _rotary_half(a, cos_cache, sin_cache, h, p + 1)
+    if half is None:
+        return None
+    c, s = (cos_cache[p], sin_cache[p]) if half else (None, None)
     window = a["window"]
     r = Case()
     r.q, r.k, r.v, r.p, r.t, r.length, r.buf = q, k, v, p, t, max(total, buf), buf
@@ -121,41 +140,20 @@ def chunk_case(a: dict, query, key, value, past_key, past_value, seqlens_k, tota
     head_sink and query_seqlens (the run reads them from the positions ``P + s``)."""
     if not (_f32(query) and _f32(past_key) and _f32(past_value)) or query.ndim != 3 or query.shape[0] != 1:
         return None
-    n, nkv = a["n"], a["nkv"]
-    s, d = int(query.shape[1]), int(query.shape[2])
-    if key is None:
-        if value is not None or d % (n + 2 * nkv):
-            return None
-        h = d // (n + 2 * nkv)
-        qkv = query.reshape(s, n + 2 * nkv, h)
-        q, k, v = qkv[:, :n], qkv[:, n:n + nkv], qkv[:, n + nkv:]
-    else:
-        h = d // n
-        if d % n or not (_f32(key) and _f32(value)) or key.shape != (1, s, nkv * h) or value.shape != key.shape:
-            return None
-        q, k, v = query.reshape(s, n, h), key.reshape(s, nkv, h), value.reshape(s, nkv, h)
-    if not s or past_key.ndim != 4 or past_key.shape != past_value.shape or past_key.shape[:2] != (1, nkv) \
-            or past_key.shape[3] != h:
+    s = int(query.shape[1])
+    got = _rows(a, query, key, value, past_key, past_value, seqlens_k, total_sequence_length, s) if s else None
+    if got is None:
         return None
-    if type(seqlens_k) is not np.ndarray or seqlens_k.shape != (1,) or seqlens_k.dtype.kind not in "iu" \
-            or type(total_sequence_length) is not np.ndarray or total_sequence_length.size != 1:
-        return None
-    t = int(seqlens_k[0]) + 1
-    total = int(total_sequence_length.reshape(-1)[0])
-    buf = int(past_key.shape[2])
+    q, k, v, h, t, total, buf = got
     if not 1 <= t <= total or s > total or (s == total and t != s):
         return None  # lengths the general kernel refuses, or a padded prompt
     p = 0 if s == total else t - s
     length = max(total, buf)
     if p < 0 or p > buf or p + s > length:
         return None
-    half = 0
-    if a["rotary"]:
-        if not (_f32(cos_cache) and _f32(sin_cache)) or cos_cache.ndim != 2 or sin_cache.shape != cos_cache.shape:
-            return None
-        half = int(cos_cache.shape[1])
-        if 2 * half > h or p + s > int(cos_cache.shape[0]) or not half:
-            return None
+    half = _rotary_half(a, cos_cache, sin_cache, h, p + s)
+    if half is None:
+        return None
     r = Chunk()
     r.q, r.k, r.v, r.p, r.t, r.length = q, k, v, p, t, length
     r.causal, r.window = bool(a["causal"]), a["window"]

@@ -143,13 +143,10 @@ def conv_weights(w):
     return np.moveaxis(w, 1, -1).reshape(w.shape[0], -1)
 
 
-def conv(impl, x, x_zp: int, groups: list, plan, requantized=None):
-    """``S`` of the convolution (N, M, *out) as float64, for ``x`` (N, C, H, W) 8-bit (one or two
-    spatial axes: a 1-D input as (N, C, 1, W)) and ``groups`` the :class:`PackedW` of each
-    group's weights (``(kh * kw * C/group, M/group)``: rows in the order kernel row, kernel
-    column, channel, :func:`conv_weights`).  ``requantized``: ``(bias, mult, zp, lo, hi, y)``,
-    the sums requantized into ``y`` (N, M, L) instead
-    (:func:`~.quantized_vnni_impl.finish_conv_requantized`), which is returned."""
+def planar(x, plan) -> tuple:
+    """A convolution of one or two spatial axes as one of two: ``(kh, kw, sh, sw, dh, dw, top,
+    left, oh, ow, x4)`` from ``plan``'s geometry, a 1-D input ``x`` (N, C, W) viewed as
+    ``x4`` (N, C, 1, W) with a kernel row of one."""
     nd = x.ndim - 2
     one = (1,) if nd == 1 else ()
     kh, kw = one + plan.kernel
@@ -157,8 +154,19 @@ def conv(impl, x, x_zp: int, groups: list, plan, requantized=None):
     dh, dw = one + plan.dil
     top, left = (0,) * (2 - nd) + plan.begin
     oh, ow = one + plan.out_shape
+    x4 = x if nd == 2 else x.reshape(plan.n, plan.c, 1, x.shape[2])
+    return kh, kw, sh, sw, dh, dw, top, left, oh, ow, x4
+
+
+def conv(impl, x, x_zp: int, groups: list, plan, requantized=None):
+    """``S`` of the convolution (N, M, *out) as float64, for ``x`` (N, C, H, W) 8-bit (one or two
+    spatial axes: a 1-D input as (N, C, 1, W)) and ``groups`` the :class:`PackedW` of each
+    group's weights (``(kh * kw * C/group, M/group)``: rows in the order kernel row, kernel
+    column, channel, :func:`conv_weights`).  ``requantized``: ``(bias, mult, zp, lo, hi, y)``,
+    the sums requantized into ``y`` (N, M, L) instead
+    (:func:`~.quantized_vnni_impl.finish_conv_requantized`), which is returned."""
+    kh, kw, sh, sw, dh, dw, top, left, oh, ow, x4 = planar(x, plan)
     n, c, m, group = plan.n, plan.c, plan.m, plan.group
-    x4 = x if nd == 2 else x.reshape(n, c, 1, x.shape[2])
     flip, xzp = shifted_zero_point(x.dtype, x_zp)
     xt = scratch("channels_last", (n, x4.shape[2], x4.shape[3], c), np.uint8)
     impl.channels_last(x4, flip, xt)

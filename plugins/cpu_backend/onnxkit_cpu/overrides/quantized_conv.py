@@ -177,14 +177,8 @@ def exact_conv(x, x_zp: int, prepared: CenteredW, plan, columns=None, fast=None)
         if x_zp:
             xf -= F32.type(x_zp)
         return portable_conv.conv_nd(np, xf, prepared.weights, plan, strided_columns)
-    one = (1,) if nd == 1 else ()
-    kh, kw = one + plan.kernel
-    sh, sw = one + plan.strides
-    dh, dw = one + plan.dil
-    top, left = (0,) * (2 - nd) + plan.begin
-    oh, ow = one + plan.out_shape
+    kh, kw, sh, sw, dh, dw, top, left, oh, ow, x4 = vnni.planar(x, plan)
     n, c, m, group = plan.n, plan.c, plan.m, plan.group
-    x4 = x if nd == 2 else x.reshape(n, c, 1, x.shape[2])
     kp = kh * kw
     cols = np.empty((n, c * kp, oh * ow), F32)
     columns(np.ascontiguousarray(x4), np.float32(x_zp), kh, kw, sh, sw, dh, dw, top, left, oh, ow, cols)

@@ -1255,6 +1255,14 @@ MUTANTS = (
            'if what == "input":  # onnxruntime\'s sentence for this refusal too: callers match its words',
            'if False:',
            ("tests/checker/test_ort_type_error_words.py",)),
+    # issue 44 (time to first result): the BLAS limit through OpenBLAS's own entry points
+    Mutant("openblas-limit-not-set", "onnxkit/runtime/threads.py",
+           "        self._set(n)", "        pass",
+           ("tests/engine/test_threads_openblas.py",)),
+    Mutant("openblas-fast-path-takes-any-blas", "onnxkit/runtime/threads.py",
+           'if not path.rpartition("/")[2].startswith(_OPENBLAS_NAMES) or path.endswith(" (deleted)"):',
+           'if path.endswith(" (deleted)"):',
+           ("tests/engine/test_threads_openblas.py",)),
 )
 
 

@@ -11,7 +11,10 @@ convolution network on a loaded machine many times slower than with one thread.
 The limit is process-wide (threadpoolctl sets the library's global setting), so sessions with
 different thread counts that run at the same time, from several Python threads, share one
 setting: whichever entered last, until the runs end (each restores the setting it found).
-Without threadpoolctl (it is a dependency of onnxkit) runs go unlimited.
+Where every BLAS loaded is an OpenBLAS that ``/proc/self/maps`` lists (Linux), its thread count is
+read and set through OpenBLAS's own entry points and threadpoolctl is not imported; otherwise
+threadpoolctl finds and sets them.  Without threadpoolctl (it is a dependency of onnxkit) runs
+go unlimited.
 
 The same count sizes onnxkit's own intra-op parallelism (:func:`parallel_for`): kernels that are
 not one BLAS call (the cpu backend's compiled loops, released from the GIL, and numpy bodies)
@@ -208,20 +211,83 @@ class _Limit:
 _blas_libs = None
 _modules_seen = -1
 
+#: file-name beginnings of the BLAS libraries threadpoolctl recognises (OpenBLAS, BLIS, MKL, FlexiBLAS)
+_BLAS_NAMES = ("libopenblas", "libscipy_openblas", "openblas", "libblas", "libblis", "libmkl_rt", "mkl_rt",
+               "libflexiblas")
+#: of those, the names that can only be OpenBLAS (``libblas`` may be any implementation)
+_OPENBLAS_NAMES = ("libopenblas", "libscipy_openblas")
+
+
+class _OpenBLAS:
+    """One loaded OpenBLAS's thread count, read and set through its own entry points (what
+    threadpoolctl's OpenBLAS controller calls: ``openblas_get_num_threads`` /
+    ``openblas_set_num_threads`` with the build's prefix and suffix)."""
+
+    __slots__ = ("filepath", "get_num_threads", "_set")
+    user_api = "blas"
+
+    def __init__(self, filepath: str, get, set_):
+        self.filepath, self.get_num_threads, self._set = filepath, get, set_
+
+    def set_num_threads(self, n: int) -> None:
+        self._set(n)
+
+
+def _openblas_only() -> Optional[tuple]:
+    """The loaded BLAS libraries as :class:`_OpenBLAS` controllers, read from ``/proc/self/maps``
+    without threadpoolctl; None where that cannot decide: no ``/proc`` (not Linux), a loaded
+    library named like a BLAS other than OpenBLAS (or like ``libblas``), or an OpenBLAS whose
+    thread-count entry points are not found (then threadpoolctl looks)."""
+    try:
+        with open("/proc/self/maps") as f:
+            text = f.read()
+    except OSError:
+        return None
+    paths = {line[line.index("/"):] for line in text.splitlines() if "/" in line
+             and line.rpartition("/")[2].startswith(_BLAS_NAMES)}
+    found = []
+    for path in sorted(paths):
+        if not path.rpartition("/")[2].startswith(_OPENBLAS_NAMES) or path.endswith(" (deleted)"):
+            return None
+        import ctypes
+
+        try:
+            lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD)
+        except OSError:
+            return None
+        for prefix in ("", "scipy_"):
+            for suffix in ("", "64_"):
+                get = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None)
+                set_ = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}", None)
+                if get is not None and set_ is not None:
+                    found.append(_OpenBLAS(path, get, set_))
+                    break
+            else:
+                continue
+            break
+        else:
+            return None
+    return tuple(found)
+
 
 def _blas_controllers() -> tuple:
     """The BLAS library controllers of the libraries loaded now (empty without threadpoolctl).
 
-    Found again whenever a module was imported since the last look (``len(sys.modules)``
-    changed): a BLAS loaded after the first run (scipy's, torch's) is limited too, and a run in
-    steady state pays one ``len``."""
+    Where the loaded BLAS libraries are all OpenBLAS builds and ``/proc/self/maps`` lists them
+    (:func:`_openblas_only`), their own entry points, without importing threadpoolctl; else
+    threadpoolctl's controllers of user API ``blas``.  Found again whenever a module was
+    imported since the last look (``len(sys.modules)`` changed): a BLAS loaded after the first
+    run (scipy's, torch's) is limited too, and a run in steady state pays one ``len``."""
     global _blas_libs, _controller, _modules_seen
     loaded = len(sys.modules)
     if _blas_libs is None or loaded != _modules_seen:
-        with _lock:
-            _controller = None
-        c = controller()
-        _blas_libs = tuple(lib for lib in (c.lib_controllers if c is not None else ()) if lib.user_api == "blas")
+        libs = _openblas_only()
+        if libs is None:
+            with _lock:
+                _controller = None
+            c = controller()
+            libs = tuple(lib for lib in (c.lib_controllers if c is not None else ()) if lib.user_api == "blas")
+        _blas_libs = libs
         _modules_seen = loaded
     return _blas_libs
 

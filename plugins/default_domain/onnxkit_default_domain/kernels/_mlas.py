@@ -21,12 +21,17 @@ equals the single one for every float32 input in the clamped ranges (checked exh
 ``tools/mlas_activation_error.py``, which also measures the approximations' error against the
 exact functions; the figures are in docs/decisions.md).  Any array namespace works; numpy
 arrays take a blocked path with two passes per Horner step for ``P`` and ``Q`` together (the float64
-product, then the sum written into a float32 array).  :data:`LOGISTIC` and :data:`TANH` are the tables a compiled body must
+product, then the sum written into a float32 array); a numpy array of at most :data:`SMALL`
+elements, none of them NaN, takes the same sequence on Python floats (each product and sum a
+float64 operation, each rounding to float32 by ``struct``'s C cast): the same operations in the
+same order, so the same bits, without the block path's two dozen numpy calls.  :data:`LOGISTIC` and :data:`TANH` are the tables a compiled body must
 reproduce: ``((lo, hi), P's coefficients, Q's coefficients)``, highest degree first, each a
 Python float holding the float32 coefficient's value.
 """
 
 from __future__ import annotations
+
+import struct
 
 import numpy as np
 
@@ -64,6 +69,49 @@ def _stacked(table) -> tuple:
 
 
 _STACKED: dict = {}
+
+#: the most elements the Python-float path takes (beyond, the block path's numpy calls cost less)
+SMALL = 8
+
+_F32 = struct.Struct("<f")
+
+
+def _rational_small(values: list, table, logistic: bool) -> list:
+    """The sequence (and, ``logistic``, its ``+ 0.5`` and ``max(r, 0)``) over ``values``, Python
+    floats holding float32 values, none NaN: each step the block path's float64 operation, then
+    rounded to float32 (``struct`` packs by a C cast to float: round to nearest even; no value
+    of the clamped sequence overflows float32)."""
+    (lo, hi), pc, qc = table
+    pack, unpack = _F32.pack, _F32.unpack
+    out = []
+    for x in values:
+        v = min(max(x, lo), hi)
+        v2 = unpack(pack(v * v))[0]
+        p = pc[0]
+        for c in pc[1:]:
+            p = unpack(pack(p * v2 + c))[0]
+        q = qc[0]
+        for c in qc[1:]:
+            q = unpack(pack(q * v2 + c))[0]
+        r = unpack(pack(unpack(pack(v * p))[0] / q))[0]
+        if logistic:
+            r = unpack(pack(r + 0.5))[0]
+            if r < 0.0:
+                r = 0.0
+        out.append(r)
+    return out
+
+
+def _small(x, table, logistic: bool):
+    """The Python-float path's result for a numpy float32 ``x`` it takes (at most :data:`SMALL`
+    elements, no NaN: a NaN's payload is left to the block path), else None."""
+    if x.size > SMALL:
+        return None
+    values = x.reshape(-1).tolist()
+    for v in values:
+        if v != v:
+            return None
+    return np.array(_rational_small(values, table, logistic), np.float32).reshape(x.shape)
 
 
 def _rational_numpy(x, table):
@@ -115,6 +163,10 @@ def _rational(xp, x, table):
 
 def logistic(xp, x):
     """float32 ``x`` (any shape) -> onnxruntime's float32 sigmoid of it, a new array."""
+    if isinstance(x, np.ndarray) and x.size <= SMALL:
+        r = _small(x, LOGISTIC, True)
+        if r is not None:
+            return r
     r = _rational(xp, x, LOGISTIC)
     if isinstance(r, np.ndarray):
         r += np.float32(0.5)
@@ -125,4 +177,8 @@ def logistic(xp, x):
 
 def tanh(xp, x):
     """float32 ``x`` (any shape) -> onnxruntime's float32 tanh of it, a new array."""
+    if isinstance(x, np.ndarray) and x.size <= SMALL:
+        r = _small(x, TANH, False)
+        if r is not None:
+            return r
     return _rational(xp, x, TANH)

@@ -33,8 +33,10 @@ operation, as numpy's):
 * :data:`depthwise` ``(x, zp, w, sh, sw, dh, dw, top, left, bias, mult, yzp, lo, hi, requant, y)``:
   the depthwise convolution (one input channel per output channel) of 8-bit ``x`` (N, C, H, W)
   minus ``zp`` (float32) by ``w`` (C, kh, kw), float32 weights minus their zero points, into
-  ``y`` (N, C, oh, ow), padding positions skipped (they contribute 0): each output's sum of
-  ``(float32(x) - zp) * w`` in float32, **exact** where the caller checked ``amax * L1 <= 2^24``
+  ``y`` (N, C, oh, ow), padding positions taken as 0 (they contribute 0): each output's sum of
+  ``(float32(x) - zp) * w`` in float32, in no particular order (a channel's padded plane split
+  into stride phases, each tap over the whole output one contiguous run of a phase),
+  **exact** where the caller checked ``amax * L1 <= 2^24``
   (``overrides/quantized_conv.py``: every partial sum an integer a float32 holds); then with
   ``requant`` QLinearConv's requantization (:data:`requantize`'s float64 operations,
   ``clip`` as ``min(max(r, lo), hi)``: never NaN), else the sum itself (ConvInteger's int32).
@@ -160,46 +162,69 @@ def depthwise(x, zp, w, sh, sw, dh, dw, top, left, bias, mult, yzp, lo, hi, requ
     n_count, c_count, h, wd = x.shape
     kh, kw = w.shape[1], w.shape[2]
     oh, ow = y.shape[2], y.shape[3]
-    # channels last, centered, float32: each output's taps are contiguous vectors of channels
-    xt = np.empty((h, wd, c_count), np.float32)
-    wt = np.empty((kh, kw, c_count), np.float32)
-    for c in range(c_count):
-        for i in range(kh):
-            for j in range(kw):
-                wt[i, j, c] = w[c, i, j]
-    acc = np.empty((ow, c_count), np.float32)
+    # One channel at a time.  Its padded input (row r of the padded plane is input row r - top,
+    # column q input column q - left; padding 0: it contributes 0) is kept split into sh x sw
+    # phases, phase (py, px) holding the padded rows py, py + sh, ... and columns px, px + sw, ...
+    # of the plane, each phase wq columns wide.  The input to a tap (i, j) of output (a, b) is
+    # padded (a*sh + i*dh, b*sw + j*dw): in phase ((i*dh) % sh, (j*dw) % sw), at row
+    # a + (i*dh) // sh and column b + (j*dw) // sw, so one tap over the whole output, laid out
+    # (oh, wq) (columns from ow on unused), is one contiguous run of its phase.
+    hp = max(h + top, (oh - 1) * sh + (kh - 1) * dh + 1)
+    wp = max(wd + left, (ow - 1) * sw + (kw - 1) * dw + 1)
+    hq = (hp + sh - 1) // sh
+    wq = (wp + sw - 1) // sw
+    length = oh * wq
+    phases = np.zeros((sh * sw, (hq + 1) * wq), np.float32)   # a row of slack: a run's unused end
+    acc = np.empty(length, np.float32)
     for n in range(n_count):
-        for yy in range(h):
-            for c0 in range(0, c_count, 16):        # blocks of channels: short strided runs
-                c1 = min(c_count, c0 + 16)
-                for xx in range(wd):
-                    dst = xt[yy, xx]
-                    for c in range(c0, c1):
-                        dst[c] = np.float32(x[n, c, yy, xx]) - zp
-        for a in range(oh):
-            for b in range(ow):
-                row = acc[b]
-                for c in range(c_count):
-                    row[c] = 0.0
-                for i in range(kh):
-                    yy = a * sh + i * dh - top
-                    if yy < 0 or yy >= h:
+        for c in range(c_count):
+            for yy in range(h):
+                py = (yy + top) % sh
+                r = (yy + top) // sh
+                src = x[n, c, yy]
+                for px in range(sw):
+                    x0 = (px - left) % sw                   # the first input column of this phase
+                    if x0 >= wd:
                         continue
-                    for j in range(kw):
-                        xx = b * sw + j * dw - left
-                        if xx < 0 or xx >= wd:
-                            continue
-                        src = xt[yy, xx]
-                        tap = wt[i, j]
-                        for c in range(np.uint64(c_count)):     # unsigned: no wrap check, vectorized
-                            row[c] += src[c] * tap[c]
-            for c in range(c_count):
+                    count = (wd - x0 + sw - 1) // sw
+                    base = r * wq + (x0 + left) // sw
+                    d = phases[py * sw + px, base:base + count]
+                    if sw == 1:
+                        for t in range(np.uint64(count)):
+                            d[t] = np.float32(src[t]) - zp
+                    else:
+                        s = src[x0:]
+                        for t in range(np.uint64(count)):
+                            d[t] = np.float32(s[t * np.uint64(sw)]) - zp
+            for t in range(np.uint64(length)):
+                acc[t] = 0.0
+            # up to three taps of a kernel row per pass (the float32 sums are exact in any order)
+            for i in range(kh):
+                py = (i * dh) % sh
+                row = (i * dh) // sh * wq
+                for j0 in range(0, kw, 3):
+                    taps = min(3, kw - j0)
+                    j1 = j0 + min(1, taps - 1)
+                    j2 = j0 + min(2, taps - 1)
+                    t0 = w[c, i, j0]
+                    t1 = w[c, i, j1] if taps > 1 else np.float32(0)
+                    t2 = w[c, i, j2] if taps > 2 else np.float32(0)
+                    o0 = row + (j0 * dw) // sw
+                    o1 = row + (j1 * dw) // sw
+                    o2 = row + (j2 * dw) // sw
+                    r0 = phases[py * sw + (j0 * dw) % sw, o0:o0 + length]
+                    r1 = phases[py * sw + (j1 * dw) % sw, o1:o1 + length]
+                    r2 = phases[py * sw + (j2 * dw) % sw, o2:o2 + length]
+                    for t in range(np.uint64(length)):      # unsigned: no wrap check, vectorized
+                        acc[t] += r0[t] * t0 + r1[t] * t1 + r2[t] * t2
+            b_c = bias[c]
+            k_c = mult[c]
+            for a in range(oh):
                 out = y[n, c, a]
+                sums = acc[a * wq:a * wq + ow]
                 if requant:
-                    b_c = bias[c]
-                    k_c = mult[c]
-                    for b in range(ow):
-                        out[b] = min(max(np.rint((np.float64(acc[b, c]) + b_c) * k_c + yzp), lo), hi)
+                    for b in range(np.uint64(ow)):
+                        out[b] = min(max(np.rint((np.float64(sums[b]) + b_c) * k_c + yzp), lo), hi)
                 else:
-                    for b in range(ow):
-                        out[b] = acc[b, c]
+                    for b in range(np.uint64(ow)):
+                        out[b] = sums[b]

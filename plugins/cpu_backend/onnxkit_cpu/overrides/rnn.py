@@ -420,6 +420,40 @@ def _lstm_steps(p, bias, rt, rbh, consts, hs, init, keep):
     return [h, c]
 
 
+def _lstm_one_step(layer: _Layer, X, W, R, B, h0, c0) -> tuple:
+    """One step of one direction (a streaming model's call: silero's): the operations of
+    :func:`_lstm_steps` in its order (``(x W^T + bias) + h R^T``, one ``tanh`` over the gates, the
+    sigmoid gates' ``t * 0.5 + 0.5``, ``c' = f * c + i * c~``, ``h' = o * tanh(c')``) on each
+    batch entry's gates as one row ([1, B, 4H]: i, o, f, c~ side by side), every elementwise
+    operation one numpy call on column ranges of those rows: no gate-major copies, no step
+    buffers.  Y is [1, 1, B, H]; Y_h and Y_c [1, B, H], each its own array."""
+    dt = X.dtype
+    ct = np.float64 if dt == np.float64 else np.float32
+    H = layer.hidden(X, W, R, B, [h0, c0])
+    wt, bias, rt, _, consts = layer.prepared(W, R, B, H, ct)
+    half = consts[3]
+    same = dt == ct
+    a = np.matmul(X if same else X.astype(ct), wt[0])        # [1, B, 4H]: i, o, f, c~
+    np.add(a, bias[0], out=a)
+    if h0 is not None:
+        np.add(a, np.matmul(h0 if h0.dtype == ct else h0.astype(ct), rt[0]), out=a)
+    else:
+        np.add(a, np.zeros(a.shape, ct), out=a)                # h R^T of h = 0
+    np.tanh(a, out=a)
+    sig = a[..., :3 * H]
+    np.multiply(sig, half, out=sig)
+    np.add(sig, half, out=sig)
+    g = a[..., 3 * H:]
+    c = np.multiply(a[..., 2 * H:3 * H], 0 if c0 is None else c0)
+    np.multiply(a[..., :H], g, out=g)
+    np.add(c, g, out=c)
+    y = np.tanh(c)
+    np.multiply(a[..., H:2 * H], y, out=y)
+    if same:
+        return y[None], y.copy(), c
+    return y[None].astype(dt), y.astype(dt), c.astype(dt)
+
+
 @KERNELS.register("LSTM", 1, 7, 14, 22)
 def lstm(ctx):
     slow = portable.lstm(ctx)
@@ -427,10 +461,15 @@ def lstm(ctx):
     if not s.default_acts or bool(ctx.attr("input_forget")):
         return slow
     layer = _Layer(ctx, s, 4, 3, 3)
+    #: one step (either direction: the same for one step) in the default layout may take
+    #: :func:`_lstm_one_step`
+    one = s.num_dirs == 1 and not s.layout
 
     def run(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None):
         if P is not None or not _takes(X, W, R):
             return slow(X, W, R, B, sequence_lens, initial_h, initial_c, P)
+        if one and X.shape[0] == 1 and sequence_lens is None and layer.loop is None:
+            return _lstm_one_step(layer, X, W, R, B, initial_h, initial_c)
         return layer.run(X, W, R, B, sequence_lens, [initial_h, initial_c], _lstm_steps)
 
     return run

@@ -1275,6 +1275,14 @@ MUTANTS = (
            'if not path.rpartition("/")[2].startswith(_OPENBLAS_NAMES) or path.endswith(" (deleted)"):',
            'if path.endswith(" (deleted)"):',
            ("tests/engine/test_threads_openblas.py",)),
+    Mutant("gated-pass-mul-not-met-by-div", "onnxkit/runtime/optimizer/__init__.py",
+           "return any(all(group & present for group in need) for need in kinds)",
+           "return any(all(group <= present for group in need) for need in kinds)",
+           ("tests/structure/test_first_result_path.py",)),
+    Mutant("gated-pass-needs-one-type-only", "onnxkit/runtime/optimizer/__init__.py",
+           'Pass("pad_conv", 1, "graph", _on_types("pad_conv", ("Conv", "Pad"))),',
+           'Pass("pad_conv", 1, "graph", _on_types("pad_conv", ("Conv", "Pad", "Relu"))),',
+           ("tests/structure/test_first_result_path.py",)),
 )
 
 

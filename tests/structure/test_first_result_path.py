@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -34,3 +36,64 @@ def test_an_openblas_process_limits_blas_without_threadpoolctl():
     fast, imported, uses_blas = printed.split()
     assert uses_blas == "True", printed
     assert imported == ("False" if fast == "True" else "True"), printed
+
+
+#: the graph passes the optimizer imports only for a graph holding the op types their rules read
+GATED_PASSES = ("identity", "cast", "transpose", "reshape", "pad_conv", "conv_bn", "channel_affine", "matmul_add")
+#: op types a pass rewrites beyond its rules (cast: CastLike written as Cast)
+BEYOND_RULES = {"cast": {frozenset({"CastLike"})}}
+
+
+def _needs_of(pattern) -> set:
+    """The minimal sets of op types a match of ``pattern`` reads (an independent reading of the
+    rules' pattern records: an Op needs its type and its operands' needs; AnyOf any alternative's)."""
+    from onnxkit.runtime.optimizer.rules import AnyOf, Op
+
+    if isinstance(pattern, Op):
+        found = {frozenset({pattern.op_type})}
+        for operand in pattern.operands:
+            found = {a | b for a in found for b in _needs_of(operand)}
+        return found
+    if isinstance(pattern, AnyOf):
+        return set().union(*(_needs_of(alt) for alt in pattern.alternatives))
+    return {frozenset()}
+
+
+def _minimal(sets: set) -> set:
+    return {s for s in sets if not any(t < s for t in sets)}
+
+
+
+@pytest.mark.parametrize("name", GATED_PASSES)
+def test_a_gated_pass_names_exactly_the_op_types_its_rules_read(name):
+    """``_on_types``'s alternatives are the minimal op-type sets of the module's rules (so no
+    rewrite is skipped), and its gate opens on each of them (a Mul need met by a Div too) and on
+    nothing less."""
+    import importlib
+
+    from onnxkit.runtime import optimizer
+
+    gated = next(p for p in optimizer.PASSES if p.name == name).run
+    module = importlib.import_module(f"onnxkit.runtime.optimizer.{name}")
+    rules = tuple(module.RULES) + tuple(getattr(module, "ACTIVE", ()))
+    derived = _minimal(set().union(*(_needs_of(r.pattern) for r in rules)) | BEYOND_RULES.get(name, set()))
+    declared = {frozenset(n) for n in gated.needs}
+    assert gated.module == name and declared == derived, (declared, derived)
+    for need in derived:
+        assert gated.meets(set(need) | {"Relu"})
+        if "Mul" in need:
+            assert gated.meets((set(need) - {"Mul"}) | {"Div"})
+        for t in need:
+            less = set(need) - {t}
+            assert gated.meets(less) == any(other <= less for other in derived), (need, t)
+
+
+def test_the_example_imports_no_rule_pass_and_not_the_rules_engine():
+    """The example's graph (Conv, Relu, MaxPool, Flatten, Gemm, Softmax) meets no rules-based
+    graph pass: neither their modules nor the rules engine and its record classes are imported."""
+    printed = _after_a_run_of_the_example(
+        "print(' '.join(m for m in sys.modules if m.startswith('onnxkit.runtime.optimizer.')) or '-')")
+    loaded = set(printed.split())
+    unwanted = {f"onnxkit.runtime.optimizer.{m}" for m in GATED_PASSES + ("rules", "patterns", "computed")}
+    assert not loaded & unwanted, loaded & unwanted
+    assert "onnxkit.runtime.optimizer.epilogue" in loaded   # the Conv + Relu fold is a plan pass: it runs

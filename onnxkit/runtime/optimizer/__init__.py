@@ -33,7 +33,7 @@ from onnxkit import record_methods
 from ... import ir
 from ...errors import OnnxkitError
 from ...registry import normalize_domain
-from . import cast, channel_affine, conv_bn, epilogue, identity, matmul_add, onehot, pad_conv, reshape, transpose
+from . import epilogue, onehot
 from .view import GraphView
 
 
@@ -69,18 +69,42 @@ def _on_roots(module: str, *op_types: str) -> Callable:
     return run
 
 
+def _on_types(module: str, *needs: tuple) -> Callable:
+    """``run(view)`` of the rules-based pass ``module`` (its own ``run``), which imports the module
+    only once the graph holds the op types one of its rules needs: ``needs``, alternatives, each a
+    tuple of op types a match of some rule reads at once (a ``"Mul"`` also met by a Div, as
+    :func:`~.rules.apply_rules` matches a Mul pattern).  A graph meeting none of them gives no
+    match, so the pass rewrites nothing; it does not pay for the module, the rules engine and
+    their record classes at its first result (``tests/structure/test_first_result_path.py``
+    holds ``needs`` to the rules)."""
+    kinds = tuple(tuple(frozenset(("Mul", "Div") if t == "Mul" else (t,)) for t in need) for need in needs)
+
+    def meets(present) -> bool:
+        """True if the op types ``present`` meet one of ``needs``."""
+        return any(all(group & present for group in need) for need in kinds)
+
+    def run(view: GraphView) -> int:
+        if not meets({n.op_type for n in view.node}):
+            return 0
+        return import_module(f"{__name__}.{module}").run(view)
+    run.module, run.needs, run.meets = module, needs, meets
+    return run
+
+
 #: every pass, in the order it runs, with the lowest level that runs it (1: ``ORT_ENABLE_BASIC``,
 #: 2: ``ORT_ENABLE_EXTENDED``; the one table: the session's plan passes and the specializer too)
 PASSES = (
-    Pass("identity", 1, "graph", identity.run),              # Identity, inference-mode Dropout removed
-    Pass("cast", 1, "graph", cast.run),                      # a Cast to the type its input has removed
+    Pass("identity", 1, "graph", _on_types("identity", ("Identity",), ("Dropout",))),  # Identity, inference Dropout removed
+    Pass("cast", 1, "graph", _on_types("cast", ("Cast",), ("CastLike",))),  # a Cast to its input's type removed
     Pass("qdq", 2, "graph", _on_roots("qdq", "QuantizeLinear")),  # DQ / Q around moves dropped, DQ -> Q cancelled
-    Pass("transpose", 1, "graph", transpose.run),            # Transpose pairs cancelled / merged
-    Pass("reshape", 1, "graph", reshape.run),                # Reshape -> Reshape collapsed
-    Pass("pad_conv", 1, "graph", pad_conv.run),              # a zero constant Pad of the spatial axes into Conv's pads
-    Pass("conv_bn", 1, "graph", conv_bn.run),                # BatchNormalization folded into Conv
-    Pass("channel_affine", 1, "graph", channel_affine.run),  # per-channel Mul / Add folded into Conv or BN
-    Pass("matmul_add", 1, "graph", matmul_add.run),          # MatMul + Add -> Gemm
+    Pass("transpose", 1, "graph", _on_types("transpose", ("Transpose",))),  # Transpose pairs cancelled / merged
+    Pass("reshape", 1, "graph", _on_types("reshape", ("Reshape",))),        # Reshape -> Reshape collapsed
+    Pass("pad_conv", 1, "graph", _on_types("pad_conv", ("Conv", "Pad"))),   # a zero constant Pad into Conv's pads
+    Pass("conv_bn", 1, "graph", _on_types("conv_bn", ("BatchNormalization", "Conv"))),  # BN folded into Conv
+    Pass("channel_affine", 1, "graph", _on_types(                           # per-channel Mul / Add folded into
+        "channel_affine", ("Mul", "Conv"), ("Mul", "BatchNormalization"), ("Add", "Conv"),  # Conv or BN
+        ("Add", "BatchNormalization"))),
+    Pass("matmul_add", 1, "graph", _on_types("matmul_add", ("Add", "MatMul"))),  # MatMul + Add -> Gemm
     Pass("gelu", 2, "graph", _on_roots("gelu", "Mul", "Div")),     # the exporters' GELU expansions -> Gelu
     Pass("hardswish", 2, "graph", _on_roots("hardswish", "Mul", "Div")),  # x * Clip(x + 3, 0, 6) / 6 -> HardSwish
     Pass("attention", 2, "graph", _on_roots("attention", "MatMul")),  # softmax(scale * Q K^T + mask) V -> Attention

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import base64
 import functools
-import gzip
 import json
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Optional
 
@@ -475,11 +475,27 @@ def load_schema_data(data: bytes) -> SchemaData:
     return SchemaData(doc["definitions"], versions, doc.get("source", ""))
 
 
+def _gunzip(data: bytes) -> bytes:
+    """What ``gzip.decompress`` gives (every member, in order; each member's CRC and length
+    checked), by zlib alone: the gzip module is not imported, and its member loop is not paid."""
+    out = []
+    while data:
+        member = zlib.decompressobj(31)   # 16 + 15: the gzip wrapper, its trailer verified
+        try:
+            out.append(member.decompress(data))
+        except zlib.error as exc:   # gzip.BadGzipFile is an OSError too
+            raise OSError(f"not a valid gzip member: {exc}") from None
+        if not member.eof:
+            raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+        data = member.unused_data.lstrip(b"\x00")   # gzip's trailing zero padding
+    return b"".join(out)
+
+
 def _document(data: bytes) -> tuple:
     """``(document, definition lines)``: format /2's header and its undecoded lines, or a format
     /1 document whole and None."""
     if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
+        data = _gunzip(data)
     first, _, rest = data.partition(b"\n")
     try:
         doc = json.loads(first)

@@ -1283,6 +1283,9 @@ MUTANTS = (
            'Pass("pad_conv", 1, "graph", _on_types("pad_conv", ("Conv", "Pad"))),',
            'Pass("pad_conv", 1, "graph", _on_types("pad_conv", ("Conv", "Pad", "Relu"))),',
            ("tests/structure/test_first_result_path.py",)),
+    Mutant("gunzip-first-member-only", "onnxkit/schema.py",
+           'data = member.unused_data.lstrip(b"\\x00")   # gzip\'s trailing zero padding', "data = b''",
+           ("tests/structure/test_first_result_path.py",)),
 )
 
 

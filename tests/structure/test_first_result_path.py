@@ -97,3 +97,31 @@ def test_the_example_imports_no_rule_pass_and_not_the_rules_engine():
     unwanted = {f"onnxkit.runtime.optimizer.{m}" for m in GATED_PASSES + ("rules", "patterns", "computed")}
     assert not loaded & unwanted, loaded & unwanted
     assert "onnxkit.runtime.optimizer.epilogue" in loaded   # the Conv + Relu fold is a plan pass: it runs
+
+
+def test_schema_data_decompressed_by_zlib_reads_as_gzip_reads_it():
+    """onnxkit.schema reads the packaged schema data without the gzip module: the same octets as
+    ``gzip.decompress`` (several members, trailing zero padding), and a truncated or corrupt file
+    refused (EOFError, OSError), as gzip refuses it."""
+    import gzip
+
+    from onnxkit.schema import _gunzip
+
+    packaged = (ROOT / "plugins/default_domain/onnxkit_default_domain/schemas_data.json.gz").read_bytes()
+    members = gzip.compress(b"abc") + gzip.compress(b"", mtime=0) + gzip.compress(b"def") + b"\0\0"
+    for data in (packaged, members, gzip.compress(b"x" * 100_000)):
+        assert _gunzip(data) == gzip.decompress(data)
+    with pytest.raises(EOFError):
+        _gunzip(packaged[:-3])
+    with pytest.raises(EOFError):
+        gzip.decompress(packaged[:-3])
+    corrupt = bytearray(packaged)
+    corrupt[-6] ^= 1   # the CRC
+    with pytest.raises(OSError):
+        gzip.decompress(bytes(corrupt))
+    with pytest.raises(OSError):
+        _gunzip(bytes(corrupt))
+
+
+def test_a_session_on_the_example_imports_no_gzip():
+    assert _after_a_run_of_the_example("print('gzip' in sys.modules)").strip() == "False"

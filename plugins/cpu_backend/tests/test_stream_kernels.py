@@ -4,6 +4,9 @@ numpy bodies): each gives what the general body gives, and onnxruntime's result.
 * LSTM's step body for one step of one direction in the default layout (silero's cell): the
   general step body's bits, onnxruntime's within tolerance; near misses: two steps, two
   directions, layout 1, sequence_lens given take the general body.
+* a small 1-D convolution of one image and one group: columns by one gather, the columns
+  body's bits, onnxruntime's within tolerance; near misses: two images, two groups, two
+  spatial axes, too many columns.
 * MLAS's logistic / tanh on at most ``_mlas.SMALL`` float32 elements run the same sequence on
   Python floats: bit for bit the block path's result (a dense sweep of float32 patterns, each
   element alone and in small groups) and onnxruntime 1.32's Sigmoid and Tanh; near misses: one
@@ -126,7 +129,7 @@ def _lstm_model(H, I, T, Bn, direction="forward", layout=0, states=True, lens=Fa
         ins.append(helper.make_tensor_value_info("lens", TP.INT32, (Bn,)))
         feeds["lens"] = np.full(Bn, T, np.int32)
     inits = [helper.make_tensor(n, elem, a.shape, a.ravel()) for n, a in (("W", W), ("R", R), ("B", B))]
-    g = helper.make_graph([node], "g", ins, [helper.make_tensor_value_info(n, elem, None) for n in ("y", "yh", "yc")], inits)
+    g = helper.make_graph([node], "g", ins, [helper.make_tensor_value_info(n, elem, [None] * r) for n, r in (("y", 4), ("yh", 3), ("yc", 3))], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
     m.ir_version = 8
     return m.SerializeToString(), feeds
@@ -182,3 +185,89 @@ def test_lstm_one_step_is_the_step_bodys_result_and_onnxruntimes(case, taken, mo
         np.testing.assert_allclose(f, w, rtol=1e-5, atol=1e-5)
     y, yh, yc = fast
     assert not np.shares_memory(y, yh) and not np.shares_memory(yh, yc)
+
+
+# ----------------------------------------------------------------------------------- Conv 1-D
+def _conv_model(xs, ws, bias=True, **attrs):
+    rng = np.random.default_rng(sum(xs) + sum(ws))
+    w = rng.standard_normal(ws).astype(np.float32) * 0.2
+    inits = [helper.make_tensor("w", TP.FLOAT, ws, w.ravel())]
+    names = ["x", "w"]
+    if bias:
+        inits.append(helper.make_tensor("b", TP.FLOAT, [ws[0]], rng.standard_normal(ws[0]).astype(np.float32)))
+        names.append("b")
+    g = helper.make_graph([helper.make_node("Conv", names, ["y"], **attrs)], "g",
+                          [helper.make_tensor_value_info("x", TP.FLOAT, xs)],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [None] * len(xs))],
+                          inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m.SerializeToString(), {"x": rng.standard_normal(xs).astype(np.float32)}
+
+
+CONV_CASES = [  # (X shape, W shape, bias, attributes), whether the gather (kind "line") takes it
+    (((1, 1, 576), (258, 1, 256), False, dict(strides=[128])), True),                  # silero's STFT
+    (((1, 129, 3), (128, 129, 3), True, dict(pads=[1, 1])), True),                     # its encoder
+    (((1, 128, 3), (64, 128, 3), True, dict(pads=[1, 1], strides=[2])), True),
+    (((1, 64, 1), (128, 64, 3), True, dict(pads=[1, 1])), True),
+    (((1, 6, 17), (5, 6, 4), True, dict(pads=[3, 0], dilations=[2], strides=[3])), True),
+    (((1, 6, 17), (5, 6, 4), False, dict(auto_pad="SAME_UPPER", strides=[2])), True),
+    (((2, 6, 17), (5, 6, 3), True, dict(pads=[1, 1])), False),       # near misses: two images,
+    (((1, 6, 17), (4, 3, 3), True, dict(group=2)), False),            # two groups,
+    (((1, 6, 9, 9), (5, 6, 3, 3), True, dict(pads=[1, 1, 1, 1])), False),   # two spatial axes,
+    (((1, 64, 400), (32, 64, 3), True, dict(pads=[1, 1])), False),   # more columns than LINE_ELEMENTS
+]
+
+
+@pytest.mark.parametrize("case,taken", CONV_CASES)
+def test_small_conv1d_gather_is_the_columns_bodys_result_and_onnxruntimes(case, taken, monkeypatch):
+    """On the numpy body: the gather's result equals the columns body's bit for bit (the same
+    session's kinds with the gather turned off), is onnxruntime's within the float32 tolerance,
+    and the gather is taken exactly where stated; a fused Relu after it (silero's encoder) too."""
+    from onnxkit_cpu.overrides import conv_line
+
+    xs, ws, bias, attrs = case
+    data, feeds = _conv_model(xs, ws, bias, **attrs)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    want = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    calls = []
+    call = conv_line.Line.__call__
+
+    def spy(self, *a):
+        calls.append(1)
+        return call(self, *a)
+
+    monkeypatch.setattr(conv_line.Line, "__call__", spy)
+    with compiled.disabled():
+        got = InferenceSession(data, "cpu").run(None, feeds)[0]
+        assert bool(calls) == taken
+        monkeypatch.setattr(conv_line, "LINE_ELEMENTS", -1)
+        columns = InferenceSession(data, "cpu").run(None, feeds)[0]
+    assert got.dtype == np.float32 and got.shape == want.shape
+    assert np.array_equal(_bits(got), _bits(columns))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_conv1d_gather_with_a_fused_relu_and_threads(monkeypatch):
+    """Conv + Relu (fused by the optimizer into the convolution's epilogue) through the gather
+    gives onnxruntime's result, on two intra-op threads and again (the per-thread buffer reused)."""
+    from onnxkit import SessionOptions
+
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((16, 8, 3)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+                          "g", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 8, 5])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [None] * 3)],
+                          [helper.make_tensor("w", TP.FLOAT, w.shape, w.ravel())])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    opts = SessionOptions()
+    opts.intra_op_num_threads = 2
+    with compiled.disabled():
+        sess = InferenceSession(data, opts, backend="cpu")
+    for _ in range(3):
+        x = rng.standard_normal((1, 8, 5)).astype(np.float32)
+        got = sess.run(None, {"x": x})[0]
+        np.testing.assert_allclose(got, ref.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+        assert got.min() >= 0

@@ -55,7 +55,8 @@ multiply-adds; data it may not take
 (non-finite or huge values) runs the planes path above.
 
 **Which body** runs for each key is reported (:func:`onnxkit.plugin.reports_bodies`:
-``portable``, ``pointwise``, ``patches``, ``planes``, ``winograd``, ``depthwise`` or ``columns``,
+``portable``, ``pointwise``, ``patches``, ``planes``, ``winograd``, ``depthwise``, ``columns`` or
+``line`` (a small 1-D ``columns`` product whose columns :mod:`.conv_line` gathers: the same bits),
 the :class:`Prepared` kinds above; read by :mod:`onnxkit.runtime.bodies`, printed by
 ``onnxkit run --profile``), by the fused epilogue kernel too.
 
@@ -91,6 +92,7 @@ from .conv_blocks import CACHE_BYTES, RowBlocks, block_rows, cache_block_rows, s
 from .conv_epilogue import NO_BIAS, epilogue, operand, swish
 from .conv_winograd import Winograd
 from .conv_depthwise import Depthwise, PaddedWindows, Scratch, Shared, pad_layout, split_copy, window_view
+from . import conv_line
 
 KERNELS = KernelTable()
 
@@ -364,6 +366,10 @@ class Prepared:
         self.col_blocks = None
         out0, rest = plan.out_shape[0], math.prod(plan.out_shape[1:])
         per = block_rows(n, c, kp, rest, np.dtype(ct).itemsize)
+        if per >= out0 and conv_line.takes(plan, depthwise):    # a small 1-D convolution: one gather
+            self.kind = "line"
+            self.line = conv_line.Line(plan, lo, inner, ct, self.local)
+            return
         if windows.flat or per >= out0:
             nbytes = (n * c * windows.size + n * c * kp * length) * np.dtype(ct).itemsize
             self.scratch = Scratch(lambda: self._columns_scratch(mat), nbytes, self.local)
@@ -487,7 +493,9 @@ class Prepared:
         if self.crop is not None:
             x = x[self.crop]
         kind = self.kind
-        if kind == "columns" and self.col_blocks is not None:
+        if kind == "line":
+            y = self.line(x, wg, bias)
+        elif kind == "columns" and self.col_blocks is not None:
             y = self._blocked_columns(x, wg, bias)
         elif kind == "columns":
             interior, view, cols, mat = self.scratch.get()

@@ -13,6 +13,8 @@ checks (which then remember it).  Only for backends whose values are numpy array
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from .feeds import InputError, fresh_outputs
@@ -54,7 +56,8 @@ class CheckedSignatures:
 
     def seen(self, input_feed):
         """``(values in input order, signature, Signature)`` when ``input_feed`` is a dict of
-        numeric numpy arrays whose signature passed the checks before; else None."""
+        numeric numpy arrays: the :class:`Signature` None where that signature has not passed the
+        checks before (or the feed names something that is not an input); None for any other feed."""
         if type(input_feed) is not dict:
             return None
         values, sig = [], []
@@ -70,18 +73,22 @@ class CheckedSignatures:
                 return None
         key = tuple(sig)
         entry = self.memo.get(key)
-        if entry is None or entry.fed != len(input_feed):  # a name that is not an input: checked
-            return None
+        if entry is not None and entry.fed != len(input_feed):  # a name that is not an input: checked
+            entry = None
         return values, key, entry
 
-    def remember(self, values: list, bindings: Bindings) -> None:
-        """Note the signature of checked feed ``values`` (in input order)."""
-        if not all(v is None or _plain(v) for v in values):
-            return
-        key = tuple(None if v is None else (v.dtype, v.shape) for v in values)
+    def remember(self, values: list, bindings: Bindings, key: Optional[tuple] = None) -> Optional[Signature]:
+        """Note the signature of checked feed ``values`` (in input order; ``key``: that signature,
+        where the caller has it) and return its :class:`Signature`; None where a value is not a
+        numeric numpy array (nothing is noted)."""
+        if key is None:
+            if not all(v is None or _plain(v) for v in values):
+                return None
+            key = tuple(None if v is None else (v.dtype, v.shape) for v in values)
         if len(self.memo) >= SIZE:
             self.memo.clear()
-        self.memo[key] = Signature(sum(v is not None for v in values), dict(bindings.extents), self.reporter)
+        entry = self.memo[key] = Signature(sum(v is not None for v in values), dict(bindings.extents), self.reporter)
+        return entry
 
     def fetch(self, outs: list, feeds: list, entry: Signature, kept_ids: frozenset):
         """All outputs of a run whose feed signature was seen, when each is a numeric numpy array,

@@ -323,23 +323,29 @@ class InferenceSession(OrtSessionSurface):
         if run_options is not None and getattr(run_options, "_active_adapters", None):
             input_feed = with_adapters(input_feed, run_options)  # LoRA adapters: onnxkit.runtime.lora
         seen = self._checked.seen(input_feed) if self._host_arrays else None
-        if seen is not None:  # a feed signature that passed every check before: not checked again
+        key = entry = None
+        if seen is not None:
             values, key, entry = seen
-            outs = self._evaluate(values, run_options, key)
-            if not output_names and not self._sparse_outputs:
-                fetched = self._checked.fetch(outs, values, entry, self._plans.kept_ids)
-                if fetched is not None:
-                    return fetched
-            return self._fetch(output_names, outs, host=True, feeds=values, bindings=entry.bindings())
-        passed = self._feed_table.check(input_feed) if self._feed_table is not None else None
-        if passed is not None:  # a new signature that passes every feed check (a decoder's growing past)
+        if entry is None:  # not a signature seen before: the feed checks
+            passed = self._feed_table.check(input_feed) if self._feed_table is not None else None
+            if passed is None:
+                values, bindings = self._feed_values(input_feed)
+                return self._fetch(output_names, self._evaluate(values, run_options), host=True, feeds=values,
+                                   bindings=bindings)
+            # a new signature that passes every feed check (a decoder's growing past)
             values, bindings = passed[0], Bindings(self._reporter, InputError)
             bindings.extents = passed[1]
-            self._checked.remember(values, bindings)
-        else:
-            values, bindings = self._feed_values(input_feed)
-        return self._fetch(output_names, self._evaluate(values, run_options), host=True, feeds=values,
-                           bindings=bindings)
+            entry = self._checked.remember(values, bindings, key)
+            if entry is None:  # not remembered (a value that is not a numeric numpy array)
+                return self._fetch(output_names, self._evaluate(values, run_options), host=True, feeds=values,
+                                   bindings=bindings)
+        # a signature that passed every feed check (just now, or before: then not checked again)
+        outs = self._evaluate(values, run_options, key)
+        if not output_names and not self._sparse_outputs:
+            fetched = self._checked.fetch(outs, values, entry, self._plans.kept_ids)
+            if fetched is not None:
+                return fetched
+        return self._fetch(output_names, outs, host=True, feeds=values, bindings=entry.bindings())
 
     def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None) -> list:
         """Like :meth:`run` with :class:`OrtValue` feeds; returns a list of :class:`OrtValue`

@@ -104,7 +104,7 @@ class ShapeClasses:
     a bounded number of plans, never one per run.  An axis never stops varying.  Not
     thread-safe: the :class:`Specializer` calls it under its lock."""
 
-    __slots__ = ("seen", "varying", "_log", "_keys", "_names")
+    __slots__ = ("seen", "varying", "_log", "_keys", "_names", "_classes", "_masks")
 
     def __init__(self, log=None):
         self._names: dict = {}       # (input position, axis) -> its variable's name (VARYING)
@@ -112,17 +112,57 @@ class ShapeClasses:
         self.varying: set = set()    # (input position, axis) seen with more than VARIANTS extents
         self._log = log
         self._keys: dict = {}        # signature -> its class, while no further axis varies
+        self._classes: set = set()   # the classes :meth:`_classify` gave while no further axis varies
+        self._masks: tuple = ()      # (input position, ((axis, variable), ...)) of each position that varies
 
     def key(self, sig: tuple) -> tuple:
-        """The class of ``sig``: ``sig`` itself while no extent of it varies."""
+        """The class of ``sig``: ``sig`` itself while no extent of it varies.
+
+        A signature not met before whose varying extents replaced by their variables give a class
+        :meth:`_classify` gave since the last axis began to vary is of that class without
+        classifying it: every other extent of it is one of that earlier signature's, all seen, so
+        classifying would note nothing (a decoder's new past length each token costs that one
+        replacement)."""
         key = self._keys.get(sig)
         if key is None:
-            before = len(self.varying)
-            key = self._classify(sig)
-            if len(self.varying) != before or len(self._keys) >= KEYS_KEPT:
-                self._keys.clear()
+            masked = self._masked(sig) if self._masks else None
+            if masked is not None and masked in self._classes:
+                key = masked
+            else:
+                before = len(self.varying)
+                key = self._classify(sig)
+                if len(self.varying) != before or len(self._keys) >= KEYS_KEPT:
+                    self._keys.clear()
+                    self._classes.clear()
+                    self._masks = self._mask_table()
+                self._classes.add(key)
             self._keys[sig] = key
         return key
+
+    def _mask_table(self) -> tuple:
+        by_position: dict = {}
+        for k, a in sorted(self.varying):
+            by_position.setdefault(k, []).append((a, self._names.get((k, a)) or self._names.setdefault((k, a), VARYING.format(k, a))))
+        return tuple((k, tuple(axes)) for k, axes in sorted(by_position.items()))
+
+    def _masked(self, sig: tuple) -> Optional[tuple]:
+        """``sig`` with each varying extent replaced by its variable (what :meth:`_classify` returns
+        when it notes nothing new); None where a position that varies is past the signature's end."""
+        out = list(sig)
+        n = len(out)
+        for k, axes in self._masks:
+            if k >= n:
+                return None
+            s = out[k]
+            if s is None:
+                continue
+            shape = list(s[1])
+            rank = len(shape)
+            for a, name in axes:
+                if a < rank:
+                    shape[a] = name
+            out[k] = (s[0], tuple(shape))
+        return tuple(out)
 
     def _classify(self, sig: tuple) -> tuple:
         for k, s in enumerate(sig):

@@ -650,6 +650,13 @@ MUTANTS = (
            "                _multiply_quiet(y, s, s)",
            "                _multiply_quiet(y, y, s)",
            ("plugins/cpu_backend/tests/test_conv_swish_epilogue.py",)),
+    Mutant("group-norm-leaf-order", "plugins/cpu_backend/onnxkit_cpu/compiled/group_norm.py",
+           "    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))",
+           "    res = (((r0 + r1) + r2) + r3) + ((r4 + r5) + (r6 + r7))",
+           ("plugins/cpu_backend/tests/test_group_norm_fast.py",)),
+    Mutant("group-norm-group-of-a-split-block", "plugins/cpu_backend/onnxkit_cpu/compiled/group_norm.py",
+           "base = ((first + r) % groups) * cpg", "base = (r % groups) * cpg",
+           ("plugins/cpu_backend/tests/test_group_norm_fast.py",)),
     # issue 32 item 1: cold start (lazy kernel families, no numpy.f2py, numpy bodies on the first run)
     Mutant("kernel-index-entry-dropped", "plugins/cpu_backend/onnxkit_cpu/overrides/_kernel_index.py",
            "    ('', 'Conv', (1, 11, 22), 'conv', 'onnxkit_cpu.overrides.conv', False),\n",

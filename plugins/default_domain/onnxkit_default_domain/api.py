@@ -119,6 +119,8 @@ _PUBLISHED = {
     "matmul_checker": (".kernels.linalg", "matmul_checker"),
     "batch_norm_kernel": (".kernels.norm", "batch_norm_kernel"),
     "batch_norm_mode": (".kernels.norm", "batch_norm_mode"),
+    "group_norm": (".kernels.norm", "group_norm"),
+    "instance_norm": (".kernels.norm", "instance_norm"),
     "layer_norm": (".kernels.norm", "layer_norm"),
     "lrn_kernel": (".kernels.norm", "lrn_kernel"),
     "max_pool_padding": (".kernels.pool", "_lowest"),
@@ -184,7 +186,8 @@ __all__ = [
     "average_divisor", "average_pool_kernel", "declared_attr", "geometry_cache", "global_average_pool",
     "global_max_pool", "lp_pool_kernel", "max_pool_kernel", "max_pool_padding", "padded_input", "separable",
     # normalization, linear algebra, recurrent, indexing, selection, attention
-    "batch_norm_kernel", "batch_norm_mode", "layer_norm", "lrn_kernel", "gemm_attrs", "gemm_checker", "matmul_checker",
+    "batch_norm_kernel", "batch_norm_mode", "group_norm", "instance_norm", "layer_norm", "lrn_kernel",
+    "gemm_attrs", "gemm_checker", "matmul_checker",
     "lstm", "elements_targets", "nd_targets", "occurrence_passes", "scatter_reduction",
     "sort_key", "top_k_args", "top_k_check", "top_k_order", "ATTENTION_GUARDED_DEFAULTS", "attention_fused",
     # shape and layout

@@ -282,7 +282,12 @@ def bind_helpers():
 
 def loop(name: str):
     """The compiled loop ``name`` ('sigmoid', 'gelu_tanh', 'gelu32', 'gelu64', 'softmax',
-    'hard_sigmoid', 'mlas_logistic', 'mlas_tanh' or 'exp'), or None where compiled loops are off (:mod:`onnxkit_cpu.compiled`)."""
+    'hard_sigmoid', 'mlas_logistic', 'mlas_tanh' or 'exp'; or a float32 loop of
+    :mod:`onnxkit_cpu.compiled.act32`, ``act32.NAMES``, imported on first demand), or None where
+    compiled loops are off (:mod:`onnxkit_cpu.compiled`)."""
+    if name in ("softmax32", "gelu_erf32", "gelu_tanh32", "exp32"):
+        from onnxkit_cpu.compiled import act32
+        return act32.loop(name)
     if name == "hard_sigmoid":
         return HARD_SIGMOID.get()
     if name in ("mlas_logistic", "mlas_tanh"):

@@ -23,9 +23,11 @@ Where compiled loops are on (:mod:`onnxkit_cpu.compiled`, decided at planning), 
 (float32: the MLAS loops), HardSigmoid, HardSwish and Gelu run as one compiled pass per
 element, and the
 softmax family as one compiled loop over its rows where the axis is the last (from 13) or the
-rows are the trailing block (before 13), rows of up to :data:`SOFTMAX_COMPILED_ROW` elements
-(numpy's SIMD exp wins on longer ones): :mod:`onnxkit_cpu.compiled.activation` states the precision
-(HardSigmoid and HardSwish bit-identical; the others evaluated in float64 and rounded once).
+rows are the trailing block (before 13): float32 rows of any length, float64 rows of up to
+:data:`SOFTMAX_COMPILED_ROW` elements (numpy's exp wins on longer ones).  float32 Gelu and
+softmax rows are computed in float32 (:mod:`onnxkit_cpu.compiled.act32` states the precision:
+within a few ulp of the definitions); :mod:`onnxkit_cpu.compiled.activation` states the others'
+(HardSigmoid and HardSwish bit-identical; the float64 loops evaluated in float64 and rounded once).
 A float16 / bfloat16 Gelu ('none', rank >= 1) runs the float32 loop on X widened, Y rounded once
 (:class:`.half.Narrowed`; the portable wrapper rounds the numpy body's float32 result once too).
 A non-contiguous X is made contiguous first.
@@ -410,15 +412,17 @@ def _gelu_tanh(x):
 def gelu(ctx):
     xp = ctx.xp
     if portable.gelu_mode(ctx) == "tanh":
-        return _lean(_gelu_tanh, portable.in_float(xp, _gelu_tanh), _elementwise(loops.loop("gelu_tanh")))
+        tanh32, tanh64 = _elementwise(loops.loop("gelu_tanh32")), _elementwise(loops.loop("gelu_tanh"))
+        return _lean(_gelu_tanh, portable.in_float(xp, _gelu_tanh),
+                     tanh64 and (lambda x: tanh32(x) if x.dtype == np.float32 else tanh64(x)))
     other = portable.gelu(ctx, xp)
 
     def body(x):
         return _gelu32(x) if x.dtype == np.float32 else other(x)
-    gelu32, gelu64 = loops.loop("gelu32"), loops.loop("gelu64")
+    gelu32, gelu64 = loops.loop("gelu_erf32"), loops.loop("gelu64")
     if gelu32 is None:
         return _lean(body, portable.in_float(xp, body))
-    fast32 = _elementwise(gelu32, {np.dtype(np.float32): (_gelu32_rows(np.float64), float(_GELU32_CAP))})
+    fast32 = _elementwise(gelu32, {np.dtype(np.float32): (_GELU32_PQ, _GELU32_CAP)})
     fast64 = _elementwise(gelu64)
     # float16 / bfloat16 X of rank >= 1: the float32 loop on X widened, Y rounded once (.half)
     half32 = Narrowed(fast32, Halves.of(ctx))
@@ -470,9 +474,8 @@ class _LastAxisMax:
         return np.maximum.reduceat(x.reshape(-1), p[0]).reshape(p[1])
 
 
-#: The longest row the softmax family's compiled loop takes: on longer rows numpy's SIMD exp
-#: (float32: 16 lanes, the compiled float64 one 8) and its per-row cost win over the compiled
-#: loop.
+#: The longest float64 row the softmax family's compiled float64 loop takes: on longer rows
+#: numpy's exp and its per-row cost win over it (float32 rows of any length take the float32 loop).
 SOFTMAX_COMPILED_ROW = 128
 
 
@@ -482,10 +485,13 @@ def _normalizer(ctx, body, shifted=False, log=None):
     ``shifted``: ``body`` takes X's maximum along the axis as a third argument, computed by
     :class:`_LastAxisMax` where the axis is the last.  ``log`` (Softmax False, LogSoftmax True):
     the compiled rows loop where compiled loops are on, on rows along the last axis (from 13)
-    or of the trailing block (before 13), of at most :data:`SOFTMAX_COMPILED_ROW` elements."""
+    or of the trailing block (before 13): float32 rows of any length take the float32 loop
+    (:mod:`onnxkit_cpu.compiled.act32`), float64 rows of at most :data:`SOFTMAX_COMPILED_ROW`
+    elements the float64 one."""
     other = portable.normalizer(ctx, portable.in_float(ctx.xp, body, native16=True))
     legacy = ctx.since_version < 13
     rows_loop = None if log is None else loops.loop("softmax")
+    rows32 = None if rows_loop is None else loops.loop("softmax32")
     if legacy and rows_loop is None:
         return other
     axis_attr = int(ctx.attr("axis"))
@@ -493,7 +499,7 @@ def _normalizer(ctx, body, shifted=False, log=None):
     axes = {}                   # rank -> the non-negative axis
     last_max = _LastAxisMax() if shifted else None
 
-    def compiled(x, n):
+    def compiled(x, n, rows_loop):
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
         y = np.empty(x.shape, x.dtype)
@@ -516,8 +522,10 @@ def _normalizer(ctx, body, shifted=False, log=None):
             if a is not None:
                 if rows_loop is not None:
                     n = x.size // math.prod(x.shape[:a]) if legacy else x.shape[-1] if a == r - 1 else 0
+                    if n > 0 and x.dtype == np.float32:
+                        return compiled(x, n, rows32)
                     if 0 < n <= SOFTMAX_COMPILED_ROW:
-                        return compiled(x, n)
+                        return compiled(x, n, rows_loop)
                 if legacy:      # the trailing block as rows of a matrix (what the portable kernel does)
                     x2 = np.ascontiguousarray(x).reshape(-1, x.size // math.prod(x.shape[:a]))
                     y2 = quiet_body(x2, 1, last_max(x2)) if last_max is not None else quiet_body(x2, 1)

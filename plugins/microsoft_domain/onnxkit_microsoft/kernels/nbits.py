@@ -70,7 +70,6 @@ def dequantize(ctx, b, scales, zero_points, n: int, k: int, block: int, bits: in
     if list(b.shape) != [n, k_blocks, blob]:
         ctx.fail(f"B has shape {list(b.shape)}; N {n}, K {k}, block_size {block} and bits {bits} give "
                  f"{[n, k_blocks, blob]}")
-    q = unpack(b.astype(np.uint8), bits).reshape(n, k_blocks * block)[:, :k].astype(np.float32)
     if scales.size != n * k_blocks:
         ctx.fail(f"scales has {scales.size} values, expected N * k_blocks = {n * k_blocks}")
     s = scales.astype(np.float32).reshape(n, k_blocks)
@@ -86,14 +85,43 @@ def dequantize(ctx, b, scales, zero_points, n: int, k: int, block: int, bits: in
             ctx.fail(f"zero_points has {zero_points.size} values, expected N * k_blocks = {n * k_blocks}")
         zp = zero_points.astype(np.float32).reshape(n, k_blocks)
     if g_idx is None:
-        col = np.arange(k) // block
-    else:
-        col = g_idx.reshape(-1).astype(np.int64)
-        if col.size != k:
-            ctx.fail(f"g_idx has {col.size} values, expected K = {k}")
-        if col.size and (col.min() < 0 or col.max() >= k_blocks):
-            ctx.fail(f"g_idx holds a block index outside [0, {k_blocks}): {int(col.min())}..{int(col.max())}")
+        return _dequantize_blocks(b.astype(np.uint8, copy=False), s, zp, n, k, block, bits)
+    q = unpack(b.astype(np.uint8), bits).reshape(n, k_blocks * block)[:, :k].astype(np.float32)
+    col = g_idx.reshape(-1).astype(np.int64)
+    if col.size != k:
+        ctx.fail(f"g_idx has {col.size} values, expected K = {k}")
+    if col.size and (col.min() < 0 or col.max() >= k_blocks):
+        ctx.fail(f"g_idx holds a block index outside [0, {k_blocks}): {int(col.min())}..{int(col.max())}")
     return np.ascontiguousarray((q - zp[:, col]) * s[:, col])
+
+
+#: values of a weight the dequantization handles at once (its temporaries stay in a core's cache)
+_CHUNK = 1 << 16
+
+
+def _dequantize_blocks(b, s, zp, n: int, k: int, block: int, bits: int) -> np.ndarray:
+    """``(q - zp) * scale`` per block, ``(N, K)`` float32, without ``g_idx``: the same float32
+    operations per value as the column-wise form (an exact difference of small integers, then
+    one product), taken over a few rows at a time through a table of each octet's values."""
+    k_blocks, blob = b.shape[1], b.shape[2]
+    per = 8 // bits
+    table = unpack(np.arange(256, dtype=np.uint8)[:, None], bits).astype(np.float32)  # (256, per)
+    out = np.empty((n, k), np.float32)
+    rows = max(1, _CHUNK // max(1, k_blocks * block))
+    whole = k == k_blocks * block
+    for lo in range(0, n, rows):
+        hi = min(n, lo + rows)
+        if whole:  # the values land in the result's rows, then are scaled there
+            q = out[lo:hi].reshape(hi - lo, k_blocks, blob, per)
+            np.take(table, b[lo:hi], axis=0, out=q)
+        else:
+            q = table[b[lo:hi]]
+        q = q.reshape(hi - lo, k_blocks, block)
+        q -= zp[lo:hi, :, None]
+        q *= s[lo:hi, :, None]
+        if not whole:
+            out[lo:hi] = q.reshape(hi - lo, k_blocks * block)[:, :k]
+    return out
 
 
 #: dequantized weights of constant B / scales / zero points / g_idx, shared by every kernel made
@@ -169,6 +197,27 @@ def quantize_a(xp, a, k: int, a_block: int):
     return xp.reshape(d, lead + (k,))
 
 
+def quantize_a_host(a: np.ndarray, k: int, a_block: int) -> np.ndarray:
+    """:func:`quantize_a` of a float32 numpy ``a``, in fewer numpy calls: the same float32
+    operations (``127 / amax``, ``round_half_even(a * inv)``, ``q * (amax / 127)``), the same bits."""
+    blocks = -(-k // a_block)
+    rows = a.reshape(-1, k)
+    if blocks * a_block != k:
+        padded = np.zeros((rows.shape[0], blocks * a_block), np.float32)
+        padded[:, :k] = rows
+        rows = padded
+    p = rows.reshape(-1, blocks, a_block)
+    amax = np.abs(p).max(axis=2, keepdims=True)
+    inv = np.zeros_like(amax)
+    np.divide(np.float32(127.0), amax, out=inv, where=amax != 0)
+    q = np.rint(p * inv)
+    q *= amax / np.float32(127.0)
+    q = q.reshape(-1, blocks * a_block)
+    if blocks * a_block != k:
+        q = q[:, :k]
+    return q.reshape(a.shape)
+
+
 @KERNELS.register("MatMulNBits", 1, domain=DOMAIN)
 def matmul_nbits(ctx):
     xp = ctx.xp
@@ -217,7 +266,8 @@ def matmul_nbits(ctx):
         int8 = (a_block is not None and g_idx is None
                 and (zero_points is None or arrays.dtype_name(zero_points.dtype) == "uint8"))
         if int8 and k:
-            x = quantize_a(xp, x, k, a_block)
+            x = quantize_a_host(x, k, a_block) if type(x) is np.ndarray and x.dtype == np.float32 \
+                else quantize_a(xp, x, k, a_block)
         y = xp.matmul(x, cast(xp, wt, x.dtype))
         if bias is not None:
             y = y + widen(xp, bias)

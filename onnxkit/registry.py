@@ -304,6 +304,20 @@ class Registry:
         table[key] = value
         self.owner[(hook, owner_key)] = plugin
 
+    def _claim_pairs(self, table: dict, pairs: list, plugin: str, hook: str, what: str, backend=None) -> None:
+        """:meth:`_claim` of each ``(key, value)`` of ``pairs`` (from :func:`_triples`): a fault
+        names the entry as ``what`` followed by the key; the owner key is ``(backend, key)`` where
+        ``backend`` is given, else ``key``."""
+        owner = self.owner
+        for key, value in pairs:
+            owner_key = key if backend is None else (backend, key)
+            if key in table:
+                self._fault(plugin, hook, f"{what} for {_fmt(key)} is already provided by plugin "
+                                          f"{owner[(hook, owner_key)]!r}; ignored")
+                continue
+            table[key] = value
+            owner[(hook, owner_key)] = plugin
+
     def _load(self) -> None:
         for plugin, result in self._call("onnxkit_operator_sets"):
             for opset in _iterable(result, plugin, "onnxkit_operator_sets", self):
@@ -323,8 +337,8 @@ class Registry:
                 self._claim(self.opaque_types, (normalize_domain(t.domain), t.name), t, plugin,
                             "onnxkit_opaque_types", f"opaque type {t.domain}::{t.name}")
         for plugin, result in self._call("onnxkit_inference_functions"):
-            for key, fn in _triples(result, plugin, "onnxkit_inference_functions", self):
-                self._claim(self.inference, key, fn, plugin, "onnxkit_inference_functions", lambda: f"inference function for {_fmt(key)}")
+            self._claim_pairs(self.inference, _triples(result, plugin, "onnxkit_inference_functions", self), plugin,
+                              "onnxkit_inference_functions", "inference function")
         for plugin, result in self._call("onnxkit_backends"):
             for b in _iterable(result, plugin, "onnxkit_backends", self):
                 if not isinstance(getattr(b, "name", None), str) or not b.name:
@@ -332,14 +346,13 @@ class Registry:
                     continue
                 self._claim(self.backends, b.name, b, plugin, "onnxkit_backends", f"backend {b.name!r}")
         for plugin, result in self._call("onnxkit_portable_kernels"):
-            for key, kernel in _triples(result, plugin, "onnxkit_portable_kernels", self):
-                self._claim(self.portable, key, kernel, plugin, "onnxkit_portable_kernels", lambda: f"portable kernel for {_fmt(key)}")
+            self._claim_pairs(self.portable, _triples(result, plugin, "onnxkit_portable_kernels", self), plugin,
+                              "onnxkit_portable_kernels", "portable kernel")
         for backend in list(self.backends):
             table = self.kernels.setdefault(backend, {})
             for plugin, result in self._call("onnxkit_kernels", backend=backend):
-                for key, kernel in _triples(result, plugin, "onnxkit_kernels", self):
-                    self._claim(table, key, kernel, plugin, "onnxkit_kernels", lambda: f"{backend} kernel for {_fmt(key)}",
-                                owner_key=(backend, key))
+                self._claim_pairs(table, _triples(result, plugin, "onnxkit_kernels", self), plugin, "onnxkit_kernels",
+                                  f"{backend} kernel", backend)
             b = self.backends[backend]
             if getattr(b, "namespace", None) is None:
                 continue
@@ -524,7 +537,18 @@ def _triples(result, plugin, hook, reg):
         return []
     out = []
     domains: dict = {}  # each domain string normalized once
+    append = out.append
     for key, value in result.items():
+        # the common case first (plain tuple, str, str, positive int, a callable value): the same
+        # outcome as the checks below, without their per-entry calls
+        if type(key) is tuple and len(key) == 3:
+            domain, op, since = key
+            if type(domain) is str and type(op) is str and type(since) is int and since > 0 and callable(value):
+                normal = domains.get(domain)
+                if normal is None:
+                    normal = domains[domain] = normalize_domain(domain)
+                append((key if normal is domain else (normal, op, since), value))
+                continue
         if not (isinstance(key, tuple) and len(key) == 3 and isinstance(key[0], str) and isinstance(key[1], str)
                 and isinstance(key[2], int) and key[2] > 0):
             reg._fault(plugin, hook, f"key {key!r} is not a (domain, op_type, since_version) triple")

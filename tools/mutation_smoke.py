@@ -1325,6 +1325,9 @@ MUTANTS = (
     Mutant("gunzip-first-member-only", "onnxkit/schema.py",
            'data = member.unused_data.lstrip(b"\\x00")   # gzip\'s trailing zero padding', "data = b''",
            ("tests/structure/test_first_result_path.py",)),
+    Mutant("registry-fast-path-takes-version-zero", "onnxkit/registry.py",
+           "type(since) is int and since > 0 and callable(value):", "type(since) is int and callable(value):",
+           ("tests/structure/test_first_result_path.py",)),
 )
 
 

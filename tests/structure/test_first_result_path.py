@@ -125,3 +125,32 @@ def test_schema_data_decompressed_by_zlib_reads_as_gzip_reads_it():
 
 def test_a_session_on_the_example_imports_no_gzip():
     assert _after_a_run_of_the_example("print('gzip' in sys.modules)").strip() == "False"
+
+
+def test_the_registry_reads_kernel_tables_as_before_its_fast_path():
+    """onnxkit.registry's ``_triples`` takes plain entries on a fast path: every entry ends as the
+    full checks decide (kept, normalized, or a fault naming it), the odd ones (a str subclass, a
+    bool version, version 0, a non-callable) included."""
+    from onnxkit.registry import _triples
+
+    class Name(str):
+        pass
+
+    class Faults:
+        def __init__(self):
+            self.seen = []
+
+        def _fault(self, plugin, hook, message):
+            self.seen.append(message)
+
+    def fn():
+        return None
+
+    table = {("", "Relu", 14): fn, ("ai.onnx", "Relu", 6): fn, ("com.microsoft", "Gelu", 1): fn,
+             (Name("x.y"), "Op", 2): fn, ("", "Bool", True): fn, ("", "Zero", 0): fn, ("", "Neg", -1): fn,
+             ("", "NotCallable", 3): 42, ("", "Short"): fn, ("", 5, 1): fn}
+    reg = Faults()
+    kept = _triples(table, "p", "onnxkit_kernels", reg)
+    assert kept == [(("", "Relu", 14), fn), (("", "Relu", 6), fn), (("com.microsoft", "Gelu", 1), fn),
+                    (("x.y", "Op", 2), fn), (("", "Bool", True), fn)]
+    assert len(reg.seen) == 5 and sum("not callable" in m for m in reg.seen) == 1, reg.seen

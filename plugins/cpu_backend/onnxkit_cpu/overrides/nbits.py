@@ -55,6 +55,7 @@ TILE_WORK = 1 << 18
 #: tiled weights by the identity of their constants: ``{(id(B), id(scales), id(zero points)):
 #: (weak references to the three, the tiled weight)}``, an entry dropped when B is collected
 _TILED: dict = {}
+_F32 = np.dtype(np.float32)
 _lock = threading.Lock()
 
 
@@ -143,25 +144,30 @@ if portable is not None:
             return base
         b0, s0, z0 = packed
         tiles = -(-n // loops.TILE)
+        # column tiles worth a block of their own, by rows of A (one block below: one call, no split)
+        grain_1 = max(1, TILE_WORK // (loops.TILE * k))
         held = []  # the tiled weight, once made
 
         def run(a, b_in, scales, zero_points=None, g_idx=None, bias=None):
-            if type(a) is np.ndarray and a.dtype == np.float32 and b_in is b0 and scales is s0 \
-                    and zero_points is z0 and g_idx is None and a.ndim >= 1 and a.shape[-1] == k:
+            if type(a) is np.ndarray and a.dtype == _F32 and b_in is b0 and scales is s0 \
+                    and zero_points is z0 and g_idx is None and a.ndim and a.shape[-1] == k:
                 rows = a.size // k
                 if rows <= ROWS_MAX or vnni:
                     if not held:
                         held.append(tiled(b0, s0, z0, n, k, block, vnni))
                     w, ws, wz = held[0]
-                    a2 = a.reshape(rows, k)
-                    if not a2.flags.c_contiguous:
-                        a2 = np.ascontiguousarray(a2)
-                    out = np.empty((rows, n), np.float32)
-                    parallel_for(lambda lo, hi: product(a2, block, w, ws, wz, out, lo, hi), tiles,
-                                 grain=max(1, TILE_WORK // (loops.TILE * k * rows)), name="matmul_nbits.tiles")
+                    a2 = a.reshape(rows, k) if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(rows, k)
+                    out = np.empty(a.shape[:-1] + (n,), np.float32)
+                    o2 = out.reshape(rows, n)
+                    grain = max(1, grain_1 // rows)
+                    if tiles < 2 * grain:  # one block whatever the threads: the call itself
+                        product(a2, block, w, ws, wz, o2, 0, tiles)
+                    else:
+                        parallel_for(lambda lo, hi: product(a2, block, w, ws, wz, o2, lo, hi), tiles, grain=grain,
+                                     name="matmul_nbits.tiles")
                     if bias is not None:
                         out += bias.astype(np.float32, copy=False)
-                    return out.reshape(a.shape[:-1] + (n,))
+                    return out
             return base(a, b_in, scales, zero_points, g_idx, bias)
 
         return declares_output_bytes(run, traits_of(base).output_bytes)

@@ -50,15 +50,17 @@ if portable_skip is not None:
 
         def run(x, skip, gamma, bias=None):
             if portable_skip.HOST_F32 and portable_skip.host_f32(x, skip, gamma, bias) and x.shape[-1] \
-                    and _contiguous(x, skip, gamma, bias):
-                h = x.shape[-1]
+                    and x.flags.c_contiguous and skip.flags.c_contiguous and gamma.flags.c_contiguous \
+                    and (bias is None or bias.flags.c_contiguous):
+                shape = x.shape
+                h = shape[-1]
                 rows = x.size // h
-                y = np.empty(x.shape, np.float32)
-                s = np.empty(x.shape, np.float32)
-                inv = np.empty(x.shape[:-1] + (1,), np.float32)
+                y = np.empty(shape, _F32)
+                s = np.empty(shape, _F32)
+                inv = np.empty(shape[:-1] + (1,), _F32)
                 loop(x.reshape(rows, h), skip.reshape(rows, h), _EMPTY if bias is None else bias, gamma, eps, True,
-                     bias is not None, y.reshape(rows, h), inv.reshape(-1), s.reshape(rows, h))
-                return y, np.zeros(inv.shape, np.float32), inv, s
+                     bias is not None, y.reshape(rows, h), inv.reshape(rows), s.reshape(rows, h))
+                return y, np.zeros(inv.shape, _F32), inv, s
             return base(x, skip, gamma, bias)
 
         return declares_output_bytes(run, traits_of(base).output_bytes)

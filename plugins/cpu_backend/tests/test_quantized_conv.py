@@ -86,10 +86,12 @@ GEOMETRIES = [
     # depthwise (the compiled depthwise loop): stride 2 with uneven pads and dilation; 7x7 past the input
     ((1, 5, 11, 10), (5, 1, 3, 3), {"group": 5, "strides": [2, 3], "pads": [0, 2, 1, 1], "dilations": [1, 2]}),
     ((2, 3, 6, 5), (3, 1, 7, 7), {"group": 3, "pads": [3, 3, 3, 3]}),
-    # the depthwise loop's stride phases: MobileNet's stride 2; strides 3 x 2 with dilation 2 x 1, a
-    # 5 x 4 kernel (taps taken three at a time: a pass of two, one of one) and uneven pads
-    ((2, 6, 9, 9), (6, 1, 3, 3), {"group": 6, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
-    ((1, 4, 13, 12), (4, 1, 5, 4), {"group": 4, "strides": [3, 2], "pads": [2, 0, 1, 3], "dilations": [2, 1]}),
+    # outputs at least DEPTHWISE_PLANAR_MIN_WIDTH wide (the planar depthwise loop; the ones above
+    # take the channels-last loop): stride 1; MobileNet's stride 2 (two phases a side); strides
+    # 3 x 2 with dilation 2 x 1, a 5 x 4 kernel (taps three at a time: a pass of two, one of one)
+    ((1, 3, 6, 33), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    ((2, 6, 9, 30), (6, 1, 3, 3), {"group": 6, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 4, 13, 40), (4, 1, 5, 4), {"group": 4, "strides": [3, 2], "pads": [2, 0, 1, 3], "dilations": [2, 1]}),
 ]
 
 

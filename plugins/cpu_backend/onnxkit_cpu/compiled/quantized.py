@@ -40,6 +40,10 @@ operation, as numpy's):
   (``overrides/quantized_conv.py``: every partial sum an integer a float32 holds); then with
   ``requant`` QLinearConv's requantization (:data:`requantize`'s float64 operations,
   ``clip`` as ``min(max(r, lo), hi)``: never NaN), else the sum itself (ConvInteger's int32).
+* :data:`depthwise_channels_last`: :data:`depthwise`'s arguments and results, the input taken
+  channels-last (each output's taps vectors of channels, padding skipped): the loop for small
+  outputs, whose rows are too short for :data:`depthwise`'s runs
+  (``overrides/quantized_conv.py`` chooses).
 * :data:`centered_columns` ``(x, zp, kh, kw, sh, sw, dh, dw, top, left, oh, ow, cols)``: the
   im2col columns of an 8-bit ``x`` (N, C, H, W) minus its zero point, as float32 ``cols``
   (N, C * kh * kw, oh * ow) in the portable kernel's row order (channel, then kernel row, then
@@ -228,3 +232,53 @@ def depthwise(x, zp, w, sh, sw, dh, dw, top, left, bias, mult, yzp, lo, hi, requ
                 else:
                     for b in range(np.uint64(ow)):
                         out[b] = sums[b]
+
+
+@kernel
+def depthwise_channels_last(x, zp, w, sh, sw, dh, dw, top, left, bias, mult, yzp, lo, hi, requant, y):
+    n_count, c_count, h, wd = x.shape
+    kh, kw = w.shape[1], w.shape[2]
+    oh, ow = y.shape[2], y.shape[3]
+    # channels last, centered, float32: each output's taps are contiguous vectors of channels
+    xt = np.empty((h, wd, c_count), np.float32)
+    wt = np.empty((kh, kw, c_count), np.float32)
+    for c in range(c_count):
+        for i in range(kh):
+            for j in range(kw):
+                wt[i, j, c] = w[c, i, j]
+    acc = np.empty((ow, c_count), np.float32)
+    for n in range(n_count):
+        for yy in range(h):
+            for c0 in range(0, c_count, 16):        # blocks of channels: short strided runs
+                c1 = min(c_count, c0 + 16)
+                for xx in range(wd):
+                    dst = xt[yy, xx]
+                    for c in range(c0, c1):
+                        dst[c] = np.float32(x[n, c, yy, xx]) - zp
+        for a in range(oh):
+            for b in range(ow):
+                row = acc[b]
+                for c in range(c_count):
+                    row[c] = 0.0
+                for i in range(kh):
+                    yy = a * sh + i * dh - top
+                    if yy < 0 or yy >= h:
+                        continue
+                    for j in range(kw):
+                        xx = b * sw + j * dw - left
+                        if xx < 0 or xx >= wd:
+                            continue
+                        src = xt[yy, xx]
+                        tap = wt[i, j]
+                        for c in range(np.uint64(c_count)):     # unsigned: no wrap check, vectorized
+                            row[c] += src[c] * tap[c]
+            for c in range(c_count):
+                out = y[n, c, a]
+                if requant:
+                    b_c = bias[c]
+                    k_c = mult[c]
+                    for b in range(ow):
+                        out[b] = min(max(np.rint((np.float64(acc[b, c]) + b_c) * k_c + yzp), lo), hi)
+                else:
+                    for b in range(ow):
+                        out[b] = acc[b, c]

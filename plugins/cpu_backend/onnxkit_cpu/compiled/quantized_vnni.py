@@ -190,3 +190,107 @@ def conv(impl, x, x_zp: int, groups: list, plan, requantized=None):
     if requantized is not None:
         return requantized[-1]
     return out.reshape((n, m) + plan.out_shape)
+
+
+class PackedRows:
+    """One group's conv weights ``w`` (M/group, K) of 8-bit integers (rows in the order of
+    :func:`conv_weights`) with their zero point ``zp`` (None, one, or one per row) as the u8
+    operand of the planar convolution (:func:`conv_planar`): ``wr`` the rows ``w''`` (``w`` for
+    uint8, ``w + 128`` for int8), ``wzp`` the shifted zero points ``w_zp''`` per row (int64),
+    ``rsum`` the row sums of ``w''``; the per-row terms per shifted x zero point (:meth:`rowterm`,
+    made once each)."""
+
+    __slots__ = ("wr", "wzp", "rsum", "k", "m", "terms")
+
+    def __init__(self, impl, w, zp):
+        m, k = w.shape
+        rows = (m + impl.MR - 1) // impl.MR * impl.MR
+        self.wr = np.empty((rows, (k + 3) // 4 * 4), np.uint8)
+        self.rsum = np.zeros(rows, np.int64)
+        impl.pack_weight_rows(np.ascontiguousarray(w), 0x80 if w.dtype == np.int8 else 0, self.wr, self.rsum)
+        z = np.zeros(m, np.int64) if zp is None else np.broadcast_to(np.reshape(zp, (-1,)).astype(np.int64), (m,))
+        self.wzp = np.ascontiguousarray(z + (128 if w.dtype == np.int8 else 0))
+        self.k, self.m, self.terms = k, m, {}
+
+    def rowterm(self, xzp: int):
+        """``(base, factor)`` of :func:`~.quantized_vnni_impl.finish_planar` for the shifted x
+        zero point ``xzp``: ``base[m] = - xzp * rsum[m] + K * w_zp''[m] * xzp``, ``factor = w_zp''``."""
+        got = self.terms.get(xzp)
+        if got is None:
+            got = self.terms[xzp] = (np.ascontiguousarray(-xzp * self.rsum[:self.m] + self.k * xzp * self.wzp),
+                                     self.wzp)
+        return got
+
+
+def signed_zero_point(dtype, zp: int):
+    """``(flip, x_zp'')``: the bit flip taking ``dtype`` values to int8 (uint8 ``x - 128``) and the
+    zero point shifted with them."""
+    return (0x80, zp - 128) if dtype == np.uint8 else (0, zp)
+
+
+#: the most positions, relative to the output's, that the planar convolution may compute
+#: (stride 1: rows ``pitch`` wide, the last panel filled up); past it the rows orientation runs
+PLANAR_WASTE = 1.15
+
+
+def prefers_planar(impl, x, plan) -> bool:
+    """Whether :func:`conv_planar` takes this convolution rather than :func:`conv`: stride 1
+    (its columns are runs of the padded planes) and a layout of positions, the padded rows and
+    the last panel's unused lanes included, within :data:`PLANAR_WASTE` of the output's."""
+    kh, kw, sh, sw, dh, dw, top, left, oh, ow, x4 = planar(x, plan)
+    if sh != 1 or sw != 1 or oh * ow == 0:
+        return False
+    pitch = max(x4.shape[3] + left, ow + (kw - 1) * dw)
+    return (oh * pitch + impl.NR - 1) // impl.NR * impl.NR <= PLANAR_WASTE * oh * ow
+
+
+def conv_planar(impl, x, x_zp: int, groups: list, plan, requantized=None):
+    """``S`` of the convolution (N, M, *out) as float64 for ``x`` (N, C, H, W) 8-bit (one or two
+    spatial axes, as :func:`conv`) with the product taken the other way round: the weights the
+    u8 rows operand (``groups``: each group's :class:`PackedRows`), the input's im2col columns
+    the s8 one (``x''`` = ``x - 128`` for uint8, ``x`` for int8, the zero point with it), so that
+    the sums come out channel-first, as the output is laid out, with no transposes:
+
+    ``S[m, l] = sum_k w''x'' - x_zp'' * sum_k w''[m] - w_zp''[m] * sum_k x''[l] + K * w_zp''[m] * x_zp''``
+
+    (the algebra of the module docstring with the operands' roles exchanged; padding packed as
+    ``x_zp''``).  ``requantized``: ``(bias, mult, zp, lo, hi, y)``, the sums requantized into ``y``
+    (N, M, L) instead, which is returned."""
+    kh, kw, sh, sw, dh, dw, top, left, oh, ow, x4 = planar(x, plan)
+    n, c, m, group = plan.n, plan.c, plan.m, plan.group
+    flip, xzp = signed_zero_point(x.dtype, x_zp)
+    cg, mg = c // group, m // group
+    length = oh * ow
+    out = np.empty((n, m, length)) if requantized is None else requantized[-1].reshape(n, m, length)
+    if requantized is None:
+        bias, mult, zp, lo, hi, requant = np.zeros(m), np.ones(m), 0.0, 0.0, 0.0, False
+    else:
+        bias, mult, zp, lo, hi = requantized[:-1]
+        requant = True
+    x4 = np.ascontiguousarray(x4)
+    unit = sh == 1 and sw == 1
+    # stride 1: positions laid out ``pitch`` a row (the padded width), each im2col row one run
+    pitch = max(x4.shape[3] + left, ow + (kw - 1) * dw) if unit else ow
+    panels = (oh * pitch + impl.NR - 1) // impl.NR
+    sums = scratch("column_sums", (panels * impl.NR,), np.int32)
+    for i in range(n):
+        for g, packed in enumerate(groups):
+            k4 = packed.wr.shape[1] // 4
+            xq = scratch("panels", (panels, k4, impl.NR), np.int32)
+            if unit:
+                hp = max(x4.shape[2] + top, oh + (kh - 1) * dh)
+                buf = scratch("planes", (cg * hp * pitch + panels * impl.NR + pitch + 64,), np.int8)
+                impl.pack_planes(x4[i], flip, xzp, kh, kw, dh, dw, top, left, oh, pitch, g * cg, cg, buf, xq, sums)
+            else:
+                cols = scratch("columns", (k4 * 4, length), np.int8)
+                impl.pack_columns(x4[i], flip, xzp, kh, kw, sh, sw, dh, dw, top, left, oh, ow, g * cg, cg, cols, xq,
+                                  sums)
+            c_out = scratch("sums32", (packed.wr.shape[0], panels * impl.NR), np.int32)
+            impl.gemm(packed.wr, xq, c_out)
+            base, factor = packed.rowterm(xzp)
+            rows = slice(g * mg, (g + 1) * mg)
+            impl.finish_planar(c_out, sums, pitch, ow, base, factor, bias[rows], mult[rows], zp, lo, hi, requant,
+                               out[i, rows])
+    if requantized is not None:
+        return requantized[-1]
+    return out.reshape((n, m) + plan.out_shape)

@@ -267,3 +267,184 @@ def finish_rows_requantized(c, sums, wzp, colterm, bias, mult, zp, lo, hi, y):
         for n in range(n_count):
             r = np.rint((np.float64(np.int64(src[n]) - wzp[n] * s + colterm[n]) + bias[n]) * mult[n] + zp)
             dst[n] = min(max(r, lo), hi)
+
+
+@numba.njit(**_OPTIONS)
+def pack_columns(x, flip, zp, kh, kw, sh, sw, dh, dw, top, left, oh, ow, c0, cg, cols, xq, sums):
+    """The im2col columns of channels ``c0 .. c0 + cg`` of one image ``x`` (C, H, W) 8-bit as the
+    s8 operand of :func:`gemm` (the planar convolution, :func:`.quantized_vnni.conv_planar`):
+    first ``cols`` (K4 * 4, L) int8, row ``k = (i*kw + j)*cg + c`` at position ``l = a*ow + b``
+    the value ``x ^ flip`` at ``(c0 + c, a*sh + i*dh - top, b*sw + j*dw - left)``, ``zp`` (the
+    shifted zero point) where that is padding, rows past K zero; then ``xq`` (panels, K4, NR)
+    int32, lane ``l % NR`` of ``xq[l // NR, k4]`` the four bytes of rows ``4*k4 .. 4*k4 + 3`` at
+    ``l`` (zero past the positions); ``sums[l]`` the column sums of the signed values (int32:
+    at most K * 128 in magnitude)."""
+    h, w = x.shape[1], x.shape[2]
+    f = np.uint8(flip)
+    z = np.int8(zp)
+    length = oh * ow
+    kk = kh * kw * cg
+    k4 = xq.shape[1]
+    for i in range(kh):
+        for j in range(kw):
+            # the output columns b whose input column is inside: b_lo <= b < b_hi
+            off = j * dw - left
+            b_lo = min(ow, max(0, (-off + sw - 1) // sw))
+            b_hi = max(b_lo, min(ow, (w - 1 - off) // sw + 1)) if w - 1 - off >= 0 else b_lo
+            for c in range(cg):
+                row = cols[(i * kw + j) * cg + c]
+                plane = x[c0 + c]
+                for a in range(oh):
+                    y = a * sh + i * dh - top
+                    dst = row[a * ow:(a + 1) * ow]
+                    if y < 0 or y >= h:
+                        for b in range(np.uint64(ow)):
+                            dst[b] = z
+                        continue
+                    src = plane[y]
+                    for b in range(b_lo):
+                        dst[b] = z
+                    if sw == 1:
+                        s = src[b_lo + off:b_hi + off]
+                        d = dst[b_lo:b_hi]
+                        for b in range(np.uint64(b_hi - b_lo)):
+                            d[b] = np.int8(np.uint8(s[b]) ^ f)
+                    else:
+                        for b in range(b_lo, b_hi):
+                            dst[b] = np.int8(np.uint8(src[b * sw + off]) ^ f)
+                    for b in range(b_hi, ow):
+                        dst[b] = z
+    for k in range(kk, k4 * 4):
+        cols[k, :length] = 0
+    for l in range(length):
+        sums[l] = 0
+    panels = xq.shape[0]
+    for q in range(k4):
+        r0 = cols[4 * q]
+        r1 = cols[4 * q + 1]
+        r2 = cols[4 * q + 2]
+        r3 = cols[4 * q + 3]
+        for p in range(panels):
+            l0 = p * NR
+            n = min(NR, length - l0)
+            lanes = xq[p, q]
+            for t in range(n):
+                l = l0 + t
+                v0, v1, v2, v3 = r0[l], r1[l], r2[l], r3[l]
+                lanes[t] = (np.int32(np.uint8(v0)) | (np.int32(np.uint8(v1)) << 8) | (np.int32(np.uint8(v2)) << 16)
+                            | (np.int32(np.uint8(v3)) << 24))
+                sums[l] += np.int32(v0) + np.int32(v1) + np.int32(v2) + np.int32(v3)
+            for t in range(n, NR):
+                lanes[t] = 0
+
+
+@numba.njit(**_OPTIONS)
+def pack_planes(x, flip, zp, kh, kw, dh, dw, top, left, oh, pitch, c0, cg, buf, xq, sums):
+    """:func:`pack_columns` for a convolution of stride 1, without the rows: the channels'
+    padded planes (``Hp`` rows of ``pitch`` columns, ``x ^ flip`` inside, ``zp`` around) laid
+    one after the other in ``buf``, a zero run after them; position ``l = a*pitch + b`` (``b``
+    from ``ow`` to ``pitch`` unused) of row ``k = (i*kw + j)*cg + c`` is then byte
+    ``c*Hp*pitch + i*dh*pitch + j*dw + l`` of ``buf``: each row one contiguous run, interleaved
+    by fours into ``xq`` (panels, K4, NR) int32 (rows past K from the zero run); ``sums[l]`` the
+    column sums (unused positions included)."""
+    h, w = x.shape[1], x.shape[2]
+    f = np.uint8(flip)
+    z = np.int8(zp)
+    hp = max(h + top, oh + (kh - 1) * dh)
+    plane = hp * pitch
+    zero = cg * plane
+    for t in range(np.uint64(buf.shape[0] - zero)):
+        buf[zero + t] = 0
+    for c in range(cg):
+        src = x[c0 + c]
+        base = c * plane
+        for r in range(hp):
+            dst = buf[base + r * pitch:base + (r + 1) * pitch]
+            y = r - top
+            if y < 0 or y >= h:
+                for q in range(np.uint64(pitch)):
+                    dst[q] = z
+                continue
+            for q in range(left):
+                dst[q] = z
+            row = src[y]
+            d = dst[left:left + w]
+            for q in range(np.uint64(w)):
+                d[q] = np.int8(np.uint8(row[q]) ^ f)
+            for q in range(left + w, pitch):
+                dst[q] = z
+    kk = kh * kw * cg
+    panels, k4 = xq.shape[0], xq.shape[1]
+    span = panels * NR
+    for l in range(span):
+        sums[l] = 0
+    for q in range(k4):
+        offs = np.empty(4, np.int64)
+        for t in range(4):
+            k = 4 * q + t
+            if k < kk:
+                c = k % cg
+                ij = k // cg
+                offs[t] = c * plane + (ij // kw) * dh * pitch + (ij % kw) * dw
+            else:
+                offs[t] = zero
+        r0 = buf[offs[0]:offs[0] + span]
+        r1 = buf[offs[1]:offs[1] + span]
+        r2 = buf[offs[2]:offs[2] + span]
+        r3 = buf[offs[3]:offs[3] + span]
+        for p in range(panels):
+            lanes = xq[p, q]
+            l0 = p * NR
+            for t in range(NR):
+                l = l0 + t
+                v0, v1, v2, v3 = r0[l], r1[l], r2[l], r3[l]
+                lanes[t] = (np.int32(np.uint8(v0)) | (np.int32(np.uint8(v1)) << 8) | (np.int32(np.uint8(v2)) << 16)
+                            | (np.int32(np.uint8(v3)) << 24))
+                sums[l] += np.int32(v0) + np.int32(v1) + np.int32(v2) + np.int32(v3)
+
+
+@numba.njit(**_OPTIONS)
+def pack_weight_rows(w, flip, wr, rsums):
+    """The u8 operand of the planar convolution: ``wr[m, k] = w[m, k] ^ flip`` (an int8 weight
+    made u8 by adding 128), zero past K and past M; ``rsums[m]`` the row sums."""
+    m_count, k = w.shape
+    f = np.uint8(flip)
+    wr[:] = 0
+    for m in range(m_count):
+        s = np.int64(0)
+        for t in range(k):
+            v = np.uint8(w[m, t]) ^ f
+            wr[m, t] = v
+            s += np.int64(v)
+        rsums[m] = s
+
+
+@numba.njit(**_OPTIONS)
+def finish_planar(c, sums, pitch, ow, base, factor, bias, mult, zp, lo, hi, requant, y):
+    """The planar convolution's exact sums of one group of one image into ``y`` (mg, L), ``L``
+    output rows of ``ow``, from ``c`` and ``sums`` laid out ``pitch`` positions a row:
+    ``S[m, a*ow + b] = c[m, l] + base[m] - factor[m] * sums[l]`` at ``l = a*pitch + b`` (float64
+    arithmetic on integers below 2^53: exact), and with ``requant`` QLinearConv's requantization
+    (the float64 operations of :func:`finish_conv_requantized`: ``clip(rint((S + bias[m]) *
+    mult[m] + zp), lo, hi)``), else ``S`` itself (``bias``, ``mult`` unused)."""
+    mg, length = y.shape
+    rows = length // ow
+    colsum = np.empty(rows * pitch)
+    for l in range(rows * pitch):
+        colsum[l] = np.float64(sums[l])
+    for m in range(mg):
+        bm = np.float64(base[m])
+        fm = np.float64(factor[m])
+        b_m = bias[m]
+        k_m = mult[m]
+        for a in range(rows):
+            src = c[m, a * pitch:a * pitch + ow]
+            cs = colsum[a * pitch:a * pitch + ow]
+            dst = y[m, a * ow:(a + 1) * ow]
+            if requant:
+                for b in range(np.uint64(ow)):
+                    s = (np.float64(src[b]) + bm) - fm * cs[b]
+                    dst[b] = min(max(np.rint((s + b_m) * k_m + zp), lo), hi)
+            else:
+                for b in range(np.uint64(ow)):
+                    dst[b] = (np.float64(src[b]) + bm) - fm * cs[b]

@@ -73,11 +73,11 @@ class CenteredW:
     """W minus its zero point (one, or one per output channel) as float32, and the largest
     per-output-channel L1 norm of it (module docstring), for one W and zero point values."""
 
-    __slots__ = ("w", "zp", "weights", "l1", "splits", "zp_value", "packed")
+    __slots__ = ("w", "zp", "weights", "l1", "splits", "zp_value", "packed", "rows")
 
     def __init__(self, w, zp):
         self.w, self.zp = w, zero_point_key(zp)
-        self.zp_value, self.packed = (None if zp is None else np.array(zp)), None
+        self.zp_value, self.packed, self.rows = (None if zp is None else np.array(zp)), None, None
         m = w.astype(F32)
         if zp is not None:
             z = np.reshape(zp, (-1,)).astype(F32)
@@ -111,6 +111,27 @@ class CenteredW:
                            for g in range(group)]
         return self.packed
 
+    def vnni_rows(self, impl, group: int) -> list:
+        """Each group's weights ``(M/group, C/group * K)`` as the rows operand of the planar
+        convolution (:class:`~onnxkit_cpu.compiled.quantized_vnni.PackedRows`), made once."""
+        if self.rows is None:
+            mg = self.w.shape[0] // group
+            flat = vnni.conv_weights(self.w)
+            z = self.zp_value
+            self.rows = [vnni.PackedRows(impl, flat[g * mg:(g + 1) * mg],
+                                         None if z is None else (z.reshape(-1) if z.size == 1 else
+                                                                 z.reshape(-1)[g * mg:(g + 1) * mg]))
+                         for g in range(group)]
+        return self.rows
+
+    def vnni_conv(self, impl, x, x_zp: int, plan, requantized=None):
+        """The VNNI convolution of ``x`` by these weights: the planar orientation where
+        :func:`~onnxkit_cpu.compiled.quantized_vnni.prefers_planar`, else the rows one; the
+        same exact sums (``requantized`` as :func:`~onnxkit_cpu.compiled.quantized_vnni.conv`)."""
+        if vnni.prefers_planar(impl, x, plan):
+            return vnni.conv_planar(impl, x, x_zp, self.vnni_rows(impl, plan.group), plan, requantized)
+        return vnni.conv(impl, x, x_zp, self.vnni_groups(impl, plan.group), plan, requantized)
+
 
 def centered_w(cache: list, w, zp, held) -> CenteredW:
     """The :class:`CenteredW` of ``w`` (cached in ``cache[0]`` where the plan holds ``w``: ``held``)."""
@@ -137,15 +158,23 @@ def depthwise_applies(dw_loop, x, x_zp: int, plan, prepared) -> bool:
     """Whether the compiled depthwise loop (``dw_loop``) takes this convolution: two spatial axes,
     one input channel per output channel (``group == C == M``), non-empty, and the float32 sums
     exact (``amax * max_m L1_m <= 2^24``, the module docstring's bound)."""
-    if dw_loop is None or x.ndim != 4 or not (plan.group == plan.c == plan.m) or plan.n == 0:
+    if dw_loop[0] is None or dw_loop[1] is None or x.ndim != 4 or not (plan.group == plan.c == plan.m) or plan.n == 0:
         return False
     lo, hi = RANGES[x.dtype]
     return math.prod(plan.out_shape) > 0 and max(x_zp - lo, hi - x_zp) * prepared.l1 <= FLOAT32_EXACT
 
 
+#: output rows narrower than this take the channels-last depthwise loop (its vectors run along
+#: the channels; the planar loop's along a row)
+DEPTHWISE_PLANAR_MIN_WIDTH = 12
+
+
 def depthwise(dw_loop, x, x_zp: int, prepared, plan, requantized=None):
-    """The depthwise convolution by the compiled loop (:data:`onnxkit_cpu.compiled.quantized.depthwise`):
-    the exact sums as int32 (N, M, *out), or requantized (``(bias, mult, zp, lo, hi, y)``) into ``y``."""
+    """The depthwise convolution by the compiled loop (:data:`onnxkit_cpu.compiled.quantized.depthwise`,
+    or :data:`~onnxkit_cpu.compiled.quantized.depthwise_channels_last` for outputs narrower than
+    :data:`DEPTHWISE_PLANAR_MIN_WIDTH`; ``dw_loop`` is the pair): the exact sums as int32
+    (N, M, *out), or requantized (``(bias, mult, zp, lo, hi, y)``) into ``y``."""
+    dw_loop = dw_loop[0] if plan.out_shape[1] >= DEPTHWISE_PLANAR_MIN_WIDTH else dw_loop[1]
     m = plan.m
     w = prepared.weights.reshape(m, plan.kernel[0], plan.kernel[1])
     if requantized is None:
@@ -169,7 +198,7 @@ def exact_conv(x, x_zp: int, prepared: CenteredW, plan, columns=None, fast=None)
     amax = max(x_zp - lo, hi - x_zp)
     nd = x.ndim - 2
     if vnni_applies(fast, x, plan, prepared):
-        return vnni.conv(fast, x, x_zp, prepared.vnni_groups(fast, plan.group), plan)
+        return prepared.vnni_conv(fast, x, x_zp, plan)
     if columns is None or nd > 2 or plan.n == 0 or math.prod(plan.out_shape) == 0:
         if amax * prepared.l1 > FLOAT32_EXACT:
             return None
@@ -211,7 +240,7 @@ def conv_integer(ctx):
     w_held = Held(ctx, 1)                       # where the plan holds W: its centered form is kept
     columns = loops.centered_columns.get()      # None: compiled loops off (the float32 portable product)
     fast = vnni.get()
-    dw_loop = loops.depthwise.get()
+    dw_loop = (loops.depthwise.get(), loops.depthwise_channels_last.get())
 
     def run(x, w, x_zero_point=None, w_zero_point=None):
         if not (_operands_ok(x, w) and x.dtype in allowed_x and w.dtype in allowed_w
@@ -263,7 +292,7 @@ def qlinear_conv(ctx):
     if loop is None or columns is None:
         return other
     fast = vnni.get()
-    dw_loop = loops.depthwise.get()
+    dw_loop = (loops.depthwise.get(), loops.depthwise_channels_last.get())
     group = int(ctx.attr("group"))
     auto_pad = ctx.attr_str("auto_pad")
     cache = [None]
@@ -317,8 +346,7 @@ def qlinear_conv(ctx):
             return depthwise(dw_loop, x, zx, prepared, plan, (bias, mult, zy, float(lo), float(hi), out))
         if vnni_applies(fast, x, plan, prepared):     # the exact sums requantized in the same pass
             out = np.empty((plan.n, m) + plan.out_shape, y_zero_point.dtype)
-            return vnni.conv(fast, x, zx, prepared.vnni_groups(fast, plan.group), plan,
-                             (bias, mult, zy, float(lo), float(hi), out))
+            return prepared.vnni_conv(fast, x, zx, plan, (bias, mult, zy, float(lo), float(hi), out))
         acc = exact_conv(x, zx, prepared, plan, columns)
         if acc is None:
             return other(*args)

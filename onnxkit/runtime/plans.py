@@ -32,8 +32,10 @@ the warm plan (a run in progress keeps the plan it started with).  The thread
    same model (:meth:`PlanSet._fill_caches`); ``thread`` skips it always.  The runs after the
    setup began count towards the child's patience: once they have spent the estimate again on the
    cold plan, a child still running that has had less than :data:`CHILD_STARVED` of a core
-   (niced, starved of CPU on a busy machine) is ended and the thread compiles here, so a long
-   stream of runs is promoted; a child that is computing is waited for;
+   (niced, starved of CPU on a busy machine) is ended and started again at this process's own
+   priority (once), so a long stream of runs is promoted without numba's compiler ever sharing
+   this process's interpreter lock with the runs (compiled here, a loaded machine's stream waited
+   tens of ms on many of its calls); a child that is computing is waited for;
 2. plans warm (numba imported, its cache loaded or, what the child did not leave, compiled) with
    the garbage collector paused (a collection of the whole heap holds the lock for tens of ms),
    and runs the new plan on the copied feeds as the session's first runs would (recorded, then
@@ -77,6 +79,8 @@ CHILD_TIMEOUT_S = 600.0
 CHILD_POLL_S = 0.05
 #: the share of one core below which a child process counts as starved (ended past its patience)
 CHILD_STARVED = 0.5
+#: the niceness the child process adds to its own first (a starved one is started again adding none)
+CHILD_NICE = 19
 _CHILDREN: set = set()
 _CHILDREN_LOCK = threading.Lock()
 
@@ -102,11 +106,12 @@ def _end_children() -> None:
 #: The child process of :meth:`PlanSet._fill_caches`, a program of its own using onnxkit's public
 #: API (the engine imports nothing of the session's surface): niced, a warm session of the model
 #: (argv: model path, feeds ``.npz`` with ``f<position>`` arrays, the input names by position, the
-#: optimization level, the disabled passes, the runs to make) run on the feeds as a session's first runs are
-#: (recorded, then specialized), which leaves what its compiled loops need in their on-disk cache.
+#: optimization level, the disabled passes, the runs to make, the niceness to add) run on the feeds as a
+#: session's first runs are (recorded, then specialized), which leaves what its compiled loops need in
+#: their on-disk cache.
 CHILD = r"""
 import os, sys, warnings
-getattr(os, "nice", abs)(19)
+getattr(os, "nice", abs)(int(sys.argv[7]))
 warnings.simplefilter("ignore")
 import numpy as np
 import onnxkit
@@ -144,8 +149,8 @@ class _Setup:
     process ended (or was skipped) and when it ended, None until then (for benchmarks);
     ``waited``: the seconds the session's runs have spent on the cold plan since it began, and
     ``patience``: how many of them the child process is given (the cold plan's estimate: past
-    it the child is ended and the thread compiles here, so a session whose child is starved of
-    CPU, on a busy machine, is still promoted)."""
+    it a child starved of CPU, on a busy machine, is ended and started again un-niced, so the
+    session is still promoted; ``child_ended``: that happened)."""
 
     __slots__ = ("done", "tier", "error", "reported", "thread", "times", "waited", "patience", "child_ended")
 
@@ -155,7 +160,7 @@ class _Setup:
         self.reported = False
         self.times = [time.perf_counter(), None, None]
         self.waited, self.patience = 0.0, patience
-        self.child_ended = False  # the child was ended for outliving ``patience``
+        self.child_ended = False  # the niced child was ended for outliving ``patience`` (and started again)
 
     def _fault(self, exc: BaseException) -> None:
         """Record what the setup raised: the next run warns about it once (the cold plan stays)."""
@@ -364,12 +369,13 @@ class PlanSet:
         child could not plan the same model: a registry other than the default one, a backend
         other than ``cpu``, a model over :data:`CHILD_ELEMENTS` initializer elements or with
         external data, feeds that are not all numpy arrays.  A child that fails or outlives
-        :data:`CHILD_TIMEOUT_S` only costs the thread's compiling here, as does one still running
-        when the session's runs have spent ``setup.patience`` seconds on the cold plan since the
-        setup began and it has had less than :data:`CHILD_STARVED` of a core (a niced child on a
-        busy machine: ended, it leaves the compiling to this thread, as a long-running session
-        would otherwise never be promoted);
-        one still running when this process exits is ended."""
+        :data:`CHILD_TIMEOUT_S` only costs the thread's compiling here.  One still running when the
+        session's runs have spent ``setup.patience`` seconds on the cold plan since the setup
+        began and that has had less than :data:`CHILD_STARVED` of a core (a niced child on a busy
+        machine) is ended and started again without :data:`CHILD_NICE` (once; a long-running
+        session would otherwise never be promoted): its compiling competes with the runs for the
+        CPU only, not for this process's interpreter lock.  One still running when this process
+        exits is ended."""
         import subprocess
         import tempfile
 
@@ -392,22 +398,32 @@ class PlanSet:
                        MKL_NUM_THREADS="1")
             args = [sys.executable, "-c", CHILD, model_path, feeds_path, ",".join(names), str(self.level),
                     ",".join(sorted(self.disabled)), str(ROUNDS + 2)]
-            with _CHILDREN_LOCK:
-                proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE)
-                _CHILDREN.add(proc)
+
+            def start(nice: int):
+                with _CHILDREN_LOCK:
+                    child = subprocess.Popen(args + [str(nice)], env=env, stdin=subprocess.DEVNULL,
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                    _CHILDREN.add(child)
+                return child, time.perf_counter()
+
+            proc, began = start(CHILD_NICE)
             try:
-                began = time.perf_counter()
                 deadline = began + CHILD_TIMEOUT_S
                 while proc.poll() is None:
-                    if setup is not None and setup.waited >= setup.patience > 0:
+                    if setup is not None and not setup.child_ended and setup.waited >= setup.patience > 0:
                         share = _cpu_share(proc.pid, began)
                         if share is None or share < CHILD_STARVED:
                             setup.child_ended = True
                             self.log("plan", 20, "the runs spent %.3f s on the cold plan while the child process set "
-                                     "up the warm plan (%s of a core): ended, compiling here", setup.waited,
-                                     "unknown share" if share is None else f"{share:.0%}")
-                            break
+                                     "up the warm plan (%s of a core): started again at this process's priority",
+                                     setup.waited, "unknown share" if share is None else f"{share:.0%}")
+                            proc.kill()
+                            proc.communicate()
+                            with _CHILDREN_LOCK:
+                                _CHILDREN.discard(proc)
+                            proc, began = start(0)
+                            deadline = began + CHILD_TIMEOUT_S
+                            continue
                     if time.perf_counter() >= deadline:
                         break
                     try:
@@ -420,7 +436,7 @@ class PlanSet:
             finally:
                 with _CHILDREN_LOCK:
                     _CHILDREN.discard(proc)
-        if proc.returncode != 0 and not (setup is not None and setup.child_ended):
+        if proc.returncode != 0:
             self.log("plan", 20, "the child process setting up the warm plan ended with %s (compiling here "
                      "instead): %s", proc.returncode, (err or b"").decode(errors="replace").strip()[-500:])
 

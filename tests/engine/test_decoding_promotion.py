@@ -4,15 +4,17 @@ A decoding loop feeds a new shape every run (the past grows by one position); un
 runs' times add up on the cold plan's record across shapes until they reach the warm plan's
 estimated setup, which then begins in the background.  The setup's child process (niced) may get
 next to no CPU on a busy machine: the runs after the setup began count towards a patience of the
-same estimate, past which the child is ended and the thread compiles here, so a long stream is
-promoted.  Deterministic: the runs' clock is the test's (each run of the main thread counts a
-fixed step), and the child is one that never ends by itself.
+same estimate, past which the child is ended and started again un-niced (compiling in this
+process would hold its interpreter lock against the runs), so a long stream is promoted.
+Deterministic: the runs' clock is the test's (each run of the main thread counts a fixed step),
+and the child is one that never ends by itself while niced.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import subprocess
 import threading
 import time
 
@@ -26,6 +28,8 @@ from onnxkit.runtime.bodies import describe
 pytestmark = pytest.mark.filterwarnings("ignore::onnxkit.errors.ConformanceWarning")
 
 PATIENCE_S = 120  # how long the test waits for the background thread (a hang is a failure)
+#: the niceness each child process of the setup was asked to add, in the order they started
+STARTS: list = []
 
 
 def _softmax_session():
@@ -43,8 +47,10 @@ def _reference(x):
 @pytest.fixture
 def starved(monkeypatch, fresh_process_patch):
     """``tiered``, ``process`` mode, a fresh process's cold plan (Softmax's compiled loop deferred, its
-    setup estimated at 40 s), a child process that never ends, and a clock that advances by a
-    quarter of the estimate at each reading of the main thread (other threads read it unchanged)."""
+    setup estimated at 40 s), a child process that never ends while niced (started un-niced it
+    ends at once, leaving the compiling to the thread; each start's niceness to add is appended
+    to :data:`STARTS`), and a clock that advances by a quarter of the estimate
+    at each reading of the main thread (other threads read it unchanged)."""
     compiled = pytest.importorskip("onnxkit_cpu.compiled")
     if not compiled.available():
         pytest.skip("numba is not installed: nothing to set up")
@@ -55,7 +61,16 @@ def starved(monkeypatch, fresh_process_patch):
     monkeypatch.delenv("ONNXKIT_WARM_SETUP", raising=False)
     fresh_process_patch(monkeypatch)
     monkeypatch.setattr(compiled, "SETUP_S", 40.0)
-    monkeypatch.setattr(plans, "CHILD", "import time\ntime.sleep(3600)\n")
+    monkeypatch.setattr(plans, "CHILD", "import sys, time\nif sys.argv[7] != '0':\n    time.sleep(3600)\n")
+    popen = subprocess.Popen
+    STARTS.clear()
+
+    def recorded(args, *rest, **kw):
+        if isinstance(args, list) and args[2:3] == [plans.CHILD]:
+            STARTS.append(args[-1])
+        return popen(args, *rest, **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", recorded)
     main, ticks, last = threading.main_thread(), itertools.count(), [0.0]
     step = 10.0 / 2  # two readings a run: each run counts 5 s of the estimate's 40 (and the deferrals' own)
 
@@ -90,7 +105,9 @@ def test_a_decoding_stream_of_new_shapes_is_promoted_though_its_child_never_ends
     assert setup.waited >= setup.patience == cost and cold.spent == spent  # after it began: the patience only
     assert sess.wait_for_warm_plan(PATIENCE_S) is True  # the child (asleep for an hour) was ended
     assert setup.child_ended is True
-    assert describe(sess.plan) == ["softmax (Softmax): planned -> compiled (activation)"]
+    assert STARTS == [str(starved.CHILD_NICE), "0"]  # ... and started again un-niced, once
+    [body] = describe(sess.plan)  # compiled, whichever of its loops serves Softmax
+    assert body.startswith("softmax (Softmax): planned -> compiled (activation"), body
     for past in (200, 201):
         x = rng.standard_normal((1, past)).astype(np.float32)
         np.testing.assert_allclose(sess.run(None, {"x": x})[0], _reference(x), rtol=1e-5, atol=1e-7)
@@ -105,9 +122,10 @@ def test_the_child_is_waited_for_while_the_runs_stay_within_the_patience(starved
         sess.run(None, {"x": x})
     setup = sess._plans._setup
     assert sess.wait_for_warm_plan(1.0) is False and setup.child_ended is False
-    assert sess._cold is not None
+    assert sess._cold is not None and STARTS == [str(starved.CHILD_NICE)]
     setup.waited = setup.patience  # as if the runs had spent it: the child is ended at the next look
     assert sess.wait_for_warm_plan(PATIENCE_S) is True and setup.child_ended is True
+    assert STARTS == [str(starved.CHILD_NICE), "0"]
 
 
 def test_a_child_that_computes_is_waited_for_past_the_patience(starved, monkeypatch):
@@ -121,8 +139,10 @@ def test_a_child_that_computes_is_waited_for_past_the_patience(starved, monkeypa
     setup = sess._plans._setup
     setup.waited = setup.patience
     assert sess.wait_for_warm_plan(1.0) is False and setup.child_ended is False  # computing: waited for
+    assert STARTS == [str(starved.CHILD_NICE)]
     shares[0] = starved.CHILD_STARVED / 2
     assert sess.wait_for_warm_plan(PATIENCE_S) is True and setup.child_ended is True
+    assert STARTS == [str(starved.CHILD_NICE), "0"]
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="the share is read from Linux's /proc")

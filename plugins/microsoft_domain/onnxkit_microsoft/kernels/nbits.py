@@ -113,9 +113,9 @@ def _dequantize_blocks(b, s, zp, n: int, k: int, block: int, bits: int) -> np.nd
         hi = min(n, lo + rows)
         if whole:  # the values land in the result's rows, then are scaled there
             q = out[lo:hi].reshape(hi - lo, k_blocks, blob, per)
-            np.take(table, b[lo:hi], axis=0, out=q)
+            np.take(table, b[lo:hi], axis=0, out=q, mode="clip")  # octets index all 256 rows: no clipping
         else:
-            q = table[b[lo:hi]]
+            q = np.take(table, b[lo:hi], axis=0, mode="clip")
         q = q.reshape(hi - lo, k_blocks, block)
         q -= zp[lo:hi, :, None]
         q *= s[lo:hi, :, None]

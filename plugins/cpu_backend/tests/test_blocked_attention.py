@@ -41,6 +41,7 @@ def spy(monkeypatch):
 
     monkeypatch.setattr(override, "_blocked", counted)
     monkeypatch.setattr(override, "BLOCK_SCORES", 1000)
+    monkeypatch.setattr(override, "BATCHED_SCORES", 0)      # float32's batched body out of reach
     return count
 
 
@@ -100,6 +101,7 @@ def test_default_block_size_and_scale(monkeypatch):
     calls = []
     body = override._blocked
     monkeypatch.setattr(override, "_blocked", lambda *a: calls.append(1) or body(*a))
+    monkeypatch.setattr(override, "BATCHED_SCORES", 0)      # float32's batched body out of reach
     got = run(q, k, v, guard=0)
     assert calls and close(got, reference(q, k, v, scale=1 / 8, guard=0))
 

@@ -142,6 +142,7 @@ def spy(monkeypatch):
         return counted
 
     monkeypatch.setattr(override, "softmax_rows32", wrapped)
+    monkeypatch.setattr(override, "BATCHED_SCORES", 0)      # float32's batched body out of reach
     return count
 
 

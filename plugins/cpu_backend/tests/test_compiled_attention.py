@@ -1,4 +1,5 @@
-"""The compiled loop of ai.onnxkit Attention-2 (onnxkit_cpu/compiled/attention.py) against the
+"""The compiled bodies of ai.onnxkit Attention-2 (float64: the loop of onnxkit_cpu/compiled/attention.py;
+float32: overrides/attention.py ``_batched`` around compiled/act32.py's softmax rows) against the
 numpy body (the same kernel planned under ``compiled.disabled()``: kernels/fused.py) and an
 independent float64 reference of the definition.  Tests that expect the compiled path count the
 loop's calls (a spy around the loop the factory asks for), so they fail if the kernel silently
@@ -40,6 +41,13 @@ def spy(monkeypatch):
         return fn(*args)
 
     monkeypatch.setattr(override, "attention_loop", lambda: counted if compiled.enabled() else None)
+    batched = override._batched
+
+    def counted_batched(*args):      # float32: the batched body around the compiled float32 softmax
+        count["calls"] += 1
+        return batched(*args)
+
+    monkeypatch.setattr(override, "_batched", counted_batched)
     return count
 
 

@@ -3,7 +3,10 @@
 Where compiled loops are on (decided at planning, :mod:`onnxkit_cpu.compiled`), the fused
 pattern's case — float32 or float64 4-D Q, K, V of one batch and head count, no past, an
 optional additive mask of Q's type broadcastable to the scores (B, H, Sq, Skv) whose last axis
-is Skv, and Attention-23's attributes at their defaults but ``scale`` — runs as one compiled
+is Skv, and Attention-23's attributes at their defaults but ``scale`` — runs, on float32 of at
+most :data:`BATCHED_SCORES` scores in all, as :func:`_batched` (two batched BLAS products around
+the compiled float32 softmax rows of :mod:`onnxkit_cpu.compiled.act32`, which states their
+precision; Y a fresh (B, H, Sq, Dv) array), and otherwise (float64, or more scores) as one compiled
 loop (:mod:`onnxkit_cpu.compiled.attention`, whose docstring states the precision) over the
 sequence-major (B, S, H, D) layout: the exporters' head transposes are views of it, so Q, K and
 V reach the loop without a copy (other layouts are copied once), and Y is returned as the
@@ -33,6 +36,7 @@ import numpy as np
 
 from onnxkit.plugin import KernelTable
 from onnxkit.plugin import parallel_for, splits_across_threads
+from onnxkit_cpu.compiled import activation as act_loops
 from onnxkit_cpu.compiled.attention import attention_loop, softmax_rows32
 from onnxkit_cpu.overrides._plans import remember
 from onnxkit_cpu.overrides.half import Halves, is_half, narrow, widen
@@ -49,6 +53,10 @@ BLOCK_SCORES = 262144
 #: multiply-adds of the compiled loop worth a block of (batch, head) pairs on a thread of its own
 #: (:func:`onnxkit.runtime.threads.parallel_for`; a block below costs more to hand over than it saves)
 PAIR_WORK = 65536
+#: scores of :func:`_batched`'s softmax worth a block of rows on a thread of its own
+ROW_WORK = 8192
+#: the most scores (all heads together: its scratch) for which float32 takes :func:`_batched`
+BATCHED_SCORES = 524288
 
 
 def _blocked(q, k, v, mask, scale, guard, rows32=None):
@@ -101,6 +109,32 @@ def _blocked(q, k, v, mask, scale, guard, rows32=None):
     return y.transpose(0, 2, 1, 3)
 
 
+def _batched(q, k, v, mask, scale, guard, rows):
+    """Y (B, H, Sq, Dv) of float32 ``softmax(scale q k^T + mask) v`` in three steps over every
+    (batch, head) pair at once (module docstring): ``s = (q scale) k^T`` and ``p v`` one batched
+    BLAS product each, in float32 as the unfused MatMuls, the mask added as numpy broadcasts it,
+    and the softmax of the score rows by the compiled float32 rows loop ``rows``
+    (:mod:`onnxkit_cpu.compiled.act32`: a row holding NaN, whose maximum is +inf, or of -inf only,
+    gives NaN), split across the run's intra-op threads; with ``guard`` such rows are zeros."""
+    nk = k.shape[2]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        s = np.matmul(np.multiply(q, q.dtype.type(scale)), k.transpose(0, 1, 3, 2))
+        if mask is not None:
+            s += mask
+        p = np.empty_like(s)    # not in place: the loop's vector path needs distinct arrays
+        xs, ps = s.reshape(-1, nk), p.reshape(-1, nk)
+
+        def block(lo, hi):      # score rows split across the run's intra-op threads (each alike)
+            rows(xs[lo:hi], ps[lo:hi], False)
+
+        parallel_for(block, xs.shape[0], grain=max(1, ROW_WORK // nk), name="attention.batched")
+        if guard:
+            bad = np.isnan(ps[:, 0])
+            if bad.any():
+                ps[bad] = 0
+        return np.matmul(p, v)
+
+
 def _mask_strides(mask, scores: tuple):
     """Element strides (4 ints, 0 on broadcast axes) reading ``mask`` (C-contiguous) as the
     ``scores`` shape, or None unless it broadcasts to it with its last axis whole."""
@@ -129,6 +163,7 @@ def attention(ctx):
     portable = attention_fused(ctx)
     fn = attention_loop()
     rows32 = softmax_rows32()
+    rows = act_loops.loop("softmax32")
     if any(ctx.attr(n, d) != d for n, d in _GUARDED_DEFAULTS.items()) or \
             any(ctx.output_requested(i) for i in (1, 2, 3)):
         return portable
@@ -169,6 +204,8 @@ def attention(ctx):
             return portable(q, k, v, attn_mask)
         ms, scale = p
         b, h, sq = q.shape[:3]
+        if rows is not None and q.dtype == np.float32 and b * h * sq * k.shape[2] <= BATCHED_SCORES:
+            return _batched(q, k, v, attn_mask, scale, guard, rows)
         if sq * k.shape[2] >= BLOCKED_MIN_SCORES:
             full = None if attn_mask is None else np.broadcast_to(attn_mask, q.shape[:3] + k.shape[2:3])
             return _blocked(q, k, v, full, scale, guard, rows32)

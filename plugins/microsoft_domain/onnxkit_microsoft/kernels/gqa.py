@@ -311,7 +311,7 @@ def group_query_attention(ctx):
     def size(query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None, total_sequence_length=None,
              *_):
         """The declared output bytes (no inference per token): output, presents, qk output."""
-        b, s, d = (int(x) for x in query.shape)
+        b, s, d = query.shape if type(query) is np.ndarray else (int(x) for x in query.shape)
         h = d // (n + 2 * nkv) if key is None else d // n
         total = int(total_sequence_length.reshape(-1)[0]) if total_sequence_length is not None else s
         buf = int(past_key.shape[2]) if past_key is not None else 0

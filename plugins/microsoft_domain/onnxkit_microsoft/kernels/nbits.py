@@ -274,6 +274,8 @@ def matmul_nbits(ctx):
         return cast(xp, y, a.dtype)
 
     def size(a, *_):  # Y (..., N) of A's type
+        if type(a) is np.ndarray:  # the host's array: its shape holds ints
+            return math.prod(a.shape[:-1]) * n * a.dtype.itemsize
         return math.prod(int(d) for d in a.shape[:-1]) * n * a.dtype.itemsize
 
     return declares_output_bytes(run, size)

@@ -50,8 +50,10 @@ splits_across_threads((DOMAIN, "MatMulNBits"))
 #: the most rows of A the compiled float loop takes (a decoder's token step has one per sequence;
 #: the VNNI loop takes any number: a prompt too)
 ROWS_MAX = 8
-#: multiply-adds worth a block of column tiles on a thread of its own
-TILE_WORK = 1 << 18
+#: multiply-adds worth a block of column tiles on a thread of its own: many times what handing a
+#: block to a pool thread costs (a token's projections at a small model's size stay one call on
+#: the caller's thread; an LM head's or a prompt's products split)
+TILE_WORK = 1 << 23
 #: tiled weights by the identity of their constants: ``{(id(B), id(scales), id(zero points)):
 #: (weak references to the three, the tiled weight)}``, an entry dropped when B is collected
 _TILED: dict = {}

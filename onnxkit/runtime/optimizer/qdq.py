@@ -23,7 +23,12 @@ plugin (onnxkit-microsoft) is installed; an int8 MaxPool needs opset 12, Relu 14
 
 * ``DQ(x), DQ(w)[, DQ_int32(B)] -> Conv -> Q`` becomes ``QLinearConv``; the bias must be int32
   with zero point 0 and a scale equal (float32, relative 1e-6) to ``x_scale * w_scale`` (what
-  onnxruntime's quantizer writes): its integers are then the QLinearConv's B.
+  onnxruntime's quantizer writes): its integers are then the QLinearConv's B.  A float32
+  constant bias (the quantizer leaves one float where the exporter shared it between nodes)
+  qualifies where it *is* such a dequantization: integers ``k`` (int32) exist with
+  ``float32(k) * float32(x_scale * w_scale) == bias`` element for element (the
+  DequantizeLinear formula, so the fused node reads the same bias values; a zero bias always);
+  ``k`` becomes a new int32 initializer.  The same bias rule holds for Gemm's C below.
 * ``DQ(a), DQ(b) -> MatMul -> Q`` becomes ``QLinearMatMul``.
 * ``DQ(a), DQ(b)[, DQ_int32(C)] -> Gemm -> Q`` (alpha 1, beta 1) becomes com.microsoft
   ``QGemm`` (b per tensor, or per column of B': axis 0 with ``transB``, else 1).
@@ -184,21 +189,60 @@ def microsoft_installed(view: GraphView) -> bool:
     return registry.operator_set(MICROSOFT, 1) is not None
 
 
-def _bias(view: GraphView, name: str, x: Quant, w: Quant, channels: int) -> Optional[str]:
-    """The int32 name of a bias DQ whose scale is ``x_scale * w_scale`` and zero point 0, or None."""
-    b = dequantized(view, name, allow_axis=True, int32=True)
-    if b is None or (b.zero_value != 0).any():
+def _float_bias(view: GraphView, name: str, x: Quant, w: Quant, channels: int, value=None) -> Optional[tuple]:
+    """``(name, k)``: a float32 constant bias ``name`` (or ``value``, the values of a DQ of constant
+    int32) of ``channels`` values that is the dequantization of int32 integers ``k`` by the scale
+    ``x_scale * w_scale`` (module docstring), or None."""
+    value = view.constant(name) if value is None else value
+    if value is None or value.dtype != np.float32 or value.shape != (channels,) or not np.isfinite(value).all():
         return None
+    scale = (x.scale_value.reshape(-1).astype(np.float32) * w.scale_value.reshape(-1).astype(np.float32))
+    k = np.rint(value.astype(np.float64) / scale.astype(np.float64))
+    if not (np.abs(k) < 2.0 ** 31).all():
+        return None
+    k = k.astype(np.int32)
+    if not np.array_equal(k.astype(np.float32) * scale, value):
+        return None
+    return name, k
+
+
+def bias_input(view: GraphView, bias) -> Optional[str]:
+    """The fused node's int32 bias input: ``bias`` itself (a DQ's int32 value), or for a float
+    constant bias (:func:`_float_bias`'s pair) a new int32 initializer of its integers."""
+    if not isinstance(bias, tuple):
+        return bias
+    name, k = bias
+    view.read_constant(name)
+    return view.add_constant(name + "_int32", k, INT32)
+
+
+def _bias(view: GraphView, name: str, x: Quant, w: Quant, channels: int):
+    """The int32 name of a bias DQ whose scale is ``x_scale * w_scale`` and zero point 0, or a
+    float constant bias that is such a dequantization (:func:`_float_bias`), or None."""
+    b = dequantized(view, name, allow_axis=True, int32=True)
+    if b is None:
+        return _float_bias(view, name, x, w, channels)
+    if (b.zero_value != 0).any():
+        return None
+    shared = view.constant(b.q)
+    if shared is not None and b.per_tensor and not _scale_matches(b, x, w):
+        # a constant bias quantized with another node's scale (the exporter shared it): its
+        # dequantized values, if they are integers of this product's scale
+        found = _float_bias(view, b.q, x, w, channels, shared.astype(np.float32) * b.scale_value.reshape(-1)[0])
+        return None if found is None else (found[0], found[1], b)
     typed = view.tensor_type(b.q)
     if typed is None or typed[1] is None or len(typed[1]) != 1 or typed[1][0] != channels:
         return None
+    return b.q if _scale_matches(b, x, w) else None
+
+
+def _scale_matches(b: Quant, x: Quant, w: Quant) -> bool:
+    """The bias's scale is ``x_scale * w_scale`` (relative :data:`BIAS_SCALE_RTOL`)."""
     want = (x.scale_value.reshape(-1).astype(np.float32) * w.scale_value.reshape(-1).astype(np.float32))
     got = b.scale_value.reshape(-1)
     if got.size not in (1, want.size) or (got.size != want.size and want.size != 1):
-        return None
-    if not np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=BIAS_SCALE_RTOL, atol=0.0):
-        return None
-    return b.q
+        return False
+    return bool(np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=BIAS_SCALE_RTOL, atol=0.0))
 
 
 def _with_bias(view: GraphView, node: ir.Node, found: tuple, channels: int) -> Optional[tuple]:
@@ -210,6 +254,8 @@ def _with_bias(view: GraphView, node: ir.Node, found: tuple, channels: int) -> O
     bias = _bias(view, node.input[2], quants[0], quants[1], channels)
     if bias is None:
         return None
+    if isinstance(bias, tuple):         # a float constant (no DQ), or a DQ of another scale's integers
+        return (quants if len(bias) == 2 else quants + [bias[2]]), y, bias[:2]
     return quants + [dequantized(view, node.input[2], allow_axis=True, int32=True)], y, bias
 
 
@@ -263,6 +309,7 @@ def _conv_parts(view: GraphView, match) -> Optional[tuple]:
 
 def _qlinear_conv(view: GraphView, match) -> None:
     quants, y, bias = _conv_parts(view, match)
+    bias = bias_input(view, bias)
     x, w = quants[0], quants[1]
     conv = match["mid"]
     inputs = [x.q, x.scale, x.zero, w.q, w.scale, w.zero, y.scale, y.zero] + ([bias] if bias else [])
@@ -305,6 +352,7 @@ def _gemm_parts(view: GraphView, match) -> Optional[tuple]:
 
 def _qgemm(view: GraphView, match) -> None:
     quants, y, c = _gemm_parts(view, match)
+    c = bias_input(view, c)
     a, b = quants[0], quants[1]
     gemm = match["mid"]
     attributes = [at for at in gemm.attribute if at.name in ("transA", "transB")]

@@ -44,6 +44,13 @@ operation, as numpy's):
   channels-last (each output's taps vectors of channels, padding skipped): the loop for small
   outputs, whose rows are too short for :data:`depthwise`'s runs
   (``overrides/quantized_conv.py`` chooses).
+* :data:`qgemm_finish` ``(acc, c, alpha, a_scale, b_scale, y_scale, zp, lo, hi, requant, y)``:
+  QGemm's float64 operations on the exact sums ``acc`` (P, N) float64, in the portable kernel's
+  order: ``v = ((acc + c[n]) * alpha) * a_scale * b_scale[n]`` (``c`` and ``b_scale`` float64
+  vectors of N values or of one), then with ``requant`` ``rint(v / y_scale) + zp`` clipped (as
+  ``min(max(r, lo), hi)``: the caller takes it only for a finite nonzero ``y_scale`` and finite
+  values) into ``y`` of the 8-bit type, else ``v`` into ``y`` (float32: one rounding, the
+  portable ``astype``).
 * :data:`centered_columns` ``(x, zp, kh, kw, sh, sw, dh, dw, top, left, oh, ow, cols)``: the
   im2col columns of an 8-bit ``x`` (N, C, H, W) minus its zero point, as float32 ``cols``
   (N, C * kh * kw, oh * ow) in the portable kernel's row order (channel, then kernel row, then
@@ -282,3 +289,18 @@ def depthwise_channels_last(x, zp, w, sh, sw, dh, dw, top, left, bias, mult, yzp
                 else:
                     for b in range(ow):
                         out[b] = acc[b, c]
+
+
+@kernel
+def qgemm_finish(acc, c, alpha, a_scale, b_scale, y_scale, zp, lo, hi, requant, y):
+    p_count, n_count = acc.shape
+    per_c, per_b = c.shape[0] > 1, b_scale.shape[0] > 1
+    for p in range(p_count):
+        src = acc[p]
+        dst = y[p]
+        for n in range(n_count):
+            v = ((src[n] + c[n if per_c else 0]) * alpha) * a_scale * b_scale[n if per_b else 0]
+            if requant:
+                dst[n] = min(max(np.rint(v / y_scale) + zp, lo), hi)
+            else:
+                dst[n] = v

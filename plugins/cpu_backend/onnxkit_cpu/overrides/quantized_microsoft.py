@@ -201,6 +201,27 @@ def _gap(ctx, other):
     return run
 
 
+#: the largest magnitude of alpha and the scales for which QGemm's compiled finish runs (every
+#: value it forms is then finite: no NaN, no infinity, whose clip it does not repeat)
+FINISH_LIMIT = 1e20
+
+
+def _finishes(c, n: int, alpha: float, a_scale, b_scale, y_scale) -> bool:
+    """Whether :data:`~onnxkit_cpu.compiled.quantized.qgemm_finish` takes QGemm's float64 steps:
+    C absent, one value or one per column (N or (1, N)) of a numeric type, float32 scales of
+    finite magnitude below :data:`FINISH_LIMIT`, alpha too, y_scale (if given) nonzero."""
+    if c is not None and not (c.dtype.kind in "iuf" and (c.size == 1 or c.shape in ((n,), (1, n)))):
+        return False
+    if c is not None and c.dtype.kind == "f" and not np.isfinite(c).all():
+        return False
+    scales = [a_scale, b_scale] + ([] if y_scale is None else [y_scale])
+    if not all(_nd(v) and v.dtype == F32 for v in scales) or not abs(alpha) < FINISH_LIMIT:
+        return False
+    if not all(np.all(np.abs(v) < FINISH_LIMIT) for v in scales):
+        return False
+    return y_scale is None or float(y_scale.reshape(-1)[0]) != 0.0
+
+
 class _KeptB:
     """The centered B' of one B (as given, before transB), kept where the plan holds B."""
 
@@ -217,6 +238,7 @@ def _qgemm(ctx, other):
     kept = [None]
     b_held = Held(ctx, 3)        # where the plan holds B: B' is kept
     fast = vnni.get()
+    finish = loops.qgemm_finish.get()
 
     def centered(b, zp):
         k = kept[0]
@@ -243,6 +265,21 @@ def _qgemm(ctx, other):
         if za is None:
             return other(*args)
         acc = exact_product(a.T if ta else a, za, centered(b, b_zp), fast).astype(np.float64)
+        if finish is not None and _finishes(c, n, alpha, a_scale, b_scale, y_scale):
+            # one compiled pass: the float64 operations below in their order (qgemm_finish)
+            m = acc.shape[0]
+            flat_c = np.zeros(1) if c is None else c.reshape(-1).astype(np.float64)
+            sb = b_scale.reshape(-1).astype(np.float64)
+            if y_scale is None:
+                y = np.empty((m, n), np.float32)
+                finish(acc, flat_c, alpha, float(a_scale.reshape(-1)[0]), sb, 1.0, 0.0, 0.0, 0.0, False, y)
+                return y
+            target = y_zp if y_zp is not None else a
+            lo_y, hi_y = RANGES[target.dtype]
+            y = np.empty((m, n), target.dtype)
+            finish(acc, flat_c, alpha, float(a_scale.reshape(-1)[0]), sb, float(y_scale.reshape(-1)[0]),
+                   0.0 if y_zp is None else float(y_zp.reshape(-1)[0]), float(lo_y), float(hi_y), True, y)
+            return y
         if c is not None:
             try:
                 acc = acc + c.astype(np.float64)

@@ -51,6 +51,14 @@ operation, as numpy's):
   ``min(max(r, lo), hi)``: the caller takes it only for a finite nonzero ``y_scale`` and finite
   values) into ``y`` of the 8-bit type, else ``v`` into ``y`` (float32: one rounding, the
   portable ``astype``).
+* :data:`qlinear_softmax` ``(x, zp, scale, lo_x, y_scale, y_zp, lo, hi, y)``: QLinearSoftmax of
+  the rows of ``x`` (R, n) 8-bit (``lo_x`` its type's lowest value), the portable kernel's float64
+  steps: ``d = (float64(x) - zp) * scale``, ``e = exp(d - max(d))`` (the maximum from the largest
+  code: ``scale > 0``, the caller's condition; one exp per distinct code of a row where the row
+  holds more elements than codes), the row's sum in order, then ``rint((e / sum) / y_scale) +
+  y_zp`` clipped (``min(max(r, lo), hi)``) into ``y``.  The sum's order is not numpy's pairwise
+  one: the result may differ from the portable kernel's where a value lies within that rounding
+  of a half-integer, by one step.
 * :data:`centered_columns` ``(x, zp, kh, kw, sh, sw, dh, dw, top, left, oh, ow, cols)``: the
   im2col columns of an 8-bit ``x`` (N, C, H, W) minus its zero point, as float32 ``cols``
   (N, C * kh * kw, oh * ow) in the portable kernel's row order (channel, then kernel row, then
@@ -304,3 +312,39 @@ def qgemm_finish(acc, c, alpha, a_scale, b_scale, y_scale, zp, lo, hi, requant, 
                 dst[n] = min(max(np.rint(v / y_scale) + zp, lo), hi)
             else:
                 dst[n] = v
+
+
+@kernel
+def qlinear_softmax(x, zp, scale, lo_x, y_scale, y_zp, lo, hi, y):
+    rows, n = x.shape
+    # every code's dequantized value, as the portable kernel forms it
+    d = np.empty(256)
+    for v in range(256):
+        d[v] = (np.float64(v + lo_x) - zp) * scale
+    e = np.empty(n)
+    table = np.empty(256)
+    for r in range(rows):
+        src = x[r]
+        top = np.int64(src[0]) - lo_x
+        bottom = top
+        for j in range(n):
+            c = np.int64(src[j]) - lo_x
+            if c > top:
+                top = c
+            elif c < bottom:
+                bottom = c
+        m = d[top]
+        if n > top - bottom + 1:        # fewer codes than elements: each code's exp once
+            for v in range(bottom, top + 1):
+                table[v] = np.exp(d[v] - m)
+            for j in range(n):
+                e[j] = table[np.int64(src[j]) - lo_x]
+        else:
+            for j in range(n):
+                e[j] = np.exp(d[np.int64(src[j]) - lo_x] - m)
+        s = 0.0
+        for j in range(n):
+            s += e[j]
+        dst = y[r]
+        for j in range(n):
+            dst[j] = min(max(np.rint((e[j] / s) / y_scale) + y_zp, lo), hi)

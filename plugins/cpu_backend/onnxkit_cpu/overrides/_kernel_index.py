@@ -122,5 +122,6 @@ ENTRIES = (
     ('com.microsoft', 'QLinearAdd', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
     ('com.microsoft', 'QLinearGlobalAveragePool', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
     ('com.microsoft', 'QLinearMul', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
+    ('com.microsoft', 'QLinearSoftmax', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
     ('com.microsoft', 'SkipSimplifiedLayerNormalization', (1,), 'rms_norm', 'onnxkit_cpu.overrides.rms_norm', False),
 )

@@ -201,6 +201,41 @@ def _gap(ctx, other):
     return run
 
 
+def _positive_scale(v) -> bool:
+    """One float32 value, finite, normal and positive (a dequantization that keeps the codes' order)."""
+    return _one(v) and v.dtype == F32 and 1e-30 < float(v.reshape(-1)[0]) < 1e30
+
+
+def _softmax(ctx, other):
+    """QLinearSoftmax by one compiled pass over the rows
+    (:data:`onnxkit_cpu.compiled.quantized.qlinear_softmax`: the portable steps, the row sums in
+    order, within one step of the portable kernel): 8-bit X, positive finite scales, zero points
+    of X's type (or none), the softmax's axes the last ones (opset 13 on: ``axis`` the last axis;
+    before: every axis from ``axis`` on, taken together); everything else the portable kernel."""
+    loop = loops.qlinear_softmax.get()
+    opset = int(ctx.attr("opset", 13))
+    axis = int(ctx.attr("axis", -1 if opset >= 13 else 1))
+    if loop is None:
+        return other
+
+    def run(x, x_scale, x_zp, y_scale, y_zp=None):
+        if not (_nd(x) and x.dtype in RANGES and x.ndim >= 1 and x.size and _positive_scale(x_scale)
+                and _positive_scale(y_scale) and (x_zp is None or (_one(x_zp) and x_zp.dtype == x.dtype))
+                and (y_zp is None or (_one(y_zp) and y_zp.dtype == x.dtype))):
+            return other(x, x_scale, x_zp, y_scale, y_zp)
+        r = x.ndim
+        if not -r <= axis < r or (opset >= 13 and axis % r != r - 1):
+            return other(x, x_scale, x_zp, y_scale, y_zp)
+        n = x.shape[-1] if opset >= 13 else math.prod(x.shape[axis % r:])
+        lo, hi = RANGES[x.dtype]
+        y = np.empty(x.shape, x.dtype)
+        loop(np.ascontiguousarray(x).reshape(-1, n), 0.0 if x_zp is None else _f64(x_zp), _f64(x_scale), lo,
+             _f64(y_scale), 0.0 if y_zp is None else _f64(y_zp), float(lo), float(hi), y.reshape(-1, n))
+        return y
+
+    return run
+
+
 #: the largest magnitude of alpha and the scales for which QGemm's compiled finish runs (every
 #: value it forms is then finite: no NaN, no infinity, whose clip it does not repeat)
 FINISH_LIMIT = 1e20
@@ -393,6 +428,10 @@ if portable is not None:
         return _declared(_gap(ctx, portable.qlinear_global_average_pool(ctx)),
                          lambda x, x_scale, x_zp, y_scale, y_zp: x.shape[0] * x.shape[-1 if last else 1]
                          * (x if y_zp is None else y_zp).dtype.itemsize)
+
+    @KERNELS.register("QLinearSoftmax", 1, domain=DOMAIN)
+    def qlinear_softmax(ctx):
+        return _softmax(ctx, portable_ops.qlinear_softmax(ctx))
 
     @KERNELS.register("QGemm", 1, domain=DOMAIN)
     def qgemm(ctx):

@@ -24,6 +24,9 @@ operation, as numpy's):
   ``rint((float64(acc) + bias[m]) * mult[m] + zp)`` clipped to ``[lo, hi]`` — QLinearConv's
   float64 ``acc += B``, ``acc * mult``, ``+ zp``, ``round``, ``clip`` (bias 0.0 where B is
   absent: adding 0.0 to an integer sum changes nothing).
+* :data:`requantize_rows` ``(acc, bias, mult, zp, lo, hi, y)``: :data:`requantize` for ``acc``
+  (P, N) with one multiplier and bias per column (a product's columns: the vectors run along
+  them), the same operations (``min(max(r, lo), hi)``: ``r`` is never NaN).
 * :data:`qlinear_binary` ``(a, za, sa, b, zb, sb, sc, zc, lo, hi, op, y)``: flat 8-bit ``a``
   and ``y`` of one size, ``b`` flat of a size dividing it (repeated along ``a``: element ``i``
   pairs ``a[i]`` with ``b[i % b.size]``), float64 scalars: ``(float64(a) - za) * sa`` combined
@@ -348,3 +351,13 @@ def qlinear_softmax(x, zp, scale, lo_x, y_scale, y_zp, lo, hi, y):
         dst = y[r]
         for j in range(n):
             dst[j] = min(max(np.rint((e[j] / s) / y_scale) + y_zp, lo), hi)
+
+
+@kernel
+def requantize_rows(acc, bias, mult, zp, lo, hi, y):
+    p_count, n_count = acc.shape
+    for p in range(p_count):
+        src = acc[p]
+        dst = y[p]
+        for n in range(n_count):
+            dst[n] = min(max(np.rint((np.float64(src[n]) + bias[n]) * mult[n] + zp), lo), hi)

@@ -41,7 +41,7 @@ kernel (which stays the reference, and gives the errors of bad input):
   exact sum (MatMulInteger); QLinearMatMul
   requantizes it by the portable kernel's float64 operations (``acc * mult + y_zp``, round,
   clip), the multiplier ``a_scale * b_scale / y_scale`` in float32 as it computes it: one
-  compiled pass (:data:`onnxkit_cpu.compiled.quantized.requantize`, QLinearConv's, its bias 0:
+  compiled pass (:data:`onnxkit_cpu.compiled.quantized.requantize_rows`, QLinearConv's operations, its bias 0:
   ``acc + 0`` is ``acc``, a zero's sign aside, which rounding and the cast to an integer drop).
   Where the host has AVX-512 VNNI (:func:`onnxkit_cpu.compiled.quantized_vnni.get`), the 2-D B
   products are the VNNI integer product instead — the same exact sums, for any K up to
@@ -373,7 +373,12 @@ def batched_product(a, a_zp: int, b, b_zp: int):
     bf = b.astype(F32)
     if b_zp:
         bf -= F32.type(b_zp)
-    if max(a_zp - lo, hi - a_zp) * float(np.abs(bf).sum(axis=-2, dtype=np.float64).max()) > FLOAT32_EXACT:
+    amax = max(a_zp - lo, hi - a_zp)
+    b_lo, b_hi = RANGES[b.dtype]
+    # the bound for any B of this K and zero point (each |b - b_zp| at most its range's far end)
+    # spares the measurement
+    if (amax * b.shape[-2] * max(b_zp - b_lo, b_hi - b_zp) > FLOAT32_EXACT
+            and amax * float(np.abs(bf).sum(axis=-2, dtype=np.float64).max()) > FLOAT32_EXACT):
         return None
     af = a.astype(F32)
     if a_zp:
@@ -418,7 +423,7 @@ def qlinear_matmul(ctx):
     other = portable.qlinear_matmul(ctx)
     cache = [None]
     b_held = Held(ctx, 3)
-    requantize = loops.requantize.get()     # None: compiled loops off (the float64 numpy requantization)
+    requantize = loops.requantize_rows.get()     # None: compiled loops off (the float64 numpy requantization)
     fast = vnni.get()
     scales_held = [Held(ctx, i) for i in (1, 4, 6, 7)]
     kept = [None]
@@ -477,9 +482,9 @@ def qlinear_matmul(ctx):
             n = acc.shape[-1]
             rows = acc.size // n
             out = np.empty(acc.shape, y_zero_point.dtype)
-            requantize(acc.reshape(rows, n, 1), np.zeros(n), np.ascontiguousarray(
+            requantize(np.ascontiguousarray(acc).reshape(rows, n), np.zeros(n), np.ascontiguousarray(
                 np.broadcast_to(mult.astype(np.float64), (n,))), float(y_zero_point.reshape(-1)[0]), float(lo),
-                float(hi), out.reshape(rows, n, 1))
+                float(hi), out.reshape(rows, n))
             return out
         r = acc.astype(np.float64)
         r *= mult.astype(np.float64)

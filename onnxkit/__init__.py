@@ -17,14 +17,31 @@ onnxkit's stand-in (:mod:`onnxkit.ort`) for the rest of the process.
 
 from __future__ import annotations
 
-from .hookspecs import hookimpl
-from .errors import (
-    ConformanceWarning, DecodeError, EncodeError, EvaluationError, ExternalDataError, LimitExceeded, OnnxkitError, PluginError,
-    UnsupportedOperatorError, ValidationError,
-)
-from .dtypes import DataType
-from .limits import DEFAULT_LIMITS, Limits
-from .registry import get_registry, register_plugin, unregister_plugin
+import gc as _gc
+
+# The cyclic collector paused while onnxkit's own modules are imported (attrs' and the record
+# classes' definitions make collections that free nothing), as onnxkit.runtime's import does
+# (onnxkit.runtime.gc_pause, which this cannot import without importing the runtime): switched
+# back on only if it was on, and what the import made moved to the oldest generation where no
+# object is frozen, so a young collection does not traverse it all at once afterwards.
+_collecting = _gc.isenabled()
+_gc.disable()
+try:
+    from .hookspecs import hookimpl
+    from .errors import (
+        ConformanceWarning, DecodeError, EncodeError, EvaluationError, ExternalDataError, LimitExceeded, OnnxkitError, PluginError,
+        UnsupportedOperatorError, ValidationError,
+    )
+    from .dtypes import DataType
+    from .limits import DEFAULT_LIMITS, Limits
+    from .registry import get_registry, register_plugin, unregister_plugin
+finally:
+    if _collecting:
+        if _gc.get_freeze_count() == 0:
+            _gc.freeze()
+            _gc.unfreeze()
+        _gc.enable()
+    del _collecting
 
 __version__ = "0.2.0"
 

@@ -1373,6 +1373,12 @@ MUTANTS = (
     Mutant("registry-fast-path-takes-version-zero", "onnxkit/registry.py",
            "type(since) is int and since > 0 and callable(value):", "type(since) is int and callable(value):",
            ("tests/structure/test_first_result_path.py",)),
+    Mutant("import-onnxkit-collector-not-paused", "onnxkit/__init__.py",
+           "_gc.disable()\ntry:", "try:",
+           ("tests/structure/test_first_result_path.py",)),
+    Mutant("import-onnxkit-collector-left-off", "onnxkit/__init__.py",
+           "            _gc.unfreeze()\n        _gc.enable()", "            _gc.unfreeze()",
+           ("tests/structure/test_first_result_path.py",)),
 )
 
 

@@ -154,3 +154,29 @@ def test_the_registry_reads_kernel_tables_as_before_its_fast_path():
     assert kept == [(("", "Relu", 14), fn), (("", "Relu", 6), fn), (("com.microsoft", "Gelu", 1), fn),
                     (("x.y", "Op", 2), fn), (("", "Bool", True), fn)]
     assert len(reg.seen) == 5 and sum("not callable" in m for m in reg.seen) == 1, reg.seen
+
+
+def _gc_during_import(prelude: str) -> list:
+    code = (prelude + "import gc, numpy, sys\n"
+            "seen = []\n"
+            "gc.callbacks.append(lambda phase, info: phase == 'start' and seen.append(info['generation']))\n"
+            "import onnxkit\n"
+            "gc.callbacks.clear()\n"
+            "print(len(seen), gc.isenabled(), gc.get_freeze_count(), 'attrs' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.split()
+
+
+def test_import_onnxkit_pauses_the_collector_and_restores_it():
+    """``import onnxkit`` defines its record classes with the cyclic collector paused (no
+    collection runs during it), switches it back on, and leaves nothing frozen; a program that
+    switched the collector off, or froze objects itself, finds it so afterwards."""
+    # (one collection may still run as the package's own module is found and read, before its body
+    # pauses the collector; unpaused, its imports make several)
+    runs, enabled, frozen, attrs = _gc_during_import("")
+    assert int(runs) <= 1 and (enabled, frozen, attrs) == ("True", "0", "True")
+    runs, enabled, frozen, _ = _gc_during_import("import gc; gc.disable()\n")
+    assert int(runs) == 0 and (enabled, frozen) == ("False", "0")
+    runs, enabled, frozen, _ = _gc_during_import("import gc; gc.freeze()\n")
+    assert int(runs) <= 1 and enabled == "True" and int(frozen) > 0

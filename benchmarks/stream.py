@@ -11,8 +11,9 @@ case for a background setup: no idle time between calls) through
   a user's first stream on a machine gets (``--warm-cache``: the folder filled by a first process);
 * onnxruntime, in a new process (one intra-op and one inter-op thread),
 
-one thread each, and prints per runtime the median, p99 and slowest call, the total, the ratio
-of the totals, the calls made on the cold plan before the setup began and before the switch,
+one thread each, and prints per runtime the median, p99 and slowest call, the total (and the
+calling thread's CPU time over the stream: the time the other processes of a loaded machine
+leave out), the ratio of the totals, the calls made on the cold plan before the setup began and before the switch,
 and how many calls took longer than a chunk lasts (32 ms).  ``--control`` adds a third stream,
 onnxkit kept on its cold plan (no setup begins): on a loaded machine, what the machine alone does
 to a stream's slowest calls.  The model: ``silero_vad_16k_op15``
@@ -61,6 +62,7 @@ else:
     s = onnxkit.InferenceSession(model, so)
     plans = s._plans
 times, starts, began, switched = [], [], None, None
+cpu = time.thread_time()
 for i in range(calls):
     feeds["input"] = audio[i:i + 1].reshape(feeds["input"].shape)
     t = time.perf_counter()
@@ -74,11 +76,12 @@ for i in range(calls):
             began = i
         if switched is None and plans.cold is None:
             switched = i
+cpu = time.thread_time() - cpu
 phases = None
 if runtime == "onnxkit" and plans._setup is not None:  # each call's phase: 0 before the setup, 1 its child
     marks = [m if m is not None else float("inf") for m in plans._setup.times]  # process, 2 in-process, 3 after
     phases = [sum(t >= m for m in marks) for t in starts]
-print("STREAM " + json.dumps({"times": times, "began": began, "switched": switched, "phases": phases}))
+print("STREAM " + json.dumps({"times": times, "began": began, "switched": switched, "phases": phases, "cpu": cpu}))
 '''
 
 
@@ -146,12 +149,14 @@ def stream(runtime: str, model: Path, feeds: Path, carry: dict, calls: int, env:
 def summary(name: str, result: dict) -> dict:
     t = np.array(result["times"]) * 1e3
     row = {"median": float(np.median(t)), "p99": float(np.percentile(t, 99)), "max": float(t.max()),
-           "slowest": int(t.argmax()), "total": float(t.sum()), "over": int((t > CHUNK_MS).sum())}
+           "slowest": int(t.argmax()), "total": float(t.sum()), "over": int((t > CHUNK_MS).sum()),
+           "cpu": 1e3 * result.get("cpu", float("nan"))}
     began, switched = result.get("began"), result.get("switched")
     where = "" if name != "onnxkit" else (f"  setup began at call {began}, switched at call {switched}"
                                               if began is not None else "  no setup began")
     print(f"{name:12} median {row['median']:7.3f} ms  p99 {row['p99']:7.2f} ms  max {row['max']:7.1f} ms "
-          f"(call {row['slowest']})  total {row['total']:8.1f} ms  >{CHUNK_MS:.0f} ms: {row['over']}{where}", flush=True)
+          f"(call {row['slowest']})  total {row['total']:8.1f} ms (thread CPU {row['cpu']:7.1f} ms)  "
+          f">{CHUNK_MS:.0f} ms: {row['over']}{where}", flush=True)
     if result.get("phases"):
         phases = np.array(result["phases"])
         for phase, label in enumerate(("before the setup", "setup: child process", "setup: in this process",
@@ -195,7 +200,7 @@ def main(argv=None) -> int:
             if args.control:
                 summary("onnxkit-cold", stream("onnxkit-cold", model, feeds, carry, args.calls, env))
             totals.append(kit["total"] / ort["total"])
-            print(f"{'':12} total ratio onnxkit/onnxruntime {totals[-1]:.2f}x; "
+            print(f"{'':12} total ratio onnxkit/onnxruntime {totals[-1]:.2f}x (thread CPU {kit['cpu'] / ort['cpu']:.2f}x); "
                   f"median ratio {kit['median'] / ort['median']:.2f}x", flush=True)
         if args.repeat > 1:
             print(f"median total ratio over {args.repeat} pairs: {statistics.median(totals):.2f}x")

@@ -1294,6 +1294,10 @@ MUTANTS = (
     Mutant("nbits-host-quantize-a-scale-128", "plugins/microsoft_domain/onnxkit_microsoft/kernels/nbits.py",
            "    q *= amax / np.float32(127.0)", "    q *= amax / np.float32(128.0)",
            ("plugins/microsoft_domain/tests/test_nbits_host_paths.py",)),
+    Mutant("nbits-host-lean-path-a-unquantized", "plugins/microsoft_domain/onnxkit_microsoft/kernels/nbits.py",
+           "                y = np.matmul(quantize_a_host(a, k, a_block) if int8 else a, wt)",
+           "                y = np.matmul(a, wt)",
+           ("plugins/microsoft_domain/tests/test_nbits_host_paths.py",)),
     # issue 44: float32 softmax / Gelu loops (compiled/act32.py)
     Mutant("act32-exp-polynomial-degree-6", "plugins/cpu_backend/onnxkit_cpu/compiled/act32.py",
            "    p = p * r + _E6\n", "    p = _E6\n", ("plugins/cpu_backend/tests/test_act32.py",)),

@@ -42,6 +42,7 @@ from ._common import DOMAIN, cast, check_float, shape_of, widen
 
 KERNELS = KernelTable()
 
+_F32 = np.dtype(np.float32)
 #: the largest block of A onnxruntime's int8 path quantizes with one scale
 A_BLOCK_MAX = 256
 
@@ -258,6 +259,13 @@ def matmul_nbits(ctx):
         return wt
 
     def run(a, b, scales, zero_points=None, g_idx=None, bias=None):
+        if type(a) is np.ndarray and a.dtype == _F32 and a.ndim and a.shape[-1] == k and k \
+                and (bias is None or type(bias) is np.ndarray and bias.dtype == _F32):
+            wt = weight(b, scales, zero_points, g_idx)
+            if type(wt) is np.ndarray:  # the host's arrays: numpy's calls, without the namespace's
+                int8 = a_block is not None and g_idx is None and (zero_points is None or zero_points.dtype == np.uint8)
+                y = np.matmul(quantize_a_host(a, k, a_block) if int8 else a, wt)
+                return y if bias is None else y + bias
         check_float(ctx, a, "A", ("float32", "float16", "bfloat16"))
         if a.ndim < 1 or int(a.shape[-1]) != k:
             ctx.fail(f"A's last extent must be K = {k}, got shape {shape_of(a)}")

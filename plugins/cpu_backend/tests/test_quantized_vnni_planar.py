@@ -87,8 +87,9 @@ def test_planar_requantized_equals_the_sums_requantized(strides):
 
 
 def test_orientation_choice():
-    """Stride 1 with few unused positions: planar; a stride of 2, or a small output whose padded
-    rows and last panel add too many: the rows orientation."""
+    """Stride 1 with few unused positions and a product of at most PLANAR_MAX_K: planar; a stride
+    of 2, a small output whose padded rows and last panel add too many, or a long product: the
+    rows orientation."""
     def prefers(xs, ws, strides, pads):
         x, w = np.zeros(xs, np.uint8), np.zeros(ws, np.int8)
         return vnni.prefers_planar(IMPL, x, Plan(x, w, strides, pads, (1, 1), 1))
@@ -98,6 +99,7 @@ def test_orientation_choice():
     assert not prefers((1, 64, 28, 28), (64, 64, 3, 3), (2, 2), (1, 1, 1, 1))
     assert not prefers((1, 160, 7, 7), (960, 160, 1, 1), (1, 1), (0, 0, 0, 0))
     assert not prefers((1, 64, 7, 7), (64, 64, 3, 3), (1, 1), (1, 1, 1, 1))
+    assert not prefers((1, 256, 14, 14), (256, 256, 3, 3), (1, 1), (1, 1, 1, 1))     # a product past PLANAR_MAX_K
 
 
 @pytest.mark.parametrize("x_type,w_type", [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)])

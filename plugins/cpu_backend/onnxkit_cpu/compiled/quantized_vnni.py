@@ -233,12 +233,18 @@ def signed_zero_point(dtype, zp: int):
 PLANAR_WASTE = 1.15
 
 
+#: the longest product (``C/group * kh * kw``) the planar convolution takes: past it the
+#: product outweighs the transposes it spares and its unused positions cost more
+PLANAR_MAX_K = 1024
+
+
 def prefers_planar(impl, x, plan) -> bool:
     """Whether :func:`conv_planar` takes this convolution rather than :func:`conv`: stride 1
-    (its columns are runs of the padded planes) and a layout of positions, the padded rows and
-    the last panel's unused lanes included, within :data:`PLANAR_WASTE` of the output's."""
+    (its columns are runs of the padded planes), products of at most :data:`PLANAR_MAX_K`, and
+    a layout of positions, the padded rows and the last panel's unused lanes included, within
+    :data:`PLANAR_WASTE` of the output's."""
     kh, kw, sh, sw, dh, dw, top, left, oh, ow, x4 = planar(x, plan)
-    if sh != 1 or sw != 1 or oh * ow == 0:
+    if sh != 1 or sw != 1 or oh * ow == 0 or plan.c // plan.group * kh * kw > PLANAR_MAX_K:
         return False
     pitch = max(x4.shape[3] + left, ow + (kw - 1) * dw)
     return (oh * pitch + impl.NR - 1) // impl.NR * impl.NR <= PLANAR_WASTE * oh * ow

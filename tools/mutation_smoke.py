@@ -696,6 +696,10 @@ MUTANTS = (
     Mutant("group-norm-group-of-a-split-block", "plugins/cpu_backend/onnxkit_cpu/compiled/group_norm.py",
            "base = ((first + r) % groups) * cpg", "base = (r % groups) * cpg",
            ("plugins/cpu_backend/tests/test_group_norm_fast.py",)),
+    Mutant("col2im-tiling-any-stride", "plugins/cpu_backend/onnxkit_cpu/overrides/col2im.py",
+           "if tuple(strides) != tuple(block) or any(d != 1 for d in dil) or any(pads):",
+           "if any(d != 1 for d in dil) or any(pads):",
+           ("plugins/cpu_backend/tests/test_col2im_fast.py",)),
     # issue 32 item 1: cold start (lazy kernel families, no numpy.f2py, numpy bodies on the first run)
     Mutant("kernel-index-entry-dropped", "plugins/cpu_backend/onnxkit_cpu/overrides/_kernel_index.py",
            "    ('', 'Conv', (1, 11, 22), 'conv', 'onnxkit_cpu.overrides.conv', False),\n",

@@ -18,6 +18,7 @@ ENTRIES = (
     ('', 'Ceil', (1, 6, 13), 'elementwise_math', 'onnxkit_cpu.overrides.elementwise', False),
     ('', 'Celu', (12, 28), 'activation', 'onnxkit_cpu.overrides.activation', False),
     ('', 'Clip', (1, 6, 11, 12, 13), 'elementwise', 'onnxkit_cpu.overrides.elementwise', False),
+    ('', 'Col2Im', (18,), 'col2im', 'onnxkit_cpu.overrides.col2im', False),
     ('', 'Concat', (1, 4, 11, 13), 'shape', 'onnxkit_cpu.overrides.shape', False),
     ('', 'Conv', (1, 11, 22), 'conv', 'onnxkit_cpu.overrides.conv', False),
     ('', 'ConvInteger', (10,), 'quantized_conv', 'onnxkit_cpu.overrides.quantized_conv', False),

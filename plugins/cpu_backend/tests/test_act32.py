@@ -1,4 +1,4 @@
-"""The float32 loops of the softmax family and Gelu (onnxkit_cpu/compiled/act32.py), against
+"""The float32 loops of the softmax family and Gelu (onnxkit_cpu/compiled/activation.py: 'softmax32', 'gelu_erf32', 'gelu_tanh32', 'exp32'), against
 independent references: numpy's float64 exp and the definitions evaluated in float64, the
 numpy bodies (the same nodes planned under ``compiled.disabled()``) and onnxruntime 1.32.
 
@@ -29,7 +29,6 @@ from onnx import helper  # noqa: E402
 
 from onnxkit.runtime import InferenceSession, SessionOptions  # noqa: E402
 from onnxkit_cpu import compiled  # noqa: E402
-from onnxkit_cpu.compiled import act32  # noqa: E402
 from onnxkit_cpu.compiled import activation as act_loops  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(not compiled.available(), reason="numba is not installed"),
@@ -101,7 +100,7 @@ def within_tolerance(a, e):
 
 # ============================================================================ exp
 def test_exp32_within_one_ulp_over_the_normal_range_and_special_values():
-    fn = act32.loop("exp32")
+    fn = act_loops.loop("exp32")
     x = np.concatenate([RNG.uniform(-87.33, 88.72, 400_000), RNG.uniform(-1, 1, 50_000) * 1e-3,
                         np.arange(-87.25, 88.5, 0.25)]).astype(np.float32)
     y = np.empty_like(x)

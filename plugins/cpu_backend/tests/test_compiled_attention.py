@@ -1,5 +1,5 @@
 """The compiled bodies of ai.onnxkit Attention-2 (float64: the loop of onnxkit_cpu/compiled/attention.py;
-float32: overrides/attention.py ``_batched`` around compiled/act32.py's softmax rows) against the
+float32: overrides/attention.py ``_batched`` around compiled/activation.py's float32 softmax rows) against the
 numpy body (the same kernel planned under ``compiled.disabled()``: kernels/fused.py) and an
 independent float64 reference of the definition.  Tests that expect the compiled path count the
 loop's calls (a spy around the loop the factory asks for), so they fail if the kernel silently

@@ -161,7 +161,7 @@ def softmax64(x, log=False):
 @pytest.mark.parametrize("loops", ["numpy", "compiled"])
 def test_softmax_last_axis(op, formula, dtype, loops):
     """The numpy body is the formula bit for bit; on float32 the compiled float32 rows loop (any
-    row length: onnxkit_cpu.compiled.act32) is within 3 + |x - max| + n / 64 ulp of the exact
+    row length: onnxkit_cpu.compiled.activation's 'softmax32') is within 3 + |x - max| + n / 64 ulp of the exact
     values (Softmax: relative; LogSoftmax: of max(|y|, 1); results that would be subnormal are 0),
     on float64 the float64 loop (rows of up to SOFTMAX_COMPILED_ROW; evaluated in float64, rounded
     once: onnxkit_cpu.compiled.activation) within 6 ulp of the float64 reference (whose own exp

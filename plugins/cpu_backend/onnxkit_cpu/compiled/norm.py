@@ -1,5 +1,6 @@
-"""Compiled loops of the normalizations (overrides/norm.py): LayerNormalization's rows and
-inference BatchNormalization's per-channel affine pass (:data:`channel_affine`).
+"""Compiled loops of the normalizations (overrides/norm.py): LayerNormalization's rows (float64 and
+float32: :func:`layer_norm_loop`, :func:`layer_norm_rows32`) and inference BatchNormalization's
+per-channel affine pass (:data:`channel_affine`).
 
 :data:`channel_affine` ``(x, inv, shift, y, relu)``: ``x`` and ``y`` ``(N, C, L)``, ``inv`` and
 ``shift`` ``(C,)``, all C-contiguous and of one float type; ``y[n, c, i] = x[n, c, i] * inv[c]
@@ -11,7 +12,7 @@ to the numpy body and the separate cpu Relu where ``inv`` and ``shift`` hold no 
 override's rule): an operation then meets at most one NaN, whose payload it keeps whatever
 order LLVM gives the operands (two NaNs give the first operand's on x86).
 
-:func:`layer_norm_loop` gives ``rows(x, scale, b, has_b, eps, y, stats)``: for each row ``r``
+:func:`layer_norm_loop` (the float64 X's loop) gives ``rows(x, scale, b, has_b, eps, y, stats)``: for each row ``r``
 of the C-contiguous 2-D ``x`` (rows, n), with ``scale`` and ``b`` of n elements (``b`` read
 only where ``has_b``) and ``eps`` a scalar of x's type, it writes ``y[r]`` (``y`` like ``x``)
 and the row's mean and 1 / standard deviation into ``stats[0, r]`` and ``stats[1, r]``
@@ -32,6 +33,27 @@ numpy body's arithmetic in its order and precision, so the results are bit-ident
 
 NaN and inf propagate as in the numpy body (the same operations).  Allocations: none for rows
 of up to 128 elements; one fixed 128-entry work stack per call for longer rows.
+
+**The float32 rows loop** of LayerNormalization, vectorized: its sums in float64 with their order
+reassociated (LLVM's vector accumulators), every other step in float32.
+:func:`layer_norm_rows32` gives ``rows(x, scale, b, has_b, eps, y, stats)`` with the signature
+and layout of :func:`layer_norm_loop`'s (C-contiguous float32 2-D ``x`` (rows, n), ``scale`` and
+``b`` of n elements, ``b`` read only where ``has_b``, ``eps`` a float32, ``y`` like ``x``,
+``stats`` (2, rows) float32 receiving each row's mean and 1 / standard deviation).  Per row:
+
+* ``mean``: the float64 sum of the row over n, rounded once to float32;
+* ``var``: the float64 sum of ``(x_j - mean)^2`` (deviations from the float32 mean, in float64)
+  over n; ``inv = float32(1 / sqrt(var + eps))`` rounded once;
+* ``y_j = (x_j - mean) inv scale_j + b_j`` in float32 (``x_j - mean`` rounded, the rest by
+  fused multiply-adds where the compiler forms them: ``fastmath={"contract"}``).
+
+So the statistics are within an ulp of the exact ones (a float64 sum of n float32 values, in any
+order, is within ``n 2^-53`` relative of its terms' magnitudes), where the numpy body sums in
+float32 (pairwise: ``log2(n)`` ulp); Y is within a few ulp of ``|d inv scale| + |b|``, plus
+``|mean| 2^-24 inv |scale|`` from the mean's rounding (as any float32 evaluation that rounds
+the mean).  The sums use ``fastmath={"reassoc"}`` only; NaN and inf propagate as in the numpy
+body (a row holding NaN gives NaN; an infinite entry makes the mean infinite and the row NaN).
+No allocation.
 """
 
 from __future__ import annotations
@@ -170,3 +192,56 @@ def layer_norm_loop():
     _leaf = leaf
     _pairwise = _PAIRWISE.get()
     return _ROWS.get()
+
+
+#: the float32 loop's compiled sums, bound by :func:`layer_norm_rows32` before the loop compiles
+_sum64 = _sqdev64 = None
+
+
+def _sum64_py(x, r):
+    """The float64 sum of row ``r`` (order reassociated: vectorized)."""
+    s = 0.0
+    for j in range(x.shape[1]):
+        s += np.float64(x[r, j])
+    return s
+
+
+def _sqdev64_py(x, r, m):
+    """The float64 sum of ``(x[r, j] - m)^2`` (``m`` float64; order reassociated: vectorized)."""
+    s = 0.0
+    for j in range(x.shape[1]):
+        d = np.float64(x[r, j]) - m
+        s += d * d
+    return s
+
+
+def _layer_norm_rows32(x, scale, b, has_b, eps, y, stats):
+    rows, n = x.shape
+    e64 = np.float64(eps)
+    for r in range(rows):
+        mu = np.float32(_sum64(x, r) / n)
+        var = _sqdev64(x, r, np.float64(mu)) / n
+        inv = np.float32(1.0 / math.sqrt(var + e64))
+        stats[0, r] = mu
+        stats[1, r] = inv
+        if has_b:
+            for j in range(n):
+                y[r, j] = (x[r, j] - mu) * inv * scale[j] + b[j]
+        else:
+            for j in range(n):
+                y[r, j] = (x[r, j] - mu) * inv * scale[j]
+
+
+_SUM64 = kernel(_sum64_py, fastmath={"reassoc"})
+_SQDEV64 = kernel(_sqdev64_py, fastmath={"reassoc", "contract"})
+_ROWS32 = kernel(_layer_norm_rows32, fastmath={"contract"})
+
+
+def layer_norm_rows32():
+    """The compiled float32 rows loop (module docstring), or None where compiled loops are off."""
+    global _sum64, _sqdev64
+    s = _SUM64.get()
+    if s is None:
+        return None
+    _sum64, _sqdev64 = s, _SQDEV64.get()
+    return _ROWS32.get()

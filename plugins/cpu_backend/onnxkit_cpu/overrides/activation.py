@@ -25,9 +25,9 @@ element, and the
 softmax family as one compiled loop over its rows where the axis is the last (from 13) or the
 rows are the trailing block (before 13): float32 rows of any length, float64 rows of up to
 :data:`SOFTMAX_COMPILED_ROW` elements (numpy's exp wins on longer ones).  float32 Gelu and
-softmax rows are computed in float32 (:mod:`onnxkit_cpu.compiled.act32` states the precision:
-within a few ulp of the definitions); :mod:`onnxkit_cpu.compiled.activation` states the others'
-(HardSigmoid and HardSwish bit-identical; the float64 loops evaluated in float64 and rounded once).
+softmax rows are computed in float32 (within a few ulp of the definitions), the float64 loops in
+float64 and rounded once, HardSigmoid and HardSwish bit-identical to the numpy bodies:
+:mod:`onnxkit_cpu.compiled.activation` states each loop's precision.
 A float16 / bfloat16 Gelu ('none', rank >= 1) runs the float32 loop on X widened, Y rounded once
 (:class:`.half.Narrowed`; the portable wrapper rounds the numpy body's float32 result once too).
 A non-contiguous X is made contiguous first.
@@ -486,12 +486,12 @@ def _normalizer(ctx, body, shifted=False, log=None):
     :class:`_LastAxisMax` where the axis is the last.  ``log`` (Softmax False, LogSoftmax True):
     the compiled rows loop where compiled loops are on, on rows along the last axis (from 13)
     or of the trailing block (before 13): float32 rows of any length take the float32 loop
-    (:mod:`onnxkit_cpu.compiled.act32`), float64 rows of at most :data:`SOFTMAX_COMPILED_ROW`
+    (:mod:`onnxkit_cpu.compiled.activation`'s 'softmax32'), float64 rows of at most :data:`SOFTMAX_COMPILED_ROW`
     elements the float64 one."""
     other = portable.normalizer(ctx, portable.in_float(ctx.xp, body, native16=True))
     legacy = ctx.since_version < 13
-    rows_loop = None if log is None else loops.loop("softmax")
-    rows32 = None if rows_loop is None else loops.loop("softmax32")
+    rows32 = None if log is None else loops.loop("softmax32")
+    rows_loop = None if log is None else loops.loop("softmax")     # asked last: the body noted is "activation"
     if legacy and rows_loop is None:
         return other
     axis_attr = int(ctx.attr("axis"))

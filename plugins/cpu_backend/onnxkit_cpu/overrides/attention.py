@@ -5,7 +5,7 @@ pattern's case — float32 or float64 4-D Q, K, V of one batch and head count, n
 optional additive mask of Q's type broadcastable to the scores (B, H, Sq, Skv) whose last axis
 is Skv, and Attention-23's attributes at their defaults but ``scale`` — runs, on float32 of at
 most :data:`BATCHED_SCORES` scores in all, as :func:`_batched` (two batched BLAS products around
-the compiled float32 softmax rows of :mod:`onnxkit_cpu.compiled.act32`, which states their
+the compiled float32 softmax rows of :mod:`onnxkit_cpu.compiled.activation`, which states their
 precision; Y a fresh (B, H, Sq, Dv) array), and otherwise (float64, or more scores) as one compiled
 loop (:mod:`onnxkit_cpu.compiled.attention`, whose docstring states the precision) over the
 sequence-major (B, S, H, D) layout: the exporters' head transposes are views of it, so Q, K and
@@ -114,7 +114,7 @@ def _batched(q, k, v, mask, scale, guard, rows):
     (batch, head) pair at once (module docstring): ``s = (q scale) k^T`` and ``p v`` one batched
     BLAS product each, in float32 as the unfused MatMuls, the mask added as numpy broadcasts it,
     and the softmax of the score rows by the compiled float32 rows loop ``rows``
-    (:mod:`onnxkit_cpu.compiled.act32`: a row holding NaN, whose maximum is +inf, or of -inf only,
+    (:mod:`onnxkit_cpu.compiled.activation`'s 'softmax32': a row holding NaN, whose maximum is +inf, or of -inf only,
     gives NaN), split across the run's intra-op threads; with ``guard`` such rows are zeros."""
     nk = k.shape[2]
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
@@ -161,9 +161,9 @@ def _seq_major(x):
 @KERNELS.register("Attention", 2, domain=FUSED_DOMAIN)
 def attention(ctx):
     portable = attention_fused(ctx)
+    rows = act_loops.loop("softmax32")
     fn = attention_loop()
     rows32 = softmax_rows32()
-    rows = act_loops.loop("softmax32")
     if any(ctx.attr(n, d) != d for n, d in _GUARDED_DEFAULTS.items()) or \
             any(ctx.output_requested(i) for i in (1, 2, 3)):
         return portable

@@ -40,8 +40,10 @@ larger shape) is the portable kernel's.
 
 Where compiled loops are on (:mod:`onnxkit_cpu.compiled`, decided at planning), the lean body's
 common case — scale and B (if any) of the normalized block's shape, or that shape with leading
-1s — runs as one compiled loop over the rows (:mod:`onnxkit_cpu.compiled.norm`), with the
-same results bit for bit (that module's docstring says why); a non-contiguous X is made
+1s — runs as one compiled loop over the rows: on float64 X :mod:`onnxkit_cpu.compiled.norm`'s
+``layer_norm_loop``, with the same results bit for bit (that module's docstring says why), on
+float32 X its ``layer_norm_rows32``, vectorized, the statistics summed in float64 (within a few
+ulp of the definition: that module's docstring states the bound); a non-contiguous X is made
 contiguous first, other broadcasts of scale and B keep the numpy body.
 """
 
@@ -224,7 +226,9 @@ def layer_norm(ctx):
     want_mean, want_inv = ctx.output_requested(1), ctx.output_requested(2)
     only_y = ctx.num_outputs == 1
     check = input_type_checker(ctx)
+    rows32 = norm_loops.layer_norm_rows32()
     rows_loop = layer_norm_loop()
+    rows_of = {_F64: rows_loop, _F32: rows32 if rows_loop is not None else None}    # the loop per X's type
     eps_of = {_F32: np.float32(eps), _F64: np.float64(eps)}     # the loop's epsilon, in X's type
     halves = Halves.of(ctx)
     wide_scale, wide_b = Wide.of(ctx, 1, halves), Wide.of(ctx, 2, halves)
@@ -255,14 +259,14 @@ def layer_norm(ctx):
             scale = np.ascontiguousarray(scale).reshape(n)
         if b is not None and (b.ndim != 1 or not b.flags.c_contiguous):
             b = np.ascontiguousarray(b).reshape(n)
-        x2, shift, eps_t = x.reshape(rows, n), scale if b is None else b, eps_of[dt]
+        x2, shift, eps_t, loop = x.reshape(rows, n), scale if b is None else b, eps_of[dt], rows_of[dt]
 
         def block(lo, hi):          # rows split across the run's intra-op threads (each row alike)
             if lo == 0 and hi == rows:
-                rows_loop(x2, scale, shift, b is not None, eps_t, y, stats)
+                loop(x2, scale, shift, b is not None, eps_t, y, stats)
                 return
             part = np.empty((2, hi - lo), dt)
-            rows_loop(x2[lo:hi], scale, shift, b is not None, eps_t, y[lo:hi], part)
+            loop(x2[lo:hi], scale, shift, b is not None, eps_t, y[lo:hi], part)
             stats[:, lo:hi] = part
 
         parallel_for(block, rows, grain=max(1, ROW_WORK // n), name="layer_norm.rows")

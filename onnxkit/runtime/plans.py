@@ -68,6 +68,9 @@ from .plan import Planner, kept_value_ids
 from .threads import _blas_controllers
 
 
+#: ``PlanSet._serve``'s ``specialize`` for a cold plan a warm one will replace: only a shape
+#: class with a varying extent is specialized
+VARYING_ONLY = "varying"
 #: ``$ONNXKIT_WARM_SETUP``'s values: ``process`` (the default: a child process compiles, the
 #: background thread loads) or ``thread`` (the background thread compiles).
 WARM_SETUPS = ("process", "thread")
@@ -247,10 +250,12 @@ class PlanSet:
         with self._kept_lock:
             self.kept_ids = self.kept_ids | kept_value_ids(plan)
 
-    def _specializer_for(self, plan):
+    def _specializer_for(self, plan, before=None):
         """The :class:`~onnxkit.runtime.optimizer.specialize.Specializer` of ``plan``, or
         None when the ``specialize`` pass is off or cannot apply (values that are not numpy
-        arrays, a graph that reads its own structure)."""
+        arrays, a graph that reads its own structure); ``before``: the specializer of the plan
+        it replaces, whose shape classes it starts from (the axes seen to vary: the warm-up
+        specializes the varying class of the copied feeds, not their exact signature)."""
         from .optimizer import plan_pass_on, reads_its_graph
         from .optimizer.specialize import Specializer
 
@@ -264,7 +269,8 @@ class PlanSet:
             self.log("plan", 20, "specialize: input %r axis %d varies across runs (%s): its plans serve every "
                      "extent there", names[position] if position < len(names) else position, axis, extents)
 
-        return Specializer(self.model, plan, self.registry, self.planner_args.get("limits"), log=varies)
+        return Specializer(self.model, plan, self.registry, self.planner_args.get("limits"), log=varies,
+                           classes=None if before is None else before.classes_seen())
 
     def _plain_for(self, tier: _Tier, values: list):
         """``tier``'s plan, or, when a run feeds an IR < 4 input whose initializer the optimizer
@@ -285,7 +291,7 @@ class PlanSet:
         plan = Planner(self.model, self.registry, self.backend_name, **self.planner_args).compile_model()
         self._passes(plan)
         self._keep(plan)
-        tier = _Tier(plan, self._specializer_for(plan), None)
+        tier = _Tier(plan, self._specializer_for(plan, self._tier.specializer), None)
         if values is not None and not any(step.traits.nondeterministic for step in _steps(plan, set())):
             if sig is None and self.host_arrays:
                 sig = signature(values)
@@ -492,22 +498,27 @@ class PlanSet:
         setup = self._setup  # the record counts the runs until the setup starts, the setup's patience after
         start = time.perf_counter()
         try:
-            with planning_cold(cold):
-                return self._serve(tier, values, runner, sig, specialize=not cold.deferred)
+            with planning_cold(cold):  # specialized for a class with a varying extent (see _serve)
+                return self._serve(tier, values, runner, sig, specialize=VARYING_ONLY if cold.deferred else True)
         finally:
             if setup is None:
                 cold.ran_for(time.perf_counter() - start)
             else:
                 setup.waited += time.perf_counter() - start
 
-    def _serve(self, tier: _Tier, values: list, runner: Callable, sig, specialize: bool) -> list:
+    def _serve(self, tier: _Tier, values: list, runner: Callable, sig, specialize) -> list:
+        """Run ``values`` on ``tier``: on its specializer's plan of their shape class where
+        ``specialize`` is True, or is :data:`VARYING_ONLY` and the class has a varying extent (a
+        cold plan a warm one will replace: its first signatures run unspecialized, each would be
+        planned for a few runs, but a stream whose extents keep changing, a decoder's past, is
+        served by one plan of its class over the many runs before the warm plan takes over)."""
         plan = self._plain_for(tier, values) if self.consumed else tier.plan
         spec = tier.specializer if specialize else None
         recording = False
         if spec is not None and plan is tier.plan:
             if sig is None:
                 sig = signature(values)
-            if sig is not None:
+            if sig is not None and (specialize is not VARYING_ONLY or spec.varies(sig)):
                 plan, recording = spec.plan_for(sig)
         outs = runner(plan, values)
         if recording:

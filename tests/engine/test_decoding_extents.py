@@ -183,3 +183,55 @@ def test_checks_still_refuse_on_the_path_of_a_new_signature():
         sess.run(None, seen)
     out = sess.run(None, _feeds(rng, 10, 1, 1))  # and a good feed after them
     assert out[0].shape == (1, 2, 11, 4)
+
+
+# -- the cold plan of a fresh process: specialized for a varying class only -------------------------
+def _cold_session(monkeypatch, fresh_process_patch):
+    """A tiered session in a fresh process's state (Softmax's compiled loop deferred: the cold plan
+    stays) of :func:`_model_bytes` with a Softmax over ``y``."""
+    compiled = pytest.importorskip("onnxkit_cpu.compiled")
+    if not compiled.available():
+        pytest.skip("numba is not installed: nothing is deferred")
+    monkeypatch.delenv("ONNXKIT_FIRST_RUN", raising=False)
+    fresh_process_patch(monkeypatch)
+    model = onnx.load_from_string(_model_bytes())
+    model.graph.node.append(helper.make_node("Softmax", ["y"], ["p"], axis=-1))
+    model.graph.output.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 4, "total", 4]))
+    data = model.SerializeToString()
+    sess = onnxkit.InferenceSession(data)
+    assert sess._cold is not None and sess._cold.deferred
+    return sess, ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+
+
+def test_a_cold_plan_is_specialized_for_a_varying_class_only(monkeypatch, fresh_process_patch):
+    sess, theirs = _cold_session(monkeypatch, fresh_process_patch)
+    spec = sess._plans.specializer
+    rng = np.random.default_rng(5)
+    planned = []
+    for past in range(8):
+        feeds = _feeds(rng, past, 1, 1)
+        for g, w in zip(sess.run(None, feeds), theirs.run(None, feeds)):
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+        planned.append(spec.planned)
+    assert sess._cold is not None  # still the cold plan
+    assert planned[:2] == [0, 0]  # fixed signatures: not specialized (the warm plan will serve them)
+    assert spec.classes.varying and planned[-1] >= 1 and planned[-1] == planned[-3]  # one class, planned once
+
+
+def test_the_warm_plan_starts_from_the_shape_classes_the_cold_one_saw(monkeypatch, fresh_process_patch):
+    sess, theirs = _cold_session(monkeypatch, fresh_process_patch)
+    rng = np.random.default_rng(6)
+    for past in range(6):
+        sess.run(None, _feeds(rng, past, 1, 1))
+    cold_classes = sess._plans.specializer.classes
+    assert cold_classes.varying
+    sess._plans.promote()
+    warm = sess._plans.specializer
+    assert sess._cold is None and warm.classes is not cold_classes
+    assert warm.classes.varying == cold_classes.varying
+    before = warm.planned
+    for past in (6, 7, 8):  # the varying class: one plan, not one per new past length first
+        feeds = _feeds(rng, past, 1, 1)
+        for g, w in zip(sess.run(None, feeds), theirs.run(None, feeds)):
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+    assert warm.planned - before <= 1

@@ -139,6 +139,16 @@ class ShapeClasses:
             self._keys[sig] = key
         return key
 
+    def copy(self) -> "ShapeClasses":
+        """A copy of what this instance has seen (the extents, the varying axes and their
+        variables; ``log`` not carried): a later plan's specializer starts from it."""
+        other = ShapeClasses()
+        other.seen = {k: set(v) for k, v in self.seen.items()}
+        other.varying = set(self.varying)
+        other._names = dict(self._names)
+        other._masks = other._mask_table() if other.varying else ()
+        return other
+
     def _mask_table(self) -> tuple:
         by_position: dict = {}
         for k, a in sorted(self.varying):
@@ -210,12 +220,15 @@ class _Recording:
 class Specializer:
     """The specialized plans of one session (see the module docstring).  Thread-safe."""
 
-    def __init__(self, model: ir.Model, plan, registry, limits=None, capacity: int = CAPACITY, log=None):
+    def __init__(self, model: ir.Model, plan, registry, limits=None, capacity: int = CAPACITY, log=None,
+                 classes: Optional[ShapeClasses] = None):
         self.model, self.plan, self.registry, self.limits = model, plan, registry, limits
         self.capacity = capacity
-        #: the feeds' varying extents (:class:`ShapeClasses`); ``log(position, axis, extents)`` is
-        #: told when an axis is first seen to vary
-        self.classes = ShapeClasses(log)
+        #: the feeds' varying extents (:class:`ShapeClasses`; ``classes``: what an earlier plan's
+        #: specializer saw, copied); ``log(position, axis, extents)`` is told when an axis is first
+        #: seen to vary
+        self.classes = classes.copy() if classes is not None else ShapeClasses()
+        self.classes._log = log
         self._plans: OrderedDict = OrderedDict()   # signature -> specialized plan
         self._recording: dict = {}                  # shape class -> _Recording
         self._lock = threading.Lock()
@@ -223,6 +236,17 @@ class Specializer:
         #: plans made (each one whole-graph inference and folding): a program that keeps running
         #: makes at most one per shape class, and the classes are bounded by the feeds' axes
         self.planned = 0
+
+    def classes_seen(self) -> ShapeClasses:
+        """A copy of :attr:`classes` (taken under the lock)."""
+        with self._lock:
+            return self.classes.copy()
+
+    def varies(self, sig: tuple) -> bool:
+        """Whether the shape class of ``sig`` has a varying extent (its extents are counted, as
+        :meth:`plan_for` counts them)."""
+        with self._lock:
+            return self.classes.key(sig) != sig
 
     def plan_for(self, sig: tuple) -> tuple:
         """``(plan, recording)``: the specialized plan of the shape class of ``sig``

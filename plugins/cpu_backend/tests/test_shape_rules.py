@@ -75,6 +75,49 @@ def test_unsqueeze_agrees_with_onnxruntime_on_a_stream_of_new_keys():
     assert computed > 20
 
 
+def _constant_axes_sessions(axes: tuple):
+    """Unsqueeze(x, axes) with ``axes`` an initializer (the kernel bound to it: decided per rank),
+    not specialized (one plan, so one bound kernel, sees every rank of the stream)."""
+    g = h.make_graph([h.make_node("Unsqueeze", ["x", "axes"], ["y"], name="unsqueeze")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, None)], [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [h.make_tensor("axes", T.INT64, [len(axes)], list(axes))])
+    data = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mine = onnxkit.SessionOptions()
+        mine.add_session_config_entry("session.disable_passes", "specialize")
+        return onnxkit.InferenceSession(data, mine), ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+
+
+def test_unsqueeze_of_constant_axes_agrees_with_onnxruntime_over_ranks_and_new_extents():
+    """Positions decided once per rank: a stream of new extents of each rank, ranks the axes do
+    not fit (refused by name, before and after ranks they fit), repeated and empty axes."""
+    stream = [(), (3,), (4,), (0,), (2, 3), (2, 5), (1, 7), (2, 1, 3), (2, 1, 4), (1, 2, 1, 2), (0, 3), (5,), (),
+              (1, 2, 3, 4, 5)]
+    computed = 0
+    for axes in [(0,), (-1,), (2,), (1, 3), (3, 1), (0, -1), (-3,), (0, 0), (4,)]:
+        mine, theirs = _constant_axes_sessions(axes)
+        for shape in stream:
+            feed = {"x": np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)}
+            try:
+                want = theirs.run(None, feed)[0]
+            except Exception:  # noqa: BLE001  (onnxruntime refuses: onnxkit must too)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    with pytest.raises(onnxkit.errors.OnnxkitError):
+                        mine.run(None, feed)
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = mine.run(None, feed)[0]
+            assert got.shape == want.shape, (axes, shape)
+            np.testing.assert_array_equal(got, want)
+            computed += 1
+    assert computed > 60
+
+
 def test_squeeze_agrees_with_onnxruntime_on_a_stream_of_new_keys():
     mine, theirs = _sessions("Squeeze")
     axes = [(0,), (-1,), (1,), (0, 2), (2, 0), (3,), (-4,)]  # repeated axes: onnxruntime accepts them, onnxkit refuses (as before)

@@ -17,6 +17,8 @@ the plain case the rule covers — Reshape to positive extents and at most one -
 Squeeze at distinct axes in range (Squeeze's of extent 1), Expand to non-negative extents that
 broadcast (Clause 6.6.2) — and by the portable geometry otherwise, which also gives every
 refusal: the two agree wherever the direct rule answers (plugins/cpu_backend/tests/test_shape_rules.py).
+Unsqueeze of constant axes (the usual case) decides once per input rank, what alone places its
+1s, and inserts them by indexing: a new extent costs it no decision at all.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from onnxkit_default_domain.api import (axes_attr, concat_axis, concat_check, ex
 
 from onnxkit.plugin import KernelTable, binds_constants, declares_output_bytes
 
-from ._plans import IntPlans, remember
+from ._plans import IntPlans, host_ints, remember
 
 KERNELS = KernelTable()
 
@@ -58,19 +60,56 @@ def reshape_rule(shape: tuple, dims: tuple):
     return tuple(out)
 
 
-def unsqueeze_rule(shape: tuple, axes):
-    """Unsqueeze's extents: a 1 inserted at each of ``axes`` (distinct, in range of the output's
-    rank, negative ones counted from its end); None for anything else."""
+def unsqueeze_positions(rank: int, axes):
+    """Where Unsqueeze puts its 1s for an input of ``rank``: ``axes`` (distinct, in range of the
+    output's rank, negative ones counted from its end) as sorted positions of the output; None
+    for anything else.  A function of the rank alone, not of the extents."""
     if not axes:
         return None
-    rank = len(shape) + len(axes)
+    rank += len(axes)
     at = sorted(a + rank if a < 0 else a for a in axes)
     if at[0] < 0 or at[-1] >= rank or len(set(at)) != len(at):
+        return None
+    return tuple(at)
+
+
+def unsqueeze_rule(shape: tuple, axes):
+    """Unsqueeze's extents: a 1 inserted at each of ``axes`` (:func:`unsqueeze_positions`); None
+    for anything else."""
+    at = unsqueeze_positions(len(shape), axes)
+    if at is None:
         return None
     out = list(shape)
     for a in at:
         out.insert(a, 1)
     return tuple(out)
+
+
+def _unsqueeze_by_rank(axes: tuple, plan):
+    """Unsqueeze at constant ``axes``: the positions of the 1s decided once per input rank
+    (:func:`unsqueeze_positions`), kept as the index that inserts them (``None`` entries: a view,
+    as Reshape gives), so a new extent (a decoder's past) costs no decision; a rank they do not
+    fit runs ``plan`` (the portable geometry, which refuses it by name)."""
+    by_rank: dict = {}
+
+    def run(x, axes_=None):
+        index = by_rank.get(x.ndim)
+        if index is None:
+            r = x.ndim
+            at = unsqueeze_positions(r, axes)
+            if at is None:
+                index = False
+            else:
+                index = [slice(None)] * r
+                for a in at:
+                    index.insert(a, None)
+                index = tuple(index)
+            remember(by_rank, r, index)
+        if index is False:
+            return x.reshape(plan(x))
+        return x[index]
+
+    return run
 
 
 def squeeze_rule(shape: tuple, axes):
@@ -141,9 +180,10 @@ def flatten(ctx):
     return fn
 
 
-def _axes_kernel(ctx, target, rule):
+def _axes_kernel(ctx, target, rule, by_rank=None):
     """Squeeze / Unsqueeze over ``target`` (their extents; ``rule``: the direct rule of a new
-    key): ``axes`` an attribute up to 11, an (optional) input from 13."""
+    key): ``axes`` an attribute up to 11, an (optional) input from 13; ``by_rank(axes, plan)``:
+    the kernel of constant ``axes`` whose result depends on the input's rank alone (Unsqueeze)."""
     plans: dict = {}
     if ctx.since_version <= 11:
         axes = axes_attr(ctx)
@@ -164,21 +204,26 @@ def _axes_kernel(ctx, target, rule):
 
     def bind(axes):
         plan = plans.fixed(axes)
-        return None if plan is None else lambda x, axes=None: x.reshape(plan(x))
+        if plan is None:
+            return None
+        if by_rank is not None and axes is not None and axes.dtype.kind in "iu":
+            return by_rank(host_ints(axes), plan)
+        return lambda x, axes=None: x.reshape(plan(x))
 
     return binds_constants(fn, bind, 1)
 
 
-def _axes_factory(name: str, target, rule):
+def _axes_factory(name: str, target, rule, by_rank=None):
     def factory(ctx):
-        return _axes_kernel(ctx, target, rule)
+        return _axes_kernel(ctx, target, rule, by_rank)
 
     factory.__name__ = name
     return factory
 
 
 KERNELS.register("Squeeze", 1, 11, 13, *_LATEST)(_axes_factory("squeeze", squeeze_target, squeeze_rule))
-KERNELS.register("Unsqueeze", 1, 11, 13, *_LATEST)(_axes_factory("unsqueeze", unsqueeze_target, unsqueeze_rule))
+KERNELS.register("Unsqueeze", 1, 11, 13, *_LATEST)(_axes_factory("unsqueeze", unsqueeze_target, unsqueeze_rule,
+                                                                 _unsqueeze_by_rank))
 
 
 @KERNELS.register("Transpose", 1, 13, *_LATEST)

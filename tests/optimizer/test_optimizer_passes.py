@@ -16,15 +16,15 @@ OPTIMIZER = Path(optimizer.__file__).parent
 def test_the_table_holds_every_pass_with_its_level_in_order():
     assert [(p.name, p.level, p.works_on) for p in PASSES] == [
         ("identity", 1, "graph"), ("cast", 1, "graph"), ("qdq", 2, "graph"), ("transpose", 1, "graph"), ("reshape", 1, "graph"),
-        ("pad_conv", 1, "graph"), ("conv_bn", 1, "graph"), ("channel_affine", 1, "graph"), ("matmul_add", 1, "graph"),
-        ("gelu", 2, "graph"), ("hardswish", 2, "graph"), ("attention", 2, "graph"),
+        ("pad_conv", 1, "graph"), ("qpad_conv", 1, "graph"), ("conv_bn", 1, "graph"), ("channel_affine", 1, "graph"),
+        ("matmul_add", 1, "graph"), ("gelu", 2, "graph"), ("hardswish", 2, "graph"), ("attention", 2, "graph"),
         ("onehot", 2, "plan"), ("epilogue", 2, "plan"), ("specialize", 1, "run")]
-    assert len(PASS_NAMES) == 15 and len(set(PASS_NAMES)) == 15
+    assert len(PASS_NAMES) == 16 and len(set(PASS_NAMES)) == 16
 
 
 def test_levels_and_disabled_passes_select_from_the_table():
     assert [p.name for p in passes_on("graph", 1)] == ["identity", "cast", "transpose", "reshape", "pad_conv",
-                                                        "conv_bn", "channel_affine", "matmul_add"]
+                                                        "qpad_conv", "conv_bn", "channel_affine", "matmul_add"]
     assert [p.name for p in passes_on("plan", 2, {"onehot"})] == ["epilogue"]
     assert passes_on("plan", 1) == [] and passes_on("graph", 0) == []
     assert plan_pass_on("specialize", 1) and not plan_pass_on("specialize", 1, {"specialize"})
@@ -73,7 +73,7 @@ def _private_imports(path: Path) -> list:
 
 def test_no_optimizer_module_imports_a_private_name():
     modules = sorted(OPTIMIZER.glob("*.py"))
-    assert len(modules) == 22
+    assert len(modules) == 23
     offenders = {p.name: _private_imports(p) for p in modules if _private_imports(p)}
     assert offenders == {}
     session = OPTIMIZER.parent / "session.py"

@@ -100,6 +100,8 @@ PASSES = (
     Pass("transpose", 1, "graph", _on_types("transpose", ("Transpose",))),  # Transpose pairs cancelled / merged
     Pass("reshape", 1, "graph", _on_types("reshape", ("Reshape",))),        # Reshape -> Reshape collapsed
     Pass("pad_conv", 1, "graph", _on_types("pad_conv", ("Conv", "Pad"))),   # a zero constant Pad into Conv's pads
+    Pass("qpad_conv", 1, "graph", _on_types("qpad_conv", ("QLinearConv", "Pad"), ("ConvInteger", "Pad"))),  # an
+    # 8-bit Pad of the zero point into QLinearConv / ConvInteger's pads
     Pass("conv_bn", 1, "graph", _on_types("conv_bn", ("BatchNormalization", "Conv"))),  # BN folded into Conv
     Pass("channel_affine", 1, "graph", _on_types(                           # per-channel Mul / Add folded into
         "channel_affine", ("Mul", "Conv"), ("Mul", "BatchNormalization"), ("Add", "Conv"),  # Conv or BN

@@ -42,6 +42,11 @@ plugin (onnxkit-microsoft) is installed; an int8 MaxPool needs opset 12, Relu 14
   and ``Q(d(q)) = q`` (``(q - z) * s / s`` is within an ulp of the integer ``q - z``, |q - z| <=
   255); these ops move values or take maxima, which commute with an increasing ``d``; Relu is
   ``max(d(q), 0) = d(max(q, z)) = d(q)`` when ``z`` is the minimum.
+* ``DQ -> Pad -> Q`` (Pad-11 on, Q's parameters the DQ's): Pad runs on the 8-bit values, the
+  pair dropped, exact as for the moves above (Pad moves values); its constant value (mode
+  ``constant``: absent, 0; or a constant the graph computes, such as the quantizer's DQ of a
+  quantized 0) must be ``d(v)`` for a code ``v`` of the type (``Q(d(v)) = v``), which becomes
+  the 8-bit Pad's value.  The Pad may then fold into the QLinearConv reading it (:mod:`.qpad_conv`).
 * ``DQ -> Q`` with equal parameters and Q writing the DQ's input type: ``Q`` removed, its
   readers read the DQ's input (exact, as above); not where Q's output is a graph output.
 
@@ -421,6 +426,65 @@ def _drop_pair(view: GraphView, match) -> None:
     _drop_unread(view, [x])
 
 
+# ------------------------------------------------------------------------ pairs around Pad
+def _pad_code(view: GraphView, node: ir.Node, x: Quant) -> Optional[tuple]:
+    """``(code, constants read)``: the 8-bit code ``v`` whose dequantization is the Pad's
+    constant value (module docstring; ``None`` code for a mode that inserts no value), or None."""
+    from .computed import computed_constant
+
+    mode = node.attr("mode", "constant")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode != "constant":
+        return (None, set()) if mode in ("edge", "reflect") else None
+    if len(node.input) < 3 or not node.input[2]:
+        value, read = np.float32(0.0), set()
+    else:
+        found = computed_constant(view, node.input[2])
+        if found is None or found[0].dtype != np.float32 or found[0].size != 1:
+            return None
+        value, read = found[0].reshape(()), found[1] | {node.input[2]}
+    scale, zero = np.float32(x.scale_value.reshape(-1)[0]), int(x.zero_value.reshape(-1)[0])
+    lo, hi = RANGES[x.zero_value.dtype]
+    code = int(np.rint(np.float64(value) / np.float64(scale))) + zero if np.isfinite(value) else None
+    if code is None or not lo <= code <= hi:
+        return None
+    if (np.float32(code) - np.float32(zero)) * scale != value:
+        return None
+    return code, read
+
+
+def _pad_parts(view: GraphView, match) -> Optional[tuple]:
+    node = match["mid"]
+    if view.version("") < 11 or len(node.output) != 1 or len(node.input) < 2 or not node.input[1]:
+        return None
+    found = _group(view, match, [(node.input[0], None)])
+    if found is None or not found[0][0].same_as(found[1]):
+        return None
+    x = found[0][0]
+    code = _pad_code(view, node, x)
+    return None if code is None else (x, code)
+
+
+def _drop_pad_pair(view: GraphView, match) -> None:
+    (x, (code, read)), node = _pad_parts(view, match), match["mid"]
+    for name in read:
+        view.read_constant(name)
+    view.read_constant(x.scale)
+    view.read_constant(x.zero)
+    inputs = [x.q, node.input[1]]
+    if code is not None:
+        inputs.append(view.add_constant(node.name + "_value", np.array(code, x.zero_value.dtype),
+                                        3 if x.zero_value.dtype == np.int8 else 2))
+    elif len(node.input) > 3:
+        inputs.append("")
+    inputs += list(node.input[3:4])
+    dq_value = view.producer_of(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    view.replace_pattern(match.nodes, records.evolve(node, input=inputs, output=[match.output]))
+    _drop_unread(view, [x])
+    if dq_value is not None and view.holds(dq_value) and view.use_count(dq_value.output[0]) == 0:
+        view.remove(dq_value)
+
+
 # ----------------------------------------------------------------------- DQ -> Q cancelled
 def _cancels(view: GraphView, match) -> bool:
     if match.output in view.protected:
@@ -456,6 +520,7 @@ RULES = (
          lambda v, m: _pool_parts(v, m) is not None),
     *(Rule(f"qdq-drop-{t.lower()}", _q(_mid(t, 1, True)), _drop_pair, lambda v, m: _move_parts(v, m) is not None)
       for t in MOVES),
+    Rule("qdq-drop-pad", _q(_mid("Pad", 1, True)), _drop_pad_pair, lambda v, m: _pad_parts(v, m) is not None),
     Rule("qdq-cancel", _q(Var("x")), _cancel, _cancels),
 )
 

@@ -86,13 +86,16 @@ def _qdq_pad_conv(value_kind="dq_zero"):
     g = Graph([2, 3, 9, 8], np.uint8)
     x = g.dq("xq", "xq_s", "xq_z", "xd")
     g.inits.append(init("pads", np.array([0, 0, 1, 0, 0, 0, 1, 2], np.int64)))
-    if value_kind == "dq_zero":
+    if value_kind == "edge":
+        g.nodes.append(helper.make_node("Pad", [x, "pads"], ["p"], mode="edge"))
+    elif value_kind == "dq_zero":
         g.inits.append(init("v_q", np.array(g.x_zero, np.uint8)))
         value = g.dq("v_q", "xq_s", "xq_z", "vd")
     else:
         g.inits.append(_f32("vf", 0.0 if value_kind == "zero" else 0.5 * 0.021))
         value = "vf"
-    g.nodes.append(helper.make_node("Pad", [x, "pads", value], ["p"]))
+    if value_kind != "edge":
+        g.nodes.append(helper.make_node("Pad", [x, "pads", value], ["p"]))
     g.nodes.append(helper.make_node("QuantizeLinear", ["p", "xq_s", "xq_z"], ["pq"]))
     pd = g.dq("pq", "xq_s", "xq_z", "pd")
     w = g.weight("w", (4, 3, 3, 3))
@@ -113,6 +116,11 @@ def test_qdq_pad_runs_on_the_codes_and_folds(value_kind):
                  disabled=set(PASS_NAMES) - {"qdq", "qpad_conv"})
     assert r.rewrites["qpad_conv"] == 1 and "Pad" not in [n.op_type for n in r.model.graph.node]
     assert optimized_ops(g.model(), "qpad_conv")[0] == 0        # alone: the QDQ Pad is float, nothing to fold
+
+
+def test_qdq_edge_pad_runs_on_the_codes_and_stays_a_pad():
+    """An edge Pad moves values too (the pair drops); it inserts no zero point, so it does not fold."""
+    _fires(_qdq_pad_conv("edge"), 2, ["QuantizeLinear", "Pad", "QLinearConv", "DequantizeLinear"])
 
 
 def test_qdq_pad_of_a_value_between_codes_stays_float():

@@ -299,7 +299,7 @@ _TANH_C = _F(-2.0 * math.sqrt(2.0 / math.pi))                 # -2u = _TANH_C (x
 _CUBIC = _F(0.044715)
 
 #: float32 <-> int32 bit casts and the compiled helpers of the float32 loops, bound by :func:`_bind32`
-_bits32 = _from_bits32 = _exp32 = _row_max32 = _exp_sum32 = _exp_sum64_32 = None
+_bits32 = _from_bits32 = _exp32 = _exp_neg32 = _row_max32 = _exp_sum32 = _exp_sum64_32 = None
 
 
 def _exp32_py(v):
@@ -330,6 +330,22 @@ def _exp32_py(v):
     return e
 
 
+def _exp_neg32_py(v):
+    """:func:`_exp32_py` for ``v <= 0`` or NaN (the softmax's ``x - max``), with the same results
+    there: no overflow test, and ``2^k`` one power of two (``k >= -126``: normal)."""
+    w = v
+    if w < _FLUSH:                  # NaN compares false: kept
+        w = _FLUSH
+    t = w * _LOG2E_F + _ROUND
+    k = t - _ROUND
+    r = (w - k * _LN2_HI_F) - k * _LN2_LO_F
+    p = ((((((_E7 * r + _E6) * r + _E5) * r + _E4) * r + _E3) * r + _E2) * r + _E1) * r + _E0
+    e = p * _from_bits32((_bits32(t) - np.int32(_ROUND_BITS) + np.int32(127)) << np.int32(23))
+    if v < _FLUSH:
+        e = _ZERO_F
+    return e
+
+
 def _row_max_py(x, r):
     """The maximum of row ``r`` of the 2-D float32 ``x``, as an integer maximum of the values'
     bits mapped to an order-preserving int32 (``b ^ ((b >> 31) & 0x7fffffff)``: negative floats
@@ -353,7 +369,7 @@ def _exp_sum_py(x, y, r, m):
     n = x.shape[1]
     s = _ZERO_F
     for j in range(n):
-        e = _exp32(x[r, j] - m)
+        e = _exp_neg32(x[r, j] - m)
         y[r, j] = e
         s += e
     return s
@@ -365,7 +381,7 @@ def _exp_sum64_py(x, r, m):
     n = x.shape[1]
     s = 0.0
     for j in range(n):
-        s += np.float64(_exp32(x[r, j] - m))
+        s += np.float64(_exp_neg32(x[r, j] - m))
     return s
 
 
@@ -419,6 +435,7 @@ def _exp32_loop(x, y):
 
 
 _EXP32 = kernel(_exp32_py, fastmath={"contract"})
+_EXP_NEG32 = kernel(_exp_neg32_py, fastmath={"contract"})
 _ROW_MAX32 = kernel(_row_max_py)
 _EXP_SUM32 = kernel(_exp_sum_py, fastmath={"contract", "reassoc"})
 _EXP_SUM64_32 = kernel(_exp_sum64_py, fastmath={"contract", "reassoc"})
@@ -430,7 +447,7 @@ _LOOPS32 = {"softmax32": kernel(_softmax32_rows, fastmath={"contract"}),
 
 def _bind32() -> bool:
     """Compile-bind the float32 loops' helpers; False where compiled loops are off."""
-    global _bits32, _from_bits32, _exp32, _fma, _row_max32, _exp_sum32, _exp_sum64_32
+    global _bits32, _from_bits32, _exp32, _exp_neg32, _fma, _row_max32, _exp_sum32, _exp_sum64_32
     exp = _EXP32.get()
     if exp is None:
         return False
@@ -439,7 +456,8 @@ def _bind32() -> bool:
         _bits32, _from_bits32 = _bit_casts()
     if _fma is None:
         _fma = _fma_intrinsic()
-    _exp32, _row_max32, _exp_sum32, _exp_sum64_32 = exp, _ROW_MAX32.get(), _EXP_SUM32.get(), _EXP_SUM64_32.get()
+    _exp32, _exp_neg32 = exp, _EXP_NEG32.get()
+    _row_max32, _exp_sum32, _exp_sum64_32 = _ROW_MAX32.get(), _EXP_SUM32.get(), _EXP_SUM64_32.get()
     return True
 
 

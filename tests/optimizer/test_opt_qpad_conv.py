@@ -88,7 +88,7 @@ def _qdq_pad_conv(value_kind="dq_zero"):
     g.inits.append(init("pads", np.array([0, 0, 1, 0, 0, 0, 1, 2], np.int64)))
     if value_kind == "edge":
         g.nodes.append(helper.make_node("Pad", [x, "pads"], ["p"], mode="edge"))
-    elif value_kind == "dq_zero":
+    elif value_kind in ("dq_zero", "other_q"):
         g.inits.append(init("v_q", np.array(g.x_zero, np.uint8)))
         value = g.dq("v_q", "xq_s", "xq_z", "vd")
     else:
@@ -96,8 +96,13 @@ def _qdq_pad_conv(value_kind="dq_zero"):
         value = "vf"
     if value_kind != "edge":
         g.nodes.append(helper.make_node("Pad", [x, "pads", value], ["p"]))
-    g.nodes.append(helper.make_node("QuantizeLinear", ["p", "xq_s", "xq_z"], ["pq"]))
-    pd = g.dq("pq", "xq_s", "xq_z", "pd")
+    if value_kind == "other_q":         # the Pad's Q of another scale: the pair stays around the Pad
+        g.inits.append(_f32("pq_s", 0.03))
+        g.nodes.append(helper.make_node("QuantizeLinear", ["p", "pq_s", "xq_z"], ["pq"]))
+        pd = g.dq("pq", "pq_s", "xq_z", "pd")
+    else:
+        g.nodes.append(helper.make_node("QuantizeLinear", ["p", "xq_s", "xq_z"], ["pq"]))
+        pd = g.dq("pq", "xq_s", "xq_z", "pd")
     w = g.weight("w", (4, 3, 3, 3))
     g.nodes.append(helper.make_node("Conv", [pd, w], ["c"], pads=[1, 1, 1, 1]))
     g.output(g.quantize("c", "cq", 0.06, 5, np.uint8), [2, 4, 11, 10])
@@ -123,6 +128,8 @@ def test_qdq_edge_pad_runs_on_the_codes_and_stays_a_pad():
     _fires(_qdq_pad_conv("edge"), 2, ["QuantizeLinear", "Pad", "QLinearConv", "DequantizeLinear"])
 
 
-def test_qdq_pad_of_a_value_between_codes_stays_float():
-    g = _qdq_pad_conv("off_grid")
-    _fires(g, 1, ["QuantizeLinear", "Pad", "QuantizeLinear", "QLinearConv", "DequantizeLinear", "DequantizeLinear"])
+@pytest.mark.parametrize("kind", ["off_grid", "other_q"])
+def test_qdq_pad_of_a_value_between_codes_or_between_other_parameters_stays_float(kind):
+    g = _qdq_pad_conv(kind)
+    kept = ["DequantizeLinear"] * (3 if kind == "other_q" else 2)      # (other_q: the Pad value's DQ too)
+    _fires(g, 1, ["QuantizeLinear", "Pad", "QuantizeLinear", "QLinearConv"] + kept)

@@ -458,9 +458,11 @@ def _pad_parts(view: GraphView, match) -> Optional[tuple]:
     if view.version("") < 11 or len(node.output) != 1 or len(node.input) < 2 or not node.input[1]:
         return None
     found = _group(view, match, [(node.input[0], None)])
-    if found is None or not found[0][0].same_as(found[1]):
+    if found is None:
         return None
     x = found[0][0]
+    if not x.same_as(found[1]):        # the pair's parameters differ: the Pad stays between them
+        return None
     code = _pad_code(view, node, x)
     return None if code is None else (x, code)
 

@@ -25,7 +25,10 @@ only at run time leaves one scalar load per element.
   (``OH`` rows of ``PWs``, the last ``PWs - OW`` of each junk, rounded up to :data:`RUN`)
   are zeroed, then per kernel row vectorised passes over them add the row's taps, seven,
   five, three or one a pass, in the order ``kw`` (fewer passes, fewer loads and stores of
-  ``acc``); then ``acc + bias`` is copied into Y.  Each
+  ``acc``); a 3x3 kernel (any strides, dilations, pads) takes one pass instead that sums its
+  nine taps from zero in a register and stores ``acc`` once (no zeroing pass, no reloads:
+  the same operations in the same order, so the same bits as the row passes); then
+  ``acc + bias`` is copied into Y.  Each
   output is the sum over ``(kh, kw)`` in that order, in the compute dtype (as the numpy
   body's product), then ``+ bias``: the numpy body's terms (the border's zeros included, so
   a NaN or infinite weight gives NaN there as the padded product does) in another order
@@ -132,9 +135,23 @@ def planes(x, w, b, out, cols, xp, acc, offs, pws, sw, h0, w0, hi_n, wi_n, has_b
                 continue
             for j in range(m_all // c_all):
                 m = c * (m_all // c_all) + j
-                for i in range(length):
-                    acc[i] = zero
-                for tap in range(0, taps, kw_n):     # a kernel row: its taps 5, 3 or 1 a pass, in order
+                if kh_n == 3 and kw_n == 3:     # one pass: the nine taps from zero in (kh, kw) order
+                    t, wk = offs[0], u(m * taps)
+                    o1, o2, o3, o4 = offs[1] - t, offs[2] - t, offs[3] - t, offs[4] - t
+                    o5, o6, o7, o8 = offs[5] - t, offs[6] - t, offs[7] - t, offs[8] - t
+                    w_0, w_1, w_2, w_3, w_4 = wf[wk], wf[wk + u(1)], wf[wk + u(2)], wf[wk + u(3)], wf[wk + u(4)]
+                    w_5, w_6, w_7, w_8 = wf[wk + u(5)], wf[wk + u(6)], wf[wk + u(7)], wf[wk + u(8)]
+                    for i in range(length):
+                        s = t + i
+                        v = ((zero + w_0 * xp[s]) + w_1 * xp[s + o1]) + w_2 * xp[s + o2]
+                        v = ((v + w_3 * xp[s + o3]) + w_4 * xp[s + o4]) + w_5 * xp[s + o5]
+                        acc[i] = ((v + w_6 * xp[s + o6]) + w_7 * xp[s + o7]) + w_8 * xp[s + o8]
+                    taps_done = taps
+                else:
+                    taps_done = 0
+                    for i in range(length):
+                        acc[i] = zero
+                for tap in range(taps_done, taps, kw_n):     # a kernel row: its taps 5, 3 or 1 a pass, in order
                     kw = 0
                     while kw < kw_n:
                         t, wk = offs[tap + kw], u(m * taps + tap + kw)

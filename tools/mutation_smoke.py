@@ -814,7 +814,7 @@ MUTANTS = (
            "            if False:",
            ("tests/engine/test_first_run_bodies.py",)),
     Mutant("cold-first-run-specialized", "onnxkit/runtime/plans.py",
-           "specialize=not cold.deferred)",
+           "specialize=VARYING_ONLY if cold.deferred else True)",
            "specialize=True)",
            ("tests/engine/test_first_run_bodies.py",)),
     Mutant("tiered-ignores-cost", "onnxkit/runtime/bodies.py",

@@ -498,7 +498,7 @@ class PlanSet:
         setup = self._setup  # the record counts the runs until the setup starts, the setup's patience after
         start = time.perf_counter()
         try:
-            with planning_cold(cold):  # specialized for a class with a varying extent (see _serve)
+            with planning_cold(cold):
                 return self._serve(tier, values, runner, sig, specialize=VARYING_ONLY if cold.deferred else True)
         finally:
             if setup is None:

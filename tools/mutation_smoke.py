@@ -1361,6 +1361,13 @@ MUTANTS = (
            "                y[r, j] = (x[r, j] - mu) * inv * scale[j] + b[j]",
            "                y[r, j] = (x[r, j] - mu) * inv * scale[j]",
            ("plugins/cpu_backend/tests/test_compiled_norm_act.py", "-k", "layer_norm")),
+    Mutant("attention-batched-scores-in-the-inputs-layout", "plugins/cpu_backend/onnxkit_cpu/overrides/attention.py",
+           "        s = np.empty((nb, nh, nq, nk), q.dtype)     # C-contiguous whatever the inputs' layout: rows below\n"
+           "        np.matmul(np.multiply(q, q.dtype.type(scale)), k.transpose(0, 1, 3, 2), out=s)\n"
+           "        if mask is not None:\n            s += mask\n        p = np.empty(s.shape, s.dtype)",
+           "        s = np.matmul(np.multiply(q, q.dtype.type(scale)), k.transpose(0, 1, 3, 2))\n"
+           "        if mask is not None:\n            s += mask\n        p = np.empty_like(s)",
+           ("plugins/cpu_backend/tests/test_compiled_attention.py",)),
     Mutant("mlas-logistic-multiply-adds-rounded-twice", "plugins/cpu_backend/onnxkit_cpu/compiled/activation.py",
            "p = _fma(_fma(_fma(_fma(v2, _LG_P0, _LG_P1), v2, _LG_P2), v2, _LG_P3), v2, _LG_P4)",
            "p = (((v2 * _LG_P0 + _LG_P1) * v2 + _LG_P2) * v2 + _LG_P3) * v2 + _LG_P4",

@@ -164,6 +164,17 @@ def test_non_contiguous_inputs(spy):
     assert spy["calls"] == 1 and close(got, reference(q, k, v, mask))
 
 
+def test_fortran_ordered_inputs(spy):
+    """Inputs of any memory layout (numpy then keeps it through its products): the result is the
+    same as on C-contiguous copies, and the reference's."""
+    q, k, v = qkv(2, 2, 33, 8, kv=65)
+    mask = np.where(RNG.random((2, 1, 33, 65)) < 0.3, -np.inf, 0.0).astype(np.float32)
+    qf, kf, vf, mf = (np.asfortranarray(a) for a in (q, k, v, mask))
+    got = run(qf, kf, vf, mf)
+    assert spy["calls"] == 1
+    assert close(got, reference(q, k, v, mask)) and np.array_equal(got, run(q, k, v, mask))
+
+
 def test_guard_zeros_nan_rows_like_the_unfused_pattern(spy):
     q, k, v = qkv(3, 2, 9, 32)
     mask = padding_mask(3, 9)

@@ -118,10 +118,12 @@ def _batched(q, k, v, mask, scale, guard, rows):
     gives NaN), split across the run's intra-op threads; with ``guard`` such rows are zeros."""
     nk = k.shape[2]
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        s = np.matmul(np.multiply(q, q.dtype.type(scale)), k.transpose(0, 1, 3, 2))
+        nb, nh, nq = q.shape[:3]
+        s = np.empty((nb, nh, nq, nk), q.dtype)     # C-contiguous whatever the inputs' layout: rows below
+        np.matmul(np.multiply(q, q.dtype.type(scale)), k.transpose(0, 1, 3, 2), out=s)
         if mask is not None:
             s += mask
-        p = np.empty_like(s)    # not in place: the loop's vector path needs distinct arrays
+        p = np.empty(s.shape, s.dtype)  # not in place: the loop's vector path needs distinct arrays
         xs, ps = s.reshape(-1, nk), p.reshape(-1, nk)
 
         def block(lo, hi):      # score rows split across the run's intra-op threads (each alike)

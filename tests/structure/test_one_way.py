@@ -481,7 +481,7 @@ RESTATING_ALLOWED = Counter()
 #: axis...) or optional without a default (Split-1's axis, TfIdfVectorizer's gram lengths,
 #: com.microsoft's many; Momentum's are required, and checked first)
 NEEDED_NO_ATTRIBUTE = 53
-NEEDED_NO_DEFAULT = 24
+NEEDED_NO_DEFAULT = 25
 
 
 @pytest.fixture(scope="module")

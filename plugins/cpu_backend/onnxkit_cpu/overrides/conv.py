@@ -16,7 +16,8 @@ object is the plan's own default for it (``ctx.default``; both read once, by the
 place), made again each call otherwise.
 
 The products are the portable kernel's (:func:`~onnxkit_default_domain.kernels.conv.conv_nd`:
-``(M, C*K) @ (C*K, L)``, grouped ``(G, Mg, Cg*K) @ (N, G, Cg*K, L)``, 1x1 a plain product).
+``(M, C*K) @ (C*K, L)``, grouped ``(G, Mg, Cg*K) @ (N, G, Cg*K, L)``, 1x1 a plain product, of few
+channels over many positions in blocks of columns: :func:`.conv_blocks.pointwise_columns`).
 Where every stride is 1 (two spatial axes or more) and the product is small (:data:`FLAT_MACS`)
 the columns are rows of the flattened padded image (:class:`~.conv_depthwise.PaddedWindows`:
 long copy runs) and the product has a few junk columns more, so
@@ -88,7 +89,8 @@ from onnxkit_default_domain.api import input_type_checker, quiet
 from ..compiled import conv as loops, winograd as winograd_loops
 from ._plans import NOT_HELD, Held
 from .half import Halves, Wide, is_half, narrow, widen
-from .conv_blocks import CACHE_BYTES, RowBlocks, block_rows, cache_block_rows, split_columns, split_depthwise
+from .conv_blocks import (CACHE_BYTES, RowBlocks, block_rows, cache_block_rows, pointwise_columns, split_columns,
+                          split_depthwise, takes_pointwise_columns)
 from .conv_epilogue import NO_BIAS, epilogue, operand, swish
 from .conv_winograd import Winograd
 from .conv_depthwise import Depthwise, PaddedWindows, Scratch, Shared, pad_layout, split_copy, window_view
@@ -333,6 +335,7 @@ class Prepared:
                 slice(0, (o - 1) * s + 1, s) for o, s in zip(plan.out_shape, plan.strides))
             self.x_shape = ((c, length) if n == 1 else (n, c, length)) if group == 1 else (n, group, cg, length)
             self.w_shape = (m, c) if group == 1 else (group, mg, cg)
+            self.pw_blocks = takes_pointwise_columns(group, c, length, self.sub is not None)
             return
         depthwise = cg == 1 and group > 1
         compiled = fn is not None and nd <= 2 and ct == out_dtype and ct in _COMPILED
@@ -453,8 +456,8 @@ class Prepared:
 
     def _pointwise(self, x, wg):
         """The 1x1 product ``W @ X`` (a fresh array in the product's shape, no B)."""
-        xs = x if self.sub is None else x[self.sub]
-        return np.matmul(wg, xs.astype(self.ct, copy=False).reshape(self.x_shape))
+        xs = (x if self.sub is None else x[self.sub]).astype(self.ct, copy=False).reshape(self.x_shape)
+        return pointwise_columns(wg, xs) if self.pw_blocks else np.matmul(wg, xs)
 
     def fused(self, x, w, b, r, side, relu):
         """The convolution with an epilogue (:mod:`.conv_epilogue`) applied by one compiled pass

@@ -17,6 +17,12 @@ Each output is the same dot product as in the one-block product (the same ``K`` 
 B as its last column); BLAS may sum it in another order for another number of columns (blocks
 of a few columns: up to 2e-5 of the outputs' magnitude seen; vgg19's 224 x 224 layers, 8 MiB
 blocks: bit-identical), so results agree to float rounding (Clause 11).
+
+A 1x1 product of few input channels over many positions (:func:`pointwise_columns`) is made in
+blocks of output columns too: there the whole product's ``(M, L)`` result streams through
+memory while its few ``K`` terms cost little, and OpenBLAS's product of a block of columns
+whose result stays in cache runs faster (one intra-op thread only: with several, BLAS splits
+the whole product across them).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import threading
 
 import numpy as np
 
-from onnxkit.plugin import parallel_for
+from onnxkit.plugin import blocks, parallel_for
 
 from ..compiled import conv as loops
 from .conv_depthwise import SHARED_BYTES, Scratch, Shared
@@ -34,6 +40,37 @@ from .conv_depthwise import SHARED_BYTES, Scratch, Shared
 #: output (columns) elements of the compiled loop worth a block of images or channels on an
 #: intra-op thread of its own (:func:`onnxkit.runtime.threads.parallel_for`)
 PLANE_WORK = 16384
+
+#: a 1x1 product takes :func:`pointwise_columns` where its input channels are at most this many ..
+POINTWISE_K = 32
+
+#: .. and its output positions at least this many (per image)
+POINTWISE_L = 2048
+
+#: .. in blocks of this many output positions (columns)
+POINTWISE_COLUMNS = 256
+
+
+def takes_pointwise_columns(group: int, c: int, length: int, strided: bool) -> bool:
+    """Whether a 1x1 product (``group`` groups, ``c`` input channels, ``length`` output positions
+    an image, ``strided``: a subsampled X) is made by :func:`pointwise_columns`: one group, no
+    stride, ``c <= POINTWISE_K`` and ``length >= POINTWISE_L``."""
+    return group == 1 and not strided and c <= POINTWISE_K and length >= POINTWISE_L
+
+
+def pointwise_columns(wg, xs):
+    """``wg @ xs`` (``(M, C)`` by ``(C, L)`` or ``(N, C, L)``, float, ``xs`` C-contiguous) as a fresh
+    C-contiguous result, one ``np.matmul`` per block of :data:`POINTWISE_COLUMNS` columns written
+    into its columns of the result, where the run has one intra-op thread; else one product.
+    Each output is the same ``C``-term dot product as the whole product's (BLAS sums its terms
+    in one order whatever the number of columns: the same bits seen on every shape tried)."""
+    if blocks(2) > 1 or not xs.flags.c_contiguous:
+        return np.matmul(wg, xs)
+    length, width = xs.shape[-1], POINTWISE_COLUMNS
+    out = np.empty(xs.shape[:-2] + (wg.shape[0], length), dtype=np.result_type(wg, xs))
+    for lo in range(0, length, width):
+        np.matmul(wg, xs[..., lo:lo + width], out=out[..., lo:lo + width])
+    return out
 
 
 def split_columns(fn, args, ct, x4, w4, b1, o4, cols, xp, acc, has_bias) -> None:

@@ -7,6 +7,9 @@
   side of both bounds (channels 32 / 33, positions 2048 / 2047), a last block shorter than the
   rest, a batch, float64, a stride (not taken), a Relu / Add epilogue (the fused kernel's path).
 * One, two and three intra-op threads give the same bits (several threads: one product, BLAS's).
+* The compiled path's products of at most 32 column rows over at least 2048 columns (3-channel
+  stems, ``product_columns``), in one product and in row blocks: the same bits as one product
+  per block (``POINTWISE_K`` set to 0), near misses (2025 columns, 37 rows), 1/2/3 threads.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper  # noqa: E402
 
 from onnxkit.runtime import InferenceSession, SessionOptions  # noqa: E402
+from onnxkit_cpu import compiled  # noqa: E402
 from onnxkit_cpu.overrides import conv as conv_override  # noqa: E402
 from onnxkit_cpu.overrides import conv_blocks  # noqa: E402
 
@@ -121,3 +125,55 @@ def test_one_two_three_intra_op_threads_give_the_same_bits(x_shape, m, counted):
     for threads in (2, 3):
         np.testing.assert_array_equal(run(data, {"x": x}, threads), one)
     np.testing.assert_array_equal(one, whole(x, w, b))
+
+
+# -- the compiled path's products of few rows (product_columns): stems of three channels --------
+
+
+@pytest.fixture
+def blocked(monkeypatch):
+    """Whether each call of ``product_columns`` (the Planes product and the row blocks') made blocks."""
+    made = []
+    real = conv_blocks.product_columns
+
+    def spy(wb, mat, out):
+        made.append(real(wb, mat, out))
+        return made[-1]
+    monkeypatch.setattr(conv_override, "product_columns", spy)
+    monkeypatch.setattr(conv_blocks, "product_columns", spy)
+    return made
+
+
+STEMS = [   # (x shape, w shape, strides, pads, blocks made per call)
+    ((1, 3, 256, 256), (16, 3, 3, 3), (2, 2), (1, 1, 1, 1), [True, True]),     # row blocks: 28 rows
+    ((1, 3, 128, 128), (16, 3, 3, 3), (2, 2), (1, 1, 1, 1), [True]),           # one product, 4096 columns
+    ((1, 3, 92, 92), (8, 3, 3, 3), (2, 2), (1, 1, 1, 1), [True]),              # 2116 columns
+    ((1, 3, 90, 90), (8, 3, 3, 3), (2, 2), (1, 1, 1, 1), [False]),             # 2025 columns
+    ((1, 4, 128, 128), (8, 4, 3, 3), (2, 2), (1, 1, 1, 1), [False]),           # 37 rows
+    ((1, 2, 70, 77), (5, 2, 3, 5), (1, 1), (1, 2, 0, 1), [True]),              # 31 rows, a short last block
+]
+
+
+@pytest.mark.skipif(not compiled.enabled(), reason="compiled loops off")
+@pytest.mark.usefixtures("warm_bodies")
+@pytest.mark.parametrize("x_shape,w_shape,strides,pads,made", STEMS)
+def test_compiled_products_of_few_rows_in_column_blocks(x_shape, w_shape, strides, pads, made, blocked,
+                                                        monkeypatch):
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    w, b = RNG.standard_normal(w_shape).astype(np.float32), RNG.standard_normal(w_shape[0]).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=list(strides), pads=list(pads))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], initializer=inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    data = m.SerializeToString()
+    got = run(data, {"x": x})
+    assert blocked == made
+    monkeypatch.setattr(conv_blocks, "POINTWISE_K", 0)       # the same path, one product a block
+    np.testing.assert_array_equal(got, run(data, {"x": x}))
+    assert blocked[len(made):] == [False] * len(made)
+    for threads in (2, 3):
+        np.testing.assert_array_equal(run(data, {"x": x}, threads), got)
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * max(1.0, float(np.abs(want).max())))

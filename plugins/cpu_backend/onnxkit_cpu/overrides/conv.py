@@ -42,7 +42,8 @@ narrow float), one or two spatial axes, and
 * every *depthwise* convolution (any kernel, strides, dilations, pads, channel multiplier):
   the loop computes it (faster than the numpy body);
 * a grouped or plain product on *two* spatial axes with more than one output row: the loop
-  fills the columns (B as a ones row), one ``np.matmul`` writes Y (faster on the corpus'
+  fills the columns (B as a ones row), one ``np.matmul`` writes Y (of few rows over many
+  columns: in blocks of columns, :func:`.conv_blocks.product_columns`; faster on the corpus'
   small convolutions and on stride-2 stems; with a single output row (or one spatial axis:
   silero's conv1d) the columns are so short that the loop's per-channel cost is no less than
   numpy's, so those keep the numpy body).
@@ -89,8 +90,8 @@ from onnxkit_default_domain.api import input_type_checker, quiet
 from ..compiled import conv as loops, winograd as winograd_loops
 from ._plans import NOT_HELD, Held
 from .half import Halves, Wide, is_half, narrow, widen
-from .conv_blocks import (CACHE_BYTES, RowBlocks, block_rows, cache_block_rows, pointwise_columns, split_columns,
-                          split_depthwise, takes_pointwise_columns)
+from .conv_blocks import (CACHE_BYTES, RowBlocks, block_rows, cache_block_rows, pointwise_columns, product_columns,
+                          split_columns, split_depthwise, takes_pointwise_columns)
 from .conv_epilogue import NO_BIAS, epilogue, operand, swish
 from .conv_winograd import Winograd
 from .conv_depthwise import Depthwise, PaddedWindows, Scratch, Shared, pad_layout, split_copy, window_view
@@ -274,7 +275,7 @@ class Planes:
         x4, o4 = (x.reshape(self.x4), out.reshape(self.o4)) if self.reshape else (x, out)
         self._columns(x4, w4, b1, o4, cols, xp, acc, b is not None)
         if mat is not None:
-            np.matmul(wb, mat, out=out.reshape(self.omat))
+            product_columns(wb, mat, out.reshape(self.omat))
         return out
 
     def _columns(self, x4, w4, b1, o4, cols, xp, acc, has_bias):

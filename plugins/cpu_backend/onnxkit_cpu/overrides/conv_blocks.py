@@ -73,6 +73,22 @@ def pointwise_columns(wg, xs):
     return out
 
 
+def product_columns(wb, mat, out) -> bool:
+    """``np.matmul(wb, mat, out=out)`` of the compiled path's columns (``mat``: ``(rows,
+    length)`` and more dimensions for a batch or groups, ``out`` the product's part of Y), made
+    as :func:`pointwise_columns` makes its blocks where ``mat`` is two-dimensional (one image,
+    one group) with at most :data:`POINTWISE_K` rows (B's ones row included: a 3-channel 3x3
+    stem's 28) and at least :data:`POINTWISE_L` columns, and the run has one intra-op thread.
+    The same dot products (the same bits as one product, as there).  Returns whether it made blocks."""
+    length, width = mat.shape[-1], POINTWISE_COLUMNS
+    if mat.ndim != 2 or mat.shape[0] > POINTWISE_K or length < POINTWISE_L or blocks(2) > 1:
+        np.matmul(wb, mat, out=out)
+        return False
+    for lo in range(0, length, width):
+        np.matmul(wb, mat[:, lo:lo + width], out=out[:, lo:lo + width])
+    return True
+
+
 def split_columns(fn, args, ct, x4, w4, b1, o4, cols, xp, acc, has_bias) -> None:
     """The loop ``fn`` (:func:`onnxkit_cpu.compiled.conv.planes`, its trailing ``args``) filling
     the columns ``cols`` of ``x4``: for one image of one group split across the run's intra-op
@@ -197,4 +213,4 @@ class RowBlocks:
         for g, args, shape_only, columns, part in self.blocks:
             cols, mat = columns.get()
             fn(x, w4, b1, shape_only, cols, planes[g], acc, *args, has_bias)
-            np.matmul(wb, mat, out=y[part])
+            product_columns(wb, mat, y[part])

@@ -10,8 +10,9 @@ A session's runs are served by one of these plans, chosen per run by one key:
   also an input as a constant; a run that feeds one runs the model as given (the *plain* plan,
   made on first need);
 * the *shape class* of the feeds (:class:`~onnxkit.runtime.optimizer.specialize.ShapeClasses`):
-  the specializer's plan of that class, where the ``specialize`` pass is on; the cold plan is not
-  specialized while a warm plan will replace it.
+  the specializer's plan of that class, where the ``specialize`` pass is on; while a warm plan
+  will replace the cold plan, the cold plan specializes only a class with a varying extent and a
+  signature it has run :data:`COLD_SPECIALIZE_AFTER` times.
 
 Inside a plan, :class:`~onnxkit.runtime.plan.GraphPlan` itself picks its folded-defaults variant
 while no default is fed.  :class:`PlanSet` owns the plans, the specializer and the identities of
@@ -68,9 +69,15 @@ from .plan import Planner, kept_value_ids
 from .threads import _blas_controllers
 
 
-#: ``PlanSet._serve``'s ``specialize`` for a cold plan a warm one will replace: only a shape
-#: class with a varying extent is specialized
+#: ``PlanSet._serve``'s ``specialize`` for a cold plan a warm one will replace: a shape class
+#: with a varying extent is specialized, and a fixed signature once it has been run
+#: :data:`COLD_SPECIALIZE_AFTER` times on that plan
 VARYING_ONLY = "varying"
+#: how many runs of one fixed signature the cold plan serves unspecialized (a tool running a
+#: model a few times does not pay for specializing it; a stream of one chunk shape does, once)
+COLD_SPECIALIZE_AFTER = 64
+#: how many fixed signatures a cold tier counts before it forgets the counts (a bound on memory)
+COLD_COUNTED = 64
 #: ``$ONNXKIT_WARM_SETUP``'s values: ``process`` (the default: a child process compiles, the
 #: background thread loads) or ``thread`` (the background thread compiles).
 WARM_SETUPS = ("process", "thread")
@@ -139,10 +146,24 @@ class _Tier:
     is the cold plan, else None.  A run reads the session's tier once (one attribute), so it
     never mixes the plans of two tiers."""
 
-    __slots__ = ("plan", "plain", "specializer", "cold")
+    __slots__ = ("plan", "plain", "specializer", "cold", "runs_of")
 
     def __init__(self, plan, specializer, cold):
         self.plan, self.plain, self.specializer, self.cold = plan, None, specializer, cold
+        self.runs_of: dict = {}  # a cold tier's runs per fixed signature (:meth:`PlanSet._serve`)
+
+    def often_run(self, sig: tuple) -> bool:
+        """Count a run of the fixed signature ``sig`` on this tier; True from its
+        :data:`COLD_SPECIALIZE_AFTER`-th run on (the counts are forgotten past
+        :data:`COLD_COUNTED` signatures; a race between two threads may lose a count)."""
+        runs = self.runs_of
+        n = runs.get(sig, 0) + 1
+        if n >= COLD_SPECIALIZE_AFTER:
+            return True
+        if n == 1 and len(runs) >= COLD_COUNTED:
+            runs.clear()
+        runs[sig] = n
+        return False
 
 
 class _Setup:
@@ -511,14 +532,16 @@ class PlanSet:
         ``specialize`` is True, or is :data:`VARYING_ONLY` and the class has a varying extent (a
         cold plan a warm one will replace: its first signatures run unspecialized, each would be
         planned for a few runs, but a stream whose extents keep changing, a decoder's past, is
-        served by one plan of its class over the many runs before the warm plan takes over)."""
+        served by one plan of its class over the many runs before the warm plan takes over, and
+        a fixed signature run :data:`COLD_SPECIALIZE_AFTER` times, a stream of one chunk shape,
+        by its own)."""
         plan = self._plain_for(tier, values) if self.consumed else tier.plan
         spec = tier.specializer if specialize else None
         recording = False
         if spec is not None and plan is tier.plan:
             if sig is None:
                 sig = signature(values)
-            if sig is not None and (specialize is not VARYING_ONLY or spec.varies(sig)):
+            if sig is not None and (specialize is not VARYING_ONLY or spec.varies(sig) or tier.often_run(sig)):
                 plan, recording = spec.plan_for(sig)
         outs = runner(plan, values)
         if recording:

@@ -235,3 +235,24 @@ def test_the_warm_plan_starts_from_the_shape_classes_the_cold_one_saw(monkeypatc
         for g, w in zip(sess.run(None, feeds), theirs.run(None, feeds)):
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
     assert warm.planned - before <= 1
+
+
+def test_a_cold_plan_specializes_a_fixed_signature_after_many_runs(monkeypatch, fresh_process_patch):
+    """A stream of one chunk shape on the cold plan: unspecialized for its first
+    COLD_SPECIALIZE_AFTER - 1 runs, then served by its own specialized plan, with the same results."""
+    from onnxkit.runtime.plans import COLD_SPECIALIZE_AFTER
+
+    sess, theirs = _cold_session(monkeypatch, fresh_process_patch)
+    spec = sess._plans.specializer
+    rng = np.random.default_rng(7)
+    feeds = _feeds(rng, 3, 1, 1)
+    want = theirs.run(None, feeds)
+    planned = []
+    for _ in range(COLD_SPECIALIZE_AFTER + 2):
+        for g, w in zip(sess.run(None, feeds), want):
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+        planned.append(spec.planned)
+    assert sess._cold is not None  # still the cold plan
+    assert not spec.classes.varying
+    assert planned[COLD_SPECIALIZE_AFTER - 2] == 0  # the first runs: not specialized
+    assert planned[-1] == planned[COLD_SPECIALIZE_AFTER] == 1  # then one plan for that signature, made once

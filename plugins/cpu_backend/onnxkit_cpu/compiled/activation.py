@@ -32,8 +32,8 @@ Precision:
   n 2^-53 relative (7e-13 for a row of 6625), far inside Clause 11's tolerances; no other
   fast-math flag (NaN and inf keep their IEEE behaviour).
 
-**The float32 loops** ('softmax32', 'gelu_erf32', 'gelu_tanh32', 'exp32') compute the softmax
-family and Gelu of float32 X in float32 arithmetic (16 lanes a vector where the processor has
+**The float32 loops** ('softmax32', 'gelu_erf32', 'gelu_tanh32', 'erf32', 'exp32') compute the
+softmax family, Gelu and Erf of float32 X in float32 arithmetic (16 lanes a vector where the processor has
 AVX-512, where the float64 loops have 8).  Compile options add
 ``fastmath={"contract"}`` (a product and a sum may become one fused multiply-add, rounded once:
 as accurate or more) and, for the softmax sums only, ``"reassoc"`` (:func:`_exp_sum_py`,
@@ -69,6 +69,13 @@ tests check these bounds):
   x^3)`` in float32: ``u``'s roundings are amplified by ``2|u|`` in the tail: within ``6 + 6|u|``
   ulp where the result is above 1e-30 in magnitude (below, exp(-2u) overflows: -0); -inf gives
   NaN as the definition's ``-inf * 0``, +inf gives +inf.
+* Erf (:func:`_erf32`): the portable erf's rational ``x P(t) / Q(t)``, ``t = min(x^2, cap)``
+  (overrides/elementwise_math.py's numpy body, there as a matrix product of the powers of t),
+  by Horner's rule in float32, clipped to [-1, 1]: within 4e-7 relative of erf where the result
+  is normal (the fit's error; up to 7 ulp near ±1), within 1 ulp where it is subnormal (a
+  subnormal x gives its subnormal result, not 0); ±0 keeps its
+  sign, ±inf gives ±1, NaN gives NaN.  It shares no erf with 'gelu_erf32', which needs
+  ``erfc`` of |x| without cancellation (Gelu's negative tail), not erf.
 """
 
 from __future__ import annotations
@@ -428,6 +435,27 @@ def _gelu_tanh32(x, y):
         y[i] = v / (_ONE_F + _exp32(_TANH_C * (v + _CUBIC * (v * v * v))))
 
 
+def _erf32(x, y, pq, cap):
+    """Erf of float32 1-D ``x`` (module docstring): ``pq`` float32 (2, 6) rows of the portable
+    erf's P and Q in ``t = x^2``, lowest power first (overrides/elementwise_math.py ``_ERF32_PQ``),
+    ``cap`` the float32 cap of ``t``."""
+    p0, p1, p2, p3, p4, p5 = pq[0, 0], pq[0, 1], pq[0, 2], pq[0, 3], pq[0, 4], pq[0, 5]
+    q0, q1, q2, q3, q4, q5 = pq[1, 0], pq[1, 1], pq[1, 2], pq[1, 3], pq[1, 4], pq[1, 5]
+    for i in range(x.shape[0]):
+        v = x[i]
+        t = v * v
+        if t > cap:                             # NaN passes
+            t = cap
+        p = ((((p5 * t + p4) * t + p3) * t + p2) * t + p1) * t + p0
+        q = ((((q5 * t + q4) * t + q3) * t + q2) * t + q1) * t + q0
+        r = (v * p) / q
+        if r > _ONE_F:                          # |x| beyond the cap, inf; NaN passes both
+            r = _ONE_F
+        if r < -_ONE_F:
+            r = -_ONE_F
+        y[i] = r
+
+
 def _exp32_loop(x, y):
     """``y = exp(x)`` by :func:`_exp32_py` (float32 1-D; the tests' handle on it)."""
     for i in range(x.shape[0]):
@@ -442,6 +470,7 @@ _EXP_SUM64_32 = kernel(_exp_sum64_py, fastmath={"contract", "reassoc"})
 _LOOPS32 = {"softmax32": kernel(_softmax32_rows, fastmath={"contract"}),
           "gelu_erf32": kernel(_gelu_erf32, fastmath={"contract"}),
           "gelu_tanh32": kernel(_gelu_tanh32, fastmath={"contract"}),
+          "erf32": kernel(_erf32, fastmath={"contract"}),
           "exp32": kernel(_exp32_loop, fastmath={"contract"})}
 
 
@@ -476,7 +505,7 @@ def bind_helpers():
 def loop(name: str):
     """The compiled loop ``name`` ('sigmoid', 'gelu_tanh', 'gelu64', 'softmax',
     'hard_sigmoid', 'mlas_logistic', 'mlas_tanh' or 'exp'; the float32 loops 'softmax32',
-    'gelu_erf32', 'gelu_tanh32' or 'exp32'), or None where compiled loops are off
+    'gelu_erf32', 'gelu_tanh32', 'erf32' or 'exp32'), or None where compiled loops are off
     (:mod:`onnxkit_cpu.compiled`)."""
     if name in _LOOPS32:
         return _LOOPS32[name].get() if _bind32() else None

@@ -16,6 +16,12 @@ capped at 16 (|x| = 4, where erf rounds to 1 in float32) and the quotient clippe
 (beyond 4, ``|x| * P(16) / Q(16)`` exceeds 1).  NaN gives NaN; the warnings of inf * inf are off.
 The powers array is per thread and kept between calls of one small size (its row of ones
 written once); the result is always a new array.
+
+Where compiled loops are on at planning (:mod:`onnxkit_cpu.compiled`: not in a session's cold
+plan), float32 Erf (and float16 / bfloat16, widened to float32 and rounded once) is one compiled
+pass of the same rational by Horner's rule (:mod:`onnxkit_cpu.compiled.activation`'s 'erf32',
+which states its precision), its elements split across the run's intra-op threads; the numpy
+body above serves the cold plan and, with the float64 one, every other input.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ import threading
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable, arrays
+from onnxkit.plugin import KernelTable, arrays, parallel_for, splits_across_threads
+from onnxkit_cpu.compiled import activation as loops
 from onnxkit_cpu.overrides.elementwise import direct_factory
 from onnxkit_cpu.overrides.half import Halves, is_half, narrow, widen
 from onnxkit_default_domain.api import elementwise_math as portable
@@ -100,13 +107,44 @@ def erf(x) -> np.ndarray:
     return _erf32(flat.astype(np.float32, copy=False)).reshape(x.shape)
 
 
+#: elements of a compiled Erf block worth a thread of its own (as overrides/activation.py's
+#: ``ELEMENT_WORK``, which cannot be imported here: that module imports this one)
+ELEMENT_WORK = 32768
+
+
+def _compiled32(loop):
+    """Erf of a float32 array of any shape by the compiled ``loop`` (:mod:`onnxkit_cpu.compiled.
+    activation`'s 'erf32') into a new array, its elements split across the run's intra-op threads
+    (each element computed alike whatever the split)."""
+    def f(x):
+        xf = np.ascontiguousarray(x).reshape(-1)
+        y = np.empty(x.shape, _F32)
+        yf = y.reshape(-1)
+
+        def block(lo, hi):
+            loop(xf[lo:hi], yf[lo:hi], _ERF32_PQ, _ERF32_T_CAP)
+
+        parallel_for(block, xf.shape[0], grain=ELEMENT_WORK, name="erf.elements")
+        return y
+    return f
+
+
+splits_across_threads(("", "Erf"))
+
+
 @KERNELS.register("Erf", 9, 13)
 def erf_kernel(ctx):
+    """Erf: float32 (and float16 / bfloat16, widened) by the compiled loop where compiled loops are
+    on at planning, else (and for other types) by :func:`erf`."""
     halves = Halves.of(ctx)
+    loop = loops.loop("erf32")
+    erf32 = erf if loop is None else _compiled32(loop)
 
     def run(x):
+        if x.dtype is _F32:
+            return erf32(x)
         if is_half(x.dtype):    # float16 / bfloat16: the float32 erf, rounded once (.half's conversions)
-            return narrow(erf(widen(x, halves)), x.dtype, halves)
+            return narrow(erf32(widen(x, halves)), x.dtype, halves)
         r = erf(x)
         return r if r.dtype == x.dtype else r.astype(x.dtype)   # Erf-9 takes integers: truncated
     return run

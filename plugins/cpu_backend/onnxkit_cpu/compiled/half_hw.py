@@ -23,11 +23,13 @@ from onnxkit_cpu.compiled import kernel
 
 
 @intrinsic
-def _h2f(typingctx, bits):
-    """float32 of the float16 pattern ``bits`` (uint16): LLVM ``fpext half -> float``."""
+def _h2f_bits(typingctx, bits):
+    """The float32 pattern (zero-extended to uint64) of the float16 pattern ``bits`` (uint16):
+    LLVM ``fpext half -> float``, bitcast."""
     def codegen(context, builder, signature, args):
-        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
-    return types.float32(types.uint16), codegen
+        wide = builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+        return builder.zext(builder.bitcast(wide, ir.IntType(32)), ir.IntType(64))
+    return types.uint64(types.uint16), codegen
 
 
 @intrinsic
@@ -40,32 +42,36 @@ def _f2h(typingctx, value):
 
 @intrinsic
 def _f32_of_bits(typingctx, bits):
-    """The float32 whose pattern is ``bits`` (uint32)."""
+    """The float32 whose pattern is the low 32 bits of ``bits`` (uint64)."""
     def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-    return types.float32(types.uint32), codegen
+        return builder.bitcast(builder.trunc(args[0], ir.IntType(32)), ir.FloatType())
+    return types.float32(types.uint64), codegen
 
 
 def _widen16(h, table, out):
     """``out[i]`` (float32) = float16 ``h[i]`` (uint16 patterns); ``table`` unused (the table
-    loop's signature).  An exponent of all ones (inf, NaN) is rebuilt from the bits."""
+    loop's signature).  The hardware conversion of every lane, then the quiet bit the hardware
+    sets on a signalling NaN (exponent all ones, significand's high bit clear: the pattern
+    masked by 0x7e00 is 0x7c00) cleared, which gives numpy's pattern (the significand shifted);
+    an infinity has that bit clear already.  No branch: the loop vectorizes."""
     for i in range(h.shape[0]):
         x = h[i]
-        b = np.uint32(x)
-        special = _f32_of_bits(((b & np.uint32(0x8000)) << np.uint32(16)) | np.uint32(0x7f800000)
-                               | ((b & np.uint32(0x3ff)) << np.uint32(13)))
-        out[i] = special if (b & np.uint32(0x7c00)) == np.uint32(0x7c00) else _h2f(x)
+        quiet = np.uint64((x & np.uint16(0x7e00)) == np.uint16(0x7c00)) << np.uint64(22)
+        out[i] = _f32_of_bits(_h2f_bits(x) & ~quiet)
 
 
 def _narrow16(f, fv, out):
     """``out[i]`` (uint16 patterns of float16) = float32 ``fv[i]`` (``f`` its uint32 patterns)
-    rounded to nearest even; a NaN as numpy (module docstring)."""
+    rounded to nearest even; a NaN as numpy (module docstring): the hardware keeps a quiet NaN's
+    significand's 10 high bits as numpy does; a signalling NaN (quiet bit 0x400000 clear) gets
+    the quiet bit 0x200 set by the hardware, cleared here, and 0x7c01 where the 10 high bits are
+    all 0.  Selects only (the loop vectorizes)."""
     for i in range(f.shape[0]):
-        x = f[i]
-        a = x & np.uint32(0x7fffffff)
-        m = (a >> np.uint32(13)) & np.uint32(0x3ff)
-        nan = ((x >> np.uint32(16)) & np.uint32(0x8000)) | np.uint32(0x7c00) | m | np.uint32(m == np.uint32(0))
-        out[i] = np.uint16(nan) if a > np.uint32(0x7f800000) else _f2h(fv[i])
+        v = fv[i]
+        hw = _f2h(v)
+        signalling = (v != v) & ((f[i] & np.uint32(0x400000)) == np.uint32(0))
+        fixed = (hw & np.uint16(0xfdff)) | np.uint16((hw & np.uint16(0x1ff)) == np.uint16(0))
+        out[i] = fixed if signalling else hw
 
 
 widen16 = kernel(_widen16)

@@ -20,8 +20,10 @@ onnxkit refuses such a graph naming the node) and compared against onnxruntime's
 against onnxruntime 1.32 (CPU provider), one intra-op thread each (``OPENBLAS_NUM_THREADS=1``
 is set for onnxkit's BLAS before numpy loads) and, with ``--threads 0``, each library's default;
 two warm-up calls, then ``--repeat`` rounds of one call each, interleaved (the order
-alternating), median.  Prints both times, the ratio, and the largest absolute difference of the
-first output from onnxruntime's together with onnxruntime's largest magnitude.
+alternating), median.  Prints both wall times, the ratio, and the largest absolute difference of the
+first output from onnxruntime's together with onnxruntime's largest magnitude; one thread each,
+also both calls' thread CPU time (``time.thread_time``: each library computes in the calling
+thread then) and its ratio, the measure on a shared, loaded host.
 
 Run: ``python benchmarks/half.py [--repeat N] [-k NAME] [--threads 1|0]``.  Needs torch,
 transformers, onnx, onnxconverter-common, onnxruntime.
@@ -165,7 +167,8 @@ def bfloat16_of(f16_io32: Path) -> Path:
 
 def compare(path: Path, feed: dict, repeat: int, threads: int, float32: Path = None) -> tuple:
     """(onnxkit median s, onnxruntime median s, max |diff|, max |ort|, note) or a string saying
-    why not.  Where onnxruntime refuses ``path`` and ``float32`` is given, onnxruntime runs that
+    why not; wall time, the note giving the calling thread's CPU time too where one thread each
+    computes in the calling thread.  Where onnxruntime refuses ``path`` and ``float32`` is given, onnxruntime runs that
     float32 model instead (the note says so)."""
     import onnxruntime as ort
 
@@ -202,12 +205,16 @@ def compare(path: Path, feed: dict, repeat: int, threads: int, float32: Path = N
     for _ in range(2):
         peer.run(None, feed), kit.run(None, feed)
     times = {"ort": [], "kit": []}
+    cpu = {"ort": [], "kit": []}
     for i in range(repeat):
         for who in (("ort", "kit") if i % 2 == 0 else ("kit", "ort")):
             sess = peer if who == "ort" else kit
-            t = time.perf_counter()
+            c, t = time.thread_time(), time.perf_counter()
             sess.run(None, feed)
             times[who].append(time.perf_counter() - t)
+            cpu[who].append(time.thread_time() - c)
+    note = (f"  thread CPU {statistics.median(cpu['kit']) * 1e3:.2f} ms vs {statistics.median(cpu['ort']) * 1e3:.2f} ms"
+            f" (ratio {statistics.median(cpu['kit']) / statistics.median(cpu['ort']):.2f})" if threads == 1 else "") + note
     return statistics.median(times["kit"]), statistics.median(times["ort"]), diff, top, note
 
 

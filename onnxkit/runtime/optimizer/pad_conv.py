@@ -100,6 +100,13 @@ def _fold(view: GraphView, match) -> None:
         if name:
             for read in {name} | computed_constant(view, name)[1]:
                 view.read_constant(read)
+    fold_pads(view, pad, conv, begins, ends)
+
+
+def fold_pads(view: GraphView, pad, conv, begins, ends) -> None:
+    """Replace ``conv`` (a Conv-like node with ``pads`` / ``auto_pad`` NOTSET or VALID) by itself
+    reading ``pad``'s input with ``begins`` / ``ends`` (the spatial axes' pads, in order) added to
+    its own pads, and remove ``pad`` (the caller has checked the fold is exact)."""
     spatial = len(begins)
     own = [int(p) for p in (conv.attr("pads") or [0] * (2 * spatial))]
     pads = [own[i] + begins[i] for i in range(spatial)] + [own[spatial + i] + ends[i] for i in range(spatial)]

@@ -26,8 +26,8 @@ from typing import Optional
 
 import numpy as np
 
-from ... import ir
 from .computed import computed_constant
+from .pad_conv import fold_pads
 from .rules import Rule, Var, op, rules_pass
 from .view import GraphView
 
@@ -99,14 +99,7 @@ def _fold(view: GraphView, match) -> None:
     begins, ends, read = _parts(view, match)
     for name in read:
         view.read_constant(name)
-    spatial = len(begins)
-    own = [int(p) for p in (conv.attr("pads") or [0] * (2 * spatial))]
-    pads = [own[i] + begins[i] for i in range(spatial)] + [own[spatial + i] + ends[i] for i in range(spatial)]
-    attribute = [a for a in conv.attribute if a.name not in ("pads", "auto_pad")] + [ir.Attribute.make("pads", pads)]
-    from onnxkit import records
-
-    view.replace(conv, records.evolve(conv, input=[pad.input[0]] + list(conv.input[1:]), attribute=attribute))
-    view.remove(pad)
+    fold_pads(view, pad, conv, begins, ends)
 
 
 RULES = tuple(Rule(f"qpad-{t.lower()}", getattr(op, t)(op.Pad(Var("x"), bind="pad", variadic=True), variadic=True),

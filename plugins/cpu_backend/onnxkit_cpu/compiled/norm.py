@@ -69,77 +69,82 @@ from onnxkit_cpu.compiled import kernel
 _leaf = _pairwise = None
 
 
-def _leaf_sum(a, r, lo, n):
-    """numpy's pairwise sum of ``a[r, lo:lo + n]`` for ``1 <= n <= 128`` (its leaf): a plain sum
-    below 8 elements, else eight interleaved partial sums, combined ((0+1)+(2+3))+((4+5)+(6+7)),
-    then the remainder after the last multiple of 8 added in order."""
+def _leaf_sum(a, lo, n):
+    """numpy's pairwise-sum leaf over the 1-D ``a[lo:lo + n]``, ``1 <= n <= 128``: a plain sum
+    below 8 elements, else eight interleaved partial sums combined ((0+1)+(2+3))+((4+5)+(6+7)),
+    then the remainder after the last multiple of 8 added in order.  Unsigned indices: no
+    negative-index wraparound, so the eight partial sums become one vector register."""
+    b = a[lo:lo + n]
     if n < 8:
-        res = a[r, lo]
-        for i in range(lo + 1, lo + n):
-            res += a[r, i]
+        res = b[0]
+        for i in range(1, n):
+            res += b[i]
         return res
-    r0, r1, r2, r3 = a[r, lo], a[r, lo + 1], a[r, lo + 2], a[r, lo + 3]
-    r4, r5, r6, r7 = a[r, lo + 4], a[r, lo + 5], a[r, lo + 6], a[r, lo + 7]
-    end = lo + n - n % 8
-    for i in range(lo + 8, end, 8):
-        r0 += a[r, i]
-        r1 += a[r, i + 1]
-        r2 += a[r, i + 2]
-        r3 += a[r, i + 3]
-        r4 += a[r, i + 4]
-        r5 += a[r, i + 5]
-        r6 += a[r, i + 6]
-        r7 += a[r, i + 7]
+    one = np.uint64(1)
+    r0, r1, r2, r3 = b[0], b[1], b[2], b[3]
+    r4, r5, r6, r7 = b[4], b[5], b[6], b[7]
+    end = np.uint64(n - n % 8)
+    i = np.uint64(8)
+    while i < end:
+        r0 += b[i]
+        r1 += b[i + one]
+        r2 += b[i + np.uint64(2)]
+        r3 += b[i + np.uint64(3)]
+        r4 += b[i + np.uint64(4)]
+        r5 += b[i + np.uint64(5)]
+        r6 += b[i + np.uint64(6)]
+        r7 += b[i + np.uint64(7)]
+        i += np.uint64(8)
     res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    for i in range(end, lo + n):
-        res += a[r, i]
+    while i < np.uint64(n):
+        res += b[i]
+        i += one
     return res
 
 
-def _pairwise_sum_py(a, r, lo, n, starts, counts, sums):
-    """numpy's pairwise sum of ``a[r, lo:lo + n]``, ``n >= 1``: a leaf up to 128 elements, else
-    the sum of the two halves split at ``n // 2`` rounded down to a multiple of 8 — evaluated
-    with an explicit stack (tasks; a negative count marks "add the two latest sums") in the
-    caller's 128-entry work arrays ``starts``, ``counts`` (int64) and ``sums`` (a's type), made
-    once per call of the rows loop, not per row (allocations per row would be a large share of the
-    loop's time)."""
+def _pairwise_sum_py(a, n, stack, sums):
+    """numpy's pairwise sum of the 1-D ``a[:n]``, ``n >= 1`` (np.add.reduce's order over a
+    contiguous row): the leaf up to 128 elements, else the first half's sum plus the second's,
+    split at ``n // 2`` rounded down to a multiple of 8.  Evaluated without recursion over the
+    caller's work arrays, made once per call of its rows loop, not per row: ``stack`` (64, 2)
+    int64 of pending ``(start, count)`` tasks (a count of -1: add the two latest sums) and
+    ``sums`` (64,) of a's type (a depth of log2(n / 128) + 1 of each suffices)."""
     if n <= 128:
-        return _leaf(a, r, lo, n)
-    starts[0], counts[0] = lo, n
-    t, v = 1, 0
-    while t:
-        t -= 1
-        s, k = starts[t], counts[t]
+        return _leaf(a, 0, n)
+    stack[0, 0], stack[0, 1] = 0, n
+    top, v = 1, 0
+    while top:
+        top -= 1
+        lo, k = stack[top, 0], stack[top, 1]
         if k < 0:
             v -= 1
             sums[v - 1] = sums[v - 1] + sums[v]
         elif k <= 128:
-            sums[v] = _leaf(a, r, s, k)
+            sums[v] = _leaf(a, lo, k)
             v += 1
         else:
             h = k // 2
             h -= h % 8
-            counts[t] = -1
-            starts[t + 1], counts[t + 1] = s + h, k - h      # the second half, summed second
-            starts[t + 2], counts[t + 2] = s, h
-            t += 3
+            stack[top, 1] = -1
+            stack[top + 1, 0], stack[top + 1, 1] = lo + h, k - h      # popped second
+            stack[top + 2, 0], stack[top + 2, 1] = lo, h              # popped first
+            top += 3
     return sums[0]
 
 
 def _layer_norm_rows(x, scale, b, has_b, eps, y, stats):
     rows, n = x.shape
     mean, inv = stats[0], stats[1]
-    starts = np.empty(128, np.int64)       # the pairwise sums' work stack, shared by every row
-    counts = np.empty(128, np.int64)
-    sums = np.empty(128, x.dtype)
+    stack = np.empty((64, 2), np.int64)    # the pairwise sums' work arrays, shared by every row
+    sums = np.empty(64, x.dtype)
     for r in range(rows):
-        s = _leaf(x, r, 0, n) if n <= 128 else _pairwise(x, r, 0, n, starts, counts, sums)
+        s = _pairwise(x[r], n, stack, sums)
         mean[r] = (s + 0.0) / n                 # numpy's sum starts at +0: -0 + 0 = +0
         mu = mean[r]
         for j in range(n):
             d = x[r, j] - mu
             y[r, j] = d * d
-        inv[r] = (_leaf(y, r, 0, n) if n <= 128 else _pairwise(y, r, 0, n, starts, counts, sums)) / n
+        inv[r] = _pairwise(y[r], n, stack, sums) / n
         inv[r] = inv[r] + eps
         inv[r] = math.sqrt(inv[r])
         inv[r] = 1.0 / inv[r]
@@ -183,14 +188,23 @@ _PAIRWISE = kernel(_pairwise_sum_py)
 _ROWS = kernel(_layer_norm_rows)
 
 
-def layer_norm_loop():
-    """The compiled rows loop (module docstring), or None where compiled loops are off."""
+def pairwise_sum():
+    """The compiled :func:`_pairwise_sum_py` (numpy's pairwise sum of a 1-D row; the
+    normalization loops of this module and :mod:`onnxkit_cpu.compiled.group_norm` call it), its
+    leaf bound before it compiles; None where compiled loops are off."""
     global _leaf, _pairwise
     leaf = _LEAF.get()
     if leaf is None:
         return None
     _leaf = leaf
     _pairwise = _PAIRWISE.get()
+    return _pairwise
+
+
+def layer_norm_loop():
+    """The compiled rows loop (module docstring), or None where compiled loops are off."""
+    if pairwise_sum() is None:
+        return None
     return _ROWS.get()
 
 

@@ -42,7 +42,8 @@ from .rules import Rule, Var, op, rules_pass
 from .view import GraphView
 
 
-def _text(value) -> str:
+def text(value) -> str:
+    """A string attribute's value as ``str`` (bytes decoded)."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -76,16 +77,25 @@ def _spatial_pads(view: GraphView, match) -> Optional[tuple]:
     """``(begins, ends)`` the Pad adds on the spatial axes where the fold holds (module
     docstring), else None."""
     pad, conv = match["pad"], match.root
-    if view.version("") < 2 or _text(pad.attr("mode", "constant")) != "constant" or len(pad.input) > 3 \
+    if view.version("") < 2 or text(pad.attr("mode", "constant")) != "constant" or len(pad.input) > 3 \
             or len(pad.output) != 1 or not _zero_value(view, pad):
         return None
+    return spatial_pads(view, pad, conv)
+
+
+def spatial_pads(view: GraphView, pad, conv) -> Optional[tuple]:
+    """``(begins, ends)``: the pads ``pad`` adds on the spatial axes, where they can join the pads
+    of ``conv`` (a Conv-like node reading its output): known non-negative constants of a rank of 3
+    or more, none on the batch and channel axes, ``conv`` with ``auto_pad`` NOTSET or VALID and
+    its own pads (if any) of the same spatial rank; else None.  The caller checks the Pad's mode
+    and value."""
     pads = _pad_amounts(view, pad)
     if pads is None or len(pads) % 2 or len(pads) < 6 or any(p < 0 for p in pads):
         return None
     rank = len(pads) // 2
     if pads[0] or pads[1] or pads[rank] or pads[rank + 1]:
         return None
-    if _text(conv.attr("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):   # VALID: no pads of its own
+    if text(conv.attr("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):   # VALID: no pads of its own
         return None
     own = conv.attr("pads")
     if own is not None and len(own) != 2 * (rank - 2):

@@ -27,24 +27,12 @@ from typing import Optional
 import numpy as np
 
 from .computed import computed_constant
-from .pad_conv import fold_pads
+from .pad_conv import fold_pads, spatial_pads, text
 from .rules import Rule, Var, op, rules_pass
 from .view import GraphView
 
 #: the X zero point's input of each convolution
 ZERO_POINT_INPUT = {"QLinearConv": 2, "ConvInteger": 2}
-
-
-def _text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _pad_amounts(view: GraphView, pad) -> Optional[list]:
-    """The Pad-11+ pads (its second input) as ints where they are known constants, else None."""
-    found = computed_constant(view, pad.input[1])
-    if found is None or found[0].dtype != np.int64 or found[0].ndim != 1:
-        return None
-    return [int(p) for p in found[0]]
 
 
 def _value(view: GraphView, name: str) -> Optional[tuple]:
@@ -58,7 +46,7 @@ def _value(view: GraphView, name: str) -> Optional[tuple]:
 def _parts(view: GraphView, match) -> Optional[tuple]:
     """``(begins, ends, constants read)`` where the fold holds (module docstring), else None."""
     pad, conv = match["pad"], match.root
-    if view.version("") < 11 or _text(pad.attr("mode", "constant")) != "constant" or len(pad.input) > 3 \
+    if view.version("") < 11 or text(pad.attr("mode", "constant")) != "constant" or len(pad.input) > 3 \
             or len(pad.output) != 1 or len(pad.input) < 2 or not pad.input[1]:
         return None
     zp_input = ZERO_POINT_INPUT[conv.op_type]
@@ -76,22 +64,14 @@ def _parts(view: GraphView, match) -> Optional[tuple]:
             return None
     elif int(zp[0] if zp is not None else 0) != int(value[0] if value is not None else 0):
         return None
-    pads = _pad_amounts(view, pad)
-    if pads is None or len(pads) % 2 or len(pads) < 6 or any(p < 0 for p in pads):
-        return None
-    rank = len(pads) // 2
-    if pads[0] or pads[1] or pads[rank] or pads[rank + 1]:
-        return None
-    if _text(conv.attr("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
-        return None
-    own = conv.attr("pads")
-    if own is not None and len(own) != 2 * (rank - 2):
+    spatial = spatial_pads(view, pad, conv)
+    if spatial is None:
         return None
     read = computed_constant(view, pad.input[1])[1] | {pad.input[1]}
     for found in (zp, value):
         if found is not None:
             read |= found[1]
-    return pads[2:rank], pads[rank + 2:], read
+    return spatial + (read,)
 
 
 def _fold(view: GraphView, match) -> None:

@@ -125,6 +125,9 @@ class Generator:
             if self.kind == BEAM else None
         share = bool(search["past_present_share_buffer"]) and self.beams == 1  # genai: one beam only
         self.state = DecoderState(model._session, s, self.batch, self.max_length, share, self.beams)
+        cold = getattr(model._session, "_cold", None)
+        if cold is not None:  # the first-run policy: about one run a token follows (its forecast, FirstRun.expect)
+            cold.expect(self.max_length)
         self.sequences = np.zeros((self.rows, self.max_length), np.int32)
         self.length = 0
         self.next_tokens = np.zeros(self.rows, np.int32)

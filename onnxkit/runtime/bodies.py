@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 from .kernel import bodies_of, traits_of
 
-__all__ = ["POLICIES", "FirstRun", "NodeBodies", "cold_record", "describe", "first_run", "first_run_policy",
-           "note_planned_body", "plan_bodies", "planned_bodies", "planning_cold", "prepare_noting", "session_bodies"]
+__all__ = ["DECODING_EVIDENCE", "DECODING_RUNS", "POLICIES", "FirstRun", "NodeBodies", "cold_record", "describe",
+           "first_run", "first_run_policy", "note_planned_body", "plan_bodies", "planned_bodies", "planning_cold", "prepare_noting", "session_bodies"]
 
 
 class NodeBodies(NamedTuple):
@@ -79,12 +79,16 @@ def session_bodies(session) -> list:
 # *cold* (:func:`first_run`), and a kernel that would take a body needing a slow one-time setup
 # (onnxkit-cpu's numba loops: import, target setup, cache loading) takes its
 # quick-to-start body instead and says so with :meth:`FirstRun.defer`, giving the setup's
-# estimated cost.  The session keeps running the cold plan until the time its runs have spent on
-# it reaches that estimate (:meth:`FirstRun.due`: a tool that runs a model two or three times per
-# process never pays a setup worth more than its runs; a long-running one pays it once, having
-# spent at most as much again); then the warm plan is set up, once, off the run path (a background
-# thread, and a child process for a compiler: :mod:`onnxkit.runtime.plans`; the runs meanwhile
-# stay on the cold plan and are no longer counted), and the first run to begin after it is ready
+# estimated cost (a compiler's cached code loads, code not in its cache is compiled: the
+# estimate says which).  The session keeps running the cold plan until the time its runs have
+# spent on it reaches that estimate (:meth:`FirstRun.due`: a tool that runs a model two or three
+# times per process never pays a setup worth more than its runs; a long-running one pays it once,
+# having spent at most as much again), the runs known to come counted as spent already (a
+# generator that states its length, :meth:`FirstRun.expect`; a decoding loop, seen in its feeds'
+# growing extents, :data:`DECODING_RUNS`: their forecast at the latest run's time); then the
+# warm plan is set up, once, off the run path (a background thread, and a child process for a
+# compiler where code is to be compiled: :mod:`onnxkit.runtime.plans`; the runs meanwhile stay
+# on the cold plan and are no longer counted), and the first run to begin after it is ready
 # switches (a plan boundary: a run in progress keeps the plan it started with) to the bodies it
 # would have taken warm.  A deferral that states no cost is planned warm before the second run,
 # in the run's thread, as is every deferral under ``second``.  Both bodies compute the same
@@ -101,13 +105,47 @@ import contextvars as _contextvars
 POLICIES = ("tiered", "second", "warm")
 
 
+#: How many more runs a session evidently decoding is expected to make (a generation's tokens):
+#: the forecast :meth:`FirstRun.due` adds to the runs' time spent.  A record is evidently decoding
+#: once :data:`DECODING_EVIDENCE` consecutive runs have each grown their feeds' extents by the same
+#: non-zero step over the run before (a decoder fed its presents back as pasts: the past, the
+#: attention mask grow by one position a token), with every other extent equal.
+DECODING_RUNS = 256
+DECODING_EVIDENCE = 3
+
+
+def _growth(before: tuple, after: tuple):
+    """The per-axis growth from the feed shapes ``before`` to ``after`` (a flat tuple), or None
+    where they do not compare (another count of feeds or ranks, a value without a shape, an
+    extent that shrank, nothing that grew)."""
+    if len(before) != len(after):
+        return None
+    step, grew = [], False
+    for a, b in zip(before, after):
+        if a is None or b is None:
+            if a is not b:
+                return None
+            continue
+        if len(a) != len(b):
+            return None
+        for x, y in zip(a, b):
+            if type(x) is not int or type(y) is not int or y < x:
+                return None
+            step.append(y - x)
+            grew = grew or y > x
+    return tuple(step) if grew else None
+
+
 class FirstRun:
     """The record of one cold plan: what its kernels deferred (``deferred``: descriptions), the
-    setup they estimated (:attr:`cost`, seconds) and the time runs have spent on the plan
-    (``spent``, seconds, summed over the runs of every thread until the warm plan's setup begins;
-    ``last``, the latest run's counted)."""
+    setup they estimated (:attr:`cost`, seconds; :attr:`compiles`: whether a deferral's code must
+    be compiled rather than loaded) and the time runs have spent on the plan (``spent``, seconds,
+    summed over the runs of every thread until the warm plan's setup begins; ``last``, the latest
+    run's counted), with what is known of the runs to come (:meth:`expect`, and a decoding loop
+    seen in the runs' feeds: :data:`DECODING_RUNS`)."""
 
-    __slots__ = ("deferred", "ran", "spent", "last", "tiered", "_costs", "_setups")
+    __slots__ = ("deferred", "ran", "spent", "last", "tiered", "expected", "_costs", "_setups", "_compiles",
+                 "_shapes", "_step", "_streak")
 
     def __init__(self, tiered: bool = True):
         self.deferred: list = []
@@ -115,16 +153,24 @@ class FirstRun:
         self.spent = 0.0
         self.last = 0.0  # the seconds of the latest run counted
         self.tiered = tiered  # False: promoted before the second run whatever the cost
+        self.expected = 0  # the runs a caller said will follow (:meth:`expect`)
         self._costs: dict = {}
         self._setups: dict = {}
+        self._compiles: set = set()
+        self._shapes = None  # the latest run's feed shapes, the growth over the run before, its streak
+        self._step = None
+        self._streak = 0
 
-    def defer(self, what: str, cost: float = 0.0, setup: tuple | None = None) -> None:
+    def defer(self, what: str, cost: float = 0.0, setup: tuple | None = None, compiles: bool = False) -> None:
         """Note that a kernel took its quick-to-start body in place of ``what``, whose own setup
-        is expected to take ``cost`` seconds; ``setup=(key, seconds)`` is a one-time cost shared
-        by every deferral naming ``key`` (a compiler's import), counted once per plan."""
+        is expected to take ``cost`` seconds (``compiles``: its code is to be compiled, not loaded
+        from a cache); ``setup=(key, seconds)`` is a one-time cost shared by every deferral naming
+        ``key`` (a compiler's import), counted once per plan."""
         if what not in self.deferred:
             self.deferred.append(what)
             self._costs[what] = max(0.0, float(cost))
+            if compiles:
+                self._compiles.add(what)
         if setup is not None:
             key, seconds = setup
             self._setups[key] = max(self._setups.get(key, 0.0), float(seconds))
@@ -135,15 +181,49 @@ class FirstRun:
         setup once."""
         return sum(self._costs.values()) + sum(self._setups.values())
 
-    def ran_for(self, seconds: float) -> None:
-        """Count a run of ``seconds`` on the cold plan."""
+    @property
+    def compiles(self) -> bool:
+        """Whether a deferral said its code must be compiled (none found in a compiler's cache)."""
+        return bool(self._compiles)
+
+    def expect(self, runs: int) -> None:
+        """Say that about ``runs`` more runs will follow (a generator that knows its length): the
+        record is due once the runs' time spent plus the latest run's time that many times over
+        reaches the cost (:meth:`due`)."""
+        self.expected = max(0, int(runs))
+
+    @property
+    def decoding(self) -> bool:
+        """Whether the runs are evidently a decoding loop (see :data:`DECODING_RUNS`)."""
+        return self._streak >= DECODING_EVIDENCE
+
+    def ran_for(self, seconds: float, values=None) -> None:
+        """Count a run of ``seconds`` on the cold plan; ``values``: its feeds (by input position),
+        whose shapes show a decoding loop."""
         self.ran, self.last = True, seconds
         self.spent += seconds
+        if values is not None and self._streak < DECODING_EVIDENCE:
+            shapes = tuple([getattr(v, "shape", None) for v in values])
+            before, self._shapes = self._shapes, shapes
+            if before is None or shapes == before:
+                self._step, self._streak = None, 0
+                return
+            step = _growth(before, shapes)
+            self._streak = (self._streak + 1 if step is not None and step == self._step else
+                            1 if step is not None else 0)
+            self._step = step
 
     def due(self) -> bool:
         """Whether the session should plan warm before its next run: a run has been made, and
-        nothing was deferred, or the policy is ``second``, or the runs have spent the cost."""
-        return self.ran and (not self.deferred or not self.tiered or self.spent >= self.cost)
+        nothing was deferred, or the policy is ``second``, or the runs have spent the cost, the
+        runs to come forecast at the latest run's time each (:meth:`expect`, or
+        :data:`DECODING_RUNS` for a decoding loop) counting towards it."""
+        if not self.ran:
+            return False
+        if not self.deferred or not self.tiered:
+            return True
+        runs = max(self.expected, DECODING_RUNS if self._streak >= DECODING_EVIDENCE else 0)
+        return self.spent + self.last * runs >= self.cost
 
 
 _FIRST_RUN: _contextvars.ContextVar = _contextvars.ContextVar("onnxkit_first_run", default=None)

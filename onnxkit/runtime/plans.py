@@ -24,7 +24,8 @@ The run that finds the record due starts a background thread and is served by th
 are the runs after it, until the thread has ended; the first run to begin after that switches to
 the warm plan (a run in progress keeps the plan it started with).  The thread
 
-1. (``$ONNXKIT_WARM_SETUP=process``, the default) runs the model warm in a child process
+1. (``$ONNXKIT_WARM_SETUP=process``, the default, where a deferral's code is to be compiled:
+   :attr:`~onnxkit.runtime.bodies.FirstRun.compiles`) runs the model warm in a child process
    (:data:`CHILD`, niced) on a copy of that run's feeds: numba compiles there, holding that
    process's interpreter lock, not this one's (Python threads share one lock, and numba's
    compiler is mostly Python: compiled in a thread of this process, a run waits for it up to a
@@ -370,7 +371,7 @@ class PlanSet:
     def _set_up(self, setup: _Setup, values: list, sig) -> None:
         """The background thread: the warm tier, or the error that stopped it."""
         try:
-            if self._child:
+            if self._child and getattr(self._tier.cold, "compiles", True):  # a load needs no child
                 import subprocess
 
                 try:
@@ -523,7 +524,7 @@ class PlanSet:
                 return self._serve(tier, values, runner, sig, specialize=VARYING_ONLY if cold.deferred else True)
         finally:
             if setup is None:
-                cold.ran_for(time.perf_counter() - start)
+                cold.ran_for(time.perf_counter() - start, values)
             else:
                 setup.waited += time.perf_counter() - start
 

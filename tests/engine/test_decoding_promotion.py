@@ -47,7 +47,7 @@ def _reference(x):
 @pytest.fixture
 def starved(monkeypatch, fresh_process_patch):
     """``tiered``, ``process`` mode, a fresh process's cold plan (Softmax's compiled loop deferred, its
-    setup estimated at 40 s), a child process that never ends while niced (started un-niced it
+    setup estimated at 40 s, numba's cache holding nothing), a child process that never ends while niced (started un-niced it
     ends at once, leaving the compiling to the thread; each start's niceness to add is appended
     to :data:`STARTS`), and a clock that advances by a quarter of the estimate
     at each reading of the main thread (other threads read it unchanged)."""
@@ -61,6 +61,7 @@ def starved(monkeypatch, fresh_process_patch):
     monkeypatch.delenv("ONNXKIT_WARM_SETUP", raising=False)
     fresh_process_patch(monkeypatch)
     monkeypatch.setattr(compiled, "SETUP_S", 40.0)
+    monkeypatch.setattr(compiled.cache_index, "holds", lambda fn: False)  # an empty cache: a child compiles
     monkeypatch.setattr(plans, "CHILD", "import sys, time\nif sys.argv[7] != '0':\n    time.sleep(3600)\n")
     popen = subprocess.Popen
     STARTS.clear()
@@ -91,12 +92,13 @@ def test_a_decoding_stream_of_new_shapes_is_promoted_though_its_child_never_ends
     cost = cold.cost
     assert cost >= 40.0
     started_at = None
-    for past in range(1, 200):  # a new shape every run, as a decoder's growing past
+    for i in range(1, 200):  # a new shape every run, the past growing by one or two positions in turn (a
+        past = i + i // 2   # loop whose growth has no one step: no decoding forecast, test_first_run_forecast.py)
         x = rng.standard_normal((1, past)).astype(np.float32)
         np.testing.assert_allclose(sess.run(None, {"x": x})[0], _reference(x), rtol=1e-5, atol=1e-7)
         setup = sess._plans._setup
         if setup is not None and started_at is None:
-            started_at = past
+            started_at = i
             assert cold.spent >= cost  # the runs of every shape were counted on one record
         if setup is not None and setup.waited >= setup.patience:
             break

@@ -180,3 +180,17 @@ def test_import_onnxkit_pauses_the_collector_and_restores_it():
     assert int(runs) == 0 and (enabled, frozen) == ("False", "0")
     runs, enabled, frozen, _ = _gc_during_import("import gc; gc.freeze()\n")
     assert int(runs) <= 1 and enabled == "True" and int(frozen) > 0
+
+
+def test_the_example_imports_no_array_api_compat_numpy_where_its_names_are_known():
+    """The example's kernels read numpy's own names and ``astype`` through the cpu backend's
+    namespace (onnxkit_cpu.namespace): array-api-compat's clone of numpy, numpy.fft and
+    numpy.typing are not imported, where the installed array-api-compat is the release line whose
+    names the namespace knows (otherwise it takes every name from the clone)."""
+    import array_api_compat
+    from onnxkit_cpu.namespace import WRAPPED_VERSION
+
+    known = array_api_compat.__version__.split(".")[:2] == WRAPPED_VERSION.split(".")
+    loaded = _after_a_run_of_the_example(
+        "print(*(m in sys.modules for m in ('array_api_compat.numpy', 'numpy.fft', 'numpy.typing')))").strip()
+    assert loaded == ("False False False" if known else "True True True")

@@ -17,13 +17,13 @@ additions in the same order; other types take the portable kernel.
 
 from __future__ import annotations
 
-import array_api_compat.numpy as xnp
 import numpy as np
 from onnxkit_default_domain.api import norm_axis, scalar_int, sort_key, top_k_args, top_k_check, top_k_order
 from onnxkit_default_domain.api import selection as portable
 
 from onnxkit.plugin import KernelTable
 from onnxkit_cpu.compiled.selection import top_k_loop
+from onnxkit_cpu.namespace import numpy_namespace
 
 KERNELS = KernelTable()
 
@@ -69,7 +69,7 @@ def _partition(key, k, largest, ordered=True):
     cand = np.nonzero(take.reshape(-1, n))[1].reshape(key.shape[:-1] + (k,))
     if not ordered:
         return cand
-    order = xnp.argsort(np.take_along_axis(key, cand, -1), axis=-1, descending=largest, stable=True)
+    order = numpy_namespace().argsort(np.take_along_axis(key, cand, -1), axis=-1, descending=largest, stable=True)
     return np.take_along_axis(cand, order, -1)
 
 

@@ -20,8 +20,11 @@ on-disk cache filled by a first one), it runs the session until the setup begins
                 and on the warm plan
 
 and the medians over the processes.  One intra-op thread, BLAS at one thread.
-``--setup thread`` sets ``ONNXKIT_WARM_SETUP=thread`` (no child process).
-Run: ``python benchmarks/promotion.py [--repeat N] [-k NAME] [--after N] [--setup process|thread]``.
+``--setup thread`` sets ``ONNXKIT_WARM_SETUP=thread`` (no child process).  ``--empty-cache`` gives
+each process a new empty numba cache (``NUMBA_CACHE_DIR``): the setup then compiles every loop,
+and the estimate counts ``COMPILE_S`` a loop (``compiles`` 1) where it counts ``LOAD_S`` with the
+cache filled: what ``COMPILE_S`` is set from (the setup's excess over a filled cache's, per loop).
+Run: ``python benchmarks/promotion.py [--repeat N] [-k NAME] [--after N] [--setup process|thread] [--empty-cache]``.
 Needs the corpus (``.cache/corpus``); onnxruntime is not used.
 """
 
@@ -33,6 +36,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,14 +65,22 @@ for _ in range(after + 1):
     t = time.perf_counter(); s.run(None, feeds); warm.append(time.perf_counter() - t)
 first = warm.pop(0)
 print("PROMOTION " + json.dumps({"deferred": len(record.deferred), "runs": len(times), "estimate": record.cost,
+                                 "compiles": int(record.compiles),
                                  "spent": record.spent, "setup": setup, "switch": first - statistics.median(warm),
                                  "cold": statistics.median(cold), "warm": statistics.median(warm)}))
 '''
 
 
-def one_process(model: Path, inputs: Path, after: int, setup: str = "process") -> dict:
+def one_process(model: Path, inputs: Path, after: int, setup: str = "process", empty_cache: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "ONNXKIT_FIRST_RUN"}
     env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", ONNXKIT_WARM_SETUP=setup)
+    if empty_cache:
+        with tempfile.TemporaryDirectory(prefix="onnxkit-numba-") as cache:
+            return _run(model, inputs, after, dict(env, NUMBA_CACHE_DIR=cache))
+    return _run(model, inputs, after, env)
+
+
+def _run(model: Path, inputs: Path, after: int, env: dict) -> dict:
     proc = subprocess.run([sys.executable, "-c", _CHILD, str(model), str(inputs), str(after)], capture_output=True,
                           text=True, env=env, timeout=900)
     for line in proc.stdout.splitlines():
@@ -83,18 +95,21 @@ def main(argv=None) -> int:
     parser.add_argument("--after", type=int, default=5, help="warm runs timed after the promotion")
     parser.add_argument("-k", default="", help="only models whose name contains this")
     parser.add_argument("--setup", choices=("process", "thread"), default="process", help="ONNXKIT_WARM_SETUP")
+    parser.add_argument("--empty-cache", action="store_true", help="a new empty numba cache per process (compiles)")
     args = parser.parse_args(argv)
     corpus = Path(os.environ.get("ONNXKIT_CORPUS", ROOT / ".cache" / "corpus"))
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    print(f"{os.cpu_count()} CPUs, load average {load}; one intra-op thread; median of {args.repeat} processes")
-    print(f"{'model':24} {'deferred':>8} {'runs':>6} {'estimate s':>10} {'setup s':>8} {'switch ms':>9} {'cold ms':>8} "
-          f"{'warm ms':>8}")
+    print(f"{os.cpu_count()} CPUs, load average {load}; one intra-op thread; median of {args.repeat} processes; "
+          f"numba cache {'empty (a new folder per process)' if args.empty_cache else 'filled by a first process'}")
+    print(f"{'model':24} {'deferred':>8} {'compiles':>8} {'runs':>6} {'estimate s':>10} {'setup s':>8} {'switch ms':>9} "
+          f"{'cold ms':>8} {'warm ms':>8}")
     for name in MODELS:
         path, inputs = corpus / f"{name}.onnx", corpus / f"{name}.inputs.npz"
         if args.k not in name or not path.exists():
             continue
-        one_process(path, inputs, 1, args.setup)  # numba's on-disk cache, the file caches
-        samples = [one_process(path, inputs, args.after, args.setup) for _ in range(args.repeat)]
+        if not args.empty_cache:
+            one_process(path, inputs, 1, args.setup)  # numba's on-disk cache, the file caches
+        samples = [one_process(path, inputs, args.after, args.setup, args.empty_cache) for _ in range(args.repeat)]
         if not samples[0]["deferred"]:
             print(f"{name:24} {0:8d}   (nothing deferred: planned warm after the first run)")
             continue
@@ -102,7 +117,8 @@ def main(argv=None) -> int:
         def med(key):
             return statistics.median(s[key] for s in samples)
 
-        print(f"{name:24} {samples[0]['deferred']:8d} {med('runs'):6.0f} {med('estimate'):10.3f} {med('setup'):8.3f} "
+        print(f"{name:24} {samples[0]['deferred']:8d} {samples[0]['compiles']:8d} {med('runs'):6.0f} {med('estimate'):10.3f} "
+              f"{med('setup'):8.3f} "
               f"{med('switch') * 1e3:9.2f} {med('cold') * 1e3:8.2f} {med('warm') * 1e3:8.2f}", flush=True)
     return 0
 

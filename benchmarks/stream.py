@@ -61,6 +61,7 @@ else:
     so = onnxkit.SessionOptions(); so.intra_op_num_threads = 1
     s = onnxkit.InferenceSession(model, so)
     plans = s._plans
+    record = s._cold  # the cold plan's record: its estimate once the first run has planned
 times, starts, began, switched = [], [], None, None
 cpu = time.thread_time()
 for i in range(calls):
@@ -81,7 +82,9 @@ phases = None
 if runtime == "onnxkit" and plans._setup is not None:  # each call's phase: 0 before the setup, 1 its child
     marks = [m if m is not None else float("inf") for m in plans._setup.times]  # process, 2 in-process, 3 after
     phases = [sum(t >= m for m in marks) for t in starts]
-print("STREAM " + json.dumps({"times": times, "began": began, "switched": switched, "phases": phases, "cpu": cpu}))
+estimate = record.cost if runtime != "onnxruntime" and record is not None else None
+print("STREAM " + json.dumps({"times": times, "began": began, "switched": switched, "phases": phases, "cpu": cpu,
+                              "estimate": estimate}))
 '''
 
 
@@ -154,6 +157,8 @@ def summary(name: str, result: dict) -> dict:
     began, switched = result.get("began"), result.get("switched")
     where = "" if name != "onnxkit" else (f"  setup began at call {began}, switched at call {switched}"
                                               if began is not None else "  no setup began")
+    if name == "onnxkit" and result.get("estimate") is not None:
+        where += f" (setup estimated at {result['estimate']:.2f} s)"
     print(f"{name:12} median {row['median']:7.3f} ms  p99 {row['p99']:7.2f} ms  max {row['max']:7.1f} ms "
           f"(call {row['slowest']})  total {row['total']:8.1f} ms (thread CPU {row['cpu']:7.1f} ms)  "
           f">{CHUNK_MS:.0f} ms: {row['over']}{where}", flush=True)

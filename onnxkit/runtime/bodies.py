@@ -138,8 +138,8 @@ def _growth(before: tuple, after: tuple):
 
 class FirstRun:
     """The record of one cold plan: what its kernels deferred (``deferred``: descriptions), the
-    setup they estimated (:attr:`cost`, seconds; :attr:`compiles`: whether a deferral's code must
-    be compiled rather than loaded) and the time runs have spent on the plan (``spent``, seconds,
+    setup they estimated (:attr:`cost`, seconds; :attr:`compiles`: whether that setup compiles
+    code rather than loading it from a cache) and the time runs have spent on the plan (``spent``, seconds,
     summed over the runs of every thread until the warm plan's setup begins; ``last``, the latest
     run's counted), with what is known of the runs to come (:meth:`expect`, and a decoding loop
     seen in the runs' feeds: :data:`DECODING_RUNS`)."""
@@ -156,21 +156,22 @@ class FirstRun:
         self.expected = 0  # the runs a caller said will follow (:meth:`expect`)
         self._costs: dict = {}
         self._setups: dict = {}
-        self._compiles: set = set()
+        self._compiles: dict = {}  # the compile cost of each deferral whose code is not in a cache
         self._shapes = None  # the latest run's feed shapes, the growth over the run before, its streak
         self._step = None
         self._streak = 0
 
-    def defer(self, what: str, cost: float = 0.0, setup: tuple | None = None, compiles: bool = False) -> None:
+    def defer(self, what: str, cost: float = 0.0, setup: tuple | None = None,
+              compile_cost: float | None = None) -> None:
         """Note that a kernel took its quick-to-start body in place of ``what``, whose own setup
-        is expected to take ``cost`` seconds (``compiles``: its code is to be compiled, not loaded
-        from a cache); ``setup=(key, seconds)`` is a one-time cost shared by every deferral naming
-        ``key`` (a compiler's import), counted once per plan."""
+        is expected to take ``cost`` seconds, or ``compile_cost`` where its code is not in the
+        compiler's cache (see :attr:`cost`); ``setup=(key, seconds)`` is a one-time cost shared
+        by every deferral naming ``key`` (a compiler's import), counted once per plan."""
         if what not in self.deferred:
             self.deferred.append(what)
             self._costs[what] = max(0.0, float(cost))
-            if compiles:
-                self._compiles.add(what)
+            if compile_cost is not None:
+                self._compiles[what] = max(0.0, float(compile_cost))
         if setup is not None:
             key, seconds = setup
             self._setups[key] = max(self._setups.get(key, 0.0), float(seconds))
@@ -178,13 +179,18 @@ class FirstRun:
     @property
     def cost(self) -> float:
         """The estimated seconds the warm plan's setup takes: the deferrals' costs and each shared
-        setup once."""
-        return sum(self._costs.values()) + sum(self._setups.values())
+        setup once; the deferrals' compile costs where none of their code is in the compiler's
+        cache (:attr:`compiles`).  Where some is, the plan (or one sharing its loops) was set up
+        warm before: what its kernels deferred then but did not use was not cached and is not
+        needed either, so every deferral counts its load cost."""
+        costs = self._compiles if self.compiles else self._costs
+        return sum(costs.values()) + sum(self._setups.values())
 
     @property
     def compiles(self) -> bool:
-        """Whether a deferral said its code must be compiled (none found in a compiler's cache)."""
-        return bool(self._compiles)
+        """Whether the warm plan's setup compiles: something was deferred and none of it is in the
+        compiler's cache (every deferral stated a compile cost)."""
+        return bool(self._compiles) and len(self._compiles) == len(self.deferred)
 
     def expect(self, runs: int) -> None:
         """Say that about ``runs`` more runs will follow (a generator that knows its length): the

@@ -134,3 +134,8 @@ def test_a_deferral_costs_a_load_or_a_compile(monkeypatch, held):
     assert record.deferred == [f"compiled {norm._ROWS.name}"]
     assert record.cost == pytest.approx(compiled.SETUP_S + (compiled.LOAD_S if held else compiled.COMPILE_S))
     assert record.compiles is (held is not True)
+    with planning_cold(record):  # a second loop of the same plan, held: the plan's loops are loaded
+        monkeypatch.setattr(compiled.cache_index, "holds", lambda fn: True)
+        assert norm._LEAF.get() is None
+    assert len(record.deferred) == 2 and not record.compiles
+    assert record.cost == pytest.approx(compiled.SETUP_S + 2 * compiled.LOAD_S)

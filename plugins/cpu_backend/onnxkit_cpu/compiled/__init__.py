@@ -24,8 +24,8 @@ Contract:
   planned while enabled keeps its compiled loops.
 * **Not on a cold first run.** Where numba is not imported yet and the plan is a session's cold
   plan (:func:`onnxkit.plugin.first_run`), :meth:`Lazy.get` returns None without importing
-  numba and records the deferral with its estimated setup (:data:`SETUP_S`, and :data:`LOAD_S`
-  or :data:`COMPILE_S` as numba's on-disk cache holds the loop or not, read without numba):
+  numba and records the deferral with its estimated setup (:data:`SETUP_S`, and :data:`LOAD_S`,
+  or :data:`COMPILE_S` where numba's on-disk cache does not hold the loop, read without numba):
   the first results of a fresh process come from the numpy bodies, and once its runs have spent
   that estimate the session sets up its warm plan off the run path (a child process compiles
   into numba's on-disk cache, a background thread imports numba and loads it:
@@ -60,10 +60,10 @@ _numba = None          # the numba module once imported; False when it cannot be
 _OPTIONS = {"cache": True, "nogil": True, "error_model": "numpy"}
 #: What a deferral tells the session the warm plan's setup will cost (seconds; the session keeps
 #: its cold plan until its runs have spent as much, :class:`onnxkit.plugin.FirstRun`): numba's
-#: import with its LLVM target set up, once (SETUP_S), and per loop either loading its cached
-#: machine code (LOAD_S, where numba's on-disk cache holds it: :func:`cache_index.holds`) or
-#: compiling it (COMPILE_S, a loop's share of compiling a model's deferred loops from an empty
-#: cache): estimates, set from what ``benchmarks/promotion.py`` measures (the promoting run's
+#: import with its LLVM target set up, once (SETUP_S), and per loop loading its cached machine
+#: code (LOAD_S), or compiling it (COMPILE_S, a loop's share of compiling a model's deferred
+#: loops from an empty cache) where numba's on-disk cache holds none of the plan's deferred loops
+#: (:func:`cache_index.holds`, :attr:`onnxkit.plugin.FirstRun.cost`): estimates, set from what ``benchmarks/promotion.py`` measures (the promoting run's
 #: setup in fresh processes, ``--empty-cache`` for a compile; its results are in
 #: docs/benchmarks.md).
 SETUP_S = 0.43
@@ -130,8 +130,8 @@ class Lazy:
         if record is not None and not (_DISABLED.get() or _switched_off()) and (
                 record.deferred or (_numba is None and "numba" not in sys.modules)):
             cached = cache_index.holds(self.fn) is True  # cannot tell: counted as a compile
-            record.defer(f"compiled {self.name}", cost=LOAD_S if cached else COMPILE_S, setup=("numba", SETUP_S),
-                         compiles=not cached)
+            record.defer(f"compiled {self.name}", cost=LOAD_S, setup=("numba", SETUP_S),
+                         compile_cost=None if cached else COMPILE_S)
             note_planned_body("numpy (cold plan; compiled later)")
             return None
         if not enabled():

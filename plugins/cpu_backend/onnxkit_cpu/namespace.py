@@ -5,12 +5,14 @@ those of array-api-compat's numpy namespace (``array_api_compat.numpy``): the na
 defines itself (:data:`WRAPPED`: its wrappers, ``linalg``, ``fft``, its info object...) are taken
 from that module, every other public name is numpy's own object, which is what array-api-compat's
 clone of numpy holds under that name.  The clone is imported the first time a name of
-:data:`WRAPPED` is looked up, so a model whose kernels read only numpy's own names (and
-``astype`` / ``asarray``, below) never imports it.
+:data:`WRAPPED` outside :data:`OWN` is looked up, so a model whose kernels read only numpy's own
+names and those of :data:`OWN` never imports it.
 
-``astype`` and ``asarray`` are written here for numpy 2, where they are one numpy call each with
-array-api-compat's arguments and results (a device other than ``"cpu"`` / ``None`` is passed on to
-array-api-compat's function, which refuses it); with numpy 1 they are array-api-compat's.
+:data:`OWN` are written here: ``arange``, ``zeros_like``, ``permute_dims`` and ``take_along_axis``
+(one numpy call each, as array-api-compat's, a device other than ``"cpu"`` / ``None`` refused with
+its error) and, for numpy 2, ``astype`` and ``asarray`` (one numpy call each with array-api-compat's
+arguments and results; another device is passed on to array-api-compat's function, which refuses
+it); with numpy 1 those two are array-api-compat's.
 
 :data:`WRAPPED` is the set of one array-api-compat release line (:data:`WRAPPED_VERSION`,
 ``tests`` of the cpu plugin recompute it from the installed package); with any other release
@@ -156,8 +158,37 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None, **kwargs):
     return numpy.array(obj, copy=copy, dtype=dtype, **kwargs)
 
 
-#: the names of :data:`WRAPPED` answered here without the clone (numpy 2 only)
-OWN = {"astype": astype, "asarray": asarray} if _NUMPY2 else {}
+def _refuse_device(device) -> None:
+    """array-api-compat's refusal of a device numpy does not have."""
+    if device not in ("cpu", None):
+        raise ValueError(f"Unsupported device for NumPy: {device!r}")
+
+
+def arange(start, /, stop=None, step=1, *, dtype=None, device=None, **kwargs):
+    """The array API's ``arange`` for numpy (array-api-compat's: numpy's, the device checked)."""
+    _refuse_device(device)
+    return numpy.arange(start, stop=stop, step=step, dtype=dtype, **kwargs)
+
+
+def zeros_like(x, /, *, dtype=None, device=None, **kwargs):
+    """The array API's ``zeros_like`` for numpy (array-api-compat's: numpy's, the device checked)."""
+    _refuse_device(device)
+    return numpy.zeros_like(x, dtype=dtype, **kwargs)
+
+
+def permute_dims(x, /, axes):
+    """The array API's ``permute_dims``: numpy's ``transpose`` (as array-api-compat's)."""
+    return numpy.transpose(x, axes)
+
+
+def take_along_axis(x, indices, /, *, axis=-1):
+    """The array API's ``take_along_axis``, ``axis`` -1 by default (as array-api-compat's)."""
+    return numpy.take_along_axis(x, indices, axis=axis)
+
+
+#: the names of :data:`WRAPPED` answered here without the clone (astype / asarray with numpy 2 only)
+OWN = {"arange": arange, "zeros_like": zeros_like, "permute_dims": permute_dims, "take_along_axis": take_along_axis,
+       **({"astype": astype, "asarray": asarray} if _NUMPY2 else {})}
 
 
 class NumpyNamespace(types.ModuleType):

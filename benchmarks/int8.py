@@ -18,6 +18,10 @@ the column shows how far that carries); then geometric means, overall (with the 
 per format and per architecture.
 
     python benchmarks/int8.py [--repeat N] [-k SUBSTRING] [--formats qdq_u8s8_pt,...] [--threads 1|default|both]
+                              [--without PASS,...]
+
+``--without qlut`` times a third session, onnxkit with those optimizer passes off, in the same
+rounds (the "before" of a pass, on the same code and machine load).
 
 Needs torch, transformers, onnxruntime.
 """
@@ -199,19 +203,23 @@ def quantize(name: str, fmt: str, out: Path) -> Path:
     return path
 
 
-def sessions(path: Path, threads: str):
+def sessions(path: Path, threads: str, without: str = ""):
+    """``(onnxkit, onnxruntime[, onnxkit with the passes of the comma-separated ``without`` off])``."""
     import onnxruntime as ort
 
     import onnxkit
 
     so = ort.SessionOptions()
-    ko = onnxkit.SessionOptions()
+    ko, k0 = onnxkit.SessionOptions(), onnxkit.SessionOptions()
     if threads == "1":
         so.intra_op_num_threads, so.inter_op_num_threads = 1, 1
-        ko.intra_op_num_threads = 1
+        ko.intra_op_num_threads = k0.intra_op_num_threads = 1
     peer = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
     kit = onnxkit.InferenceSession(str(path), ko)
-    return kit, peer
+    if not without:
+        return kit, peer
+    k0.add_session_config_entry("session.disable_passes", without)
+    return kit, peer, onnxkit.InferenceSession(str(path), k0)
 
 
 def gmean(values):
@@ -227,6 +235,8 @@ def main() -> int:
     parser.add_argument("--threads", choices=("1", "default", "both"), default="1")
     parser.add_argument("--out", type=Path, default=ROOT / ".cache" / "int8_models")
     parser.add_argument("--build-only", action="store_true", help="export and quantize, time nothing")
+    parser.add_argument("--without", default="", help="also time onnxkit with these optimizer passes off "
+                        "(comma-separated, e.g. qlut), interleaved: the 'before' column")
     args = parser.parse_args()
 
     import onnxruntime as ort
@@ -266,7 +276,8 @@ def main() -> int:
             feed = feed_of(args.out, n)
             for t in threads:
                 try:
-                    kit, peer = sessions(path, t)
+                    made = sessions(path, t, args.without)
+                    kit, peer = made[:2]
                     want, got = peer.run(None, feed)[0], kit.run(None, feed)[0]
                 except Exception as e:  # noqa: BLE001 -- reported, the table goes on
                     print(f"{n + '.' + f:30s} {t:>7s} failed: {type(e).__name__}: {str(e)[:160]}", flush=True)
@@ -274,6 +285,8 @@ def main() -> int:
                 diff = float(np.abs(want.astype(np.float64) - got.astype(np.float64)).max()
                              / (np.abs(want.astype(np.float64)).max() + 1e-30))
                 fns = {"kit": lambda: kit.run(None, feed), "ort": lambda: peer.run(None, feed)}
+                if args.without:
+                    fns["kit0"] = lambda: made[2].run(None, feed)
                 for fn in fns.values():
                     fn(), fn()
                 samples = interleaved_samples(fns, args.repeat, 1, quiesce=False)
@@ -281,9 +294,13 @@ def main() -> int:
                 cpu = {k: statistics.median(w * share for w, share in v) for k, v in samples.items()}
                 ratios[t].append(m["kit"] / m["ort"])
                 cpu_ratios[t].append(cpu["kit"] / cpu["ort"])
-                rows.append((n, f, t, m["kit"] / m["ort"], cpu["kit"] / cpu["ort"]))
+                before = (m["kit0"] / m["ort"], cpu["kit0"] / cpu["ort"]) if args.without else (math.nan, math.nan)
+                rows.append((n, f, t, m["kit"] / m["ort"], cpu["kit"] / cpu["ort"]) + before)
+                extra = (f"  without {args.without}: {_ms(cpu['kit0'])} cpu, {before[1]:.2f} ({before[0]:.2f})"
+                         if args.without else "")
                 print(f"{n + '.' + f:30s} {t:>7s} {_ms(m['kit'])} {_ms(m['ort'])}  {m['kit'] / m['ort']:7.2f}  "
-                      f"{_ms(cpu['kit'])} {_ms(cpu['ort'])}  {cpu['kit'] / cpu['ort']:7.2f}  {diff:.2e}", flush=True)
+                      f"{_ms(cpu['kit'])} {_ms(cpu['ort'])}  {cpu['kit'] / cpu['ort']:7.2f}  {diff:.2e}{extra}",
+                      flush=True)
     print()
     for t, r in ratios.items():
         c = cpu_ratios[t]
@@ -294,7 +311,12 @@ def main() -> int:
         print(f"\nby {label} (geometric mean of the CPU-time ratios; wall in brackets):")
         for key in dict.fromkeys(r[col] for r in rows):
             sel = [r for r in rows if r[col] == key]
-            print(f"  {key:18s} {gmean([r[4] for r in sel]):5.2f}  ({gmean([r[3] for r in sel]):.2f})")
+            was = (f"   without {args.without}: {gmean([r[6] for r in sel]):5.2f}  ({gmean([r[5] for r in sel]):.2f})"
+                   if args.without else "")
+            print(f"  {key:18s} {gmean([r[4] for r in sel]):5.2f}  ({gmean([r[3] for r in sel]):.2f}){was}")
+    if args.without:
+        print(f"\nall ({len(rows)}): {gmean([r[4] for r in rows]):.2f} ({gmean([r[3] for r in rows]):.2f}); without "
+              f"{args.without}: {gmean([r[6] for r in rows]):.2f} ({gmean([r[5] for r in rows]):.2f})")
     return 0
 
 

@@ -1,6 +1,6 @@
 """The model family of the qdq pass (onnxkit/runtime/optimizer/qdq.py): an 8-bit value made by
 QuantizeLinear of a float input, one QDQ group (Conv, MatMul, Gemm, Add, Mul, GlobalAveragePool,
-a value move, a DQ -> Q pair) and a final DequantizeLinear, with near misses planted at random
+a value move, a DQ -> Q pair, a chain of elementwise steps for the qlut pass's lookup tables) and a final DequantizeLinear, with near misses planted at random
 (the float result read elsewhere, a per-channel weight on another axis, a bias of another scale,
 a Q of other parameters or another type) and recorded in ``Builder.tags``.
 
@@ -84,12 +84,32 @@ def _linear(b: Builder, kind: str, xd: str, x_scale: np.float32, dtype):
     return b.node("Gemm", ins, transB=trans_b), unit
 
 
+#: the elementwise steps of the ``lut`` kind (the qlut pass's regions): operators whose float32
+#: result is the correctly rounded one in both runtimes, constants a power of two or a quarter
+_UNARY, _BINARY = ("Relu", "Abs", "Neg", "Floor", "Ceil"), ("Add", "Sub", "Mul", "Div", "Max", "Min")
+
+
+def _elementwise(b: Builder, xd: str) -> str:
+    """One to three elementwise steps on ``xd``, each unary or with a one-element constant (0-d, or
+    ``[1]`` now and then), either operand order for the binary ones but Div's."""
+    y = xd
+    for _ in range(int(b.rng.integers(1, 4))):
+        op = pick(b, list(_UNARY + _BINARY))
+        if op in _UNARY:
+            y = b.node(op, [y])
+            continue
+        value = 2.0 ** int(b.rng.integers(-2, 2)) if op in ("Mul", "Div") else 0.25 * int(b.rng.integers(-8, 9))
+        c = b.const(np.full(() if chance(b, 0.8) else (1,), value * (1 if chance(b, 0.7) else -1), np.float32))
+        y = b.node(op, [y, c] if op == "Div" or chance(b, 0.5) else [c, y])
+    return y
+
+
 def qdq(b: Builder) -> None:
     b.opset = int(pick(b, [13, 17, 19, 21]))
     dtype = pick(b, [np.int8, np.uint8])
     # the pair rules run by default (qdq.DEFAULT_RULES): moves and cancels most often
-    kind = pick(b, ["conv", "matmul", "gemm", "add", "mul", "pool", "move", "cancel"],
-                [0.1, 0.08, 0.08, 0.07, 0.07, 0.1, 0.3, 0.2])
+    kind = pick(b, ["conv", "matmul", "gemm", "add", "mul", "pool", "move", "cancel", "lut"],
+                [0.1, 0.08, 0.08, 0.07, 0.07, 0.1, 0.25, 0.15, 0.1])
     b.tags.append(kind)
     shape = {"conv": [pick(b, [1, 2, b.dim((1, 2))]), 3, 4, 4], "matmul": [2, 3, 4], "gemm": [3, 4],
              "pool": [2, 3, int(pick(b, [2, 4])), 2]}.get(kind, [2, 3, 4])
@@ -106,6 +126,8 @@ def qdq(b: Builder) -> None:
         oq, os_, oz, _ = _quantize(b, other, dtype, log2_o)
         y = b.node(kind.capitalize(), [xd, b.node("DequantizeLinear", [oq, os_, oz])])
         log2_y = min(log2_x, log2_o) if kind == "add" else log2_x + log2_o
+    elif kind == "lut":
+        y, log2_y = _elementwise(b, xd), log2_x - int(b.rng.integers(0, 2))
     elif kind == "pool":
         y, log2_y = b.node("GlobalAveragePool", [xd]), log2_x - int(np.log2(shape[2] * shape[3]))
     else:

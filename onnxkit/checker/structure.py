@@ -193,8 +193,9 @@ def check_graph(ctx: Context, g: ir.Graph, loc: str, env: Env, kind: str = "top"
         define(name, field.replace("_", " "), where)
     producer: dict = {}
     node_names: dict = {}
+    nlocs = [join(loc, node_label(i, n)) for i, n in enumerate(g.node)]  # each node's location, made once
     for i, n in enumerate(g.node):
-        nloc = join(loc, node_label(i, n))
+        nloc = nlocs[i]
         if n.name:
             if n.name in node_names:
                 ctx.emit("duplicate-node-name", f"node name {q(n.name)} is also that of node {node_names[n.name]}",
@@ -228,20 +229,19 @@ def check_graph(ctx: Context, g: ir.Graph, loc: str, env: Env, kind: str = "top"
         _declared(ctx, vi, where, kind, "output")
         state(vi.name, vi.type, f"output {i}", where)
     # -- uses, order, cycles
-    _check_uses(ctx, g, loc, defined, producer, outer)
+    _check_uses(ctx, g, loc, defined, producer, outer, nlocs)
     # -- types: Constant values, the hook, contradictions
     for i, n in enumerate(g.node):
         if n.op_type == "Constant" and is_default_domain(n.domain) and n.output and n.output[0]:
             if not any(typecheck.reads_as_sparse_initializer(n, t) for t, _, _ in statements.get(n.output[0], ())):
                 # declared sparse: read as a sparse initializer, which states no type (typecheck reports it)
-                state(n.output[0], typecheck.constant_type(n), f"the value of Constant node {i}",
-                      join(loc, node_label(i, n)))
+                state(n.output[0], typecheck.constant_type(n), f"the value of Constant node {i}", nlocs[i])
     own_types = _settle(ctx, loc, defined, statements)
     types = ChainMap(own_types, outer)
     # -- per node: operator, types, devices, subgraphs
     visible = None
     for i, n in enumerate(g.node):
-        nloc = join(loc, node_label(i, n))
+        nloc = nlocs[i]
         schema = operators.check_node(ctx, n, nloc, env)
         if schema is not None:
             typecheck.check_node(ctx, n, nloc, schema, types)
@@ -292,11 +292,14 @@ def _settle(ctx: Context, loc: str, defined: dict, statements: dict) -> dict:
     return out
 
 
-def _check_uses(ctx: Context, g: ir.Graph, loc: str, defined: dict, producer: dict, outer: Mapping) -> None:
+def _check_uses(ctx: Context, g: ir.Graph, loc: str, defined: dict, producer: dict, outer: Mapping,
+                nlocs: list) -> None:
+    """Every use of ``g``'s nodes defined before it (or in an enclosing graph); ``nlocs``: the
+    nodes' locations."""
     available = {name for name, what in defined.items() if not what.startswith("output ")}
     back: list = []
     for i, n in enumerate(g.node):
-        nloc = join(loc, node_label(i, n))
+        nloc = nlocs[i]
         for j, name in enumerate(n.input):
             if not name or name in available or name in outer:
                 continue

@@ -10,7 +10,7 @@ one node that computes the same function rounded once (as onnxruntime's extended
 into its own operators).  ``onehot`` and ``epilogue`` work on the plan once it is made,
 ``specialize`` on the plan at run time (the session's :class:`~.specialize.Specializer`), the
 others on the graph.  Each pass is its own module whose docstring says why it is exact
-(``epilogue``: bit-identical; ``onehot``: equal, a zero's sign aside); ``conv_bn``,
+(``epilogue`` and ``qlut``: bit-identical; ``onehot``: equal, a zero's sign aside); ``conv_bn``,
 ``channel_affine`` and ``pad_conv`` are exact up to rounding, ``gelu``, ``hardswish`` and ``attention`` within the
 element type's tolerance.  The graph passes leave subgraphs (If/Loop/Scan bodies) alone (planning
 folds their constants, :mod:`onnxkit.runtime.plan`), and a name read inside one is never removed
@@ -110,7 +110,10 @@ PASSES = (
     Pass("gelu", 2, "graph", _on_roots("gelu", "Mul", "Div")),     # the exporters' GELU expansions -> Gelu
     Pass("hardswish", 2, "graph", _on_roots("hardswish", "Mul", "Div")),  # x * Clip(x + 3, 0, 6) / 6 -> HardSwish
     Pass("attention", 2, "graph", _on_roots("attention", "MatMul")),  # softmax(scale * Q K^T + mask) V -> Attention
-    # (attention last among the graph passes: it may raise the ai.onnxkit import to 2)
+    Pass("qlut", 2, "graph", _on_roots("qlut", "QuantizeLinear", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearAdd",
+                                       "QLinearMul")),  # an 8-bit function of one 8-bit tensor -> LookupTable
+    # (qlut last among the graph passes: a region's body holds the other passes' fusions as
+    # planned unfused; it raises the ai.onnxkit import to 3)
     Pass("onehot", 2, "plan", onehot.run, "one-hot product(s) read as rows"),
     Pass("epilogue", 2, "plan", epilogue.run, "step(s) folded into their producers"),  # Relu / Add into a cpu Conv
     Pass("specialize", 1, "run"),                            # a plan per input-shape signature, If branches inlined

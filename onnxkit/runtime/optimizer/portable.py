@@ -18,7 +18,10 @@ know no ai.onnxkit.  :func:`portable` rewrites each such node of the top-level g
   MultiHeadAttention takes a 3-D query and no NaN guard), so the fused pattern is written back as
   ai.onnx nodes: ``Transpose(K)``, ``MatMul(Q * s, K^T * s)`` with ``s = sqrt(scale)`` a constant of
   Q's type, ``Add`` of the mask, ``Softmax`` over the last axis, ``Where(IsNaN(p), 0, p)`` for
-  ``nan_to_zero = 1``, ``MatMul`` with V.
+  ``nan_to_zero = 1``, ``MatMul`` with V;
+* ``LookupTable`` (ai.onnxkit LookupTable-3, :mod:`.qlut`): its ``body``'s nodes in its place (the
+  region the fusion replaced, names renamed fresh, its constants new initializers): the same
+  nodes, so the same results (an ai.onnxkit node of the body is rewritten in turn).
 
 Every rewrite computes the fused node's function (within the element type's tolerance, Clause 11:
 the expansions round at each node, as the unfused graph did), so the saved file runs in onnxruntime
@@ -65,6 +68,9 @@ def portable(model: ir.Model, registry=None) -> ir.Model:
     if model.graph is None or not any(normalize_domain(n.domain) == FUSED_DOMAIN for n in model.graph.node):
         return model
     view = GraphView(model, registry)
+    for node in list(view.node):          # a LookupTable's body first: its nodes are rewritten below
+        if normalize_domain(node.domain) == FUSED_DOMAIN and node.op_type == "LookupTable":
+            _lookup_table(view, node)
     for node in list(view.node):
         if normalize_domain(node.domain) != FUSED_DOMAIN:
             continue
@@ -165,6 +171,21 @@ def _attention(view: GraphView, node: ir.Node) -> None:
         zero = _constant(view, "attention_zero", 0.0, elem)
         p = _node(view, "Where", [_node(view, "IsNaN", [p], node), zero, p], node)
     view.replace(node, ir.Node(input=[p, v], output=list(node.output[:1]), op_type="MatMul", name=node.name))
+
+
+def _lookup_table(view: GraphView, node: ir.Node) -> None:
+    body = node.attr("body")
+    names = {body.input[0].name: node.input[0], body.output[0].name: node.output[0]}
+    for t in body.initializer:
+        names[t.name] = view.add_constant(t.name, t.numpy(), t.data_type)
+    made = []
+    for n in body.node:
+        out = [names.setdefault(o, view.fresh_name(o)) if o else "" for o in n.output]
+        made.append(ir.Node(input=[names[i] if i else "" for i in n.input], output=out, op_type=n.op_type,
+                            domain=n.domain, name=view.fresh_name(n.name or out[0]), attribute=list(n.attribute)))
+    for n in made[:-1]:
+        view.insert_before(node, n)
+    view.replace(node, made[-1])
 
 
 __all__ = ["portable", "saved_form", "FORMAT_KEY", "FORMATS"]

@@ -26,7 +26,8 @@ What is published, and what each promises (each function's docstring states its 
   :func:`geometry_cache`, :func:`average_divisor`, :func:`declared_attr`, :func:`padded_input`,
   :func:`separable`, :func:`max_pool_padding`), normalization, linear algebra, indexing,
   selection, shape and layout operators, fused attention (:func:`attention_fused` with the
-  attribute values :data:`ATTENTION_GUARDED_DEFAULTS` under which its fast path is exact).
+  attribute values :data:`ATTENTION_GUARDED_DEFAULTS` under which its fast path is exact), the
+  256 values of a LookupTable's body (:func:`lookup_table`, :func:`planned_table`).
 * **Shared helpers** (any array namespace): :func:`norm_axis`, :func:`norm_axes`,
   :func:`scalar_int`, :func:`as_dtype`, :func:`compute_dtype`, :func:`input_type_checker`,
   :func:`schema_types` (the element types a type parameter of the node's definition allows),
@@ -110,6 +111,8 @@ _PUBLISHED = {
     "ERF_TOP": (".kernels.elementwise_math", "ERF_TOP"),
     "ATTENTION_GUARDED_DEFAULTS": (".kernels.fused", "_GUARDED_DEFAULTS"),
     "attention_fused": (".kernels.fused", "attention_fused"),
+    "lookup_table": (".kernels.fused", "lookup_table"),
+    "planned_table": (".kernels.fused", "planned_table"),
     "elements_targets": (".kernels.indexing", "elements_targets"),
     "nd_targets": (".kernels.indexing", "nd_targets"),
     "occurrence_passes": (".kernels.indexing", "occurrence_passes"),
@@ -190,6 +193,7 @@ __all__ = [
     "gemm_attrs", "gemm_checker", "matmul_checker",
     "lstm", "elements_targets", "nd_targets", "occurrence_passes", "scatter_reduction",
     "sort_key", "top_k_args", "top_k_check", "top_k_order", "ATTENTION_GUARDED_DEFAULTS", "attention_fused",
+    "lookup_table", "planned_table",
     # shape and layout
     "axes_attr", "concat_axis", "concat_check", "expand_target", "reshape_allowzero", "reshape_target", "shape_bounds",
     "split_args", "split_attr_args", "split_index", "split_lengths", "squeeze_target", "transpose_perm",

@@ -19,6 +19,17 @@ Version 2 (version 1's operators unchanged, plus):
   a NaN or +inf, then contributes zeros).  With 0 it is ai.onnx Attention-23 except that the
   softmax is the plain Softmax of the unfused pattern: a row whose scores are all -inf gives NaN
   (onnxruntime's Attention-23 does so too; onnxkit's ai.onnx Attention-23 gives zeros there).
+
+Version 3 (version 2's operators unchanged, plus):
+
+* ``LookupTable`` — ``Y = body(X)`` where ``X`` is an 8-bit tensor (uint8 or int8) and the
+  GRAPH attribute ``body`` (required) maps a tensor of ``X``'s type to one 8-bit tensor (uint8 or
+  int8) of the same number of elements, each output element a function of the input element at
+  the same position alone.  ``Y`` has ``X``'s shape and the body output's element type; ``Y[i]``
+  is the body's value at the code ``X[i]``: a kernel may evaluate the body once on the 256 codes
+  of the type and look each element up (the body is read for nothing else; it reads no name of
+  the enclosing graph).  The optimizer's 8-bit lookup-table fusion writes it
+  (``onnxkit.runtime.optimizer.qlut``, whose docstring says which bodies qualify).
 """
 
 from __future__ import annotations
@@ -61,6 +72,20 @@ def definitions_v2() -> dict:
     return dict(definitions(), Attention=attention)
 
 
+@lru_cache(maxsize=1)
+def definitions_v3() -> dict:
+    """``{op_type: OpSchema}`` in force at ai.onnxkit 3: version 2's and LookupTable-3."""
+    from onnxkit.plugin import AttributeDef, AttributeType, FormalParameter, OpSchema, TypeConstraint
+
+    eight_bit = ("tensor(uint8)", "tensor(int8)")
+    table = OpSchema(domain=FUSED_DOMAIN, name="LookupTable", since_version=3,
+                     inputs=(FormalParameter("X", "T1"),), outputs=(FormalParameter("Y", "T2"),),
+                     attributes={"body": AttributeDef(name="body", type=AttributeType.GRAPH, required=True)},
+                     type_constraints=(TypeConstraint("T1", eight_bit), TypeConstraint("T2", eight_bit)))
+    return dict(definitions_v2(), LookupTable=table)
+
+
 def operator_sets() -> list:
-    """ai.onnxkit versions 1 and 2."""
-    return [OperatorSet(FUSED_DOMAIN, 1, definitions), OperatorSet(FUSED_DOMAIN, 2, definitions_v2)]
+    """ai.onnxkit versions 1, 2 and 3."""
+    return [OperatorSet(FUSED_DOMAIN, 1, definitions), OperatorSet(FUSED_DOMAIN, 2, definitions_v2),
+            OperatorSet(FUSED_DOMAIN, 3, definitions_v3)]

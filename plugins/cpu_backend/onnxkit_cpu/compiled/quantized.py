@@ -68,6 +68,9 @@ operation, as numpy's):
   kernel column): ``cols[n, (c*kh + i)*kw + j, a*ow + b] = float32(x[n, c, y, x']) - zp`` with
   ``y = a*sh + i*dh - top``, ``x' = b*sw + j*dw - left``, and 0 where that position is padding
   (the zero points apply to the data only).  Every value is an exact small integer.
+* :data:`lookup` ``(x, table, y)``: ``y[i] = table[x[i]]`` for a flat uint8 ``x`` (an 8-bit
+  tensor's codes through their uint8 view), a ``table`` of 256 values and ``y`` flat of ``x``'s
+  size (ai.onnxkit LookupTable's lookup, as numpy's ``take``).
 """
 
 from __future__ import annotations
@@ -361,3 +364,9 @@ def requantize_rows(acc, bias, mult, zp, lo, hi, y):
         dst = y[p]
         for n in range(n_count):
             dst[n] = min(max(np.rint((np.float64(src[n]) + bias[n]) * mult[n] + zp), lo), hi)
+
+
+@kernel
+def lookup(x, table, y):
+    for i in range(x.shape[0]):
+        y[i] = table[x[i]]

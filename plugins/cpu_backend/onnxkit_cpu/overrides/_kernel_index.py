@@ -115,6 +115,7 @@ ENTRIES = (
     ('ai.onnxkit', 'Attention', (2,), 'attention', 'onnxkit_cpu.overrides.attention', False),
     ('ai.onnxkit', 'Gelu', (1,), 'activation', 'onnxkit_cpu.overrides.activation', False),
     ('ai.onnxkit', 'HardSwish', (1,), 'activation', 'onnxkit_cpu.overrides.activation', False),
+    ('ai.onnxkit', 'LookupTable', (3,), 'quantization', 'onnxkit_cpu.overrides.quantization', False),
     ('com.microsoft', 'DynamicQuantizeMatMul', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
     ('com.microsoft', 'GroupQueryAttention', (1,), 'gqa', 'onnxkit_cpu.overrides.gqa', False, {'calls_blas': True}),
     ('com.microsoft', 'MatMulIntegerToFloat', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),

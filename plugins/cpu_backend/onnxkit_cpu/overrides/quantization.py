@@ -1,6 +1,7 @@
 """cpu fast paths of the 8-bit quantization kernels of ai.onnx: QuantizeLinear,
 DequantizeLinear, DynamicQuantizeLinear (``onnxkit_default_domain/kernels/quantization.py``),
-MatMulInteger (``.../kernels/linalg.py``) and QLinearMatMul.
+MatMulInteger (``.../kernels/linalg.py``) and QLinearMatMul; and ai.onnxkit LookupTable (the
+optimizer's lookup-table fusion, ``onnxkit.runtime.optimizer.qlut``).
 
 Each override takes the common case and hands everything else, unchanged, to the portable
 kernel (which stays the reference, and gives the errors of bad input):
@@ -48,6 +49,10 @@ kernel (which stays the reference, and gives the errors of bad input):
   :data:`~onnxkit_cpu.compiled.quantized_vnni.K_LIMIT`, B packed once per held B — and
   QLinearMatMul's requantization (the same float64 operations) runs in its last pass, the
   multiplier kept while the plan holds the scales.
+* **LookupTable**: the portable kernel's table (its body run once on the 256 codes at planning,
+  :func:`onnxkit_default_domain.api.lookup_table`), each element looked up by one compiled pass
+  (:data:`onnxkit_cpu.compiled.quantized.lookup`) where compiled loops are on, else by numpy's
+  ``take``: the same values either way.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ import math
 import numpy as np
 from onnxkit_default_domain.api import linalg as portable_linalg
 from onnxkit_default_domain.api import quantization as portable
+from onnxkit_default_domain.api import FUSED_DOMAIN
 
 from onnxkit.plugin import KernelTable
 
@@ -493,4 +499,32 @@ def qlinear_matmul(ctx):
         np.clip(r, lo, hi, out=r)
         return r.astype(y_zero_point.dtype)
 
+    return run
+
+
+# ------------------------------------------------------------------ ai.onnxkit LookupTable
+@KERNELS.register("LookupTable", 3, domain=FUSED_DOMAIN)
+def lookup_table_kernel(ctx):
+    """LookupTable-3: the body's 256 values made at planning where X's type is known there (else at
+    the first call), each element of X looked up through its uint8 view (module docstring)."""
+    from onnxkit_default_domain.api import lookup_table, planned_table
+
+    tables = {}
+    table, dtype = planned_table(ctx)
+    if table is not None:
+        tables[dtype] = table
+    loop = loops.lookup.get()
+
+    def run(x):
+        x = np.asarray(x)
+        found = tables.get(x.dtype)
+        if found is None:
+            found = tables[x.dtype] = lookup_table(ctx, x.dtype)
+        codes = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+        y = np.empty(x.shape, found.dtype)
+        if loop is None:
+            np.take(found, codes, out=y.reshape(-1))
+        else:
+            loop(codes, found, y.reshape(-1))
+        return y
     return run

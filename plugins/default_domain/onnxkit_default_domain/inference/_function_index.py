@@ -216,4 +216,5 @@ ENTRIES = (
     ('ai.onnxkit', 'Attention', (2,), 'fused', 'onnxkit_default_domain.inference.attention'),
     ('ai.onnxkit', 'Gelu', (1,), 'fused', 'onnxkit_default_domain.inference.fused'),
     ('ai.onnxkit', 'HardSwish', (1,), 'fused', 'onnxkit_default_domain.inference.fused'),
+    ('ai.onnxkit', 'LookupTable', (3,), 'fused', 'onnxkit_default_domain.inference.fused'),
 )

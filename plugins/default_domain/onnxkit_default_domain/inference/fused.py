@@ -4,7 +4,7 @@ each that of the ai.onnx definition it repeats."""
 from __future__ import annotations
 
 from onnxkit.plugin import FunctionTable
-from onnxkit.plugin.inference import same_as_input
+from onnxkit.plugin.inference import dims_of, elem_of, same_as_input, tensor
 
 from ..fused import FUSED_DOMAIN
 from . import attention
@@ -15,3 +15,15 @@ FUNCTIONS.register("Gelu")(same_as_input(0))
 FUNCTIONS.register("HardSwish")(same_as_input(0))
 # Attention-2: ai.onnx Attention-23's shapes and types (nan_to_zero changes values only)
 FUNCTIONS.register("Attention", 2)(attention.FUNCTIONS[("", "Attention", 23)])
+
+
+@FUNCTIONS.register("LookupTable", 3)
+def _lookup_table(ctx):
+    """X's shape, the element type of the body's output (the body inferred on X's type)."""
+    x = ctx.input_type(0)
+    out = ctx.subgraph_types("body", [x])
+    y = out[0] if out else None
+    elem = elem_of(y) if y is not None else 0
+    if not elem:
+        return [None]
+    return [tensor(elem, dims_of(x) if x is not None else None)]

@@ -216,4 +216,5 @@ ENTRIES = (
     ('ai.onnxkit', 'Attention', (2,), 'fused', 'onnxkit_default_domain.kernels.fused', False, {'calls_blas': True}),
     ('ai.onnxkit', 'Gelu', (1,), 'fused', 'onnxkit_default_domain.kernels.activation', False),
     ('ai.onnxkit', 'HardSwish', (1,), 'fused', 'onnxkit_default_domain.kernels.activation', False),
+    ('ai.onnxkit', 'LookupTable', (3,), 'fused', 'onnxkit_default_domain.kernels.fused', False),
 )

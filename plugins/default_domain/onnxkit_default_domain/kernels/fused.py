@@ -83,3 +83,53 @@ def attention_fused(ctx):
         return attention._matmul(xp, guarded_softmax(xp, scores, guard), v)
 
     return run
+
+
+# -- LookupTable-3 (an 8-bit function of one 8-bit tensor, by its table) ------------------------
+# the optimizer's lookup-table fusion (onnxkit.runtime.optimizer.qlut) targets this operator
+
+#: the element types of X whose codes the table is indexed by (through their uint8 view)
+_CODES = {np.dtype(np.uint8): np.arange(256, dtype=np.uint8), np.dtype(np.int8): np.arange(256, dtype=np.uint8).view(np.int8)}
+_TAGS = {2: np.dtype(np.uint8), 3: np.dtype(np.int8)}
+
+
+def lookup_table(ctx, dtype) -> np.ndarray:
+    """The 256 values of LookupTable's ``body`` (planned as the node's subgraph, with the session's
+    kernels) at the codes of the 8-bit ``dtype``, indexed by each code's uint8 view: one body
+    run.  Fails naming the node where ``dtype`` is not 8-bit or the body does not give 256 8-bit
+    values."""
+    dtype = np.dtype(dtype)
+    if dtype not in _CODES:
+        ctx.fail(f"LookupTable takes uint8 or int8 X, not {dtype}")
+    out = ctx.subgraph("body").run([ctx.from_host(_CODES[dtype])])
+    table = np.ascontiguousarray(ctx.to_host(out[0])).reshape(-1) if out else None
+    if table is None or table.shape != (256,) or table.dtype not in _CODES:
+        ctx.fail("LookupTable's body must give one 8-bit value per code (256 uint8 / int8 values), got "
+                 + ("nothing" if table is None else f"{table.shape} {table.dtype}"))
+    return table
+
+
+def planned_table(ctx):
+    """``(table, dtype)`` made at planning where X's type is known there, else ``(None, None)``
+    (the kernel makes it at its first call, from the X it is given)."""
+    t = ctx.input_type(0)
+    dtype = _TAGS.get(int(getattr(t, "elem_type", 0) or 0))
+    return (None, None) if dtype is None else (lookup_table(ctx, dtype), dtype)
+
+
+@KERNELS.register("LookupTable", 3, domain=FUSED_DOMAIN)
+def lookup_table_kernel(ctx):
+    """ai.onnxkit LookupTable-3: the body evaluated once on the 256 codes (:func:`lookup_table`),
+    then ``Y[i] = table[uint8 view of X[i]]``."""
+    tables = {}
+    table, dtype = planned_table(ctx)
+    if table is not None:
+        tables[dtype] = table
+
+    def run(x):
+        host = np.asarray(ctx.to_host(x))
+        found = tables.get(host.dtype)
+        if found is None:
+            found = tables[host.dtype] = lookup_table(ctx, host.dtype)
+        return ctx.from_host(found[host.view(np.uint8)])
+    return run

@@ -666,6 +666,10 @@ MUTANTS = (
            "        y[i] = table[x[i]]",
            "        y[i] = table[x[i] ^ 1]",
            ("tests/optimizer/test_opt_qlut.py",)),
+    Mutant("qlut-no-cut-before-two-sources", "onnxkit/runtime/optimizer/qlut.py",
+           "            if more:\n                cuts |= more",
+           "            if False:\n                cuts |= more",
+           ("tests/optimizer/test_opt_qlut.py",)),
     Mutant("qlinear-binary-declared-bytes-of-a", "plugins/cpu_backend/onnxkit_cpu/overrides/quantized_microsoft.py",
            "return math.prod(np.broadcast_shapes(a.shape, b.shape)) * (a if c_zp is None else c_zp).dtype.itemsize",
            "return math.prod(a.shape) * (a if c_zp is None else c_zp).dtype.itemsize",
@@ -1528,6 +1532,21 @@ MUTANTS = (
     Mutant("cpu-namespace-import-not-the-clone", "plugins/cpu_backend/onnxkit_cpu/namespace.py",
            "                    spec.loader = _CloneLoader(spec.loader)\n", "                    pass\n",
            ("plugins/cpu_backend/tests/test_namespace.py",)),
+    # issue 43: a layout's steps compiled to straight-line Python (runtime/loop.py: compile_chunk)
+    Mutant("loop-code-operands-reversed", "onnxkit/runtime/loop.py",
+           'args = ", ".join(f"e[{i}]" for i in ins)', 'args = ", ".join(f"e[{i}]" for i in reversed(ins))',
+           ("tests/engine/test_compiled_steps.py",)),
+    Mutant("loop-code-guard-skipped", "onnxkit/runtime/loop.py",
+           'f"h = g{k}(budget, a)"', '"h = 0"', ("tests/engine/test_compiled_steps.py",)),
+    Mutant("loop-code-release-skipped", "onnxkit/runtime/loop.py",
+           'body.append(f"_release(r{k}, budget, held)")', 'pass', ("tests/engine/test_compiled_steps.py",)),
+    Mutant("loop-code-tuple-stored-whole", "onnxkit/runtime/loop.py",
+           " if type(r) is not tuple else _first(r, {k})", "", ("tests/engine/test_compiled_steps.py",)),
+    Mutant("loop-code-failure-blamed-on-chunk-start", "onnxkit/runtime/loop.py",
+           "        return self.lines[line]", "        return self.begin", ("tests/engine/test_compiled_steps.py",)),
+    Mutant("loop-code-chunk-skips-a-step", "onnxkit/runtime/loop.py",
+           "min(begin + CHUNK, len(self.fast))", "min(begin + CHUNK + 1, len(self.fast) - 1) if len(self.fast) > 2 "
+           "else len(self.fast)", ("tests/engine/test_compiled_steps.py",)),
 )
 
 

@@ -221,6 +221,25 @@ def test_an_interior_8bit_value_read_outside_splits_the_region():
     _differential(proto, _feed())
 
 
+def test_a_walk_past_an_8bit_value_into_two_sources_stops_there():
+    """``Q(DQ(x1) + DQ(x2))`` then ``DQ -> Erf -> Q``: the walk from the last Q reaches x1 and x2
+    through the sum's codes, so the table starts at those codes; the sum itself stays."""
+    proto = _chain([("Erf", {})])
+    g = proto.graph
+    g.input[0].name = "x1"
+    g.input.append(helper.make_tensor_value_info("x2", TP.UINT8, SHAPE))
+    g.node[0].input[0] = "s"
+    n = helper.make_node
+    for k, node in enumerate([n("DequantizeLinear", ["x1", "x_s", "x_z"], ["d1"]),
+                              n("DequantizeLinear", ["x2", "x_s", "x_z"], ["d2"]), n("Add", ["d1", "d2"], ["sf"]),
+                              n("QuantizeLinear", ["sf", "x_s", "x_z"], ["s"])]):
+        g.node.insert(k, node)
+    assert _rewrites(proto) == (1, ["DequantizeLinear", "DequantizeLinear", "Add", "QuantizeLinear", "LookupTable"])
+    feed = {"x1": _feed()["x"], "x2": _feed()["x"]}
+    fused, unfused = _sessions(proto)
+    assert np.array_equal(fused.run(None, feed)[0], unfused.run(None, feed)[0])
+
+
 @pytest.mark.parametrize("case", ["interior_output", "interior_reader", "vector_constant", "per_axis", "float16", "two_sources",
                                   "integer_op", "one_node"])
 def test_near_misses_do_not_fuse(case):

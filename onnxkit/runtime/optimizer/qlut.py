@@ -29,7 +29,8 @@ Every value a region node writes is read by region nodes alone — not by anothe
 a subgraph, not a graph output — except the terminal's (the fused node writes it) and a
 ``DequantizeLinear`` of the source read by others too (it stays for them, and the body has its
 own copy).  A value read outside stops the walk there: an 8-bit one becomes the source where it
-can be, a float one from a DQ stops at the DQ's 8-bit input; any other declines.  The terminal is
+can be, a float one from a DQ stops at the DQ's 8-bit input; any other declines.  A walk that
+finds several 8-bit inputs stops at the 8-bit operands it crossed on its way to them, and tries again.  The terminal is
 a QuantizeLinear or one of :data:`QLINEAR` (an 8-bit output), and the region holds at least two
 nodes or one of :data:`QLINEAR`.
 
@@ -117,6 +118,7 @@ class _Region:
         self.nodes: dict = {}
         self.constants: dict = {}       # name -> (value, initializers read)
         self.sources: set = set()
+        self.vias: dict = {}            # source -> the last 8-bit operand crossed on the way to it (or None)
 
 
 def _elem(view: GraphView, name: str) -> int:
@@ -163,6 +165,7 @@ def _walk(view: GraphView, terminal, cuts: set):
                 continue
             if name in cuts:
                 region.sources.add(name)
+                region.vias.setdefault(name, via)
                 continue
             const = _constant(view, name, role, region)
             if const is not None:
@@ -177,6 +180,7 @@ def _walk(view: GraphView, terminal, cuts: set):
                 stack.append((producer, name if eight_bit else via))
             elif eight_bit:
                 region.sources.add(name)
+                region.vias.setdefault(name, via)
             else:
                 return via
     return _read_inside(view, terminal, region)
@@ -239,6 +243,11 @@ def find(view: GraphView, terminal) -> Optional[_Region]:
         if isinstance(found, str):
             cuts.add(found)
             continue
+        if found is not None and len(found.sources) > 1:    # cut where the walk crossed into the other sources
+            more = {v for v in found.vias.values() if v is not None} - cuts
+            if more:
+                cuts |= more
+                continue
         return found if found is not None and _typed(view, found, terminal) else None
     return None
 

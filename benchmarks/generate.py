@@ -28,7 +28,9 @@ starts on its cold plan and promotes itself) and ``warm`` (``--policy`` picks on
 
 Printed per model and configuration, ms: the prefill (the median of :data:`PREFILL_REPEATS` runs
 of the prompt on a fresh sequence after the tokens), the median over tokens 11-30 (``early``)
-and over the last 20 (``late``, near token ``--tokens``), the slowest token, each runtime's
+and over the last 20 (``late``, near token ``--tokens``), the slowest token, the sum over every
+token (``tokens``: what the first-run policy's timing decides), the step after which onnxkit's
+warm plan's setup had begun and the first step on it, each runtime's
 ratio to ``ort``, late/early, and whether the tokens generated are equal; the conditions first
 (date, CPUs, load, BLAS, versions).  ``--json FILE`` keeps the raw results.
 
@@ -235,12 +237,15 @@ def run_one(name: str, tokens: int, prompt_len: int, threads: str, generators: b
     times: dict = {k: [] for k in steppers}
     order = list(steppers)
     switched = None  # the first step onnxkit's session ran on its warm plan (None: never)
+    began = None  # the step after which its warm plan's setup had begun (None: never)
     for t in range(tokens + 1):  # step 0: the prefill
         turn = order[t % len(order):] + order[:t % len(order)]
         for k in turn:
             times[k].append(steppers[k].step())
         if switched is None and mine._cold is None:
             switched = t
+        if began is None and (mine._plans._setup is not None or mine._cold is None):
+            began = t
     setup_run = getattr(mine._plans._setup, "times", None)  # began, child ended, ended (perf_counter)
     for _ in range(PREFILL_REPEATS):  # the prefill again, on the warmed-up session: the steady-state prompt cost
         for k in order:
@@ -252,7 +257,7 @@ def run_one(name: str, tokens: int, prompt_len: int, threads: str, generators: b
     return {"model": name, "policy": os.environ.get("ONNXKIT_FIRST_RUN", "tiered"), "threads": threads,
             "tokens": tokens, "prompt": prompt_len, "times": times, "setup": setup,
             "same": {k: _upto_eos(s.tokens) == _upto_eos(ref[:len(s.tokens)]) for k, s in steppers.items()},
-            "planned": getattr(getattr(mine, "_specializer", None), "planned", None), "switched": switched,
+            "planned": getattr(getattr(mine, "_specializer", None), "planned", None), "switched": switched, "began": began,
             "warm_setup_s": None if not setup_run or setup_run[2] is None else
             [round(setup_run[1] - setup_run[0], 2), round(setup_run[2] - setup_run[1], 2)]}
 
@@ -271,7 +276,7 @@ def summarize(r: dict, clock: int = 0) -> dict:
         # ms[0]: the session's first run (the prefill); the last PREFILL_REPEATS: the prefill again
         steps = ms[1:-PREFILL_REPEATS]
         out[k] = dict(first=ms[0], prefill=statistics.median(ms[-PREFILL_REPEATS:]), early=statistics.median(steps[EARLY]),
-                      late=statistics.median(steps[-20:]), worst=max(steps))
+                      late=statistics.median(steps[-20:]), worst=max(steps), total=sum(steps))
     return out
 
 
@@ -319,14 +324,16 @@ def print_result(r: dict) -> None:
     base = s["ort"]
     same = "equal" if all(r["same"].values()) else "DIFFER " + ",".join(k for k, v in r["same"].items() if not v)
     print(f"{r['model']} policy {r['policy']} threads {r['threads']}: prompt {r['prompt']}, {r['tokens']} tokens, "
-          f"tokens {same}, onnxkit plans {r['planned']}, warm from step {r.get('switched')} (setup s: child, "
+          f"tokens {same}, onnxkit plans {r['planned']}, setup began after step {r.get('began')}, warm from step "
+          f"{r.get('switched')} (setup s: child, "
           f"warm tier {r.get('warm_setup_s')}); {'thread CPU' if r['threads'] == '1' else 'wall'} ms")
     print(f"  {'runtime':8s} {'first':>8s} {'prefill':>8s} {'x':>5s} {'early':>8s} {'x':>5s} {'late':>8s} {'x':>5s} {'late/early':>10s}"
-          f" {'worst':>8s} {'setup s':>8s}")
+          f" {'worst':>8s} {'setup s':>8s} {'tokens':>9s} {'x':>5s}")
     for k, v in s.items():
         print(f"  {k:8s} {v['first']:8.1f} {v['prefill']:8.2f} {v['prefill'] / base['prefill']:5.2f} {v['early']:8.3f} "
               f"{v['early'] / base['early']:5.2f} {v['late']:8.3f} {v['late'] / base['late']:5.2f} "
-              f"{v['late'] / v['early']:10.2f} {v['worst']:8.1f} {r['setup'][k]:8.2f}")
+              f"{v['late'] / v['early']:10.2f} {v['worst']:8.1f} {r['setup'][k]:8.2f} {v['total']:9.1f} "
+              f"{v['total'] / base['total']:5.2f}")
     sys.stdout.flush()
 
 

@@ -30,12 +30,29 @@ A scope is a :class:`SlotScope`, a read-only mapping over the run's slots.
 Errors are those of the loop they replace: a kernel's exception, wrapped in
 :class:`EvaluationError` naming the node and op_type (an :class:`OnnxkitError` passes as it
 is; a :class:`MemoryError` becomes the out-of-memory error, unchained).
+
+*Compiled steps.*  The fast loop unpacks each laid step (a tuple of eleven fields), tests its
+kind and arity and loops over the slots it frees: a fixed cost per node, whatever the kernel
+does.  A layout the fast loop keeps running (a decoder's plan, a stream's) has its steps written
+out instead (:meth:`Layout.compiled`, from its :data:`COMPILE_AFTER`-th run, one chunk of
+:data:`CHUNK` consecutive steps a run, so the cost of compiling is spread), each chunk the body
+of one Python function over the run's slot list (:func:`compile_chunk`), and once every step is
+compiled a run calls the chunks in order.  Per step, in the loop's order and with its semantics:
+the kernel called on its input slots (a ``GUARDED`` step's guard first, its charged bytes held
+under the output slot; a ``SPECIAL`` step through :func:`_call_special`), its result stored (a
+tuple where the node names one output: its first element; a result that leaves a named output
+absent raises the short-result exception with the step's index, and the run goes on checked),
+its inputs' last uses freed, its release given back.  Any other exception propagates from the
+line of the step that raised it, which :meth:`Chunk.step_of` maps back to that step: the run's
+error names the same node.  The same functions are called with the same arguments in the same
+order (the results are the loop's, bit for bit); a chunk's source holds only slot numbers and
+names bound to the step's own objects (never a value's text), and is compiled once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 from ..errors import EvaluationError, OnnxkitError
 from ..log import get_logger
@@ -47,7 +64,19 @@ ABSENT = type("Absent", (), {"__repr__": lambda self: "<absent>", "__slots__": (
 
 
 class _Short(Exception):
-    """Raised by the fast loop after storing a kernel's result that left a named output absent."""
+    """Raised by the fast loop after storing a kernel's result that left a named output absent
+    (by a compiled chunk with the step's ``index``: :func:`compile_chunk`)."""
+
+    def __init__(self, index: Optional[int] = None):
+        super().__init__(index)
+        self.index = index
+
+
+#: runs of one layout by the fast loop before its steps are compiled (:func:`compile_chunk`),
+#: one chunk per run from then on: a plan run a few times pays nothing for it
+COMPILE_AFTER = 8
+#: steps per compiled function (a run compiles at most one chunk: the cost of compiling is spread)
+CHUNK = 64
 
 
 class LaidStep(NamedTuple):
@@ -95,7 +124,7 @@ class Layout:
     <onnxkit.runtime.plan.GraphPlan._layout>` makes another once a kernel was replaced)."""
 
     __slots__ = ("slots", "template", "inputs", "free", "outputs", "fast", "checked", "steps", "version",
-                 "outer")
+                 "outer", "runs", "chunks")
 
     def __init__(self, plan, constants: dict, steps: list, version: int):
         slots = {"": 0}
@@ -145,6 +174,38 @@ class Layout:
         self.version = version
         #: (slots of the enclosing run last read, pairs of slots, complete): see :meth:`free_slots`
         self.outer = None
+        #: runs of the fast loop counted towards compiling (see :meth:`compiled`)
+        self.runs = 0
+        #: the compiled chunks (:class:`Chunk`), in step order, replaced
+        #: whole as one is added (empty until the layout ran :data:`COMPILE_AFTER` times)
+        self.chunks = ()
+
+    def compiled(self) -> tuple:
+        """The compiled chunks that run every step, for the next run of the fast loop; empty
+        while some step is not compiled.  From the layout's :data:`COMPILE_AFTER`-th run on,
+        each run compiles the next chunk (at most one a run: the cost is spread), and runs by
+        the tuples until the last one is compiled (a kernel replaced lays the plan out anew)."""
+        chunks = self.chunks
+        if chunks and chunks[-1].end == len(self.fast):
+            return chunks
+        self.runs += 1
+        if self.runs < COMPILE_AFTER or not self.fast:
+            return ()
+        begin = chunks[-1].end if chunks else 0
+        chunk = compile_chunk(self.fast, begin, min(begin + CHUNK, len(self.fast)), {
+            "ABSENT": ABSENT, "_store": _store, "_release": _release, "_call_special": _call_special,
+            "_Short": _Short, "layout": self}, GUARDED)
+        self.chunks = (*chunks, chunk)
+        return ()
+
+    def failing_step(self, tb, step):
+        """The plan step that raised, from traceback ``tb``: the step of the compiled chunk's line
+        on it, else ``step`` (the loop's own)."""
+        for chunk in self.chunks:
+            k = chunk.step_of(tb)
+            if k is not None:
+                return self.steps[k]
+        return step
 
     def free_slots(self, slots: dict) -> tuple:
         """``(pairs, complete)`` for a subgraph run in an enclosing run laid out by ``slots``: each
@@ -289,9 +350,16 @@ def _release(release: tuple, budget, held: dict) -> None:
 
 
 def run_fast(graph: str, layout: Layout, env: list, budget, held: dict) -> None:
-    """Run every step of ``layout`` on ``env``: the unwatched loop (see the module docstring)."""
+    """Run every step of ``layout`` on ``env``: the unwatched loop (see the module docstring),
+    or, once :meth:`Layout.compiled` has them all, the layout's compiled chunks."""
     start = 0
+    step = None
+    chunks = layout.compiled()
     try:
+        if chunks:
+            for chunk in chunks:
+                chunk.run(env, budget, held)
+            return
         for call, arity, in0, in1, ins, out_slot, multi, kill, special, step, release in layout.fast:
             if special == GUARDED:  # the guard, then the kernel: what _call_special does for such a step
                 args = [env[i] for i in ins]
@@ -316,17 +384,20 @@ def run_fast(graph: str, layout: Layout, env: list, budget, held: dict) -> None:
             if release:
                 _release(release, budget, held)
         return
-    except _Short:  # the rest of the run checks its reads
-        start = layout.steps.index(step) + 1
-        for i in kill:
+    except _Short as short:  # the rest of the run checks its reads
+        start = layout.steps.index(step) if short.index is None else short.index  # a compiled step's
+        stored = layout.laid_steps()[start]  # its outputs stored as far as they came (the rest absent)
+        for i in stored.kill:
             env[i] = ABSENT
-        _release(release, budget, held)
+        _release(stored.release, budget, held)
+        start += 1
     except OnnxkitError:
         raise
-    except MemoryError:  # allowed by the limits, refused by the system: raised below, unchained
+    except MemoryError as exc:  # allowed by the limits, refused by the system: raised below, unchained
+        step = layout.failing_step(exc.__traceback__, step)
         start = -1
     except Exception as exc:  # broad: any kernel's fault is the run's error, naming the node (re-raised)
-        raise _failed(graph, step, exc) from exc
+        raise _failed(graph, layout.failing_step(exc.__traceback__, step), exc) from exc
     if start < 0:
         raise out_of_memory(graph, step)
     run_checked(graph, layout, env, budget, held, None, None, start)
@@ -366,3 +437,77 @@ def run_checked(graph: str, layout: Layout, env: list, budget, held: dict, state
         _release(release, budget, held)
         if profiler is not None:
             profiler.node_event(step, begin, args, out)
+
+
+# -- compiled steps --------------------------------------------------------------------------------
+class Chunk:
+    """The compiled steps ``begin`` to ``end`` (exclusive) of a layout: ``run(env, budget, held)``."""
+
+    __slots__ = ("begin", "end", "run", "code", "lines")
+
+    def __init__(self, begin: int, end: int, run, lines: list):
+        self.begin, self.end, self.run, self.lines = begin, end, run, lines
+        self.code = run.__code__
+
+    def step_of(self, tb) -> Optional[int]:
+        """The index (in the layout) of the step whose line raised, from a traceback ``tb``; None
+        where no frame of this chunk's function is on it."""
+        line = None
+        while tb is not None:
+            if tb.tb_frame.f_code is self.code:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        if line is None or not 0 <= line < len(self.lines):
+            return None
+        return self.lines[line]
+
+
+def compile_chunk(fast: tuple, begin: int, end: int, helpers: dict, guarded: int) -> Chunk:
+    """The :class:`Chunk` of ``fast[begin:end]`` (plain tuples in :class:`~onnxkit.runtime.loop.LaidStep`'s
+    order); ``helpers``: the loop's ``ABSENT``, ``_store``, ``_release``, ``_call_special``,
+    ``_Short`` and ``layout``, by those names; ``guarded``: the loop's ``GUARDED`` code."""
+    ns = dict(helpers)
+    ns["_first"] = _first_of(helpers["_Short"])
+    src = ["def run(e, budget, held):"]
+    lines = [begin, begin]  # line numbers start at 1: line 1 is the def
+    k = begin
+    for call, _arity, _in0, _in1, ins, out_slot, multi, kill, special, step, release in fast[begin:end]:
+        ns[f"c{k}"] = call
+        args = ", ".join(f"e[{i}]" for i in ins)
+        body = []
+        if special == guarded:
+            ns[f"g{k}"] = step.guard
+            body += [f"a = [{args}]", f"h = g{k}(budget, a)", f"if h: held[{out_slot}] = h", f"r = c{k}(*a)"]
+        elif special:
+            ns[f"s{k}"] = step
+            body.append(f"r = _call_special(c{k}, s{k}, [{args}], e, layout, budget, held, None)")
+        else:
+            body.append(f"r = c{k}({args})")
+        if out_slot:
+            body.append(f"e[{out_slot}] = r if type(r) is not tuple else _first(r, {k})")
+        else:
+            ns[f"m{k}"] = multi
+            body.append(f"if not _store(r, m{k}, e): raise _Short({k})")
+        if kill:
+            body.append(" = ".join(f"e[{i}]" for i in kill) + " = ABSENT")
+        if release:
+            ns[f"r{k}"] = release
+            body.append(f"_release(r{k}, budget, held)")
+        for b in body:
+            src.append("    " + b)
+            lines.append(k)
+        k += 1
+    src.append("    return None")
+    lines.append(end - 1)
+    exec(compile("\n".join(src), f"<onnxkit plan steps {begin}-{end - 1}>", "exec"), ns)  # noqa: S102
+    return Chunk(begin, end, ns["run"], lines)
+
+
+def _first_of(short):
+    """``first(out, k)``: a single-output step's tuple result as the loop stores it, its first
+    element; ``short(k)`` (the loop's short-result exception) raised where the tuple is empty."""
+    def first(outs: tuple, k: int):
+        if outs:
+            return outs[0]
+        raise short(k)
+    return first

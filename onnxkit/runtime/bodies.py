@@ -209,7 +209,10 @@ class FirstRun:
         self.ran, self.last = True, seconds
         self.spent += seconds
         if values is not None and self._streak < DECODING_EVIDENCE:
-            shapes = tuple([getattr(v, "shape", None) for v in values])
+            try:
+                shapes = tuple([v.shape for v in values])
+            except AttributeError:  # a feed without a shape (a sequence, an optional left out)
+                shapes = tuple([getattr(v, "shape", None) for v in values])
             before, self._shapes = self._shapes, shapes
             if before is None or shapes == before:
                 self._step, self._streak = None, 0

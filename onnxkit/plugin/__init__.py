@@ -61,9 +61,10 @@ A kernel whose computation calls the host's BLAS
 declares :func:`calls_blas` (a session limits BLAS's threads only for models with such a node).  A kernel whose fast body needs a slow
 one-time setup (a compiler) asks :func:`first_run` at planning: where it returns a record, the
 plan is a session's cold plan, and the kernel may take its quick-to-start body and call
-``record.defer(what, cost=seconds, setup=(key, seconds))``; the session then plans again, warm,
-between two runs once its runs on the cold plan have spent the estimated setup (no cost given:
-before its second run; :mod:`onnxkit.runtime.bodies`).  A kernel that picks its body at planning names it with
+``record.defer(what, cost=seconds, setup=(key, seconds))`` (``compile_cost=seconds`` where its code
+is not in the compiler's cache); the session then plans again, warm, between two runs once its
+runs on the cold plan have spent the estimated setup, the runs known to come counted (no cost
+given: before its second run; :mod:`onnxkit.runtime.bodies`).  A kernel that picks its body at planning names it with
 :func:`note_planned_body` (reported per node as ``planned``, ``onnxkit run --profile``).
 
 This package is the whole host surface a plugin may import (tests/plugins/test_plugin_surface.py fails

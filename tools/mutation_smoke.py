@@ -1529,6 +1529,11 @@ MUTANTS = (
            "        nloc = nlocs[i]\n        for j, name in enumerate(n.input):",
            "        nloc = nlocs[0]\n        for j, name in enumerate(n.input):",
            ("tests/checker",)),
+    Mutant("surface-records-defined-at-import", "onnxkit/runtime/__init__.py",
+           "    from .options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions\n",
+           "    from .options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions\n"
+           "    from .surface_records import ModelMetadata, NodeArg  # noqa: F401\n",
+           ("tests/structure/test_first_result_path.py",)),
     Mutant("cpu-namespace-import-not-the-clone", "plugins/cpu_backend/onnxkit_cpu/namespace.py",
            "                    spec.loader = _CloneLoader(spec.loader)\n", "                    pass\n",
            ("plugins/cpu_backend/tests/test_namespace.py",)),

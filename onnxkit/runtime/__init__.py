@@ -4,9 +4,7 @@ from .gc_pause import collection_paused as _collection_paused
 
 with _collection_paused():  # importing the session's modules makes ~20 collections that free nothing (gc_pause)
     from .kernel import KernelTable, NodeContext, Unsupported, needs_scope
-    from .options import (
-        ExecutionMode, GraphOptimizationLevel, ModelMetadata, NodeArg, RunOptions, SessionOptions,
-    )
+    from .options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions
     from .ortvalue import IOBinding, OrtValue
     from .providers import get_available_providers, get_device
     from .session import InferenceSession, InputError, run_model
@@ -16,3 +14,11 @@ __all__ = ["ExecutionMode", "GraphOptimizationLevel", "IOBinding", "InferenceSes
            "ModelMetadata", "NodeArg", "NodeContext", "OrtValue", "RunOptions", "RunTerminated", "SessionOptions",
            "Unsupported", "needs_scope", "run_model", "get_available_providers", "get_device"]
 
+
+def __getattr__(name):
+    """:class:`ModelMetadata` and :class:`NodeArg`, defined in :mod:`.surface_records` on first use."""
+    if name in ("ModelMetadata", "NodeArg"):
+        from . import surface_records
+
+        return getattr(surface_records, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import enum
 import os
-from typing import Any, Optional
+from typing import Optional
 
-from onnxkit import records
-from onnxkit import record_methods
 import numpy as np
 
 from ..errors import OnnxkitError
@@ -258,35 +256,6 @@ class RunOptions:
                 f"logid={self.logid!r})")
 
 
-@records.frozen
-class ModelMetadata:
-    """What :meth:`InferenceSession.get_modelmeta` returns (onnxruntime's ``ModelMetadata``)."""
-
-    producer_name: str = ""
-    graph_name: str = ""
-    domain: str = ""
-    description: str = ""
-    graph_description: str = ""
-    version: int = 0
-    custom_metadata_map: dict = records.field(factory=dict)
-    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
-
-
-@records.frozen
-class NodeArg:
-    """A graph input or output as onnxruntime describes it: name, type string, shape.
-
-    ``shape`` lists ints (extents), strs (dimension variables) and None (unknown), or is
-    None for an unknown rank.
-    """
-
-    name: str
-    type: str
-    shape: Optional[list]
-    ir_type: Any = records.field(default=None, repr=False, eq=False)
-    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
-
-
 #: onnxruntime provider name -> onnxkit backend, and the distribution that installs it.
 PROVIDERS = {
     "CPUExecutionProvider": "cpu",
@@ -331,3 +300,12 @@ def normalize_providers(providers, provider_options) -> list:
                                "give one dict per provider")
         out = [(p, {**o, **dict(extra or {})}) for (p, o), extra in zip(out, provider_options)]
     return [(p, {str(k): str(v) for k, v in o.items()}) for p, o in out]
+
+
+def __getattr__(name):
+    """:class:`ModelMetadata` and :class:`NodeArg`, defined in :mod:`.surface_records` on first use."""
+    if name in ("ModelMetadata", "NodeArg"):
+        from . import surface_records
+
+        return getattr(surface_records, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from onnxkit import records
 import numpy as np
@@ -47,7 +47,7 @@ from .checked import CheckedSignatures
 from .gc_pause import collection_paused
 from .feed_table import FeedTable
 from .feeds import InputError, coerce_feed, fresh_outputs, is_torch_backend, to_backend, to_host
-from .options import ModelMetadata, NodeArg, SessionOptions, missing_backend_message, provider_of
+from .options import SessionOptions, missing_backend_message, provider_of
 from .plan import Planner
 from .lora import with_adapters
 from .plans import PlanSet
@@ -59,10 +59,15 @@ from .state import Profiler, RunState, check_profile_prefix
 from .strings import to_octets, to_text
 from .threads import blas_limit, uses_blas
 
+if TYPE_CHECKING:
+    from .surface_records import ModelMetadata, NodeArg
+
 __all__ = ["InferenceSession", "InputError", "NodeArg", "run_model"]
 
 
 def _arg(vi: ir.ValueInfo) -> NodeArg:
+    from .surface_records import NodeArg
+
     t = vi.type
     shape = None
     if isinstance(t, (ir.TensorType, ir.SparseTensorType)) and t.shape is not None:
@@ -293,6 +298,8 @@ class InferenceSession(OrtSessionSurface):
         return [_arg(vi) for vi in self.model.graph.output]
 
     def get_modelmeta(self) -> ModelMetadata:
+        from .surface_records import ModelMetadata
+
         m = self.model
         return ModelMetadata(producer_name=m.producer_name, graph_name=m.graph.name, domain=m.domain,
                              description=m.doc_string, graph_description=m.graph.doc_string,
@@ -572,3 +579,12 @@ def run_model(model, inputs: Mapping[str, Any], backend: str = "cpu", **kwargs) 
     sess = InferenceSession(model, backend=backend, **kwargs)
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(None, inputs)))
+
+
+def __getattr__(name):
+    """:class:`NodeArg` (and :class:`ModelMetadata`), defined in :mod:`.surface_records` on first use."""
+    if name in ("NodeArg", "ModelMetadata"):
+        from . import surface_records
+
+        return getattr(surface_records, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,7 +31,6 @@ import os
 import threading
 
 from onnxkit import records
-from onnxkit import record_methods
 import numpy as np
 
 from .. import ir
@@ -52,16 +51,6 @@ _CONFIG_FIELDS = {"intra_op_num_threads": int, "inter_op_num_threads": int, "exe
 
 #: The session config entry that makes :meth:`OrtSessionSurface.get_provider_graph_assignment_info` answer.
 RECORD_ASSIGNMENT_KEY = "session.record_ep_graph_assignment_info"
-
-
-@records.frozen
-class OrtEpAssignedNode:
-    """A node as :meth:`OrtSessionSurface.get_provider_graph_assignment_info` reports it."""
-
-    name: str
-    domain: str
-    op_type: str
-    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
 
 class OrtEpAssignedSubgraph:
@@ -199,6 +188,7 @@ class OrtSessionSurface:
         the session was made with the config entry ``session.record_ep_graph_assignment_info``
         = ``"1"`` (as in onnxruntime); otherwise an :class:`~onnxkit.errors.OnnxkitError`
         (onnxruntime's ``Fail``)."""
+        from . import surface_records
         from .options import provider_of
 
         if self._sess_options._config.get(RECORD_ASSIGNMENT_KEY) != "1":
@@ -210,7 +200,7 @@ class OrtSessionSurface:
         out = []
         for i, n in enumerate(self.model.graph.node):
             name = n.name or f"{n.op_type}_{i}"
-            node = OrtEpAssignedNode(name=n.name, domain=n.domain or "", op_type=n.op_type)
+            node = surface_records.OrtEpAssignedNode(name=n.name, domain=n.domain or "", op_type=n.op_type)
             out.append(OrtEpAssignedSubgraph(fallen.get(name, first), [node]))
         return out
 
@@ -451,3 +441,12 @@ def _supplied(t, inits: dict, files: dict):
             arr = np.frombuffer(data, dtype=et.dtype, count=count, offset=offset).reshape(t.dims)
             return numpy_to_tensor(arr, t.name, t.data_type)
     return t
+
+
+def __getattr__(name):
+    """:class:`OrtEpAssignedNode`, defined in :mod:`.surface_records` on first use."""
+    if name == "OrtEpAssignedNode":
+        from . import surface_records
+
+        return surface_records.OrtEpAssignedNode
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,8 +19,8 @@ SURFACE = ("session_ort", "ortvalue", "devices", "providers", "sparse", "feeds",
            "pointers", "lora", "lora_files", "adapter_format")
 #: joins the two
 JOIN = ("session",)
-#: configuration records both read (SessionOptions and what a session is told)
-SHARED = ("options",)
+#: records both read (SessionOptions and what a session is told; the descriptions a session returns)
+SHARED = ("options", "surface_records")
 
 
 def _imports(path: Path) -> set:

@@ -194,3 +194,20 @@ def test_the_example_imports_no_array_api_compat_numpy_where_its_names_are_known
     loaded = _after_a_run_of_the_example(
         "print(*(m in sys.modules for m in ('array_api_compat.numpy', 'numpy.fft', 'numpy.typing')))").strip()
     assert loaded == ("False False False" if known else "True True True")
+
+
+def test_the_example_defines_no_surface_record_a_first_result_does_not_ask_for():
+    """ModelMetadata, NodeArg and OrtEpAssignedNode (onnxkit.runtime.surface_records) are defined
+    when a session is first asked for them, and are the same classes by every name."""
+    printed = _after_a_run_of_the_example(
+        "print('onnxkit.runtime.surface_records' in sys.modules)\n"
+        "from onnxkit.runtime.options import NodeArg\n"
+        "from onnxkit.runtime.session_ort import OrtEpAssignedNode\n"
+        "import onnxkit.runtime, onnxkit.runtime.session as rs\n"
+        "print(NodeArg is onnxkit.NodeArg is onnxkit.runtime.NodeArg is rs.NodeArg, "
+        "onnxkit.ModelMetadata is onnxkit.runtime.ModelMetadata, OrtEpAssignedNode.__module__)\n"
+        "a = s.get_inputs()[0]; print(type(a).__name__, a.name, a.type, a.shape)\n")
+    lines = printed.splitlines()
+    assert lines[0] == "False"
+    assert lines[1] == "True True onnxkit.runtime.surface_records"
+    assert lines[2] == "NodeArg image tensor(float) ['N', 1, 8, 8]"

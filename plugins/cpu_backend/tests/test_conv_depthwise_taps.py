@@ -4,8 +4,9 @@
   ``(kh, kw)`` in float32, then adds B, as the row passes it replaces did: a float32 numpy
   reference written here in that order gives the same bits (``assert_array_equal``).
 * Every case also agrees with onnxruntime and with the numpy body (planned under
-  ``compiled.disabled()``) to float rounding, and the compiled loop is counted, so a case that
-  silently stops taking it fails.
+  ``compiled.disabled()``) to float rounding, and the compiled loop is counted (the planes loop,
+  or the channel blocks of a small map: the same sums, test_conv_channel_blocks.py), so a case
+  that silently stops taking it fails.
 * Near misses: odd channel counts, stride 2 on odd maps, asymmetric and cropping pads,
   dilation, a 1x1 map, small maps (7x7, 8x8), a channel multiplier, a batch, stride 2 along
   one axis, and the kernels beside 3x3 (3x1, 1x3, 3x5, 5x3: the row passes) in one model.
@@ -23,7 +24,7 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 from onnxkit.runtime import InferenceSession, SessionOptions  # noqa: E402
 from onnxkit_cpu import compiled  # noqa: E402
-from onnxkit_cpu.compiled import conv as loops  # noqa: E402
+from onnxkit_cpu.compiled import conv as loops, conv_channels as channel_loops  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(not compiled.enabled(), reason="compiled loops off"),
               pytest.mark.usefixtures("warm_bodies"),
@@ -106,8 +107,9 @@ def test_depthwise_3x3_one_pass_gives_the_tap_ordered_sum(x_shape, w_shape, attr
     b = randn(w_shape[0]) if bias else None
     data = model(x.shape, w, b, attrs)
     spy = count_calls(loops, "planes")
+    blocks = count_calls(channel_loops, "blocks")   # a small map of many channels: the channel blocks
     got = run(data, x)
-    assert spy.calls == 1, "the compiled loop was not used"
+    assert spy.calls + blocks.calls == 1, "the compiled loop was not used"
     np.testing.assert_array_equal(got, tap_ordered(x, w, b, attrs))
     with compiled.disabled():
         body = run(data, x)

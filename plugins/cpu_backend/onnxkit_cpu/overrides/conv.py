@@ -25,7 +25,7 @@ BLAS may sum a dot product in another order than for the portable kernel's ``L``
 agree with it to float rounding (up to 7e-6 relative seen in float32); bit-identical
 otherwise.  Depthwise convolutions go through
 :mod:`.conv_depthwise`.  Where the windows tile X (kernel = stride, no pads, no dilation, one
-group: a ViT patch embedding) the columns are X's patches by one copy (:class:`Patches`), but
+group: a ViT patch embedding) the columns are X's patches by one copy (:class:`~.conv_patches.Patches`), but
 where the compiled path below can run and a window row is shorter than :data:`PATCH_RUN` (the
 2x2 / 4x4 patch embeddings and downsamplings of ConvNeXt-like and Swin-like models): there the
 patches' transposed result costs more than the loop's columns.
@@ -40,7 +40,10 @@ where :func:`onnxkit_cpu.compiled.enabled`; else everything above): float32 / fl
 narrow float), one or two spatial axes, and
 
 * every *depthwise* convolution (any kernel, strides, dilations, pads, channel multiplier):
-  the loop computes it (faster than the numpy body);
+  the loop computes it (faster than the numpy body); on a small map of many channels
+  (:func:`.conv_channels.takes`: the layout choice per convolution shape) the loop of
+  :mod:`onnxkit_cpu.compiled.conv_channels` instead, its vectors along blocks of channels
+  (kind ``channels``: the same bits as the planes loop);
 * a grouped or plain product on *two* spatial axes with more than one output row: the loop
   fills the columns (B as a ones row), one ``np.matmul`` writes Y (of few rows over many
   columns: in blocks of columns, :func:`.conv_blocks.product_columns`; faster on the corpus'
@@ -57,7 +60,7 @@ multiply-adds; data it may not take
 (non-finite or huge values) runs the planes path above.
 
 **Which body** runs for each key is reported (:func:`onnxkit.plugin.reports_bodies`:
-``portable``, ``pointwise``, ``patches``, ``planes``, ``winograd``, ``depthwise``, ``columns`` or
+``portable``, ``pointwise``, ``patches``, ``planes``, ``channels``, ``winograd``, ``depthwise``, ``columns`` or
 ``line`` (a small 1-D ``columns`` product whose columns :mod:`.conv_line` gathers: the same bits),
 the :class:`Prepared` kinds above; read by :mod:`onnxkit.runtime.bodies`, printed by
 ``onnxkit run --profile``), by the fused epilogue kernel too.
@@ -87,7 +90,7 @@ from onnxkit.plugin import KernelTable, offers_epilogue, reports_bodies
 from onnxkit_default_domain.api import conv as portable
 from onnxkit_default_domain.api import input_type_checker, quiet
 
-from ..compiled import conv as loops, winograd as winograd_loops
+from ..compiled import conv as loops, conv_channels as channel_loops, winograd as winograd_loops
 from ._plans import NOT_HELD, Held
 from .half import Halves, Wide, is_half, narrow, widen
 from .conv_blocks import (CACHE_BYTES, RowBlocks, block_rows, cache_block_rows, pointwise_columns, product_columns,
@@ -95,7 +98,8 @@ from .conv_blocks import (CACHE_BYTES, RowBlocks, block_rows, cache_block_rows, 
 from .conv_epilogue import NO_BIAS, epilogue, operand, swish
 from .conv_winograd import Winograd
 from .conv_depthwise import Depthwise, PaddedWindows, Scratch, Shared, pad_layout, split_copy, window_view
-from . import conv_line
+from . import conv_channels, conv_line
+from .conv_patches import Patches, tiles
 
 KERNELS = KernelTable()
 
@@ -142,58 +146,6 @@ def read_only_view(a):
     return v
 
 
-def tiles(plan) -> bool:
-    """Whether the windows of ``plan`` tile its input: one group, kernel = stride (more than
-    one tap), dilation 1, no pads."""
-    return (plan.group == 1 and math.prod(plan.kernel) > 1 and tuple(plan.strides) == tuple(plan.kernel)
-            and all(d == 1 for d in plan.dil) and not any(plan.begin) and not any(plan.end))
-
-
-class Patches:
-    """The product of a convolution whose windows tile X (:func:`tiles`): per image, the
-    columns are X's patches, ``(L, C*K)`` (patch-major), made by one copy of a reshaped and
-    transposed view of X (runs of ``K[-1]`` contiguous elements, where the window view's
-    ``(C*K, L)`` columns read runs of one element: faster), then
-    ``(L, C*K) @ W^T`` (W^T made once per W), written transposed into Y by the bias addition
-    (or a copy).  Each output is the same ``C*K``-term dot product as the portable kernel's
-    ``(M, C*K) @ (C*K, L)``; OpenBLAS may order its terms differently for the other product
-    shape, so results agree to float rounding (bit-identical on ViT patch embeddings, e.g.
-    (3, 3, 32, 32) by 8x8 and (1, 3, 224, 224) by 16x16; on small odd shapes differences up
-    to 1.2e-6 of the outputs' magnitude seen).  The patches buffer is the thread's (``local``)."""
-
-    def __init__(self, plan, in_shape, ct, local):
-        n, c, m = plan.n, plan.c, plan.m
-        k, o = tuple(plan.kernel), tuple(plan.out_shape)
-        nd = len(k)
-        self.ct = ct
-        exact = all(oi * ki == d for oi, ki, d in zip(o, k, in_shape))
-        self.crop = None if exact else _ALL + tuple(slice(0, oi * ki) for oi, ki in zip(o, k))  # rows no window reads
-        self.split = (n, c) + tuple(v for ok in zip(o, k) for v in ok)        # (N, C, O0, K0, O1, K1 ...)
-        self.order = (0,) + tuple(range(2, 2 + 2 * nd, 2)) + (1,) + tuple(range(3, 3 + 2 * nd, 2))
-        self.mat = (n, math.prod(o), c * math.prod(k))
-        self.out_full, self.out_mat = (n, m, *o), (n, m, math.prod(o))
-        shape = (n, *o, c, *k)
-        self.scratch = Scratch(lambda: np.empty(shape, dtype=ct), math.prod(shape) * np.dtype(ct).itemsize, local)
-
-    def weights(self, w):
-        """W^T: ``(C*K, M)``, contiguous, in the compute dtype (a new array)."""
-        return np.ascontiguousarray(w.reshape(w.shape[0], -1).T, dtype=self.ct)
-
-    def __call__(self, x, wt, bias):
-        cols = self.scratch.get()
-        if self.crop is not None:
-            x = x[self.crop]
-        np.copyto(cols, x.reshape(self.split).transpose(self.order))
-        y = np.matmul(cols.reshape(self.mat), wt)                             # (N, L, M)
-        out = np.empty(self.out_full, dtype=self.ct)
-        into = out.reshape(self.out_mat).transpose(0, 2, 1)                   # Y as (N, L, M)
-        if bias is None:
-            np.copyto(into, y)
-        else:
-            np.add(y, bias.reshape(-1), out=into)
-        return out
-
-
 class Planes:
     """The compiled path of one input shape (:func:`onnxkit_cpu.compiled.conv.planes`, ``fn``):
     a depthwise convolution (one or two spatial axes) computed by the loop, or a two-axis
@@ -210,6 +162,7 @@ class Planes:
                  held=(NOT_HELD, NOT_HELD)):
         self.fn, self.ct, self.depthwise, self.finish = fn, ct, depthwise, finish
         self.w_held, self.b_held = held
+        self.channels = None        # a depthwise convolution on a small map: conv_channels.Channels
         n, c, m, group = plan.n, plan.c, plan.m, plan.group
         one = (1,) * (2 - len(plan.kernel))           # one spatial axis: H = KH = 1
         zero = (0,) * len(one)
@@ -258,6 +211,8 @@ class Planes:
         return w4, b1, wb
 
     def __call__(self, x, w, b):
+        if self.channels is not None:
+            return self.channels(x, w, b)
         cached = self.cache
         w4, b1, wb = cached[2] if cached[0] is w and cached[1] is b else self._prepared(w, b)
         if not x.flags.c_contiguous:
@@ -311,7 +266,7 @@ class Prepared:
     is derived from them is kept where it says so: :func:`kept`)."""
 
     def __init__(self, plan, in_shape, ct, out_dtype, fn=None, bias=False, finish=None, winograd=None,
-                 held=(NOT_HELD, NOT_HELD)):
+                 held=(NOT_HELD, NOT_HELD), channels=None):
         self.plan, self.ct, self.out_dtype = plan, ct, out_dtype
         self.w_held, self.b_held = held
         self.finish = finish if ct == out_dtype and ct in _COMPILED else None
@@ -348,6 +303,10 @@ class Prepared:
             self.kind = "planes"
             self.planes = Planes(fn, plan, in_shape, lo, inner, padded, ct, self.local, depthwise, bias, self.finish,
                                  held)
+            if depthwise and channels is not None and conv_channels.takes(plan, ct):
+                self.kind = "channels"      # a small map: vectors along channels (the same bits)
+                self.planes.channels = conv_channels.Channels(channels, plan, lo, inner, padded, ct, held,
+                                                               read_only_view)
             if winograd is not None and Winograd.takes(plan, in_shape, ct):
                 self.kind = "winograd"      # the planes path stays for data Winograd declines
                 # a threading.local of its own: Shared keeps its views there, as the planes' columns do
@@ -530,6 +489,7 @@ def conv(ctx):
     fallback = portable.make_conv(ctx, strided_columns, add_into)
     fn = loops.planes.get()         # None: numba missing or disabled (numpy bodies)
     finish = loops.finish.get()
+    channels = channel_loops.blocks.get()
     tiles_in, tiles_out = winograd_loops.input_tiles.get(), winograd_loops.output_tiles.get()
     winograd = None if tiles_in is None else (tiles_in, tiles_out)
     known = {}
@@ -538,8 +498,9 @@ def conv(ctx):
 
     def prepare(key, x, w, b):
         _, plan, ct, _ = portable.prepare(ctx, xp, allowed, plans, x, w, b)     # the checks, once per key
-        p = Prepared(plan, [int(d) for d in x.shape[2:]], ct, x.dtype, fn, b is not None, finish, winograd, held)
-        call = p.planes if p.kind == "planes" else (None if p.kind == "portable" else p)
+        p = Prepared(plan, [int(d) for d in x.shape[2:]], ct, x.dtype, fn, b is not None, finish, winograd, held,
+                     channels)
+        call = p.planes if p.kind in ("planes", "channels") else (None if p.kind == "portable" else p)
         if len(known) > 64:
             known.clear()
             kinds.clear()

@@ -24,7 +24,7 @@ onnxkit.checker.codes import markdown; print(markdown())"`` prints it as Markdow
 
 from __future__ import annotations
 
-from onnxkit import records
+from onnxkit import record_methods, records
 
 E, W = "error", "warning"
 
@@ -42,6 +42,7 @@ class Code:
     severity: str
     meaning: str
     violation: bool = True
+    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
     @property
     def strict(self) -> str:

@@ -101,8 +101,8 @@ def main(argv=None) -> int:
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"{os.cpu_count()} CPUs, load average {load}; one intra-op thread; median of {args.repeat} processes; "
           f"numba cache {'empty (a new folder per process)' if args.empty_cache else 'filled by a first process'}")
-    print(f"{'model':24} {'deferred':>8} {'compiles':>8} {'runs':>6} {'estimate s':>10} {'setup s':>8} {'switch ms':>9} "
-          f"{'cold ms':>8} {'warm ms':>8}")
+    print(f"{'model':24} {'deferred':>8} {'compiles':>8} {'runs':>6} {'estimate s':>10} {'setup s':>8} "
+          f"{'switch ms':>9} {'cold ms':>8} {'warm ms':>8}")
     for name in MODELS:
         path, inputs = corpus / f"{name}.onnx", corpus / f"{name}.inputs.npz"
         if args.k not in name or not path.exists():
@@ -117,9 +117,9 @@ def main(argv=None) -> int:
         def med(key):
             return statistics.median(s[key] for s in samples)
 
-        print(f"{name:24} {samples[0]['deferred']:8d} {samples[0]['compiles']:8d} {med('runs'):6.0f} {med('estimate'):10.3f} "
-              f"{med('setup'):8.3f} "
-              f"{med('switch') * 1e3:9.2f} {med('cold') * 1e3:8.2f} {med('warm') * 1e3:8.2f}", flush=True)
+        print(f"{name:24} {samples[0]['deferred']:8d} {samples[0]['compiles']:8d} {med('runs'):6.0f} "
+              f"{med('estimate'):10.3f} {med('setup'):8.3f} {med('switch') * 1e3:9.2f} {med('cold') * 1e3:8.2f} "
+              f"{med('warm') * 1e3:8.2f}", flush=True)
     return 0
 
 

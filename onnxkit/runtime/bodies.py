@@ -21,7 +21,8 @@ from typing import NamedTuple
 from .kernel import bodies_of, traits_of
 
 __all__ = ["DECODING_EVIDENCE", "DECODING_RUNS", "POLICIES", "FirstRun", "NodeBodies", "cold_record", "describe",
-           "first_run", "first_run_policy", "note_planned_body", "plan_bodies", "planned_bodies", "planning_cold", "prepare_noting", "session_bodies"]
+           "first_run", "first_run_policy", "note_planned_body", "plan_bodies", "planned_bodies", "planning_cold",
+           "prepare_noting", "session_bodies"]
 
 
 class NodeBodies(NamedTuple):
@@ -139,10 +140,10 @@ def _growth(before: tuple, after: tuple):
 class FirstRun:
     """The record of one cold plan: what its kernels deferred (``deferred``: descriptions), the
     setup they estimated (:attr:`cost`, seconds; :attr:`compiles`: whether that setup compiles
-    code rather than loading it from a cache) and the time runs have spent on the plan (``spent``, seconds,
-    summed over the runs of every thread until the warm plan's setup begins; ``last``, the latest
-    run's counted), with what is known of the runs to come (:meth:`expect`, and a decoding loop
-    seen in the runs' feeds: :data:`DECODING_RUNS`)."""
+    code rather than loading it from a cache) and the time runs have spent on the plan
+    (``spent``, seconds, summed over the runs of every thread until the warm plan's setup begins;
+    ``last``, the latest run's counted), with what is known of the runs to come (:meth:`expect`,
+    and a decoding loop seen in the runs' feeds: :data:`DECODING_RUNS`)."""
 
     __slots__ = ("deferred", "ran", "spent", "last", "tiered", "expected", "_costs", "_setups", "_compiles",
                  "_shapes", "_step", "_streak")

@@ -63,9 +63,9 @@ _OPTIONS = {"cache": True, "nogil": True, "error_model": "numpy"}
 #: import with its LLVM target set up, once (SETUP_S), and per loop loading its cached machine
 #: code (LOAD_S), or compiling it (COMPILE_S, a loop's share of compiling a model's deferred
 #: loops from an empty cache) where numba's on-disk cache holds none of the plan's deferred loops
-#: (:func:`cache_index.holds`, :attr:`onnxkit.plugin.FirstRun.cost`): estimates, set from what ``benchmarks/promotion.py`` measures (the promoting run's
-#: setup in fresh processes, ``--empty-cache`` for a compile; its results are in
-#: docs/benchmarks.md).
+#: (:func:`cache_index.holds`, :attr:`onnxkit.plugin.FirstRun.cost`): estimates, set from what
+#: ``benchmarks/promotion.py`` measures (the promoting run's setup in fresh processes,
+#: ``--empty-cache`` for a compile; its results are in docs/benchmarks.md).
 SETUP_S = 0.43
 LOAD_S = 0.01
 COMPILE_S = 0.5

@@ -1572,6 +1572,18 @@ MUTANTS = (
     Mutant("loop-code-chunk-skips-a-step", "onnxkit/runtime/loop.py",
            "min(begin + CHUNK, len(self.fast))", "min(begin + CHUNK + 1, len(self.fast) - 1) if len(self.fast) > 2 "
            "else len(self.fast)", ("tests/engine/test_compiled_steps.py",)),
+    # issue 43: keys that keep being new (cpu shape kernels' RuledPlans / Concat, MatMul's plain extents)
+    Mutant("shape-ruled-plans-never-varying", "plugins/cpu_backend/onnxkit_cpu/overrides/shape.py",
+           "            self.misses += 1\n", "", ("plugins/cpu_backend/tests/test_varying_keys.py",)),
+    Mutant("concat-varying-unchecked", "plugins/cpu_backend/onnxkit_cpu/overrides/shape.py",
+           "            return np.concatenate(xs, axis=concat_check(ctx, xs, axis))",
+           "            return np.concatenate(xs, axis=axis)", ("plugins/cpu_backend/tests/test_varying_keys.py",)),
+    Mutant("cpu-matmul-plain-inner-unchecked", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
+           "    if len(sa) < 2 or len(sb) < 2 or sa[-1] != sb[-2]:", "    if len(sa) < 2 or len(sb) < 2:",
+           ("plugins/cpu_backend/tests/test_varying_keys.py",)),
+    Mutant("cpu-matmul-plain-batch-unchecked", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
+           "        if p != q and p != 1 and q != 1:", "        if False:",
+           ("plugins/cpu_backend/tests/test_varying_keys.py",)),
 )
 
 

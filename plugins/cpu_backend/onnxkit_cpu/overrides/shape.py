@@ -18,7 +18,10 @@ Squeeze at distinct axes in range (Squeeze's of extent 1), Expand to non-negativ
 broadcast (Clause 6.6.2) — and by the portable geometry otherwise, which also gives every
 refusal: the two agree wherever the direct rule answers (plugins/cpu_backend/tests/test_shape_rules.py).
 Unsqueeze of constant axes (the usual case) decides once per input rank, what alone places its
-1s, and inserts them by indexing: a new extent costs it no decision at all.
+1s, and inserts them by indexing: a new extent costs it no decision at all.  A node whose keys
+keep being new (:data:`VARYING_AFTER` of them: its extents vary) stops remembering what the
+direct rule decides (:class:`RuledPlans`), and Concat its checked axis: a key that would not come
+again costs no look-up, no entry and no emptied table.
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ from onnxkit.plugin import KernelTable, binds_constants, declares_output_bytes
 from ._plans import IntPlans, host_ints, remember
 
 KERNELS = KernelTable()
+
+#: new keys a node meets before it stops remembering the keys its direct rule decides
+#: (:class:`RuledPlans`; Concat alike): its extents vary, a remembered key would not come again
+VARYING_AFTER = 16
 
 
 # -- the direct rules of a new key (None: the portable geometry decides) ------------------------
@@ -151,10 +158,39 @@ def _ruled(rule, portable):
     return decide
 
 
+class RuledPlans(IntPlans):
+    """:class:`IntPlans` of a kernel with a direct rule ``rule(shape, ints)`` for its one integer
+    input (``portable(x, ints)``: the geometry of the rest, refusals included).  Once the node
+    has met :data:`VARYING_AFTER` keys it had not seen (a decoder's past: a new length, and a new
+    computed target, every token), a key is first put to the rule, and what it answers is the
+    plan, neither looked up nor remembered; what it does not answer is looked up and decided as
+    before.  The plans are the same (the rule answers only where the portable geometry gives
+    its answer: test_shape_rules); a node whose keys repeat keeps remembering them."""
+
+    __slots__ = ("rule", "misses")
+
+    def __init__(self, rule, portable):
+        super().__init__(_ruled(rule, portable))
+        self.rule, self.misses = rule, 0
+
+    def plan(self, x, *values):
+        v = values[0] if values else None
+        if self.misses >= VARYING_AFTER and v is not None:
+            out = self.rule(x.shape, host_ints(v))
+            if out is not None:
+                return out
+        key = (x.shape, *[None if v is None else host_ints(v) for v in values])
+        p = self.plans.get(key)
+        if p is None:
+            self.misses += 1
+            p = remember(self.plans, key, self.decide(x, *key[1:]))
+        return p
+
+
 @KERNELS.register("Reshape", 5, 13, 14, 19, *_LATEST)
 def reshape(ctx):
     allowzero = reshape_allowzero(ctx)
-    plans = IntPlans(_ruled(reshape_rule, lambda x, shape: reshape_target(ctx, x, list(shape), allowzero)))
+    plans = RuledPlans(reshape_rule, lambda x, shape: reshape_target(ctx, x, list(shape), allowzero))
 
     def fn(x, shape):
         return x.reshape(plans.plan(x, shape))
@@ -197,7 +233,7 @@ def _axes_kernel(ctx, target, rule, by_rank=None):
 
         return fn
 
-    plans = IntPlans(_ruled(rule, lambda x, axes: target(ctx, x, None if axes is None else list(axes))))
+    plans = RuledPlans(rule, lambda x, axes: target(ctx, x, None if axes is None else list(axes)))
 
     def fn(x, axes=None):
         return x.reshape(plans.plan(x, axes))
@@ -245,10 +281,15 @@ def concat(ctx):
     axis = concat_axis(ctx)
     plans: dict = {}
 
+    misses = [0]   # new keys met: from VARYING_AFTER on the check runs per call, nothing remembered
+
     def fn(*xs):
+        if misses[0] >= VARYING_AFTER:
+            return np.concatenate(xs, axis=concat_check(ctx, xs, axis))
         key = tuple([v.shape for v in xs])
         a = plans.get(key)
         if a is None:
+            misses[0] += 1
             a = remember(plans, key, concat_check(ctx, xs, axis))
         return np.concatenate(xs, axis=a)
 
@@ -297,7 +338,7 @@ def _expanded(x, out: tuple):
 
 @KERNELS.register("Expand", 8, 13)
 def expand(ctx):
-    plans = IntPlans(_ruled(expand_rule, lambda x, shape: expand_target(ctx, x, list(shape))))
+    plans = RuledPlans(expand_rule, lambda x, shape: expand_target(ctx, x, list(shape)))
 
     def fn(x, shape):
         return _expanded(x, plans.plan(x, shape))

@@ -245,22 +245,25 @@ def to_host(v, conv):
 def fresh_outputs(values: list, kept_ids: frozenset, feeds=()) -> list:
     """``values`` with every array that the caller could share with something made its own (a
     value of ``kept_ids``, one of the run's ``feeds``, a view, a repeated array); each top-level
-    array a view of its owner (see the module docstring)."""
+    array a view of its owner (see the module docstring).  Makes no reference cycle (a run
+    leaves nothing for the cyclic collector)."""
     seen: set = {id(v) for v in feeds if v is not None}
-
-    def own(v):
-        if isinstance(v, np.ndarray):
-            if v.base is not None or not v.flags.writeable or id(v) in kept_ids or id(v) in seen:
-                v = v.copy()
-            seen.add(id(v))
-            return v
-        if isinstance(v, np.generic):
-            return np.asarray(v).copy()
-        if isinstance(v, list):
-            return [own(x) for x in v]
-        if isinstance(v, dict):
-            return {k: own(x) for k, x in v.items()}
-        return v
-
-    out = [own(v) for v in values]
+    out = [_own(v, kept_ids, seen) for v in values]
     return [v.view() if isinstance(v, np.ndarray) else v for v in out]
+
+
+def _own(v, kept_ids: frozenset, seen: set):
+    """``v`` as :func:`fresh_outputs` hands it out (``seen``: ids of the arrays handed out so
+    far and of the feeds; the array handed out is added)."""
+    if isinstance(v, np.ndarray):
+        if v.base is not None or not v.flags.writeable or id(v) in kept_ids or id(v) in seen:
+            v = v.copy()
+        seen.add(id(v))
+        return v
+    if isinstance(v, np.generic):
+        return np.asarray(v).copy()
+    if isinstance(v, list):
+        return [_own(x, kept_ids, seen) for x in v]
+    if isinstance(v, dict):
+        return {k: _own(x, kept_ids, seen) for k, x in v.items()}
+    return v

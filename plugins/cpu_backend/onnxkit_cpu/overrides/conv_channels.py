@@ -42,8 +42,9 @@ WIDTH = {3: 7, 5: 14, 7: 28}
 MIN_CHANNELS = loops.CB
 
 #: multiply-adds (junk pixels included) worth a run of ``(image, channel block)`` items on an
-#: intra-op thread of its own
-CHANNEL_WORK = 1 << 18
+#: intra-op thread of its own (a block's hand-off to a pool thread costs about as much as a small
+#: map's whole convolution on a busy machine: only large ones are split)
+CHANNEL_WORK = 1 << 19
 
 #: (kernel side, column stride) pairs the loop has passes for
 PASSES = ((3, 1), (3, 2), (5, 1), (5, 2), (7, 1))

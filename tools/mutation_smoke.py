@@ -1554,6 +1554,10 @@ MUTANTS = (
            "    from .options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions\n"
            "    from .surface_records import ModelMetadata, NodeArg  # noqa: F401\n",
            ("tests/structure/test_first_result_path.py",)),
+    Mutant("session-imports-lora-at-import", "onnxkit/runtime/session.py",
+           "from .strings import to_octets, to_text\n",
+           "from .strings import to_octets, to_text\nfrom .lora import with_adapters  # noqa: F401\n",
+           ("tests/structure/test_first_result_path.py",)),
     Mutant("cpu-namespace-import-not-the-clone", "plugins/cpu_backend/onnxkit_cpu/namespace.py",
            "                    spec.loader = _CloneLoader(spec.loader)\n", "                    pass\n",
            ("plugins/cpu_backend/tests/test_namespace.py",)),

@@ -49,12 +49,10 @@ from .feed_table import FeedTable
 from .feeds import InputError, coerce_feed, fresh_outputs, is_torch_backend, to_backend, to_host
 from .options import SessionOptions, missing_backend_message, provider_of
 from .plan import Planner
-from .lora import with_adapters
 from .plans import PlanSet
 from .policy import Bindings, OutputCheck, Reporter, admit, read_as_onnxruntime
 from .providers import choose_backends
 from .session_ort import OrtSessionSurface
-from .sparse import SparseTensor, coo_of_dense
 from .state import Profiler, RunState, check_profile_prefix
 from .strings import to_octets, to_text
 from .threads import blas_limit, uses_blas
@@ -328,6 +326,8 @@ class InferenceSession(OrtSessionSurface):
         """Evaluate; returns the requested outputs (all when ``output_names`` is None or empty)
         in order, as fresh writable numpy arrays (sequences as lists, maps as dicts)."""
         if run_options is not None and getattr(run_options, "_active_adapters", None):
+            from .lora import with_adapters
+
             input_feed = with_adapters(input_feed, run_options)  # LoRA adapters: onnxkit.runtime.lora
         seen = self._checked.seen(input_feed) if self._host_arrays else None
         key = entry = None
@@ -360,6 +360,8 @@ class InferenceSession(OrtSessionSurface):
         from .ortvalue import OrtValue
 
         if run_options is not None and getattr(run_options, "_active_adapters", None):
+            from .lora import with_adapters
+
             input_dict_ort_values = with_adapters(input_dict_ort_values, run_options)
         values, bindings = self._feed_values(input_dict_ort_values)
         outs = self._evaluate(values, run_options)
@@ -441,6 +443,8 @@ class InferenceSession(OrtSessionSurface):
                 raise InputError(f"{n!r} is not an output of the model; outputs: {self._outputs}")
             v = by_name[n]
             if n in self._sparse_outputs:  # on the host whatever the backend, as onnxruntime's SparseTensor
+                from .sparse import SparseTensor, coo_of_dense
+
                 dense = v if isinstance(v, SparseTensor) else to_text(to_host(v, self.backend.to_numpy))
                 result.append(coo_of_dense(dense))
                 continue

@@ -211,3 +211,12 @@ def test_the_example_defines_no_surface_record_a_first_result_does_not_ask_for()
     assert lines[0] == "False"
     assert lines[1] == "True True onnxkit.runtime.surface_records"
     assert lines[2] == "NodeArg image tensor(float) ['N', 1, 8, 8]"
+
+
+def test_the_example_imports_neither_the_lora_nor_the_sparse_output_modules():
+    """A session whose runs name no LoRA adapter and whose outputs are dense imports neither
+    onnxkit.runtime.lora (with its adapter format) nor onnxkit.runtime.sparse."""
+    printed = _after_a_run_of_the_example(
+        "print(*(m in sys.modules for m in ('onnxkit.runtime.lora', 'onnxkit.runtime.adapter_format', "
+        "'onnxkit.runtime.sparse')))").strip()
+    assert printed == "False False False"

@@ -1588,6 +1588,14 @@ MUTANTS = (
     Mutant("cpu-matmul-plain-batch-unchecked", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
            "        if p != q and p != 1 and q != 1:", "        if False:",
            ("plugins/cpu_backend/tests/test_varying_keys.py",)),
+    Mutant("cpu-matmul-flat-rows-at-threshold", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
+           "a.shape[-2] < FLAT_ROWS and", "a.shape[-2] <= FLAT_ROWS and",
+           ("plugins/cpu_backend/tests/test_matmul_flat_rows.py",)),
+    Mutant("cpu-matmul-flat-rows-non-contiguous", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
+           " and a.flags.c_contiguous)", ")", ("plugins/cpu_backend/tests/test_matmul_flat_rows.py",)),
+    Mutant("cpu-matmul-flat-rows-wrong-shape", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
+           ".reshape(a.shape[:-1] + b.shape[1:])", ".reshape(a.shape[-1:] + a.shape[:-1])",
+           ("plugins/cpu_backend/tests/test_matmul_flat_rows.py",)),
 )
 
 

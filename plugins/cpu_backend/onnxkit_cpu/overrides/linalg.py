@@ -9,7 +9,14 @@ run the portable kernels, but float16 and bfloat16, which run the float32 body o
 widened to float32 (a held weight widened once: :class:`~.half.Wide`) and round the result once
 (:mod:`.half`: Clause 11.4).  MatMul of float32 / float64 takes the portable check once per
 element type, then passes extents the plain rule passes (:func:`plain_extents`) without
-remembering them (a decoder's attention has new extents every token).  Both run with numpy's
+remembering them (a decoder's attention has new extents every token).  A float32 / float64
+MatMul of a C-contiguous A of rank 3 or more by a W of rank 2 whose slices are short (fewer than
+:data:`FLAT_ROWS` rows) and whose W is large (at least :data:`FLAT_WEIGHT` elements) is made as
+one product over A's rows flattened (:func:`flat_rows`): numpy's stacked product makes one BLAS
+call per slice, each packing all of W again.  That is a different BLAS call than the stacked
+one: each element is still one dot product over K, but BLAS may block and sum it in another
+order, so the result agrees with the stacked product within float rounding, not bit for bit
+(and is the same bits at any thread count).  Both run with numpy's
 floating-point warnings off (``quiet``, as the cpu Add): an inf times a zero in a product is a
 NaN result, not a warning.
 """
@@ -66,6 +73,21 @@ def plain_extents(sa: tuple, sb: tuple) -> bool:
     return True
 
 
+#: slices of fewer rows than this are flattened into one product (with a large W)
+FLAT_ROWS = 64
+#: the fewest elements of W for which short slices are flattened into one product
+FLAT_WEIGHT = 1 << 16
+
+
+def flat_rows(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a @ b`` (extents already checked) is made as one product of ``a``'s rows
+    flattened: ``b`` of rank 2 with at least :data:`FLAT_WEIGHT` elements, ``a`` C-contiguous
+    (the flattening is a view) of rank 3 or more, more than one slice, each of fewer than
+    :data:`FLAT_ROWS` rows."""
+    return (b.ndim == 2 and a.ndim > 2 and a.shape[-2] < FLAT_ROWS and b.size >= FLAT_WEIGHT
+            and a.size > a.shape[-2] * a.shape[-1] and a.flags.c_contiguous)
+
+
 @KERNELS.register("MatMul", 1, 9, 13)
 def matmul(ctx):
     check = matmul_checker(ctx)
@@ -85,6 +107,8 @@ def matmul(ctx):
         if not (dt in passed and b.dtype == dt and plain_extents(a.shape, b.shape)):
             check(a, b)
             passed.add(dt)
+        if flat_rows(a, b):
+            return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[1:])
         y = np.matmul(a, b)
         return y if a.ndim + b.ndim > 2 else np.asarray(y)    # numpy gives a scalar for 1-D by 1-D
 

@@ -53,16 +53,18 @@ class Pass:
     __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
 
-def _on_roots(module: str, *op_types: str) -> Callable:
+def _on_roots(module: str, *op_types: str, reads: str = "") -> Callable:
     """``run(view)`` of the rules-based pass ``module`` (its own ``run``), which imports the module
     only once the graph has a node one of its rules can start at: ``op_types``, those of its
     rules' roots (:func:`.rules.apply_rules` tries a rule at no other node, so without one the
-    pass rewrites nothing).  A model without one does not pay for the module and its record
-    classes at its first result (``tests/structure/test_lazy_api.py`` holds ``op_types`` to the rules)."""
+    pass rewrites nothing), and, where ``reads`` names one, a node of that op type, which every
+    match of every rule reads (qdq: a DequantizeLinear).  A model without them does not pay for
+    the module and its record classes at its first result (``tests/structure/test_lazy_api.py``
+    holds ``op_types`` to the rules)."""
     roots = frozenset(op_types)
 
     def run(view: GraphView) -> int:
-        if not any(n.op_type in roots for n in view.node):
+        if not any(n.op_type in roots for n in view.node) or (reads and not any(n.op_type == reads for n in view.node)):
             return 0
         return import_module(f"{__name__}.{module}").run(view)
     run.module, run.roots = module, roots
@@ -96,7 +98,8 @@ def _on_types(module: str, *needs: tuple) -> Callable:
 PASSES = (
     Pass("identity", 1, "graph", _on_types("identity", ("Identity",), ("Dropout",))),  # Identity, inference Dropout removed
     Pass("cast", 1, "graph", _on_types("cast", ("Cast",), ("CastLike",))),  # a Cast to its input's type removed
-    Pass("qdq", 2, "graph", _on_roots("qdq", "QuantizeLinear")),  # DQ / Q around moves dropped, DQ -> Q cancelled
+    Pass("qdq", 2, "graph", _on_roots("qdq", "QuantizeLinear", "Gemm", reads="DequantizeLinear")),  # DQ / Q
+    # around moves dropped, DQ -> Q cancelled, QDQ groups to integer operators
     Pass("transpose", 1, "graph", _on_types("transpose", ("Transpose",))),  # Transpose pairs cancelled / merged
     Pass("reshape", 1, "graph", _on_types("reshape", ("Reshape",))),        # Reshape -> Reshape collapsed
     Pass("pad_conv", 1, "graph", _on_types("pad_conv", ("Conv", "Pad"))),   # a zero constant Pad into Conv's pads

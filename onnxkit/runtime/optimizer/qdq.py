@@ -2,8 +2,8 @@
 
 A model made by a QDQ quantizer computes each quantized operator as ``DequantizeLinear`` of its
 8-bit operands, the float operator, and ``QuantizeLinear`` of the result.  Every rule's root is
-that QuantizeLinear ``Q``; the pattern is ``Q(op(...))``, the op's output read by ``Q`` alone
-(the framework's guarantee).  The op's operands must each be written by an ai.onnx
+that QuantizeLinear ``Q`` (but the float-output QGemm's, a Gemm); the pattern is ``Q(op(...))``,
+the op's output read by ``Q`` alone (the framework's guarantee).  The op's operands must each be written by an ai.onnx
 ``DequantizeLinear`` (a *DQ*); the fused node reads the DQ's 8-bit input, scale and zero point
 directly, and a DQ left with no reader is removed (a DQ read by other nodes too stays for them,
 as onnxruntime's duplication of shared DQs gives each reader its own).
@@ -32,6 +32,11 @@ plugin (onnxkit-microsoft) is installed; an int8 MaxPool needs opset 12, Relu 14
 * ``DQ(a), DQ(b) -> MatMul -> Q`` becomes ``QLinearMatMul``.
 * ``DQ(a), DQ(b)[, DQ_int32(C)] -> Gemm -> Q`` (alpha 1, beta 1) becomes com.microsoft
   ``QGemm`` (b per tensor, or per column of B': axis 0 with ``transB``, else 1).
+* ``DQ(a), DQ(b)[, bias] -> Gemm`` whose float32 output no QuantizeLinear alone reads (the
+  QOperator quantizer leaves GPT-2's Gemms so) becomes ``QGemm`` without ``y_scale``: a float
+  output, the bias as for QGemm above (onnxruntime's QDQ fusion does the same).  Not within a
+  step: the float path rounds each product and sum in float32, QGemm sums exactly and scales in
+  float64, rounded once: the results agree within float32's tolerance (Clause 11).
 * ``DQ(a), DQ(b) -> Add / Mul -> Q`` becomes com.microsoft ``QLinearAdd`` / ``QLinearMul``
   (a, b and the result of one 8-bit type); ``DQ -> GlobalAveragePool -> Q`` becomes
   ``QLinearGlobalAveragePool`` (x and y of one type).
@@ -364,6 +369,39 @@ def _qgemm(view: GraphView, match) -> None:
     _finish(view, match, "QGemm", a.inputs + b.inputs + [c or ""] + y.inputs[1:], quants + [y], MICROSOFT, attributes)
 
 
+# ------------------------------------------------------------------ QGemm with a float output
+def _gemm_float_parts(view: GraphView, match) -> Optional[tuple]:
+    """A Gemm of two DQs whose float32 output no QuantizeLinear alone reads (that Q's rule fuses
+    it): ``(quants, None, bias)`` as :func:`_with_bias`, or None."""
+    gemm = match["mid"]
+    if not microsoft_installed(view) or len(gemm.input) not in (2, 3) or len(gemm.output) != 1:
+        return None
+    if float(gemm.attr("alpha", 1.0)) != 1.0 or float(gemm.attr("beta", 1.0)) != 1.0 \
+            or is_default(view.sole_consumer(gemm.output[0]), "QuantizeLinear") or not _float32(view, gemm.output[0]):
+        return None
+    trans_b = int(gemm.attr("transB", 0) or 0)
+    b_typed = view.tensor_type(gemm.input[1])
+    if b_typed is None or b_typed[1] is None or len(b_typed[1]) != 2 or not isinstance(b_typed[1][1 - trans_b], int):
+        return None
+    quants = []
+    for name, axis in ((gemm.input[0], None), (gemm.input[1], 0 if trans_b else 1)):
+        found = dequantized(view, name, allow_axis=axis is not None)
+        if found is None or (not found.per_tensor and found.axis != axis):
+            return None
+        quants.append(found)
+    if not quants[0].per_tensor:
+        return None
+    return _with_bias(view, gemm, (quants, None), b_typed[1][1 - trans_b])
+
+
+def _qgemm_float(view: GraphView, match) -> None:
+    quants, _, c = _gemm_float_parts(view, match)
+    c = bias_input(view, c)
+    attributes = [at for at in match["mid"].attribute if at.name in ("transA", "transB")]
+    _finish(view, match, "QGemm", quants[0].inputs + quants[1].inputs + ([c] if c else []), quants, MICROSOFT,
+            attributes)
+
+
 # ------------------------------------------------------------- QLinearAdd / Mul / GlobalAveragePool
 def _binary_parts(view: GraphView, match) -> Optional[tuple]:
     node = match["mid"]
@@ -516,6 +554,7 @@ RULES = (
     Rule("qdq-conv", _q(_mid("Conv", 2, True)), _qlinear_conv, lambda v, m: _conv_parts(v, m) is not None),
     Rule("qdq-matmul", _q(_mid("MatMul", 2)), _qlinear_matmul, lambda v, m: _matmul_parts(v, m) is not None),
     Rule("qdq-gemm", _q(_mid("Gemm", 2, True)), _qgemm, lambda v, m: _gemm_parts(v, m) is not None),
+    Rule("qdq-gemm-float", _mid("Gemm", 2, True), _qgemm_float, lambda v, m: _gemm_float_parts(v, m) is not None),
     Rule("qdq-add", _q(_mid("Add", 2)), _qlinear_binary, lambda v, m: _binary_parts(v, m) is not None),
     Rule("qdq-mul", _q(_mid("Mul", 2)), _qlinear_binary, lambda v, m: _binary_parts(v, m) is not None),
     Rule("qdq-global-average-pool", _q(_mid("GlobalAveragePool", 1)), _qlinear_pool,

@@ -1604,6 +1604,14 @@ MUTANTS = (
     Mutant("cpu-matmul-flat-rows-wrong-shape", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
            ".reshape(a.shape[:-1] + b.shape[1:])", ".reshape(a.shape[-1:] + a.shape[:-1])",
            ("plugins/cpu_backend/tests/test_matmul_flat_rows.py",)),
+    Mutant("epilogue-producer-guard-skipped", "onnxkit/runtime/optimizer/epilogue.py",
+           "        if p.guard is not None:     # the producer's own size guard first", "        if False:  #",
+           ("plugins/cpu_backend/tests/test_matmul_epilogue.py",)),
+    Mutant("cpu-matmul-epilogue-widening-operand-in-place", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
+           "and all(p == q or p == 1 for p, q in", "and all(True for p, q in",
+           ("plugins/cpu_backend/tests/test_matmul_epilogue.py",)),
+    Mutant("cpu-matmul-epilogue-any-type-in-place", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
+           "direct = a.dtype in _FLOATS", "direct = True", ("plugins/cpu_backend/tests/test_matmul_epilogue.py",)),
 )
 
 

@@ -22,7 +22,8 @@ otherwise must call ``fn`` (a broadcasting or mixed-type Add, an absent Clip bou
 another dtype, a non-numpy value).
 
 **When it applies** (the top-level plan only).  A step ``P`` with one output ``y``, whose
-kernel offers ``fuse_epilogue`` and which has no size guard, scope or subgraph, followed by a
+kernel offers ``fuse_epilogue`` and which has no scope or subgraph (a size guard of ``P``'s,
+such as MatMul's, runs first in the fused step on ``P``'s own inputs), followed by a
 step ``C`` of the default domain — ``Relu``, ``Add`` or a ``Sum`` of two inputs (handed over
 as an ``("Add", fn, side)`` whose ``fn`` is Sum's kernel; then a ``Relu`` or ``Clip`` under the
 same rule, if there is one), or ``Clip`` — where ``y`` is read by ``C`` once and by nothing else
@@ -93,6 +94,15 @@ def guarded(fn, guard):
 
     def call(*args):
         guard(current_budget(), args)
+        return fn(*args)
+    return call
+
+
+def guarded_first(fn, guard, n: int):
+    """``fn`` preceded by a producer's size ``guard`` on the first ``n`` arguments (the producer's
+    inputs; Add's operand follows them), its charge held until the run ends (module docstring)."""
+    def call(*args):
+        guard(current_budget(), args[:n])
         return fn(*args)
     return call
 
@@ -172,7 +182,7 @@ def fuse(steps: list, constants: dict, keep) -> tuple:
     out, removed, taken, count = list(steps), set(), set(), 0     # taken: ids of consumers some producer took
     for i, p in enumerate(steps):
         offer = traits_of(p.fn).fuse_epilogue
-        if offer is None or p.guard is not None or p.scope or p.subgraphs or p._uses or len(p.outputs) != 1 \
+        if offer is None or p.scope or p.subgraphs or p._uses or len(p.outputs) != 1 \
                 or not p.outputs[0]:
             continue
         ops, extra, gone = [], [], []
@@ -201,6 +211,8 @@ def fuse(steps: list, constants: dict, keep) -> tuple:
             continue
         pad = traits_of(p.fn).epilogue_inputs
         pad = len(p.inputs) if pad is None else pad
+        if p.guard is not None:     # the producer's own size guard first, on its own inputs
+            fused = guarded_first(fused, p.guard, len(p.inputs))
         inputs = list(p.inputs) + [""] * max(0, pad - len(p.inputs)) + extra
         name = gone[-1].outputs[0]
         # where the last consumer was: Add's other operand is there by then

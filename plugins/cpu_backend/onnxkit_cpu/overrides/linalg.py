@@ -16,7 +16,12 @@ one product over A's rows flattened (:func:`flat_rows`): numpy's stacked product
 call per slice, each packing all of W again.  That is a different BLAS call than the stacked
 one: each element is still one dot product over K, but BLAS may block and sum it in another
 order, so the result agrees with the stacked product within float rounding, not bit for bit
-(and is the same bits at any thread count).  Both run with numpy's
+(and is the same bits at any thread count).  MatMul offers the plan's epilogue
+(:mod:`onnxkit.runtime.optimizer.epilogue`): a following Add whose other operand is a numpy
+array of the product's float32 / float64 type broadcasting to the product's shape is added in
+place into the product it just made (``np.add`` with the operands in the graph's order: the
+Add kernel's bits, without its fresh array); any other operand, and a Relu or Clip after, run
+their own kernels on the product (:func:`epilogue`).  Both run with numpy's
 floating-point warnings off (``quiet``, as the cpu Add): an inf times a zero in a product is a
 NaN result, not a warning.
 """
@@ -27,7 +32,7 @@ import numpy as np
 from onnxkit_default_domain.api import linalg as portable
 from onnxkit_default_domain.api import gemm_attrs, gemm_checker, matmul_checker, quiet
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, offers_epilogue
 
 from .half import Halves, Wide, is_half, narrow
 
@@ -112,4 +117,31 @@ def matmul(ctx):
         y = np.matmul(a, b)
         return y if a.ndim + b.ndim > 2 else np.asarray(y)    # numpy gives a scalar for 1-D by 1-D
 
-    return quiet(run)
+    def fuse_epilogue(ops):
+        """MatMul + Add (then Relu / Clip) as one step; declines a Swish."""
+        if any(o[0] not in ("Add", "Relu", "Clip") for o in ops):
+            return None
+        return quiet(epilogue(run, ops))
+
+    return offers_epilogue(quiet(run), fuse_epilogue, 2)
+
+
+def epilogue(product, ops):
+    """``product``'s result then ``ops`` (the epilogue protocol's tuple) applied to it: an Add of
+    a numpy operand of the result's float32 / float64 type whose shape broadcasts to the
+    result's is ``np.add`` into the result in place, in the graph's operand order (the result is
+    the fresh array the product made); any other Add, and a Relu or Clip, the consumer's own
+    kernel."""
+    def fused(a, b, r=None):
+        direct = a.dtype in _FLOATS
+        y = product(a, b)
+        for kind, fn, side in ops:
+            if kind != "Add":
+                y = fn(y)
+            elif direct and type(r) is np.ndarray and r.dtype == y.dtype and r.ndim <= y.ndim \
+                    and all(p == q or p == 1 for p, q in zip(r.shape[::-1], y.shape[::-1])):
+                np.add(y, r, out=y) if side == 0 else np.add(r, y, out=y)
+            else:
+                y = fn(y, r) if side == 0 else fn(r, y)
+        return y
+    return fused

@@ -34,7 +34,8 @@ is; a :class:`MemoryError` becomes the out-of-memory error, unchained).
 *Compiled steps.*  The fast loop unpacks each laid step (a tuple of eleven fields), tests its
 kind and arity and loops over the slots it frees: a fixed cost per node, whatever the kernel
 does.  A layout the fast loop keeps running (a decoder's plan, a stream's) has its steps written
-out instead (:meth:`Layout.compiled`, from its :data:`COMPILE_AFTER`-th run, one chunk of
+out instead (:meth:`Layout.compiled`, from its :data:`COMPILE_AFTER`-th run — a cold first plan
+that a warm one replaces, from its :data:`COLD_COMPILE_AFTER`-th — one chunk of
 :data:`CHUNK` consecutive steps a run, so the cost of compiling is spread), each chunk the body
 of one Python function over the run's slot list (:func:`compile_chunk`), and once every step is
 compiled a run calls the chunks in order.  Per step, in the loop's order and with its semantics:
@@ -56,6 +57,7 @@ from typing import Any, NamedTuple, Optional
 
 from ..errors import EvaluationError, OnnxkitError
 from ..log import get_logger
+from .bodies import first_run
 from .kernel import REFUSALS, traits_of
 from .state import RUN_STATE
 
@@ -75,6 +77,10 @@ class _Short(Exception):
 #: runs of one layout by the fast loop before its steps are compiled (:func:`compile_chunk`),
 #: one chunk per run from then on: a plan run a few times pays nothing for it
 COMPILE_AFTER = 8
+#: the same for a run of a session's cold first plan (:func:`~onnxkit.runtime.bodies.first_run`),
+#: which the warm plan replaces once set up: its layouts live a few dozen runs, compiling them
+#: would cost more than it saves unless they keep serving (a setup that takes long, or failed)
+COLD_COMPILE_AFTER = 256
 #: steps per compiled function (a run compiles at most one chunk: the cost of compiling is spread)
 CHUNK = 64
 
@@ -182,14 +188,15 @@ class Layout:
 
     def compiled(self) -> tuple:
         """The compiled chunks that run every step, for the next run of the fast loop; empty
-        while some step is not compiled.  From the layout's :data:`COMPILE_AFTER`-th run on,
+        while some step is not compiled.  From the layout's :data:`COMPILE_AFTER`-th run on
+        (:data:`COLD_COMPILE_AFTER`-th, counting runs of a session's cold first plan),
         each run compiles the next chunk (at most one a run: the cost is spread), and runs by
         the tuples until the last one is compiled (a kernel replaced lays the plan out anew)."""
         chunks = self.chunks
         if chunks and chunks[-1].end == len(self.fast):
             return chunks
         self.runs += 1
-        if self.runs < COMPILE_AFTER or not self.fast:
+        if self.runs < (COMPILE_AFTER if first_run() is None else COLD_COMPILE_AFTER) or not self.fast:
             return ()
         begin = chunks[-1].end if chunks else 0
         chunk = compile_chunk(self.fast, begin, min(begin + CHUNK, len(self.fast)), {

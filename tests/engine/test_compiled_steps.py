@@ -211,6 +211,30 @@ def test_chunks_are_compiled_one_a_run_after_compile_after_runs(monkeypatch):
     assert counts[-1] == need and busiest.chunks[-1].end == len(busiest.fast)
 
 
+def test_a_cold_first_plans_layouts_wait_longer(monkeypatch):
+    """Runs of a session's cold first plan (a warm plan will replace it) count towards
+    COLD_COMPILE_AFTER, others towards COMPILE_AFTER."""
+    from onnxkit.runtime.bodies import FirstRun, planning_cold
+
+    monkeypatch.setattr(loop, "COMPILE_AFTER", 2)
+    monkeypatch.setattr(loop, "COLD_COMPILE_AFTER", 6)
+    monkeypatch.setattr(loop, "CHUNK", 1000)
+    feed = {"past": np.ones((1, 2, 4), np.float32), "new": np.ones((1, 1, 4), np.float32)}
+    for cold, first in ((True, 6), (False, 2)):
+        _SEEN.clear()
+        sess = InferenceSession(_decoder_like(), validate=False)
+        for _ in range(12):
+            if cold:
+                with planning_cold(FirstRun()):
+                    sess.run(None, feed)
+            else:
+                sess.run(None, feed)
+        busiest = max(_layouts(), key=lambda lay: sum(o is lay for o in _SEEN))
+        # one chunk (CHUNK covers the plan) compiled at the run that reached the threshold; the
+        # runs after it are the chunk's, not counted
+        assert busiest.chunks and busiest.runs == first, (cold, busiest.runs)
+
+
 class _Boom(Exception):
     pass
 

@@ -122,6 +122,7 @@ ENTRIES = (
     ('com.microsoft', 'MatMulNBits', (1,), 'nbits', 'onnxkit_cpu.overrides.nbits', False),
     ('com.microsoft', 'QGemm', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
     ('com.microsoft', 'QLinearAdd', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
+    ('com.microsoft', 'QLinearConcat', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
     ('com.microsoft', 'QLinearGlobalAveragePool', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
     ('com.microsoft', 'QLinearMul', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),
     ('com.microsoft', 'QLinearSoftmax', (1,), 'quantized_microsoft', 'onnxkit_cpu.overrides.quantized_microsoft', False),

@@ -1,7 +1,7 @@
 """cpu fast paths of the com.microsoft quantized operators of onnxruntime's QOperator format
 and its optimizer: QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QGemm
-(``onnxkit_microsoft/kernels/quantized.py``), MatMulIntegerToFloat and DynamicQuantizeMatMul
-(``.../kernels/qlinear_ops.py``); their portable kernels stay the reference.
+(``onnxkit_microsoft/kernels/quantized.py``), MatMulIntegerToFloat, DynamicQuantizeMatMul and
+QLinearConcat (``.../kernels/qlinear_ops.py``); their portable kernels stay the reference.
 
 The portable kernels dequantize to float64, compute and requantize through the array API
 namespace; here the same float64 operations run in the same order on plain numpy (or one
@@ -30,6 +30,10 @@ compiled pass), so the results are bit-identical:
   an all-zero A takes the portable kernel): the exact float32 product of :mod:`.quantization`
   (:func:`~.quantization.exact_product`, B centered once), then ``acc * (a_scale * b_scale)``
   and the bias in float64 as the portable kernels compute them.
+* **QLinearConcat** (8-bit inputs of Y's type, one float32 scale and zero point each, one rank,
+  compiled loops on): each input's codes through a 256-entry table made by the portable kernel
+  itself on that input's 256 codes (requantization is a function of one code), looked up by one
+  compiled pass, then one ``concatenate``: the same bits.
 
 Where the host has AVX-512 VNNI the products of QGemm, MatMulIntegerToFloat and
 DynamicQuantizeMatMul are the VNNI integer product (:mod:`onnxkit_cpu.compiled.quantized_vnni`),
@@ -404,7 +408,65 @@ def _dynamic_quantize_matmul(ctx, other):
     return run
 
 
+#: the most lookup tables one QLinearConcat node keeps (one per distinct input parameters)
+CONCAT_TABLES = 64
+
+
+def _concat(ctx, other):
+    """QLinearConcat: each input's codes requantized by a 256-entry table per input (the portable
+    kernel run once on the 256 codes of that input's type with its scale and zero point: each
+    output element a function of its input element alone, so the same bits), then one
+    ``concatenate``; tables kept by parameter values.  Anything else (a missing or non-scalar
+    parameter, types that differ, ranks that differ, an empty input) goes to the portable kernel."""
+    loop = loops.lookup.get()
+    if loop is None:
+        return other
+    axis_attr = int(ctx.attr("axis", 0))
+    tables: dict = {}
+
+    def table(x_dtype, rank, s, z, y_scale, y_zp):
+        key = (x_dtype, float(s.reshape(-1)[0]), int(z.reshape(-1)[0]), float(y_scale.reshape(-1)[0]),
+               int(y_zp.reshape(-1)[0]))
+        found = tables.get(key)
+        if found is None:
+            codes = np.arange(256, dtype=np.uint8).view(x_dtype).reshape((256,) + (1,) * (rank - 1))
+            found = np.ascontiguousarray(other(y_scale, y_zp, codes, s, z)).reshape(-1)
+            if len(tables) >= CONCAT_TABLES:
+                tables.clear()
+            tables[key] = found
+        return found
+
+    def run(y_scale, y_zp, *inputs):
+        if not (inputs and len(inputs) % 3 == 0 and _one(y_scale) and y_scale.dtype == F32 and _one(y_zp)
+                and y_zp.dtype in RANGES):
+            return other(y_scale, y_zp, *inputs)
+        xs = inputs[0::3]
+        if not all(_nd(x) and x.dtype == y_zp.dtype and x.ndim == xs[0].ndim and x.ndim and x.size for x in xs) \
+                or not all(_one(v) for v in inputs[1::3] + inputs[2::3]) \
+                or not all(v.dtype == F32 for v in inputs[1::3]) or not all(v.dtype == y_zp.dtype for v in inputs[2::3]):
+            return other(y_scale, y_zp, *inputs)
+        rank = xs[0].ndim
+        if not -rank <= axis_attr < rank or any(x.shape[:axis_attr % rank] + x.shape[axis_attr % rank + 1:]
+                                                 != xs[0].shape[:axis_attr % rank] + xs[0].shape[axis_attr % rank + 1:]
+                                                 for x in xs):
+            return other(y_scale, y_zp, *inputs)
+        parts = []
+        for k in range(0, len(inputs), 3):
+            x, s, z = inputs[k:k + 3]
+            t = table(x.dtype, rank, s, z, y_scale, y_zp)
+            y = np.empty(x.shape, y_zp.dtype)
+            loop(np.ascontiguousarray(x).reshape(-1).view(np.uint8), t, y.reshape(-1))
+            parts.append(y)
+        return np.concatenate(parts, axis=axis_attr % rank)
+
+    return run
+
+
 if portable is not None:
+    @KERNELS.register("QLinearConcat", 1, domain=DOMAIN)
+    def qlinear_concat(ctx):
+        return _concat(ctx, portable_ops.qlinear_concat(ctx))
+
     @KERNELS.register("MatMulIntegerToFloat", 1, domain=DOMAIN)
     def matmul_integer_to_float(ctx):
         return _matmul_integer_to_float(ctx, portable_ops.matmul_integer_to_float(ctx))

@@ -1619,6 +1619,9 @@ MUTANTS = (
            ("plugins/cpu_backend/tests/test_matmul_epilogue.py",)),
     Mutant("cpu-matmul-epilogue-any-type-in-place", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
            "direct = a.dtype in _FLOATS", "direct = True", ("plugins/cpu_backend/tests/test_matmul_epilogue.py",)),
+    Mutant("cpu-matmul-epilogue-relu-drops-nan", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
+           "                np.maximum(y, 0, out=y)", "                y = np.fmax(y, 0)",
+           ("plugins/cpu_backend/tests/test_matmul_epilogue.py",)),
 )
 
 

@@ -7,7 +7,8 @@
   counted, so a case that silently falls back fails.
 * Near misses run the Add's own kernel on the product (same bits): an operand that widens the
   product's shape, float16 (the widened product), int32 (the portable product).
-* A Relu or Clip after the Add, and a Relu alone, give the separate nodes' bits.
+* A Relu after the Add or alone is ``np.maximum`` in place (counted), a Clip its own kernel: the
+  separate nodes' bits, NaN rows and zero columns included.
 * MatMul's size guard still runs in the fused step: a product over ``max_value_bytes`` is
   refused by the MatMul's name.
 """
@@ -67,7 +68,7 @@ def model(a_shape, w, r, side=0, r_input=False, after=(), dtype=np.float32) -> b
 
 @pytest.fixture
 def in_place(monkeypatch):
-    """How many Adds the fused step made in place (a list of one count)."""
+    """How many Adds and Relus the fused step made in place (a list of one count)."""
     count = [0]
     real = np.add
 
@@ -76,6 +77,11 @@ def in_place(monkeypatch):
         def add(x, y, out=None):
             count[0] += out is not None
             return real(x, y, out=out)
+
+        @staticmethod
+        def maximum(x, y, out=None):
+            count[0] += out is not None and out is x
+            return np.maximum(x, y, out=out)
 
     monkeypatch.setattr(linalg, "np", _Proxy(np, Spy))
     return count
@@ -88,7 +94,7 @@ class _Proxy:
         self._module, self._spy = module, spy
 
     def __getattr__(self, name):
-        return self._spy.add if name == "add" else getattr(self._module, name)
+        return getattr(self._spy, name) if name in ("add", "maximum") else getattr(self._module, name)
 
 
 def run(data, feeds, fused=True, limits=None):
@@ -159,11 +165,19 @@ def test_other_element_types_run_the_add_kernel(dtype, in_place):
 @pytest.mark.parametrize("after, with_add", [(("Relu",), True), (("Clip",), True), (("Relu",), False)])
 def test_relu_and_clip_after(after, with_add, in_place):
     a, w, r = rand(2, 7, 7, 320), rand(320, 256), rand(256)
+    a[0, 1, 2, 3] = np.nan          # a row of NaN products: the Relu keeps NaN's bits
+    w[:, 5] = 0.0                   # a column of zero products (+0 or -0 before the Relu)
+    a[1] = np.abs(a[1])
+    w[:, 6] = -np.abs(w[:, 6])
     data = model(a.shape, w, r if with_add else None, after=after)
     got = run(data, {"a": a})
-    assert in_place[0] == (1 if with_add else 0)
-    assert np.array_equal(got, run(data, {"a": a}, fused=False))
-    np.testing.assert_allclose(got, peer(data, {"a": a}), rtol=0, atol=1e-3)
+    maxima = sum(1 for op in after if op == "Relu")
+    assert in_place[0] == (1 if with_add else 0) + maxima
+    unfused = run(data, {"a": a}, fused=False)
+    assert np.array_equal(got.view(np.uint32), unfused.view(np.uint32))
+    assert np.isnan(got[0, 1, 2]).all()
+    fine = ~np.isnan(got)
+    np.testing.assert_allclose(got[fine], peer(data, {"a": a})[fine], rtol=0, atol=1e-3)
 
 
 def test_the_matmul_size_guard_runs_in_the_fused_step():

@@ -20,7 +20,8 @@ order, so the result agrees with the stacked product within float rounding, not 
 (:mod:`onnxkit.runtime.optimizer.epilogue`): a following Add whose other operand is a numpy
 array of the product's float32 / float64 type broadcasting to the product's shape is added in
 place into the product it just made (``np.add`` with the operands in the graph's order: the
-Add kernel's bits, without its fresh array); any other operand, and a Relu or Clip after, run
+Add kernel's bits, without its fresh array), and a Relu after it or after the product likewise
+in place (``np.maximum(y, 0)``, the cpu Relu's operation); any other operand, and a Clip, run
 their own kernels on the product (:func:`epilogue`).  Both run with numpy's
 floating-point warnings off (``quiet``, as the cpu Add): an inf times a zero in a product is a
 NaN result, not a warning.
@@ -130,13 +131,16 @@ def epilogue(product, ops):
     """``product``'s result then ``ops`` (the epilogue protocol's tuple) applied to it: an Add of
     a numpy operand of the result's float32 / float64 type whose shape broadcasts to the
     result's is ``np.add`` into the result in place, in the graph's operand order (the result is
-    the fresh array the product made); any other Add, and a Relu or Clip, the consumer's own
-    kernel."""
+    the fresh array the product made), and a Relu on a float32 / float64 result ``np.maximum(y,
+    0)`` in place (the cpu Relu's operation: NaN keeps its bits, -0 gives +0); any other Add, a
+    Relu of another type and a Clip, the consumer's own kernel."""
     def fused(a, b, r=None):
         direct = a.dtype in _FLOATS
         y = product(a, b)
         for kind, fn, side in ops:
-            if kind != "Add":
+            if kind == "Relu" and direct:
+                np.maximum(y, 0, out=y)
+            elif kind != "Add":
                 y = fn(y)
             elif direct and type(r) is np.ndarray and r.dtype == y.dtype and r.ndim <= y.ndim \
                     and all(p == q or p == 1 for p, q in zip(r.shape[::-1], y.shape[::-1])):

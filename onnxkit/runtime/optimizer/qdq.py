@@ -386,7 +386,7 @@ def _gemm_float_parts(view: GraphView, match) -> Optional[tuple]:
     quants = []
     for name, axis in ((gemm.input[0], None), (gemm.input[1], 0 if trans_b else 1)):
         found = dequantized(view, name, allow_axis=axis is not None)
-        if found is None or (not found.per_tensor and found.axis != axis):
+        if found is None or found.axis not in (None, axis):
             return None
         quants.append(found)
     if not quants[0].per_tensor:

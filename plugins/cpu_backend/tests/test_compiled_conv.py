@@ -19,7 +19,7 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 from onnxkit.runtime import InferenceSession  # noqa: E402
 from onnxkit_cpu import compiled  # noqa: E402
-from onnxkit_cpu.compiled import conv as loops  # noqa: E402
+from onnxkit_cpu.compiled import conv as loops, conv_channels as channel_loops  # noqa: E402
 
 # numba missing or ONNXKIT_CPU_COMPILED=0: nothing to test here (test_compiled.py fails then)
 pytestmark = [pytest.mark.skipif(not compiled.enabled(), reason="compiled loops off"),
@@ -32,9 +32,22 @@ def randn(*shape, dtype=np.float32):
     return RNG.standard_normal(shape).astype(dtype)
 
 
+class _Calls:
+    """The calls of several counted loops together."""
+
+    def __init__(self, spies):
+        self.spies = spies
+
+    @property
+    def calls(self) -> int:
+        return sum(s.calls for s in self.spies)
+
+
 @pytest.fixture
 def counter(count_calls):
-    return count_calls(loops, "planes")
+    """The compiled path's calls: the planes loop and the channel-block loops it takes on small
+    maps of many channels (onnxkit_cpu.compiled.conv_channels, test_conv_channel_blocks.py)."""
+    return _Calls([count_calls(loops, "planes")] + [count_calls(channel_loops, n) for n in channel_loops.LOOPS.values()])
 
 
 def session(x, w, b, attrs, constants=("w", "b")):
@@ -165,7 +178,7 @@ def test_nan_and_inf_propagate_as_in_the_numpy_body(x_shape, w_shape, attrs, cou
 
 def test_non_contiguous_input(counter):
     x = np.swapaxes(randn(1, 12, 40, 40), 1, 3)[:, :, :, :12]          # (1, 40, 40, 12): not C-contiguous
-    wide = np.swapaxes(randn(1, 20, 40, 40), 1, 3)[:, :, :, :20]       # rows 20 wide: the depthwise planes loop
+    wide = np.swapaxes(randn(1, 32, 40, 40), 1, 3)[:, :, :, :32]       # rows 32 wide: the depthwise planes loop
     assert not x.flags.c_contiguous and not wide.flags.c_contiguous     # (narrower: test_conv_channel_blocks.py)
     check(wide, randn(40, 1, 5, 5), randn(40), dict(pads=[2, 2, 2, 2], group=40), counter)
     check(x, randn(6, 40, 3, 3), randn(6), dict(pads=[1, 1, 1, 1]), counter)

@@ -36,6 +36,17 @@ RNG = np.random.default_rng(4405)
 W3, W5, W7 = conv_channels.WIDTH[3], conv_channels.WIDTH[5], conv_channels.WIDTH[7]
 
 
+class Blocks:
+    """The calls of every channel-block loop (:data:`onnxkit_cpu.compiled.conv_channels.LOOPS`)."""
+
+    def __init__(self, count_calls):
+        self.spies = [count_calls(channel_loops, name) for name in channel_loops.LOOPS.values()]
+
+    @property
+    def calls(self) -> int:
+        return sum(s.calls for s in self.spies)
+
+
 def randn(*shape, dtype=np.float32):
     return RNG.standard_normal(shape).astype(dtype)
 
@@ -43,6 +54,8 @@ def randn(*shape, dtype=np.float32):
 def model(x_shape, w, b, attrs, after=None, w_input=False, elem=TensorProto.FLOAT) -> bytes:
     inits = [] if w_input else [numpy_helper.from_array(w, "w")]
     inits += [numpy_helper.from_array(b, "b")] if b is not None else []
+    if w_input:         # the kernel known at planning only from the attribute (W not a constant)
+        attrs = {**attrs, "kernel_shape": list(w.shape[2:])}
     nodes = [helper.make_node("Conv", ["x", "w"] + (["b"] if b is not None else []), ["c" if after else "y"], **attrs)]
     inputs = [helper.make_tensor_value_info("x", elem, x_shape)]
     if w_input:
@@ -149,7 +162,7 @@ def test_taken_cases_give_the_planes_bits(x_shape, w_shape, attrs, bias, count_c
     x, w = randn(*x_shape), randn(*w_shape)
     b = randn(w_shape[0]) if bias else None
     data = model(x.shape, w, b, attrs)
-    blocks, planes = count_calls(channel_loops, "blocks"), count_calls(plane_loops, "planes")
+    blocks, planes = Blocks(count_calls), count_calls(plane_loops, "planes")
     got = run(data, {"x": x})
     assert (blocks.calls, planes.calls) == (1, 0), "the channel blocks were not used"
     np.testing.assert_array_equal(got, tap_ordered(x, w, b, attrs))
@@ -168,7 +181,7 @@ def test_taken_cases_give_the_planes_bits(x_shape, w_shape, attrs, bias, count_c
 @pytest.mark.parametrize("x_shape,w_shape,attrs", DECLINED)
 def test_declined_cases_keep_the_planes_loop(x_shape, w_shape, attrs, count_calls):
     x, w, b = randn(*x_shape), randn(*w_shape), randn(w_shape[0])
-    blocks, planes = count_calls(channel_loops, "blocks"), count_calls(plane_loops, "planes")
+    blocks, planes = Blocks(count_calls), count_calls(plane_loops, "planes")
     got = run(model(x.shape, w, b, attrs), {"x": x})
     assert blocks.calls == 0
     assert planes.calls == (0 if w_shape[2:] == (1, 1) else 1)
@@ -179,7 +192,7 @@ def test_declined_cases_keep_the_planes_loop(x_shape, w_shape, attrs, count_call
 def test_float64_keeps_the_planes_loop(count_calls):
     x, w, b = randn(1, 16, 7, 7, dtype=np.float64), randn(16, 1, 3, 3, dtype=np.float64), randn(16, dtype=np.float64)
     attrs = dict(group=16, pads=[1, 1, 1, 1])
-    blocks = count_calls(channel_loops, "blocks")
+    blocks = Blocks(count_calls)
     got = run(model(x.shape, w, b, attrs, elem=TensorProto.DOUBLE), {"x": x})
     assert blocks.calls == 0
     np.testing.assert_allclose(got, tap_ordered(x, w, b, attrs), rtol=1e-12, atol=1e-12)
@@ -193,7 +206,7 @@ def test_one_two_three_intra_op_threads_give_the_same_bits(x_shape, w_shape, att
     one = run(data, {"x": x}, 1)
     np.testing.assert_array_equal(one, tap_ordered(x, w, b, attrs))
     for threads in (2, 3):
-        spy = count_calls(channel_loops, "blocks")
+        spy = Blocks(count_calls)
         np.testing.assert_array_equal(run(data, {"x": x}, threads), one)
         assert spy.calls >= 2, "the items were not split across intra-op threads"
 
@@ -227,7 +240,7 @@ def test_w_as_a_graph_input_is_read_each_run(mode, count_calls):
     fed.flags.writeable = False
     so = SessionOptions()
     so.intra_op_num_threads = 1
-    spy = count_calls(channel_loops, "blocks")
+    spy = Blocks(count_calls)
     sess = InferenceSession(model(x.shape, np.ascontiguousarray(fed), b, attrs, w_input=True), so)
     for _ in range(3):
         w = np.ascontiguousarray(fed)
@@ -243,7 +256,7 @@ def test_w_as_a_graph_input_is_read_each_run(mode, count_calls):
 def test_epilogues_give_the_separate_nodes_bits(after, count_calls):
     x, w, b = randn(1, 32, 7, 7), randn(32, 1, 5, 5), randn(32)
     attrs = dict(pads=[2, 2, 2, 2], group=32)
-    spy = count_calls(channel_loops, "blocks")
+    spy = Blocks(count_calls)
     got = run(model(x.shape, w, b, attrs, after=after), {"x": x})
     assert spy.calls == 1
     y = tap_ordered(x, w, b, attrs)
@@ -255,6 +268,20 @@ def test_a_non_contiguous_input(count_calls):
     assert not x.flags.c_contiguous
     w, b = randn(40, 1, 5, 5), randn(40)
     attrs = dict(pads=[2, 2, 2, 2], group=40)
-    spy = count_calls(channel_loops, "blocks")
+    spy = Blocks(count_calls)
     np.testing.assert_array_equal(run(model(x.shape, w, b, attrs), {"x": x}), tap_ordered(x, w, b, attrs))
     assert spy.calls == 1
+
+
+def test_w_fed_without_kernel_shape_keeps_the_planes_loop(count_calls):
+    """The plan picks the loop by the kernel it knows at planning: W fed at run time and no
+    ``kernel_shape`` attribute leave the planes loop (the same bits)."""
+    x, w, b = randn(1, 24, 7, 7), randn(24, 1, 3, 3), randn(24)
+    attrs = dict(pads=[1, 1, 1, 1], group=24)
+    blocks, planes = Blocks(count_calls), count_calls(plane_loops, "planes")
+    data = model(x.shape, w, b, attrs, w_input=True)
+    proto = onnx.load_from_string(data)
+    del proto.graph.node[0].attribute[[a.name for a in proto.graph.node[0].attribute].index("kernel_shape")]
+    got = run(proto.SerializeToString(), {"x": x, "w": w})
+    assert (blocks.calls, planes.calls) == (0, 1)
+    np.testing.assert_array_equal(got, tap_ordered(x, w, b, attrs))

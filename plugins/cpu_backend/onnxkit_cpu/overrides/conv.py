@@ -90,7 +90,7 @@ from onnxkit.plugin import KernelTable, offers_epilogue, reports_bodies
 from onnxkit_default_domain.api import conv as portable
 from onnxkit_default_domain.api import input_type_checker, quiet
 
-from ..compiled import conv as loops, conv_channels as channel_loops, winograd as winograd_loops
+from ..compiled import conv as loops, winograd as winograd_loops
 from ._plans import NOT_HELD, Held
 from .half import Halves, Wide, is_half, narrow, widen
 from .conv_blocks import (CACHE_BYTES, RowBlocks, block_rows, cache_block_rows, pointwise_columns, product_columns,
@@ -303,9 +303,9 @@ class Prepared:
             self.kind = "planes"
             self.planes = Planes(fn, plan, in_shape, lo, inner, padded, ct, self.local, depthwise, bias, self.finish,
                                  held)
-            if depthwise and channels is not None and conv_channels.takes(plan, ct):
+            if depthwise and channels is not None and conv_channels.takes(plan, ct, channels[0]):
                 self.kind = "channels"      # a small map: vectors along channels (the same bits)
-                self.planes.channels = conv_channels.Channels(channels, plan, lo, inner, padded, ct, held,
+                self.planes.channels = conv_channels.Channels(channels[1], plan, lo, inner, padded, ct, held,
                                                                read_only_view)
             if winograd is not None and Winograd.takes(plan, in_shape, ct):
                 self.kind = "winograd"      # the planes path stays for data Winograd declines
@@ -489,7 +489,7 @@ def conv(ctx):
     fallback = portable.make_conv(ctx, strided_columns, add_into)
     fn = loops.planes.get()         # None: numba missing or disabled (numpy bodies)
     finish = loops.finish.get()
-    channels = channel_loops.blocks.get()
+    channels = conv_channels.planned(ctx)      # ((k, column stride), the channel-block loop) or None
     tiles_in, tiles_out = winograd_loops.input_tiles.get(), winograd_loops.output_tiles.get()
     winograd = None if tiles_in is None else (tiles_in, tiles_out)
     known = {}

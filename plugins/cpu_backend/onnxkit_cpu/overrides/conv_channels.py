@@ -1,5 +1,5 @@
 """Depthwise convolutions on small maps computed in blocks of channels, for :mod:`.conv`'s
-compiled path (:func:`onnxkit_cpu.compiled.conv_channels.blocks`, the layout choice per
+compiled path (:func:`onnxkit_cpu.compiled.conv_channels.loop`, the layout choice per
 convolution shape).
 
 The planes loop (:func:`onnxkit_cpu.compiled.conv.planes`) runs its vectors along an output
@@ -11,7 +11,9 @@ block).  Taken where:
 
 * the convolution is depthwise with channel multiplier 1 (``group = C = M``), float32, two
   spatial axes, a square 3x3 or 5x5 kernel with column stride 1 or 2 or a 7x7 kernel with
-  column stride 1, column dilation 1 (any row stride, row dilation and pads);
+  column stride 1, column dilation 1 (any row stride, row dilation and pads), its kernel side
+  and column stride known at planning (:func:`planned`: from ``kernel_shape`` or a constant W,
+  and ``strides``), so that the plan loads that one loop;
 * it has at least :data:`MIN_CHANNELS` channels; and
 * its output rows are at most :data:`WIDTH` wide for its kernel side (on wider maps the planes
   loop's vectors are full and the two copies cost more than the channel vectors gain; with
@@ -36,7 +38,7 @@ from ..compiled import conv_channels as loops
 from .conv_depthwise import Scratch
 
 #: per kernel side, output rows at most this wide take the channel blocks (0 or absent: never)
-WIDTH = {3: 7, 5: 14, 7: 28}
+WIDTH = {3: 14, 5: 28, 7: 28}
 
 #: .. where the convolution has at least this many channels
 MIN_CHANNELS = loops.CB
@@ -46,22 +48,42 @@ MIN_CHANNELS = loops.CB
 #: map's whole convolution on a busy machine: only large ones are split)
 CHANNEL_WORK = 1 << 19
 
-#: (kernel side, column stride) pairs the loop has passes for
-PASSES = ((3, 1), (3, 2), (5, 1), (5, 2), (7, 1))
+#: (kernel side, column stride) pairs there is a loop for
+PASSES = tuple(loops.LOOPS)
 
 
-def takes(plan, ct) -> bool:
+def planned(ctx):
+    """``((kernel side, column stride), compiled loop)`` a Conv node may take (see the module
+    docstring), or None: not a grouped node, its kernel unknown at planning or without a loop,
+    or compiled loops off (:func:`onnxkit_cpu.compiled.conv_channels.loop`)."""
+    if int(ctx.attr("group", 1) or 1) <= 1 or not WIDTH:
+        return None
+    kernel = ctx.attr("kernel_shape")
+    if kernel is None and ctx.num_inputs > 1 and ctx.is_constant(1):
+        w = ctx.constant(1)
+        kernel = None if w is None or getattr(w, "ndim", 0) != 4 else tuple(w.shape[2:])
+    strides = ctx.attr("strides") or (1, 1)
+    if kernel is None or len(kernel) != 2 or len(strides) != 2 or kernel[0] != kernel[1]:
+        return None
+    key = (int(kernel[0]), int(strides[1]))
+    if key not in PASSES:
+        return None
+    fn = loops.loop(*key)
+    return None if fn is None else (key, fn)
+
+
+def takes(plan, ct, key=None) -> bool:
     """Whether the depthwise convolution ``plan`` (computing in ``ct``) takes the channel
-    blocks (see the module docstring)."""
+    blocks (see the module docstring; ``key``: :func:`planned`'s, which it must match)."""
     kernel, strides, dil = tuple(plan.kernel), tuple(plan.strides), tuple(plan.dil)
-    return (len(kernel) == 2 and np.dtype(ct) == np.float32 and plan.group == plan.c == plan.m
+    return ((key is None or key == (kernel[0], strides[-1])) and len(kernel) == 2 and np.dtype(ct) == np.float32 and plan.group == plan.c == plan.m
             and kernel[0] == kernel[1] and (kernel[0], strides[1]) in PASSES and dil[1] == 1
             and plan.c >= MIN_CHANNELS and 0 < plan.out_shape[1] <= WIDTH.get(kernel[0], 0) and plan.out_shape[0] > 0)
 
 
 class Channels:
     """The channel-block loop of one input shape (``fn``: the compiled
-    :func:`~onnxkit_cpu.compiled.conv_channels.blocks`; ``plan``: the portable plan; ``lo`` /
+    :func:`~onnxkit_cpu.compiled.conv_channels.loop` of its kernel; ``plan``: the portable plan; ``lo`` /
     ``inner`` / ``padded``: :func:`~.conv_depthwise.pad_layout`'s; ``held``: the
     :class:`~._plans.Held` of W and of B).  W in the loop's layout, ``(blocks, K*K, CB)``, is
     kept while the same W comes back where it is held (it is a copy); B likewise, or while its
@@ -72,12 +94,12 @@ class Channels:
         self.fn, self.ct, self.frozen = fn, np.dtype(ct), frozen
         self.w_held, self.b_held = held
         n, c = plan.n, plan.c
-        k, (sh, sw), (dh, _) = plan.kernel[0], plan.strides, plan.dil
+        k, (sh, _), (dh, _) = plan.kernel[0], plan.strides, plan.dil
         pwx, owr, xsize, asize = loops.layout(padded, plan.kernel, plan.strides, plan.dil, plan.out_shape)
         h0, w0 = (max(0, -v) for v in plan.begin)
         self.nblk = -(-c // loops.CB)
         self.k, self.c = k, c
-        self.args = (k, pwx, int(sh), int(sw), int(dh), lo[0], lo[1], h0, w0, inner[0], inner[1])
+        self.args = (pwx, int(sh), int(dh), lo[0], lo[1], h0, w0, inner[0], inner[1])
         self.out_full = (n, c, *plan.out_shape)
         self.items = n * self.nblk
         work = plan.out_shape[0] * owr * k * k * loops.CB

@@ -192,8 +192,11 @@ def test_the_example_imports_no_array_api_compat_numpy_where_its_names_are_known
 
     known = array_api_compat.__version__.split(".")[:2] == WRAPPED_VERSION.split(".")
     loaded = _after_a_run_of_the_example(
-        "print(*(m in sys.modules for m in ('array_api_compat.numpy', 'numpy.fft', 'numpy.typing')))").strip()
-    assert loaded == ("False False False" if known else "True True True")
+        "print(*(m in sys.modules for m in ('array_api_compat.numpy', 'numpy.fft', 'numpy.typing', 'numba')))")
+    aac, fft, typing, numba = loaded.split()
+    assert aac == str(not known)
+    if numba == "False":   # numba's own import brings numpy.fft and numpy.typing (ONNXKIT_FIRST_RUN=warm)
+        assert (fft, typing) == (str(not known), str(not known))
 
 
 def test_the_example_defines_no_surface_record_a_first_result_does_not_ask_for():

@@ -1623,8 +1623,11 @@ MUTANTS = (
            ("plugins/cpu_backend/tests/test_matmul_epilogue.py",)),
     Mutant("cpu-matmul-epilogue-any-type-in-place", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
            "direct = a.dtype in _FLOATS", "direct = True", ("plugins/cpu_backend/tests/test_matmul_epilogue.py",)),
+    Mutant("cpu-matmul-epilogue-zero-row-sign", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
+           "z = _ZEROS[key] = np.zeros(key[0], key[1])", "z = _ZEROS[key] = np.full(key[0], -0.0, key[1])",
+           ("plugins/cpu_backend/tests/test_matmul_epilogue.py",)),
     Mutant("cpu-matmul-epilogue-relu-drops-nan", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
-           "                np.maximum(y, 0, out=y)", "                y = np.fmax(y, 0)",
+           "                np.maximum(y, zero_row(y), out=y)", "                y = np.fmax(y, 0)",
            ("plugins/cpu_backend/tests/test_matmul_epilogue.py",)),
 )
 

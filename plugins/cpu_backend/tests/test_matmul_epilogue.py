@@ -195,3 +195,34 @@ def test_the_matmul_size_guard_runs_in_the_fused_step():
     small_data = model(small.shape, w, r)
     got = InferenceSession(small_data, so, limits=Limits(max_value_bytes=1 << 20)).run(None, {"a": small})[0]
     assert np.array_equal(got, np.matmul(small, w) + r)
+
+
+@pytest.mark.parametrize("a_shape, w_shape, dtype", [((64,), (64, 33), np.float32), ((64,), (64,), np.float32),
+                                                     ((3, 64), (64, 7), np.float64), ((2, 5, 64), (64, 1), np.float32)])
+def test_relu_on_vectors_scalars_and_odd_extents(a_shape, w_shape, dtype, in_place):
+    a, w = rand(*a_shape, dtype=dtype), rand(*w_shape, dtype=dtype)
+    a[..., 0] = 0.0
+    w[..., 0] = -0.0 if w.ndim == 1 else w[..., 0]
+    data = model(a.shape, w, None, after=("Relu",), dtype=dtype)
+    got = run(data, {"a": a})
+    assert in_place[0] == 1
+    unfused = run(data, {"a": a}, fused=False)
+    bits = np.uint32 if dtype == np.float32 else np.uint64
+    assert got.shape == unfused.shape and np.array_equal(np.asarray(got).view(bits), np.asarray(unfused).view(bits))
+    assert np.array_equal(got, np.maximum(np.matmul(a, w), 0))
+
+
+@pytest.mark.parametrize("dtype, bits", [(np.float32, np.uint32), (np.float64, np.uint64)])
+def test_the_zero_row_maximum_is_the_scalar_maximum_bit_for_bit(dtype, bits):
+    """BLAS never hands the Relu a -0 or a NaN with a payload: the zero row is checked on them here."""
+    y = rand(7, 37, dtype=dtype)
+    specials = np.array([-0.0, 0.0, np.inf, -np.inf, np.nan, np.finfo(dtype).tiny / 4, -np.finfo(dtype).tiny / 4],
+                        dtype)
+    y[0, :7] = specials
+    y[1, :4] = np.array([0x7fc00123, 0xffc00456, 0x7f800001, 0xff800001] if dtype == np.float32 else
+                        [0x7ff8000000000123, 0xfff8000000000456, 0x7ff0000000000001, 0xfff0000000000001], bits).view(dtype)
+    want = np.maximum(y, 0)
+    got = y.copy()
+    np.maximum(got, linalg.zero_row(got), out=got)
+    assert np.array_equal(got.view(bits), want.view(bits))
+    assert linalg.zero_row(np.asarray(np.float32(1.0))) == 0 and not linalg.zero_row(y).flags.writeable

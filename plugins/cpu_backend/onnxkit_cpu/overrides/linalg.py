@@ -127,19 +127,40 @@ def matmul(ctx):
     return offers_epilogue(quiet(run), fuse_epilogue, 2)
 
 
+#: (extent, dtype) -> a read-only row of zeros (the in-place Relu's second operand)
+_ZEROS: dict = {}
+
+
+def zero_row(y: np.ndarray):
+    """Zeros along ``y``'s last axis (0 where ``y`` is 0-d), of ``y``'s type, to ``np.maximum``
+    ``y`` with: the same results as the scalar 0 — NaN keeps its bits, -0 gives +0 — and numpy's
+    vectorized two-array loop, where a scalar operand takes a slower one."""
+    if y.ndim == 0:
+        return 0
+    key = (y.shape[-1], y.dtype)
+    z = _ZEROS.get(key)
+    if z is None:
+        if len(_ZEROS) >= 256:
+            _ZEROS.clear()
+        z = _ZEROS[key] = np.zeros(key[0], key[1])
+        z.flags.writeable = False
+    return z
+
+
 def epilogue(product, ops):
     """``product``'s result then ``ops`` (the epilogue protocol's tuple) applied to it: an Add of
     a numpy operand of the result's float32 / float64 type whose shape broadcasts to the
     result's is ``np.add`` into the result in place, in the graph's operand order (the result is
     the fresh array the product made), and a Relu on a float32 / float64 result ``np.maximum(y,
-    0)`` in place (the cpu Relu's operation: NaN keeps its bits, -0 gives +0); any other Add, a
+    0)`` in place (the cpu Relu's operation: NaN keeps its bits, -0 gives +0; with a row of zeros,
+    :func:`zero_row`); any other Add, a
     Relu of another type and a Clip, the consumer's own kernel."""
     def fused(a, b, r=None):
         direct = a.dtype in _FLOATS
         y = product(a, b)
         for kind, fn, side in ops:
             if kind == "Relu" and direct:
-                np.maximum(y, 0, out=y)
+                np.maximum(y, zero_row(y), out=y)
             elif kind != "Add":
                 y = fn(y)
             elif direct and type(r) is np.ndarray and r.dtype == y.dtype and r.ndim <= y.ndim \

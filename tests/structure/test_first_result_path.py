@@ -223,3 +223,12 @@ def test_the_example_imports_neither_the_lora_nor_the_sparse_output_modules():
         "print(*(m in sys.modules for m in ('onnxkit.runtime.lora', 'onnxkit.runtime.adapter_format', "
         "'onnxkit.runtime.sparse')))").strip()
     assert printed == "False False False"
+
+
+def test_the_cache_lookup_of_a_deferral_imports_no_hashlib():
+    """The example's first run defers its compiled loops and asks numba's on-disk cache whether it
+    holds them (onnxkit_cpu.compiled.cache_index); the digests come from CPython's built-in hash
+    modules, so hashlib (and the OpenSSL it loads) stays unimported."""
+    printed = _after_a_run_of_the_example(
+        "print(*(m in sys.modules for m in ('onnxkit_cpu.compiled.cache_index', 'hashlib')))").strip()
+    assert printed == "True False"

@@ -139,3 +139,13 @@ def test_a_deferral_costs_a_load_or_a_compile(monkeypatch, held):
         assert norm._LEAF.get() is None
     assert len(record.deferred) == 2 and not record.compiles
     assert record.cost == pytest.approx(compiled.SETUP_S + 2 * compiled.LOAD_S)
+
+
+def test_the_digests_come_from_the_built_in_hash_modules_with_hashlibs_values():
+    """cache_index hashes with CPython's built-in ``_sha1`` / ``_sha256`` (``_sha2``) modules,
+    not hashlib's OpenSSL constructors (whose import a first result would pay), and the digests
+    are the standard ones numba's rule names (FIPS 180-4 test vectors for "abc")."""
+    sha1, sha256 = cache_index._hash("sha1"), cache_index._hash("sha256")
+    assert sha1.__module__ == "_sha1" and sha256.__module__ in ("_sha256", "_sha2")
+    assert sha1(b"abc").hexdigest() == "a9993e364706816aba3e25717850c26c9cd0d89d"
+    assert sha256(b"abc").hexdigest() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"

@@ -30,7 +30,6 @@ index is read through an unpickler that resolves no global, so a crafted file im
 from __future__ import annotations
 
 import functools
-import hashlib
 import io
 import os
 import pickle
@@ -39,6 +38,20 @@ import sys
 from typing import Optional
 
 __all__ = ["holds", "index_path"]
+
+
+def _hash(name: str):
+    """The ``sha1`` / ``sha256`` constructor of CPython's built-in modules (``_sha1``, ``_sha256``;
+    ``_sha2`` from 3.12), which give hashlib's digests without importing hashlib and the OpenSSL
+    it loads; hashlib's where they are absent."""
+    for module in ((f"_{name}",) if name == "sha1" else ("_sha256", "_sha2")):
+        try:
+            return getattr(__import__(module), name)
+        except (ImportError, AttributeError):
+            continue
+    import hashlib
+
+    return getattr(hashlib, name)
 
 
 def _writable(folder: str) -> bool:
@@ -55,7 +68,7 @@ def _writable(folder: str) -> bool:
 def _subpath(py_file: str) -> str:
     """numba's folder name for a module's file inside a cache root: ``<parent>_<sha1>``."""
     folder = os.path.dirname(os.path.abspath(py_file))
-    return f"{os.path.split(folder)[-1]}_{hashlib.sha1(folder.encode()).hexdigest()}"
+    return f"{os.path.split(folder)[-1]}_{_hash('sha1')(folder.encode()).hexdigest()}"
 
 
 def _user_cache_root() -> Optional[str]:
@@ -116,7 +129,7 @@ def _installed_version() -> Optional[str]:
 @functools.lru_cache(maxsize=64)
 def _source_digest(py_file: str, mtime_ns: int, size: int) -> bytes:
     with open(py_file, "rb") as f:
-        return hashlib.sha256(f.read()).digest()
+        return _hash("sha256")(f.read()).digest()
 
 
 class _NoGlobals(pickle.Unpickler):

@@ -1610,6 +1610,8 @@ MUTANTS = (
     Mutant("loop-code-cold-plan-compiled-early", "onnxkit/runtime/loop.py",
            "(COMPILE_AFTER if first_run() is None else COLD_COMPILE_AFTER)", "COMPILE_AFTER",
            ("tests/engine/test_compiled_steps.py",)),
+    Mutant("loop-code-bound-always-small", "onnxkit/runtime/loop.py",
+           'f"    s = b{k}(g{k}, a) <= budget.small"', '"    s = True"', ("tests/engine/test_compiled_steps.py",)),
     Mutant("cpu-matmul-flat-rows-at-threshold", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
            "a.shape[-2] < FLAT_ROWS and", "a.shape[-2] <= FLAT_ROWS and",
            ("plugins/cpu_backend/tests/test_matmul_flat_rows.py",)),

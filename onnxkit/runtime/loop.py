@@ -40,7 +40,8 @@ that a warm one replaces, from its :data:`COLD_COMPILE_AFTER`-th — one chunk o
 of one Python function over the run's slot list (:func:`compile_chunk`), and once every step is
 compiled a run calls the chunks in order.  Per step, in the loop's order and with its semantics:
 the kernel called on its input slots (a ``GUARDED`` step's guard first, its charged bytes held
-under the output slot; a ``SPECIAL`` step through :func:`_call_special`), its result stored (a
+under the output slot — a guard with a cheap bound asked that bound first, as the guard asks it;
+a ``SPECIAL`` step through :func:`_call_special`), its result stored (a
 tuple where the node names one output: its first element; a result that leaves a named output
 absent raises the short-result exception with the step's index, and the run goes on checked),
 its inputs' last uses freed, its release given back.  Any other exception propagates from the
@@ -447,6 +448,11 @@ def run_checked(graph: str, layout: Layout, env: list, budget, held: dict, state
 
 
 # -- compiled steps --------------------------------------------------------------------------------
+#: what a size guard's bound may raise on inputs it cannot read (the guard then decides by its own
+#: rules, which re-raise what is a bug of the bound: :class:`~onnxkit.runtime.budget.Guard`)
+_BOUND_FAULTS = (TypeError, ValueError, IndexError, ArithmeticError, AttributeError)
+
+
 class Chunk:
     """The compiled steps ``begin`` to ``end`` (exclusive) of a layout: ``run(env, budget, held)``."""
 
@@ -475,6 +481,7 @@ def compile_chunk(fast: tuple, begin: int, end: int, helpers: dict, guarded: int
     ``_Short`` and ``layout``, by those names; ``guarded``: the loop's ``GUARDED`` code."""
     ns = dict(helpers)
     ns["_first"] = _first_of(helpers["_Short"])
+    ns["_BOUND_FAULTS"] = _BOUND_FAULTS
     src = ["def run(e, budget, held):"]
     lines = [begin, begin]  # line numbers start at 1: line 1 is the def
     k = begin
@@ -482,7 +489,15 @@ def compile_chunk(fast: tuple, begin: int, end: int, helpers: dict, guarded: int
         ns[f"c{k}"] = call
         args = ", ".join(f"e[{i}]" for i in ins)
         body = []
-        if special == guarded:
+        if special == guarded and getattr(step.guard, "bound", None) is not None:
+            # the guard's cheap bound first, as the guard itself asks it: under the run's small
+            # size it charges nothing; otherwise (or where the bound cannot read the inputs) the
+            # guard decides, asking its bound again
+            ns[f"g{k}"], ns[f"b{k}"] = step.guard, step.guard.bound
+            body += [f"a = [{args}]", "try:", f"    s = b{k}(g{k}, a) <= budget.small", "except _BOUND_FAULTS:",
+                     "    s = False", f"h = 0 if s else g{k}(budget, a)", f"if h: held[{out_slot}] = h",
+                     f"r = c{k}(*a)"]
+        elif special == guarded:
             ns[f"g{k}"] = step.guard
             body += [f"a = [{args}]", f"h = g{k}(budget, a)", f"if h: held[{out_slot}] = h", f"r = c{k}(*a)"]
         elif special:

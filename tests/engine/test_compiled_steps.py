@@ -301,6 +301,27 @@ def test_guards_in_compiled_code_refuse_and_give_bytes_back(compiled_early):
     assert _from_compiled(caught.value)
 
 
+def test_a_declared_size_guard_refuses_in_compiled_code(compiled_early):
+    """A guard without a cheap bound (Expand declares its output's bytes) refuses compiled as by
+    the loop: a target of many rows after runs of few."""
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+
+    g = h.make_graph([h.make_node("Expand", ["x", "rows"], ["y"], name="expand"),
+                      h.make_node("Mul", ["y", "y"], ["z"], name="square")], "g",
+                     [h.make_tensor_value_info("x", TP.FLOAT, [1, 100]), h.make_tensor_value_info("rows", TP.INT64, [2])],
+                     [h.make_tensor_value_info("z", TP.FLOAT, None)])
+    data = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    sess = InferenceSession(data, limits=Limits(max_value_bytes=400 * 100 * 4), validate=False)
+    x = np.ones((1, 100), np.float32)
+    for n in range(1, 9):
+        assert sess.run(None, {"x": x, "rows": np.array([n, 100], np.int64)})[0].shape == (n, 100)
+    for n in (401, 5000):
+        with pytest.raises(LimitExceeded, match="'expand'") as caught:
+            sess.run(None, {"x": x, "rows": np.array([n, 100], np.int64)})
+    assert _from_compiled(caught.value)
+
+
 def test_compiled_steps_give_back_the_bytes_of_freed_values(compiled_early):
     """max_run_bytes bounds the guarded values held at once, compiled as by the loop: five
     400,000-byte values made and freed in turn fit in 1,000,000 bytes at every run."""

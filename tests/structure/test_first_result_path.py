@@ -195,6 +195,9 @@ def test_the_example_imports_no_array_api_compat_numpy_where_its_names_are_known
         "print(*(m in sys.modules for m in ('array_api_compat.numpy', 'numpy.fft', 'numpy.typing', 'numba')))")
     aac, fft, typing, numba = loaded.split()
     assert aac == str(not known)
+    # nor array-api-compat itself where the names are known: the portable kernels ask an array's
+    # device through onnxkit_default_domain's device_of, which answers "cpu" for numpy alone
+    assert _after_a_run_of_the_example("print('array_api_compat' in sys.modules)").strip() == str(not known)
     if numba == "False":   # numba's own import brings numpy.fft and numpy.typing (ONNXKIT_FIRST_RUN=warm)
         assert (fft, typing) == (str(not known), str(not known))
 

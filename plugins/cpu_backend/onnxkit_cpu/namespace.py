@@ -133,11 +133,27 @@ def clone() -> types.ModuleType:
     return compat
 
 
+def _installed_release() -> str:
+    """The installed array-api-compat's ``__version__`` (``""`` where unknown): the imported
+    package's, else read from its ``__init__.py`` (``__version__ = '...'``) without importing it."""
+    module = sys.modules.get("array_api_compat")
+    if module is not None:
+        return str(getattr(module, "__version__", ""))
+    import importlib.util
+    import re
+
+    try:
+        spec = importlib.util.find_spec("array_api_compat")
+        with open(spec.origin, encoding="utf-8") as f:
+            found = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", f.read(), re.M)
+    except (ImportError, ValueError, AttributeError, TypeError, OSError):
+        return ""
+    return found.group(1) if found else ""
+
+
 def _known_release() -> bool:
     """Whether the installed array-api-compat is of the release line :data:`WRAPPED` describes."""
-    import array_api_compat
-
-    return ".".join(str(getattr(array_api_compat, "__version__", "")).split(".")[:2]) == WRAPPED_VERSION
+    return ".".join(_installed_release().split(".")[:2]) == WRAPPED_VERSION
 
 
 _NUMPY2 = int(numpy.__version__.split(".")[0]) >= 2

@@ -179,3 +179,34 @@ def test_a_fresh_session_on_the_example_imports_no_clone_and_a_later_import_is_t
     assert out["loader"] != "_CloneLoader"                                 # the real loader left on it
     assert out["rest"] is True and out["linalg"] is True
     assert out["finder_left"] is False
+
+
+def test_the_installed_release_is_read_without_importing_array_api_compat():
+    """The namespace's release check reads array-api-compat's ``__version__`` from its file when
+    the package is not imported yet (a fresh process), the same string the package gives."""
+    import array_api_compat
+
+    code = ("import sys; from onnxkit_cpu import namespace as n; "
+            "print(n._installed_release(), 'array_api_compat' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == [array_api_compat.__version__, "False"]
+
+
+def test_device_of_answers_as_array_api_compat_does():
+    """onnxkit_default_domain's device_of: array-api-compat's device for numpy arrays and scalars
+    (answered without it) and for torch tensors (asked of it)."""
+    import array_api_compat
+    import torch
+
+    from onnxkit_default_domain.api import device_of
+
+    for x in (np.zeros((2, 3), np.float32), np.float32(1.0), np.zeros((), np.int64)[()], np.arange(3)[::2]):
+        assert device_of(x) == array_api_compat.device(x) == "cpu"
+    t = torch.zeros(3)
+    assert device_of(t) == array_api_compat.device(t)
+    code = ("import sys, numpy as np; from onnxkit_default_domain.api import device_of; "
+            "print(device_of(np.zeros(2)), device_of(np.float32(1)), 'array_api_compat' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["cpu", "cpu", "False"]   # numpy's answer without array-api-compat

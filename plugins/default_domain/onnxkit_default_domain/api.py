@@ -30,6 +30,7 @@ What is published, and what each promises (each function's docstring states its 
   256 values of a LookupTable's body (:func:`lookup_table`, :func:`planned_table`).
 * **Shared helpers** (any array namespace): :func:`norm_axis`, :func:`norm_axes`,
   :func:`scalar_int`, :func:`as_dtype`, :func:`compute_dtype`, :func:`input_type_checker`,
+  :func:`device_of` (an array's device, array-api-compat imported only for a non-numpy array),
   :func:`schema_types` (the element types a type parameter of the node's definition allows),
   :func:`quiet` (numpy's floating-point warnings off around a kernel), :func:`erfc` and the
   float32 erf / erfc approximation coefficients (``ERF_*``, ``ERFC32_*``) a compiled body must
@@ -82,6 +83,7 @@ _PUBLISHED = {
     "selection": (".kernels.selection", None),
     "as_dtype": (".kernels._common", "as_dtype"),
     "compute_dtype": (".kernels._common", "compute_dtype"),
+    "device_of": (".kernels._common", "device_of"),
     "input_type_checker": (".kernels._common", "input_type_checker"),
     "norm_axes": (".kernels._common", "norm_axes"),
     "norm_axis": (".kernels._common", "norm_axis"),
@@ -199,7 +201,8 @@ __all__ = [
     "split_args", "split_attr_args", "split_index", "split_lengths", "squeeze_target", "transpose_perm",
     "unsqueeze_target", "pad_array", "pad_mode", "pad_plan", "source_index", "WIDENED_ONLY_VERSIONS",
     # shared helpers
-    "as_dtype", "compute_dtype", "input_type_checker", "norm_axes", "norm_axis", "scalar_int", "schema_types", "quiet",
+    "as_dtype", "compute_dtype", "device_of", "input_type_checker", "norm_axes", "norm_axis", "scalar_int",
+    "schema_types", "quiet",
     "erfc", "mlas_logistic", "mlas_tanh", "MLAS_LOGISTIC", "MLAS_TANH",
     "ERFC32_CLIP", "ERFC32_P", "ERFC32_Q", "ERF_H", "ERF_K", "ERF_P", "ERF_Q", "ERF_TAYLOR", "ERF_TOP",
     # inference geometry

@@ -35,6 +35,17 @@ def scalar_int(ctx, value, what: str) -> int:
     return int(a.reshape(-1)[0])
 
 
+def device_of(x):
+    """``array_api_compat.device(x)``: ``"cpu"`` for a numpy array or scalar (what
+    array-api-compat answers for them) without importing array-api-compat; its answer for any
+    other array (torch, cupy...)."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return "cpu"
+    import array_api_compat
+
+    return array_api_compat.device(x)
+
+
 def shape_of(x) -> list:
     """A value's shape as a list of Python ints (numpy and torch alike)."""
     return [int(d) for d in x.shape]

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import math
 
-import array_api_compat
 import numpy as np
 
 from onnxkit.plugin import arrays
+
+from ._common import device_of
 
 # -- float32 ------------------------------------------------------------------------------------
 #: erfc(a) = exp(-a^2) * P(a) / Q(a), 0 <= a <= 10.
@@ -80,7 +81,7 @@ _TABLES: dict = {}
 
 def _table(xp, like):
     """The Taylor table as an array of ``xp`` on the device of ``like`` (made once per device)."""
-    dev = array_api_compat.device(like)
+    dev = device_of(like)
     key = (xp.__name__, str(dev))
     if key not in _TABLES:
         _TABLES[key] = xp.asarray(_TABLE, device=dev)

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import math
 
-import array_api_compat
 import numpy as np
 
 from onnxkit.plugin import KernelTable, arrays, size_guard
 
+from ._common import device_of
 from ._common import shape_of, size_of
 from ._math import erfc
 
@@ -304,7 +304,7 @@ def hardmax(xp, x, axis):
     first = xp.argmax(x, axis=axis, keepdims=True)
     where = [1] * x.ndim
     where[axis] = int(x.shape[axis])
-    positions = xp.reshape(xp.arange(where[axis], device=array_api_compat.device(x)), tuple(where))
+    positions = xp.reshape(xp.arange(where[axis], device=device_of(x)), tuple(where))
     return xp.astype(positions == first, x.dtype)
 
 

@@ -26,7 +26,7 @@ iteration number and condition fed to a Loop body are made with ``ctx.from_host`
 from __future__ import annotations
 
 import numpy as np
-from array_api_compat import device as device_of
+from ._common import device_of
 
 from onnxkit.plugin import Accumulation, DEFAULT_LIMITS, KernelTable, ir, needs_scope
 from onnxkit.plugin.dtypes import ELEMENT_TYPES

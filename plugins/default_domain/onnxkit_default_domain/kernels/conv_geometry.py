@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import math
 
-import array_api_compat
-
 from ..inference.nn_geometry import GeometryError, transpose_geometry, window_geometry
+from ._common import device_of  # noqa: F401  (pool.py and conv.py take it from here)
 
 
 def spatial_attrs(ctx, nd: int, kernel=None) -> tuple:
@@ -72,11 +71,6 @@ def col2im_geometry(ctx, x_shape, image, block) -> tuple:
     if math.prod(counts) != length or not all(counts):
         ctx.fail(f"input dimension 2 ({length}) differs from the number of blocks {counts}")
     return strides, dil, pads, kp, counts
-
-
-def device_of(x):
-    """The device of an array (for arrays made next to it)."""
-    return array_api_compat.device(x)
 
 
 def pad_spatial(xp, x, begin, end, value=0):

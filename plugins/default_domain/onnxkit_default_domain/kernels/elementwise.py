@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from array_api_compat import device
+from ._common import device_of as device
 
 from onnxkit.plugin import KernelTable, Unsupported, arrays, fails_on_values, size_guard
 from onnxkit_default_domain.inference.elementwise import legacy_b_shape

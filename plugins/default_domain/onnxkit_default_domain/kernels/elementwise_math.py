@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from array_api_compat import device
 
 from onnxkit.plugin import KernelTable, arrays
 
+from ._common import device_of
 from .elementwise import as_array, back, quiet
 
 KERNELS = KernelTable()
@@ -89,7 +89,7 @@ def erf(xp, x, table=None):
     else float32.  ``table``: ERF_TAYLOR.T as an array of ``xp`` (made here when None)."""
     if arrays.dtype_name(x.dtype) == "float64" or not arrays.is_float(x.dtype):
         if table is None:
-            table = xp.asarray(np.ascontiguousarray(ERF_TAYLOR.T), device=device(x))
+            table = xp.asarray(np.ascontiguousarray(ERF_TAYLOR.T), device=device_of(x))
         return _erf64(xp, xp.astype(x, xp.float64), table)
     return _erf32(xp, x if arrays.dtype_name(x.dtype) == "float32" else xp.astype(x, xp.float32))
 

@@ -21,7 +21,7 @@ import itertools
 import math
 
 import numpy as np
-from array_api_compat import device as device_of
+from ._common import device_of
 
 from onnxkit.plugin import KernelTable, arrays, size_guard
 

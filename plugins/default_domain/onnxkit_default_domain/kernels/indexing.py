@@ -17,7 +17,7 @@ Slices of negative step are taken as positive-step slices reversed (``xp.flip``)
 from __future__ import annotations
 
 import numpy as np
-from array_api_compat import device as device_of
+from ._common import device_of
 
 from onnxkit.plugin import KernelTable, accepts_beyond, arrays, size_guard
 

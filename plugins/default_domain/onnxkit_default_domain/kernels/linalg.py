@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import math
 
-import array_api_compat
 
 from onnxkit.plugin import KernelTable, arrays, calls_blas, size_guard
 
 from ..inference.nn import gemm_dims, matmul_dims
-from ._common import check_dtype, compute_dtype, schema_types, shape_of
+from ._common import check_dtype, compute_dtype, device_of, schema_types, shape_of
 
 KERNELS = KernelTable()
 
@@ -37,7 +36,7 @@ def work(xp, a):
 
 def native_integer_products(x) -> bool:
     """True where the namespace multiplies integer matrices itself (the host CPU: numpy, torch)."""
-    dev = array_api_compat.device(x)
+    dev = device_of(x)
     return getattr(dev, "type", dev) == "cpu"
 
 
@@ -45,6 +44,8 @@ def int_matmul(a, b, force_broadcast: bool = False):
     """Exact, wrapping integer matmul with numpy's 1-D promotion rules; a broadcast multiply
     and sum (accumulated in int64) where the device has no integer product, or when
     ``force_broadcast``."""
+    import array_api_compat  # imported where a kernel first needs it (not on the import path)
+
     xp = array_api_compat.array_namespace(a, b)
     if native_integer_products(a) and not force_broadcast:
         return xp.matmul(a, b)
@@ -245,6 +246,8 @@ def parse_einsum(eq: str, ranks) -> tuple:
 def einsum_broadcast(eq: str, ops):
     """Einsum as one broadcast product and a sum over the array API (exact for integers,
     accumulated in int64; any device)."""
+    import array_api_compat
+
     xp = array_api_compat.array_namespace(*ops)
     labels, out = parse_einsum(eq, [o.ndim for o in ops])
     prepared = []
@@ -366,6 +369,8 @@ def einsum(ctx):
         ctx.fail(f"equation {eq!r} has characters other than letters, ',', '...' and '->'")
     allowed = schema_types(ctx, "T")
     native = getattr(xp, "einsum", None)
+    import array_api_compat
+
     # numpy contracts three or more operands pairwise (through BLAS) only when asked to
     options = {"optimize": True} if n_terms > 2 and array_api_compat.is_numpy_namespace(xp) else {}
     # numpy's einsum of floats loops in C without BLAS, even for two operands: matrix products instead

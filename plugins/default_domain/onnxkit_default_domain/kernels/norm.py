@@ -27,13 +27,12 @@ from __future__ import annotations
 import math
 import operator
 
-import array_api_compat
 import numpy as np
 
 from onnxkit.plugin import KernelTable, arrays, nondeterministic
 from onnxkit.plugin import batch_norm_mode as _batch_norm_mode
 
-from ._common import as_dtype, compute_dtype, input_type_checker, norm_axis, scalar_int, shape_of, size_of
+from ._common import as_dtype, compute_dtype, device_of, input_type_checker, norm_axis, scalar_int, shape_of, size_of
 from .pool import fold_taps
 
 KERNELS = KernelTable()
@@ -46,7 +45,7 @@ def _bshape(rank, c):
 
 def _const(xp, value, like):
     """A 0-d array ``value`` of ``like``'s dtype, on its device."""
-    return xp.asarray(value, dtype=like.dtype, device=array_api_compat.device(like))
+    return xp.asarray(value, dtype=like.dtype, device=device_of(like))
 
 
 def stash_dtype(ctx, xp, dtype):
@@ -265,7 +264,7 @@ def lrn_base(xp, xc, size, lo, scale, bias):
     it in place)."""
     c = int(xc.shape[1])
     padded = xp.zeros((xc.shape[0], c + size - 1) + tuple(xc.shape[2:]), dtype=xc.dtype,
-                      device=array_api_compat.device(xc))
+                      device=device_of(xc))
     padded[:, lo:lo + c, ...] = xc * xc
     return fold_taps(xp.add, [padded[:, t:t + c, ...] for t in range(size)]) * scale + bias
 
@@ -346,7 +345,7 @@ def dropout(ctx):
 
     def apply(x, ratio, training):
         mask_dtype = xp.bool if v >= 10 else x.dtype
-        dev = array_api_compat.device(x)
+        dev = device_of(x)
         if not training or ratio == 0:
             y = x
             mask = xp.ones(tuple(x.shape), dtype=mask_dtype, device=dev) if want_mask else None

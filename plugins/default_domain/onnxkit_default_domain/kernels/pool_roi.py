@@ -17,12 +17,12 @@ is ``output_half_pixel``.
 
 from __future__ import annotations
 
-import array_api_compat
 import numpy as np
 
 from onnxkit.plugin import KernelTable, arrays, size_guard
 
 from ..inference.pool import attr_text, declared_attr, pool_attrs, unpool_extents
+from ._common import device_of
 from ._common import as_dtype, compute_dtype, input_type_checker
 
 KERNELS = KernelTable()
@@ -49,7 +49,7 @@ def max_unpool(ctx):
             lo, hi = ctx.ints(xp.stack([xp.min(flat_i), xp.max(flat_i)]))
             if lo < 0 or hi >= total:
                 ctx.fail(f"an index is outside the unpooled tensor of shape {inferred}")
-        dev = array_api_compat.device(x)
+        dev = device_of(x)
         y = xp.zeros(total, dtype=x.dtype, device=dev)
         y[flat_i] = xp.reshape(x, (-1,))
         y = xp.reshape(y, tuple(inferred))
@@ -106,7 +106,7 @@ def max_roi_pool(ctx):
         if x.ndim != 4 or rois.ndim != 2 or rois.shape[1] != 5:
             ctx.fail(f"X must be (N, C, H, W) and rois (R, 5), got {list(x.shape)} and {list(rois.shape)}")
         n, c, h, w = (int(d) for d in x.shape)
-        dev = array_api_compat.device(x)
+        dev = device_of(x)
         zero = xp.zeros((c,), dtype=x.dtype, device=dev)
         regions = []
         for r, roi in enumerate(_host_rois(ctx, rois, 5)):
@@ -226,7 +226,7 @@ def roi_align(ctx):
         n, c, h, w = (int(d) for d in x.shape)
         ct = compute_dtype(xp, x.dtype)
         cname = arrays.dtype_name(ct)
-        dev = array_api_compat.device(x)
+        dev = device_of(x)
         xc = as_dtype(xp, x, ct)
         regions = []
         for r, roi in enumerate(_host_rois(ctx, rois, 4)):

@@ -24,7 +24,7 @@ before the zero point is added; DynamicQuantizeLinear of an input whose adjusted
 from __future__ import annotations
 
 import numpy as np
-from array_api_compat import device as device_of
+from ._common import device_of
 
 from onnxkit.plugin import DataType, KernelTable, arrays, calls_blas, element_type, from_numpy_dtype, size_guard
 from onnxkit.plugin.narrow import convert

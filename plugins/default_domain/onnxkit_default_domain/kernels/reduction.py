@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from array_api_compat import device
+from ._common import device_of as device
 
 from onnxkit.plugin import KernelTable, arrays
 

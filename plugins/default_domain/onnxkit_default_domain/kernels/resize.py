@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from array_api_compat import device as device_of
+from ._common import device_of
 
 from onnxkit.plugin import KernelTable, arrays, size_guard
 

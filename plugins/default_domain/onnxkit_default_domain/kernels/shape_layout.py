@@ -14,7 +14,7 @@ the cpu backend, whose arrays may hold strings).
 from __future__ import annotations
 
 import numpy as np
-from array_api_compat import device as device_of
+from ._common import device_of
 
 from onnxkit.plugin import KernelTable, size_guard
 

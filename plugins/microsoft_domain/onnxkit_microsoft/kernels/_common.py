@@ -9,18 +9,13 @@ from __future__ import annotations
 
 import math
 
-import array_api_compat
-
 from onnxkit.plugin import arrays
+from onnxkit_default_domain.api import device_of  # noqa: F401  (the kernels take it from here)
 
 DOMAIN = "com.microsoft"
 SQRT1_2 = 1.0 / math.sqrt(2.0)
 #: sqrt(2 / pi), the tanh approximation's constant, and its cubic coefficient
 TANH_K, TANH_C = math.sqrt(2.0 / math.pi), 0.044715
-
-
-def device_of(x):
-    return array_api_compat.device(x)
 
 
 def const(xp, value, like):

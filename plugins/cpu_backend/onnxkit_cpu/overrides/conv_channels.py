@@ -56,7 +56,7 @@ def planned(ctx):
     """``((kernel side, column stride), compiled loop)`` a Conv node may take (see the module
     docstring), or None: not a grouped node, its kernel unknown at planning or without a loop,
     or compiled loops off (:func:`onnxkit_cpu.compiled.conv_channels.loop`)."""
-    if int(ctx.attr("group", 1) or 1) <= 1 or not WIDTH:
+    if int(ctx.attr("group")) <= 1 or not WIDTH:
         return None
     kernel = ctx.attr("kernel_shape")
     if kernel is None and ctx.num_inputs > 1 and ctx.is_constant(1):

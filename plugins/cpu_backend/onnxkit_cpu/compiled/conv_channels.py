@@ -44,7 +44,7 @@ PX = 4
 
 
 def layout(padded, kernel_shape, strides, dil, out_shape) -> tuple:
-    """``(PWX, OWR, xcl size, acc size)`` of :func:`blocks` for a two-axis geometry (``padded``:
+    """``(PWX, OWR, xcl size, acc size)`` of :func:`loop` for a two-axis geometry (``padded``:
     the padded extents; the others the plan's; column dilation 1)."""
     (ph, pw), (kh, kw), (sh, sw), (dh, _) = padded, kernel_shape, strides, dil
     oh, ow = out_shape

@@ -63,6 +63,7 @@ KERNEL_DIRS = ("kernels", "overrides", "compiled")
 #: (protection, and one numba signature), never reading it: (module, function)
 ALLOWED_WRITEABLE_STORES = {
     ("plugins/cpu_backend/onnxkit_cpu/overrides/conv.py", "read_only_view"),
+    ("plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py", "zero_row"),   # the shared row of zeros Relu reads
     ("plugins/default_domain/onnxkit_default_domain/kernels/generators.py", "constant"),
 }
 
@@ -143,7 +144,7 @@ def test_no_kernel_reads_writeable_flags_or_base_chains():
             assert value == "False", f"{rel}:{line}: a kernel may only clear the flag (got {value})"
             stores.add((rel, function))
     assert not bad, "kernels must learn constancy from ctx.is_constant, not from arrays:\n" + "\n".join(bad)
-    assert stores == ALLOWED_WRITEABLE_STORES and len(stores) == 2
+    assert stores == ALLOWED_WRITEABLE_STORES and len(stores) == 3
 
 
 def test_the_former_helpers_are_gone():

@@ -479,9 +479,10 @@ RESTATING_ALLOWED = Counter()
 #: the literal defaults left, each read where a served definition has no default: the attribute
 #: is absent from some version (``broadcast`` before 7, Resize-10's modes, QuantizeLinear-10's
 #: axis...) or optional without a default (Split-1's axis, TfIdfVectorizer's gram lengths,
-#: com.microsoft's many; Momentum's are required, and checked first)
+#: com.microsoft's many, QLinearConcat's axis read as its portable kernel reads it; Momentum's
+#: are required, and checked first)
 NEEDED_NO_ATTRIBUTE = 53
-NEEDED_NO_DEFAULT = 25
+NEEDED_NO_DEFAULT = 26
 
 
 @pytest.fixture(scope="module")

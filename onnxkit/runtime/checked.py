@@ -13,7 +13,7 @@ checks (which then remember it).  Only for backends whose values are numpy array
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -53,6 +53,7 @@ class CheckedSignatures:
         self.output_check = output_check
         self.reporter = reporter
         self.memo: dict = {}  # feed signature -> Signature
+        self._passes = None  # the output check's table (:func:`_output_table`), made at its first use
 
     def seen(self, input_feed):
         """``(values in input order, signature, Signature)`` when ``input_feed`` is a dict of
@@ -102,8 +103,59 @@ class CheckedSignatures:
         osig = tuple(osig)
         check = self.output_check
         if check.checks and osig not in entry.outputs:
-            check(self.output_names, outs, entry.bindings())
+            passes = self._passes
+            if passes is None:
+                passes = self._passes = _output_table(self.output_names, check) or _never
+            if not passes(outs, entry.extents):  # something the check reports, or a form the table leaves to it
+                check(self.output_names, outs, entry.bindings())
             if len(entry.outputs) < SIZE:
                 entry.outputs.add(osig)
         return fresh_outputs(outs, kept_ids, feeds)
+
+
+def _never(outs, extents) -> bool:
+    return False
+
+
+def _output_table(names: list, check) -> Optional[Callable]:
+    """``passes(outs, extents)``: whether the numpy arrays ``outs`` (the graph's outputs in
+    order) pass ``check`` (an :class:`~onnxkit.runtime.policy.OutputCheck`) with the feed's
+    variable ``extents`` and nothing to report: each checked output of its declared element type
+    and rank, its fixed extents the declared ones, each variable's extents one (the feed's where
+    it bound it); one straight-line function, as the feed table's.  False where the check would
+    bind or report anything otherwise; None where an output checked has no row (the check
+    decides every run)."""
+    rows = []
+    for i, name in enumerate(names):
+        if name not in check.checks:
+            continue
+        row = check.rows.get(name)
+        if row is None:
+            return None
+        rows.append((i, row))
+    consts: dict = {}
+    code = ["def passes(outs, extents):", "    get = extents.get"]
+    first: dict = {}  # variable -> local name
+    for i, (dtype, rank, static, variables) in rows:
+        code += [f"    s = outs[{i}]"]
+        if dtype is not None:
+            consts[f"_d{i}"] = np.dtype(dtype)
+            code += [f"    if s.dtype is not _d{i} and s.dtype != _d{i}:", "        return False"]
+        code.append("    s = s.shape")
+        if rank is not None:
+            code += [f"    if len(s) != {int(rank)}:", "        return False"]
+        for axis, d in static:
+            code += [f"    if s[{int(axis)}] != {int(d)}:", "        return False"]
+        for axis, var, _ in variables:
+            if var in first:
+                code += [f"    if s[{int(axis)}] != {first[var]}:", "        return False"]
+                continue
+            local = first[var] = f"x{len(first)}"
+            consts[f"_v{local}"] = var
+            code += [f"    {local} = s[{int(axis)}]", f"    b = get(_v{local})",
+                     f"    if b is not None and b[0] != {local}:", "        return False"]
+    code.append("    return True")
+    scope = dict(consts)
+    exec(compile("\n".join(code) + "\n", "<onnxkit output table>", "exec"), scope)
+    return scope["passes"]
 

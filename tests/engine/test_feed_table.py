@@ -137,3 +137,86 @@ def test_inputs_the_table_cannot_check_leave_it_out():
     sess = onnxkit.InferenceSession(ir.Model(ir_version=10, opset_import=[ir.OperatorSetId("", 21)], graph=g))
     assert sess._feed_table is None
     assert list(sess.run(None, {"s": np.array(["a", "b"], object)})[0]) == ["a", "b"]
+
+
+# -- the compiled table against a loop over its rows (issue 43: one straight-line function) -------------------
+def _reference(rows, feed):
+    """What the table's checks are, written as a loop over its rows (independent of the compiled code)."""
+    if type(feed) is not dict:
+        return None
+    values, extents, fed = [], {}, 0
+    for name, required, dtype, rank, static, variables in rows:
+        if name not in feed:
+            if required:
+                return None
+            values.append(None)
+            continue
+        v = feed[name]
+        if not isinstance(v, np.ndarray) or type(v) is not np.ndarray or v.dtype != dtype or v.dtype.byteorder == ">" \
+                or v.ndim != rank or any(v.shape[a] != d for a, d in static):
+            return None
+        for axis, var, where in variables:
+            if var in extents and extents[var][0] != v.shape[axis]:
+                return None
+            extents.setdefault(var, (v.shape[axis], where))
+        values.append(v)
+        fed += 1
+    return None if fed != len(feed) else (values, extents)
+
+
+def test_the_compiled_table_is_the_loop_over_its_rows():
+    rng = np.random.default_rng(43)
+    dims = ([2, "n"], ["n", "m"], ["m", 3, "n"], [4], ["k", "k"])
+    vis = [ir.ValueInfo(f"i{j}", ir.tensor_type(1 if j % 2 else 7, d)) for j, d in enumerate(dims)]
+    for trial in range(60):
+        required = [vi.name for vi in vis if rng.random() < 0.5]
+        table = FeedTable.of(vis, required)
+        for _ in range(12):
+            ext = {"n": int(rng.integers(1, 4)), "m": int(rng.integers(1, 4)), "k": int(rng.integers(1, 3))}
+            feed = {}
+            for j, vi in enumerate(vis):
+                if rng.random() < 0.25:
+                    continue
+                shape = [ext[d] if isinstance(d, str) else d for d in dims[j]]
+                if rng.random() < 0.15:  # a near miss: one extent off by one
+                    a = int(rng.integers(len(shape)))
+                    shape[a] += 1
+                dtype = np.float32 if j % 2 else np.int64
+                if rng.random() < 0.1:
+                    dtype = np.float64
+                if rng.random() < 0.1:
+                    dtype = np.dtype(dtype).newbyteorder(">")
+                feed[vi.name] = np.zeros(shape, dtype)
+            if rng.random() < 0.05:
+                feed["other"] = np.zeros(1, np.float32)
+            got, want = table.check(feed), _reference(table.rows, feed)
+            assert (got is None) == (want is None), (required, {k: (v.dtype, v.shape) for k, v in feed.items()})
+            if got is not None:
+                assert all(a is b for a, b in zip(got[0], want[0])) and len(got[0]) == len(want[0])
+                assert got[1] == want[1]
+
+
+def test_a_dtype_equal_but_not_identical_and_a_strided_feed_pass_as_the_full_checks_pass_them(sess):
+    feeds = _feeds(3)
+    same = np.dtype(np.float32, metadata={"note": 1})  # equal to float32, another object
+    assert same == np.float32 and same is not np.dtype(np.float32)
+    feeds["past"] = feeds["past"].astype(same)
+    feeds["new"] = np.zeros((1, 2, 2, 8), np.float32)[:, :, :1, ::2]  # not contiguous
+    passed = sess._feed_table.check(feeds)
+    assert passed is not None and passed[0][0] is feeds["past"] and passed[0][1] is feeds["new"]
+    full_values, bindings = sess._feed_values(feeds)
+    assert {k: v[0] for k, v in passed[1].items()} == {k: v[0] for k, v in bindings.extents.items()}
+    y, _ = sess.run(None, feeds)
+    np.testing.assert_array_equal(y, np.concatenate([feeds["past"], feeds["new"]], axis=2))
+
+
+def test_an_optional_input_binds_a_variable_only_when_fed():
+    vis = [ir.ValueInfo("a", ir.tensor_type(1, ["n"])), ir.ValueInfo("b", ir.tensor_type(1, ["n", "m"])),
+           ir.ValueInfo("c", ir.tensor_type(1, ["m"]))]
+    table = FeedTable.of(vis, ["c"])
+    f = np.float32
+    assert table.check({"c": np.zeros(5, f)})[1] == {"m": (5, "input 'c' axis 0")}
+    assert table.check({"b": np.zeros((2, 5), f), "c": np.zeros(5, f)})[1] == {
+        "n": (2, "input 'b' axis 0"), "m": (5, "input 'b' axis 1")}
+    assert table.check({"a": np.zeros(3, f), "b": np.zeros((2, 5), f), "c": np.zeros(5, f)}) is None
+    assert table.check({"b": np.zeros((2, 4), f), "c": np.zeros(5, f)}) is None

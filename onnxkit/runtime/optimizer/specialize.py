@@ -56,6 +56,7 @@ from ..budget import RunBudget
 from ..kernel import REFUSALS
 from ..plan import GraphPlan, assign_lifetimes, evaluate_constant, frozen, is_deterministic
 from ..usedef import step_index
+from . import class_masks
 from .inline import Collision, branch_path, collapse_aliases, inline, taken_branch
 
 #: the most bytes one folded value may take (a larger one stays a node: memory per signature)
@@ -104,7 +105,7 @@ class ShapeClasses:
     a bounded number of plans, never one per run.  An axis never stops varying.  Not
     thread-safe: the :class:`Specializer` calls it under its lock."""
 
-    __slots__ = ("seen", "varying", "_log", "_keys", "_names", "_classes", "_masks")
+    __slots__ = ("seen", "varying", "_log", "_keys", "_names", "_classes", "_masks", "_mask")
 
     def __init__(self, log=None):
         self._names: dict = {}       # (input position, axis) -> its variable's name (VARYING)
@@ -114,6 +115,7 @@ class ShapeClasses:
         self._keys: dict = {}        # signature -> its class, while no further axis varies
         self._classes: set = set()   # the classes :meth:`_classify` gave while no further axis varies
         self._masks: tuple = ()      # (input position, ((axis, variable), ...)) of each position that varies
+        self._mask = None            # :attr:`_masks` compiled (:func:`.class_masks.compiled`), made when first asked
 
     def key(self, sig: tuple) -> tuple:
         """The class of ``sig``: ``sig`` itself while no extent of it varies.
@@ -134,7 +136,7 @@ class ShapeClasses:
                 if len(self.varying) != before or len(self._keys) >= KEYS_KEPT:
                     self._keys.clear()
                     self._classes.clear()
-                    self._masks = self._mask_table()
+                    self._masks, self._mask = self._mask_table(), None
                 self._classes.add(key)
             self._keys[sig] = key
         return key
@@ -146,7 +148,7 @@ class ShapeClasses:
         other.seen = {k: set(v) for k, v in self.seen.items()}
         other.varying = set(self.varying)
         other._names = dict(self._names)
-        other._masks = other._mask_table() if other.varying else ()
+        other._masks, other._mask = other._mask_table() if other.varying else (), None
         return other
 
     def _mask_table(self) -> tuple:
@@ -157,22 +159,13 @@ class ShapeClasses:
 
     def _masked(self, sig: tuple) -> Optional[tuple]:
         """``sig`` with each varying extent replaced by its variable (what :meth:`_classify` returns
-        when it notes nothing new); None where a position that varies is past the signature's end."""
-        out = list(sig)
-        n = len(out)
-        for k, axes in self._masks:
-            if k >= n:
-                return None
-            s = out[k]
-            if s is None:
-                continue
-            shape = list(s[1])
-            rank = len(shape)
-            for a, name in axes:
-                if a < rank:
-                    shape[a] = name
-            out[k] = (s[0], tuple(shape))
-        return tuple(out)
+        when it notes nothing new); None where a position that varies is past the signature's end.
+        Through the mask compiled for the first signature laid out as ``sig`` is (:mod:`.class_masks`)."""
+        mask = self._mask
+        if mask is None:
+            mask = self._mask = class_masks.compiled(self._masks, sig)
+        got = mask(sig)
+        return class_masks.masked(self._masks, sig) if got is class_masks.AGAIN else got
 
     def _classify(self, sig: tuple) -> tuple:
         for k, s in enumerate(sig):

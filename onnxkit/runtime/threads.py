@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import math
 from typing import Optional
 import os
 import sys
@@ -93,17 +94,47 @@ def running_elsewhere() -> Optional[int]:
         return None
 
 
-def free_threads(now: float = None, loadavg=None, running=None) -> int:
+#: the load average's time constant (seconds): the one-minute average
+LOAD_TAU_S = 60.0
+
+
+def _own_demand(now: float) -> float:
+    """This process's share of the one-minute load average: its CPU seconds per second of wall
+    time (all its threads: ``time.process_time``) averaged as the kernel averages the load
+    (exponentially, :data:`LOAD_TAU_S`), from the readings of the calls so far, at least 1.0;
+    1.0 at the first call."""
+    cpu = time.process_time()
+    then, cpu_then, average = _own_cache
+    if then is None or now <= then:
+        _own_cache[:] = [now, cpu, average]
+        return max(1.0, average)
+    keep = math.exp(-(now - then) / LOAD_TAU_S)
+    average = average * keep + (cpu - cpu_then) / (now - then) * (1.0 - keep)
+    _own_cache[:] = [now, cpu, average]
+    return max(1.0, average)
+
+
+_own_cache: list = [None, 0.0, 1.0]   # [time read, process CPU then, the averaged demand]
+#: the previous reading of :func:`running_elsewhere` (a thread runnable for one reading alone is
+#: not a busy process: the smaller of two consecutive readings counts)
+_running_before: list = [None]
+
+
+def free_threads(now: float = None, loadavg=None, running=None, own: float = None) -> int:
     """:func:`default_threads` less the cores other processes keep busy, at least 1.
 
     Other processes' demand is the greater of the one-minute load average less this process's
-    own runnable thread (``os.getloadavg``) and the threads of other processes runnable now
+    own demand (``os.getloadavg``; its own demand: the CPU seconds per second its threads used,
+    averaged as the load is, at least one thread — a process that ran two BLAS threads is not the
+    other process its own load average shows: :func:`_own_demand`) and the threads of other
+    processes runnable now, in two consecutive readings
     (:func:`running_elsewhere`: the load average lags a process that just became busy by up
     to a minute, and BLAS threads sharing its cores meanwhile slow a run several times; counted
     only where the load average leaves more than one thread: it can only lower the count, and
     it reads every thread of this process); re-read at most every
     :data:`LOAD_REFRESH_S` seconds.  Where neither is available,
-    :func:`default_threads`.  ``loadavg`` / ``running``: given values (tests)."""
+    :func:`default_threads`.  ``loadavg`` / ``running`` / ``own``: given values (tests; ``own``
+    1.0 where ``loadavg`` is given without it)."""
     now = time.monotonic() if now is None else now
     if loadavg is None and now - _load_cache[0] < LOAD_REFRESH_S and _load_cache[1]:
         return int(_load_cache[1])
@@ -111,14 +142,19 @@ def free_threads(now: float = None, loadavg=None, running=None) -> int:
         load = (loadavg or os.getloadavg())[0]
     except (OSError, AttributeError):
         load = None
+    if own is None:
+        own = 1.0 if loadavg is not None else _own_demand(now)
     physical = default_threads()
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if running is None and loadavg is None and not (
-            load is not None and max(1, min(physical, int(cpus - max(0.0, load - 1.0) + 0.5))) == 1):
-        running = running_elsewhere()
+            load is not None and max(1, min(physical, int(cpus - max(0.0, load - own) + 0.5))) == 1):
+        running = now_running = running_elsewhere()
+        if running is not None and _running_before[0] is not None:
+            running = min(running, _running_before[0])
+        _running_before[0] = now_running
     if load is None and running is None:
         return default_threads()
-    others = max(0.0, (load or 0.0) - 1.0, float(running or 0))
+    others = max(0.0, (load or 0.0) - own, float(running or 0))
     free = max(1, min(physical, int(cpus - others + 0.5)))
     if loadavg is None:
         _load_cache[:] = [now, free]

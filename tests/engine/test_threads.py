@@ -74,6 +74,53 @@ def test_default_threads_leave_the_cores_other_processes_keep_busy(monkeypatch):
         assert free_threads(now=0.0, loadavg=(2.0, 0, 0)) == min(default_threads(), cpus - 1)
 
 
+def test_this_process_s_own_threads_in_the_load_average_are_not_others():
+    """A process that ran n threads (its CPU seconds per second) sees its own n in the load
+    average: only the rest is other processes' demand; a demand under one thread counts as one."""
+    import os
+
+    from onnxkit.runtime import threads
+    from onnxkit.runtime.threads import free_threads
+
+    cpus = len(os.sched_getaffinity(0))
+    if default_threads() >= 2:
+        # the load average of this process's own two BLAS threads: every core free for it
+        assert free_threads(now=0.0, loadavg=(2.0, 0, 0), running=0, own=2.0) == min(default_threads(), cpus)
+        # two threads of its own and one busy process elsewhere
+        assert free_threads(now=0.0, loadavg=(3.0, 0, 0), running=0, own=2.0) == min(default_threads(), cpus - 1)
+    assert free_threads(now=0.0, loadavg=(1.0 + cpus, 0, 0), running=0, own=1.0) == 1
+    assert free_threads(now=0.0, loadavg=(1.0 + cpus, 0, 0), running=cpus, own=cpus) == 1   # others busy now
+    # the demand measured: process CPU per wall second since the previous reading, at least 1
+    # the demand measured: process CPU per wall second, averaged as the load average is
+    saved = list(threads._own_cache)
+    try:
+        threads._own_cache[:] = [None, 0.0, 1.0]
+        assert threads._own_demand(10.0) == 1.0                                  # no reading before
+        threads._own_cache[:] = [10.0, threads.time.process_time() - 120.0, 1.0]  # 2 CPU s a second for 60 s
+        keep = np.exp(-1.0)
+        assert abs(threads._own_demand(70.0) - (keep + 2.0 * (1 - keep))) < 0.01
+        threads._own_cache[:] = [10.0, threads.time.process_time(), 2.0]         # idle for 60 s after two
+        assert threads._own_demand(70.0) == 1.0                                  # 2 e^-1 < 1: at least one
+        threads._own_cache[:] = [10.0, threads.time.process_time(), 2.0]         # idle for 1 s after two
+        assert 1.9 < threads._own_demand(11.0) < 2.0
+    finally:
+        threads._own_cache[:] = saved
+
+
+def test_one_reading_of_a_thread_runnable_elsewhere_is_not_a_busy_process(monkeypatch):
+    """The threads runnable elsewhere count as the smaller of two consecutive readings."""
+    from onnxkit.runtime import threads
+
+    readings = iter([1, 0, 2, 2])
+    monkeypatch.setattr(threads, "running_elsewhere", lambda: next(readings))
+    monkeypatch.setattr(threads, "_running_before", [0])
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (1.0, 0, 0))
+    monkeypatch.setattr(threads, "_own_demand", lambda now: 1.0)
+    free = [threads.free_threads(now=t) for t in (100.0, 102.0, 104.0, 106.0)]
+    if default_threads() >= 2:
+        assert free[:3] == [default_threads()] * 3 and free[3] == 1   # a blip, none, then busy twice
+
+
 def test_processes_busy_now_count_before_the_load_average_shows_them():
     """A process that just became busy is in the runnable count at once, in the load average
     only after up to a minute: the default takes the greater of the two."""

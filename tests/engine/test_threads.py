@@ -114,6 +114,7 @@ def test_one_reading_of_a_thread_runnable_elsewhere_is_not_a_busy_process(monkey
     readings = iter([1, 0, 2, 2])
     monkeypatch.setattr(threads, "running_elsewhere", lambda: next(readings))
     monkeypatch.setattr(threads, "_running_before", [0])
+    monkeypatch.setattr(threads, "_load_cache", [0.0, 0.0])   # no reading kept from an earlier test
     monkeypatch.setattr(threads.os, "getloadavg", lambda: (1.0, 0, 0))
     monkeypatch.setattr(threads, "_own_demand", lambda now: 1.0)
     free = [threads.free_threads(now=t) for t in (100.0, 102.0, 104.0, 106.0)]

@@ -959,10 +959,10 @@ MUTANTS = (
     Mutant("free-threads-own-demand-unaveraged", "onnxkit/runtime/threads.py",
            "average = average * keep + (cpu - cpu_then) / (now - then) * (1.0 - keep)",
            "average = (cpu - cpu_then) / (now - then)", ("tests/engine/test_threads.py",)),
-    Mutant("cpu-relu-zero-row-fmax", "plugins/cpu_backend/onnxkit_cpu/overrides/activation.py",
-           "return np.maximum(x, zero_row(x), out=...)", "return np.fmax(x, zero_row(x), out=...)",
+    Mutant("cpu-relu-zero-row-fmax", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
+           "return np.maximum(x, zero_row(x), out=out)", "return np.fmax(x, zero_row(x), out=out)",
            ("plugins/cpu_backend/tests/test_relu_zero_row.py",)),
-    Mutant("cpu-relu-zero-row-threshold", "plugins/cpu_backend/onnxkit_cpu/overrides/activation.py",
+    Mutant("cpu-relu-zero-row-threshold", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
            "x.shape[-1] >= RELU_ROW_MIN_LAST and", "x.shape[-1] > RELU_ROW_MIN_LAST and",
            ("plugins/cpu_backend/tests/test_relu_zero_row.py",)),
     Mutant("device-of-asks-array-api-compat-for-numpy", "plugins/default_domain/onnxkit_default_domain/kernels/_common.py",
@@ -1683,7 +1683,7 @@ MUTANTS = (
            "z = _ZEROS[key] = np.zeros(key[0], key[1])", "z = _ZEROS[key] = np.full(key[0], -0.0, key[1])",
            ("plugins/cpu_backend/tests/test_matmul_epilogue.py",)),
     Mutant("cpu-matmul-epilogue-relu-drops-nan", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
-           "                np.maximum(y, zero_row(y), out=y)", "                y = np.fmax(y, 0)",
+           "                rectify(y, out=y)", "                y = np.fmax(y, 0)",
            ("plugins/cpu_backend/tests/test_matmul_epilogue.py",)),
 )
 

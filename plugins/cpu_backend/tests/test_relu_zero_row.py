@@ -1,4 +1,4 @@
-"""The cpu Relu against a row of zeros (onnxkit_cpu.overrides.activation: a C-contiguous X of at
+"""The cpu Relu against a row of zeros (onnxkit_cpu.overrides.linalg.rectify: a C-contiguous X of at
 least RELU_ROW_MIN_SIZE elements whose last axis holds at least RELU_ROW_MIN_LAST): the bits of
 ``np.maximum(x, 0)`` (ONNX Relu: ``max(0, x)``; NaN keeps its payload, -0 gives +0, subnormals
 kept) for every native type, at the thresholds and beside them (a last axis one short, one
@@ -14,14 +14,14 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
 from onnxkit.runtime import InferenceSession, SessionOptions  # noqa: E402
-from onnxkit_cpu.overrides import activation  # noqa: E402
+from onnxkit_cpu.overrides import linalg  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::onnxkit.errors.ConformanceWarning")
 RNG = np.random.default_rng(9271)
 ELEM = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE, np.float16: TensorProto.FLOAT16,
         np.int8: TensorProto.INT8, np.int32: TensorProto.INT32, np.int64: TensorProto.INT64}
 BITS = {np.float32: np.uint32, np.float64: np.uint64, np.float16: np.uint16}
-MIN, LAST = activation.RELU_ROW_MIN_SIZE, activation.RELU_ROW_MIN_LAST
+MIN, LAST = linalg.RELU_ROW_MIN_SIZE, linalg.RELU_ROW_MIN_LAST
 
 
 def relu_model(dtype, shape, transposed=False) -> bytes:
@@ -66,8 +66,8 @@ SHAPES = [((MIN // LAST, LAST), True), ((MIN // 64, 64), True), ((MIN // 16, LAS
 @pytest.mark.parametrize("shape, takes_row", SHAPES)
 def test_relu_is_the_scalar_maximum_bit_for_bit(dtype, shape, takes_row, monkeypatch):
     taken = []
-    real = activation.zero_row
-    monkeypatch.setattr(activation, "zero_row", lambda y: taken.append(y.shape) or real(y))
+    real = linalg.zero_row
+    monkeypatch.setattr(linalg, "zero_row", lambda y: taken.append(y.shape) or real(y))
     x = values(dtype, shape)
     so = SessionOptions()
     so.intra_op_num_threads = 1

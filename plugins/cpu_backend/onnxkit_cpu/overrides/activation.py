@@ -49,7 +49,7 @@ from onnxkit_cpu.compiled import activation as loops
 from onnxkit_cpu.overrides.elementwise_math import powers_buffer
 from onnxkit_cpu.overrides._plans import remember
 from onnxkit_cpu.overrides.half import Halves, Narrowed, is_half
-from onnxkit_cpu.overrides.linalg import zero_row
+from onnxkit_cpu.overrides.linalg import rectify
 
 KERNELS = KernelTable()
 #: elements of a compiled pass worth a block on a thread of its own
@@ -168,23 +168,12 @@ def _negative_part_scaled(x, slope):
 _NATIVE = _FLOATS | frozenset(np.dtype(t) for t in (np.float16, np.int8, np.int16, np.int32, np.int64))
 
 
-#: a C-contiguous X of at least this many elements, whose last axis holds at least
-#: :data:`RELU_ROW_MIN_LAST`, is rectified against a row of zeros (:func:`zero_row`): numpy's
-#: two-array loop, faster there than its loop with a scalar operand, and the same results
-RELU_ROW_MIN_SIZE = 4096
-RELU_ROW_MIN_LAST = 32
-
-
 @KERNELS.register("Relu", *portable.versions("Relu"))
 def relu(ctx):
     other = portable.in_float(ctx.xp, portable.relu(ctx, ctx.xp), native16=True)
 
     def run(x):                 # maximum raises no floating-point flag (NaN stays NaN, -0 gives +0)
-        if x.dtype not in _NATIVE:
-            return other(x)
-        if x.size >= RELU_ROW_MIN_SIZE and x.shape[-1] >= RELU_ROW_MIN_LAST and x.flags.c_contiguous:
-            return np.maximum(x, zero_row(x), out=...)
-        return np.maximum(x, 0, out=...)
+        return rectify(x) if x.dtype in _NATIVE else other(x)
     return run
 
 

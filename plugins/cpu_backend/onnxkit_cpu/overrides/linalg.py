@@ -147,20 +147,34 @@ def zero_row(y: np.ndarray):
     return z
 
 
+#: a C-contiguous array of at least this many elements, whose last axis holds at least
+#: :data:`RELU_ROW_MIN_LAST`, is rectified against a row of zeros (:func:`rectify`): numpy's
+#: two-array loop, faster there than its loop with a scalar operand (slower on short rows)
+RELU_ROW_MIN_SIZE = 4096
+RELU_ROW_MIN_LAST = 32
+
+
+def rectify(x: np.ndarray, out=...):
+    """``np.maximum(x, 0, out=out)`` (the cpu Relu: NaN keeps its bits, -0 gives +0), against
+    :func:`zero_row` where ``x`` is large and C-contiguous with long rows (the same results)."""
+    if x.size >= RELU_ROW_MIN_SIZE and x.shape[-1] >= RELU_ROW_MIN_LAST and x.flags.c_contiguous:
+        return np.maximum(x, zero_row(x), out=out)
+    return np.maximum(x, 0, out=out)
+
+
 def epilogue(product, ops):
     """``product``'s result then ``ops`` (the epilogue protocol's tuple) applied to it: an Add of
     a numpy operand of the result's float32 / float64 type whose shape broadcasts to the
     result's is ``np.add`` into the result in place, in the graph's operand order (the result is
     the fresh array the product made), and a Relu on a float32 / float64 result ``np.maximum(y,
-    0)`` in place (the cpu Relu's operation: NaN keeps its bits, -0 gives +0; with a row of zeros,
-    :func:`zero_row`); any other Add, a
+    0)`` in place (the cpu Relu's operation, :func:`rectify`); any other Add, a
     Relu of another type and a Clip, the consumer's own kernel."""
     def fused(a, b, r=None):
         direct = a.dtype in _FLOATS
         y = product(a, b)
         for kind, fn, side in ops:
             if kind == "Relu" and direct:
-                np.maximum(y, zero_row(y), out=y)
+                rectify(y, out=y)
             elif kind != "Add":
                 y = fn(y)
             elif direct and type(r) is np.ndarray and r.dtype == y.dtype and r.ndim <= y.ndim \

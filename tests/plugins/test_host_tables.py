@@ -44,7 +44,7 @@ from onnxkit.limits import MiB, Limits  # noqa: E402
 from onnxkit.plugin import (Backend, FormalParameter, KernelTable, OperatorSet, OpSchema, TypeConstraint,  # noqa: E402
                             calls_blas, nondeterministic, size_guard)
 from onnxkit.registry import build_registry, get_registry  # noqa: E402
-from onnxkit.runtime import budget  # noqa: E402
+from onnxkit.runtime import budget, size_bounds  # noqa: E402
 from onnxkit.runtime.feeds import is_torch_backend  # noqa: E402
 from onnxkit.runtime.optimizer import PASSES  # noqa: E402
 from onnxkit.runtime.plan import is_deterministic  # noqa: E402
@@ -113,7 +113,7 @@ def test_no_runtime_module_holds_a_table_of_ai_onnx_operators():
     names = ai_onnx_operators()
     assert len(names) > 190 and {"Concat", "Dropout", "RandomNormal", "Div", "MatMul"} <= names
     scanned = [m for m in _modules() if m not in EXEMPT]
-    assert len(scanned) >= 25 and {"budget.py", "plan.py", "threads.py", "feeds.py", "optimizer/computed.py", "optimizer/view.py", "optimizer/inline.py"} <= set(scanned)
+    assert len(scanned) >= 25 and {"budget.py", "size_bounds.py", "plan.py", "threads.py", "feeds.py", "optimizer/computed.py", "optimizer/view.py", "optimizer/inline.py"} <= set(scanned)
     offending = {m: t for m in scanned if (t := operator_tables((RUNTIME / m).read_text(encoding="utf-8"), names))}
     assert not offending, ("tables of ai.onnx operators in the host; declare the knowledge on the operator's "
                            f"kernel instead (onnxkit.kernel_traits): {offending}")
@@ -154,8 +154,8 @@ def f():
 # -- size guards -------------------------------------------------------------------------------------
 
 def test_every_size_guard_kind_is_implemented_once_by_the_host():
-    assert set(budget._BOUNDS) | set(budget._ESTIMATORS) | {"value"} == set(SIZE_GUARDS)
-    assert not set(budget._BOUNDS) & set(budget._ESTIMATORS) and len(SIZE_GUARDS) == 15
+    assert set(size_bounds.BOUNDS) | set(size_bounds.ESTIMATORS) | {"value"} == set(SIZE_GUARDS)
+    assert not set(size_bounds.BOUNDS) & set(size_bounds.ESTIMATORS) and len(SIZE_GUARDS) == 15
     with pytest.raises(TypeError, match="size_guard must be one of"):
         size_guard("Concat")
 

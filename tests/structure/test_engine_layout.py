@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "onnxkit" / "runtime"
 
 #: evaluation: planning, the plans of a session, the run loop, kernels' context, budgets, passes
-ENGINE = ("plan", "graph_plan", "visible", "plans", "loop", "kernel", "budget", "bodies", "fallback", "usedef", "state", "threads",
+ENGINE = ("plan", "graph_plan", "visible", "plans", "loop", "kernel", "budget", "size_bounds", "bodies", "fallback", "usedef", "state", "threads",
           "arena", "gc_pause", "defaults", "strings", "policy", "optimizer")
 #: onnxruntime's API: session options' spelling, OrtValue, IOBinding, devices, providers, sparse tensors,
 #: raw addresses in bindings, LoRA adapters and their files

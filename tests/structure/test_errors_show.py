@@ -477,7 +477,7 @@ def test_a_kernel_bug_met_folding_constants_at_planning_is_logged_naming_the_nod
     assert type(fault).__name__ in str(info.value)
 
 
-@pytest.mark.parametrize("table, kind, op", [("_BOUNDS", "broadcast", "Add"), ("_ESTIMATORS", "nonzero", "NonZero")])
+@pytest.mark.parametrize("table, kind, op", [("BOUNDS", "broadcast", "Add"), ("ESTIMATORS", "nonzero", "NonZero")])
 def test_a_size_guard_bug_fails_the_run_naming_the_node_but_unreadable_inputs_do_not(table, kind, op, monkeypatch):
     """A bound or an estimator that raises TypeError / ValueError / IndexError / ArithmeticError
     could not read its inputs: the guard passes it on (to inference, or to the kernel) and the run
@@ -485,14 +485,14 @@ def test_a_size_guard_bug_fails_the_run_naming_the_node_but_unreadable_inputs_do
     with an EvaluationError naming the node and the fault."""
     from onnxkit.errors import EvaluationError
     from onnxkit.registry import build_registry
-    from onnxkit.runtime import budget
+    from onnxkit.runtime import size_bounds
 
     faults = [ValueError("inputs it cannot read")]
 
     def guard_part(*args):
         raise faults[0]
 
-    monkeypatch.setitem(getattr(budget, table), kind, guard_part)
+    monkeypatch.setitem(getattr(size_bounds, table), kind, guard_part)
     inputs = ["x", "y"] if op == "Add" else ["x"]
     m = _model([_node(op, inputs, ["z"], name="guarded")], [_vi(n, [3]) for n in inputs], [_vi("z", None, None)])
     sess = _session(m, build_registry())

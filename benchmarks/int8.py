@@ -37,7 +37,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from timing import interleaved_samples, medians
+import timing  # noqa: F401 -- sets the warm first-run policy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -222,6 +222,28 @@ def sessions(path: Path, threads: str, without: str = ""):
     return kit, peer, onnxkit.InferenceSession(str(path), k0)
 
 
+def interleaved(fns: dict, repeat: int) -> dict:
+    """``{name: [(wall s, process CPU share, thread CPU s), ...]}``: each callable once per round,
+    the order rotating per round, after two untimed warm-up calls each; a garbage collection
+    before every timing.  Thread CPU is the calling thread's (``time.thread_time``): both runtimes
+    compute on it at one thread, and it leaves out the waits for a CPU of a loaded machine."""
+    import gc
+    import time
+
+    names = list(fns)
+    for n in names:
+        fns[n](), fns[n]()
+    samples: dict = {n: [] for n in names}
+    for r in range(repeat):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            gc.collect()
+            c0, t0, h0 = time.process_time(), time.perf_counter(), time.thread_time()
+            fns[n]()
+            h, wall = time.thread_time() - h0, time.perf_counter() - t0
+            samples[n].append((wall, (time.process_time() - c0) / wall if wall > 0 else 0.0, h))
+    return samples
+
+
 def gmean(values):
     values = [v for v in values if v == v]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
@@ -262,9 +284,10 @@ def main() -> int:
           + ", ".join("onnxkit intra_op_num_threads=1, onnxruntime intra 1 inter 1" if t == "1" else
                       "each runtime's defaults" for t in threads) + "\n")
     print(f"{'model':30s} {'thr':>7s} {'kit':>10s} {'ort':>10s}  {'kit/ort':>7s}  {'kit cpu':>10s} {'ort cpu':>10s}  "
-          f"{'cpu':>7s}  max|diff|/max|ort|")
+          f"{'cpu':>7s}  {'kit thr':>10s} {'ort thr':>10s}  {'thread':>7s}  max|diff|/max|ort|")
     ratios = {t: [] for t in threads}
     cpu_ratios = {t: [] for t in threads}
+    thr_ratios = {t: [] for t in threads}
     rows = []
     for n in names:
         for f in formats:
@@ -287,36 +310,41 @@ def main() -> int:
                 fns = {"kit": lambda: kit.run(None, feed), "ort": lambda: peer.run(None, feed)}
                 if args.without:
                     fns["kit0"] = lambda: made[2].run(None, feed)
-                for fn in fns.values():
-                    fn(), fn()
-                samples = interleaved_samples(fns, args.repeat, 1, quiesce=False)
-                m = medians(samples)
-                cpu = {k: statistics.median(w * share for w, share in v) for k, v in samples.items()}
+                samples = interleaved(fns, args.repeat)
+                m = {k: statistics.median(w for w, _, _ in v) for k, v in samples.items()}
+                cpu = {k: statistics.median(w * share for w, share, _ in v) for k, v in samples.items()}
+                thr = {k: statistics.median(h for _, _, h in v) for k, v in samples.items()}
                 ratios[t].append(m["kit"] / m["ort"])
                 cpu_ratios[t].append(cpu["kit"] / cpu["ort"])
-                before = (m["kit0"] / m["ort"], cpu["kit0"] / cpu["ort"]) if args.without else (math.nan, math.nan)
-                rows.append((n, f, t, m["kit"] / m["ort"], cpu["kit"] / cpu["ort"]) + before)
-                extra = (f"  without {args.without}: {_ms(cpu['kit0'])} cpu, {before[1]:.2f} ({before[0]:.2f})"
-                         if args.without else "")
+                thr_ratios[t].append(thr["kit"] / thr["ort"])
+                before = (m["kit0"] / m["ort"], cpu["kit0"] / cpu["ort"], thr["kit0"] / thr["ort"]) if args.without \
+                    else (math.nan, math.nan, math.nan)
+                rows.append((n, f, t, m["kit"] / m["ort"], cpu["kit"] / cpu["ort"]) + before[:2]
+                            + (thr["kit"] / thr["ort"], before[2]))
+                extra = (f"  without {args.without}: {_ms(thr['kit0'])} thread, {before[2]:.2f} "
+                         f"(cpu {before[1]:.2f}, wall {before[0]:.2f})" if args.without else "")
                 print(f"{n + '.' + f:30s} {t:>7s} {_ms(m['kit'])} {_ms(m['ort'])}  {m['kit'] / m['ort']:7.2f}  "
-                      f"{_ms(cpu['kit'])} {_ms(cpu['ort'])}  {cpu['kit'] / cpu['ort']:7.2f}  {diff:.2e}{extra}",
+                      f"{_ms(cpu['kit'])} {_ms(cpu['ort'])}  {cpu['kit'] / cpu['ort']:7.2f}  "
+                      f"{_ms(thr['kit'])} {_ms(thr['ort'])}  {thr['kit'] / thr['ort']:7.2f}  {diff:.2e}{extra}",
                       flush=True)
     print()
     for t, r in ratios.items():
-        c = cpu_ratios[t]
+        c, h = cpu_ratios[t], thr_ratios[t]
         print(f"geometric mean onnxkit / onnxruntime, threads {t} ({len(r)} models): wall {gmean(r):.2f} "
-              f"(worst {max(r) if r else math.nan:.2f}), CPU time {gmean(c):.2f} (worst {max(c) if c else math.nan:.2f}); "
-              "target <= 1.5")
+              f"(worst {max(r) if r else math.nan:.2f}), CPU time {gmean(c):.2f} (worst {max(c) if c else math.nan:.2f}), "
+              f"thread CPU {gmean(h):.2f} (worst {max(h) if h else math.nan:.2f}); target <= 1.5")
     for label, col in (("format", 1), ("architecture", 0)):
-        print(f"\nby {label} (geometric mean of the CPU-time ratios; wall in brackets):")
+        print(f"\nby {label} (geometric means of the thread-CPU ratios; CPU time, wall in brackets):")
         for key in dict.fromkeys(r[col] for r in rows):
             sel = [r for r in rows if r[col] == key]
-            was = (f"   without {args.without}: {gmean([r[6] for r in sel]):5.2f}  ({gmean([r[5] for r in sel]):.2f})"
-                   if args.without else "")
-            print(f"  {key:18s} {gmean([r[4] for r in sel]):5.2f}  ({gmean([r[3] for r in sel]):.2f}){was}")
+            was = (f"   without {args.without}: {gmean([r[8] for r in sel]):5.2f}  ({gmean([r[6] for r in sel]):.2f}, "
+                   f"{gmean([r[5] for r in sel]):.2f})" if args.without else "")
+            print(f"  {key:18s} {gmean([r[7] for r in sel]):5.2f}  ({gmean([r[4] for r in sel]):.2f}, "
+                  f"{gmean([r[3] for r in sel]):.2f}){was}")
     if args.without:
-        print(f"\nall ({len(rows)}): {gmean([r[4] for r in rows]):.2f} ({gmean([r[3] for r in rows]):.2f}); without "
-              f"{args.without}: {gmean([r[6] for r in rows]):.2f} ({gmean([r[5] for r in rows]):.2f})")
+        print(f"\nall ({len(rows)}): {gmean([r[7] for r in rows]):.2f} ({gmean([r[4] for r in rows]):.2f}, "
+              f"{gmean([r[3] for r in rows]):.2f}); without {args.without}: {gmean([r[8] for r in rows]):.2f} "
+              f"({gmean([r[6] for r in rows]):.2f}, {gmean([r[5] for r in rows]):.2f})")
     return 0
 
 

@@ -41,10 +41,13 @@ of one Python function over the run's slot list (:func:`compile_chunk`), and onc
 compiled a run calls the chunks in order.  Per step, in the loop's order and with its semantics:
 the kernel called on its input slots (a ``GUARDED`` step's guard first, its charged bytes held
 under the output slot — a guard with a cheap bound asked that bound first, as the guard asks it;
-a ``SPECIAL`` step through :func:`_call_special`), its result stored (a
-tuple where the node names one output: its first element; a result that leaves a named output
+a ``SPECIAL`` step whose only special part is a guard without a check after the kernel, its
+guard's charge held under its first output's slot then the kernel, as :func:`_call_special`
+calls them; any other ``SPECIAL`` step through :func:`_call_special`), its result stored (a
+tuple where the node names one output: its first element; several named outputs by position,
+as :func:`_store` stores them; a result that leaves a named output
 absent raises the short-result exception with the step's index, and the run goes on checked),
-its inputs' last uses freed, its release given back.  Any other exception propagates from the
+its inputs' last uses freed, its release given back (slot by slot, as :func:`_release`).  Any other exception propagates from the
 line of the step that raised it, which :meth:`Chunk.step_of` maps back to that step: the run's
 error names the same node.  The same functions are called with the same arguments in the same
 order (the results are the loop's, bit for bit); a chunk's source holds only slot numbers and
@@ -480,6 +483,7 @@ def compile_chunk(fast: tuple, begin: int, end: int, helpers: dict, guarded: int
     order); ``helpers``: the loop's ``ABSENT``, ``_store``, ``_release``, ``_call_special``,
     ``_Short`` and ``layout``, by those names; ``guarded``: the loop's ``GUARDED`` code."""
     ns = dict(helpers)
+    layout = helpers["layout"]
     ns["_first"] = _first_of(helpers["_Short"])
     ns["_BOUND_FAULTS"] = _BOUND_FAULTS
     src = ["def run(e, budget, held):"]
@@ -500,6 +504,12 @@ def compile_chunk(fast: tuple, begin: int, end: int, helpers: dict, guarded: int
         elif special == guarded:
             ns[f"g{k}"] = step.guard
             body += [f"a = [{args}]", f"h = g{k}(budget, a)", f"if h: held[{out_slot}] = h", f"r = c{k}(*a)"]
+        elif special and step.guard is not None and not step.guard.after and not step.scope:
+            # what _call_special does for a guard without a check after it and no scope: the
+            # guard's charge held under the first output's slot (0 when unnamed), then the kernel
+            ns[f"g{k}"] = step.guard
+            held_at = layout.slots[step.outputs[0]] if step.outputs else 0
+            body += [f"a = [{args}]", f"held[{held_at}] = g{k}(budget, a)", f"r = c{k}(*a)"]
         elif special:
             ns[f"s{k}"] = step
             body.append(f"r = _call_special(c{k}, s{k}, [{args}], e, layout, budget, held, None)")
@@ -507,14 +517,17 @@ def compile_chunk(fast: tuple, begin: int, end: int, helpers: dict, guarded: int
             body.append(f"r = c{k}({args})")
         if out_slot:
             body.append(f"e[{out_slot}] = r if type(r) is not tuple else _first(r, {k})")
-        else:
+        elif multi:
+            # a tuple holding every named position is stored as _store stores it; any other
+            # result goes through _store (a short one raises the short-result exception)
             ns[f"m{k}"] = multi
-            body.append(f"if not _store(r, m{k}, e): raise _Short({k})")
+            body.append(f"if type(r) is tuple and len(r) > {max(pos for pos, _ in multi)}:")
+            body += [f"    e[{i}] = r[{pos}]" for pos, i in multi]
+            body.append(f"elif not _store(r, m{k}, e): raise _Short({k})")
         if kill:
             body.append(" = ".join(f"e[{i}]" for i in kill) + " = ABSENT")
-        if release:
-            ns[f"r{k}"] = release
-            body.append(f"_release(r{k}, budget, held)")
+        for i in release:  # _release, slot by slot
+            body.append(f"budget.live -= held.pop({i}, 0)")
         for b in body:
             src.append("    " + b)
             lines.append(k)

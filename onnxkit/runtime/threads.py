@@ -397,7 +397,25 @@ def blocks(n: int, grain: int = 1, threads: int = None) -> int:
     return max(1, min(t, n // max(1, grain)))
 
 
-def parallel_for(fn, n: int, grain: int = 1, name: str = "") -> int:
+def _one_blas_thread() -> list:
+    """Each loaded BLAS library whose thread count is above 1 set to 1: ``[(library, the count it
+    had)]``, for :func:`_restore_blas`."""
+    found = []
+    for lib in _blas_controllers():
+        had = lib.get_num_threads()
+        if had is not None and had > 1:
+            lib.set_num_threads(1)
+            found.append((lib, had))
+    return found
+
+
+def _restore_blas(found: list) -> None:
+    """The counts :func:`_one_blas_thread` found, set back (last set, first restored)."""
+    for lib, had in reversed(found):
+        lib.set_num_threads(had)
+
+
+def parallel_for(fn, n: int, grain: int = 1, name: str = "", blas: bool = False) -> int:
     """Call ``fn(lo, hi)`` on contiguous blocks ``[lo, hi)`` covering ``range(n)``, one block per
     intra-op thread of the run (:func:`blocks`; ``grain``: the fewest items worth a block of
     their own), and return once all are done (the first exception raised, re-raised).  The
@@ -408,7 +426,14 @@ def parallel_for(fn, n: int, grain: int = 1, name: str = "") -> int:
     thread would).  ``fn`` must write disjoint outputs per block and compute each item as the
     whole call would (then results do not depend on the thread count); it runs concurrently only
     where its body releases the GIL (numba ``nogil`` loops, numpy ufuncs and copies).  One
-    block: ``fn(0, n)`` on the caller's thread, nothing else.  Returns the number of blocks."""
+    block: ``fn(0, n)`` on the caller's thread, nothing else.  Returns the number of blocks.
+
+    ``blas``: the blocks call BLAS (matrix products).  Where there are several, BLAS runs one
+    thread for the call (every loaded library whose count is above 1 set to 1 before the first
+    block, set back once all are done): the blocks are the call's parallelism, and a product in
+    a block would otherwise start BLAS threads of its own on the cores the other blocks hold
+    (a barrier per product, each waiting for a core).  The setting is process-wide, as :func:`blas_limit`'s: a run of another
+    session in another Python thread meanwhile sees one BLAS thread."""
     k = blocks(n, grain)
     if observer is not None:
         observer(name, k)
@@ -426,12 +451,17 @@ def parallel_for(fn, n: int, grain: int = 1, name: str = "") -> int:
             except BaseException as e:  # noqa: B902 - re-raised by the caller once all are done
                 faults.append(e)
 
-    ex = _executor(k - 1)
-    futures = [ex.submit(take) for _ in range(k - 1)]
-    take()
-    for f in futures:
-        if not f.cancel():
-            f.result()
+    held = _one_blas_thread() if blas else ()
+    try:
+        ex = _executor(k - 1)
+        futures = [ex.submit(take) for _ in range(k - 1)]
+        take()
+        for f in futures:
+            if not f.cancel():
+                f.result()
+    finally:
+        if held:
+            _restore_blas(held)
     if faults:
         raise faults[0]
     return k

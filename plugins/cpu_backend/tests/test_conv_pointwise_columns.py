@@ -136,8 +136,8 @@ def blocked(monkeypatch):
     made = []
     real = conv_blocks.product_columns
 
-    def spy(wb, mat, out):
-        made.append(real(wb, mat, out))
+    def spy(wb, mat, out, serial=None):
+        made.append(real(wb, mat, out, serial))
         return made[-1]
     monkeypatch.setattr(conv_override, "product_columns", spy)
     monkeypatch.setattr(conv_blocks, "product_columns", spy)

@@ -95,7 +95,7 @@ from ._plans import NOT_HELD, Held
 from .half import Halves, Wide, is_half, narrow, widen
 from .conv_blocks import (CACHE_BYTES, RowBlocks, block_rows, cache_block_rows, pointwise_columns, product_columns,
                           split_columns, split_depthwise, takes_pointwise_columns)
-from .conv_epilogue import NO_BIAS, epilogue, operand, swish
+from .conv_epilogue import NO_BIAS, epilogue, finish_rows, operand, swish
 from .conv_winograd import Winograd
 from .conv_depthwise import Depthwise, PaddedWindows, Scratch, Shared, pad_layout, split_copy, window_view
 from . import conv_channels, conv_line
@@ -250,7 +250,7 @@ class Planes:
         if r2 is False:
             return None
         y = self(x, w, b)
-        fin(y.reshape(self.rows), NO_BIAS[self.ct], r2, side, relu)
+        finish_rows(fin, y.reshape(self.rows), NO_BIAS[self.ct], r2, side, relu)
         return y
 
 
@@ -432,12 +432,12 @@ class Prepared:
             y = self._pointwise(x, cached[1] if cached[0] is w else self.weights(w))
             if not y.flags.c_contiguous:  # matmul keeps a non-contiguous X's layout: a reshape would copy
                 y = np.ascontiguousarray(y)
-            fin(y.reshape(self.rows), self.b_flat(b), r2, side, relu)
+            finish_rows(fin, y.reshape(self.rows), self.b_flat(b), r2, side, relu)
             return y.reshape(self.out_full)
         y = self(x, w, b)
         if not y.flags.c_contiguous:      # (every kind's result is: a reshape must be a view of it)
             y = np.ascontiguousarray(y)
-        fin(y.reshape(self.rows), NO_BIAS[self.ct], r2, side, relu)
+        finish_rows(fin, y.reshape(self.rows), NO_BIAS[self.ct], r2, side, relu)
         return y
 
     def __call__(self, x, w, b):

@@ -73,15 +73,17 @@ def pointwise_columns(wg, xs):
     return out
 
 
-def product_columns(wb, mat, out) -> bool:
+def product_columns(wb, mat, out, serial: bool = None) -> bool:
     """``np.matmul(wb, mat, out=out)`` of the compiled path's columns (``mat``: ``(rows,
     length)`` and more dimensions for a batch or groups, ``out`` the product's part of Y), made
     as :func:`pointwise_columns` makes its blocks where ``mat`` is two-dimensional (one image,
     one group) with at most :data:`POINTWISE_K` rows (B's ones row included: a 3-channel 3x3
-    stem's 28) and at least :data:`POINTWISE_L` columns, and the run has one intra-op thread.
-    The same dot products (the same bits as one product, as there).  Returns whether it made blocks."""
+    stem's 28) and at least :data:`POINTWISE_L` columns, and BLAS runs one thread (``serial``;
+    None: the run has one intra-op thread).  The same dot products (the same bits as one product,
+    as there).  Returns whether it made blocks."""
     length, width = mat.shape[-1], POINTWISE_COLUMNS
-    if mat.ndim != 2 or mat.shape[0] > POINTWISE_K or length < POINTWISE_L or blocks(2) > 1:
+    serial = blocks(2) == 1 if serial is None else serial
+    if mat.ndim != 2 or mat.shape[0] > POINTWISE_K or length < POINTWISE_L or not serial:
         np.matmul(wb, mat, out=out)
         return False
     for lo in range(0, length, width):
@@ -207,10 +209,18 @@ class RowBlocks:
 
     def __call__(self, fn, x, w4, b1, wb, out, has_bias: bool) -> None:
         """Y (``out``, fresh, C-contiguous) of C-contiguous X: every block's columns filled by
-        ``fn`` and multiplied by ``wb`` into its columns of Y."""
-        planes, acc = self.scratch.get()
+        ``fn`` and multiplied by ``wb`` into its columns of Y, the blocks split across the run's
+        intra-op threads (:func:`~onnxkit.runtime.threads.parallel_for` with BLAS at one thread:
+        each block's fill and product on one thread, in that thread's own planes and columns),
+        every block's product made as at one thread, so Y does not depend on the count."""
         y = out.reshape(self.omat)
-        for g, args, shape_only, columns, part in self.blocks:
-            cols, mat = columns.get()
-            fn(x, w4, b1, shape_only, cols, planes[g], acc, *args, has_bias)
-            product_columns(wb, mat, y[part])
+        todo = self.blocks
+
+        def run(lo, hi):
+            planes, acc = self.scratch.get()
+            for g, args, shape_only, columns, part in todo[lo:hi]:
+                cols, mat = columns.get()
+                fn(x, w4, b1, shape_only, cols, planes[g], acc, *args, has_bias)
+                product_columns(wb, mat, y[part], serial=True)
+
+        parallel_for(run, len(todo), name="conv.row_blocks", blas=True)

@@ -24,11 +24,18 @@ on the same operands (the 0-d bounds it would cast to Y's type, here already of 
 same bits, NaN, -0 and lo > hi included (:func:`clip_in_place`); otherwise (an absent bound,
 whose default the kernel decides) the Clip's ``fn``.  MobileNetV2's Conv + Clip(0, 6) pairs:
 the Clip's own step (a new array, one pass) becomes an in-place pass.
+
+**Threads.**  The one compiled pass (:func:`finish_rows`: blocks of rows, or of images where B
+repeats per image) and the Swish's product (blocks of elements) are split across the run's
+intra-op threads (:func:`onnxkit.runtime.threads.parallel_for`, at least :data:`FINISH_WORK`
+elements a block): elementwise, so every thread count gives the same bits.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from onnxkit.plugin import parallel_for
 
 from onnxkit_default_domain.api import quiet
 
@@ -48,6 +55,51 @@ def operand(r, shape, dtype, rows):
     if type(r) is not np.ndarray or r.dtype is not dtype or r.shape != shape or not r.flags.c_contiguous:
         return False
     return r.reshape(rows)
+
+
+#: elements of Y worth a block of the one-pass epilogue (or of the Swish's product) on an intra-op
+#: thread of its own (:func:`onnxkit.runtime.threads.parallel_for`)
+FINISH_WORK = 1 << 15
+
+
+def finish_rows(fin, y, b, r, side, relu) -> None:
+    """``fin(y, b, r, side, relu)`` (:func:`onnxkit_cpu.compiled.conv.finish`, ``y`` ``(R, L)``)
+    split across the run's intra-op threads by rows: by any rows where ``b`` is empty or has one
+    entry per row (``R`` = its length: one image, ``b`` sliced with them), else by whole images
+    (``R / M`` of them, ``b`` whole); ``r`` sliced with the rows.  Each element gets the same
+    operations whatever the split (an elementwise pass), so the same bits at every count."""
+    rows, length = y.shape
+    m = b.size
+    unit = 1 if m in (0, rows) else m
+    items = rows // unit
+    add = r.size > 0
+
+    def block(lo, hi):
+        a, z = lo * unit, hi * unit
+        fin(y[a:z], b[a:z] if m == rows else b, r[a:z] if add else r, side, relu)
+
+    parallel_for(block, items, grain=max(1, FINISH_WORK // max(1, unit * length)), name="conv.epilogue")
+
+
+def _multiply_flat(a, b, out):
+    np.multiply(a, b, out=out)
+
+
+#: ``np.multiply`` with numpy's floating-point warnings off in the thread that runs it (a pool
+#: thread's error state is its own)
+_multiply_block = quiet(_multiply_flat)
+
+
+def _multiply_split(a, b, out) -> None:
+    """``np.multiply(a, b, out=out)`` (all three of one shape, C-contiguous), split across the run's
+    intra-op threads in blocks of the flat elements (an elementwise product: the same bits),
+    numpy's floating-point warnings off in each block."""
+    fa, fb, fo = a.reshape(-1), b.reshape(-1), out.reshape(-1)
+
+    def block(lo, hi):
+        _multiply_block(fa[lo:hi], fb[lo:hi], fo[lo:hi])
+
+    parallel_for(block, fo.size, grain=FINISH_WORK, name="conv.swish")
 
 
 def _add_in_place(a, b, out):
@@ -82,7 +134,10 @@ def clip_in_place(op):
 
 
 def _multiply_into(a, b, out):
-    np.multiply(a, b, out=out)
+    if a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous:
+        _multiply_split(a, b, out)
+    else:
+        np.multiply(a, b, out=out)
 
 
 #: ``out = a * b`` with numpy's floating-point warnings off, as the cpu Mul

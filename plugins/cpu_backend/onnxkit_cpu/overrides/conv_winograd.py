@@ -17,7 +17,11 @@ of tile rows (about :data:`BLOCK_BYTES` of transformed input and products, :data
 tiles at least, so that a block's transforms and products stay in the core's cache): the band
 of padded rows the block's tiles read (zeros, X's rows copied in), the input transform, the 16
 products ``U[k] @ V[k]`` (one batched ``np.matmul``) and the output transform with B into that
-block's rows of a fresh Y.  The 16 transformed matrices of a block lie in one buffer at a
+block's rows of a fresh Y.  An image's blocks are of balanced sizes, and an even number of them
+where each then still has :data:`MIN_BLOCK_TILES` tiles (one block becomes two), so that two
+intra-op threads share it evenly; the blocks are split across
+the run's intra-op threads with BLAS at one thread (:func:`onnxkit.plugin.parallel_for`, ``blas``):
+they depend on the shape alone, so Y does not depend on the thread count.  The 16 transformed matrices of a block lie in one buffer at a
 stride that is not a multiple of 4 KiB (:func:`slab_stride`): at such a stride the 16 streams the
 transforms read or write fall in one L1 cache set, which makes the transforms several times
 slower.
@@ -106,6 +110,10 @@ class Winograd:
         self.tc = tc
         per = BLOCK_BYTES // (16 * (c + m) * tc * ct.itemsize)
         per = min(max(per, -(-MIN_BLOCK_TILES // tc), 1), tr)
+        count = -(-tr // per)
+        if count % 2 and tr > count and -(-tr // (count + 1)) * tc >= MIN_BLOCK_TILES:
+            count += 1          # an even count: two intra-op threads share the image evenly
+        per = -(-tr // count)   # balanced blocks (the shape alone decides them: the same bits at any count)
         self.blocks = [(t0, min(tr, t0 + per)) for t0 in range(0, tr, per)]
         band = (c, 2 * per + 2, 2 * tc + 2)
         tiles = per * tc
@@ -165,5 +173,5 @@ class Winograd:
                 np.matmul(u, vb, out=mb)
                 fn_out(mm_flat, sm, tiles, yn, b1, outs, t0, t1, b is not None)
 
-        parallel_for(run, len(work), name="conv.winograd")
+        parallel_for(run, len(work), name="conv.winograd", blas=True)
         return y

@@ -16,7 +16,11 @@ one product over A's rows flattened (:func:`flat_rows`): numpy's stacked product
 call per slice, each packing all of W again.  That is a different BLAS call than the stacked
 one: each element is still one dot product over K, but BLAS may block and sum it in another
 order, so the result agrees with the stacked product within float rounding, not bit for bit
-(and is the same bits at any thread count).  MatMul offers the plan's epilogue
+(and is the same bits at any thread count).  A MatMul whose B is a constant float32 / float64
+matrix is bound to it at planning (:func:`~onnxkit.runtime.kernel.binds_constants`): an A of
+B's type (once the portable check passed that type) of rank 2 or more with B's inner extent
+takes the same product with the plain rule's checks decided for that B (nothing to broadcast
+against a matrix), any other A the general path.  MatMul offers the plan's epilogue
 (:mod:`onnxkit.runtime.optimizer.epilogue`): a following Add whose other operand is a numpy
 array of the product's float32 / float64 type broadcasting to the product's shape is added in
 place into the product it just made (``np.add`` with the operands in the graph's order: the
@@ -33,7 +37,7 @@ import numpy as np
 from onnxkit_default_domain.api import linalg as portable
 from onnxkit_default_domain.api import gemm_attrs, gemm_checker, matmul_checker, quiet
 
-from onnxkit.plugin import KernelTable, offers_epilogue
+from onnxkit.plugin import KernelTable, binds_constants, offers_epilogue
 
 from .half import Halves, Wide, is_half, narrow
 
@@ -124,7 +128,27 @@ def matmul(ctx):
             return None
         return quiet(epilogue(run, ops))
 
-    return offers_epilogue(quiet(run), fuse_epilogue, 2)
+    def bind(w):
+        """``run`` for a constant B: a float32 / float64 numpy matrix (else None: ``run`` serves)."""
+        if type(w) is not np.ndarray or w.ndim != 2 or w.dtype not in _FLOATS:
+            return None
+        wt, k, large = w.dtype, w.shape[0], w.size >= FLAT_WEIGHT
+
+        def with_weight(a, b):
+            # what ``run`` decides for this B, in fewer steps: an A of B's type after the portable
+            # check passed that type, of rank 2 or more with B's inner extent, is the plain rule
+            # (no batch extents of B to broadcast); flat rows only where B is large; any other A,
+            # or a B that is not the bound one, goes through ``run`` (its checks, its failures)
+            if b is not w or type(a) is not np.ndarray or a.dtype != wt or wt not in passed or a.ndim < 2 \
+                    or a.shape[-1] != k:
+                return run(a, b)
+            if large and flat_rows(a, b):
+                return np.matmul(a.reshape(-1, k), b).reshape((*a.shape[:-1], b.shape[1]))
+            return np.matmul(a, b)
+
+        return quiet(with_weight)
+
+    return binds_constants(offers_epilogue(quiet(run), fuse_epilogue, 2), bind, 1)
 
 
 #: (extent, dtype) -> a read-only row of zeros (the in-place Relu's second operand)

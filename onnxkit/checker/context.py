@@ -103,6 +103,7 @@ class Context:
         self.unchecked_domains: set = set()
         self._features: set = set()
         self._allowed_cache: dict = {}
+        self._constrained_cache: dict = {}  # definition key -> its type variables (typecheck)
         self._domains = None
         #: (domain, op_type, since_version) -> the attribute values its plugin accepts beyond it
         self.beyond: dict = {}

@@ -88,16 +88,17 @@ def _check_attributes_local(ctx: Context, node: ir.Node, loc: str, function) -> 
     """Names unique, non-empty; references resolvable.  Returns ``{name: attribute}``."""
     out: dict = {}
     for a in node.attribute:
-        aloc = f"{loc} / attribute {q(a.name)}"
         if not a.name:
             if not (a._wire is not None and "name" in a._wire.absent):
-                ctx.emit("empty-name", "an attribute has an empty name", aloc)
+                ctx.emit("empty-name", "an attribute has an empty name", f"{loc} / attribute {q(a.name)}")
             continue
         if a.name in out:
-            ctx.emit("duplicate-attribute", f"attribute {q(a.name)} is given more than once", aloc)
+            ctx.emit("duplicate-attribute", f"attribute {q(a.name)} is given more than once",
+                     f"{loc} / attribute {q(a.name)}")
             continue
         out[a.name] = a
         if a.ref_attr_name:
+            aloc = f"{loc} / attribute {q(a.name)}"
             if function is None:
                 ctx.emit("ref-attr-outside-function", f"attribute {q(a.name)} refers to {q(a.ref_attr_name)} "
                          "(ref_attr_name) outside a function body", aloc)
@@ -161,10 +162,9 @@ def check_node(ctx: Context, node: ir.Node, loc: str, env) -> Optional[object]:
 
 def _check_attributes(ctx: Context, node: ir.Node, loc: str, schema, attributes: dict) -> None:
     for name, a in attributes.items():
-        aloc = f"{loc} / attribute {q(name)}"
         adef = schema.attributes.get(name)
         if adef is None:
-            ctx.emit("unknown-attribute", f"{schema} defines no attribute {q(name)}", aloc)
+            ctx.emit("unknown-attribute", f"{schema} defines no attribute {q(name)}", f"{loc} / attribute {q(name)}")
             continue
         try:
             atype = AttributeType(a.type)
@@ -172,11 +172,12 @@ def _check_attributes(ctx: Context, node: ir.Node, loc: str, schema, attributes:
             continue  # attribute-type-invalid, reported by fields.py
         if atype == AttributeType.SPARSE_TENSOR and is_sparse_constant_value(node):
             ctx.emit("attribute-form-accepted", f"attribute {q(name)} of {schema} holds a sparse tensor, the form "
-                     "of sparse_value; it is densified and read as value, as onnxruntime does", aloc)
+                     "of sparse_value; it is densified and read as value, as onnxruntime does",
+                     f"{loc} / attribute {q(name)}")
             continue
         if atype != AttributeType.UNDEFINED and atype != adef.type:
             ctx.emit("attribute-wrong-type", f"attribute {q(name)} is {atype.name}; {schema} defines it as "
-                     f"{AttributeType(adef.type).name}", aloc)
+                     f"{AttributeType(adef.type).name}", f"{loc} / attribute {q(name)}")
     for name, adef in schema.attributes.items():
         if adef.required and name not in attributes:
             ctx.emit("missing-required-attribute", f"{schema} requires attribute {q(name)}", loc)

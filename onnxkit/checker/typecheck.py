@@ -82,9 +82,18 @@ def _allowed(ctx: Context, schema, param) -> Optional[frozenset]:
     return out
 
 
+def _constrained(ctx: Context, schema) -> frozenset:
+    """The type variables ``schema``'s type constraints name (read once per definition and check)."""
+    cache = ctx._constrained_cache
+    found = cache.get(schema.key)
+    if found is None:
+        found = cache[schema.key] = frozenset(tc.type_param for tc in schema.type_constraints)
+    return found
+
+
 def check_node(ctx: Context, node: ir.Node, loc: str, schema, types: Mapping) -> None:
     bound: dict = {}
-    constrained = {tc.type_param for tc in schema.type_constraints}
+    constrained = _constrained(ctx, schema)
     for what, names, param_at in (("input", node.input, schema.input_at), ("output", node.output, schema.output_at)):
         for j, name in enumerate(names):
             if not name:
@@ -94,9 +103,9 @@ def check_node(ctx: Context, node: ir.Node, loc: str, schema, types: Mapping) ->
             p = param_at(j) if k is not None else None
             if p is None:
                 continue
-            where = f"{loc} / {what} {j} {q(name)}"
             allowed = _allowed(ctx, schema, p)
             if allowed is not None and k not in allowed:
+                where = f"{loc} / {what} {j} {q(name)}"
                 if what == "output" and reads_as_sparse_initializer(node, t):
                     ctx.emit("sparse-constant-output", f"output {j} is declared {type_string(t)}: the Constant's "
                              "sparse value is read as onnxruntime reads it, a sparse initializer (returned sparse "
@@ -111,10 +120,10 @@ def check_node(ctx: Context, node: ir.Node, loc: str, schema, types: Mapping) ->
             if p.type_str in constrained and (p.option != "variadic" or p.is_homogeneous):
                 prev = bound.get(p.type_str)
                 if prev is None:
-                    bound[p.type_str] = (k, f"{what} {j} {q(name)}", t)
+                    bound[p.type_str] = (k, what, j, name, t)
                 elif prev[0] != k:
-                    ctx.emit("type-variable-mismatch", f"type variable {p.type_str} is {type_string(prev[2])} at {prev[1]} "
-                             f"but {type_string(t)} here", where)
+                    ctx.emit("type-variable-mismatch", f"type variable {p.type_str} is {type_string(prev[4])} at "
+                             f"{prev[1]} {prev[2]} {q(prev[3])} but {type_string(t)} here", f"{loc} / {what} {j} {q(name)}")
     _check_broadcast(ctx, node, loc, schema, types)
 
 

@@ -308,18 +308,26 @@ def group_query_attention(ctx):
             outs.append(cast(xp, full, query.dtype))
         return tuple(outs)
 
+    heads, int4, windowed, qk_out = n + 2 * nkv, a["bits"] == 4, a["windowed"], ctx.num_outputs > 3
+
     def size(query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None, total_sequence_length=None,
              *_):
         """The declared output bytes (no inference per token): output, presents, qk output."""
         b, s, d = query.shape if type(query) is np.ndarray else (int(x) for x in query.shape)
-        h = d // (n + 2 * nkv) if key is None else d // n
-        total = int(total_sequence_length.reshape(-1)[0]) if total_sequence_length is not None else s
+        h = d // heads if key is None else d // n
+        if total_sequence_length is None:
+            total = s
+        elif type(total_sequence_length) is np.ndarray and total_sequence_length.size == 1:
+            total = int(total_sequence_length.item())
+        else:
+            total = int(total_sequence_length.reshape(-1)[0])
         buf = int(past_key.shape[2]) if past_key is not None else 0
-        cache = past_key.dtype.itemsize if past_key is not None else query.dtype.itemsize
-        hc = h // 2 if a["bits"] == 4 else h
-        length = buf if a["windowed"] else max(total, buf)
-        need = b * s * n * h * query.dtype.itemsize + 2 * b * nkv * length * hc * cache
-        return need + (b * n * s * total * query.dtype.itemsize if ctx.num_outputs > 3 else 0)
+        item = query.dtype.itemsize
+        cache = past_key.dtype.itemsize if past_key is not None else item
+        hc = h // 2 if int4 else h
+        length = buf if windowed else max(total, buf)
+        need = b * s * n * h * item + 2 * b * nkv * length * hc * cache
+        return need + (b * n * s * total * item if qk_out else 0)
 
     return declares_output_bytes(run, size)
 

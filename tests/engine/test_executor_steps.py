@@ -37,6 +37,15 @@ def _chain():
     return _model(nodes, [ir.ValueInfo("x", f)], [ir.ValueInfo("y", f)], [c])
 
 
+def _steps_kept():
+    """Session options keeping the chain's three nodes three steps (no Elementwise region)."""
+    from onnxkit import SessionOptions
+
+    so = SessionOptions()
+    so.add_session_config_entry("session.disable_passes", "elementwise")
+    return so
+
+
 # -- named fields ---------------------------------------------------------------------------------
 
 def test_the_loop_reads_laid_steps_by_name_never_by_position():
@@ -56,7 +65,7 @@ def test_the_loop_reads_laid_steps_by_name_never_by_position():
 
 
 def test_laid_steps_name_what_the_loop_calls_and_where_it_reads_and_writes():
-    sess = InferenceSession(_chain())
+    sess = InferenceSession(_chain(), _steps_kept())
     x = np.array([3.0, -2.0], np.float32)
     np.testing.assert_array_equal(sess.run(None, {"x": x})[0], (x - 1) * x - x)
     p = sess.plan
@@ -96,7 +105,7 @@ def _spy(step, calls: list, tag: str):
 
 def test_a_replaced_kernel_is_seen_by_its_plan_and_no_other_plan_lays_out_again():
     x = np.array([3.0, -2.0], np.float32)
-    a, b = InferenceSession(_chain()).plan, InferenceSession(_chain()).plan
+    a, b = InferenceSession(_chain(), _steps_kept()).plan, InferenceSession(_chain(), _steps_kept()).plan
     want = a.run([x])[0]
     b.run([x])
     kept = b._layouts[0]

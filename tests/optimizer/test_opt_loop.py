@@ -84,7 +84,9 @@ def test_graph_not_in_topological_order_runs_in_a_topological_order():
 
 
 def test_kernel_error_names_node_and_op():
-    sess = InferenceSession(_chain().SerializeToString())
+    unfused = onnxkit.SessionOptions()       # Relu -> Add kept two steps (not one Elementwise region)
+    unfused.add_session_config_entry("session.disable_passes", "elementwise")
+    sess = InferenceSession(_chain().SerializeToString(), unfused)
     step = sess.plan.steps[1]
 
     def boom(*args):

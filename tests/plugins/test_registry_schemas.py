@@ -35,7 +35,7 @@ def test_registry_holds_every_operator_set(both):
     assert _schema_faults(both) == []
     assert both.domains() == {"": list(range(1, 29)), "ai.onnx.ml": [1, 2, 3, 4, 5],
                               "ai.onnx.preview": [1], "ai.onnx.preview.training": [1],
-                              "ai.onnxkit": [1, 2, 3]}  # onnxkit's fused operators (the optimizer's targets; 2 adds Attention, 3 LookupTable)
+                              "ai.onnxkit": [1, 2, 3, 4]}  # onnxkit's fused operators (the optimizer's targets; 2 adds Attention, 3 LookupTable, 4 Elementwise)
     assert both.provided_by("default_domain")["operator_sets"][:2] == [("", 1), ("", 2)]
     assert len(both.provided_by("ml_domain")["operator_sets"]) == 5
 
@@ -123,7 +123,7 @@ def test_cli_opsets_selection(both):
     rc, lines, _ = _run_opsets(both)  # latest of every domain
     assert rc == 0 and {line.split("\t")[0] for line in lines} == {"ai.onnx", "ai.onnx.ml", "ai.onnx.preview",
                                                                     "ai.onnx.preview.training", "ai.onnxkit"}
-    assert len(lines) == 203 + 19 + 1 + 4 + 4   # ai.onnxkit 3: Gelu, HardSwish, Attention, LookupTable
+    assert len(lines) == 203 + 19 + 1 + 4 + 5   # ai.onnxkit 4: Gelu, HardSwish, Attention, LookupTable, Elementwise
     rc, lines, _ = _run_opsets(both, "-v", "5")  # version 5 wherever it exists
     assert rc == 0 and {line.split("\t")[0] for line in lines} == {"ai.onnx", "ai.onnx.ml"}
     rc, lines, _ = _run_opsets(both, "-d", "ai.onnx.ml", "--all")

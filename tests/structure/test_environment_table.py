@@ -57,5 +57,5 @@ def test_every_variable_in_the_table_is_in_the_code():
     assert _table_names() - _environment_names() == set()
 
 
-def test_the_table_lists_twenty_variables():
-    assert len(_table_names()) == 20
+def test_the_table_lists_twenty_one_variables():
+    assert len(_table_names()) == 21

@@ -10,7 +10,7 @@ one node that computes the same function rounded once (as onnxruntime's extended
 into its own operators).  ``onehot`` and ``epilogue`` work on the plan once it is made,
 ``specialize`` on the plan at run time (the session's :class:`~.specialize.Specializer`), the
 others on the graph.  Each pass is its own module whose docstring says why it is exact
-(``epilogue`` and ``qlut``: bit-identical; ``onehot``: equal, a zero's sign aside); ``conv_bn``,
+(``epilogue``, ``qlut`` and ``elementwise``: bit-identical; ``onehot``: equal, a zero's sign aside); ``conv_bn``,
 ``channel_affine`` and ``pad_conv`` are exact up to rounding, ``gelu``, ``hardswish`` and ``attention`` within the
 element type's tolerance.  The graph passes leave subgraphs (If/Loop/Scan bodies) alone (planning
 folds their constants, :mod:`onnxkit.runtime.plan`), and a name read inside one is never removed
@@ -93,6 +93,21 @@ def _on_types(module: str, *needs: tuple) -> Callable:
     return run
 
 
+def _on_chains(module: str, *op_types: str) -> Callable:
+    """``run(view)`` of the pass ``module`` (its own ``run``), which imports the module only once
+    the graph has a node of ``op_types`` reading the output of another such node (a region of
+    two nodes at least: without one the pass rewrites nothing)."""
+    kinds = frozenset(op_types)
+
+    def run(view: GraphView) -> int:
+        made = {o for n in view.node if n.op_type in kinds for o in n.output}
+        if not any(n.op_type in kinds and any(i in made for i in n.input) for n in view.node):
+            return 0
+        return import_module(f"{__name__}.{module}").run(view)
+    run.module, run.chains = module, kinds
+    return run
+
+
 #: every pass, in the order it runs, with the lowest level that runs it (1: ``ORT_ENABLE_BASIC``,
 #: 2: ``ORT_ENABLE_EXTENDED``; the one table: the session's plan passes and the specializer too)
 PASSES = (
@@ -115,8 +130,12 @@ PASSES = (
     Pass("attention", 2, "graph", _on_roots("attention", "MatMul")),  # softmax(scale * Q K^T + mask) V -> Attention
     Pass("qlut", 2, "graph", _on_roots("qlut", "QuantizeLinear", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearAdd",
                                        "QLinearMul")),  # an 8-bit function of one 8-bit tensor -> LookupTable
-    # (qlut last among the graph passes: a region's body holds the other passes' fusions as
-    # planned unfused; it raises the ai.onnxkit import to 3)
+    # (qlut after the other fusions: a region's body holds their fusions as planned unfused; it
+    # raises the ai.onnxkit import to 3)
+    Pass("elementwise", 2, "graph", _on_chains("elementwise", "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Sqrt",
+                                               "Reciprocal", "Relu", "Sigmoid", "Tanh")),  # a float32 elementwise
+    # region -> Elementwise (last among the graph passes: qlut's regions first; it raises the
+    # ai.onnxkit import to 4)
     Pass("onehot", 2, "plan", onehot.run, "one-hot product(s) read as rows"),
     Pass("epilogue", 2, "plan", epilogue.run, "step(s) folded into their producers"),  # Relu / Add into a cpu Conv
     Pass("specialize", 1, "run"),                            # a plan per input-shape signature, If branches inlined

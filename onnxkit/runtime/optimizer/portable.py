@@ -21,7 +21,9 @@ know no ai.onnxkit.  :func:`portable` rewrites each such node of the top-level g
   ``nan_to_zero = 1``, ``MatMul`` with V;
 * ``LookupTable`` (ai.onnxkit LookupTable-3, :mod:`.qlut`): its ``body``'s nodes in its place (the
   region the fusion replaced, names renamed fresh, its constants new initializers): the same
-  nodes, so the same results (an ai.onnxkit node of the body is rewritten in turn).
+  nodes, so the same results (an ai.onnxkit node of the body is rewritten in turn);
+* ``Elementwise`` (ai.onnxkit Elementwise-4, :mod:`.elementwise`): its ``body``'s nodes in its
+  place likewise, the body's inputs read as the node's inputs: the region the fusion replaced.
 
 Every rewrite computes the fused node's function (within the element type's tolerance, Clause 11:
 the expansions round at each node, as the unfused graph did), so the saved file runs in onnxruntime
@@ -68,9 +70,9 @@ def portable(model: ir.Model, registry=None) -> ir.Model:
     if model.graph is None or not any(normalize_domain(n.domain) == FUSED_DOMAIN for n in model.graph.node):
         return model
     view = GraphView(model, registry)
-    for node in list(view.node):          # a LookupTable's body first: its nodes are rewritten below
-        if normalize_domain(node.domain) == FUSED_DOMAIN and node.op_type == "LookupTable":
-            _lookup_table(view, node)
+    for node in list(view.node):          # the bodies first: their nodes are rewritten below
+        if normalize_domain(node.domain) == FUSED_DOMAIN and node.op_type in ("LookupTable", "Elementwise"):
+            _inline_body(view, node)
     for node in list(view.node):
         if normalize_domain(node.domain) != FUSED_DOMAIN:
             continue
@@ -173,9 +175,11 @@ def _attention(view: GraphView, node: ir.Node) -> None:
     view.replace(node, ir.Node(input=[p, v], output=list(node.output[:1]), op_type="MatMul", name=node.name))
 
 
-def _lookup_table(view: GraphView, node: ir.Node) -> None:
+def _inline_body(view: GraphView, node: ir.Node) -> None:
+    """``node``'s ``body`` nodes in its place, the body's inputs read as the node's."""
     body = node.attr("body")
-    names = {body.input[0].name: node.input[0], body.output[0].name: node.output[0]}
+    names = {vi.name: x for vi, x in zip(body.input, node.input)}
+    names[body.output[0].name] = node.output[0]
     for t in body.initializer:
         names[t.name] = view.add_constant(t.name, t.numpy(), t.data_type)
     made = []

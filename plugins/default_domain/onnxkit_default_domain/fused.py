@@ -30,6 +30,18 @@ Version 3 (version 2's operators unchanged, plus):
   of the type and look each element up (the body is read for nothing else; it reads no name of
   the enclosing graph).  The optimizer's 8-bit lookup-table fusion writes it
   (``onnxkit.runtime.optimizer.qlut``, whose docstring says which bodies qualify).
+
+Version 4 (version 3's operators unchanged, plus):
+
+* ``Elementwise`` — ``Y = body(X_0, ..., X_k)`` where every ``X_i`` is a float tensor (float32)
+  and the GRAPH attribute ``body`` (required) maps ``k + 1`` tensors of those types, in order,
+  to one tensor of their type by elementwise operators of the default domain alone (each output
+  element a function of its inputs' elements at the same position, after the multidirectional
+  broadcast of Clause 10's rules): ``Y`` is the body's result, of the broadcast shape of the
+  inputs.  A kernel may run the body's nodes as they are, or compute each element of ``Y`` from
+  the inputs' elements at its position in one pass (the body reads no name of the enclosing
+  graph).  The optimizer's elementwise-region fusion writes it
+  (``onnxkit.runtime.optimizer.elementwise``, whose docstring says which regions qualify).
 """
 
 from __future__ import annotations
@@ -85,7 +97,19 @@ def definitions_v3() -> dict:
     return dict(definitions_v2(), LookupTable=table)
 
 
+@lru_cache(maxsize=1)
+def definitions_v4() -> dict:
+    """``{op_type: OpSchema}`` in force at ai.onnxkit 4: version 3's and Elementwise-4."""
+    from onnxkit.plugin import AttributeDef, AttributeType, FormalParameter, OpSchema, TypeConstraint
+
+    region = OpSchema(domain=FUSED_DOMAIN, name="Elementwise", since_version=4,
+                      inputs=(FormalParameter("X", "T", option="variadic"),), outputs=(FormalParameter("Y", "T"),),
+                      attributes={"body": AttributeDef(name="body", type=AttributeType.GRAPH, required=True)},
+                      type_constraints=(TypeConstraint("T", ("tensor(float)",)),))
+    return dict(definitions_v3(), Elementwise=region)
+
+
 def operator_sets() -> list:
-    """ai.onnxkit versions 1, 2 and 3."""
+    """ai.onnxkit versions 1, 2, 3 and 4."""
     return [OperatorSet(FUSED_DOMAIN, 1, definitions), OperatorSet(FUSED_DOMAIN, 2, definitions_v2),
-            OperatorSet(FUSED_DOMAIN, 3, definitions_v3)]
+            OperatorSet(FUSED_DOMAIN, 3, definitions_v3), OperatorSet(FUSED_DOMAIN, 4, definitions_v4)]

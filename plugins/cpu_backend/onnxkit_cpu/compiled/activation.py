@@ -145,6 +145,11 @@ def _fma_intrinsic():
     return fma
 
 
+#: the float32 fused multiply-add intrinsic's maker, for the generated region loops
+#: (:mod:`onnxkit_cpu.compiled.fused_elementwise`, whose Sigmoid and Tanh are these loops' sequences)
+fma_intrinsic = _fma_intrinsic
+
+
 def _exp_py(v):
     """exp of float64 ``v`` (module docstring): vectorizable arithmetic only."""
     if v > _EXP_HI:

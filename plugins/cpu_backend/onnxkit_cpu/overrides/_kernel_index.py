@@ -113,6 +113,7 @@ ENTRIES = (
     ('', 'Where', (9, 16), 'elementwise', 'onnxkit_cpu.overrides.elementwise', False),
     ('', 'Xor', (1, 7), 'elementwise', 'onnxkit_cpu.overrides.elementwise', False),
     ('ai.onnxkit', 'Attention', (2,), 'attention', 'onnxkit_cpu.overrides.attention', False),
+    ('ai.onnxkit', 'Elementwise', (4,), 'fused_elementwise', 'onnxkit_cpu.overrides.fused_elementwise', False),
     ('ai.onnxkit', 'Gelu', (1,), 'activation', 'onnxkit_cpu.overrides.activation', False),
     ('ai.onnxkit', 'HardSwish', (1,), 'activation', 'onnxkit_cpu.overrides.activation', False),
     ('ai.onnxkit', 'LookupTable', (3,), 'quantization', 'onnxkit_cpu.overrides.quantization', False),

@@ -214,6 +214,7 @@ ENTRIES = (
     ('ai.onnx.preview.training', 'Gradient', (1,), 'training', 'onnxkit_default_domain.inference.training'),
     ('ai.onnx.preview.training', 'Momentum', (1,), 'training', 'onnxkit_default_domain.inference.training'),
     ('ai.onnxkit', 'Attention', (2,), 'fused', 'onnxkit_default_domain.inference.attention'),
+    ('ai.onnxkit', 'Elementwise', (4,), 'fused', 'onnxkit_default_domain.inference.fused'),
     ('ai.onnxkit', 'Gelu', (1,), 'fused', 'onnxkit_default_domain.inference.fused'),
     ('ai.onnxkit', 'HardSwish', (1,), 'fused', 'onnxkit_default_domain.inference.fused'),
     ('ai.onnxkit', 'LookupTable', (3,), 'fused', 'onnxkit_default_domain.inference.fused'),

@@ -4,7 +4,7 @@ each that of the ai.onnx definition it repeats."""
 from __future__ import annotations
 
 from onnxkit.plugin import FunctionTable
-from onnxkit.plugin.inference import dims_of, elem_of, same_as_input, tensor
+from onnxkit.plugin.inference import dims_of, elem_of, elementwise, same_as_input, tensor
 
 from ..fused import FUSED_DOMAIN
 from . import attention
@@ -27,3 +27,12 @@ def _lookup_table(ctx):
     if not elem:
         return [None]
     return [tensor(elem, dims_of(x) if x is not None else None)]
+
+
+@FUNCTIONS.register("Elementwise", 4)
+def _elementwise(ctx):
+    """The inputs' multidirectional broadcast shape (Clause 10), of the body output's element type
+    (the body inferred on the inputs' types)."""
+    out = ctx.subgraph_types("body", ctx.input_types())
+    elem = elem_of(out[0]) if out and out[0] is not None else 0
+    return [elementwise(ctx, elem or None)]

@@ -214,6 +214,7 @@ ENTRIES = (
     ('ai.onnx.preview.training', 'Gradient', (1,), 'gradient', 'onnxkit_default_domain.kernels.gradient', True, {'calls_blas': True}),
     ('ai.onnx.preview.training', 'Momentum', (1,), 'training', 'onnxkit_default_domain.kernels.training', False),
     ('ai.onnxkit', 'Attention', (2,), 'fused', 'onnxkit_default_domain.kernels.fused', False, {'calls_blas': True}),
+    ('ai.onnxkit', 'Elementwise', (4,), 'fused', 'onnxkit_default_domain.kernels.fused', False),
     ('ai.onnxkit', 'Gelu', (1,), 'fused', 'onnxkit_default_domain.kernels.activation', False),
     ('ai.onnxkit', 'HardSwish', (1,), 'fused', 'onnxkit_default_domain.kernels.activation', False),
     ('ai.onnxkit', 'LookupTable', (3,), 'fused', 'onnxkit_default_domain.kernels.fused', False),

@@ -133,3 +133,17 @@ def lookup_table_kernel(ctx):
             found = tables[host.dtype] = lookup_table(ctx, host.dtype)
         return ctx.from_host(found[host.view(np.uint8)])
     return run
+
+
+# -- Elementwise-4 (a region of elementwise operators, by its body) ------------------------------
+# the optimizer's elementwise-region fusion (onnxkit.runtime.optimizer.elementwise) targets this operator
+
+@KERNELS.register("Elementwise", 4, domain=FUSED_DOMAIN)
+def elementwise_region(ctx):
+    """ai.onnxkit Elementwise-4: the body's nodes run as they are (planned as the node's subgraph,
+    with the session's kernels) on the node's inputs; its one result is Y."""
+    body = ctx.subgraph("body")
+
+    def run(*xs):
+        return body.run(list(xs))[0]
+    return run

@@ -1,0 +1,134 @@
+"""cpu kernel of ai.onnxkit Elementwise (the optimizer's elementwise-region fusion,
+``onnxkit.runtime.optimizer.elementwise``): one generated compiled pass over the region's result.
+
+At planning the kernel reads each input's broadcast layout from the types the planner gives
+(:func:`layouts`: the input's shape against the output's, each extent a number or a symbol; a
+layout of :mod:`onnxkit_cpu.compiled.fused_elementwise`) and asks for the region's generated loop
+(:func:`onnxkit_cpu.compiled.fused_elementwise.region_loop`, under the first-run policy of every
+compiled loop: none on a cold first run).  A run whose inputs are float32 arrays of those layouts
+makes Y (C order) and runs the loop on contiguous blocks of Y's elements across the run's intra-op
+threads (:func:`onnxkit.runtime.threads.parallel_for`; the loop is ``nogil``, and each element is
+computed alone, so the thread count does not change a bit).  Everything else — no loop (compiled
+loops off, deferred on a cold plan, a layout not known at planning), inputs of another type or
+shape than planned — runs the body's nodes as the default domain's kernel does, with the
+session's kernels: the same bits (the loop's precision, bit-identical to those kernels, is stated
+in :mod:`onnxkit_cpu.compiled.fused_elementwise`).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from onnxkit.plugin import KernelTable, parallel_for, splits_across_threads
+from onnxkit_default_domain.api import FUSED_DOMAIN
+
+from ..compiled import fused_elementwise as loops
+
+KERNELS = KernelTable()
+F32 = np.dtype(np.float32)
+#: elements of a block worth a thread of its own (fewer cost more to hand over than they save)
+ELEMENT_WORK = 16384
+
+splits_across_threads((FUSED_DOMAIN, "Elementwise"))
+
+
+def _dims(t) -> Optional[list]:
+    shape = getattr(t, "shape", None)
+    if shape is None or getattr(t, "elem_type", 0) != 1:
+        return None
+    values = list(shape.values)
+    return None if any(d is None for d in values) else values
+
+
+def layout(dims, out: list) -> Optional[str]:
+    """How an input of shape ``dims`` broadcasts to ``out``: ``"F"`` (the same shape), ``"S"``
+    (one element), ``"V"`` (along the last axis), ``"R"`` (one per row), or None."""
+    if dims is None or len(dims) > len(out):
+        return None
+    padded = [1] * (len(out) - len(dims)) + list(dims)
+    if padded == out:
+        return "F"
+    if all(d == 1 for d in padded):
+        return "S"
+    if all(d == 1 for d in padded[:-1]) and padded[-1] == out[-1]:
+        return "V"
+    if padded[:-1] == out[:-1] and padded[-1] == 1:
+        return "R"
+    return None
+
+
+def broadcast(shapes: list) -> Optional[list]:
+    """The multidirectional broadcast of ``shapes`` (extents numbers or symbols; Clause 10), or
+    None where an extent of the result is not known (two different extents but 1 on one axis)."""
+    rank = max(len(d) for d in shapes)
+    out = []
+    for axis in range(rank):
+        seen = {d[axis - rank + len(d)] for d in shapes if axis - rank + len(d) >= 0} - {1}
+        if len(seen) > 1:
+            return None
+        out.append(seen.pop() if seen else 1)
+    return out
+
+
+def layouts(ctx) -> Optional[str]:
+    """Each input's layout against the broadcast of the inputs' shapes (the types the planner
+    gives), or None where a shape is not known."""
+    dims = [_dims(ctx.input_type(i)) for i in range(len(ctx.node.input))]
+    out = None if not dims or None in dims else broadcast(dims)
+    if not out:
+        return None
+    found = [layout(d, out) for d in dims]
+    return None if None in found else "".join(found)
+
+
+def shape_of(xs, kinds: str) -> Optional[tuple]:
+    """Y's shape where every input is a float32 array of its planned layout, else None."""
+    ref = next((x.shape for x, k in zip(xs, kinds) if k == "F"), None)
+    if ref is None:
+        try:
+            ref = np.broadcast_shapes(*(np.shape(x) for x in xs))
+        except ValueError:
+            return None
+    if not ref:
+        return None
+    n, lead = ref[-1], ref[:-1]
+    for x, k in zip(xs, kinds):
+        if not isinstance(x, np.ndarray) or x.dtype != F32:
+            return None
+        if k == "F" and x.shape != ref or k == "S" and (x.size != 1 or x.ndim > len(ref)) \
+                or k == "V" and (x.ndim > len(ref) or x.size != n or (x.ndim and x.shape[-1] != n)) \
+                or k == "R" and x.shape != lead + (1,):
+            return None
+    return ref
+
+
+@KERNELS.register("Elementwise", 4, domain=FUSED_DOMAIN)
+def elementwise_region(ctx):
+    """Elementwise-4: the region's generated loop where planned (module docstring), else its body."""
+    body = ctx.subgraph("body")
+    kinds = layouts(ctx)
+    loop = None if kinds is None else loops.region_loop(ctx.attr("body"), kinds)
+
+    def nodes(*xs):
+        return body.run(list(xs))[0]
+
+    if loop is None:
+        return nodes
+
+    def run(*xs):
+        shape = shape_of(xs, kinds)
+        if shape is None:
+            return nodes(*xs)
+        y = np.empty(shape, F32)
+        if y.size:
+            flats = [np.ascontiguousarray(x).reshape(-1) for x in xs]
+            yf, n = y.reshape(-1), shape[-1]
+
+            def block(lo, hi):
+                loop(lo, hi, n, yf, *flats)
+
+            parallel_for(block, yf.shape[0], grain=ELEMENT_WORK, name="elementwise.region")
+        return y
+    return run

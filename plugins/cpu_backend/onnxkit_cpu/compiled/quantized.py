@@ -200,6 +200,8 @@ def depthwise(x, zp, w, sh, sw, dh, dw, top, left, bias, mult, yzp, lo, hi, requ
     wq = (wp + sw - 1) // sw
     length = oh * wq
     phases = np.zeros((sh * sw, (hq + 1) * wq), np.float32)   # a row of slack: a run's unused end
+    flat = phases.reshape(-1)
+    stride = (hq + 1) * wq
     acc = np.empty(length, np.float32)
     for n in range(n_count):
         for c in range(c_count):
@@ -212,15 +214,14 @@ def depthwise(x, zp, w, sh, sw, dh, dw, top, left, bias, mult, yzp, lo, hi, requ
                     if x0 >= wd:
                         continue
                     count = (wd - x0 + sw - 1) // sw
-                    base = r * wq + (x0 + left) // sw
-                    d = phases[py * sw + px, base:base + count]
+                    base = np.uint64((py * sw + px) * stride + r * wq + (x0 + left) // sw)
                     if sw == 1:
                         for t in range(np.uint64(count)):
-                            d[t] = np.float32(src[t]) - zp
+                            flat[base + t] = np.float32(src[t]) - zp
                     else:
                         s = src[x0:]
                         for t in range(np.uint64(count)):
-                            d[t] = np.float32(s[t * np.uint64(sw)]) - zp
+                            flat[base + t] = np.float32(s[t * np.uint64(sw)]) - zp
             for t in range(np.uint64(length)):
                 acc[t] = 0.0
             # up to three taps of a kernel row per pass (the float32 sums are exact in any order)
@@ -234,14 +235,14 @@ def depthwise(x, zp, w, sh, sw, dh, dw, top, left, bias, mult, yzp, lo, hi, requ
                     t0 = w[c, i, j0]
                     t1 = w[c, i, j1] if taps > 1 else np.float32(0)
                     t2 = w[c, i, j2] if taps > 2 else np.float32(0)
-                    o0 = row + (j0 * dw) // sw
-                    o1 = row + (j1 * dw) // sw
-                    o2 = row + (j2 * dw) // sw
-                    r0 = phases[py * sw + (j0 * dw) % sw, o0:o0 + length]
-                    r1 = phases[py * sw + (j1 * dw) % sw, o1:o1 + length]
-                    r2 = phases[py * sw + (j2 * dw) % sw, o2:o2 + length]
-                    for t in range(np.uint64(length)):      # unsigned: no wrap check, vectorized
-                        acc[t] += r0[t] * t0 + r1[t] * t1 + r2[t] * t2
+                    # each tap's run as an offset into the flat phases (slices of the 2-D
+                    # array kept the loop scalar: numba's views defeat LLVM's vectorizer)
+                    b0 = (py * sw + (j0 * dw) % sw) * stride + row + (j0 * dw) // sw
+                    b1 = (py * sw + (j1 * dw) % sw) * stride + row + (j1 * dw) // sw
+                    b2 = (py * sw + (j2 * dw) % sw) * stride + row + (j2 * dw) // sw
+                    u0, u1, u2 = np.uint64(b0), np.uint64(b1), np.uint64(b2)
+                    for t in range(np.uint64(length)):      # unsigned: no wrap check
+                        acc[t] = acc[t] + flat[u0 + t] * t0 + flat[u1 + t] * t1 + flat[u2 + t] * t2
             b_c = bias[c]
             k_c = mult[c]
             for a in range(oh):

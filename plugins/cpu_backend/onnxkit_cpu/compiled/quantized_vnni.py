@@ -62,6 +62,8 @@ def get():
 _local = threading.local()
 #: the largest scratch buffer kept between calls (bytes; a larger one is made and dropped per call)
 SCRATCH_MAX = 64 << 20
+#: the scratch arrays kept per thread for reuse (the table is emptied when full)
+SCRATCH_VIEWS = 512
 
 
 def scratch(name: str, shape: tuple, dtype):
@@ -69,17 +71,29 @@ def scratch(name: str, shape: tuple, dtype):
     carved from a buffer kept per thread and ``name`` between calls (grown as needed): fresh
     allocations of this size are mapped and unmapped each call, and their pages faulted in
     again, which costs more than the products on a loaded machine.  The caller neither returns
-    it nor keeps it past the call; two arrays used at once need two names."""
+    it nor keeps it past the call; two arrays used at once need two names.  The array made for
+    a ``(name, shape, dtype)`` is handed out again while ``name``'s buffer is the same (a node
+    calls with the same shapes run after run)."""
+    views = getattr(_local, "views", None)
+    if views is None:
+        views = _local.views = {}
+        _local.pool = {}
+    key = (name, shape, dtype)
+    got = views.get(key)
+    if got is not None and _local.pool.get(name) is got[0]:
+        return got[1]
     nbytes = math.prod(shape) * np.dtype(dtype).itemsize
     if nbytes > SCRATCH_MAX:
         return np.empty(shape, dtype)
-    pool = getattr(_local, "pool", None)
-    if pool is None:
-        pool = _local.pool = {}
+    pool = _local.pool
     buf = pool.get(name)
     if buf is None or buf.size < nbytes:
         buf = pool[name] = np.empty(max(nbytes, 4096), np.uint8)
-    return buf[:nbytes].view(dtype).reshape(shape)
+    view = buf[:nbytes].view(dtype).reshape(shape)
+    if len(views) >= SCRATCH_VIEWS:
+        views.clear()
+    views[key] = (buf, view)
+    return view
 
 
 class PackedW:

@@ -79,14 +79,31 @@ def tile(typingctx, x_addr, x_stride, w_addr, c_addr, c_stride, k4, accumulate):
     return sig, codegen
 
 
+#: the largest u8 operand (bytes) for which :func:`gemm` runs the panels outermost
+ROWS_IN_CACHE = 256 << 10
+
+
 @numba.njit(**_OPTIONS)
 def gemm(xp, wp, c):
-    """``c = xp @ wp`` in the packed layouts (module docstring), K blocked by :data:`KC4`."""
+    """``c = xp @ wp`` in the packed layouts (module docstring), K blocked by :data:`KC4`.
+    Where ``xp`` is at most :data:`ROWS_IN_CACHE` bytes (it stays in the cache) the panels are
+    outermost, each panel's K blocks in order: the s8 operand is read once, front to back (a
+    product of few rows and a large weight is bound by that read); else the K blocks are, each
+    block of ``xp`` read by every panel while it is in the cache.  The same tiles either way, each
+    a sum over its K blocks in order: the same int32 sums."""
     p_count = xp.shape[0]
     k4 = xp.shape[1] // 4
     panels = wp.shape[0]
     xs, cs = xp.shape[1], c.shape[1] * 4
     xa, wa, ca = xp.ctypes.data, wp.ctypes.data, c.ctypes.data
+    if p_count * xs <= ROWS_IN_CACHE:
+        for pn in range(panels):
+            for kb in range(0, k4, KC4):
+                kn = min(KC4, k4 - kb)
+                w0 = wa + (pn * k4 + kb) * NR * 4
+                for r in range(0, p_count, MR):
+                    tile(xa + r * xs + kb * 4, xs, w0, ca + r * cs + pn * NR * 4, cs, kn, kb)
+        return
     for k0 in range(0, k4, KC4):
         kn = min(KC4, k4 - k0)
         for pn in range(panels):

@@ -6,7 +6,8 @@ At planning the kernel reads each input's broadcast layout from the types the pl
 layout of :mod:`onnxkit_cpu.compiled.fused_elementwise`) and asks for the region's generated loop
 (:func:`onnxkit_cpu.compiled.fused_elementwise.region_loop`, under the first-run policy of every
 compiled loop: none on a cold first run).  A run whose inputs are float32 arrays of those layouts
-makes Y (C order) and runs the loop on contiguous blocks of Y's elements across the run's intra-op
+makes Y (C order; read as one row where no input is a vector or per-row one) and runs the loop on
+contiguous blocks of Y's elements across the run's intra-op
 threads (:func:`onnxkit.runtime.threads.parallel_for`; the loop is ``nogil``, and each element is
 computed alone, so the thread count does not change a bit).  Everything else — no loop (compiled
 loops off, deferred on a cold plan, a layout not known at planning), inputs of another type or
@@ -110,6 +111,7 @@ def elementwise_region(ctx):
     body = ctx.subgraph("body")
     kinds = layouts(ctx)
     loop = None if kinds is None else loops.region_loop(ctx.attr("body"), kinds)
+    rows = kinds is not None and ("V" in kinds or "R" in kinds)
 
     def nodes(*xs):
         return body.run(list(xs))[0]
@@ -124,7 +126,8 @@ def elementwise_region(ctx):
         y = np.empty(shape, F32)
         if y.size:
             flats = [np.ascontiguousarray(x).reshape(-1) for x in xs]
-            yf, n = y.reshape(-1), shape[-1]
+            yf = y.reshape(-1)
+            n = shape[-1] if rows else yf.shape[0]     # no vector or row input: one row
 
             def block(lo, hi):
                 loop(lo, hi, n, yf, *flats)

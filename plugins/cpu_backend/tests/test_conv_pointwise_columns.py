@@ -136,7 +136,7 @@ def blocked(monkeypatch):
     made = []
     real = conv_blocks.product_columns
 
-    def spy(wb, mat, out, serial=None):
+    def spy(wb, mat, out, serial=False):
         made.append(real(wb, mat, out, serial))
         return made[-1]
     monkeypatch.setattr(conv_override, "product_columns", spy)

@@ -1,6 +1,7 @@
 """The cpu Conv's work across a run's intra-op threads (issue 44, default threads): the compiled
 path's row blocks (:class:`onnxkit_cpu.overrides.conv_blocks.RowBlocks`) and Winograd's tile
-blocks split across the threads with BLAS at one thread inside them
+blocks, and the column blocks of few-row products (1x1 of few channels, 3-channel stems), split
+across the threads with BLAS at one thread inside them
 (:func:`onnxkit.runtime.threads.parallel_for` with ``blas``), an image that would be one
 Winograd block made in two, and the one-pass epilogue and the Swish's product split by rows /
 elements.
@@ -93,6 +94,10 @@ CASES = [   # (id, x shape, w shape, Conv attributes, epilogue, the split that m
     ("pointwise_epilogue_batch", (3, 24, 32, 32), (40, 24, 1, 1), {}, "relu", "conv.epilogue"),
     ("planes_epilogue_no_bias", (1, 8, 64, 64), (16, 8, 3, 3), dict(pads=[1, 1, 1, 1]), "relu", "conv.epilogue"),
     ("swish_product", (1, 16, 64, 64), (48, 16, 1, 1), {}, "swish", "conv.swish"),
+    ("pointwise_column_blocks", (1, 16, 64, 70), (24, 16, 1, 1), {}, None, "conv.columns_blocks"),
+    ("pointwise_column_blocks_batch", (2, 8, 48, 50), (12, 8, 1, 1), {}, "relu", "conv.columns_blocks"),
+    ("stem_column_blocks", (1, 3, 128, 130), (16, 3, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), "swish",
+     "conv.columns_blocks"),
 ]
 
 
@@ -117,7 +122,8 @@ def _blas_counts():
     return [lib.get_num_threads() for lib in threads._blas_controllers()]
 
 
-@pytest.mark.parametrize("module,case", [(conv_blocks, "row_blocks_stem"), (conv_winograd, "winograd_blocks")])
+@pytest.mark.parametrize("module,case", [(conv_blocks, "row_blocks_stem"), (conv_winograd, "winograd_blocks"),
+                                         (conv_blocks, "pointwise_column_blocks")])
 def test_blas_runs_one_thread_inside_the_blocks_and_its_count_comes_back(module, case, monkeypatch):
     """Each block of a 2-thread run sees every BLAS library at one thread (products of their own:
     no BLAS threads on the cores the blocks hold); the run's count is there before and after."""

@@ -21,8 +21,8 @@ blocks: bit-identical), so results agree to float rounding (Clause 11).
 A 1x1 product of few input channels over many positions (:func:`pointwise_columns`) is made in
 blocks of output columns too: there the whole product's ``(M, L)`` result streams through
 memory while its few ``K`` terms cost little, and OpenBLAS's product of a block of columns
-whose result stays in cache runs faster (one intra-op thread only: with several, BLAS splits
-the whole product across them).
+whose result stays in cache runs faster; with several intra-op threads the blocks are split
+across them, BLAS at one thread (the same blocks as at one: the same bits).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import threading
 
 import numpy as np
 
-from onnxkit.plugin import blocks, parallel_for
+from onnxkit.plugin import parallel_for
 
 from ..compiled import conv as loops
 from .conv_depthwise import SHARED_BYTES, Scratch, Shared
@@ -58,34 +58,56 @@ def takes_pointwise_columns(group: int, c: int, length: int, strided: bool) -> b
     return group == 1 and not strided and c <= POINTWISE_K and length >= POINTWISE_L
 
 
+#: column blocks of :data:`POINTWISE_COLUMNS` worth an intra-op thread of their own
+COLUMN_GRAIN = 4
+
+
+def _column_blocks(wg, xs, out, width) -> None:
+    """``out[..., j] = (wg @ xs)[..., j]`` one ``np.matmul`` per block of ``width`` columns, the
+    blocks split across the run's intra-op threads with BLAS at one thread
+    (:func:`~onnxkit.runtime.threads.parallel_for`, ``blas``): each block the product one thread
+    makes of it, whatever the count."""
+    length = xs.shape[-1]
+
+    def run(lo, hi):
+        for i in range(lo, hi):
+            a = i * width
+            np.matmul(wg, xs[..., a:a + width], out=out[..., a:a + width])
+
+    parallel_for(run, -(-length // width), grain=COLUMN_GRAIN, name="conv.columns_blocks", blas=True)
+
+
 def pointwise_columns(wg, xs):
     """``wg @ xs`` (``(M, C)`` by ``(C, L)`` or ``(N, C, L)``, float, ``xs`` C-contiguous) as a fresh
     C-contiguous result, one ``np.matmul`` per block of :data:`POINTWISE_COLUMNS` columns written
-    into its columns of the result, where the run has one intra-op thread; else one product.
-    Each output is the same ``C``-term dot product as the whole product's (BLAS sums its terms
-    in one order whatever the number of columns: the same bits seen on every shape tried)."""
-    if blocks(2) > 1 or not xs.flags.c_contiguous:
+    into its columns of the result, the blocks split across the run's intra-op threads with BLAS
+    at one thread (:func:`_column_blocks`: the same products at every count).  Each output is the
+    same ``C``-term dot product as the whole product's (BLAS sums its terms in one order whatever
+    the number of columns: the same bits seen on every shape tried).  A non-contiguous ``xs``:
+    one product."""
+    if not xs.flags.c_contiguous:
         return np.matmul(wg, xs)
-    length, width = xs.shape[-1], POINTWISE_COLUMNS
-    out = np.empty(xs.shape[:-2] + (wg.shape[0], length), dtype=np.result_type(wg, xs))
-    for lo in range(0, length, width):
-        np.matmul(wg, xs[..., lo:lo + width], out=out[..., lo:lo + width])
+    out = np.empty(xs.shape[:-2] + (wg.shape[0], xs.shape[-1]), dtype=np.result_type(wg, xs))
+    _column_blocks(wg, xs, out, POINTWISE_COLUMNS)
     return out
 
 
-def product_columns(wb, mat, out, serial: bool = None) -> bool:
+def product_columns(wb, mat, out, serial: bool = False) -> bool:
     """``np.matmul(wb, mat, out=out)`` of the compiled path's columns (``mat``: ``(rows,
     length)`` and more dimensions for a batch or groups, ``out`` the product's part of Y), made
     as :func:`pointwise_columns` makes its blocks where ``mat`` is two-dimensional (one image,
     one group) with at most :data:`POINTWISE_K` rows (B's ones row included: a 3-channel 3x3
-    stem's 28) and at least :data:`POINTWISE_L` columns, and BLAS runs one thread (``serial``;
-    None: the run has one intra-op thread).  The same dot products (the same bits as one product,
-    as there).  Returns whether it made blocks."""
+    stem's 28) and at least :data:`POINTWISE_L` columns.  The blocks are made on this thread where
+    ``serial`` (BLAS at one thread: a block of a split of the caller's), else split across the
+    run's intra-op threads (:func:`_column_blocks`).  The same dot products (the same bits as one
+    product, as there).  Returns whether it made blocks."""
     length, width = mat.shape[-1], POINTWISE_COLUMNS
-    serial = blocks(2) == 1 if serial is None else serial
-    if mat.ndim != 2 or mat.shape[0] > POINTWISE_K or length < POINTWISE_L or not serial:
+    if mat.ndim != 2 or mat.shape[0] > POINTWISE_K or length < POINTWISE_L:
         np.matmul(wb, mat, out=out)
         return False
+    if not serial:
+        _column_blocks(wb, mat, out, width)
+        return True
     for lo in range(0, length, width):
         np.matmul(wb, mat[:, lo:lo + width], out=out[:, lo:lo + width])
     return True

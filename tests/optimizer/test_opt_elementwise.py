@@ -224,6 +224,25 @@ def test_a_lone_node_and_a_matmuls_epilogue_are_left_alone():
     assert optimize(m, GraphOptimizationLevel.ORT_ENABLE_ALL).rewrites["elementwise"] == 0
 
 
+def test_a_region_of_initializers_alone_is_left_to_planning():
+    """A weight standardization ``(w - mean(w)) * 0.5`` of a large initializer is computed from
+    initializers alone (planning folds it): not a region; the same chain on an input is."""
+    w = init("w", np.random.default_rng(1).standard_normal((64, 32, 3, 3)).astype(np.float32))
+    half = init("half", np.array(0.5, np.float32))
+    nodes = [helper.make_node("ReduceMean", ["w"], ["m"], axes=[3]), helper.make_node("Sub", ["w", "m"], ["d"]),
+             helper.make_node("Mul", ["d", "half"], ["ws"]), helper.make_node("Conv", ["x", "ws"], ["y"])]
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [1, 32, 8, 8])
+    proto = helper.make_model(helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("y", TP.FLOAT, None)],
+                                                [w, half]), opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    assert _rewrites(proto)[0] == 0
+    nodes[0:3] = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[1, 2, 3]), helper.make_node("Sub", ["x", "m"], ["d"]),
+                  helper.make_node("Mul", ["d", "half"], ["ws"]), helper.make_node("Conv", ["ws", "w"], ["y"])]
+    nodes.pop()
+    proto = helper.make_model(helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("y", TP.FLOAT, None)],
+                                                [w, half]), opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    assert _rewrites(proto)[:2] == (1, ["ReduceMean", "Elementwise", "Conv"])
+
+
 def test_the_portable_form_is_the_region_and_runs_in_onnxruntime():
     proto, feed = _swish_norm()
     saved = portable(_rewrites(proto)[2])

@@ -12,8 +12,8 @@ with the multidirectional broadcast, Clause 10: the model imports ai.onnx 7 or l
 each, no subgraph, every value they read and write float32 (type inference, Clause 9: a float64
 constant, a float16 or integer value does not qualify), ``Pow`` only with a constant exponent of
 one float32 element, 2, 3 or 0.5, of rank at most its base's (the cpu kernel's products and square
-root), at least one operand not a constant or an input's default (a node of those alone is
-planning's to fold, :mod:`onnxkit.runtime.plan`).  A node's operand produced by such a node joins the region where that value is read by
+root), at least one operand not computed from initializers alone (a weight standardization's
+``(w - mean(w)) * ...`` is planning's to fold, :mod:`onnxkit.runtime.plan`, whatever its size).  A node's operand produced by such a node joins the region where that value is read by
 region nodes alone (not by another node, not inside a subgraph, not a graph output); the walk is
 repeated until no more join.  A node whose result a Conv, MatMul, Gemm or BatchNormalization
 kernel may apply in place (an ``Add``, ``Relu``, ``Sigmoid`` or ``Mul`` reading such a node's
@@ -105,8 +105,19 @@ def _folded_by_epilogue(view: GraphView, node) -> bool:
     return False
 
 
-def eligible(view: GraphView, node) -> bool:
-    """True if a region may hold ``node`` (module docstring)."""
+def constant_derived(view: GraphView) -> set:
+    """The names computed from initializers alone (inputs' defaults included): initializers, and
+    the outputs of default-domain nodes without subgraphs whose inputs are all such names (a
+    Constant's too) — values planning folds, or could, however large."""
+    fixed = {t.name for t in view.initializer}
+    for node in view.node:
+        if is_default(node) and not subgraphs_of(node) and all(i in fixed for i in node.input if i):
+            fixed.update(o for o in node.output if o)
+    return fixed
+
+
+def eligible(view: GraphView, node, fixed: set = frozenset()) -> bool:
+    """True if a region may hold ``node`` (module docstring); ``fixed``: :func:`constant_derived`."""
     if node is None or not is_default(node) or node.op_type not in OPS or len(node.output) != 1 \
             or len(node.input) != OPS[node.op_type] or subgraphs_of(node) or not all(node.input):
         return False
@@ -114,9 +125,7 @@ def eligible(view: GraphView, node) -> bool:
         return False
     if node.op_type == "Pow" and _exponent(view, node) is None:
         return False
-    defaults = {t.name for t in view.initializer}
-    if all(n in defaults or view.constant(n) is not None or computed_constant(view, n) is not None
-           for n in operands(node)):
+    if all(n in fixed for n in operands(node)):
         return False                 # a function of constants (or inputs' defaults): planning folds it
     return not _folded_by_epilogue(view, node)
 
@@ -138,7 +147,7 @@ def leaf_kind(dims, out: list) -> Optional[str]:
     return None
 
 
-def _grow(view: GraphView, terminal, taken: set, excluded: set) -> dict:
+def _grow(view: GraphView, terminal, taken: set, excluded: set, fixed: set) -> dict:
     """The nodes joining ``terminal``'s region (by id; module docstring), ``excluded`` left out."""
     region = {id(terminal): terminal}
     changed = True
@@ -148,7 +157,7 @@ def _grow(view: GraphView, terminal, taken: set, excluded: set) -> dict:
             for name in operands(node):
                 producer = view.producer_of(name)
                 if producer is None or id(producer) in region or id(producer) in excluded \
-                        or id(producer) in taken or name in view.protected or not eligible(view, producer):
+                        or id(producer) in taken or name in view.protected or not eligible(view, producer, fixed):
                     continue
                 if all(id(u.item) in region for u in view.index.uses(name)):
                     region[id(producer)] = producer
@@ -167,16 +176,17 @@ def leaves(region: dict) -> list:
     return out
 
 
-def find(view: GraphView, terminal, taken: set) -> Optional[tuple]:
-    """``(nodes in graph order, leaves)`` of the region ending at ``terminal``, or None."""
-    if not eligible(view, terminal):
+def find(view: GraphView, terminal, taken: set, fixed: set) -> Optional[tuple]:
+    """``(nodes in graph order, leaves)`` of the region ending at ``terminal``, or None
+    (``fixed``: :func:`constant_derived`)."""
+    if not eligible(view, terminal, fixed):
         return None
     out = _dims(view, terminal.output[0])
     if not out or any(d is None for d in out):
         return None
     excluded: set = set()
     while True:
-        region = _grow(view, terminal, taken, excluded)
+        region = _grow(view, terminal, taken, excluded, fixed)
         bad = [name for name in leaves(region) if leaf_kind(_dims(view, name), out) is None]
         if not bad:
             break
@@ -227,11 +237,11 @@ def run(view: GraphView) -> int:
     """Replace each qualifying region by an Elementwise node (module docstring); how many."""
     if view.version("") < 7 or 0 < view.version(FUSED_DOMAIN) < ELEMENTWISE_VERSION:
         return 0
-    count, taken = 0, set()
+    count, taken, fixed = 0, set(), constant_derived(view)
     for node in reversed(list(view.node)):
         if id(node) in taken or not view.holds(node):
             continue
-        found = find(view, node, taken)
+        found = find(view, node, taken, fixed)
         if found is None:
             continue
         ordered, inputs = found

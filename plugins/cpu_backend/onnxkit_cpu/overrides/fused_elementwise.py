@@ -85,8 +85,9 @@ def layouts(ctx) -> Optional[str]:
 
 
 def shape_of(xs, kinds: str) -> Optional[tuple]:
-    """Y's shape where every input is a float32 array of its planned layout, else None."""
-    ref = next((x.shape for x, k in zip(xs, kinds) if k == "F"), None)
+    """Y's shape where every input is a float32 array of its planned layout (a full input of
+    lower rank has Y's trailing extents, Y's others 1), else None."""
+    ref = max((x.shape for x, k in zip(xs, kinds) if k == "F"), key=len, default=None)
     if ref is None:
         try:
             ref = np.broadcast_shapes(*(np.shape(x) for x in xs))
@@ -94,12 +95,13 @@ def shape_of(xs, kinds: str) -> Optional[tuple]:
             return None
     if not ref:
         return None
-    n, lead = ref[-1], ref[:-1]
+    n, lead, rank = ref[-1], ref[:-1], len(ref)
     for x, k in zip(xs, kinds):
-        if not isinstance(x, np.ndarray) or x.dtype != F32:
+        if not isinstance(x, np.ndarray) or x.dtype != F32 or x.ndim > rank:
             return None
-        if k == "F" and x.shape != ref or k == "S" and (x.size != 1 or x.ndim > len(ref)) \
-                or k == "V" and (x.ndim > len(ref) or x.size != n or (x.ndim and x.shape[-1] != n)) \
+        if k == "F" and x.shape != ref and (x.shape != ref[rank - x.ndim:] or any(d != 1 for d in ref[:rank - x.ndim])) \
+                or k == "S" and x.size != 1 \
+                or k == "V" and (x.size != n or (x.ndim and x.shape[-1] != n)) \
                 or k == "R" and x.shape != lead + (1,):
             return None
     return ref
@@ -119,19 +121,33 @@ def elementwise_region(ctx):
     if loop is None:
         return nodes
 
+    kept: dict = {}     # the inputs' shapes -> Y's shape, for inputs found of their layouts
+
     def run(*xs):
-        shape = shape_of(xs, kinds)
+        try:
+            key = tuple([x.shape for x in xs]) if all(x.dtype is F32 for x in xs) else None
+        except AttributeError:           # not an array
+            key = None
+        shape = kept.get(key)
         if shape is None:
-            return nodes(*xs)
+            shape = shape_of(xs, kinds)
+            if shape is None:
+                return nodes(*xs)
+            if key is not None and all(type(x) is np.ndarray for x in xs):
+                kept[key] = shape
         y = np.empty(shape, F32)
-        if y.size:
-            flats = [np.ascontiguousarray(x).reshape(-1) for x in xs]
-            yf = y.reshape(-1)
-            n = shape[-1] if rows else yf.shape[0]     # no vector or row input: one row
+        yf = y.reshape(-1)
+        size = yf.shape[0]
+        n = shape[-1] if rows else size              # no vector or per-row input: one row
+        flats = [x.reshape(-1) for x in xs]          # C order: a view, or a contiguous copy
+        if size < 2 * ELEMENT_WORK:
+            if size:
+                loop(0, size, n, yf, *flats)
+            return y
 
-            def block(lo, hi):
-                loop(lo, hi, n, yf, *flats)
+        def block(lo, hi):
+            loop(lo, hi, n, yf, *flats)
 
-            parallel_for(block, yf.shape[0], grain=ELEMENT_WORK, name="elementwise.region")
+        parallel_for(block, size, grain=ELEMENT_WORK, name="elementwise.region")
         return y
     return run

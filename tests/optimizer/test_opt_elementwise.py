@@ -306,3 +306,33 @@ def test_any_block_split_of_the_generated_loop_gives_the_same_bits(warm_bodies):
         want = z * (1 / (1 + np.exp(-z.astype(np.float64))))
     ok = np.isfinite(want)
     assert np.allclose(whole[ok], want[ok], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("x_shape, g_shape", [([1, 1, N], [N]), ([1, 3, N], [1, N]), ([4, N], [4, 1]), ([N], [])])
+def test_the_warm_plan_computes_each_layout_by_the_loop(x_shape, g_shape, warm_bodies, monkeypatch):
+    """Inputs of lower rank than Y (a full [N] against [1, 1, N]), vectors, rows and scalars run the
+    generated loop, not the body (a layout the run's check refused fell to the body on every call)."""
+    from onnxkit_cpu import compiled
+    from onnxkit_cpu.overrides import fused_elementwise
+
+    if not compiled.enabled():
+        pytest.skip("numba is not importable here: the loop is the compiled path")
+    calls = []
+    made = fused_elementwise.loops.region_loop
+
+    def counted(body, layouts):
+        loop = made(body, layouts)
+        return None if loop is None else (lambda *args: calls.append(layouts) or loop(*args))
+
+    monkeypatch.setattr(fused_elementwise.loops, "region_loop", counted)
+    nodes = [helper.make_node("Mul", ["x", "g"], ["a"]), helper.make_node("Sigmoid", ["a"], ["s"]),
+             helper.make_node("Add", ["s", "g"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, x_shape),
+                                           helper.make_tensor_value_info("g", TP.FLOAT, g_shape)],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, None)])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    rng = np.random.default_rng(11)
+    feed = {"x": _value(rng, x_shape), "g": np.array(rng.standard_normal(g_shape), np.float32)}
+    assert _rewrites(proto)[:2] == (1, ["Elementwise"])
+    _differential(proto, feed, threads=(1,))
+    assert calls, "the body ran, not the loop"

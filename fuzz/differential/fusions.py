@@ -1,5 +1,5 @@
 """Model families of the fusion passes: gelu (erf and tanh forms, every product order), hardswish,
-attention.  Each family builds the pattern onnxkit rewrites, with near misses planted at random
+attention, elementwise (regions of float32 elementwise nodes).  Each family builds the pattern onnxkit rewrites, with near misses planted at random
 (constants off by 1e-3 or of rank 5, intermediates read elsewhere, other axes, negative scales,
 other ranks) and records them in ``Builder.tags``."""
 
@@ -11,7 +11,7 @@ import numpy as np
 from onnx import TensorProto as TP
 
 from .build import NP, Builder
-from .common import binary, chance, float_type, leak, pick, scalar, shape, source
+from .common import binary, chance, float_type, leak, pick, scalar, shape, source, value_spec
 
 
 def _gelu_tail(b: Builder, x: str, f: str, elem: int) -> tuple:
@@ -172,4 +172,62 @@ def attention(b: Builder) -> None:
     b.output(y)
 
 
-FAMILIES = {"gelu_erf": gelu_erf, "gelu_tanh": gelu_tanh, "hardswish": hardswish, "attention": attention}
+#: the elementwise family's steps: unary operators, and binary ones reading a new operand
+_UNARY = ["Neg", "Abs", "Sqrt", "Reciprocal", "Relu", "Sigmoid", "Tanh"]
+_BINARY = ["Add", "Sub", "Mul", "Div"]
+
+
+def _operand(b: Builder, elem: int, shp: list) -> str:
+    """A new operand of a region step, broadcasting to ``shp`` as the fusion's layouts do (full,
+    scalar, last-axis vector, per-row; an input or a constant), or as a near miss on another axis."""
+    rank = len(shp)
+    layout = pick(b, ["full", "scalar", "vector", "row", "other-axis"], [0.3, 0.25, 0.2, 0.15, 0.1])
+    if layout == "other-axis" and rank < 2:
+        layout = "full"
+    b.tags.append(f"ew-{layout}")
+    if layout == "full":
+        target = list(shp)[int(b.rng.integers(0, rank)) if chance(b, 0.2) else 0:]   # sometimes of lower rank
+    elif layout == "scalar":
+        target = pick(b, [[], [1], [1] * rank])
+    elif layout == "vector":
+        target = [shp[-1]] if chance(b, 0.5) else [1] * (rank - 1) + [shp[-1]]
+    elif layout == "row":
+        target = list(shp[:-1]) + [1]
+    else:
+        target = [1] + list(shp[1:]) if rank >= 2 and chance(b, 0.5) else list(shp[:-2]) + [1, shp[-1]]
+    if all(isinstance(d, int) for d in target) and chance(b, 0.5):
+        return b.const(b.rng.uniform(0.5, 2.0, size=target).astype(NP[elem]))
+    return b.input(elem, target, value_spec(b, elem))
+
+
+def elementwise(b: Builder) -> None:
+    """A chain of elementwise steps from one input, each unary or reading a new operand of some
+    layout or an earlier value; near misses: a float64 / float16 chain, a step through float64
+    (Cast there and back), a Pow by 1.5, an intermediate read elsewhere (leak), a lone step."""
+    elem = pick(b, [TP.FLOAT, TP.DOUBLE, TP.FLOAT16], [0.85, 0.1, 0.05])
+    shp = shape(b, int(b.rng.integers(1, 5)))
+    x = source(b, elem, shp)
+    values, mids = [x], []
+    for _ in range(int(b.rng.integers(1, 8))):
+        r = b.rng.random()
+        if r < 0.35:
+            v = b.node(pick(b, _UNARY), [values[-1]])
+        elif r < 0.45:
+            e = pick(b, [2.0, 3.0, 0.5, 1.5], [0.3, 0.3, 0.3, 0.1])
+            b.tags.append(f"ew-pow{e}")
+            v = b.node("Pow", [values[-1], b.const(np.array(e, dtype=NP[elem]))])
+        elif r < 0.5 and elem == TP.FLOAT:
+            b.tags.append("ew-float64-step")
+            wide = b.node("Cast", [values[-1]], to=TP.DOUBLE)
+            v = b.node("Cast", [b.node("Sqrt", [b.node("Abs", [wide])])], to=TP.FLOAT)
+        else:
+            other = _operand(b, elem, shp) if chance(b, 0.7) else pick(b, values)
+            v = binary(b, pick(b, _BINARY), values[-1], other)
+        mids.append(values[-1])
+        values.append(v)
+    leak(b, mids[1:], "ew", 0.15)
+    b.output(values[-1])
+
+
+FAMILIES = {"gelu_erf": gelu_erf, "gelu_tanh": gelu_tanh, "hardswish": hardswish, "attention": attention,
+            "elementwise_region": elementwise}

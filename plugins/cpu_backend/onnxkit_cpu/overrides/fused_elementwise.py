@@ -8,8 +8,9 @@ layout of :mod:`onnxkit_cpu.compiled.fused_elementwise`) and asks for the region
 compiled loop: none on a cold first run).  A run whose inputs are float32 arrays of those layouts
 makes Y (C order; read as one row where no input is a vector or per-row one) and runs the loop on
 contiguous blocks of Y's elements across the run's intra-op
-threads (:func:`onnxkit.runtime.threads.parallel_for`; the loop is ``nogil``, and each element is
-computed alone, so the thread count does not change a bit).  Everything else — no loop (compiled
+threads (:func:`onnxkit.runtime.threads.parallel_for`, blocks of :data:`REGION_WORK` element
+steps at least; the loop is ``nogil``, and each element is computed alone, so the thread count
+does not change a bit).  Everything else — no loop (compiled
 loops off, deferred on a cold plan, a layout not known at planning), inputs of another type or
 shape than planned — runs the body's nodes as the default domain's kernel does, with the
 session's kernels: the same bits (the loop's precision, bit-identical to those kernels, is stated
@@ -29,8 +30,13 @@ from ..compiled import fused_elementwise as loops
 
 KERNELS = KernelTable()
 F32 = np.dtype(np.float32)
-#: elements of a block worth a thread of its own (fewer cost more to hand over than they save)
+#: work of a block worth a thread of its own, in element steps (a block of fewer costs more to
+#: hand over than it saves): a region's block holds REGION_WORK / (its steps' cost) elements, at
+#: least ELEMENT_WORK
+REGION_WORK = 262144
 ELEMENT_WORK = 16384
+#: the cost of one element of a step, in element steps (an Add's is 1); others 1
+STEP_COST = {"Sigmoid": 8, "Tanh": 8, "Sqrt": 2, "Div": 2, "Reciprocal": 2, "Pow": 2}
 
 splits_across_threads((FUSED_DOMAIN, "Elementwise"))
 
@@ -114,6 +120,8 @@ def elementwise_region(ctx):
     kinds = layouts(ctx)
     loop = None if kinds is None else loops.region_loop(ctx.attr("body"), kinds)
     rows = kinds is not None and ("V" in kinds or "R" in kinds)
+    cost = sum(STEP_COST.get(n.op_type, 1) for n in ctx.attr("body").node)
+    grain = max(ELEMENT_WORK, REGION_WORK // max(1, cost))
 
     def nodes(*xs):
         return body.run(list(xs))[0]
@@ -140,7 +148,7 @@ def elementwise_region(ctx):
         size = yf.shape[0]
         n = shape[-1] if rows else size              # no vector or per-row input: one row
         flats = [x.reshape(-1) for x in xs]          # C order: a view, or a contiguous copy
-        if size < 2 * ELEMENT_WORK:
+        if size < 2 * grain:
             if size:
                 loop(0, size, n, yf, *flats)
             return y
@@ -148,6 +156,6 @@ def elementwise_region(ctx):
         def block(lo, hi):
             loop(lo, hi, n, yf, *flats)
 
-        parallel_for(block, size, grain=ELEMENT_WORK, name="elementwise.region")
+        parallel_for(block, size, grain=grain, name="elementwise.region")
         return y
     return run

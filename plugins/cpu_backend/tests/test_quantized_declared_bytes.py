@@ -42,6 +42,23 @@ def test_qlinear_add_asks_no_inference_and_its_bytes_are_the_broadcast_shape(mon
         small.run(None, feed)
 
 
+def test_qlinear_add_bytes_follow_each_pair_of_shapes():
+    """The kept broadcast sizes: pairs of shapes met in turn, again, and a pair that does not
+    broadcast (the ValueError the kernel reports), against numpy's broadcast written here."""
+    from onnxkit_cpu.overrides import quantized_microsoft as qm
+
+    one, int8 = np.float32(1), np.array(0, np.int8)
+    pairs = [((4, 1, 64), (1, 8, 64)), ((3, 5), (5,)), ((4, 1, 64), (1, 8, 64)), ((2, 1), (1, 7)), ((2, 1), (1, 3)),
+             ((3, 5), (5,))]
+    for a_shape, b_shape in pairs:
+        a, b = np.zeros(a_shape, np.uint8), np.zeros(b_shape, np.uint8)
+        want = int(np.prod(np.broadcast_shapes(a_shape, b_shape)))
+        assert qm._binary_bytes(a, one, None, b, one, None, one) == want
+        assert qm._binary_bytes(a, one, None, b, one, None, one, int8) == want
+    with pytest.raises(ValueError):
+        qm._binary_bytes(np.zeros((3, 4), np.uint8), one, None, np.zeros((5,), np.uint8), one, None, one)
+
+
 def test_qgemm_float_output_bytes():
     a = RNG.integers(0, 256, (5, 16)).astype(np.uint8)
     b = RNG.integers(-128, 128, (7, 16)).astype(np.int8)

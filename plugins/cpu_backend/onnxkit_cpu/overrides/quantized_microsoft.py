@@ -169,10 +169,22 @@ def _binary(ctx, op: int, other):
     return run
 
 
+#: (A's shape, B's shape) -> their broadcast shape's elements, for :func:`_binary_bytes` (emptied when full)
+_BROADCAST_SIZES: dict = {}
+
+
 def _binary_bytes(a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp=None) -> int:
     """QLinearAdd / QLinearMul's output bytes: the broadcast shape's elements of C's type
-    (a ValueError where the shapes do not broadcast: the kernel reports them)."""
-    return math.prod(np.broadcast_shapes(a.shape, b.shape)) * (a if c_zp is None else c_zp).dtype.itemsize
+    (a ValueError where the shapes do not broadcast: the kernel reports them); the elements
+    kept per pair of shapes (a node meets the same shapes run after run)."""
+    key = (a.shape, b.shape)
+    size = _BROADCAST_SIZES.get(key)
+    if size is None:
+        size = math.prod(np.broadcast_shapes(a.shape, b.shape))
+        if len(_BROADCAST_SIZES) >= 256:
+            _BROADCAST_SIZES.clear()
+        _BROADCAST_SIZES[key] = size
+    return size * (a if c_zp is None else c_zp).dtype.itemsize
 
 
 def _declared(run, predict):

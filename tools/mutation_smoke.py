@@ -325,8 +325,8 @@ MUTANTS = (
            "view.constant(node.input[2])",
            ("tests/optimizer/test_opt_near_misses.py", "tests/optimizer/test_opt_identity.py")),
     Mutant("opt-declared-types", "onnxkit/runtime/optimizer/view.py",
-           "infer_model(undeclared(self.model), self.registry)",
-           "infer_model(self.model, self.registry)",
+           "infer_model(undeclared(self.model), self.registry, reuse=self._reuse)",
+           "infer_model(self.model, self.registry, reuse=self._reuse)",
            ("tests/optimizer/test_opt_near_misses.py", "tests/optimizer/test_opt_matmul_add.py")),
     Mutant("opt-constant-of-shape-override", "onnxkit/runtime/optimizer/view.py",
            "(list(node.input[:1]) if node is not None and node.op_type == \"ConstantOfShape\" else [])",
@@ -1807,6 +1807,17 @@ MUTANTS = (
     Mutant("cpu-matmul-epilogue-relu-drops-nan", "plugins/cpu_backend/onnxkit_cpu/overrides/linalg.py",
            "                rectify(y, out=y)", "                y = np.fmax(y, 0)",
            ("plugins/cpu_backend/tests/test_matmul_epilogue.py",)),
+    Mutant("inference-reuse-input-types-unchecked", "onnxkit/inference/reuse.py",
+           "        if was is not now and was != now:\n            return None",
+           "        if was is not now and was is None:\n            return None",
+           ("tests/inference/test_inference_reuse.py",)),
+    Mutant("inference-reuse-fresh-names-not-reserved", "onnxkit/inference/engine.py",
+           "            self._used |= reuse.fresh\n", "",
+           ("tests/inference/test_inference_reuse.py",)),
+    Mutant("inference-reuse-value-dtype-ignored", "onnxkit/inference/reuse.py",
+           "    return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))",
+           "    return a.shape == b.shape and bool(np.array_equal(a, b))",
+           ("tests/inference/test_inference_reuse.py",)),
 )
 
 

@@ -52,6 +52,10 @@ class InferenceResult(Report):
     #: ``{name: numpy array}``: the top-level graph's values inference computed exactly (small
     #: integer constants and the shape arithmetic over static extents; never a symbolic one)
     values: dict = records.field(factory=dict, kw_only=True)
+    #: the fresh dimension names inference made, and what each graph node an inference function
+    #: inferred saw and gave: what ``infer_model(..., reuse=this)`` reads (:mod:`.reuse`)
+    fresh: frozenset = records.field(factory=frozenset, kw_only=True, eq=False, repr=False)
+    node_results: dict = records.field(factory=dict, kw_only=True, eq=False, repr=False)
     __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
     def undeclared_types(self, model: ir.Model) -> Optional[dict]:
@@ -80,23 +84,28 @@ class InferenceResult(Report):
         return sorted({p for p, _ in self.types})
 
 
-def _engine(model: ir.Model, registry) -> Engine:
+def _engine(model: ir.Model, registry, reuse=None) -> Engine:
     if registry is None:
         from ..registry import get_registry
 
         registry = get_registry()
-    engine = Engine(model, registry)
+    engine = Engine(model, registry, reuse)
     engine.run()
     return engine
 
 
-def infer_model(model: ir.Model, registry=None) -> InferenceResult:
-    """Infer every value's type in ``model`` (the model is not changed)."""
-    engine = _engine(model, registry)
+def infer_model(model: ir.Model, registry=None, reuse: Optional[InferenceResult] = None) -> InferenceResult:
+    """Infer every value's type in ``model`` (the model is not changed).  ``reuse``: the result
+    of inferring the same model, with its declarations or without them, whose nodes' results are
+    taken where a node's inputs are the same (:mod:`onnxkit.inference.reuse`: the types are then
+    those inferring afresh gives, up to the names of fresh dimensions; a reused node's
+    diagnostics are not repeated)."""
+    engine = _engine(model, registry, reuse)
     return InferenceResult(list(engine.diagnostics), types=dict(engine.types),
                            declarations_used=engine.declarations_used,
                            declared_names=None if engine.declared_names is None else dict(engine.declared_names),
-                           values=engine.exact_values())
+                           values=engine.exact_values(), fresh=frozenset(engine.fresh),
+                           node_results=engine.node_results)
 
 
 def _worth_writing(t) -> bool:

@@ -37,6 +37,7 @@ from ..log import get_logger
 from ..domains import opset_map
 from ..registry import normalize_domain
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is_symbolic
+from .reuse import reused
 
 #: Where a fault of an inference function that is not onnxkit's typed refusal (a bug) is logged.
 _LOG = "check"
@@ -233,7 +234,10 @@ def _dim_params(model: ir.Model) -> set:
 class Engine:
     """One inference run over one model."""
 
-    def __init__(self, model: ir.Model, registry):
+    def __init__(self, model: ir.Model, registry, reuse=None):
+        """``reuse``: an :class:`~onnxkit.inference.InferenceResult` of the same model (its
+        declarations may differ) whose nodes' results are taken where their inputs are the same
+        (:mod:`.reuse`)."""
         self.model = model
         self.registry = registry
         self.opsets = opset_map(model.opset_import)
@@ -262,6 +266,14 @@ class Engine:
         size = (len(model.graph.node) if model.graph is not None else 0) + sum(len(f.node) for f in model.functions)
         self.max_expansions = MAX_EXPANSIONS + EXPANSIONS_PER_NODE * size
         self.last_subgraph_values: list = []
+        #: ``{(graph path, node index): (definition, input types, input values, output types,
+        #: output values)}`` of the graphs' nodes without subgraphs an inference function inferred
+        self.node_results: dict = {}
+        self._reuse: dict = {}
+        if reuse is not None:  # the first inference's fresh names are taken: a reused type keeps them
+            self._reuse = reuse.node_results
+            self._used |= reuse.fresh
+            self.fresh |= reuse.fresh
 
     def exact_values(self) -> dict:
         """``{name: value}`` of the top-level graph's values known exactly (not symbolic)."""
@@ -466,6 +478,7 @@ class Engine:
         out_types: list = [None] * n_out
         out_values: list = [None] * n_out
         visited: set = set()
+        subgraphs = subgraph_attributes(node)
         local = self.functions.get((node.domain, node.op_type, node.overload))
         try:
             if local is not None:
@@ -480,7 +493,11 @@ class Engine:
                                       "version; its outputs are unknown", where)
                 else:
                     fn = self.registry.inference.get(schema.key)
-                    if fn is not None:
+                    key = (path, idx) if isinstance(path, str) and not subgraphs else None
+                    hit = reused(self._reuse, key, schema, in_types, in_values) if key and self._reuse else None
+                    if hit is not None:
+                        out_types, out_values = hit
+                    elif fn is not None:
                         ctx = InferenceContext(self, node, schema, domain, version, in_types, in_values, opsets, scope,
                                                path, record)
                         ctx.node_index = idx
@@ -489,6 +506,8 @@ class Engine:
                             for i, t in enumerate(ret[:n_out]):
                                 ctx.output_types[i] = t
                         out_types, out_values, visited = ctx.output_types, ctx.output_values, ctx.visited_subgraphs
+                        if key is not None:  # lists of this node alone, never changed after
+                            self.node_results[key] = (schema, in_types, in_values, out_types, out_values)
                     else:
                         body = schema.function_body_for(version) if schema.has_function else None
                         if body is not None:
@@ -518,7 +537,7 @@ class Engine:
             self._log_fault(node, where, exc)
             out_types, out_values = [None] * n_out, [None] * n_out
         # subgraphs the inference function did not look at are still inferred (their inputs unknown)
-        for a, k, g in subgraph_attributes(node):
+        for a, k, g in subgraphs:
             if a.name not in visited:
                 self.infer_subgraph(g, opsets, scope, self.subgraph_path(path, node, idx, subgraph_label(a, k)), [], [],
                                     record)

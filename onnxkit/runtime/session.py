@@ -247,6 +247,8 @@ class InferenceSession(OrtSessionSurface):
         so = self._sess_options
         t0 = time.perf_counter()
         types = inferred.undeclared_types(model) if inferred is not None else None
+        if types is None and inferred is not None:  # the view infers without the declarations, reusing these results
+            types = inferred
         result = optimize(model, int(so.graph_optimization_level), self.registry, self._disabled, types)
         if result.changed:
             self._log("plan", 20, "graph optimizer: %s in %.1f ms",

@@ -115,7 +115,7 @@ def test_the_session_infers_once_where_declarations_add_nothing(monkeypatch):
 
     calls = []
     real = inference.infer_model
-    monkeypatch.setattr(inference, "infer_model", lambda m, registry=None: calls.append(m) or real(m, registry))
+    monkeypatch.setattr(inference, "infer_model", lambda m, registry=None, **kw: calls.append(m) or real(m, registry, **kw))
     sess = InferenceSession(_proto().SerializeToString())
     assert len(calls) == 1 and sess.optimized.rewrites["cast"] == 1  # the Cast pass read the types
     x = helper.make_tensor_value_info("x", TP.FLOAT, [3, 4])
@@ -140,7 +140,7 @@ def test_a_declared_output_no_node_reads_costs_no_second_inference(monkeypatch):
 
     calls = []
     real = inference.infer_model
-    monkeypatch.setattr(inference, "infer_model", lambda m, registry=None: calls.append(m) or real(m, registry))
+    monkeypatch.setattr(inference, "infer_model", lambda m, registry=None, **kw: calls.append(m) or real(m, registry, **kw))
     x = helper.make_tensor_value_info("x", TP.FLOAT, [3, 4])
     s = helper.make_tensor_value_info("s", TP.INT64, [2])
     y = helper.make_tensor_value_info("y", TP.FLOAT, ["rows", "cols"])

@@ -72,14 +72,19 @@ def undeclared(model: ir.Model) -> ir.Model:
 class GraphView:
     """A rewritable copy of ``model.graph`` with use counts, producers and constants."""
 
-    def __init__(self, model: ir.Model, registry=None, types: Optional[dict] = None):
+    def __init__(self, model: ir.Model, registry=None, types=None):
         """``types``: ``{name: Type}`` of the top-level graph as inference gives ``undeclared(model)``
         (a caller that inferred the model already, with ``declarations_used`` False); else the view
-        infers them on first need (:meth:`tensor_type`)."""
+        infers them on first need (:meth:`tensor_type`), reusing node by node the results of
+        ``types`` where it is an :class:`~onnxkit.inference.InferenceResult` of ``model``
+        (:mod:`onnxkit.inference.reuse`)."""
+        from ...inference import InferenceResult
+
         g = model.graph
         self.model = model
         self.registry = registry
-        self._types: Optional[dict] = types
+        self._reuse = types if isinstance(types, InferenceResult) else None
+        self._types: Optional[dict] = None if self._reuse is not None else types
         self.opsets = opset_map(model.opset_import)
         self.node = [records.evolve(n, input=list(n.input), output=list(n.output)) for n in g.node]
         self.initializer = list(g.initializer)
@@ -150,7 +155,7 @@ class GraphView:
             from ...inference import infer_model
 
             try:
-                self._types = infer_model(undeclared(self.model), self.registry).graph("")
+                self._types = infer_model(undeclared(self.model), self.registry, reuse=self._reuse).graph("")
             except Exception as exc:  # noqa: BLE001
                 # Broad: the engine reports every node's fault as a diagnostic (Clause 9.4: unknown
                 # is never a failure), so a raise here is a bug of the engine, and the optimizer is

@@ -374,7 +374,7 @@ def test_an_engine_bug_in_the_optimizers_view_is_logged_not_silent(monkeypatch, 
     import onnxkit.inference
     from onnxkit.runtime.optimizer.view import GraphView
 
-    def broken(model, registry=None):
+    def broken(model, registry=None, reuse=None):
         raise IndexError("engine bug")
 
     m = _model([_node("Relu", ["x"], ["y"])], [_vi("x", [2])], [_vi("y")])

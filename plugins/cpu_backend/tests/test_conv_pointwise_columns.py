@@ -1,12 +1,12 @@
 """The cpu Conv's 1x1 product in blocks of output columns (overrides/conv_blocks.py
-``pointwise_columns``): one group, no stride, at most ``POINTWISE_K`` input channels, at least
-``POINTWISE_L`` positions an image, one intra-op thread.
+``pointwise_columns``): one group, no stride, at most ``POINTWISE_C`` input channels, at least
+``POINTWISE_L`` positions an image (the blocks split across the intra-op threads).
 
 * Where it is taken (counted) the result is the same bits as the whole product ``W @ X`` (+ B)
   computed here by numpy, and agrees with onnxruntime to float rounding; near misses on each
-  side of both bounds (channels 32 / 33, positions 2048 / 2047), a last block shorter than the
+  side of both bounds (channels 64 / 65, positions 2048 / 2047), a last block shorter than the
   rest, a batch, float64, a stride (not taken), a Relu / Add epilogue (the fused kernel's path).
-* One, two and three intra-op threads give the same bits (several threads: one product, BLAS's).
+* One, two and three intra-op threads give the same bits (the same blocks, split).
 * The compiled path's products of at most 32 column rows over at least 2048 columns (3-channel
   stems, ``product_columns``), in one product and in row blocks: the same bits as one product
   per block (``POINTWISE_K`` set to 0), near misses (2025 columns, 37 rows), 1/2/3 threads.
@@ -81,8 +81,8 @@ def whole(x, w, b, strides=(1, 1)):
 
 CASES = [   # (x shape, output channels, strides, taken)
     ((1, 16, 96, 96), 96, (1, 1), True),        # efficientnet's expansion
-    ((1, 32, 32, 64), 48, (1, 1), True),        # 32 channels, 2048 positions: both bounds
-    ((1, 33, 32, 64), 8, (1, 1), False),        # 33 channels
+    ((1, 64, 32, 64), 48, (1, 1), True),        # 64 channels, 2048 positions: both bounds
+    ((1, 65, 32, 64), 8, (1, 1), False),        # 65 channels
     ((1, 8, 23, 89), 16, (1, 1), False),        # 2047 positions
     ((1, 5, 45, 50), 7, (1, 1), True),          # 2250 positions: a last block of 202
     ((2, 3, 40, 60), 9, (1, 1), True),          # a batch

@@ -42,6 +42,9 @@ from .conv_depthwise import SHARED_BYTES, Scratch, Shared
 PLANE_WORK = 16384
 
 #: a 1x1 product takes :func:`pointwise_columns` where its input channels are at most this many ..
+POINTWISE_C = 64
+
+#: a compiled-path product takes column blocks (:func:`product_columns`) where its rows are at most this many
 POINTWISE_K = 32
 
 #: .. and its output positions at least this many (per image)
@@ -54,8 +57,8 @@ POINTWISE_COLUMNS = 256
 def takes_pointwise_columns(group: int, c: int, length: int, strided: bool) -> bool:
     """Whether a 1x1 product (``group`` groups, ``c`` input channels, ``length`` output positions
     an image, ``strided``: a subsampled X) is made by :func:`pointwise_columns`: one group, no
-    stride, ``c <= POINTWISE_K`` and ``length >= POINTWISE_L``."""
-    return group == 1 and not strided and c <= POINTWISE_K and length >= POINTWISE_L
+    stride, ``c <= POINTWISE_C`` and ``length >= POINTWISE_L``."""
+    return group == 1 and not strided and c <= POINTWISE_C and length >= POINTWISE_L
 
 
 #: column blocks of :data:`POINTWISE_COLUMNS` worth an intra-op thread of their own

@@ -129,33 +129,37 @@ def elementwise_region(ctx):
     if loop is None:
         return nodes
 
-    kept: dict = {}     # the inputs' shapes -> Y's shape, for inputs found of their layouts
+    kept: dict = {}     # the inputs' shapes -> (Y's shape, its size, its row length), inputs of their layouts
 
     def run(*xs):
         try:
-            key = tuple([x.shape for x in xs]) if all(x.dtype is F32 for x in xs) else None
+            key = tuple([x.shape for x in xs])
         except AttributeError:           # not an array
-            key = None
-        shape = kept.get(key)
-        if shape is None:
+            return nodes(*xs)
+        for x in xs:
+            if type(x) is not np.ndarray or x.dtype is not F32:
+                key = None
+                break
+        found = kept.get(key)
+        if found is None:
             shape = shape_of(xs, kinds)
             if shape is None:
                 return nodes(*xs)
-            if key is not None and all(type(x) is np.ndarray for x in xs):
-                kept[key] = shape
-        y = np.empty(shape, F32)
-        yf = y.reshape(-1)
-        size = yf.shape[0]
-        n = shape[-1] if rows else size              # no vector or per-row input: one row
+            size = int(np.prod(shape))
+            found = (shape, size, shape[-1] if rows else size)   # no vector or per-row input: one row
+            if key is not None:
+                kept[key] = found
+        shape, size, n = found
+        yf = np.empty(size, F32)
         flats = [x.reshape(-1) for x in xs]          # C order: a view, or a contiguous copy
         if size < 2 * grain:
             if size:
                 loop(0, size, n, yf, *flats)
-            return y
+            return yf.reshape(shape)
 
         def block(lo, hi):
             loop(lo, hi, n, yf, *flats)
 
         parallel_for(block, size, grain=grain, name="elementwise.region")
-        return y
+        return yf.reshape(shape)
     return run

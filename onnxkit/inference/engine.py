@@ -37,7 +37,6 @@ from ..log import get_logger
 from ..domains import opset_map
 from ..registry import normalize_domain
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is_symbolic
-from .reuse import reused
 
 #: Where a fault of an inference function that is not onnxkit's typed refusal (a bug) is logged.
 _LOG = "check"
@@ -271,6 +270,9 @@ class Engine:
         self.node_results: dict = {}
         self._reuse: dict = {}
         if reuse is not None:  # the first inference's fresh names are taken: a reused type keeps them
+            from .reuse import reused  # imported by an inference that reuses another only
+
+            self._reused = reused
             self._reuse = reuse.node_results
             self._used |= reuse.fresh
             self.fresh |= reuse.fresh
@@ -494,7 +496,7 @@ class Engine:
                 else:
                     fn = self.registry.inference.get(schema.key)
                     key = (path, idx) if isinstance(path, str) and not subgraphs else None
-                    hit = reused(self._reuse, key, schema, in_types, in_values) if key and self._reuse else None
+                    hit = self._reused(self._reuse, key, schema, in_types, in_values) if key and self._reuse else None
                     if hit is not None:
                         out_types, out_values = hit
                     elif fn is not None:

@@ -238,3 +238,9 @@ def test_the_cache_lookup_of_a_deferral_imports_no_hashlib():
     printed = _after_a_run_of_the_example(
         "print(*(m in sys.modules for m in ('onnxkit_cpu.compiled.cache_index', 'hashlib', 'numba')))", env).strip()
     assert printed == "True False False"
+
+
+def test_a_session_inferring_once_imports_no_inference_reuse():
+    """onnxkit.inference.reuse is imported by an inference that reuses another (the optimizer's
+    view of a model whose declarations count), not by the example's session, which infers once."""
+    assert _after_a_run_of_the_example("print('onnxkit.inference.reuse' in sys.modules)").strip() == "False"

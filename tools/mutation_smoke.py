@@ -1814,6 +1814,11 @@ MUTANTS = (
     Mutant("inference-reuse-fresh-names-not-reserved", "onnxkit/inference/engine.py",
            "            self._used |= reuse.fresh\n", "",
            ("tests/inference/test_inference_reuse.py",)),
+    Mutant("inference-reuse-imported-by-every-engine", "onnxkit/inference/engine.py",
+           "from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is_symbolic\n",
+           "from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is_symbolic\n"
+           "from .reuse import reused  # noqa: F401\n",
+           ("tests/structure/test_first_result_path.py", "-k", "inference_reuse")),
     Mutant("inference-reuse-value-dtype-ignored", "onnxkit/inference/reuse.py",
            "    return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))",
            "    return a.shape == b.shape and bool(np.array_equal(a, b))",

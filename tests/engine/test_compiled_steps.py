@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from onnxkit import InferenceSession, ir
-from onnxkit.errors import EvaluationError, LimitExceeded
+from onnxkit.errors import EvaluationError, LimitExceeded, OnnxkitError
 from onnxkit.limits import Limits
 from onnxkit.runtime import loop
 
@@ -26,8 +26,8 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
 from fuzz.differential.build import feeds_for  # noqa: E402
-from fuzz.differential.driver import families, generate  # noqa: E402
-from fuzz.differential.oracle import close  # noqa: E402
+from fuzz.differential.driver import families, feed_seed, generate  # noqa: E402
+from fuzz.differential.oracle import check, close  # noqa: E402
 
 T = ir.tensor_type
 
@@ -73,7 +73,10 @@ def _runs(data: bytes, feeds: list, times: int, compile_after: int) -> list:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            sess = InferenceSession(data)
+            try:
+                sess = InferenceSession(data)
+            except OnnxkitError as exc:        # a model refused at planning: the same refusal
+                return [type(exc).__name__ + str(exc)] * (times * len(feeds))
             out = []
             for _ in range(times):
                 for f in feeds:
@@ -121,7 +124,11 @@ def test_compiled_steps_agree_with_the_loop_and_onnxruntime_on_every_family():
                 if isinstance(got, str):
                     continue
                 for g_, w in zip(got, want[r]):
-                    assert close(g_, w) is None, f"{family} model {k}: {close(g_, w)}"
+                    differ = close(g_, w)
+                    # a disagreement the fuzzer's oracle sets aside (an unfilled Dropout-7 mask,
+                    # onnxruntime outvoted by onnx.reference) is no failure here either
+                    assert differ is None or check(model, feed_seed(43, k)).status == "excluded", \
+                        f"{family} model {k}: {differ}"
                 compared += 1
         compiled += 1
     assert compiled == 2 * len(fams) and compared >= len(fams)

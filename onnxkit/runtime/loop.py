@@ -508,7 +508,8 @@ def compile_chunk(fast: tuple, begin: int, end: int, helpers: dict, guarded: int
             # what _call_special does for a guard without a check after it and no scope: the
             # guard's charge held under the first output's slot (0 when unnamed), then the kernel
             ns[f"g{k}"] = step.guard
-            held_at = layout.slots[step.outputs[0]] if step.outputs else 0
+            outs = step.outputs
+            held_at = layout.slots[outs[0]] if outs else 0
             body += [f"a = [{args}]", f"held[{held_at}] = g{k}(budget, a)", f"r = c{k}(*a)"]
         elif special:
             ns[f"s{k}"] = step

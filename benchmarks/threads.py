@@ -17,7 +17,8 @@ code before a change), run this file with ``PYTHONPATH`` set to that tree and it
 ``tools/mutation_smoke.py`` does.
 
 ``--kernels`` times single-node models of the kernels onnxkit splits across its threads instead
-(Gelu, LayerNormalization, Softmax, depthwise Conv, MaxPool, Resize, Attention), onnxkit and
+(Gelu, LayerNormalization, Softmax, depthwise Conv, the Conv paths split across threads: row blocks,
+Winograd, 1x1 column blocks with a Swish; MaxPool, Resize, Attention), onnxkit and
 onnxruntime at 1 and 2 threads, back to back, and prints the *fastest* of ``--repeat`` timings of
 each: on a shared machine the fastest is the run whose threads all found a core, which is what
 the split can give; the medians of a loaded machine mostly measure the other processes.
@@ -128,6 +129,22 @@ def _kernel_models():
     w = helper.make_tensor("w", F, [256, 1, 3, 3], rng.standard_normal((256, 1, 3, 3)).astype(np.float32))
     m = model(helper.make_node("Conv", ["x", "w"], ["y"], group=256, pads=[1] * 4), {"x": img}, [w])
     yield "depthwise Conv 256x56x56", m, m, {"x": img}
+    for name, xs, ws, attrs, swish in (
+            ("Conv 3->16 3x3/2 256x256 (row blocks)", (1, 3, 256, 256), (16, 3, 3, 3), {"strides": [2, 2]}, False),
+            ("Conv 64->1 3x3 256x256 (row blocks)", (1, 64, 256, 256), (1, 64, 3, 3), {}, False),
+            ("Conv 128->64 3x3 64x64 (Winograd)", (1, 128, 64, 64), (64, 128, 3, 3), {}, False),
+            ("Conv 32->128 1x1 128x128 + Swish", (1, 32, 128, 128), (128, 32, 1, 1), {}, True),
+            ("Conv 64->32 1x1 128x128", (1, 64, 128, 128), (32, 64, 1, 1), {}, False)):
+        cx = rng.standard_normal(xs).astype(np.float32)
+        cw = helper.make_tensor("w", F, list(ws), (rng.standard_normal(ws) * 0.1).astype(np.float32))
+        cb = helper.make_tensor("b", F, [ws[0]], rng.standard_normal(ws[0]).astype(np.float32))
+        conv = helper.make_node("Conv", ["x", "w", "b"], ["c" if swish else "y"], pads=[ws[2] // 2] * 4, **attrs)
+        nodes = [conv] + ([helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["y"])]
+                          if swish else [])
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, xs)],
+                              [helper.make_tensor_value_info("y", F, None)], [cw, cb])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=10).SerializeToString()
+        yield name, m, m, {"x": cx}
     m = model(helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1] * 4), {"x": img})
     yield "MaxPool 3x3 256x56x56", m, m, {"x": img}
     sc = helper.make_tensor("sc", F, [4], [1.0, 1.0, 2.0, 2.0])
@@ -148,7 +165,7 @@ def kernels(repeat: int) -> int:
     from onnxkit import InferenceSession, SessionOptions
 
     print(f"fastest of {repeat} back-to-back timings per session; onnxkit with ONNXKIT_FIRST_RUN=warm\n")
-    print(f"{'kernel':28s} {'kit-1':>8s} {'kit-2':>8s} {'ort-1':>8s} {'ort-2':>8s}  {'kit 1/2':>7s} {'ort 1/2':>7s}")
+    print(f"{'kernel':40s} {'kit-1':>8s} {'kit-2':>8s} {'ort-1':>8s} {'ort-2':>8s}  {'kit 1/2':>7s} {'ort 1/2':>7s}")
     for name, kit, oracle, feeds in _kernel_models():
         fns = {}
         for n in (1, 2):
@@ -171,7 +188,7 @@ def kernels(repeat: int) -> int:
                 fn()
                 ts.append(time.perf_counter() - t0)
             best[key] = min(ts)
-        print(f"{name:28s} " + " ".join(f"{best[k] * 1e3:8.2f}" for k in ("kit-1", "kit-2", "ort-1", "ort-2"))
+        print(f"{name:40s} " + " ".join(f"{best[k] * 1e3:8.2f}" for k in ("kit-1", "kit-2", "ort-1", "ort-2"))
               + f"  {best['kit-1'] / best['kit-2']:7.2f} {best['ort-1'] / best['ort-2']:7.2f}", flush=True)
     from models import conditions as c
     print("end conditions:", c())

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VARIABLE = "ONNXKIT_FIRST_RUN"
 MATRIX = "first_run_policy"
 #: the test functions that use the matrix (each runs twice); a new one changes this number
-MATRIX_FUNCTIONS = 27
+MATRIX_FUNCTIONS = 29
 
 
 def _conftests() -> list[Path]:

@@ -181,6 +181,13 @@ def _spy(monkeypatch, registry, op, since, backend="cpu"):
     return seen
 
 
+def _adds_kept() -> SessionOptions:
+    """Options keeping the model's Adds steps of their own (no Elementwise region of them)."""
+    so = SessionOptions()
+    so.add_session_config_entry("session.disable_passes", "elementwise")
+    return so
+
+
 def _declaring_model():
     """x (graph input), d (a default: an initializer that is also an input), w (an initializer),
     two (an initializer), c = w * two (folded at planning), and Adds reading each kind; an If
@@ -205,7 +212,7 @@ def _declaring_model():
 def test_is_constant_declares_initializers_and_folded_values_only(monkeypatch, registry):
     seen = _spy(monkeypatch, registry, "Add", 14)
     m, w = _declaring_model()
-    sess = InferenceSession(m, registry=registry, validate=False)
+    sess = InferenceSession(m, _adds_kept(), registry=registry, validate=False)
     assert seen["x_w"][0] == [False, True]            # graph input; initializer
     np.testing.assert_array_equal(seen["x_w"][1][1], w)
     assert seen["x_w"][1][0] is None
@@ -251,7 +258,7 @@ def test_a_node_on_the_fallback_is_told_its_constants(monkeypatch):
 def test_the_planner_fills_the_declared_types(monkeypatch, registry):
     seen = _spy(monkeypatch, registry, "Add", 14)
     m, _ = _declaring_model()
-    InferenceSession(m, registry=registry, validate=False)
+    InferenceSession(m, _adds_kept(), registry=registry, validate=False)
     in_types, out_types, inferred = seen["x_w"][2], seen["x_w"][3], seen["x_w"][4]
     assert in_types == [T(F32, [3]), T(F32, [3])]     # the graph input's declaration; the initializer's
     assert out_types == [T(F32, [3])]                 # a1's value_info

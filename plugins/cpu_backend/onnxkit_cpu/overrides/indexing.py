@@ -71,10 +71,11 @@ def gather(ctx):
         if indices.dtype.kind not in "iu":
             wrap_indices(ctx, np, indices, x.shape[a])   # fails, naming the element type
         try:
-            return x.take(indices, axis=a)
+            out = x.take(indices, axis=a)
         except IndexError:
             wrap_indices(ctx, np, indices, x.shape[a])   # fails, naming the index out of range
             raise
+        return out if type(out) is np.ndarray else np.asarray(out)   # one element of a vector: a 0-d tensor
 
     return fn
 

@@ -15,6 +15,11 @@ Array work of a float32/float64 input, non-empty, over at least one axis:
 * ReduceMax / ReduceMin: ``np.maximum.reduce`` / ``np.minimum.reduce``, the portable body's
   own reduction (bit-identical).
 
+Of an integer input (not bool), non-empty, over at least one axis: ReduceSum is ``np.add.reduce``
+(numpy's sum: integers narrower than the default integer accumulate in it), its low bits kept in
+the input's type, and ReduceMax / ReduceMin the ufuncs' reductions, as the portable bodies
+compute them (exact).
+
 Everything else (other types, empty inputs, no axes, the other operators) runs the portable
 :func:`~onnxkit_default_domain.kernels.reduction.reduce` with the cached axes.
 """
@@ -78,9 +83,29 @@ def _ufunc_reduce(ufunc, ax: tuple, kd: bool, scale: int, warnings_off: bool):
     return quiet(run) if warnings_off else run
 
 
+def _int_reduce(ufunc, ax: tuple, kd: bool, dtype):
+    """``run(x)``: ``ufunc.reduce`` over ``ax`` of an integer ``x``, in ``dtype`` (the low bits
+    of a sum accumulated in a wider integer)."""
+    def run(x):
+        r = ufunc.reduce(x, axis=ax, keepdims=kd)
+        if type(r) is not np.ndarray:
+            r = np.asarray(r)
+        return r if r.dtype == dtype else r.astype(dtype)
+
+    return run
+
+
+_INT_UFUNCS = {"ReduceSum": np.add, "ReduceMax": np.maximum, "ReduceMin": np.minimum}
+
+
 def _fast(ctx, name: str, x, ax: tuple, kd: bool):
     """The array work of a fast case, or None."""
-    if x.dtype not in _FLOATS or x.size == 0 or not ax:
+    if x.size == 0 or not ax:
+        return None
+    if x.dtype.kind in "iu":
+        ufunc = _INT_UFUNCS.get(name)
+        return None if ufunc is None else _int_reduce(ufunc, ax, kd, x.dtype)
+    if x.dtype not in _FLOATS:
         return None
     if name in ("ReduceMax", "ReduceMin"):
         return _ufunc_reduce(np.maximum if name == "ReduceMax" else np.minimum, ax, kd, 1, False)

@@ -158,9 +158,13 @@ def _onnxkit(data: bytes, optimize: bool):
     import onnxkit
     from onnxkit.runtime.options import GraphOptimizationLevel
 
+    from onnxkit.runtime.optimizer import OPT_IN
+
     so = onnxkit.SessionOptions()
     if not optimize:
         so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
+    else:   # the opt-in passes too: every rewrite is checked against the unoptimized plan
+        so.add_session_config_entry("session.enable_passes", ",".join(sorted(OPT_IN)))
     return onnxkit.InferenceSession(data, so)
 
 

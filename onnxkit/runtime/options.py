@@ -46,7 +46,8 @@ class SessionOptions:
     write a Chrome trace on :meth:`InferenceSession.end_profiling`.
     ``graph_optimization_level`` (:class:`GraphOptimizationLevel`, default ``ORT_ENABLE_ALL``):
     which optimizer passes rewrite a copy of the graph before planning; the session config entry
-    ``session.disable_passes`` (comma-separated pass names) switches single passes off.
+    ``session.disable_passes`` (comma-separated pass names) switches single passes off,
+    ``session.enable_passes`` the opt-in ones on (:data:`onnxkit.runtime.optimizer.OPT_IN`).
     ``optimized_model_filepath``: the optimized model (the one planned) is written there.
     ``intra_op_num_threads`` (0 = the physical cores this process may use): BLAS threads during
     the session's runs, set with threadpoolctl; the setting is process-wide, so sessions with
@@ -91,7 +92,7 @@ class SessionOptions:
         self._providers: list = []
 
     def add_session_config_entry(self, key: str, value: str) -> None:
-        """Keep a configuration entry (strings, as onnxruntime); onnxkit reads ``session.disable_passes``."""
+        """Keep a configuration entry (strings, as onnxruntime); onnxkit reads ``session.disable_passes`` and ``session.enable_passes``."""
         self._config[str(key)] = str(value)
 
     def get_session_config_entry(self, key: str) -> str:

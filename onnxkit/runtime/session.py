@@ -146,10 +146,10 @@ class InferenceSession(OrtSessionSurface):
         self._fallback = True
         # what onnxruntime accepts, read as it reads it (the checker warned of each; strict refused them)
         model = self.model = read_as_onnxruntime(model, self.registry, limits)
-        from .optimizer import disabled_passes
+        from .optimizer import session_disabled
 
-        #: the passes ``session.disable_passes`` switches off, parsed once
-        self._disabled = disabled_passes(so._config.get("session.disable_passes"))
+        #: the passes off: ``session.disable_passes``'s, and the opt-in passes ``session.enable_passes`` does not name
+        self._disabled = session_disabled(so._config.get("session.disable_passes"), so._config.get("session.enable_passes"))
         #: what the graph optimizer did (:mod:`onnxkit.runtime.optimizer`); ``.model`` is planned
         self.optimized = self._optimize(model, inferred)
         planner_args = dict(seed=seed, limits=limits, own_data=own_data)

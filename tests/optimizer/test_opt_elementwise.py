@@ -84,7 +84,9 @@ def _rewrites(proto):
 def _options(threads: int = 1, fuse: bool = True) -> SessionOptions:
     so = SessionOptions()
     so.intra_op_num_threads = threads
-    if not fuse:
+    if fuse:
+        so.add_session_config_entry("session.enable_passes", "elementwise")   # an opt-in pass
+    else:
         so.add_session_config_entry("session.disable_passes", "elementwise")
     return so
 

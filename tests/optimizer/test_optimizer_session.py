@@ -36,7 +36,7 @@ def test_default_level_optimizes_disable_all_does_not():
     assert SessionOptions().graph_optimization_level == GraphOptimizationLevel.ORT_ENABLE_ALL
     assert on.optimized.rewrites == {"identity": 1, "cast": 1, "qdq": 0, "transpose": 0, "reshape": 0, "pad_conv": 0, "qpad_conv": 0,
                                      "conv_bn": 0, "channel_affine": 0, "matmul_add": 1, "gelu": 0,
-                                     "hardswish": 0, "attention": 0, "qlut": 0, "elementwise": 0}
+                                     "hardswish": 0, "attention": 0, "qlut": 0}   # elementwise: opt-in
     assert [s.op for s in on.plan.steps] == ["Gemm"]
     assert plain.optimized.rewrites == {} and len(plain.plan.steps) == 4
     assert within(on.run(None, FEED)[0], plain.run(None, FEED)[0])
@@ -46,13 +46,42 @@ def test_default_level_optimizes_disable_all_does_not():
         assert InferenceSession(data, so).optimized.changed
 
 
+def test_an_opt_in_pass_runs_where_session_enable_passes_names_it():
+    """elementwise is opt-in (onnxkit.runtime.optimizer.OPT_IN): off by default, on where
+    ``session.enable_passes`` names it, off where ``session.disable_passes`` names it too; an
+    unknown name refused in either entry."""
+    from onnx import TensorProto, helper
+
+    from onnxkit.runtime.optimizer import OPT_IN
+
+    assert OPT_IN == {"elementwise"}
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["m"]), helper.make_node("Add", ["m", "x"], ["y"])],
+                              "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])])
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    feed = {"x": FEED["x"]}
+    default = InferenceSession(data)
+    assert "elementwise" not in default.optimized.rewrites and [s.op for s in default.plan.steps] == ["Mul", "Add"]
+    so = SessionOptions()
+    so.add_session_config_entry("session.enable_passes", "elementwise")
+    fused = InferenceSession(data, so)
+    assert fused.optimized.rewrites["elementwise"] == 1 and [s.op for s in fused.plan.steps] == ["ai.onnxkit::Elementwise"]
+    np.testing.assert_array_equal(fused.run(None, feed)[0], default.run(None, feed)[0])
+    so.add_session_config_entry("session.disable_passes", "elementwise")
+    assert "elementwise" not in InferenceSession(data, so).optimized.rewrites
+    so = SessionOptions()
+    so.add_session_config_entry("session.enable_passes", "no_such_pass")
+    with pytest.raises(OnnxkitError, match="no_such_pass"):
+        InferenceSession(data, so)
+
+
 def test_single_pass_switched_off_and_unknown_name_refused():
     so = SessionOptions()
     so.add_session_config_entry("session.disable_passes", "matmul_add, cast, epilogue")   # (epilogue: the cpu
     sess = InferenceSession(_proto().SerializeToString(), so)               # MatMul would take the Add)
     assert sess.optimized.rewrites == {"identity": 1, "qdq": 0, "transpose": 0, "reshape": 0, "pad_conv": 0, "qpad_conv": 0, "conv_bn": 0,
                                        "channel_affine": 0, "gelu": 0, "hardswish": 0, "attention": 0,
-                                       "qlut": 0, "elementwise": 0}
+                                       "qlut": 0}
     assert [s.op for s in sess.plan.steps] == ["Cast", "MatMul", "Add"]
     so.add_session_config_entry("session.disable_passes", "no_such_pass")
     with pytest.raises(OnnxkitError, match="no_such_pass"):

@@ -19,7 +19,11 @@ ai.onnx.preview.training node (Gradient reads the graph it is in) is planned as 
 user's :class:`~onnxkit.ir.Model` is not changed.
 
 ``disabled`` (a set of pass names, e.g. from the session config entry
-``session.disable_passes``, comma-separated) switches single passes off.
+``session.disable_passes``, comma-separated) switches single passes off.  A pass marked
+``opt_in`` (:data:`OPT_IN`: one that has not shown a gain over the unfused plan in the
+benchmarks, docs/benchmarks.md) is off in a session unless the config entry
+``session.enable_passes`` names it (:func:`session_disabled`); :func:`optimize` called
+directly runs it as any other.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ class Pass:
     works_on: str
     run: Optional[Callable] = None
     counts: str = ""
+    #: off in a session unless ``session.enable_passes`` names it (module docstring)
+    opt_in: bool = False
     __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
 
 
@@ -133,7 +139,7 @@ PASSES = (
     # (qlut after the other fusions: a region's body holds their fusions as planned unfused; it
     # raises the ai.onnxkit import to 3)
     Pass("elementwise", 2, "graph", _on_chains("elementwise", "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Sqrt",
-                                               "Reciprocal", "Relu", "Sigmoid", "Tanh")),  # a float32 elementwise
+                                               "Reciprocal", "Relu", "Sigmoid", "Tanh"), opt_in=True),  # a float32 elementwise
     # region -> Elementwise (last among the graph passes: qlut's regions first; it raises the
     # ai.onnxkit import to 4)
     Pass("onehot", 2, "plan", onehot.run, "one-hot product(s) read as rows"),
@@ -141,6 +147,8 @@ PASSES = (
     Pass("specialize", 1, "run"),                            # a plan per input-shape signature, If branches inlined
 )
 PASS_NAMES = tuple(p.name for p in PASSES)
+#: the passes a session runs only where ``session.enable_passes`` names them
+OPT_IN = frozenset(p.name for p in PASSES if p.opt_in)
 
 
 @records.frozen
@@ -197,12 +205,20 @@ def reads_its_graph(graph: ir.Graph) -> bool:
 
 
 def disabled_passes(config_value: Optional[str]) -> frozenset:
-    """The pass names of a comma-separated ``session.disable_passes`` entry (unknown names refused)."""
+    """The pass names of a comma-separated ``session.disable_passes`` (or ``session.enable_passes``)
+    entry (unknown names refused)."""
     names = frozenset(p.strip() for p in (config_value or "").split(",") if p.strip())
     unknown = names - set(PASS_NAMES)
     if unknown:
         raise OnnxkitError(f"unknown optimizer pass(es) {sorted(unknown)}; passes: {list(PASS_NAMES)}")
     return names
+
+
+def session_disabled(disable: Optional[str], enable: Optional[str]) -> frozenset:
+    """The passes a session switches off: those its ``session.disable_passes`` entry names, and
+    the :data:`OPT_IN` passes its ``session.enable_passes`` entry does not name (a pass named in
+    both is off)."""
+    return disabled_passes(disable) | (OPT_IN - disabled_passes(enable))
 
 
 def plan_pass_on(name: str, level: int, disabled=frozenset()) -> bool:
@@ -211,4 +227,4 @@ def plan_pass_on(name: str, level: int, disabled=frozenset()) -> bool:
 
 
 __all__ = ["optimize", "Optimized", "Pass", "PASSES", "PASS_NAMES", "passes_on", "run_plan_passes",
-           "reads_its_graph", "disabled_passes", "plan_pass_on", "GraphView"]
+           "reads_its_graph", "disabled_passes", "session_disabled", "OPT_IN", "plan_pass_on", "GraphView"]

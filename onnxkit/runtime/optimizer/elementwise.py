@@ -221,18 +221,6 @@ def _body(view: GraphView, ordered: list, inputs: list, terminal) -> ir.Graph:
                     output=[ir.ValueInfo(name=names[terminal.output[0]], type=ir.TensorType(FLOAT, None))])
 
 
-def _drop_unread(view: GraphView, names: list) -> None:
-    """Remove the nodes that computed a Pow's exponent where nothing reads them any more."""
-    pending = list(names)
-    while pending:
-        node = view.producer_of(pending.pop())
-        if node is None or not view.holds(node) or not is_default(node) \
-                or any(view.use_count(o) for o in node.output if o):
-            continue
-        view.remove(node)
-        pending.extend(i for i in node.input if i)
-
-
 def run(view: GraphView) -> int:
     """Replace each qualifying region by an Elementwise node (module docstring); how many."""
     if view.version("") < 7 or 0 < view.version(FUSED_DOMAIN) < ELEMENTWISE_VERSION:
@@ -253,6 +241,6 @@ def run(view: GraphView) -> int:
                         attribute=[ir.Attribute(name="body", type=ir.AttributeType.GRAPH, value=body)])
         view.replace_pattern(ordered, fused)
         view.require_opset(FUSED_DOMAIN, ELEMENTWISE_VERSION)
-        _drop_unread(view, exponents)
+        view.drop_unread(exponents)
         count += 1
     return count

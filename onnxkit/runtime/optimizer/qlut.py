@@ -290,19 +290,7 @@ def _rewrite(view: GraphView, terminal, region: _Region) -> None:
                     attribute=[ir.Attribute(name="body", type=ir.AttributeType.GRAPH, value=body)])
     view.replace_pattern(replaced, fused)
     view.require_opset(FUSED_DOMAIN, LOOKUP_VERSION)
-    _drop_unread(view, list(region.constants))
-
-
-def _drop_unread(view: GraphView, names: list) -> None:
-    """Remove the nodes that computed the region's constants where nothing reads them any more."""
-    pending = list(names)
-    while pending:
-        node = view.producer_of(pending.pop())
-        if node is None or not view.holds(node) or not is_default(node) \
-                or any(view.use_count(o) for o in node.output if o):
-            continue
-        view.remove(node)
-        pending.extend(i for i in node.input if i)
+    view.drop_unread(list(region.constants))
 
 
 def run(view: GraphView) -> int:

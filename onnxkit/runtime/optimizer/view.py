@@ -232,6 +232,18 @@ class GraphView:
         self.node = [n for n in self.node if n is not node]
         self.index.remove(node)
 
+    def drop_unread(self, names) -> None:
+        """Remove the default-domain nodes that computed ``names`` where nothing reads their outputs
+        any more (a fusion's constants it took into its node), and so on up their inputs."""
+        pending = list(names)
+        while pending:
+            node = self.producer_of(pending.pop())
+            if node is None or not self.holds(node) or not is_default(node) \
+                    or any(self.use_count(o) for o in node.output if o):
+                continue
+            self.remove(node)
+            pending.extend(i for i in node.input if i)
+
     def replace(self, old: ir.Node, new: ir.Node) -> None:
         """``new`` takes ``old``'s place in the node order."""
         self.node[self._position(old)] = new

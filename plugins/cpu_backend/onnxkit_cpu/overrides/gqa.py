@@ -104,27 +104,20 @@ if portable is not None:
                 if key is None and value is None:
                     g = packed_case(a, query, past_key, past_value, seqlens_k, total_sequence_length, cos_cache,
                                     sin_cache)
-                    if g is not None:
-                        q, k, v, p, t, length, half, scale = g
-                        rows, h = q.shape[0], q.shape[2]
-                        pk = np.empty((1, nkv, length, h), np.float32)
-                        pv = np.empty((1, nkv, length, h), np.float32)
-                        y = np.empty((1, rows, n * h), np.float32)
-                        step(q, k, v, past_key, past_value, p, t, causal, window, scale, half,
-                             _NONE if cos_cache is None else cos_cache, _NONE if sin_cache is None else sin_cache,
-                             pk, pv, y[0])
-                        return y, pk, pv
                 else:
-                    g = gqa_token.chunk_case(a, query, key, value, past_key, past_value, seqlens_k,
+                    c = gqa_token.chunk_case(a, query, key, value, past_key, past_value, seqlens_k,
                                              total_sequence_length, cos_cache, sin_cache)
-                    if g is not None:
-                        rows, h = g.q.shape[0], g.q.shape[2]
-                        pk = np.empty((1, nkv, g.length, h), np.float32)
-                        pv = np.empty((1, nkv, g.length, h), np.float32)
-                        y = np.empty((1, rows, n * h), np.float32)
-                        step(g.q, g.k, g.v, past_key, past_value, g.p, g.t, g.causal, g.window, g.scale, g.half,
-                             _NONE if g.cos is None else g.cos, _NONE if g.sin is None else g.sin, pk, pv, y[0])
-                        return y, pk, pv
+                    g = None if c is None else (c.q, c.k, c.v, c.p, c.t, c.length, c.half, c.scale)
+                if g is not None:
+                    q, k, v, p, t, length, half, scale = g
+                    rows, h = q.shape[0], q.shape[2]
+                    pk = np.empty((1, nkv, length, h), np.float32)
+                    pv = np.empty((1, nkv, length, h), np.float32)
+                    y = np.empty((1, rows, n * h), np.float32)
+                    step(q, k, v, past_key, past_value, p, t, causal, window, scale, half,
+                         _NONE if cos_cache is None else cos_cache, _NONE if sin_cache is None else sin_cache,
+                         pk, pv, y[0])
+                    return y, pk, pv
             return base(query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache,
                         sin_cache, position_ids, attention_bias, head_sink, k_scale, v_scale, *rest)
 

@@ -61,6 +61,33 @@ class _NotHeld:
 NOT_HELD = _NotHeld()
 
 
+class LastBody:
+    """The body of a kernel's last call, kept where the plan holds every input but the first
+    (:class:`Held`, one per other input, made by the factory): ``get(x, others)`` is that body
+    where ``x`` has the last call's shape and dtype and ``others`` are the very objects it had,
+    else None; ``keep(x, others, body)`` runs ``body(x)`` and keeps it where every given input
+    of ``others`` is held (a fed one, never: it may change between calls).  A quantized
+    convolution or product decides its checks, geometry and requantization once, then runs
+    ``body`` on each new X of the same layout."""
+
+    __slots__ = ("held", "last")
+
+    def __init__(self, held: list):
+        self.held, self.last = held, None
+
+    def get(self, x, others: tuple):
+        last = self.last
+        if last is not None and type(x) is np.ndarray and x.shape == last[0] and x.dtype == last[1] \
+                and all(u is v for u, v in zip(last[2], others)):
+            return last[3]
+        return None
+
+    def keep(self, x, others: tuple, body):
+        if all(h(v) for h, v in zip(self.held, others) if v is not None):
+            self.last = (x.shape, x.dtype, others, body)
+        return body(x)
+
+
 def host_ints(v) -> tuple:
     """An input's values as a tuple of Python ints, as ``ctx.ints`` reads them (a plan key;
     Split-1 types its lengths as floats)."""

@@ -68,7 +68,7 @@ from onnxkit.plugin import KernelTable
 
 from ..compiled import quantized as loops
 from ..compiled import quantized_vnni as vnni
-from ._plans import Held
+from ._plans import Held, LastBody
 
 KERNELS = KernelTable()
 
@@ -433,10 +433,9 @@ def qlinear_matmul(ctx):
     fast = vnni.get()
     scales_held = [Held(ctx, i) for i in (1, 4, 6, 7)]
     kept = [None]
-    others_held = [Held(ctx, i) for i in range(1, 8)]
-    # the VNNI body of the last call where the plan holds every input but A: (A's shape, A's
-    # dtype, those inputs, the body taking A); a call with the same A layout and objects runs it
-    memo = [None]
+    # the VNNI body of the last call where the plan holds every input but A: a call with the same
+    # A layout and objects runs it
+    memo = LastBody([Held(ctx, i) for i in range(1, 8)])
 
     def vnni_body(a, args, za, n):
         """The VNNI product with the requantization in its last pass, as a function of A (kept in
@@ -451,9 +450,7 @@ def qlinear_matmul(ctx):
             vnni.product(fast, a.reshape(-1, a.shape[-1]), za, packed,
                          requantized=(zeros, mult, zy, lo, hi, out.reshape(-1, n)))
             return out
-        if all(h(v) for h, v in zip(others_held, args[1:]) if v is not None):
-            memo[0] = (a.shape, a.dtype, args[1:], body)
-        return body(a)
+        return memo.keep(a, args[1:], body)
 
     def requantization(a_scale, b_scale, y_scale, y_zero_point, n: int):
         """``(mult, y_zp)``: the multiplier ``a_scale * b_scale / y_scale`` in float32 (the portable
@@ -472,11 +469,9 @@ def qlinear_matmul(ctx):
         return got
 
     def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
-        last = memo[0]
-        if (last is not None and type(a) is np.ndarray and a.shape == last[0] and a.dtype == last[1]
-                and all(u is v for u, v in zip(last[2], (a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
-                                                        y_zero_point)))):
-            return last[3](a)
+        body = memo.get(a, (a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point))
+        if body is not None:
+            return body(a)
         args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
         if not (_nd(a) and a.dtype in RANGES and _one_float32(a_scale) and _one_float32(y_scale) and _nd(b_scale)
                 and b_scale.dtype == F32

@@ -57,7 +57,7 @@ from onnxkit.plugin import KernelTable, declares_output_bytes
 
 from ..compiled import quantized as loops
 from ..compiled import quantized_vnni as vnni
-from ._plans import Held
+from ._plans import Held, LastBody
 from .conv import strided_columns
 from .quantization import (F32, FLOAT32_EXACT, RANGES, eight_bit, k_chunks, kept_centered, zero_point_key,
                            zero_point_value)
@@ -302,10 +302,9 @@ def qlinear_conv(ctx):
     w_held = Held(ctx, 3)
     scales_held = [Held(ctx, i) for i in (1, 4, 6)]
     b_held = Held(ctx, 8)
-    others_held = [Held(ctx, i) for i in range(1, 9)]
-    # the last call's decision where every input but X is held: (X's shape, X's dtype, those
-    # inputs, the body taking X); a call with the same X layout and the same objects runs the body
-    memo = [None]
+    # the last call's decision where every input but X is held: a call with the same X layout and
+    # the same objects runs its body
+    memo = LastBody([Held(ctx, i) for i in range(1, 9)])
 
     def plan_of(x, w):
         """The portable kernel's attributes and geometry as a ConvPlan (its errors), or None."""
@@ -327,18 +326,10 @@ def qlinear_conv(ctx):
             geometry[key] = plan
         return plan
 
-    def remembered(x, others, body):
-        """``body(x)``, kept in ``memo`` where the plan holds every input in ``others``."""
-        if all(h(v) for h, v in zip(others_held, others) if v is not None):
-            memo[0] = (x.shape, x.dtype, others, body)
-        return body(x)
-
     def run(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None):
-        last = memo[0]
-        if (last is not None and type(x) is np.ndarray and x.shape == last[0] and x.dtype == last[1]
-                and all(a is b for a, b in zip(last[2], (x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
-                                                        y_zero_point, B)))):
-            return last[3](x)
+        body = memo.get(x, (x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B))
+        if body is not None:
+            return body(x)
         args = (x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B)
         if not (_operands_ok(x, w) and w_zero_point_ok(w_zero_point, w) and _nd(y_zero_point)
                 and y_zero_point.dtype in RANGES and y_zero_point.size == 1
@@ -360,11 +351,11 @@ def qlinear_conv(ctx):
         if depthwise_applies(dw_loop, x, zx, plan, prepared):
             def body(x):
                 return depthwise(dw_loop, x, zx, prepared, plan, (bias, mult, zy, lo, hi, np.empty(shape, ydtype)))
-            return remembered(x, args[1:], body)
+            return memo.keep(x, args[1:], body)
         if vnni_applies(fast, x, plan, prepared):     # the exact sums requantized in the same pass
             def body(x):
                 return prepared.vnni_conv(fast, x, zx, plan, (bias, mult, zy, lo, hi, np.empty(shape, ydtype)))
-            return remembered(x, args[1:], body)
+            return memo.keep(x, args[1:], body)
         def body(x):
             acc = exact_conv(x, zx, prepared, plan, columns)
             if acc is None:
@@ -374,7 +365,7 @@ def qlinear_conv(ctx):
             length = math.prod(acc.shape[2:])
             loop(acc.reshape(n, m, length), bias, mult, zy, lo, hi, out.reshape(n, m, length))
             return out
-        return remembered(x, args[1:], body)
+        return memo.keep(x, args[1:], body)
 
     def output_bytes(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None):
         """Y's bytes from the geometry (kept per shape), or 0 where it cannot be read (the

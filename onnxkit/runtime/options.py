@@ -92,7 +92,8 @@ class SessionOptions:
         self._providers: list = []
 
     def add_session_config_entry(self, key: str, value: str) -> None:
-        """Keep a configuration entry (strings, as onnxruntime); onnxkit reads ``session.disable_passes`` and ``session.enable_passes``."""
+        """Keep a configuration entry (strings, as onnxruntime); onnxkit reads ``session.disable_passes``,
+        ``session.enable_passes`` and ``session.intra_op.split_kernels``."""
         self._config[str(key)] = str(value)
 
     def get_session_config_entry(self, key: str) -> str:

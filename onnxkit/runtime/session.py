@@ -55,7 +55,7 @@ from .providers import choose_backends
 from .session_ort import OrtSessionSurface
 from .state import Profiler, RunState, check_profile_prefix
 from .strings import to_octets, to_text
-from .threads import blas_limit, uses_blas
+from .threads import SPLIT_KERNELS_KEY, blas_limit, calls_products, operators_of, splits_kernels, uses_blas
 
 if TYPE_CHECKING:
     from .surface_records import ModelMetadata, NodeArg
@@ -205,7 +205,11 @@ class InferenceSession(OrtSessionSurface):
                               [i for i, vi in enumerate(self._inputs) if vi.name in consumed], self._host_arrays,
                               self._log)
         self._threads = int(so.intra_op_num_threads or 0)
-        self._uses_blas = uses_blas(model, self.registry)  # no BLAS user anywhere: nothing to limit per run
+        operators = operators_of(model)
+        self._uses_blas = uses_blas(model, self.registry, operators)  # no BLAS user anywhere: nothing to limit per run
+        #: whether kernels split their own loops across the run's threads (threads.splits_kernels)
+        self._split_kernels = splits_kernels(so._config.get(SPLIT_KERNELS_KEY),
+                                             calls_products(model, self.registry, operators))
         if so.optimized_model_filepath:
             try:
                 from .optimizer.portable import FORMAT_KEY, saved_form
@@ -419,7 +423,7 @@ class InferenceSession(OrtSessionSurface):
         """Run ``plan`` with BLAS limited to ``intra_op_num_threads`` (:mod:`onnxkit.runtime.threads`)."""
         if not self._uses_blas:
             return self._run_plan(plan, values, run_options)
-        with blas_limit(self._threads):
+        with blas_limit(self._threads, self._split_kernels):
             return self._run_plan(plan, values, run_options)
 
     def _run_plan(self, plan, values: list, run_options) -> list:

@@ -22,7 +22,9 @@ split their work into contiguous blocks of rows (batch, channels, heads, planes,
 reduction) run on a process-wide pool of threads, so a run's results do not depend on the count.
 The count is the run's (a context variable set by :func:`blas_limit`, which the session enters
 around each run of a model :func:`uses_blas`); outside a session's run, and in the pool's own
-threads (no nesting), it is 1: one block, the caller's thread, today's single-thread path.
+threads (no nesting), it is 1: one block, the caller's thread, today's single-thread path.  In a
+model with BLAS matrix products it is 1 too unless the session asks otherwise
+(:func:`splits_kernels`): BLAS's threads are then the run's parallelism.
 """
 
 from __future__ import annotations
@@ -193,24 +195,42 @@ def blas_operators(registry) -> frozenset:
     return found
 
 
-def uses_blas(model, registry=None) -> bool:
-    """True if a node of ``model`` (its graphs, their subgraphs, its functions) is of an operator
-    whose kernels call BLAS (:func:`blas_operators` of ``registry``, default the process's) or
-    split across the run's intra-op threads (:func:`split_operators`): a model with none of them
-    has nothing to limit, so its runs skip threadpoolctl (a few µs per run)."""
+def operators_of(model) -> frozenset:
+    """``(domain, op_type)`` of every node of ``model``: its graph, their subgraphs, its functions."""
     from ..functions import subgraphs_of
-    from ..registry import get_registry, normalize_domain
+    from ..registry import normalize_domain
 
-    blas = blas_operators(registry if registry is not None else get_registry()) | split_operators()
+    found = set()
 
-    def graph_nodes(nodes):
+    def visit(nodes):
         for n in nodes:
-            yield n
+            found.add((normalize_domain(n.domain), n.op_type))
             for g in subgraphs_of(n):
-                yield from graph_nodes(g.node)
+                visit(g.node)
 
-    roots = [model.graph.node] + [f.node for f in model.functions]
-    return any((normalize_domain(n.domain), n.op_type) in blas for nodes in roots for n in graph_nodes(nodes))
+    visit(model.graph.node)
+    for f in model.functions:
+        visit(f.node)
+    return frozenset(found)
+
+
+def uses_blas(model, registry=None, operators: frozenset = None) -> bool:
+    """True if a node of ``model`` (:func:`operators_of`, or the given ``operators``) is of an
+    operator whose kernels call BLAS (:func:`calls_products`) or split across the run's intra-op
+    threads (:func:`split_operators`): a model with none of them has nothing to limit, so its runs
+    skip threadpoolctl (a few µs per run)."""
+    ops = operators_of(model) if operators is None else operators
+    return calls_products(model, registry, ops) or not ops.isdisjoint(split_operators())
+
+
+def calls_products(model, registry=None, operators: frozenset = None) -> bool:
+    """True if a node of ``model`` (:func:`operators_of`, or the given ``operators``) is of an
+    operator whose kernels call BLAS (:func:`blas_operators` of ``registry``, default the
+    process's)."""
+    from ..registry import get_registry
+
+    ops = operators_of(model) if operators is None else operators
+    return not ops.isdisjoint(blas_operators(registry if registry is not None else get_registry()))
 
 
 class _Limit:
@@ -218,12 +238,13 @@ class _Limit:
     set to ``n`` on entering and set back to the count it had on exit (one whose count already
     is ``n`` is left alone).  What threadpoolctl's ``limit(limits=n, user_api="blas")`` does, in
     a few library calls instead of its per-call bookkeeping, which is paid on every run.  Also
-    the block's intra-op thread count (:func:`intra_op_threads`) is ``n``."""
+    the block's intra-op thread count (:func:`intra_op_threads`) is ``blocks`` (default ``n``)."""
 
-    __slots__ = ("libs", "n", "found", "token")
+    __slots__ = ("libs", "n", "blocks", "found", "token")
 
-    def __init__(self, libs: tuple, n: int):
+    def __init__(self, libs: tuple, n: int, blocks: int = None):
         self.libs, self.n, self.found, self.token = libs, n, (), None
+        self.blocks = n if blocks is None else blocks
 
     def __enter__(self):
         n, found = self.n, []
@@ -234,7 +255,7 @@ class _Limit:
                 if had is not None:
                     found.append((lib, had))
         self.found = found
-        self.token = _intra.set(n)
+        self.token = _intra.set(self.blocks)
         return self
 
     def __exit__(self, *exc) -> bool:
@@ -328,11 +349,37 @@ def _blas_controllers() -> tuple:
     return _blas_libs
 
 
-def blas_limit(num_threads: int):
+def blas_limit(num_threads: int, split_kernels: bool = True):
     """A context manager limiting BLAS to ``num_threads`` (0: :func:`free_threads`) for its block,
-    and setting the block's :func:`intra_op_threads` so; a fresh one per call (several threads
-    may each hold one)."""
-    return _Limit(_blas_controllers(), num_threads or free_threads())
+    and setting the block's :func:`intra_op_threads` so (1 where ``split_kernels`` is false:
+    :func:`splits_kernels`); a fresh one per call (several threads may each hold one)."""
+    n = num_threads or free_threads()
+    return _Limit(_blas_controllers(), n, n if split_kernels else 1)
+
+
+#: the session configuration entry choosing whether kernels split their own loops across the
+#: intra-op threads (:func:`splits_kernels`)
+SPLIT_KERNELS_KEY = "session.intra_op.split_kernels"
+
+
+def splits_kernels(setting, calls_products: bool) -> bool:
+    """Whether a session's kernels split their own loops across its intra-op threads
+    (:func:`parallel_for`), from its ``session.intra_op.split_kernels`` entry: ``"1"`` always,
+    ``"0"`` never, ``"auto"`` or unset: only in a model without BLAS matrix products
+    (``calls_products`` false).  In a model with them, BLAS's own threads are the run's
+    parallelism: OpenBLAS's workers keep spinning on the other cores between products, and a
+    block handed to onnxkit's pool meanwhile waits for a core they hold, so splitting both ways
+    makes the run slower than BLAS's threads alone (docs/benchmarks.md, default threads).
+    Raises :class:`~onnxkit.errors.OnnxkitError` for any other value."""
+    value = "auto" if setting is None else str(setting).strip().lower()
+    if value == "auto":
+        return not calls_products
+    if value in ("0", "1"):
+        return value == "1"
+    from ..errors import OnnxkitError
+
+    raise OnnxkitError(f"session configuration entry {SPLIT_KERNELS_KEY!r} is {setting!r}: expected "
+                       f"'auto', '0' or '1'")
 
 
 def blas_threads() -> list:

@@ -169,7 +169,7 @@ def test_a_model_without_matrix_products_skips_the_limit(monkeypatch):
 
     calls = []
     real = session_module.blas_limit
-    monkeypatch.setattr(session_module, "blas_limit", lambda n: calls.append(n) or real(n))
+    monkeypatch.setattr(session_module, "blas_limit", lambda n, split=True: calls.append(n) or real(n, split))
     x = helper.make_tensor_value_info("x", TP.FLOAT, [3])
     relu = InferenceSession(model([helper.make_node("Relu", ["x"], ["y"])], [x],
                                   [helper.make_tensor_value_info("y", TP.FLOAT, [3])]).SerializeToString())
@@ -212,3 +212,60 @@ assert seen == [[1] * (before + 1)], seen
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           env={**__import__("os").environ, "OPENBLAS_NUM_THREADS": "2"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("setting, products, splits", [
+    (None, True, False), ("auto", True, False), (" AUTO ", True, False), (None, False, True), ("auto", False, True),
+    ("1", True, True), ("1", False, True), ("0", True, False), ("0", False, False)])
+def test_kernels_split_their_loops_only_where_no_blas_threads_are_the_parallelism(setting, products, splits):
+    from onnxkit.runtime.threads import splits_kernels
+
+    assert splits_kernels(setting, products) is splits
+
+
+@pytest.mark.parametrize("setting", ["yes", "2", "", "true"])
+def test_a_split_kernels_entry_that_is_not_auto_0_or_1_is_refused_at_session_creation(setting):
+    from onnxkit.errors import OnnxkitError
+
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [64, 64])
+    so = SessionOptions()
+    so.add_session_config_entry("session.intra_op.split_kernels", setting)
+    with pytest.raises(OnnxkitError, match=r"session\.intra_op\.split_kernels.*'auto', '0' or '1'"):
+        InferenceSession(model([helper.make_node("MatMul", ["x", "x"], ["y"])], [x],
+                               [helper.make_tensor_value_info("y", TP.FLOAT, [64, 64])]).SerializeToString(), so)
+
+
+def _intra_seen(op: str, threads: int, setting=None) -> list:
+    """The intra-op thread count the kernels of a one-node ``op`` model see inside a run."""
+    from onnxkit.runtime.threads import intra_op_threads
+
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [64, 64])
+    y = helper.make_tensor_value_info("y", TP.FLOAT, [64, 64])
+    so = SessionOptions()
+    so.intra_op_num_threads = threads
+    if setting is not None:
+        so.add_session_config_entry("session.intra_op.split_kernels", setting)
+    inputs = ["x", "x"] if op == "MatMul" else ["x"]
+    sess = InferenceSession(model([helper.make_node(op, inputs, ["y"])], [x], [y]).SerializeToString(), so)
+    seen = []
+    step = sess.plan.steps[0]
+    kernel = step.fn
+
+    def spying(*args):
+        seen.append(intra_op_threads())
+        return kernel(*args)
+
+    step.fn = spying
+    sess.run(None, {"x": np.ones((64, 64), np.float32)})
+    return seen
+
+
+def test_a_model_with_matrix_products_leaves_its_parallelism_to_blas_unless_asked():
+    """Two threads: a MatMul model's kernels see one intra-op thread (BLAS's threads are the run's
+    parallelism), unless ``session.intra_op.split_kernels`` is "1"; a model without products
+    (Tanh, whose cpu kernel splits its loop) sees both, unless the entry is "0"."""
+    assert _intra_seen("MatMul", 2) == [1]
+    assert _intra_seen("MatMul", 2, "1") == [2]
+    assert _intra_seen("Tanh", 2) == [2]
+    assert _intra_seen("Tanh", 2, "0") == [1]
+    assert _intra_seen("Tanh", 1, "1") == [1]

@@ -84,6 +84,7 @@ def _rewrites(proto):
 def _options(threads: int = 1, fuse: bool = True) -> SessionOptions:
     so = SessionOptions()
     so.intra_op_num_threads = threads
+    so.add_session_config_entry("session.intra_op.split_kernels", "1")
     if fuse:
         so.add_session_config_entry("session.enable_passes", "elementwise")   # an opt-in pass
     else:

@@ -100,6 +100,7 @@ def tap_ordered(x, w, b, attrs):
 def run(data, feeds, threads=1):
     so = SessionOptions()
     so.intra_op_num_threads = threads
+    so.add_session_config_entry("session.intra_op.split_kernels", "1")
     return InferenceSession(data, so).run(None, feeds)[0]
 
 

@@ -66,6 +66,7 @@ def counted(monkeypatch):
 def run(data, feed, threads=1):
     so = SessionOptions()
     so.intra_op_num_threads = threads
+    so.add_session_config_entry("session.intra_op.split_kernels", "1")
     return InferenceSession(data, so).run(None, feed)[0]
 
 

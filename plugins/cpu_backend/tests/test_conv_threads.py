@@ -62,6 +62,7 @@ def _conv(x_shape, w_shape, post=None, bias=True, **attrs):
 def _run(data, feeds, n):
     so = SessionOptions()
     so.intra_op_num_threads = n
+    so.add_session_config_entry("session.intra_op.split_kernels", "1")
     s = InferenceSession(data, so, validate=False)
     seen = {}
 

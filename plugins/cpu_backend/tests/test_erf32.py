@@ -121,6 +121,7 @@ def model(dtype=TP.FLOAT, opset=13):
 def run(data, x, threads=0, numpy_body=False):
     so = SessionOptions()
     so.intra_op_num_threads = threads
+    so.add_session_config_entry("session.intra_op.split_kernels", "1")
     if numpy_body:
         with compiled.disabled():
             s = InferenceSession(data, so, validate=False)

@@ -55,6 +55,7 @@ def build(x_shape, dtype, scale, bias, op="InstanceNormalization", opset=17, con
 def options(threads=1):
     so = SessionOptions()
     so.intra_op_num_threads = threads
+    so.add_session_config_entry("session.intra_op.split_kernels", "1")
     return so
 
 

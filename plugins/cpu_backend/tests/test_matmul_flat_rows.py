@@ -69,6 +69,7 @@ def taken(monkeypatch):
 def run(data, feeds, threads=1):
     so = SessionOptions()
     so.intra_op_num_threads = threads
+    so.add_session_config_entry("session.intra_op.split_kernels", "1")
     return InferenceSession(data, so).run(None, feeds)[0]
 
 

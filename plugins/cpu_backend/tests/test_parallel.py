@@ -46,6 +46,7 @@ def _run(data, feeds, n, numpy_bodies=False):
     (``numpy_bodies``: planned under ``compiled.disabled()``)."""
     so = SessionOptions()
     so.intra_op_num_threads = n
+    so.add_session_config_entry("session.intra_op.split_kernels", "1")
     if numpy_bodies:
         with compiled.disabled():
             s = InferenceSession(data, so, validate=False)
@@ -295,6 +296,7 @@ def test_sessions_run_from_several_python_threads_share_the_pool():
         for n in (2, 3):
             so = SessionOptions()
             so.intra_op_num_threads = n
+            so.add_session_config_entry("session.intra_op.split_kernels", "1")
             sessions.append((name, InferenceSession(data[0] if isinstance(data, tuple) else data, so, validate=False),
                              feeds))
 

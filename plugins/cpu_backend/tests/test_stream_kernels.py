@@ -264,6 +264,7 @@ def test_conv1d_gather_with_a_fused_relu_and_threads(monkeypatch):
     ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     opts = SessionOptions()
     opts.intra_op_num_threads = 2
+    opts.add_session_config_entry("session.intra_op.split_kernels", "1")
     with compiled.disabled():
         sess = InferenceSession(data, opts, backend="cpu")
     for _ in range(3):

@@ -129,6 +129,7 @@ def test_nbits_int4_tiles_split_across_threads_give_the_same_bits(vnni, monkeypa
     for threads in (1, 2):
         so = onnxkit.SessionOptions()
         so.intra_op_num_threads = threads
+        so.add_session_config_entry("session.intra_op.split_kernels", "1")
         sess = onnxkit.InferenceSession(model, so, backend="cpu")
         results += [sess.run(None, {"A": a})[0] for _ in range(2)]
     assert sorted(calls) == [(0, 2), (0, 2), (0, 5), (0, 5), (2, 5), (2, 5)], calls

@@ -64,7 +64,8 @@ def int_conv(x, w, strides, pads, dil, group):
 @pytest.fixture
 def paths(monkeypatch):
     """Counts of convolutions taken in float32 (``exact``) and handed to the portable kernel (``wide``);
-    the compiled depthwise loop (which bypasses ``exact_conv``) counts as ``exact``."""
+    the compiled depthwise loop (which bypasses ``exact_conv``: ``depthwise``, QLinearConv's
+    ``depthwise_body``) counts as ``exact``."""
     seen = count_products(monkeypatch, fast_module, "exact_conv")
     real = fast_module.depthwise
 
@@ -72,6 +73,16 @@ def paths(monkeypatch):
         seen["exact"] += 1
         return real(*args)
     monkeypatch.setattr(fast_module, "depthwise", counted)
+    real_body = fast_module.depthwise_body
+
+    def counted_body(*args):        # QLinearConv's depthwise body: each call of it counted
+        body = real_body(*args)
+
+        def run(x):
+            seen["exact"] += 1
+            return body(x)
+        return run
+    monkeypatch.setattr(fast_module, "depthwise_body", counted_body)
     return seen
 
 

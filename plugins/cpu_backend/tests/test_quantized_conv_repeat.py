@@ -1,7 +1,8 @@
-"""QLinearConv's cpu override run after run (overrides/quantized_conv.py: the last call's
-decision kept where the plan holds every input but X), and the VNNI product's two loop orders and
-kept scratch arrays (compiled/quantized_vnni_impl.py ``gemm``, compiled/quantized_vnni.py
-``scratch``).
+"""QLinearConv's and QLinearMatMul's cpu overrides run after run (overrides/quantized_conv.py,
+overrides/quantization.py: bound by the run loop where every input but X is a constant of the
+plan, a body kept per X shape and dtype, _plans.bodies_by_layout; read at each call otherwise),
+and the VNNI product's two loop orders and kept scratch arrays (compiled/quantized_vnni_impl.py
+``gemm``, compiled/quantized_vnni.py ``scratch``).
 
 Each session runs several X of one shape, then of another, then the first again; every output
 is compared with the portable kernel's session (bit for bit), onnxruntime's (within one step:
@@ -51,6 +52,14 @@ def _any_x_shape(data: bytes) -> bytes:
     return m.SerializeToString()
 
 
+def _bound(session) -> bool:
+    """Whether the run loop's layout calls a function the node's kernel bound to its constants
+    (binds_constants) rather than the kernel's own function (one-node sessions)."""
+    plan = session.plan
+    (laid,) = plan._layout(0, plan.constants, plan.steps).laid_steps()
+    return laid.call is not laid.step.fn
+
+
 def _onnxruntime(data):
     import onnxruntime
 
@@ -88,7 +97,7 @@ def _inputs(xc, w_shape, x_type, w_type, per_channel):
 def test_runs_of_constant_weights_are_the_portable_kernels(case, monkeypatch):
     """X changes run after run, then its shape, then back: each output is the portable kernel's
     bit for bit and onnxruntime's within one step; the checks and geometry run once per shape
-    met anew (the kept decision serves the repeats)."""
+    met anew (the body kept for a shape serves its repeats, the first shape's after the second's)."""
     xc, spatial, w_shape, attrs, x_type, w_type, per_channel = case
     inputs = _inputs(xc, w_shape, x_type, w_type, per_channel)
     inputs[0] = ints(x_type, (1, xc) + spatial)
@@ -105,15 +114,19 @@ def test_runs_of_constant_weights_are_the_portable_kernels(case, monkeypatch):
     # the larger X first: a body kept for it must not serve the smaller one
     shapes = [(2, xc) + tuple(s + 3 for s in spatial)] * 3 + [(1, xc) + spatial] * 2 + [(2, xc) + tuple(
         s + 3 for s in spatial)]
-    seen = set()
+    seen, counts = set(), []
     for shape in shapes:
         x = ints(x_type, shape)
         got = fast.run(None, {"x0": x})[0]
         identical(got, ref.run(None, {"x0": x})[0])
         within_one_step(got, theirs.run(None, {"x0": x})[0])
         seen.add(len(np.unique(got)))
+        counts.append(len(decided))
     assert max(seen) > 10
-    assert len(decided) == 3        # the first shape, the second, the first again: the rest kept
+    assert _bound(fast)
+    # decided where a plan's layout meets a shape first (the shape specializer may lay out a plan
+    # of its own on a shape's second run): a shape's third run, and the first shape met again, not
+    assert counts[2] == counts[1] and counts[5] == counts[4] and 2 <= counts[5] <= 4
 
 
 @pytest.mark.usefixtures("warm_bodies", "product_path")
@@ -142,6 +155,8 @@ def test_a_fed_input_is_read_at_each_call(fed, monkeypatch):
         identical(got, ref.run(None, feed)[0])
         outs.append(got)
     assert not np.array_equal(outs[0], outs[1]) and not np.array_equal(outs[2], outs[3])
+    assert not _bound(fast)
+    assert not _bound(fast)
 
 
 @pytest.mark.parametrize("shape", [(10, 1000, 70), (700, 1000, 40), (7, 300, 33)])
@@ -200,14 +215,17 @@ def test_qlinear_matmul_runs_of_a_constant_b(a_type, b_type, per_column, monkeyp
     with portable_kernels("QLinearMatMul"):
         ref = InferenceSession(data, validate=False)
     theirs = _onnxruntime(data)
+    counts = []
     for shape in [(2, 7, k)] * 3 + [(5, k)] * 2 + [(2, 7, k)]:
         a = ints(a_type, shape)
         got = fast.run(None, {"x0": a})[0]
         identical(got, ref.run(None, {"x0": a})[0])
         within_one_step(got, theirs.run(None, {"x0": a})[0])
         assert len(np.unique(got)) > 10
-    if vnni.get() is not None:
-        assert len(made) == 3           # the first shape, the second, the first again: the rest kept
+        counts.append(len(made))
+    assert _bound(fast)
+    if vnni.get() is not None:      # decided per layout and shape met first (as for QLinearConv above)
+        assert counts[2] == counts[1] and counts[5] == counts[4] and 2 <= counts[5] <= 4
     with pytest.raises(Exception) as wrong_k:       # an A of another K after a kept body: the portable error
         fast.run(None, {"x0": ints(a_type, (2, 7, k + 4))})
     with pytest.raises(type(wrong_k.value)):
@@ -237,3 +255,37 @@ def test_qlinear_matmul_fed_scale_is_read_at_each_call():
         identical(got, ref.run(None, feed)[0])
         outs.append(got)
     assert not np.array_equal(outs[0], outs[1]) and not np.array_equal(outs[2], outs[3])
+    assert not _bound(fast)
+
+
+def test_bodies_by_layout_keep_one_body_per_shape_and_dtype():
+    """_plans.bodies_by_layout: a body decided once per X shape and dtype (an X of the same shape
+    but another dtype is decided anew), the inputs handed to ``decide`` and ``other`` as given,
+    and nothing kept where ``decide`` returns None (``other`` serves each such call)."""
+    from onnxkit_cpu.overrides._plans import bodies_by_layout
+
+    decided, refused = [], []
+
+    def decide(x, *others):
+        decided.append((x.shape, x.dtype, others))
+        if x.dtype == np.int16:
+            return None
+        return lambda x: ("body", x.shape, x.dtype.name)
+
+    def other(x, *others):
+        refused.append(others)
+        return "other"
+
+    scale, zp = np.float32(0.5), np.uint8(3)
+    bound = bodies_by_layout(decide, other)(scale, zp)
+    a8, b8 = np.zeros((2, 3), np.uint8), np.zeros((2, 3), np.int8)
+    assert bound(a8, scale, zp) == ("body", (2, 3), "uint8")
+    assert bound(a8 + 1, scale, zp) == ("body", (2, 3), "uint8")
+    assert bound(b8, scale, zp) == ("body", (2, 3), "int8")
+    assert bound(np.zeros((3, 2), np.uint8), scale, zp) == ("body", (3, 2), "uint8")
+    assert bound(a8, scale, zp) == ("body", (2, 3), "uint8")
+    assert [d[:2] for d in decided] == [((2, 3), np.uint8), ((2, 3), np.int8), ((3, 2), np.uint8)]
+    assert all(d[2][0] is scale and d[2][1] is zp for d in decided)
+    c16 = np.zeros((2, 3), np.int16)
+    assert bound(c16, scale, zp) == "other" and bound(c16, scale, zp) == "other"
+    assert len(decided) == 5 and len(refused) == 2 and refused[0][0] is scale

@@ -235,3 +235,62 @@ def test_qlinear_add_fed_scales_are_read_at_each_call():
         with portable_kernels("QLinearAdd", MS):
             want = onnxkit_outputs(data, feed)[0]
         identical(got, want)
+
+
+def _bound(session) -> bool:
+    """Whether the run loop calls a function the one node's kernel bound to its constants."""
+    plan = session.plan
+    (laid,) = plan._layout(0, plan.constants, plan.steps).laid_steps()
+    return laid.call is not laid.step.fn
+
+
+@pytest.mark.usefixtures("warm_bodies")
+@needs_numba
+@pytest.mark.parametrize("fed", [None, 6, 7])
+def test_qgemm_bound_to_its_constants_and_fed_inputs_read_each_call(fed):
+    """QGemm with every input but A a constant is bound (a body per A shape and dtype): A changes
+    run after run, then its shape, then back; with C or y_scale fed instead, the node is not bound
+    and each run follows the fed value (a new array, then written in place).  Each output equals
+    the portable kernel's bit for bit and an int64 reference written here."""
+    from quantized_harness import build, portable_kernels
+
+    from onnxkit.runtime import InferenceSession
+
+    k, n = 40, 24
+    b = ints(np.int8, (n, k))
+    b_scale = RNG.uniform(0.005, 0.02, (n,)).astype(np.float32)
+    c = RNG.integers(-2000, 2000, (n,)).astype(np.int32)
+    inputs = [ints(np.uint8, (6, k)), np.float32(0.03), np.uint8(131), b, b_scale, np.zeros(n, np.int8), c,
+              np.float32(0.05), np.uint8(128)]
+    constants = tuple(i for i in range(1, 9) if i != fed)
+    data, feed = build("QGemm", inputs, {"transB": 1, "alpha": 0.75}, domain=MS, out_types=[TP.UINT8],
+                       constants=constants)
+    import onnx
+
+    model = onnx.load_from_string(data)
+    model.graph.input[0].type.tensor_type.ClearField("shape")        # A of any extents
+    data = model.SerializeToString()
+    fast = InferenceSession(data, validate=False)
+    with portable_kernels("QGemm", MS):
+        ref = InferenceSession(data, validate=False)
+    assert _bound(fast) == (fed is None)
+    value = None if fed is None else np.array(inputs[fed])
+    outs = []
+    for step, m in enumerate([6, 6, 3, 6]):
+        feed = {"x0": ints(np.uint8, (m, k))}
+        if fed is not None:
+            if step == 1:
+                value = value.copy()
+                value[...] = value + (np.float32(0.02) if value.dtype == np.float32 else 500)
+            elif step == 3:
+                value[...] = value - (np.float32(0.01) if value.dtype == np.float32 else 300)
+            feed[f"x{fed}"] = value
+        got = fast.run(None, feed)[0]
+        identical(got, ref.run(None, feed)[0])
+        cc = c if fed != 6 else value
+        ys = np.float32(0.05) if fed != 7 else value
+        acc = (feed["x0"].astype(np.int64) - 131) @ b.T.astype(np.int64) + cc
+        y = acc * 0.75 * float(np.float32(0.03)) * b_scale.astype(np.float64)
+        np.testing.assert_array_equal(got, np.clip(np.rint(y / float(ys)) + 128, 0, 255).astype(np.uint8))
+        outs.append(got)
+    assert len(np.unique(outs[0])) > 10

@@ -61,31 +61,33 @@ class _NotHeld:
 NOT_HELD = _NotHeld()
 
 
-class LastBody:
-    """The body of a kernel's last call, kept where the plan holds every input but the first
-    (:class:`Held`, one per other input, made by the factory): ``get(x, others)`` is that body
-    where ``x`` has the last call's shape and dtype and ``others`` are the very objects it had,
-    else None; ``keep(x, others, body)`` runs ``body(x)`` and keeps it where every given input
-    of ``others`` is held (a fed one, never: it may change between calls).  A quantized
-    convolution or product decides its checks, geometry and requantization once, then runs
-    ``body`` on each new X of the same layout."""
+def bodies_by_layout(decide, other):
+    """A ``bind`` for :func:`onnxkit.runtime.kernel.binds_constants` of a kernel whose inputs but
+    the first are all bound (a quantized convolution or product with constant weights, scales,
+    zero points and bias): the function it returns keeps, per X shape and dtype, the body
+    ``decide(x, *others)`` made (a function of X alone: the checks, geometry and parameters
+    decided once for that layout), and runs it on each X of that layout; where ``decide`` returns
+    None (the portable kernel serves those inputs, with its errors), ``other(x, *others)`` runs
+    and nothing is kept.  The run loop binds only where every other input is a constant of the
+    plan or absent, so a fed scale or weight never reaches a kept body."""
 
-    __slots__ = ("held", "last")
+    def bind(*constants):
+        bodies: dict = {}
 
-    def __init__(self, held: list):
-        self.held, self.last = held, None
+        def bound(x, *others):
+            key = (x.shape, x.dtype) if type(x) is np.ndarray else None
+            body = bodies.get(key)
+            if body is None:
+                body = decide(x, *others)
+                if body is None:
+                    return other(x, *others)
+                if key is not None:
+                    remember(bodies, key, body)
+            return body(x)
 
-    def get(self, x, others: tuple):
-        last = self.last
-        if last is not None and type(x) is np.ndarray and x.shape == last[0] and x.dtype == last[1] \
-                and all(u is v for u, v in zip(last[2], others)):
-            return last[3]
-        return None
+        return bound
 
-    def keep(self, x, others: tuple, body):
-        if all(h(v) for h, v in zip(self.held, others) if v is not None):
-            self.last = (x.shape, x.dtype, others, body)
-        return body(x)
+    return bind
 
 
 def host_ints(v) -> tuple:

@@ -48,7 +48,9 @@ kernel (which stays the reference, and gives the errors of bad input):
   products are the VNNI integer product instead — the same exact sums, for any K up to
   :data:`~onnxkit_cpu.compiled.quantized_vnni.K_LIMIT`, B packed once per held B — and
   QLinearMatMul's requantization (the same float64 operations) runs in its last pass, the
-  multiplier kept while the plan holds the scales.
+  multiplier kept while the plan holds the scales.  Where every input of QLinearMatMul but A is a
+  constant of the plan, the run loop binds the node (:func:`~._plans.bodies_by_layout`): its
+  checks and path are decided once per A shape and dtype, not at each call.
 * **LookupTable**: the portable kernel's table (its body run once on the 256 codes at planning,
   :func:`onnxkit_default_domain.api.lookup_table`), each element looked up by one compiled pass
   (:data:`onnxkit_cpu.compiled.quantized.lookup`) where compiled loops are on, else by numpy's
@@ -64,11 +66,11 @@ from onnxkit_default_domain.api import linalg as portable_linalg
 from onnxkit_default_domain.api import quantization as portable
 from onnxkit_default_domain.api import FUSED_DOMAIN
 
-from onnxkit.plugin import KernelTable
+from onnxkit.plugin import KernelTable, binds_constants
 
 from ..compiled import quantized as loops
 from ..compiled import quantized_vnni as vnni
-from ._plans import Held, LastBody
+from ._plans import Held, bodies_by_layout
 
 KERNELS = KernelTable()
 
@@ -433,13 +435,9 @@ def qlinear_matmul(ctx):
     fast = vnni.get()
     scales_held = [Held(ctx, i) for i in (1, 4, 6, 7)]
     kept = [None]
-    # the VNNI body of the last call where the plan holds every input but A: a call with the same
-    # A layout and objects runs it
-    memo = LastBody([Held(ctx, i) for i in range(1, 8)])
 
-    def vnni_body(a, args, za, n):
-        """The VNNI product with the requantization in its last pass, as a function of A (kept in
-        ``memo`` where the plan holds every other input)."""
+    def vnni_body(args, za, n):
+        """The VNNI product with the requantization in its last pass, as a function of A."""
         mult, zy = requantization(args[1], args[4], args[6], args[7], n)
         lo, hi = RANGES[args[7].dtype]
         lo, hi, ydtype, zeros = float(lo), float(hi), args[7].dtype, np.zeros(n)
@@ -450,7 +448,7 @@ def qlinear_matmul(ctx):
             vnni.product(fast, a.reshape(-1, a.shape[-1]), za, packed,
                          requantized=(zeros, mult, zy, lo, hi, out.reshape(-1, n)))
             return out
-        return memo.keep(a, args[1:], body)
+        return body
 
     def requantization(a_scale, b_scale, y_scale, y_zero_point, n: int):
         """``(mult, y_zp)``: the multiplier ``a_scale * b_scale / y_scale`` in float32 (the portable
@@ -468,32 +466,37 @@ def qlinear_matmul(ctx):
             kept[0] = (given, got, n)
         return got
 
-    def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
-        body = memo.get(a, (a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point))
-        if body is not None:
-            return body(a)
+    def decide(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+        """The body computing Y from an A of this A's shape and dtype with these other inputs, or
+        None where the portable kernel serves them."""
         args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
         if not (_nd(a) and a.dtype in RANGES and _one_float32(a_scale) and _one_float32(y_scale) and _nd(b_scale)
                 and b_scale.dtype == F32
                 and _nd(y_zero_point) and y_zero_point.dtype in RANGES and y_zero_point.size == 1):
-            return other(*args)
+            return None
         za = zero_point_value(a_zero_point, a.dtype)
         if za is None:
-            return other(*args)
+            return None
         if (fast is not None and requantize is not None and _operands_ok(a, b) and b_zero_point_ok(b_zero_point, b)
                 and (b_scale.size == 1 or (b_scale.ndim == 1 and b_scale.size == b.shape[1]))
                 and b.shape[0] <= vnni.K_LIMIT):
             # the VNNI product with the requantization in its last pass (the same float64 operations)
-            return vnni_body(a, args, za, b.shape[1])
+            return vnni_body(args, za, b.shape[1])
         if _batched_ok(a, b, b_zero_point) and b_scale.size == 1:
+            return lambda a: general(a, za, True, *args[1:])
+        if (_operands_ok(a, b) and b_zero_point_ok(b_zero_point, b)
+                and (b_scale.size == 1 or (b_scale.ndim == 1 and b_scale.size == b.shape[1]))):
+            return lambda a: general(a, za, False, *args[1:])
+        return None
+
+    def general(a, za, batched, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+        """The float32 products (stacked B, or a 2-D B off the VNNI path) and the requantization."""
+        if batched:
             acc = batched_product(a, za, b, zero_point_value(b_zero_point, b.dtype))
             if acc is None:
-                return other(*args)
-        elif (_operands_ok(a, b) and b_zero_point_ok(b_zero_point, b)
-              and (b_scale.size == 1 or (b_scale.ndim == 1 and b_scale.size == b.shape[1]))):
-            acc = exact_product(a, za, centered_b(cache, b, b_zero_point, b_held), fast)
+                return other(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
         else:
-            return other(*args)
+            acc = exact_product(a, za, centered_b(cache, b, b_zero_point, b_held), fast)
         # the multiplier in float32, as the portable kernel computes it (its ``a_s * b_scale / y_scale``)
         sb = b_scale.reshape(-1) if b_scale.size > 1 else b_scale.reshape(())
         mult = np.asarray(a_scale.reshape(()) * sb / y_scale.reshape(()))
@@ -513,7 +516,12 @@ def qlinear_matmul(ctx):
         np.clip(r, lo, hi, out=r)
         return r.astype(y_zero_point.dtype)
 
-    return run
+    def run(a, *others):
+        body = decide(a, *others)
+        return other(a, *others) if body is None else body(a)
+
+    # every input but A a constant of the plan: the bodies kept per A layout
+    return binds_constants(run, bodies_by_layout(decide, other), 1, 2, 3, 4, 5, 6, 7)
 
 
 # ------------------------------------------------------------------ ai.onnxkit LookupTable

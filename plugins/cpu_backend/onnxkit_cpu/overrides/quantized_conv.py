@@ -36,7 +36,11 @@ zero points applied from row and column sums); depthwise convolutions (``group =
 spatial axes, within the float32 bound) run a compiled loop
 (:data:`onnxkit_cpu.compiled.quantized.depthwise`).  Both do QLinearConv's requantization in their
 last pass, the requantize loop's operations.  QLinearConv declares its output bytes (the run
-loop's size guard reads the geometry, not inference).
+loop's size guard reads the geometry, not inference).  Where every input but X is a constant of
+the plan or absent (weights, scales, zero points and bias as initializers), the run loop binds
+the node (:func:`~onnxkit.runtime.kernel.binds_constants`, :func:`~._plans.bodies_by_layout`):
+the checks, geometry, requantization parameters and path are decided once per X shape and dtype,
+and each X of that layout runs the body decided for it; otherwise they are decided at each call.
 
 Taken for: X and W (and y_zero_point) int8 / uint8 of the definition's types, rank >= 3, one x
 zero point, one or one-per-output-channel w zero point and (QLinearConv) w_scale, float32
@@ -53,11 +57,11 @@ from onnxkit_default_domain.api import conv as portable_conv
 from onnxkit_default_domain.api import quantization as portable_q
 from onnxkit_default_domain.api import schema_types
 
-from onnxkit.plugin import KernelTable, declares_output_bytes
+from onnxkit.plugin import KernelTable, binds_constants, declares_output_bytes
 
 from ..compiled import quantized as loops
 from ..compiled import quantized_vnni as vnni
-from ._plans import Held, LastBody
+from ._plans import Held, bodies_by_layout
 from .conv import strided_columns
 from .quantization import (F32, FLOAT32_EXACT, RANGES, eight_bit, k_chunks, kept_centered, zero_point_key,
                            zero_point_value)
@@ -187,6 +191,24 @@ def depthwise(dw_loop, x, x_zp: int, prepared, plan, requantized=None):
     return y
 
 
+def depthwise_body(dw_loop, x_zp: int, prepared, plan, requantized: tuple, ydtype):
+    """:func:`depthwise` requantized (``requantized`` ``(bias, mult, zp, lo, hi)``) as a function of
+    X, its loop, weights and arguments chosen once (a body of :func:`bodies_by_layout`)."""
+    fn = dw_loop[0] if plan.out_shape[1] >= DEPTHWISE_PLANAR_MIN_WIDTH else dw_loop[1]
+    w = prepared.weights.reshape(plan.m, plan.kernel[0], plan.kernel[1])
+    shape = (plan.n, plan.m) + plan.out_shape
+    zp = np.float32(x_zp)
+    (sh, sw), (dh, dw), (top, left) = plan.strides, plan.dil, plan.begin
+    bias, mult, yzp, lo, hi = requantized
+
+    def body(x):
+        y = np.empty(shape, ydtype)
+        fn(x if x.flags.c_contiguous else np.ascontiguousarray(x), zp, w, sh, sw, dh, dw, top, left, bias, mult, yzp,
+           lo, hi, True, y)
+        return y
+    return body
+
+
 def exact_conv(x, x_zp: int, prepared: CenteredW, plan, columns=None, fast=None):
     """The convolution of ``x - x_zp`` by the prepared weights as exact float32 sums
     ``(N, M, *out)``, or None where the module docstring's bound does not hold.  ``columns``:
@@ -302,9 +324,6 @@ def qlinear_conv(ctx):
     w_held = Held(ctx, 3)
     scales_held = [Held(ctx, i) for i in (1, 4, 6)]
     b_held = Held(ctx, 8)
-    # the last call's decision where every input but X is held: a call with the same X layout and
-    # the same objects runs its body
-    memo = LastBody([Held(ctx, i) for i in range(1, 9)])
 
     def plan_of(x, w):
         """The portable kernel's attributes and geometry as a ConvPlan (its errors), or None."""
@@ -326,21 +345,21 @@ def qlinear_conv(ctx):
             geometry[key] = plan
         return plan
 
-    def run(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None):
-        body = memo.get(x, (x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B))
-        if body is not None:
-            return body(x)
+    def decide(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None):
+        """The body computing Y from an X of this X's shape and dtype with these other inputs (the
+        checks, the geometry, the requantization parameters and the path decided here), or None
+        where the portable kernel serves them."""
         args = (x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B)
         if not (_operands_ok(x, w) and w_zero_point_ok(w_zero_point, w) and _nd(y_zero_point)
                 and y_zero_point.dtype in RANGES and y_zero_point.size == 1
                 and _float32_values(x_scale, (1,)) and _float32_values(y_scale, (1,))
                 and _float32_values(w_scale, (1, w.shape[0]))
                 and (B is None or (_nd(B) and B.dtype == np.int32 and B.size == w.shape[0]))):
-            return other(*args)
+            return None
         zx = zero_point_value(x_zero_point, x.dtype)
         plan = None if zx is None else plan_of(x, w)
         if plan is None:
-            return other(*args)
+            return None
         prepared = centered_w(cache, w, w_zero_point, w_held)
         m = plan.m
         held = all(h(v) for h, v in zip(scales_held, (x_scale, w_scale, y_scale))) and (B is None or b_held(B))
@@ -349,13 +368,12 @@ def qlinear_conv(ctx):
         zy = float(y_zero_point.reshape(-1)[0])
         shape, ydtype, lo, hi = (plan.n, m) + plan.out_shape, y_zero_point.dtype, float(lo), float(hi)
         if depthwise_applies(dw_loop, x, zx, plan, prepared):
-            def body(x):
-                return depthwise(dw_loop, x, zx, prepared, plan, (bias, mult, zy, lo, hi, np.empty(shape, ydtype)))
-            return memo.keep(x, args[1:], body)
+            return depthwise_body(dw_loop, zx, prepared, plan, (bias, mult, zy, lo, hi), ydtype)
         if vnni_applies(fast, x, plan, prepared):     # the exact sums requantized in the same pass
             def body(x):
                 return prepared.vnni_conv(fast, x, zx, plan, (bias, mult, zy, lo, hi, np.empty(shape, ydtype)))
-            return memo.keep(x, args[1:], body)
+            return body
+
         def body(x):
             acc = exact_conv(x, zx, prepared, plan, columns)
             if acc is None:
@@ -365,7 +383,11 @@ def qlinear_conv(ctx):
             length = math.prod(acc.shape[2:])
             loop(acc.reshape(n, m, length), bias, mult, zy, lo, hi, out.reshape(n, m, length))
             return out
-        return memo.keep(x, args[1:], body)
+        return body
+
+    def run(x, *others):
+        body = decide(x, *others)
+        return other(x, *others) if body is None else body(x)
 
     def output_bytes(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None):
         """Y's bytes from the geometry (kept per shape), or 0 where it cannot be read (the
@@ -373,4 +395,6 @@ def qlinear_conv(ctx):
         plan = plan_of(x, w) if _nd(x) and _nd(w) and x.ndim >= 3 and w.ndim == x.ndim else None
         return 0 if plan is None else plan.n * plan.m * math.prod(plan.out_shape) * y_zero_point.dtype.itemsize
 
-    return declares_output_bytes(run, output_bytes)
+    # every input but X a constant of the plan (or absent): the bodies kept per X layout
+    return binds_constants(declares_output_bytes(run, output_bytes), bodies_by_layout(decide, other),
+                           1, 2, 3, 4, 5, 6, 7, 8)

@@ -39,6 +39,9 @@ Where the host has AVX-512 VNNI the products of QGemm, MatMulIntegerToFloat and
 DynamicQuantizeMatMul are the VNNI integer product (:mod:`onnxkit_cpu.compiled.quantized_vnni`),
 the same exact sums.  QLinearAdd / QLinearMul keep their parameters' float64 values while the plan
 holds them; QLinearAdd, QLinearMul, QGemm and QLinearGlobalAveragePool declare their output bytes.
+Where every input of QGemm but A is a constant of the plan or absent, the run loop binds the node
+(:func:`~._plans.bodies_by_layout`): its checks, B' and the finish's parameters are decided once
+per A shape and dtype.
 
 Float results equal the portable kernels' (a zero's sign aside, where the two BLAS routines
 form an exact zero sum differently).
@@ -52,11 +55,11 @@ import math
 
 import numpy as np
 
-from onnxkit.plugin import KernelTable, declares_output_bytes
+from onnxkit.plugin import KernelTable, binds_constants, declares_output_bytes
 
 from ..compiled import quantized as loops
 from ..compiled import quantized_vnni as vnni
-from ._plans import Held
+from ._plans import Held, bodies_by_layout
 from .quantization import (F32, RANGES, CenteredB, b_zero_point_ok, centered_b, exact_product,
                            zero_point_key, zero_point_value)
 
@@ -300,42 +303,56 @@ def _qgemm(ctx, other):
             kept[0] = made
         return made.centered
 
-    def run(a, a_scale, a_zp, b, b_scale, b_zp=None, c=None, y_scale=None, y_zp=None):
-        args = (a, a_scale, a_zp, b, b_scale, b_zp, c, y_scale, y_zp)
+    def decide(a, a_scale, a_zp, b, b_scale, b_zp=None, c=None, y_scale=None, y_zp=None):
+        """The body computing Y from an A of this A's shape and dtype with these other inputs (the
+        checks, B' and the finish's parameters decided here), or None where the portable kernel
+        serves them."""
         if not (_nd(a) and _nd(b) and a.dtype in RANGES and b.dtype in RANGES and a.ndim == 2 and b.ndim == 2
                 and a.size and b.size and _one(a_scale) and (y_scale is None or _one(y_scale))
                 and (y_zp is None or (_one(y_zp) and y_zp.dtype in RANGES)) and (c is None or _nd(c))):
-            return other(*args)
+            return None
         k, n = (b.shape[1], b.shape[0]) if tb else b.shape
         if (a.shape[0] if ta else a.shape[1]) != k or not _nd(b_scale) or b_scale.size not in (1, n):
-            return other(*args)
+            return None
         if b_zp is not None and not (_nd(b_zp) and b_zp.dtype == b.dtype and (b_zp.size == 1 or (
                 b_zp.ndim == 1 and b_zp.size == n))):
-            return other(*args)
+            return None
         za = zero_point_value(a_zp, a.dtype)
         if za is None:
-            return other(*args)
-        acc = exact_product(a.T if ta else a, za, centered(b, b_zp), fast).astype(np.float64)
-        if finish is not None and _finishes(c, n, alpha, a_scale, b_scale, y_scale):
-            # one compiled pass: the float64 operations below in their order (qgemm_finish)
-            m = acc.shape[0]
-            flat_c = np.zeros(1) if c is None else c.reshape(-1).astype(np.float64)
-            sb = b_scale.reshape(-1).astype(np.float64)
-            if y_scale is None:
-                y = np.empty((m, n), np.float32)
-                finish(acc, flat_c, alpha, float(a_scale.reshape(-1)[0]), sb, 1.0, 0.0, 0.0, 0.0, False, y)
-                return y
-            target = y_zp if y_zp is not None else a
-            lo_y, hi_y = RANGES[target.dtype]
-            y = np.empty((m, n), target.dtype)
-            finish(acc, flat_c, alpha, float(a_scale.reshape(-1)[0]), sb, float(y_scale.reshape(-1)[0]),
-                   0.0 if y_zp is None else float(y_zp.reshape(-1)[0]), float(lo_y), float(hi_y), True, y)
+            return None
+        prepared = centered(b, b_zp)
+        if not (finish is not None and _finishes(c, n, alpha, a_scale, b_scale, y_scale)):
+            return lambda a: unfinished(exact_product(a.T if ta else a, za, prepared, fast).astype(np.float64),
+                                        a, a_scale, a_zp, b, b_scale, b_zp, c, y_scale, y_zp)
+        # one compiled pass: the float64 operations of ``unfinished`` in their order (qgemm_finish)
+        flat_c = np.zeros(1) if c is None else c.reshape(-1).astype(np.float64)
+        sb = b_scale.reshape(-1).astype(np.float64)
+        a_s = float(a_scale.reshape(-1)[0])
+        if y_scale is None:
+            parameters = (flat_c, alpha, a_s, sb, 1.0, 0.0, 0.0, 0.0, False)
+            ydtype = np.dtype(np.float32)
+        else:
+            ydtype = (y_zp if y_zp is not None else a).dtype
+            lo_y, hi_y = RANGES[ydtype]
+            parameters = (flat_c, alpha, a_s, sb, float(y_scale.reshape(-1)[0]),
+                          0.0 if y_zp is None else float(y_zp.reshape(-1)[0]), float(lo_y), float(hi_y), True)
+
+        def body(a):
+            acc = exact_product(a.T if ta else a, za, prepared, fast).astype(np.float64, copy=False)
+            y = np.empty((acc.shape[0], n), ydtype)
+            finish(acc, *parameters, y)
             return y
+        return body
+
+    def unfinished(acc, a, a_scale, a_zp, b, b_scale, b_zp, c, y_scale, y_zp):
+        """C, alpha, the scales and the requantization on the exact sums ``acc`` (float64), the
+        portable kernel's numpy operations (where the compiled finish does not take them)."""
+        n = acc.shape[1]
         if c is not None:
             try:
                 acc = acc + c.astype(np.float64)
             except ValueError:
-                return other(*args)
+                return other(a, a_scale, a_zp, b, b_scale, b_zp, c, y_scale, y_zp)
         acc = acc * alpha
         sb = b_scale.reshape(()) if b_scale.size == 1 else b_scale.reshape(n)
         y = acc * np.asarray(a_scale, dtype=np.float64).reshape(()) * sb.astype(np.float64)
@@ -348,7 +365,12 @@ def _qgemm(ctx, other):
         lo_y, hi_y = RANGES[target.dtype]
         return np.clip(r, lo_y, hi_y).astype(target.dtype)
 
-    return run
+    def run(a, *others):
+        body = decide(a, *others)
+        return other(a, *others) if body is None else body(a)
+
+    # every input but A a constant of the plan or absent: the bodies kept per A layout
+    return binds_constants(run, bodies_by_layout(decide, other), 1, 2, 3, 4, 5, 6, 7, 8)
 
 
 def _scaled(acc, a_scale, b_scale, bias, n: int, out_dtype):

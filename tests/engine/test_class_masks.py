@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 from onnxkit.runtime.optimizer import class_masks
-from onnxkit.runtime.optimizer.specialize import ShapeClasses
+from onnxkit.runtime.optimizer.shape_classes import ShapeClasses
 
 F32, I64 = np.dtype(np.float32), np.dtype(np.int64)
 

@@ -25,7 +25,7 @@ import pytest
 
 import onnxkit
 from onnxkit.runtime.feeds import InputError
-from onnxkit.runtime.optimizer.specialize import ShapeClasses
+from onnxkit.runtime.optimizer.shape_classes import ShapeClasses
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

@@ -12,7 +12,7 @@ import pytest
 from optimizer_cases import TP, helper, init, model
 
 from onnxkit import InferenceSession, SessionOptions, load
-from onnxkit.runtime.optimizer import specialize
+from onnxkit.runtime.optimizer import shape_classes, specialize
 from onnxkit.runtime.options import GraphOptimizationLevel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +62,7 @@ def test_a_varying_extent_makes_one_plan_for_all_its_extents():
             x = _x(n, 3)
             assert np.array_equal(sess.run(None, {"x": x})[0], plain.run(None, {"x": x})[0])
     assert spec.classes.varying == {(0, 0)}
-    assert spec.planned == specialize.VARIANTS + 1  # a plan for each of the first n, then one for every n
+    assert spec.planned == shape_classes.VARIANTS + 1  # a plan for each of the first n, then one for every n
     general = spec.plan_for(specialize.signature([_x(50, 3)]))[0]
     assert "Shape" in [s.node.op_type for s in general.steps]  # n varies: its extent is read at run time
 
@@ -73,7 +73,7 @@ def test_extents_that_stay_fixed_are_still_folded():
     for m in (2, 5, 7, 5, 9):
         x = _x(3, m)
         assert np.array_equal(sess.run(None, {"x": x})[0], plain.run(None, {"x": x})[0])
-    assert spec.classes.varying == {(0, 1)} and spec.planned == specialize.VARIANTS + 1
+    assert spec.classes.varying == {(0, 1)} and spec.planned == shape_classes.VARIANTS + 1
     general = spec.plan_for(specialize.signature([_x(3, 11)]))[0]
     assert [s.node.op_type for s in general.steps] == ["Reshape", "Mul"]  # n = 3 in every run: folded
     assert np.array_equal(general.constants["target"], [3, -1])

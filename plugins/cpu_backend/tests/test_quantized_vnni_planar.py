@@ -66,17 +66,19 @@ def test_planar_conv_one_spatial_axis():
     assert np.array_equal(got, want)
 
 
-@pytest.mark.parametrize("strides", [(1, 1), (2, 2)])
-def test_planar_requantized_equals_the_sums_requantized(strides):
-    """The fused requantization (finish_planar) is the separate requantize pass's, bit for bit."""
+@pytest.mark.parametrize("strides,kernel", [((1, 1), 3), ((2, 2), 3), ((1, 1), 1)])
+def test_planar_requantized_equals_the_sums_requantized(strides, kernel):
+    """The fused requantization (finish_planar) is the separate requantize pass's, bit for bit: a
+    3x3 with padded columns (rows of ``pitch``), stride 2 (the columns packer), and a 1x1 (no
+    padded column: each channel one run)."""
     from onnxkit_cpu.compiled import quantized as loops
 
-    x, w = ints(np.uint8, (2, 16, 12, 12)), ints(np.int8, (20, 16, 3, 3))
-    plan = Plan(x, w, strides, (1, 1, 1, 1), (1, 1), 1)
+    x, w = ints(np.uint8, (2, 16, 12, 12)), ints(np.int8, (20, 16, kernel, kernel))
+    plan = Plan(x, w, strides, (kernel // 2,) * 4, (1, 1), 1)
     rows = _rows(w, None, 1)
     acc = vnni.conv_planar(IMPL, x, 128, rows, plan)
     bias = RNG.integers(-5000, 5000, 20).astype(np.float64)
-    mult = np.float32(RNG.uniform(1e-4, 3e-3, 20)).astype(np.float64)
+    mult = np.float32(RNG.uniform(1e-4, 3e-3, 20) * (9 // kernel ** 2)).astype(np.float64)   # both ends met
     for zp, lo, hi, dtype in ((0.0, 0.0, 255.0, np.uint8), (255.0, 0.0, 255.0, np.uint8), (-128.0, -128.0, 127.0, np.int8)):
         want = np.empty(acc.shape, dtype)
         loops.requantize.get()(acc.reshape(2, 20, -1), bias, mult, zp, lo, hi, want.reshape(2, 20, -1))

@@ -443,12 +443,30 @@ def finish_planar(c, sums, pitch, ow, base, factor, bias, mult, zp, lo, hi, requ
     ``S[m, a*ow + b] = c[m, l] + base[m] - factor[m] * sums[l]`` at ``l = a*pitch + b`` (float64
     arithmetic on integers below 2^53: exact), and with ``requant`` QLinearConv's requantization
     (the float64 operations of :func:`finish_conv_requantized`: ``clip(rint((S + bias[m]) *
-    mult[m] + zp), lo, hi)``), else ``S`` itself (``bias``, ``mult`` unused)."""
+    mult[m] + zp), lo, hi)``), else ``S`` itself (``bias``, ``mult`` unused).  Where ``pitch ==
+    ow`` (no padded columns: a 1x1 convolution) each channel's positions are one run, taken as one
+    loop (the same operations per element)."""
     mg, length = y.shape
     rows = length // ow
     colsum = np.empty(rows * pitch)
     for l in range(rows * pitch):
         colsum[l] = np.float64(sums[l])
+    if pitch == ow:
+        for m in range(mg):
+            bm = np.float64(base[m])
+            fm = np.float64(factor[m])
+            b_m = bias[m]
+            k_m = mult[m]
+            src = c[m, :length]
+            dst = y[m]
+            if requant:
+                for b in range(np.uint64(length)):
+                    s = (np.float64(src[b]) + bm) - fm * colsum[b]
+                    dst[b] = min(max(np.rint((s + b_m) * k_m + zp), lo), hi)
+            else:
+                for b in range(np.uint64(length)):
+                    dst[b] = (np.float64(src[b]) + bm) - fm * colsum[b]
+        return
     for m in range(mg):
         bm = np.float64(base[m])
         fm = np.float64(factor[m])

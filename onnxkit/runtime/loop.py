@@ -503,14 +503,14 @@ def compile_chunk(fast: tuple, begin: int, end: int, helpers: dict, guarded: int
                      f"r = c{k}(*a)"]
         elif special == guarded:
             ns[f"g{k}"] = step.guard
-            body += [f"a = [{args}]", f"h = g{k}(budget, a)", f"if h: held[{out_slot}] = h", f"r = c{k}(*a)"]
+            body += [f"a = [{args}]", *_charge(step.guard, k, ns), f"if h: held[{out_slot}] = h", f"r = c{k}(*a)"]
         elif special and step.guard is not None and not step.guard.after and not step.scope:
             # what _call_special does for a guard without a check after it and no scope: the
             # guard's charge held under the first output's slot (0 when unnamed), then the kernel
             ns[f"g{k}"] = step.guard
             outs = step.outputs
             held_at = layout.slots[outs[0]] if outs else 0
-            body += [f"a = [{args}]", f"held[{held_at}] = g{k}(budget, a)", f"r = c{k}(*a)"]
+            body += [f"a = [{args}]", *_charge(step.guard, k, ns), f"held[{held_at}] = h", f"r = c{k}(*a)"]
         elif special:
             ns[f"s{k}"] = step
             body.append(f"r = _call_special(c{k}, s{k}, [{args}], e, layout, budget, held, None)")
@@ -537,6 +537,23 @@ def compile_chunk(fast: tuple, begin: int, end: int, helpers: dict, guarded: int
     lines.append(end - 1)
     exec(compile("\n".join(src), f"<onnxkit plan steps {begin}-{end - 1}>", "exec"), ns)  # noqa: S102
     return Chunk(begin, end, ns["run"], lines)
+
+
+def _charge(guard, k: int, ns: dict) -> list:
+    """Lines setting ``h`` to what ``g{k}(budget, a)`` (the step's size guard) charges.  A guard
+    of the kernel's declared output bytes (kind ``"declared"``) has its prediction asked here: a
+    plain ``int`` that both limits admit (``max_value_bytes``, ``max_run_bytes`` with what the
+    run holds) is charged here as :meth:`~onnxkit.runtime.budget.RunBudget.charge` charges it;
+    anything else — 0, a length with the bytes, another type, a size over a limit, an input the
+    prediction cannot read — is the guard's to decide (asking again: it charges, refuses by
+    name or passes as before).  Other guards are called."""
+    if getattr(guard, "kind", None) != "declared" or getattr(guard, "declared", None) is None:
+        return [f"h = g{k}(budget, a)"]
+    ns[f"d{k}"] = guard.declared
+    return ["try:", f"    h = d{k}(*a)", "except _BOUND_FAULTS:", "    h = None",
+            "if type(h) is int and 0 < h <= budget.limits.max_value_bytes "
+            "and budget.live + h <= budget.limits.max_run_bytes:",
+            "    budget.live += h", "else:", f"    h = g{k}(budget, a)"]
 
 
 def _first_of(short):

@@ -69,7 +69,7 @@ from onnxkit import records
 
 from ...domains import is_default_domain
 from ..budget import current_budget
-from ..kernel import traits_of
+from ..kernel import binds_constants, traits_of
 from ..plan import GraphPlan, Step, assign_lifetimes
 from ..usedef import step_index
 
@@ -100,11 +100,21 @@ def guarded(fn, guard):
 
 def guarded_first(fn, guard, n: int):
     """``fn`` preceded by a producer's size ``guard`` on the first ``n`` arguments (the producer's
-    inputs; Add's operand follows them), its charge held until the run ends (module docstring)."""
+    inputs; Add's operand follows them), its charge held until the run ends (module docstring).
+    Where ``fn`` binds constants (:func:`~onnxkit.runtime.kernel.binds_constants`: a MatMul's
+    fused step on a constant B), so does the guarded function: its specialization guarded alike."""
     def call(*args):
         guard(current_budget(), args[:n])
         return fn(*args)
-    return call
+    spec = traits_of(fn).bind_constants
+    if spec is None:
+        return call
+    bind, positions = spec
+
+    def bind_guarded(*values):
+        bound = bind(*values)
+        return None if bound is None else guarded_first(bound, guard, n)
+    return binds_constants(call, bind_guarded, *positions)
 
 
 def sole_producer(index, name: str, op_type: str):

@@ -128,3 +128,33 @@ def test_gather_of_one_element_of_a_vector_is_a_0d_tensor():
     for n in range(2, 6):
         z = sess.run(None, {"x": np.arange(n, dtype=np.int64) * 3, "i": np.array(n - 1, np.int64)})[0]
         assert type(z) is np.ndarray and z.shape == () and z.dtype == np.int32 and int(z) == 3 * (n - 1)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMean"])
+def test_an_integer_input_is_planned_once_per_rank_not_per_extent(op, monkeypatch):
+    """A growing integer mask is planned once for its rank (its plan does not depend on the
+    extents); a float input of a new shape, an empty integer input and another rank each get a
+    plan of their own, and every run's result is numpy's (ReduceMean of int64: the portable body)."""
+    from onnxkit_cpu.overrides import reduction
+
+    made = []
+    real = reduction._plan
+    monkeypatch.setattr(reduction, "_plan", lambda *a: made.append(a[3].shape) or real(*a))
+    sess = InferenceSession(load(_model(op, TensorProto.INT64, 2).SerializeToString()), validate=False)
+    rng = np.random.default_rng(5)
+    for t in range(1, 30):
+        if t == 10:  # the session's first signatures each have a plan (and a kernel) of their own
+            settled = len(made)
+        x = rng.integers(-9, 9, size=(1, t)).astype(np.int64)
+        got = sess.run(None, {"x": x})[0]
+        want = {"ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMean": np.mean}[op](x, axis=1, keepdims=True)
+        np.testing.assert_array_equal(got, want.astype(np.int64) if op != "ReduceMean" else np.trunc(want).astype(np.int64))
+    assert len(made) == settled  # runs 10-29: new extents, no new plan
+    assert all(len(s) == 2 for s in made)
+    sess.run(None, {"x": np.zeros((1, 0), np.int64)})
+    assert made[-1] == (1, 0) and len(made) == settled + 1
+    fsess = InferenceSession(load(_model(op, TensorProto.FLOAT, 2).SerializeToString()), validate=False)
+    made.clear()
+    for t in range(1, 30):
+        fsess.run(None, {"x": np.ones((1, t), np.float32)})
+    assert len(made) > 20  # a float input of a new shape: a plan of its own (its BLAS sum's extents)

@@ -144,3 +144,32 @@ def test_too_few_outputs_or_one_value_from_a_compiled_multi_output_step(layouts)
     for _ in range(6):
         got = sess.run(None, _feed(3))
     np.testing.assert_array_equal(got[0], _feed(3)["x"] * _feed(3)["skip"])
+
+
+def test_a_declared_size_charged_in_compiled_code_counts_towards_max_run_bytes(layouts):
+    """The compiled step charges a declared size itself where both limits admit it (``_charge``):
+    the bytes count towards ``max_run_bytes`` as the guard's own charge does.  Two norms' charges
+    are held at once (norm0's Y and sum until norm1 has read them), so a ``max_run_bytes`` one
+    byte short of two charges of a 16-row run passes runs of up to 15 rows and refuses the 16-row
+    run naming the second norm, from compiled code, every time (the bytes given back in between);
+    the same limits on the tuple loop refuse the same run alike."""
+    model = _chain()
+    n = 16
+    charge = 2 * n * HID * 4 + 8 * n
+    limits = Limits(max_run_bytes=2 * charge - 1, max_value_bytes=10 * charge)
+    sess = _session(model, limits=limits)
+    for k in range(1, n):
+        sess.run(None, _feed(k))
+    assert _fully_compiled(layouts)
+    for _ in range(3):
+        with pytest.raises(LimitExceeded, match="'norm1'") as caught:
+            sess.run(None, _feed(n))
+        sess.run(None, _feed(n - 1))
+    tb, files = caught.value.__traceback__, []
+    while tb is not None:
+        files.append(tb.tb_frame.f_code.co_filename)
+        tb = tb.tb_next
+    assert any(f.startswith("<onnxkit plan steps") for f in files)
+    loop_sess = _session(model, limits=limits)
+    with pytest.raises(LimitExceeded, match="'norm1'"):
+        loop_sess.run(None, _feed(n))

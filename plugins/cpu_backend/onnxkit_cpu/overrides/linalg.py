@@ -26,7 +26,8 @@ array of the product's float32 / float64 type broadcasting to the product's shap
 place into the product it just made (``np.add`` with the operands in the graph's order: the
 Add kernel's bits, without its fresh array), and a Relu after it or after the product likewise
 in place (``np.maximum(y, 0)``, the cpu Relu's operation); any other operand, and a Clip, run
-their own kernels on the product (:func:`epilogue`).  Both run with numpy's
+their own kernels on the product (:func:`epilogue`).  A fused step whose B is a constant
+float32 / float64 matrix is bound to it as the product is.  Both run with numpy's
 floating-point warnings off (``quiet``, as the cpu Add): an inf times a zero in a product is a
 NaN result, not a warning.
 """
@@ -123,12 +124,23 @@ def matmul(ctx):
         return y if a.ndim + b.ndim > 2 else np.asarray(y)    # numpy gives a scalar for 1-D by 1-D
 
     def fuse_epilogue(ops):
-        """MatMul + Add (then Relu / Clip) as one step; declines a Swish."""
+        """MatMul + Add (then Relu / Clip) as one step, itself bound to a constant B as the
+        product is (:func:`weight_product`); declines a Swish."""
         if any(o[0] not in ("Add", "Relu", "Clip") for o in ops):
             return None
-        return quiet(epilogue(run, ops))
+
+        def bind_fused(w):
+            product = weight_product(w)
+            return None if product is None else quiet(epilogue(product, ops))
+
+        return binds_constants(quiet(epilogue(run, ops)), bind_fused, 1)
 
     def bind(w):
+        """``run`` for a constant B (see :func:`weight_product`), numpy's warnings off."""
+        product = weight_product(w)
+        return None if product is None else quiet(product)
+
+    def weight_product(w):
         """``run`` for a constant B: a float32 / float64 numpy matrix (else None: ``run`` serves)."""
         if type(w) is not np.ndarray or w.ndim != 2 or w.dtype not in _FLOATS:
             return None
@@ -146,7 +158,7 @@ def matmul(ctx):
                 return np.matmul(a.reshape(-1, k), b).reshape((*a.shape[:-1], b.shape[1]))
             return np.matmul(a, b)
 
-        return quiet(with_weight)
+        return with_weight
 
     return binds_constants(offers_epilogue(quiet(run), fuse_epilogue, 2), bind, 1)
 

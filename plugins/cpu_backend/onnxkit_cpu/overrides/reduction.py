@@ -18,7 +18,8 @@ Array work of a float32/float64 input, non-empty, over at least one axis:
 Of an integer input (not bool), non-empty, over at least one axis: ReduceSum is ``np.add.reduce``
 (numpy's sum: integers narrower than the default integer accumulate in it), its low bits kept in
 the input's type, and ReduceMax / ReduceMin the ufuncs' reductions, as the portable bodies
-compute them (exact).
+compute them (exact).  That plan is decided once per rank, element type and axes (not per
+shape: a decoder's attention mask has a new extent every token).
 
 Everything else (other types, empty inputs, no axes, the other operators) runs the portable
 :func:`~onnxkit_default_domain.kernels.reduction.reduce` with the cached axes.
@@ -153,7 +154,10 @@ def reduction_factory(name: str, input_from: int):
         noop = bool(ctx.attr("noop_with_empty_axes", 0))
 
         def planned(x, given, plans: dict):
-            key = (x.shape, x.dtype, x.flags.c_contiguous, given)
+            dt = x.dtype
+            # a non-empty integer input's plan depends on its rank alone (a decoder's mask: a new
+            # extent every token, one plan); any other input's on its extents and layout too
+            key = (x.ndim, dt, given) if dt.kind in "iu" and x.size else (x.shape, dt, x.flags.c_contiguous, given)
             run = plans.get(key)
             if run is None:
                 ax = list(given) if given else (() if noop else None)

@@ -28,7 +28,9 @@ plugin (onnxkit-microsoft) is installed; an int8 MaxPool needs opset 12, Relu 14
   qualifies where it *is* such a dequantization: integers ``k`` (int32) exist with
   ``float32(k) * float32(x_scale * w_scale) == bias`` element for element (the
   DequantizeLinear formula, so the fused node reads the same bias values; a zero bias always);
-  ``k`` becomes a new int32 initializer.  The same bias rule holds for Gemm's C below.
+  ``k`` becomes a new int32 initializer; so does a bias DQ of another product's scale (per
+  tensor, or per channel: the quantizer quantized the shared bias for its first reader) whose
+  dequantized values are such integers.  The same bias rule holds for Gemm's C below.
 * ``DQ(a), DQ(b) -> MatMul -> Q`` becomes ``QLinearMatMul``.
 * ``DQ(a), DQ(b)[, DQ_int32(C)] -> Gemm -> Q`` (alpha 1, beta 1) becomes com.microsoft
   ``QGemm`` (b per tensor, or per column of B': axis 0 with ``transB``, else 1).
@@ -235,10 +237,16 @@ def _bias(view: GraphView, name: str, x: Quant, w: Quant, channels: int):
     if (b.zero_value != 0).any():
         return None
     shared = view.constant(b.q)
-    if shared is not None and b.per_tensor and not _scale_matches(b, x, w):
-        # a constant bias quantized with another node's scale (the exporter shared it): its
-        # dequantized values, if they are integers of this product's scale
-        found = _float_bias(view, b.q, x, w, channels, shared.astype(np.float32) * b.scale_value.reshape(-1)[0])
+    if shared is not None and not _scale_matches(b, x, w):
+        # a constant bias quantized with another node's scale (the exporter shared it; per tensor,
+        # or per channel along its one axis, the first reader's x_scale * w_scale[m]): its
+        # dequantized values (float32(k) * scale, zero point 0), if they are integers of this
+        # product's scale
+        scale = b.scale_value.reshape(-1)
+        if shared.ndim != 1 or (not b.per_tensor and (b.axis != 0 or scale.size != shared.size)):
+            return None
+        values = shared.astype(np.float32) * (scale[0] if b.per_tensor else scale)
+        found = _float_bias(view, b.q, x, w, channels, values)
         return None if found is None else (found[0], found[1], b)
     typed = view.tensor_type(b.q)
     if typed is None or typed[1] is None or len(typed[1]) != 1 or typed[1][0] != channels:

@@ -12,7 +12,6 @@ its encoded bytes (``copyreg``); before that a model pickles field by field, as 
 from __future__ import annotations
 
 import copyreg
-import mmap
 import os
 import stat
 from typing import Any, Optional, Union
@@ -108,6 +107,8 @@ def _read_fd(fd: int, size: int, name, copy: bool, limits: Limits) -> memoryview
     if size == 0:
         return memoryview(b"")
     if not copy:
+        import mmap  # a mapped model imports it: a session reads its file into memory
+
         try:
             return memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_READ))
         except (OSError, ValueError) as exc:  # e.g. the file shrank since fstat, or no address space
@@ -150,10 +151,17 @@ def load(src: Source, *, external_data: str = "lazy", allow_outside: bool = Fals
     tensors: list = []
     model = decode_message(buf, "ModelProto", limits, tensors=tensors)
     model.base_dir = base_dir or found_dir
-    from . import external
+    if any(t.is_external for t in tensors):
+        from . import external
 
-    external.attach(model, model.base_dir, external.ExternalDataOptions(mode=external_data, allow_outside=allow_outside,
-                                                                        limits=limits), tensors=tensors)
+        external.attach(model, model.base_dir, external.ExternalDataOptions(mode=external_data,
+                                                                            allow_outside=allow_outside, limits=limits),
+                        tensors=tensors)
+    else:  # what external.attach does where no tensor is external, without importing the external-data modules
+        base = os.path.abspath(os.fspath(model.base_dir)) if model.base_dir is not None else None
+        model.base_dir = base
+        for t in tensors:
+            t.base_dir = None if external_data == "never" else base
     return model
 
 
@@ -337,7 +345,7 @@ def value_of(obj):
     """A decoded value message as numpy / list / dict / None."""
     if isinstance(obj, ir.Tensor):
         return obj.numpy()
-    if isinstance(obj, ir.SparseTensor):
+    if ir.is_a(obj, "SparseTensor"):
         return obj
     if isinstance(obj, ir.SequenceData):
         kind = obj.elem_type

@@ -10,39 +10,48 @@ location such as ``graph 'main' / node 3 'conv1' (Conv) / input 1 'W'`` (a strin
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from onnxkit import records
 from onnxkit import record_methods
+
+if TYPE_CHECKING:
+    from .diagnostic_record import Diagnostic
 
 ERROR = "error"
 WARNING = "warning"
 
 
-@records.frozen
-class Diagnostic:
-    severity: str
-    code: str
-    clause: str
-    message: str
-    location: str = ""
-    __repr__, __eq__, __hash__ = record_methods.REPR, record_methods.EQ, record_methods.HASH
+def __getattr__(name: str):
+    """:class:`Diagnostic`, defined in :mod:`onnxkit.diagnostic_record` when first asked for: a
+    process whose models raise no finding makes none (a record class costs time to define)."""
+    if name == "Diagnostic":
+        from .diagnostic_record import Diagnostic
 
-    def __str__(self) -> str:
-        where = f"{self.location}: " if self.location else ""
-        return f"{where}{self.severity}: {self.message} [{self.code}, Clause {self.clause}]"
+        return Diagnostic
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    def to_json(self) -> dict:
-        return {"severity": self.severity, "code": self.code, "clause": self.clause,
-                "message": self.message, "location": str(self.location)}
+
+_made = None  # the Diagnostic class, once defined
+
+
+def diagnostic(severity: str, code: str, clause: str, message: str, location: str = "") -> Diagnostic:
+    """``Diagnostic(severity, code, clause, message, location)`` (its class defined on the first one)."""
+    global _made
+    cls = _made
+    if cls is None:
+        from .diagnostic_record import Diagnostic as cls
+
+        _made = cls
+    return cls(severity, code, clause, message, location)
 
 
 def error(code: str, clause: str, message: str, location: str = "") -> Diagnostic:
-    return Diagnostic(ERROR, code, clause, message, location)
+    return diagnostic(ERROR, code, clause, message, location)
 
 
 def warning(code: str, clause: str, message: str, location: str = "") -> Diagnostic:
-    return Diagnostic(WARNING, code, clause, message, location)
+    return diagnostic(WARNING, code, clause, message, location)
 
 
 @records.define

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import threading
 
-from attrs import fields
+from attr import fields
 
 __all__ = ["EQ", "HASH", "REPR"]
 
@@ -71,7 +71,7 @@ def _repr_method(cls: type):
             globs[f"_{name}_repr"] = how
             parts.append(f"{name}={{_{name}_repr({value})}}")
     if any(not init for _, _, init in shown):
-        from attrs import NOTHING
+        from attr import NOTHING
 
         globs["NOTHING"] = NOTHING
     body = ", ".join(parts)

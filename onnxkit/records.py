@@ -31,8 +31,16 @@ start at.
 
 from __future__ import annotations
 
-from attrs import NOTHING, Attribute, Factory, asdict, cmp_using, define, evolve, field, fields, frozen, has
-from attrs.exceptions import FrozenInstanceError
+# attrs' objects where its package ``attr`` defines them: the ``attrs`` namespace re-exports these
+# very objects (``attrs.asdict`` is ``attr._next_gen.asdict``, not ``attr.asdict``, whose defaults
+# differ), and importing the namespace too (its five submodules) is not needed for them
+from attr import NOTHING, Attribute, Factory, cmp_using, define, evolve, field, fields, frozen, has
+from attr.exceptions import FrozenInstanceError
+
+try:
+    from attr._next_gen import asdict
+except ImportError:  # an attrs release that keeps it elsewhere: the namespace's own name
+    from attrs import asdict
 
 __all__ = ["NOTHING", "Attribute", "Factory", "FrozenInstanceError", "asdict", "cmp_using", "define", "evolve",
            "field", "fields", "frozen", "has"]

@@ -85,17 +85,6 @@ class Backend:
 
 
 @records.define
-class OpaqueTypeDef:
-    """An opaque type of a domain (Clause 6.8.4); values are instances of ``python_type``."""
-
-    domain: str
-    name: str
-    python_type: type = object
-    description: str = ""
-    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
-
-
-@records.define
 class PluginInfo:
     """One loaded plugin: its name, the distribution and version it came from, its module."""
 
@@ -106,17 +95,21 @@ class PluginInfo:
     __repr__, __eq__ = record_methods.REPR, record_methods.EQ
 
 
-@records.define
-class PluginFault:
-    """A fault of one plugin, reported instead of raised."""
+def __getattr__(name: str):
+    """:class:`OpaqueTypeDef` and :class:`PluginFault`, defined in :mod:`onnxkit.registry_records`
+    when first asked for (a registry without faults or opaque types makes none)."""
+    if name in ("OpaqueTypeDef", "PluginFault"):
+        from . import registry_records
 
-    plugin: str
-    hook: str
-    message: str
-    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
+        return getattr(registry_records, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    def __str__(self) -> str:
-        return f"plugin {self.plugin!r} ({self.hook}): {self.message}"
+
+def _plugin_fault(plugin: str, hook: str, message: str):
+    """A :class:`PluginFault` (its class defined on the first fault)."""
+    from .registry_records import PluginFault
+
+    return PluginFault(plugin, hook, message)
 
 
 _registered: list[tuple[str, Any]] = []
@@ -212,7 +205,7 @@ def build_registry(
                 # Broad by design: importing a plugin runs its code, which may raise anything, and a
                 # broken plugin must not take the host down.  Shown as a PluginFault naming it
                 # (Registry.faults: `onnxkit plugins`, and logged on onnxkit.plugins by a session).
-                faults.append(PluginFault(dist_name or ep.name, "import", f"cannot load entry point {ep.value!r}: {type(exc).__name__}: {exc}"))
+                faults.append(_plugin_fault(dist_name or ep.name, "import", f"cannot load entry point {ep.value!r}: {type(exc).__name__}: {exc}"))
                 continue
             infos.append(PluginInfo(ep.name, dist_name, version, module))
     for name, plugin in [*_registered, *extra]:
@@ -220,7 +213,7 @@ def build_registry(
             infos.append(PluginInfo(name, None, None, plugin))
     for name in sorted((wanted or set()) - seen):  # a misspelt name must not go unnoticed
         source = "ONNXKIT_PLUGINS" if include is None else "include"
-        faults.append(PluginFault(name, "select", f"{source} names {name!r}, which no installed plugin is "
+        faults.append(_plugin_fault(name, "select", f"{source} names {name!r}, which no installed plugin is "
                                   f"(distribution or entry-point names: {sorted(seen)})"))
     return Registry(infos, faults)
 
@@ -264,7 +257,7 @@ class Registry:
             except Exception as exc:  # noqa: BLE001
                 # Broad by design: registering reads the plugin's attributes (its code); shown as a
                 # PluginFault naming the plugin, as every plugin fault is (see build_registry).
-                self.faults.append(PluginFault(info.name, "register", f"{type(exc).__name__}: {exc}"))
+                self.faults.append(_plugin_fault(info.name, "register", f"{type(exc).__name__}: {exc}"))
         self._load()
 
     # -- calling hooks, one plugin at a time --------------------------------------------
@@ -284,7 +277,7 @@ class Registry:
                 yield name, result
 
     def _fault(self, plugin: str, hook: str, message: str) -> None:
-        self.faults.append(PluginFault(plugin, hook, message))
+        self.faults.append(_plugin_fault(plugin, hook, message))
         if self._trace:
             print(f"[onnxkit trace] FAULT {plugin} {hook}: {message}", file=sys.stderr)
 

@@ -22,7 +22,7 @@ Conventions: ``domain`` is '' for ai.onnx everywhere.  Type strings are those of
 
 from __future__ import annotations
 
-import base64
+import binascii
 import functools
 import json
 import zlib
@@ -475,6 +475,12 @@ def load_schema_data(data: bytes) -> SchemaData:
     return SchemaData(doc["definitions"], versions, doc.get("source", ""))
 
 
+def _b64decode(text) -> bytes:
+    """What ``base64.b64decode(text)`` gives (non-alphabet characters discarded, padding checked),
+    by binascii alone: the base64 module is not imported for the definitions' function bodies."""
+    return binascii.a2b_base64(text)
+
+
 def _gunzip(data: bytes) -> bytes:
     """What ``gzip.decompress`` gives (every member, in order; each member's CRC and length
     checked), by zlib alone: the gzip module is not imported, and its member loop is not paid."""
@@ -558,7 +564,7 @@ def _definition(e: dict) -> OpSchema:
         min_input=e.get("min_input", 0), max_input=e.get("max_input", 0),
         min_output=e.get("min_output", 0), max_output=e.get("max_output", 0),
         support_level=e.get("support_level", "common"),
-        function_bodies=tuple(sorted((int(v), base64.b64decode(b)) for v, b in e.get("function_bodies", {}).items())),
+        function_bodies=tuple(sorted((int(v), _b64decode(b)) for v, b in e.get("function_bodies", {}).items())),
         has_context_dependent_function=bool(e.get("has_context_dependent_function", False)),
         context_dependent_function_versions=tuple(e.get("context_dependent_function_versions", ())),
     )
@@ -585,5 +591,5 @@ def _message(value):
     if isinstance(value, dict) and "b64" in value:
         from .wire import decode_message  # message-valued defaults are rare; decode on load
 
-        return decode_message(base64.b64decode(value["b64"]), value["message"])
+        return decode_message(_b64decode(value["b64"]), value["message"])
     raise ValueError(f"cannot read attribute default {value!r}")

@@ -42,16 +42,18 @@ and one descriptor, not one each.
 from __future__ import annotations
 
 import errno
-import mmap
 import os
 import re
 import stat
 import threading
 import weakref
 from collections.abc import Hashable, Iterable
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .errors import ExternalDataError
+
+if TYPE_CHECKING:
+    import mmap
 
 __all__ = ["ExternalRefError", "Storage", "StorageFile", "LocalFileStorage", "check_location", "split_location"]
 
@@ -204,6 +206,8 @@ def _shared_map(fd: int, size: int, key: Hashable, description: str) -> mmap.mma
         m = _MAPS.get(key)
         if m is not None and not m.closed and len(m) == size:
             return m
+        import mmap  # the first external file mapped imports it
+
         try:
             # mmap dups the descriptor, so the map stays valid after close(); read-only (13.2).
             m = mmap.mmap(fd, size, access=mmap.ACCESS_READ)

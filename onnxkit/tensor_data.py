@@ -40,7 +40,6 @@ import numpy as np
 
 from .dtypes import DataType, ElementType, element_type, from_numpy_dtype
 from .errors import OnnxkitTypeError
-from .external_read import read_external
 from .narrow import (
     convert, from_codes, pack_bits, pack_typed, packed_size, to_codes, typed_count, unpack_bits,
     unpack_typed,
@@ -50,6 +49,14 @@ __all__ = ["tensor_to_numpy", "raw_fields", "numpy_to_typed", "typed_fields", "s
 
 _TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
 _LITTLE = sys.byteorder == "little"
+
+
+def read_external(t: Tensor) -> memoryview:
+    """The octets of the external tensor ``t``: :func:`onnxkit.external_read.read_external`, whose
+    modules (with the storage's) a process imports when it first reads an external tensor."""
+    from .external_read import read_external as read
+
+    return read(t)
 
 
 def _label(t: Tensor) -> str:

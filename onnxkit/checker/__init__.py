@@ -126,7 +126,7 @@ def check_model(model: Union[ir.Model, str, os.PathLike, bytes, bytearray, memor
             types.check_type(ctx, obj, loc)
         elif isinstance(obj, ir.Tensor):
             tensors.check_tensor(ctx, obj, loc)
-        elif isinstance(obj, ir.SparseTensor):
+        elif ir.is_a(obj, "SparseTensor"):
             tensors.check_sparse(ctx, obj, loc)
         props = getattr(obj, "metadata_props", None)
         if props:

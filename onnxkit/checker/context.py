@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from ..diagnostics import Diagnostic, Report
+from ..diagnostics import Report, diagnostic
 from ..limits import Limits
 from ..locations import Location
 from ..registry import normalize_domain
@@ -113,7 +113,7 @@ class Context:
         """Record one condition under ``code`` (severity and clause from the catalogue);
         ``location`` a string or a lazy :class:`~onnxkit.locations.Location`, kept as given."""
         row = CODES[code]
-        self.report.diagnostics.append(Diagnostic(row.severity, code, row.clause, message, location))
+        self.report.diagnostics.append(diagnostic(row.severity, code, row.clause, message, location))
 
     def feature(self, what: str, introduced: int, location: str) -> None:
         """Report (once per feature) a use of something introduced after the model's IR version."""

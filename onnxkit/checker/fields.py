@@ -55,12 +55,24 @@ _ATTR_SPEC = MESSAGES["AttributeProto"]
 #: AttributeProto tags that carry a value (any of them besides the one of its type is a mismatch).
 _VALUE_TAGS = {_ATTR_SPEC.by_name[f].tag: f for f in VALUE_FIELD.values() if f != "tp"}
 _SCALAR_OR_MESSAGE = {"f", "i", "s", "t", "g", "sparse_tensor"}
+
+
+class _Kinds(dict):
+    """The kinds of :data:`_KIND`; SPARSE_TENSOR's looked up when first asked for (the class
+    :mod:`onnxkit.ir.sparse` defines on first use)."""
+
+    def __missing__(self, atype):
+        if atype != AttributeType.SPARSE_TENSOR:
+            raise KeyError(atype)
+        kinds = self[atype] = (ir.SparseTensor,)
+        return kinds
+
+
 #: Python value kinds by attribute type, for attributes built in Python (no wire record).
-_KIND = {
+_KIND = _Kinds({
     AttributeType.FLOAT: (float, int, np.floating), AttributeType.INT: (int, np.integer), AttributeType.STRING: (bytes, str),
-    AttributeType.TENSOR: (ir.Tensor,), AttributeType.GRAPH: (ir.Graph,), AttributeType.SPARSE_TENSOR: (ir.SparseTensor,),
-    AttributeType.TYPE_PROTO: (ir.Type,),
-}
+    AttributeType.TENSOR: (ir.Tensor,), AttributeType.GRAPH: (ir.Graph,), AttributeType.TYPE_PROTO: (ir.Type,),
+})
 _LIST_OF = {AttributeType.FLOATS: AttributeType.FLOAT, AttributeType.INTS: AttributeType.INT,
             AttributeType.STRINGS: AttributeType.STRING, AttributeType.TENSORS: AttributeType.TENSOR,
             AttributeType.GRAPHS: AttributeType.GRAPH, AttributeType.SPARSE_TENSORS: AttributeType.SPARSE_TENSOR,
@@ -171,7 +183,7 @@ def _features(ctx: Context, obj, loc: str) -> None:
             ctx.feature("device configurations", 11, loc)
         if obj.domain:
             ctx.feature("NodeProto.domain", 3, loc)
-    elif isinstance(obj, ir.Function):
+    elif ir.is_a(obj, "Function"):
         if obj.attribute_proto:
             ctx.feature("function attribute default values (attribute_proto)", 9, loc)
         if obj.overload:

@@ -25,7 +25,6 @@ user's model object itself (a changed model is a copy; an unchanged one is retur
 
 from __future__ import annotations
 
-import heapq
 from typing import Optional
 
 import numpy as np
@@ -143,6 +142,8 @@ def _order(nodes, producer: dict, reads: dict) -> Optional[list]:
         waiting[i] = len(deps)
         for j in deps:
             users[j].append(i)
+    import heapq  # a graph out of order only: a model in order never needs it
+
     ready = [i for i, w in enumerate(waiting) if w == 0]
     heapq.heapify(ready)
     order = []

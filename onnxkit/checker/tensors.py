@@ -32,7 +32,6 @@ from .. import ir
 from ..dtypes import ELEMENT_TYPES, DataType, tag_name
 from ..errors import OnnxkitError
 from ..narrow import TYPED_PER_INT32
-from . import external
 from .context import ELEM_TYPE_IR, Context
 
 _TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
@@ -79,6 +78,8 @@ def check_tensor(ctx: Context, t: ir.Tensor, loc: str) -> None:
     present = [f for f in _TYPED_FIELDS if len(getattr(t, f)) > 0]
     raw = t.raw_data is not None and len(t.raw_data) > 0
     if t.data_location == 1:
+        from . import external  # with the external-data modules: imported by a model that has an external tensor
+
         external.check_external(ctx, t, loc, embedded=raw or bool(present))
         return
     if t.external_data:

@@ -57,7 +57,7 @@ def label(parent, field: str, index, obj) -> str:
     if isinstance(obj, ir.Graph):
         if isinstance(parent, ir.Attribute):
             return f"graph {index} {q(obj.name)}" if index is not None else graph_label(obj)
-        if isinstance(parent, ir.TrainingInfo):
+        if ir.is_a(parent, "TrainingInfo"):
             return f"{field} {graph_label(obj)}"
         return graph_label(obj)
     if isinstance(obj, ir.Node):
@@ -74,7 +74,7 @@ def label(parent, field: str, index, obj) -> str:
         if field in ("values", "indices"):
             return field
         return f"tensor {index}" if index is not None else "tensor"
-    if isinstance(obj, ir.SparseTensor):
+    if ir.is_a(obj, "SparseTensor"):
         if field == "sparse_initializer":
             name = obj.values.name if obj.values is not None else ""
             return f"sparse_initializer {q(name)}"
@@ -93,7 +93,7 @@ def label(parent, field: str, index, obj) -> str:
         if field == "external_data":
             return f"external_data {q(obj.key)}"
         return f"{field} {index} {q(obj.key)}"
-    if isinstance(obj, ir.Function):
+    if ir.is_a(obj, "Function"):
         return function_label(obj)
     if isinstance(obj, ir.OperatorSetId):
         return f"opset_import {index} {q(obj.domain)}"
@@ -120,30 +120,57 @@ def walk(root, root_location: str = "") -> list:
     A location is a :class:`~onnxkit.locations.Location` (rendered when a diagnostic prints it;
     the root's is ``root_location``)."""
     out = []
+    append = out.append
     stack = [(root, root_location, None, "")]
+    pop = stack.pop
     graphs: set = set()
+    fields_of, is_ir, Graph, Model = _FIELDS.get, _IS_IR.get, ir.Graph, ir.Model
+    scalars = (str, bytes, int, float, memoryview)
     while stack:
-        obj, loc, parent, field = stack.pop()
-        if isinstance(obj, ir.Graph):
+        entry = pop()
+        obj, loc = entry[0], entry[1]
+        cls = type(obj)
+        if isinstance(obj, Graph):
             if id(obj) in graphs:
                 continue
             graphs.add(id(obj))
-        out.append((obj, loc, parent, field))
+        append(entry)
+        names = fields_of(cls)
+        if names is None:
+            names = _fields(cls)
+        if not names:
+            continue
         children = []
-        for name in _fields(type(obj)):
+        model = isinstance(obj, Model)
+        for name in names:
             v = getattr(obj, name)
-            if v is None or isinstance(v, (str, bytes, int, float, memoryview)):
+            if v is None or isinstance(v, scalars):
                 continue
             # children of the model other than its graph and functions are located under "model"
-            base = "model" if isinstance(obj, ir.Model) and name not in ("graph", "functions") else loc
+            base = "model" if model and name not in ("graph", "functions") else loc
             if isinstance(v, list):
-                if not v or not _is_ir(type(v[0])) and not _is_ir(type(v[-1])):
+                if not v:
+                    continue
+                first, last = is_ir(type(v[0])), is_ir(type(v[-1]))
+                if first is None:
+                    first = _is_ir(type(v[0]))
+                if last is None:
+                    last = _is_ir(type(v[-1]))
+                if not first and not last:
                     continue  # a list of scalars (ints, floats, strings): nothing to walk
                 for i, item in enumerate(v):
-                    if _is_ir(type(item)):
+                    known = is_ir(type(item))
+                    if known is None:
+                        known = _is_ir(type(item))
+                    if known:
                         children.append((item, _WalkLocation(base, obj, name, i, item), obj, name))
-            elif _is_ir(type(v)):
-                children.append((v, _WalkLocation(base, obj, name, None, v), obj, name))
-        stack.extend(reversed(children))
+            else:
+                known = is_ir(type(v))
+                if known is None:
+                    known = _is_ir(type(v))
+                if known:
+                    children.append((v, _WalkLocation(base, obj, name, None, v), obj, name))
+        if children:
+            children.reverse()
+            stack.extend(children)
     return out
-

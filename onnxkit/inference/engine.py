@@ -21,12 +21,12 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
 from .. import ir
-from ..diagnostics import ERROR, WARNING, Diagnostic, error, warning
+from ..diagnostics import ERROR, WARNING, diagnostic, error, warning
 from ..domains import display_domain, is_default_domain
 from ..dtypes import ELEMENT_TYPES
 from ..errors import OnnxkitError
@@ -37,6 +37,9 @@ from ..log import get_logger
 from ..domains import opset_map
 from ..registry import normalize_domain
 from .context import MAX_CONSTANT_ELEMENTS, InferenceContext, InferenceError, is_symbolic
+
+if TYPE_CHECKING:
+    from ..diagnostics import Diagnostic
 
 #: Where a fault of an inference function that is not onnxkit's typed refusal (a bug) is logged.
 _LOG = "check"
@@ -134,7 +137,7 @@ def sparse_constant_type(node: ir.Node, declared) -> Optional[ir.SparseTensorTyp
     if node.op_type != "Constant" or not is_default_domain(node.domain):
         return None
     sp = next((a.value for a in node.attribute if a.name in ("value", "sparse_value")
-               and isinstance(a.value, ir.SparseTensor) and a.value.values is not None), None)
+               and ir.is_a(a.value, "SparseTensor") and a.value.values is not None), None)
     if sp is None:
         return None
     elem = sp.values.data_type
@@ -176,7 +179,7 @@ def _merge_shapes(a, b, problems, fresh):
 
 def tensor_type_of(t) -> Optional[ir.TensorType]:
     """The type of an initializer (dense or sparse)."""
-    if isinstance(t, ir.SparseTensor):
+    if ir.is_a(t, "SparseTensor"):
         vt = t.values
         return ir.SparseTensorType(vt.data_type if vt is not None else 0, [int(d) for d in t.dims])
     return ir.TensorType(int(t.data_type), [int(d) for d in t.dims])
@@ -415,7 +418,7 @@ class Engine:
 
     def _problems(self, problems, where):
         for code, text in problems:
-            self._report(Diagnostic(CONTRADICTION_SEVERITY[code], code, "9.4", text, where))
+            self._report(diagnostic(CONTRADICTION_SEVERITY[code], code, "9.4", text, where))
 
     def define(self, scope: Scope, name: str, t, value, where: str) -> None:
         for d in scope.declared.get(name, ()):

@@ -100,7 +100,8 @@ class Attribute:
     @classmethod
     def make(cls, name: str, value: Any) -> "Attribute":
         """An attribute whose type is taken from a Python value (like ``onnx.helper.make_attribute``)."""
-        from .tensor import SparseTensor, Tensor
+        from .later import is_a
+        from .tensor import Tensor
         from .graph import Graph
         from .types import Type
 
@@ -111,9 +112,11 @@ class Attribute:
                 return "f"
             if isinstance(v, (str, bytes)):
                 return "s"
-            for c, k in ((Tensor, "t"), (SparseTensor, "sparse"), (Graph, "g"), (Type, "tp")):
+            for c, k in ((Tensor, "t"), (Graph, "g"), (Type, "tp")):
                 if isinstance(v, c):
                     return k
+            if is_a(v, "SparseTensor"):
+                return "sparse"
             raise TypeError(f"attribute {name!r}: cannot infer an attribute type from {type(v).__name__}")
 
         single = {"i": AttributeType.INT, "f": AttributeType.FLOAT, "s": AttributeType.STRING,

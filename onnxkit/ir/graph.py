@@ -102,44 +102,6 @@ class Graph:
 
 
 @records.define
-class TrainingInfo:
-    initialization: Optional[Graph] = None
-    algorithm: Optional[Graph] = None
-    initialization_binding: list = records.field(factory=list)
-    update_binding: list = records.field(factory=list)
-    _wire: object = wire_field()
-    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
-
-
-@records.define
-class Function:
-    """A model-local function (Clause 8.4), identified by (domain, name, overload).
-
-    ``attribute`` lists attribute parameters without defaults, ``attribute_proto`` those with one.
-    """
-
-    name: str = ""
-    input: list = records.field(factory=list)
-    output: list = records.field(factory=list)
-    attribute: list = records.field(factory=list)
-    attribute_proto: list = records.field(factory=list)
-    node: list = records.field(factory=list)
-    doc_string: str = ""
-    opset_import: list = records.field(factory=list)
-    domain: str = ""
-    overload: str = ""
-    value_info: list = records.field(factory=list)
-    metadata_props: list = records.field(factory=list)
-    _wire: object = wire_field()
-    __eq__ = record_methods.EQ
-
-    def __repr__(self) -> str:
-        name = (f"{self.domain}::" if self.domain else "") + self.name + (f":{self.overload}" if self.overload else "")
-        return (f"Function({name}, inputs={display.items(self.input)}, outputs={display.items(self.output)}, "
-                f"{display.plural(len(self.node), 'node')})")
-
-
-@records.define
 class Model:
     """A model (Clause 5.3): IR version, operator set imports, the top-level graph and the rest."""
 
@@ -175,6 +137,8 @@ class Model:
 #: classes :mod:`onnxkit.ir.seldom` defines on first use, still found here under their names
 _IN_SELDOM = ("IntIntListEntry", "SimpleShardedDim", "ShardedDim", "ShardingSpec", "NodeDeviceConfiguration",
                "DeviceConfiguration", "TensorAnnotation", "OperatorInfo", "OperatorSetInfo")
+#: classes :mod:`onnxkit.ir.function` defines on first use (this module's by name and ``__module__``)
+_IN_FUNCTION = ("Function", "TrainingInfo")
 
 
 def __getattr__(name: str):
@@ -182,4 +146,8 @@ def __getattr__(name: str):
         from . import seldom
 
         return getattr(seldom, name)
+    if name in _IN_FUNCTION:
+        from . import function
+
+        return getattr(function, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,7 @@ from onnxkit import records
 from onnxkit import record_methods
 import numpy as np
 
-from ..tensor_data import raw_fields, sparse_to_dense, tensor_to_numpy, typed_fields
+from ..tensor_data import raw_fields, tensor_to_numpy, typed_fields
 from .base import array_field, bytes_field, wire_field
 
 
@@ -129,24 +129,6 @@ def _tensor_from_state(state: dict) -> "Tensor":
     return Tensor(**state, base_dir=base_dir, external_options=options)
 
 
-@records.define
-class SparseTensor:
-    """A sparse tensor (SparseTensorProto): ``values`` (1-D), ``indices`` and the dense ``dims``.
-
-    ``indices`` is either [NNZ] linearized indices or [NNZ, rank] coordinates.
-    """
-
-    values: Optional[Tensor] = None
-    indices: Optional[Tensor] = None
-    dims: list = records.field(factory=list)
-    _wire: object = wire_field()
-    __repr__, __eq__ = record_methods.REPR, record_methods.EQ
-
-    def to_dense(self) -> np.ndarray:
-        """The dense array this sparse tensor denotes."""
-        return sparse_to_dense(self)
-
-
 #: classes :mod:`onnxkit.ir.seldom` defines on first use, still found here under their names
 _IN_SELDOM = ("Segment",)
 
@@ -156,4 +138,8 @@ def __getattr__(name: str):
         from . import seldom
 
         return getattr(seldom, name)
+    if name == "SparseTensor":  # defined by onnxkit.ir.sparse on first use
+        from . import sparse
+
+        return sparse.SparseTensor
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -108,7 +108,7 @@ from ..ir.types import type_string
 from ..limits import DEFAULT_LIMITS, Limits
 from ..operator_modes import BatchNormMode, batch_norm_mode
 from ..plugin_tools import family_modules, merge_family_tables
-from ..registry import Backend, OpaqueTypeDef
+from ..registry import Backend
 from ..runtime.bodies import first_run, note_planned_body
 from .lazy import lazy_family_tables
 from ..runtime.budget import Accumulation, declares_output_bytes
@@ -129,3 +129,12 @@ __all__ = ["Accumulation", "AttributeDef", "AttributeType", "Backend", "BatchNor
            "needs_scope", "node_attributes", "nondeterministic", "normalize_domain", "note_planned_body",
            "offers_epilogue", "packaged_schema_data", "records", "reports_bodies", "size_guard", "subgraphs_of",
            "traits_of", "type_string", "threads", "blocks", "parallel_for", "splits_across_threads"]
+
+
+def __getattr__(name: str):
+    """:class:`~onnxkit.registry.OpaqueTypeDef`, defined when first asked for (:mod:`onnxkit.registry_records`)."""
+    if name == "OpaqueTypeDef":
+        from ..registry_records import OpaqueTypeDef
+
+        return OpaqueTypeDef
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

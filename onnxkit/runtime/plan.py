@@ -28,7 +28,7 @@ its graph's names while it is planned is :mod:`.visible`'s.
 
 from __future__ import annotations
 
-import mmap
+import sys
 from typing import Optional
 
 from onnxkit import records
@@ -50,6 +50,9 @@ from .graph_plan import (GraphPlan, Step, assign_lifetimes, evaluate_constant, f
 from .visible import _NOT_CONSTANT, Visible, declared_constant, outer_constant
 def _mapped(a: np.ndarray) -> bool:
     """True if the octets of ``a`` belong to a memory map (a model file or an external data file)."""
+    mmap = sys.modules.get("mmap")  # no map exists before the module is imported
+    if mmap is None:
+        return False
     base = a
     for _ in range(64):  # a chain of views is short; bounded anyway
         if isinstance(base, mmap.mmap):
@@ -67,7 +70,8 @@ def _mapped(a: np.ndarray) -> bool:
 
 def _mapped_view(view: memoryview) -> bool:
     """True if ``view`` shows octets of a memory map."""
-    return isinstance(view.obj, mmap.mmap)
+    mmap = sys.modules.get("mmap")  # no map exists before the module is imported
+    return mmap is not None and isinstance(view.obj, mmap.mmap)
 
 class _Folding:
     """Folding of one plan's steps at planning (:meth:`Planner._fold_constants`): ``constants``
@@ -228,7 +232,7 @@ class Planner:
 
     def _initializer_value(self, t):
         to_backend = self.backend.asarray or (lambda a: a)
-        if isinstance(t, ir.SparseTensor):
+        if ir.is_a(t, "SparseTensor"):
             return to_backend(self._owned(t.to_dense()))
         return to_backend(self._owned(t.numpy()))
 

@@ -30,17 +30,20 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
 
 from .. import ir
 from ..checker.codes import CODES, refuses
 from ..checker.readings import read_as_onnxruntime  # noqa: F401  (the session reads the admitted model through it)
-from ..diagnostics import Diagnostic, warning
+from ..diagnostics import warning
 from ..dtypes import ELEMENT_TYPES, from_numpy_dtype, tag_name
 from ..errors import ConformanceWarning, EvaluationError, OnnxkitError, ValidationError
 from ..log import get_logger
+
+if TYPE_CHECKING:
+    from ..diagnostics import Diagnostic
 
 
 #: Run-time conditions (not checker codes: only evaluation can find them).

@@ -50,7 +50,7 @@ class Visible:
         t = self.inits.get(name)
         if t is None:
             return None
-        if isinstance(t, ir.SparseTensor):
+        if ir.is_a(t, "SparseTensor"):
             return ir.tensor_type(int(t.values.data_type), [int(d) for d in t.dims])
         return ir.tensor_type(int(t.data_type), [int(d) for d in t.dims])
 

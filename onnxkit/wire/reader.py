@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import gc
 import math
-import mmap
 import struct
-from array import array
+import sys
 
 import numpy as np
 
@@ -103,7 +102,9 @@ class Reader:
         # For indexing and for slices that are copied anyway (strings, small octet fields) the
         # object under the view is faster than the view when it is bytes or an mmap.
         base = getattr(buf, "obj", None)
-        self.raw = base if isinstance(base, (bytes, mmap.mmap)) and len(base) == buf.nbytes else buf
+        mm = sys.modules.get("mmap")  # no mmap object exists before the module is imported
+        mapped = mm is not None and isinstance(base, mm.mmap)
+        self.raw = base if (isinstance(base, bytes) or mapped) and len(base) == buf.nbytes else buf
         self.limits = limits
         self.max_depth = limits.max_nesting_depth
         #: Every Tensor decoded, in order (external data is attached to them by the loader).
@@ -157,7 +158,7 @@ class Reader:
     def message(self, name, pos, end, depth, path, rest=None):
         """Decode the message ``name`` from ``buf[pos:end]``; returns the IR object.
 
-        ``rest``: further spans (an ``array('q')`` of start, stop pairs) of the same message,
+        ``rest``: further spans (a list of start, stop pairs, flat) of the same message,
         read on into the same fields: the later occurrences a 12.3.2 merge folds in.
         """
         if depth > self.max_depth:
@@ -218,7 +219,7 @@ class Reader:
                             pending = {}
                         got = pending.get(fname)
                         if got is None:
-                            pending[fname] = (arg, array("q", (pos, stop)))
+                            pending[fname] = (arg, [pos, stop])
                             fields[fname] = None  # keeps the field's place; filled in below
                         else:
                             got[1].append(pos)

@@ -164,7 +164,7 @@ def _gc_during_import(prelude: str) -> list:
             "gc.callbacks.append(lambda phase, info: phase == 'start' and seen.append(info['generation']))\n"
             "import onnxkit\n"
             "gc.callbacks.clear()\n"
-            "print(len(seen), gc.isenabled(), gc.get_freeze_count(), 'attrs' in sys.modules)\n")
+            "print(len(seen), gc.isenabled(), gc.get_freeze_count(), 'attr' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=str(ROOT))
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.split()
@@ -244,3 +244,122 @@ def test_a_session_inferring_once_imports_no_inference_reuse():
     """onnxkit.inference.reuse is imported by an inference that reuses another (the optimizer's
     view of a model whose declarations count), not by the example's session, which infers once."""
     assert _after_a_run_of_the_example("print('onnxkit.inference.reuse' in sys.modules)").strip() == "False"
+
+
+def test_the_example_imports_no_external_data_module_and_defines_no_function_or_sparse_class():
+    """A model without external tensors loads and checks without onnxkit.external,
+    onnxkit.external_read and onnxkit.checker.external (and their two record classes); a model
+    without model-local functions, training graphs or sparse tensors defines neither
+    onnxkit.ir.function's classes nor onnxkit.ir.sparse's; a registry without plugin faults or
+    opaque types defines neither class of onnxkit.registry_records; a check that finds nothing
+    defines no Diagnostic (onnxkit.diagnostic_record); the record classes come from attrs' ``attr``
+    package, without the ``attrs`` namespace's modules (the same objects); the schema data's function
+    bodies are decoded without the base64 module, a graph in order is read without heapq, and a model
+    is read into memory without mmap (no map
+    exists before mmap is imported, so the planner and the decoder ask only then), its merged
+    messages' spans kept in a list (not the array module's).  Asked
+    for, they are the same
+    classes by every name, keep their modules' names (so they pickle as before), and ``ir.is_a``
+    answers for them without defining them.  (The default first-run policy, cold first: a warm
+    plan imports numba, which imports some of these modules itself.)"""
+    env = {k: v for k, v in os.environ.items() if k != "ONNXKIT_FIRST_RUN"}
+    printed = _after_a_run_of_the_example(
+        "print(*(m in sys.modules for m in ('onnxkit.external', 'onnxkit.external_read', 'onnxkit.checker.external', "
+        "'onnxkit.ir.function', 'onnxkit.ir.sparse', 'onnxkit.registry_records', 'onnxkit.diagnostic_record', "
+        "'attrs', 'base64', 'heapq', 'mmap', 'array')))\n"
+        "from onnxkit import ir\n"
+        "print(ir.is_a(s.model.graph, 'Function'), ir.is_a(s.model.graph.initializer[0], 'SparseTensor'), "
+        "'onnxkit.ir.function' in sys.modules, 'onnxkit.ir.sparse' in sys.modules)\n"
+        "import pickle, onnxkit.ir.graph as g, onnxkit.ir.tensor as t\n"
+        "f, sp = ir.Function(name='f', node=[ir.Node(op_type='Relu')]), ir.SparseTensor(dims=[2, 3])\n"
+        "print(ir.is_a(f, 'Function'), ir.is_a(sp, 'SparseTensor'), ir.is_a(sp, 'Function'), "
+        "ir.is_a(s.model.graph.initializer[0], 'SparseTensor'), g.Function is ir.Function, "
+        "g.TrainingInfo is ir.TrainingInfo, t.SparseTensor is ir.SparseTensor)\n"
+        "print(ir.Function.__module__, ir.TrainingInfo.__module__, ir.SparseTensor.__module__, "
+        "pickle.loads(pickle.dumps(f)) == f, pickle.loads(pickle.dumps(sp)) == sp)\n"
+        "import onnxkit.diagnostics as d, onnxkit.registry as r, onnxkit.plugin as p\n"
+        "w = d.warning('x-code', '9.4', 'text', 'here')\n"
+        "print(type(w) is d.Diagnostic, d.Diagnostic.__module__, pickle.loads(pickle.dumps(w)) == w, str(w), "
+        "p.OpaqueTypeDef is r.OpaqueTypeDef, r.PluginFault.__module__, str(r.PluginFault('a', 'b', 'c')))\n", env)
+    lines = printed.splitlines()
+    assert lines[0] == "False False False False False False False False False False False False", lines
+    assert lines[1] == "False False False False", lines
+    assert lines[2] == "True True False False True True True", lines
+    assert lines[3] == "onnxkit.ir.graph onnxkit.ir.graph onnxkit.ir.tensor True True", lines
+    assert lines[4] == ("True onnxkit.diagnostics True here: warning: text [x-code, Clause 9.4] True onnxkit.registry "
+                        "plugin 'a' (b): c"), lines
+
+
+def test_load_records_the_base_directory_as_external_attach_does(tmp_path, monkeypatch):
+    """``onnxkit.load`` of a model without external tensors sets the model's and every tensor's
+    ``base_dir`` as :func:`onnxkit.external.attach` sets them (absolute; none on the tensors under
+    ``external_data='never'``; none from octets), without importing the external-data modules; a
+    model with an external tensor still goes through ``attach`` (its options recorded)."""
+    import numpy as np
+
+    import onnxkit
+    from onnxkit import external, ir
+    from onnxkit.wire import decode_message
+
+    data = (ROOT / "examples" / "digits.onnx").read_bytes()
+    (tmp_path / "digits.onnx").write_bytes(data)
+    monkeypatch.chdir(tmp_path)
+    for mode in ("lazy", "eager", "never"):
+        for src, where in (("digits.onnx", str(tmp_path)), (data, None)):
+            model = onnxkit.load(src, external_data=mode)
+            reference = decode_message(data, "ModelProto")
+            external.attach(reference, where, external.ExternalDataOptions(mode=mode))
+            tensors = list(external.iter_tensors(model))
+            assert model.base_dir == reference.base_dir == (os.path.abspath(where) if where else None)
+            assert len(tensors) > 0
+            assert [t.base_dir for t in tensors] == [t.base_dir for t in external.iter_tensors(reference)]
+            assert {t.base_dir for t in tensors} == {None if mode == "never" or where is None else str(tmp_path)}
+    big = onnxkit.load(data)
+    big.graph.initializer[0] = ir.Tensor.from_numpy(np.ones((64, 64), np.float32), name=big.graph.initializer[0].name)
+    onnxkit.save(big, str(tmp_path / "ext.onnx"), external_data=True, size_threshold=8192)
+    loaded = onnxkit.load(str(tmp_path / "ext.onnx"))
+    ext = [t for t in external.iter_tensors(loaded) if t.is_external]
+    assert len(ext) == 1 and ext[0].base_dir == str(tmp_path) and ext[0].external_options.mode == "lazy"
+    assert ext[0].numpy().shape == (64, 64) and float(ext[0].numpy().sum()) == 64 * 64
+
+
+def test_schema_function_bodies_decoded_by_binascii_read_as_base64_reads_them():
+    """onnxkit.schema decodes base64 text with binascii alone: the octets ``base64.b64decode``
+    gives for str and bytes, characters outside the alphabet discarded, and bad padding refused
+    (binascii.Error) as base64 refuses it."""
+    import base64
+    import binascii
+
+    from onnxkit.schema import _b64decode
+
+    for raw in (b"", b"\x00", b"ab", b"abc", bytes(range(256)) * 3):
+        text = base64.b64encode(raw)
+        for form in (text, text.decode(), text[:4] + b"\n" + text[4:] + b"\n", b" " + text + b"!!"):
+            assert _b64decode(form) == base64.b64decode(form) == raw
+    for bad in (b"abc", "abcde", b"a"):
+        with pytest.raises(binascii.Error):
+            base64.b64decode(bad)
+        with pytest.raises(binascii.Error):
+            _b64decode(bad)
+    with pytest.raises(ValueError):
+        base64.b64decode("\u00e9abc")
+    with pytest.raises(ValueError):
+        _b64decode("\u00e9abc")
+
+
+def test_the_cpu_namespace_finds_a_module_as_importlib_util_finds_it():
+    """onnxkit_cpu.namespace reads array-api-compat's release from the file ``importlib.util.find_spec``
+    names, found through ``sys.meta_path`` itself (importlib.util is not imported): the same origin
+    for modules not imported yet, and None for a module no finder has."""
+    code = ("import sys\n"
+            "before = 'importlib.util' in sys.modules\n"   # (an editable install's finder may import it at start)
+            "from onnxkit_cpu.namespace import _top_level_spec\n"
+            "names = ('array_api_compat', 'pluggy', 'json', 'onnxkit_no_such_module')\n"
+            "mine = [getattr(_top_level_spec(n), 'origin', None) for n in names]\n"
+            "print(('importlib.util' in sys.modules) == before, all(n not in sys.modules for n in names[:1]))\n"
+            "import importlib.util\n"
+            "theirs = [getattr(importlib.util.find_spec(n), 'origin', None) for n in names]\n"
+            "print(mine == theirs, mine[0] is not None, mine[-1] is None)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "True", "True", "True", "True"], out.stdout

@@ -25,6 +25,22 @@ from ..usedef import node_index
 
 #: the most elements :meth:`GraphView.constant` materializes for a ConstantOfShape
 MAX_FILLED = 1 << 24
+#: :class:`~onnxkit.ir.Node`'s ``__init__`` parameters in order, as :func:`copy_node` passes them
+_NODE_PARAMETERS = ("input", "output", "name", "op_type", "domain", "overload", "attribute", "doc_string",
+                    "metadata_props", "device_configurations", "_wire")
+_NODE_AS_WRITTEN = tuple(a.alias for a in records.fields(ir.Node) if a.init) == _NODE_PARAMETERS
+
+
+def copy_node(n: ir.Node) -> ir.Node:
+    """The copy of ``n`` a view works on: what ``records.evolve(n, input=list(n.input),
+    output=list(n.output))`` gives (every field the same object but ``input`` and ``output``,
+    new lists of the same names), by one positional call of ``ir.Node`` where ``n`` is exactly an
+    ``ir.Node`` whose parameters are :data:`_NODE_PARAMETERS` (attrs' generic ``evolve`` reads
+    the fields one by one), by ``evolve`` otherwise."""
+    if type(n) is not ir.Node or not _NODE_AS_WRITTEN:
+        return records.evolve(n, input=list(n.input), output=list(n.output))
+    return ir.Node(list(n.input), list(n.output), n.name, n.op_type, n.domain, n.overload, n.attribute, n.doc_string,
+                   n.metadata_props, n.device_configurations, n._wire)
 
 
 def is_default(node, *op_types: str) -> bool:
@@ -86,7 +102,7 @@ class GraphView:
         self._reuse = types if isinstance(types, InferenceResult) else None
         self._types: Optional[dict] = None if self._reuse is not None else types
         self.opsets = opset_map(model.opset_import)
-        self.node = [records.evolve(n, input=list(n.input), output=list(n.output)) for n in g.node]
+        self.node = [copy_node(n) for n in g.node]
         self.initializer = list(g.initializer)
         self.value_info = list(g.value_info)
         self.graph = g

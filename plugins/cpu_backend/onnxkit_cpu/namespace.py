@@ -133,17 +133,28 @@ def clone() -> types.ModuleType:
     return compat
 
 
+def _top_level_spec(name: str):
+    """The spec ``importlib.util.find_spec(name)`` gives for an unimported top-level module: the
+    first of ``sys.meta_path``'s finders that finds it (None where none does), without importing
+    importlib.util."""
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        spec = find(name, None) if find is not None else None
+        if spec is not None:
+            return spec
+    return None
+
+
 def _installed_release() -> str:
     """The installed array-api-compat's ``__version__`` (``""`` where unknown): the imported
     package's, else read from its ``__init__.py`` (``__version__ = '...'``) without importing it."""
     module = sys.modules.get("array_api_compat")
     if module is not None:
         return str(getattr(module, "__version__", ""))
-    import importlib.util
     import re
 
     try:
-        spec = importlib.util.find_spec("array_api_compat")
+        spec = _top_level_spec("array_api_compat")
         with open(spec.origin, encoding="utf-8") as f:
             found = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", f.read(), re.M)
     except (ImportError, ValueError, AttributeError, TypeError, OSError):

@@ -103,6 +103,9 @@ GEOMETRIES = [
     ((1, 3, 6, 33), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
     ((2, 6, 9, 30), (6, 1, 3, 3), {"group": 6, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ((1, 4, 13, 40), (4, 1, 5, 4), {"group": 4, "strides": [3, 2], "pads": [2, 0, 1, 3], "dilations": [2, 1]}),
+    # column stride 2 (both phases of a row filled in one pass): an odd width, the left pad 0 and 1
+    ((1, 3, 9, 31), (3, 1, 3, 3), {"group": 3, "strides": [2, 2], "pads": [1, 0, 1, 1]}),
+    ((2, 3, 8, 27), (3, 1, 3, 3), {"group": 3, "strides": [2, 2], "pads": [0, 1, 1, 2]}),
 ]
 
 

@@ -38,7 +38,8 @@ operation, as numpy's):
   minus ``zp`` (float32) by ``w`` (C, kh, kw), float32 weights minus their zero points, into
   ``y`` (N, C, oh, ow), padding positions taken as 0 (they contribute 0): each output's sum of
   ``(float32(x) - zp) * w`` in float32, in no particular order (a channel's padded plane split
-  into stride phases, each tap over the whole output one contiguous run of a phase),
+  into stride phases, each tap over the whole output one contiguous run of a phase; at a column
+  stride of 2 both phases of an input row are filled in one pass over its pairs of columns),
   **exact** where the caller checked ``amax * L1 <= 2^24``
   (``overrides/quantized_conv.py``: every partial sum an integer a float32 holds); then with
   ``requant`` QLinearConv's requantization (:data:`requantize`'s float64 operations,
@@ -209,6 +210,21 @@ def depthwise(x, zp, w, sh, sw, dh, dw, top, left, bias, mult, yzp, lo, hi, requ
                 py = (yy + top) % sh
                 r = (yy + top) // sh
                 src = x[n, c, yy]
+                if sw == 2 and wd >= 2:
+                    # both phases of the row in one pass over its pairs of columns (an interleaved
+                    # read): column q is in phase (q + left) % 2, at (q + left) // 2
+                    pa = left % 2
+                    row_base = py * 2 * stride + r * wq
+                    ua = np.uint64(row_base + pa * stride + left // 2)
+                    ub = np.uint64(row_base + (1 - pa) * stride + (1 + left) // 2)
+                    half = wd // 2
+                    two = np.uint64(2)
+                    for t in range(np.uint64(half)):
+                        flat[ua + t] = np.float32(src[two * t]) - zp
+                        flat[ub + t] = np.float32(src[two * t + np.uint64(1)]) - zp
+                    if wd % 2:
+                        flat[ua + np.uint64(half)] = np.float32(src[wd - 1]) - zp
+                    continue
                 for px in range(sw):
                     x0 = (px - left) % sw                   # the first input column of this phase
                     if x0 >= wd:

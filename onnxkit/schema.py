@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import binascii
 import functools
-import json
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Optional
@@ -407,7 +406,7 @@ class SchemaData:
         made = self._made.get(key)
         if made is None:
             row = self._rows[key]
-            made = self._made[key] = _definition(json.loads(row) if isinstance(row, (bytes, str)) else row)
+            made = self._made[key] = _definition(_json_loads(row) if isinstance(row, (bytes, str)) else row)
         return made
 
     @property
@@ -475,6 +474,50 @@ def load_schema_data(data: bytes) -> SchemaData:
     return SchemaData(doc["definitions"], versions, doc.get("source", ""))
 
 
+class _ScanContext:
+    """What ``json.JSONDecoder()`` hands its C scanner: strict, no hooks, ``float`` / ``int`` for
+    numbers, ``NaN`` / ``Infinity`` / ``-Infinity`` as the floats they name."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+    memo: dict = {}
+
+
+_scan = None  # the C scanner, made on first use (False: there is none)
+
+
+def _json_loads(text):
+    """``json.loads(text)`` for schema data (str or UTF-8 octets holding one JSON value): by the C
+    scanner the json module decodes with, given the json module's default decoder's settings, so
+    reading schema data does not import json; anything the scanner declines (whitespace around the
+    value, another encoding, a malformed text) goes to ``json.loads``, which decides (and refuses)
+    as it always does."""
+    global _scan
+    scan = _scan
+    if scan is None:
+        try:
+            from _json import make_scanner
+        except ImportError:  # an interpreter without json's C accelerator
+            make_scanner = None
+        scan = _scan = make_scanner(_ScanContext()) if make_scanner is not None else False
+    if scan is not False:
+        try:
+            string = text if isinstance(text, str) else bytes(text).decode("utf-8")
+            value, end = scan(string, 0)
+        except (StopIteration, ValueError):
+            pass
+        else:
+            if end == len(string):
+                return value
+    import json
+
+    return json.loads(text)
+
+
 def _b64decode(text) -> bytes:
     """What ``base64.b64decode(text)`` gives (non-alphabet characters discarded, padding checked),
     by binascii alone: the base64 module is not imported for the definitions' function bodies."""
@@ -504,11 +547,11 @@ def _document(data: bytes) -> tuple:
         data = _gunzip(data)
     first, _, rest = data.partition(b"\n")
     try:
-        doc = json.loads(first)
+        doc = _json_loads(first)
     except ValueError:  # /1 written over several lines
-        return json.loads(data), None
+        return _json_loads(data), None
     if not isinstance(doc, dict) or "keys" not in doc:
-        return (doc if not rest.strip() else json.loads(data)), None
+        return (doc if not rest.strip() else _json_loads(data)), None
     lines = rest.split(b"\n")
     if lines and not lines[-1]:
         lines.pop()
@@ -518,6 +561,8 @@ def _document(data: bytes) -> tuple:
 def encode_schema_document(doc: dict) -> bytes:
     """The format /2 text of a schema document (uncompressed; the generators gzip it): the
     header line, then one compact ASCII JSON line per definition, in the document's order."""
+    import json
+
     header = {k: v for k, v in doc.items() if k != "definitions"}
     header["format"] = DATA_FORMAT
     header["keys"] = [[e["domain"], e["name"], int(e["since_version"])] for e in doc["definitions"]]
@@ -532,7 +577,7 @@ def decode_schema_document(data: bytes) -> dict:
     doc, lines = _document(data)
     if lines is not None:
         doc = {k: v for k, v in doc.items() if k != "keys"}
-        doc["definitions"] = [json.loads(line) for line in lines]
+        doc["definitions"] = [_json_loads(line) for line in lines]
     return doc
 
 

@@ -26,7 +26,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import os
 import threading
 
@@ -364,6 +363,8 @@ def apply_ort_config(so: SessionOptions, model: ir.Model) -> SessionOptions:
     entry = next((p.value for p in model.metadata_props if p.key == "ort_config"), None)
     if entry is None:
         return so
+    import json  # a model carrying ort_config metadata only
+
     try:
         cfg = json.loads(entry)
     except ValueError as exc:

@@ -10,7 +10,6 @@ body checks before each of its nodes, i.e. between iterations too.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -105,6 +104,8 @@ class Profiler:
         with self._lock:
             events = list(self.events)  # a run still adding events cannot change what is written
         stamp = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(self.start_wall_ns / 1e9))
+        import json  # a profile written: not imported by every session
+
         n = 0
         while True:
             suffix = f"_{n}" if n else ""

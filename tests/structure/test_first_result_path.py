@@ -257,7 +257,8 @@ def test_the_example_imports_no_external_data_module_and_defines_no_function_or_
     bodies are decoded without the base64 module, a graph in order is read without heapq, and a model
     is read into memory without mmap (no map
     exists before mmap is imported, so the planner and the decoder ask only then), its merged
-    messages' spans kept in a list (not the array module's).  Asked
+    messages' spans kept in a list (not the array module's); the schema data is read without the json
+    module (by the C scanner json decodes with).  Asked
     for, they are the same
     classes by every name, keep their modules' names (so they pickle as before), and ``ir.is_a``
     answers for them without defining them.  (The default first-run policy, cold first: a warm
@@ -266,7 +267,7 @@ def test_the_example_imports_no_external_data_module_and_defines_no_function_or_
     printed = _after_a_run_of_the_example(
         "print(*(m in sys.modules for m in ('onnxkit.external', 'onnxkit.external_read', 'onnxkit.checker.external', "
         "'onnxkit.ir.function', 'onnxkit.ir.sparse', 'onnxkit.registry_records', 'onnxkit.diagnostic_record', "
-        "'attrs', 'base64', 'heapq', 'mmap', 'array')))\n"
+        "'attrs', 'base64', 'heapq', 'mmap', 'array', 'json')))\n"
         "from onnxkit import ir\n"
         "print(ir.is_a(s.model.graph, 'Function'), ir.is_a(s.model.graph.initializer[0], 'SparseTensor'), "
         "'onnxkit.ir.function' in sys.modules, 'onnxkit.ir.sparse' in sys.modules)\n"
@@ -282,7 +283,7 @@ def test_the_example_imports_no_external_data_module_and_defines_no_function_or_
         "print(type(w) is d.Diagnostic, d.Diagnostic.__module__, pickle.loads(pickle.dumps(w)) == w, str(w), "
         "p.OpaqueTypeDef is r.OpaqueTypeDef, r.PluginFault.__module__, str(r.PluginFault('a', 'b', 'c')))\n", env)
     lines = printed.splitlines()
-    assert lines[0] == "False False False False False False False False False False False False", lines
+    assert lines[0] == "False False False False False False False False False False False False False", lines
     assert lines[1] == "False False False False", lines
     assert lines[2] == "True True False False True True True", lines
     assert lines[3] == "onnxkit.ir.graph onnxkit.ir.graph onnxkit.ir.tensor True True", lines
@@ -363,3 +364,38 @@ def test_the_cpu_namespace_finds_a_module_as_importlib_util_finds_it():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=str(ROOT))
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "True", "True", "True", "True"], out.stdout
+
+
+def test_schema_data_read_by_the_json_scanner_reads_as_json_loads_reads_it():
+    """onnxkit.schema reads schema data without importing json: every line of every packaged
+    schema document decodes to what ``json.loads`` gives, and what the scanner declines (whitespace
+    around the value, trailing text, another encoding, a malformed text) is ``json.loads``' to
+    decide: the same value, or the same refusal."""
+    import json
+    import math
+
+    from onnxkit.schema import _gunzip, _json_loads
+
+    datas = [(ROOT / f"plugins/{d}/schemas_data.json.gz").read_bytes()
+             for d in ("default_domain/onnxkit_default_domain", "ml_domain/onnxkit_ml", "microsoft_domain/onnxkit_microsoft")]
+    n = 0
+    for data in datas:
+        for line in _gunzip(data).split(b"\n"):
+            if line:
+                assert _json_loads(line) == json.loads(line)
+                n += 1
+    assert n > 600
+    same = ['{"a": [1, 2.5, "x", null, true, false, -0.0, 1e400, 12345678901234567890123]}', ' [1] ', '[1]\n',
+            '"\\u00e9\\ud83d\\ude00"', b'{"k": "v"}', '\ufeff[1]'.encode("utf-8"), '[1]'.encode("utf-16"), "0", "[]"]
+    for text in same:
+        assert _json_loads(text) == json.loads(text), text
+    for text in ("NaN", "[Infinity, -Infinity]"):
+        got, want = _json_loads(text), json.loads(text)
+        assert repr(got) == repr(want) and (text != "NaN" or math.isnan(got))
+    for bad in ("[1] x", "[1,]", "{'a': 1}", "", "[1", b"\xff[1]", '"a\tb"', "\ufeff[1]"):
+        with pytest.raises(ValueError) as theirs:
+            json.loads(bad)
+        with pytest.raises(ValueError) as ours:
+            _json_loads(bad)
+        assert type(ours.value) is type(theirs.value), bad
+

@@ -19,6 +19,7 @@ from typing import Any, Optional, Union
 from . import ir
 from .errors import DecodeError, LimitExceeded, NoSuchFileError, OnnxkitError
 from .limits import DEFAULT_LIMITS, Limits
+from .tensor_data import record_base_dir
 from .wire import decode_message, encode
 
 Source = Union[str, os.PathLike, bytes, bytearray, memoryview, Any]
@@ -157,11 +158,8 @@ def load(src: Source, *, external_data: str = "lazy", allow_outside: bool = Fals
         external.attach(model, model.base_dir, external.ExternalDataOptions(mode=external_data,
                                                                             allow_outside=allow_outside, limits=limits),
                         tensors=tensors)
-    else:  # what external.attach does where no tensor is external, without importing the external-data modules
-        base = os.path.abspath(os.fspath(model.base_dir)) if model.base_dir is not None else None
-        model.base_dir = base
-        for t in tensors:
-            t.base_dir = None if external_data == "never" else base
+    else:  # no tensor is external: only the base directory to record, without the external-data modules
+        model.base_dir = record_base_dir(model.base_dir, tensors, external_data != "never")
     return model
 
 

@@ -46,7 +46,7 @@ from .ir.attribute import Attribute
 from .ir.graph import Function, Graph, Model, Node, TrainingInfo
 from .ir.tensor import DataLocation, SparseTensor, StringStringEntry, Tensor
 from .storage import ExternalRefError, check_location
-from .tensor_data import raw_fields, tensor_to_numpy
+from .tensor_data import raw_fields, record_base_dir, tensor_to_numpy
 
 __all__ = ["ExternalRef", "ExternalDataOptions", "parse_reference", "read_external", "attach", "externalize",
            "iter_tensors", "declared_nbytes", "KEYS"]
@@ -67,12 +67,11 @@ def attach(model, base_dir, options: Optional[ExternalDataOptions] = None, tenso
     collects them), sparing a walk of the model.
     """
     opts = options or DEFAULT_OPTIONS
-    base = os.path.abspath(os.fspath(base_dir)) if base_dir is not None else None
+    tensors = list(iter_tensors(model)) if tensors is None else tensors
+    base = record_base_dir(base_dir, tensors, opts.mode != "never")
     if isinstance(model, Model):
         model.base_dir = base
-    tensor_base = None if opts.mode == "never" else base
-    for t in (iter_tensors(model) if tensors is None else tensors):
-        t.base_dir = tensor_base
+    for t in tensors:
         if not t.is_external:
             continue
         t.external_options = opts

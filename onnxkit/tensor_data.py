@@ -33,6 +33,7 @@ zero) and the padding bits of raw storage are ignored.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Optional
 
@@ -49,6 +50,19 @@ __all__ = ["tensor_to_numpy", "raw_fields", "numpy_to_typed", "typed_fields", "s
 
 _TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
 _LITTLE = sys.byteorder == "little"
+
+
+def record_base_dir(base_dir, tensors, on_tensors: bool = True) -> Optional[str]:
+    """``base_dir`` (the directory holding the model file) made absolute, so that resolution does
+    not depend on the working directory later (Clause 13.2 NOTE), and set as each of ``tensors``'
+    ``base_dir`` (None on them where not ``on_tensors``: external data ``'never'``); returned for
+    the caller's model.  The loader (:func:`onnxkit.load`) and :func:`onnxkit.external.attach` both
+    record it so."""
+    base = os.path.abspath(os.fspath(base_dir)) if base_dir is not None else None
+    tensor_base = base if on_tensors else None
+    for t in tensors:
+        t.base_dir = tensor_base
+    return base
 
 
 def read_external(t: Tensor) -> memoryview:

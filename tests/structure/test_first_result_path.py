@@ -315,6 +315,10 @@ def test_load_records_the_base_directory_as_external_attach_does(tmp_path, monke
             assert len(tensors) > 0
             assert [t.base_dir for t in tensors] == [t.base_dir for t in external.iter_tensors(reference)]
             assert {t.base_dir for t in tensors} == {None if mode == "never" or where is None else str(tmp_path)}
+        relative = decode_message(data, "ModelProto")
+        external.attach(relative, ".", external.ExternalDataOptions(mode=mode))  # made absolute (13.2 NOTE)
+        assert relative.base_dir == str(tmp_path)
+        assert {t.base_dir for t in external.iter_tensors(relative)} == {None if mode == "never" else str(tmp_path)}
     big = onnxkit.load(data)
     big.graph.initializer[0] = ir.Tensor.from_numpy(np.ones((64, 64), np.float32), name=big.graph.initializer[0].name)
     onnxkit.save(big, str(tmp_path / "ext.onnx"), external_data=True, size_threshold=8192)

@@ -61,6 +61,18 @@ class _NotHeld:
 NOT_HELD = _NotHeld()
 
 
+def decided_each_call(decide, other):
+    """The unbound kernel of a ``decide`` / ``other`` pair (:func:`bodies_by_layout`'s): each call
+    decides its body, ``decide(x, *others)``, and runs it on ``x``, or ``other(x, *others)`` where
+    ``decide`` returns None."""
+
+    def run(x, *others):
+        body = decide(x, *others)
+        return other(x, *others) if body is None else body(x)
+
+    return run
+
+
 def bodies_by_layout(decide, other):
     """A ``bind`` for :func:`onnxkit.runtime.kernel.binds_constants` of a kernel whose inputs but
     the first are all bound (a quantized convolution or product with constant weights, scales,

@@ -70,7 +70,7 @@ from onnxkit.plugin import KernelTable, binds_constants
 
 from ..compiled import quantized as loops
 from ..compiled import quantized_vnni as vnni
-from ._plans import Held, bodies_by_layout
+from ._plans import Held, bodies_by_layout, decided_each_call
 
 KERNELS = KernelTable()
 
@@ -516,10 +516,7 @@ def qlinear_matmul(ctx):
         np.clip(r, lo, hi, out=r)
         return r.astype(y_zero_point.dtype)
 
-    def run(a, *others):
-        body = decide(a, *others)
-        return other(a, *others) if body is None else body(a)
-
+    run = decided_each_call(decide, other)
     # every input but A a constant of the plan: the bodies kept per A layout
     return binds_constants(run, bodies_by_layout(decide, other), 1, 2, 3, 4, 5, 6, 7)
 

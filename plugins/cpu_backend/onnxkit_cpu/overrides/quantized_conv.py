@@ -61,7 +61,7 @@ from onnxkit.plugin import KernelTable, binds_constants, declares_output_bytes
 
 from ..compiled import quantized as loops
 from ..compiled import quantized_vnni as vnni
-from ._plans import Held, bodies_by_layout
+from ._plans import Held, bodies_by_layout, decided_each_call
 from .conv import strided_columns
 from .quantization import (F32, FLOAT32_EXACT, RANGES, eight_bit, k_chunks, kept_centered, zero_point_key,
                            zero_point_value)
@@ -385,10 +385,7 @@ def qlinear_conv(ctx):
             return out
         return body
 
-    def run(x, *others):
-        body = decide(x, *others)
-        return other(x, *others) if body is None else body(x)
-
+    run = decided_each_call(decide, other)
     def output_bytes(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None):
         """Y's bytes from the geometry (kept per shape), or 0 where it cannot be read (the
         kernel then reports the inputs): the run loop's size guard asks no inference per call."""

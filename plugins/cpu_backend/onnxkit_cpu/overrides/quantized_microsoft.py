@@ -59,7 +59,7 @@ from onnxkit.plugin import KernelTable, binds_constants, declares_output_bytes
 
 from ..compiled import quantized as loops
 from ..compiled import quantized_vnni as vnni
-from ._plans import Held, bodies_by_layout
+from ._plans import Held, bodies_by_layout, decided_each_call
 from .quantization import (F32, RANGES, CenteredB, b_zero_point_ok, centered_b, exact_product,
                            zero_point_key, zero_point_value)
 
@@ -365,10 +365,7 @@ def _qgemm(ctx, other):
         lo_y, hi_y = RANGES[target.dtype]
         return np.clip(r, lo_y, hi_y).astype(target.dtype)
 
-    def run(a, *others):
-        body = decide(a, *others)
-        return other(a, *others) if body is None else body(a)
-
+    run = decided_each_call(decide, other)
     # every input but A a constant of the plan or absent: the bodies kept per A layout
     return binds_constants(run, bodies_by_layout(decide, other), 1, 2, 3, 4, 5, 6, 7, 8)
 
